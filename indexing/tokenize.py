@@ -1,0 +1,100 @@
+"""One tokenizer for every lexical index (files BM25 and Qdrant's sparse vectors).
+
+Both backends must see the same terms, or the same query would rank differently depending on
+where facts are stored. Rules: Unicode NFKC, case folding, Latin/Cyrillic/... words and numbers,
+light English stemming, English stop words removed; CJK runs become overlapping character
+bigrams (a single CJK character stays a unigram), so "花生" finds "用户对花生过敏".
+"""
+
+from __future__ import annotations
+
+import re
+import unicodedata
+from collections.abc import Iterable
+
+# Han, Hiragana, Katakana, Hangul: scripts written without spaces between words.
+_CJK = (
+    "\u3040-\u30ff"  # Hiragana, Katakana
+    "\u3400-\u4dbf"  # CJK Extension A
+    "\u4e00-\u9fff"  # CJK Unified Ideographs
+    "\uf900-\ufaff"  # CJK Compatibility Ideographs
+    "\uac00-\ud7af"  # Hangul syllables
+)
+_TOKEN_RE = re.compile(rf"[{_CJK}]+|[^\W_{_CJK}]+(?:['’][^\W_{_CJK}]+)*")
+_CJK_RE = re.compile(rf"[{_CJK}]")
+
+_STOP_WORDS_TEXT = """
+    a about above after again against all am an and any are aren't as at be because been
+    before being below between both but by can can't cannot could couldn't did didn't do
+    does doesn't doing don't down during each few for from further had hadn't has hasn't
+    have haven't having he he'd he'll he's her here here's hers herself him himself his how
+    how's i i'd i'll i'm i've if in into is isn't it it's its itself let's me more most
+    mustn't my myself no nor not of off on once only or other ought our ours ourselves out
+    over own same shan't she she'd she'll she's should shouldn't so some such than that
+    that's the their theirs them themselves then there there's these they they'd they'll
+    they're they've this those through to too under until up very was wasn't we we'd we'll
+    we're we've were weren't what what's when when's where where's which while who who's
+    whom why why's with won't would wouldn't you you'd you'll you're you've your yours
+    yourself yourselves s t d ll m re ve also just will
+"""
+STOP_WORDS: frozenset[str] = frozenset(_STOP_WORDS_TEXT.split())
+
+_VOWELS = set("aeiouy")
+
+
+def normalize(text: str) -> str:
+    """NFKC + case folding: the canonical form every index and hash starts from."""
+    return unicodedata.normalize("NFKC", text).casefold()
+
+
+def stem(word: str) -> str:
+    """Light English suffix stripping: plurals, -ing, -ed, -ly, -ies.
+
+    Deliberately conservative (no Porter step 2-5): a wrong merge costs precision in every query,
+    while a missed one only costs one variant. Non-ASCII words are returned unchanged.
+    """
+    if word.endswith("'s"):
+        word = word[:-2]
+    if len(word) <= 3 or not word.isascii() or not word.isalpha():
+        return word
+    if word.endswith("ies") and len(word) > 4:
+        return word[:-3] + "y"
+    if word.endswith("sses"):
+        return word[:-2]
+    if word.endswith("s") and not word.endswith(("ss", "us", "is")):
+        word = word[:-1]
+    for suffix in ("ingly", "edly", "ing", "ed"):
+        if word.endswith(suffix) and len(word) - len(suffix) >= 3:
+            root = word[: -len(suffix)]
+            if not _VOWELS.intersection(root):
+                return word
+            if len(root) >= 4 and root[-1] == root[-2] and root[-1] not in "lsz":
+                root = root[:-1]  # running -> run, stopped -> stop
+            return root
+    if word.endswith("ly") and len(word) > 5:
+        return word[:-2]
+    return word
+
+
+def _cjk_grams(run: str) -> list[str]:
+    if len(run) == 1:
+        return [run]
+    return [run[i : i + 2] for i in range(len(run) - 1)]
+
+
+def tokenize(text: str, *, stop_words: Iterable[str] | None = STOP_WORDS) -> list[str]:
+    """Terms of ``text`` in order, duplicates kept (BM25 needs term frequencies)."""
+    stops = stop_words if stop_words is not None else ()
+    out: list[str] = []
+    for match in _TOKEN_RE.finditer(normalize(text)):
+        piece = match.group(0)
+        if _CJK_RE.match(piece):
+            out.extend(_cjk_grams(piece))
+            continue
+        piece = piece.replace("’", "'")
+        if piece in stops:
+            continue
+        term = stem(piece)
+        if term and term not in stops:
+            out.append(term)
+    return out

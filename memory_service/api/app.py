@@ -1,0 +1,37 @@
+"""The FastAPI application: one factory, services injected, errors uniform."""
+
+from __future__ import annotations
+
+from fastapi import FastAPI
+
+from memory_service import __version__
+from memory_service.api.errors import install_error_handlers
+from memory_service.api.keys import ApiKeyRing
+from memory_service.api.limits import BodySizeLimit
+from memory_service.api.routes import memories
+from memory_service.api.schemas import Health
+from memory_service.services import Services
+
+ROUTERS = [memories.router]
+
+
+def create_app(services: Services, key_ring: ApiKeyRing) -> FastAPI:
+    app = FastAPI(
+        title="memory-service",
+        version=__version__,
+        description="Long-term memory for LLM agents: record facts, recall them by hybrid "
+        "search (BM25 + dense vectors fused by Reciprocal Rank Fusion). Every call is scoped "
+        "to the tenant of its API key.",
+    )
+    app.state.services = services
+    app.state.key_ring = key_ring
+    install_error_handlers(app)
+    app.add_middleware(BodySizeLimit, max_bytes=services.settings.api.max_body_bytes)
+
+    @app.get("/healthz", response_model=Health, tags=["health"])
+    def healthz() -> Health:
+        return Health(status="ok", backend=services.describe_backend(), version=__version__)
+
+    for router in ROUTERS:
+        app.include_router(router)
+    return app

@@ -1,0 +1,60 @@
+"""FastAPI dependencies: services from app state, the caller from the bearer key."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+from fastapi import Depends, Request, Security
+from fastapi.security import APIKeyHeader, HTTPAuthorizationCredentials, HTTPBearer
+
+from memory_service.api.errors import ApiError
+from memory_service.api.keys import ApiKeyRing, Principal
+from memory_service.context import RuntimeContext
+from memory_service.longterm.base import LongTermMemory
+from memory_service.services import Services
+
+_bearer = HTTPBearer(auto_error=False, description="API key as a bearer token")
+_header = APIKeyHeader(name="X-API-Key", auto_error=False, description="API key header")
+
+
+def get_services(request: Request) -> Services:
+    return request.app.state.services
+
+
+def get_principal(
+    request: Request,
+    bearer: Annotated[HTTPAuthorizationCredentials | None, Security(_bearer)],
+    header_key: Annotated[str | None, Security(_header)],
+) -> Principal:
+    """The tenant behind the API key; 401 when the key is missing or unknown."""
+    ring: ApiKeyRing = request.app.state.key_ring
+    key = bearer.credentials if bearer else header_key
+    if not key:
+        raise ApiError(401, "unauthorized", "missing API key: send 'Authorization: Bearer <key>'")
+    principal = ring.lookup(key)
+    if principal is None:
+        raise ApiError(401, "unauthorized", "unknown API key")
+    return principal
+
+
+def require_admin(principal: Annotated[Principal, Depends(get_principal)]) -> Principal:
+    if principal.role != "admin":
+        raise ApiError(403, "forbidden", "this operation needs an admin key")
+    return principal
+
+
+def get_longterm(services: Annotated[Services, Depends(get_services)]) -> LongTermMemory:
+    return services.longterm
+
+
+def user_context(
+    principal: Principal, user_id: str, session_id: str | None = None
+) -> RuntimeContext:
+    """The context of a request: tenant from the key, never from the body."""
+    return RuntimeContext(principal.tenant_id, user_id, session_id)
+
+
+PrincipalDep = Annotated[Principal, Depends(get_principal)]
+AdminDep = Annotated[Principal, Depends(require_admin)]
+LongTermDep = Annotated[LongTermMemory, Depends(get_longterm)]
+ServicesDep = Annotated[Services, Depends(get_services)]

@@ -1,0 +1,113 @@
+"""Long-term memories: record, search, list, get, delete, forget."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+from fastapi import APIRouter, Path, Query
+
+from memory_service.api.deps import LongTermDep, PrincipalDep, user_context
+from memory_service.api.errors import ApiError
+from memory_service.api.schemas import (
+    DeleteReceipt,
+    FactOut,
+    FactPage,
+    Hit,
+    RecordRequest,
+    RecordResponse,
+    RecordResultOut,
+    SearchRequest,
+    SearchResponse,
+)
+
+router = APIRouter(prefix="/v1", tags=["memories"])
+
+UserQuery = Annotated[str, Query(description="the user whose memories these are")]
+
+
+@router.post("/memories", response_model=RecordResponse)
+def record_memories(body: RecordRequest, principal: PrincipalDep, memory: LongTermDep):
+    """Record facts. Idempotent: the same text twice is one fact (``duplicate``); a fact with
+    the ``key`` of an active fact replaces it (``superseded``). All or nothing."""
+    ctx = user_context(principal, body.user_id, body.session_id)
+    results = memory.record(ctx, [f.to_fact(body.session_id) for f in body.facts])
+    return RecordResponse(
+        results=[
+            RecordResultOut(id=r.id, status=r.status, superseded_ids=list(r.superseded_ids))
+            for r in results
+        ]
+    )
+
+
+@router.post("/memories/search", response_model=SearchResponse)
+def search_memories(body: SearchRequest, principal: PrincipalDep, memory: LongTermDep):
+    """Hybrid recall (BM25 + dense, fused by RRF); each hit carries its rank in each leg."""
+    ctx = user_context(principal, body.user_id)
+    recalls = memory.retrieve(ctx, body.query, body.top_k, body.threshold, mode=body.mode)
+    return SearchResponse(
+        hits=[
+            Hit(
+                id=r.fact.id,
+                text=r.fact.text,
+                score=r.score,
+                ranks={"bm25": r.ranks.get("bm25"), "dense": r.ranks.get("dense")},
+                scores={"bm25": r.scores.get("bm25"), "dense": r.scores.get("dense")},
+                key=r.fact.key,
+                kind=r.fact.kind,
+                importance=r.fact.importance,
+                tags=list(r.fact.tags),
+                created_at=r.fact.created_at,
+            )
+            for r in recalls
+        ]
+    )
+
+
+@router.get("/memories", response_model=FactPage)
+def list_memories(
+    principal: PrincipalDep,
+    memory: LongTermDep,
+    user_id: UserQuery,
+    limit: Annotated[int, Query(ge=1, le=1000)] = 100,
+    cursor: Annotated[str | None, Query(max_length=512)] = None,
+    include_inactive: bool = False,
+):
+    """A page of the user's facts, oldest first; pass ``next_cursor`` back for the next."""
+    ctx = user_context(principal, user_id)
+    page = memory.list(ctx, limit=limit, cursor=cursor, include_inactive=include_inactive)
+    return FactPage(items=[FactOut.of(f) for f in page.items], next_cursor=page.next_cursor)
+
+
+@router.get("/memories/{memory_id}", response_model=FactOut)
+def get_memory(
+    principal: PrincipalDep,
+    memory: LongTermDep,
+    memory_id: Annotated[str, Path(max_length=64)],
+    user_id: UserQuery,
+):
+    ctx = user_context(principal, user_id)
+    found = memory.get(ctx, [memory_id])
+    if not found:
+        raise ApiError(404, "not_found", f"no memory {memory_id!r} for this user")
+    return FactOut.of(found[0])
+
+
+@router.delete("/memories/{memory_id}", response_model=DeleteReceipt)
+def delete_memory(
+    principal: PrincipalDep,
+    memory: LongTermDep,
+    memory_id: Annotated[str, Path(max_length=64)],
+    user_id: UserQuery,
+):
+    ctx = user_context(principal, user_id)
+    deleted = memory.delete(ctx, [memory_id])
+    if not deleted:
+        raise ApiError(404, "not_found", f"no memory {memory_id!r} for this user")
+    return DeleteReceipt(deleted=deleted)
+
+
+@router.delete("/users/{user_id}/memories", response_model=DeleteReceipt)
+def forget_user(principal: PrincipalDep, memory: LongTermDep, user_id: str):
+    """Every long-term fact of the user, gone (the right to be forgotten)."""
+    ctx = user_context(principal, user_id)
+    return DeleteReceipt(deleted=memory.forget(ctx))

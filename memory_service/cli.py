@@ -1,0 +1,51 @@
+"""``memory-service`` command line. Each subcommand lives in ``memory_service.commands``.
+
+Errors print one line (``memory-service: error: ...``) to stderr and exit non-zero.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import logging
+import sys
+from collections.abc import Sequence
+
+from memory_service.errors import MemoryServiceError
+
+COMMAND_MODULES: tuple[str, ...] = (
+    "memory_service.commands.serve",
+    "memory_service.commands.memories",
+)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="memory-service",
+        description="Long-term memory for LLM agents: serve the API or work on a workspace.",
+    )
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    for name in COMMAND_MODULES:
+        importlib.import_module(name).register(sub)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    logging.basicConfig(
+        level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
+    )
+    for noisy in ("sentence_transformers", "httpx", "transformers"):
+        logging.getLogger(noisy).setLevel(logging.WARNING)
+    try:
+        return int(args.handler(args) or 0)
+    except MemoryServiceError as exc:
+        print(f"memory-service: error: {exc.message}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        return 130
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())

@@ -1,0 +1,1 @@
+"""CLI subcommands. Each module has ``register(subparsers)`` and sets ``handler``."""

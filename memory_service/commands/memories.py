@@ -1,0 +1,89 @@
+"""``memory-service record`` and ``search``: work on a workspace directly, no server."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from memory_service.commands.common import (
+    add_scope_arguments,
+    context_from,
+    print_json,
+    settings_from,
+)
+from memory_service.facts import FACT_KINDS, Fact
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    record = sub.add_parser("record", help="record facts for a user")
+    add_scope_arguments(record)
+    record.add_argument("text", nargs="*", help="fact texts; none: one fact per stdin line")
+    record.add_argument("--key", help="subject key: a newer fact with the same key supersedes")
+    record.add_argument("--kind", choices=FACT_KINDS, default="fact")
+    record.add_argument("--importance", type=int, default=5, help="1-10 (default 5)")
+    record.add_argument("--tag", action="append", default=[], help="a tag (repeatable)")
+    record.add_argument("--workspace", help="workspace folder")
+    record.set_defaults(handler=run_record)
+
+    search = sub.add_parser("search", help="recall a user's facts")
+    add_scope_arguments(search)
+    search.add_argument("query")
+    search.add_argument("--top-k", type=int, default=5)
+    search.add_argument("--threshold", type=float, default=0.0)
+    search.add_argument("--mode", choices=("hybrid", "bm25", "dense"), default="hybrid")
+    search.add_argument("--workspace", help="workspace folder")
+    search.set_defaults(handler=run_search)
+
+
+def run_record(args: argparse.Namespace) -> int:
+    from memory_service.services import build_services
+
+    texts = args.text or [line.strip() for line in sys.stdin if line.strip()]
+    if not texts:
+        print("memory-service: error: no fact text given", file=sys.stderr)
+        return 2
+    facts = [
+        Fact(t, key=args.key, kind=args.kind, importance=args.importance, tags=tuple(args.tag))
+        for t in texts
+    ]
+    ctx = context_from(args)
+    for fact in facts:  # refuse bad input before loading the model
+        fact.stamped(ctx)
+    services = build_services(settings_from(args))
+    try:
+        results = services.longterm.record(ctx, facts)
+    finally:
+        services.close()
+    if args.json:
+        print_json([{"id": r.id, "status": r.status} for r in results])
+    else:
+        for result, fact in zip(results, facts, strict=True):
+            print(f"{result.status:<10} {result.id}  {fact.text}")
+    return 0
+
+
+def run_search(args: argparse.Namespace) -> int:
+    from memory_service.longterm.retrieval import validate_query
+    from memory_service.services import build_services
+
+    ctx = context_from(args)
+    validate_query(args.query, args.top_k, args.threshold)
+    services = build_services(settings_from(args))
+    try:
+        recalls = services.longterm.retrieve(
+            ctx, args.query, args.top_k, args.threshold, mode=args.mode
+        )
+    finally:
+        services.close()
+    if args.json:
+        print_json(
+            [
+                {"id": r.fact.id, "text": r.fact.text, "score": r.score, "ranks": r.ranks}
+                for r in recalls
+            ]
+        )
+    else:
+        for r in recalls:
+            ranks = " ".join(f"{leg}={rank if rank else '-'}" for leg, rank in r.ranks.items())
+            print(f"{r.score:.4f}  [{ranks}]  {r.fact.text}")
+    return 0

@@ -1,0 +1,45 @@
+"""``memory-service serve``: the HTTP API on the configured backends."""
+
+from __future__ import annotations
+
+import argparse
+import logging
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    parser = sub.add_parser("serve", help="run the HTTP API")
+    parser.add_argument("--host", help="bind address (default: MEMORY_API__HOST or 127.0.0.1)")
+    parser.add_argument("--port", type=int, help="port (default: MEMORY_API__PORT or 8080)")
+    parser.add_argument("--workspace", help="workspace (default: MEMORY_WORKSPACE or ./data)")
+    parser.set_defaults(handler=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    import uvicorn
+
+    from memory_service.api import create_app
+    from memory_service.api.keys import load_key_ring
+    from memory_service.commands.common import settings_from
+    from memory_service.services import build_services
+
+    settings = settings_from(args)
+    host = args.host or settings.api.host
+    port = args.port or settings.api.port
+    settings.workspace.mkdir(parents=True, exist_ok=True)
+    keys = load_key_ring(settings)
+    services = build_services(settings)
+    app = create_app(services, keys.ring)
+    origin = f"{keys.path} ({len(keys.ring)} key{'s' if len(keys.ring) != 1 else ''})"
+    if keys.created_dev_key:
+        origin = f"{keys.path}, new development key for tenant 'default': {keys.created_dev_key}"
+    print(
+        f"memory-service listening on http://{host}:{port} | long-term backend: "
+        f"{services.describe_backend()} ({settings.workspace.resolve()}) | API keys: {origin}",
+        flush=True,
+    )
+    logging.getLogger("memory_service").info("docs at http://%s:%d/docs", host, port)
+    try:
+        uvicorn.run(app, host=host, port=port, log_level="info")
+    finally:
+        services.close()
+    return 0

@@ -1,0 +1,46 @@
+"""Errors that carry a machine-readable code; the API maps them to HTTP statuses."""
+
+from __future__ import annotations
+
+
+class MemoryServiceError(Exception):
+    """Base class: ``code`` is stable and machine-readable, the message is for people."""
+
+    code = "memory_error"
+    http_status = 500
+
+    def __init__(self, message: str, *, code: str | None = None) -> None:
+        super().__init__(message)
+        self.message = message
+        if code is not None:
+            self.code = code
+
+
+class InvalidInputError(MemoryServiceError, ValueError):
+    code = "invalid_input"
+    http_status = 422
+
+
+class InvalidIdError(InvalidInputError):
+    code = "invalid_id"
+
+
+class NotFoundError(MemoryServiceError, LookupError):
+    code = "not_found"
+    http_status = 404
+
+
+class ConflictError(MemoryServiceError):
+    """A write based on a stale version: the caller must reload and retry."""
+
+    code = "conflict"
+    http_status = 409
+
+
+class BackendUnavailableError(MemoryServiceError):
+    code = "backend_unavailable"
+    http_status = 503
+
+
+class ConfigurationError(MemoryServiceError):
+    code = "invalid_setting"

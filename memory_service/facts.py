@@ -1,0 +1,216 @@
+"""Fact, Recall, RecordResult, Page: the values long-term memory stores and returns."""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import json
+import uuid
+from collections.abc import Sequence
+from dataclasses import dataclass, field, replace
+from datetime import UTC, datetime
+from typing import Generic, Literal, TypeVar
+
+from indexing.hashing import content_hash
+from memory_service.context import RuntimeContext
+from memory_service.errors import InvalidInputError
+
+FactKind = Literal["fact", "preference", "event", "procedure"]
+FACT_KINDS: tuple[str, ...] = ("fact", "preference", "event", "procedure")
+RecordStatus = Literal["created", "duplicate", "superseded"]
+
+MAX_TEXT_BYTES = 8 * 1024
+MAX_KEY_CHARS = 256
+MAX_TAGS = 32
+MAX_TAG_CHARS = 64
+
+# Fixed namespace: fact ids must be the same in every backend and every process.
+FACT_NAMESPACE = uuid.UUID("6f1b8d0e-2f53-5c1e-9a53-6d656d6f7279")
+
+
+def utcnow() -> datetime:
+    return datetime.now(UTC)
+
+
+def fact_id(tenant_id: str, user_id: str, text_hash: str) -> str:
+    """``uuid5(tenant, user, content_hash)``: the same fact of the same user has one id."""
+    return str(uuid.uuid5(FACT_NAMESPACE, f"{tenant_id}\x1f{user_id}\x1f{text_hash}"))
+
+
+@dataclass(frozen=True, slots=True)
+class Fact:
+    """One long-term memory. ``id`` and ``content_hash`` are derived when it is recorded."""
+
+    text: str
+    key: str | None = None
+    kind: str = "fact"
+    importance: int = 5
+    confidence: float = 1.0
+    tags: tuple[str, ...] = ()
+    source: str | None = None
+    session_id: str | None = None
+    created_at: datetime | None = None
+    expires_at: datetime | None = None
+    superseded_by: str | None = None
+    valid_to: datetime | None = None
+    id: str = ""
+    content_hash: str = ""
+
+    def validate(self) -> Fact:
+        """Raise ``InvalidInputError`` naming the first problem; return self when valid."""
+        if not isinstance(self.text, str) or not self.text.strip():
+            raise InvalidInputError("fact text must not be empty", code="invalid_fact")
+        if len(self.text.encode("utf-8")) > MAX_TEXT_BYTES:
+            raise InvalidInputError(
+                f"fact text is over {MAX_TEXT_BYTES} bytes", code="fact_too_large"
+            )
+        if "\x00" in self.text:
+            raise InvalidInputError("fact text must not contain NUL", code="invalid_fact")
+        if self.kind not in FACT_KINDS:
+            raise InvalidInputError(
+                f"kind must be one of {', '.join(FACT_KINDS)}, not {self.kind!r}",
+                code="invalid_fact",
+            )
+        if not isinstance(self.importance, int) or not 1 <= self.importance <= 10:
+            raise InvalidInputError("importance must be an integer 1-10", code="invalid_fact")
+        if not 0.0 <= float(self.confidence) <= 1.0:
+            raise InvalidInputError("confidence must be between 0 and 1", code="invalid_fact")
+        if self.key is not None and (not self.key.strip() or len(self.key) > MAX_KEY_CHARS):
+            raise InvalidInputError(
+                f"key must be 1-{MAX_KEY_CHARS} characters", code="invalid_fact"
+            )
+        if len(self.tags) > MAX_TAGS or any(not t or len(t) > MAX_TAG_CHARS for t in self.tags):
+            raise InvalidInputError(
+                f"at most {MAX_TAGS} tags of 1-{MAX_TAG_CHARS} characters", code="invalid_fact"
+            )
+        return self
+
+    def stamped(self, ctx: RuntimeContext, now: datetime | None = None) -> Fact:
+        """Validated copy with derived hash and id, creation time and session filled in."""
+        self.validate()
+        text_hash = content_hash(self.text)
+        return replace(
+            self,
+            content_hash=text_hash,
+            id=fact_id(ctx.tenant_id, ctx.user_id, text_hash),
+            created_at=self.created_at or now or utcnow(),
+            session_id=self.session_id or ctx.session_id,
+            tags=tuple(dict.fromkeys(self.tags)),
+        )
+
+    def is_active(self, now: datetime | None = None) -> bool:
+        """Not superseded, not closed, not expired."""
+        if self.superseded_by is not None or self.valid_to is not None:
+            return False
+        return self.expires_at is None or self.expires_at > (now or utcnow())
+
+    def to_dict(self) -> dict:
+        """JSON-ready dict (export, API)."""
+        return {
+            "id": self.id,
+            "text": self.text,
+            "key": self.key,
+            "kind": self.kind,
+            "importance": self.importance,
+            "confidence": self.confidence,
+            "tags": list(self.tags),
+            "source": self.source,
+            "session_id": self.session_id,
+            "created_at": _iso(self.created_at),
+            "expires_at": _iso(self.expires_at),
+            "superseded_by": self.superseded_by,
+            "valid_to": _iso(self.valid_to),
+            "content_hash": self.content_hash,
+        }
+
+    @classmethod
+    def from_dict(cls, data: dict) -> Fact:
+        return cls(
+            text=data["text"],
+            key=data.get("key"),
+            kind=data.get("kind") or "fact",
+            importance=int(data.get("importance", 5)),
+            confidence=float(data.get("confidence", 1.0)),
+            tags=tuple(data.get("tags") or ()),
+            source=data.get("source"),
+            session_id=data.get("session_id"),
+            created_at=parse_time(data.get("created_at")),
+            expires_at=parse_time(data.get("expires_at")),
+            superseded_by=data.get("superseded_by"),
+            valid_to=parse_time(data.get("valid_to")),
+            id=data.get("id") or "",
+            content_hash=data.get("content_hash") or "",
+        )
+
+
+def _iso(value: datetime | None) -> str | None:
+    return value.isoformat() if value else None
+
+
+def parse_time(value: str | datetime | None) -> datetime | None:
+    """ISO-8601 in, aware UTC datetime out (naive times are taken as UTC)."""
+    if value is None or value == "":
+        return None
+    parsed = value if isinstance(value, datetime) else datetime.fromisoformat(value)
+    return parsed.replace(tzinfo=UTC) if parsed.tzinfo is None else parsed.astimezone(UTC)
+
+
+@dataclass(frozen=True, slots=True)
+class Recall:
+    """A retrieved fact, its fused score, and the rank it had in each retriever (1-based)."""
+
+    fact: Fact
+    score: float
+    ranks: dict[str, int | None] = field(default_factory=dict)
+    scores: dict[str, float | None] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True)
+class RecordResult:
+    """What recording one fact did: ``created``, ``duplicate`` or ``superseded`` (an older
+    fact with the same key was replaced; its ids are in ``superseded_ids``)."""
+
+    id: str
+    status: RecordStatus
+    superseded_ids: tuple[str, ...] = ()
+
+
+T = TypeVar("T")
+
+
+@dataclass(frozen=True, slots=True)
+class Page(Generic[T]):
+    items: list[T]
+    next_cursor: str | None = None
+
+
+def sort_key(fact: Fact) -> tuple[str, str]:
+    """Stable listing order: oldest first, then id (keyset pagination key)."""
+    return (_iso(fact.created_at) or "", fact.id)
+
+
+def encode_cursor(fact: Fact) -> str:
+    raw = json.dumps(list(sort_key(fact))).encode()
+    return base64.urlsafe_b64encode(raw).decode().rstrip("=")
+
+
+def decode_cursor(cursor: str) -> tuple[str, str]:
+    try:
+        padded = cursor + "=" * (-len(cursor) % 4)
+        created, fid = json.loads(base64.urlsafe_b64decode(padded.encode()))
+        return str(created), str(fid)
+    except (ValueError, TypeError, binascii.Error) as exc:
+        raise InvalidInputError("invalid cursor", code="invalid_cursor") from exc
+
+
+def paginate(facts: Sequence[Fact], limit: int, cursor: str | None) -> Page[Fact]:
+    """Keyset page over facts in ``sort_key`` order, shared by every backend."""
+    if not 1 <= limit <= 1000:
+        raise InvalidInputError("limit must be 1-1000", code="invalid_limit")
+    ordered = sorted(facts, key=sort_key)
+    if cursor:
+        after = decode_cursor(cursor)
+        ordered = [f for f in ordered if sort_key(f) > after]
+    page = ordered[:limit]
+    next_cursor = encode_cursor(page[-1]) if len(ordered) > limit else None
+    return Page(items=page, next_cursor=next_cursor)

@@ -1,0 +1,70 @@
+"""Durable file writes: appends are fsynced, rewrites are atomic (temp file + os.replace).
+
+Invariant: nothing acknowledged is lost, and a crash leaves either the old or the new file.
+"""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from pathlib import Path
+
+
+def fsync_dir(path: Path) -> None:
+    """Make a create/rename in ``path`` durable."""
+    fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def ensure_dir(path: Path) -> Path:
+    path.mkdir(parents=True, exist_ok=True)
+    return path
+
+
+def append_durably(path: Path, text: str, *, header: str = "") -> None:
+    """Append ``text`` (UTF-8), fsync it; a new file starts with ``header``."""
+    ensure_dir(path.parent)
+    created = not path.exists()
+    with open(path, "a", encoding="utf-8", newline="\n") as handle:
+        if created and header:
+            handle.write(header)
+        elif not created and path.stat().st_size > 0 and not _ends_with_newline(path):
+            handle.write("\n")  # a hand edit may have left the last line open
+        handle.write(text)
+        handle.flush()
+        os.fsync(handle.fileno())
+    if created:
+        fsync_dir(path.parent)
+
+
+def _ends_with_newline(path: Path) -> bool:
+    with open(path, "rb") as handle:
+        handle.seek(-1, os.SEEK_END)
+        return handle.read(1) == b"\n"
+
+
+def write_atomically(path: Path, text: str) -> None:
+    """Replace ``path`` with ``text`` so readers see the old or the new content, never half."""
+    ensure_dir(path.parent)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8", newline="\n") as handle:
+            handle.write(text)
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+    fsync_dir(path.parent)
+
+
+def read_text(path: Path) -> str:
+    """File text, or '' when it does not exist. Invalid UTF-8 is replaced, not fatal."""
+    try:
+        return path.read_text(encoding="utf-8", errors="replace")
+    except FileNotFoundError:
+        return ""

@@ -1,0 +1,51 @@
+"""The LongTermMemory protocol: one narrow interface, every backend behind it."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Literal, Protocol, runtime_checkable
+
+from memory_service.context import RuntimeContext
+from memory_service.facts import Fact, Page, Recall, RecordResult
+
+RetrievalMode = Literal["hybrid", "bm25", "dense"]
+RETRIEVAL_MODES: tuple[str, ...] = ("hybrid", "bm25", "dense")
+
+
+@runtime_checkable
+class LongTermMemory(Protocol):
+    """Stable facts about one user of one tenant, addressed by a ``RuntimeContext``.
+
+    Every method reads and writes only ``ctx``'s tenant and user. ``record`` is idempotent:
+    the same text twice is one fact (``duplicate``). A fact with the ``key`` of an active fact
+    supersedes it (``superseded``); superseded and expired facts are not recalled.
+    """
+
+    def record(self, ctx: RuntimeContext, facts: Sequence[Fact]) -> list[RecordResult]: ...
+
+    def retrieve(
+        self,
+        ctx: RuntimeContext,
+        query: str,
+        top_k: int = 5,
+        threshold: float = 0.0,
+        *,
+        mode: RetrievalMode = "hybrid",
+    ) -> list[Recall]: ...
+
+    def get(self, ctx: RuntimeContext, ids: Sequence[str]) -> list[Fact]: ...
+
+    def list(
+        self,
+        ctx: RuntimeContext,
+        *,
+        limit: int = 100,
+        cursor: str | None = None,
+        include_inactive: bool = False,
+    ) -> Page[Fact]: ...
+
+    def delete(self, ctx: RuntimeContext, ids: Sequence[str]) -> int: ...
+
+    def forget(self, ctx: RuntimeContext) -> int: ...
+
+    def close(self) -> None: ...

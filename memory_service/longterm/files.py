@@ -1,0 +1,398 @@
+"""Files backend: Markdown ledgers are the source of truth; the index is derived.
+
+Per user: ``MEMORY.md`` plus ``memory/YYYY-MM-DD.md`` (see ``memory_service.paths``). Writes
+append bullets to today's ledger under a file lock and fsync before returning; changes to
+existing lines (supersession marks, deletes) rewrite the file atomically. Reads build a per-user
+index (BM25 over the shared tokenizer, a matrix of cached embeddings) and keep it until the
+files' stat signature changes, so a ledger edited by hand is seen by the next retrieve.
+"""
+
+from __future__ import annotations
+
+import shutil
+import threading
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field, replace
+from datetime import UTC, datetime
+from pathlib import Path
+
+import numpy as np
+from filelock import FileLock
+
+from indexing.bm25 import BM25Index
+from indexing.embeddings import Embedder
+from indexing.hashing import content_hash
+from indexing.tokenize import tokenize
+from memory_service.context import RuntimeContext
+from memory_service.facts import Fact, Page, Recall, RecordResult, fact_id, paginate, utcnow
+from memory_service.fsutil import append_durably, fsync_dir, read_text, write_atomically
+from memory_service.longterm.base import RetrievalMode
+from memory_service.longterm.ledger import parse_ledger, render_lines, rewrite_ledger
+from memory_service.longterm.retrieval import (
+    PRESETS,
+    LegHit,
+    RetrievalConfig,
+    fuse_legs,
+    legs_for_mode,
+    validate_query,
+)
+from memory_service.paths import UserPaths
+
+LEDGER_HEADER = "# Memory ledger {day}\n\n"
+
+Signature = tuple[tuple[str, int, int], ...]
+
+
+@dataclass(slots=True)
+class _Stored:
+    fact: Fact  # id/hash derived; superseded_by reflects newest-wins by key
+    path: Path
+
+
+@dataclass(slots=True)
+class _ParsedFile:
+    stamp: tuple[int, int]
+    facts: list[Fact]
+
+
+@dataclass(slots=True)
+class _UserIndex:
+    signature: Signature
+    files: dict[Path, _ParsedFile]
+    stored: list[_Stored]
+    by_id: dict[str, _Stored]
+    recallable: list[int] = field(default_factory=list)  # positions not superseded
+    _bm25: BM25Index | None = None
+    _matrix: np.ndarray | None = None
+
+    def bm25(self) -> BM25Index:
+        if self._bm25 is None:
+            self._bm25 = BM25Index([tokenize(self.stored[i].fact.text) for i in self.recallable])
+        return self._bm25
+
+    def matrix(self, embedder: Embedder) -> np.ndarray:
+        if self._matrix is None:
+            texts = [self.stored[i].fact.text for i in self.recallable]
+            self._matrix = embedder.embed(texts)
+        return self._matrix
+
+
+class FileSystemLongTermMemory:
+    """``LongTermMemory`` over a workspace of Markdown ledgers."""
+
+    def __init__(
+        self,
+        workspace: Path,
+        embedder: Embedder,
+        *,
+        retrieval: RetrievalConfig | None = None,
+        clock: Callable[[], datetime] = utcnow,
+    ) -> None:
+        self.workspace = Path(workspace)
+        self._embedder = embedder
+        self.retrieval = retrieval or PRESETS["hybrid"]
+        self._clock = clock
+        self._indexes: dict[tuple[str, str], _UserIndex] = {}
+        self._lock = threading.RLock()
+
+    # -- paths, locks, index ------------------------------------------------------------
+
+    def paths(self, ctx: RuntimeContext) -> UserPaths:
+        return UserPaths.of(self.workspace, ctx)
+
+    def _write_lock(self, ctx: RuntimeContext) -> FileLock:
+        paths = self.paths(ctx)
+        paths.root.mkdir(parents=True, exist_ok=True)
+        return FileLock(str(paths.lock_file), timeout=60)
+
+    def _ledger_files(self, paths: UserPaths) -> list[Path]:
+        files = [paths.memory_md] if paths.memory_md.is_file() else []
+        if paths.ledger_dir.is_dir():
+            files += sorted(p for p in paths.ledger_dir.glob("*.md") if p.is_file())
+        return files
+
+    @staticmethod
+    def _stamp(path: Path) -> tuple[int, int]:
+        st = path.stat()
+        return (st.st_mtime_ns, st.st_size)
+
+    def _signature(self, files: list[Path]) -> Signature:
+        out = []
+        for path in files:
+            try:
+                out.append((str(path), *self._stamp(path)))
+            except FileNotFoundError:
+                continue
+        return tuple(out)
+
+    def _index(self, ctx: RuntimeContext) -> _UserIndex:
+        """The user's index, rebuilt from the files if their signature changed."""
+        paths = self.paths(ctx)
+        key = (ctx.tenant_id, ctx.user_id)
+        with self._lock:
+            files = self._ledger_files(paths)
+            signature = self._signature(files)
+            cached = self._indexes.get(key)
+            if cached is not None and cached.signature == signature:
+                return cached
+            index = self._build(ctx, paths, files, signature, cached)
+            self._indexes[key] = index
+            return index
+
+    def _parse_file(self, ctx: RuntimeContext, path: Path, paths: UserPaths) -> list[Fact]:
+        """The file's facts with derived hash and id (as written: no newest-wins yet)."""
+        if path == paths.memory_md:
+            default = datetime.fromtimestamp(path.stat().st_mtime, UTC)
+        else:
+            try:
+                default = datetime.fromisoformat(path.stem).replace(tzinfo=UTC)
+            except ValueError:
+                default = datetime.fromtimestamp(path.stat().st_mtime, UTC)
+        out = []
+        for line in parse_ledger(read_text(path), default_created_at=default):
+            text_hash = content_hash(line.fact.text)
+            fid = fact_id(ctx.tenant_id, ctx.user_id, text_hash)
+            out.append(replace(line.fact, content_hash=text_hash, id=fid))
+        return out
+
+    def _build(
+        self,
+        ctx: RuntimeContext,
+        paths: UserPaths,
+        files: list[Path],
+        signature: Signature,
+        previous: _UserIndex | None,
+    ) -> _UserIndex:
+        parsed: dict[Path, _ParsedFile] = {}
+        for path, mtime, size in ((Path(p), m, s) for p, m, s in signature):
+            old = previous.files.get(path) if previous else None
+            if old is not None and old.stamp == (mtime, size):
+                parsed[path] = old
+            else:
+                try:
+                    parsed[path] = _ParsedFile((mtime, size), self._parse_file(ctx, path, paths))
+                except FileNotFoundError:
+                    continue
+        by_id: dict[str, _Stored] = {}
+        for path, parsed_file in parsed.items():
+            for fact in parsed_file.facts:
+                existing = by_id.get(fact.id)
+                if existing is None or (not existing.fact.is_active() and fact.is_active()):
+                    by_id[fact.id] = _Stored(fact, path)
+        stored = sorted(by_id.values(), key=lambda s: (s.fact.created_at or _EPOCH, s.fact.id))
+        _apply_newest_wins(stored)
+        index = _UserIndex(signature, parsed, stored, {s.fact.id: s for s in stored})
+        index.recallable = [
+            i
+            for i, s in enumerate(stored)
+            if s.fact.superseded_by is None and s.fact.valid_to is None
+        ]
+        return index
+
+    def _invalidate(self, ctx: RuntimeContext) -> None:
+        with self._lock:
+            self._indexes.pop((ctx.tenant_id, ctx.user_id), None)
+
+    def _rewrite(
+        self,
+        ctx: RuntimeContext,
+        path: Path,
+        changes: dict[str, Fact | None],
+        *,
+        append: str = "",
+    ) -> int:
+        """Rewrite ``path`` atomically with the facts in ``changes`` replaced or removed, and
+        ``append`` added at the end (one atomic replace: all of it or none of it)."""
+        content = read_text(path)
+        replacements: dict[int, Fact | None] = {}
+        for line in parse_ledger(content, default_created_at=None):
+            fid = fact_id(ctx.tenant_id, ctx.user_id, content_hash(line.fact.text))
+            if fid in changes:
+                replacements[line.line_no] = changes[fid]
+        if replacements or append:
+            updated = rewrite_ledger(content, replacements)
+            if append and updated and not updated.endswith("\n"):
+                updated += "\n"
+            write_atomically(path, updated + append)
+        return len(replacements)
+
+    def _write(
+        self,
+        ctx: RuntimeContext,
+        paths: UserPaths,
+        now: datetime,
+        new: list[Fact],
+        changes: dict[Path, dict[str, Fact | None]],
+    ) -> None:
+        """New facts first (durable), then changes to older lines.
+
+        A crash in between leaves an extra open fact, which reading resolves (duplicate ids
+        prefer the active copy, newest wins per key); it never loses an acknowledged fact. When
+        today's ledger itself has changes, new lines and changes go in one atomic rewrite."""
+        day = now.astimezone(UTC).date()
+        today = paths.ledger(day)
+        lines = render_lines(new)
+        if today in changes:
+            self._rewrite(ctx, today, changes.pop(today), append=lines)
+        elif new:
+            append_durably(today, lines, header=LEDGER_HEADER.format(day=day.isoformat()))
+        for path, path_changes in changes.items():
+            self._rewrite(ctx, path, path_changes)
+
+    # -- LongTermMemory -------------------------------------------------------------------
+
+    def record(self, ctx: RuntimeContext, facts: Sequence[Fact]) -> list[RecordResult]:
+        now = self._clock()
+        stamped = [f.stamped(ctx, now) for f in facts]  # all validated before anything is written
+        if not stamped:
+            return []
+        self._embedder.embed([f.text for f in stamped])  # warm the cache; fails before writing
+        paths = self.paths(ctx)
+        with self._write_lock(ctx):
+            index = self._index(ctx)
+            results: list[RecordResult] = []
+            new: dict[str, Fact] = {}
+            changes: dict[Path, dict[str, Fact | None]] = {}
+            active_by_key: dict[str, Fact] = {
+                s.fact.key: s.fact
+                for s in index.stored
+                if s.fact.key is not None and s.fact.is_active(now)
+            }
+            for fact in stamped:
+                existing = index.by_id.get(fact.id)
+                if fact.id in new or (existing is not None and existing.fact.is_active(now)):
+                    results.append(RecordResult(fact.id, "duplicate"))
+                    continue
+                if existing is not None:  # recorded again after being superseded or expired
+                    changes.setdefault(existing.path, {})[fact.id] = None
+                superseded: list[str] = []
+                older = active_by_key.get(fact.key) if fact.key is not None else None
+                if older is not None and older.id != fact.id:
+                    if (older.created_at or now) > (fact.created_at or now):
+                        fact = replace(fact, superseded_by=older.id, valid_to=older.created_at)
+                    else:
+                        closed = replace(older, superseded_by=fact.id, valid_to=fact.created_at)
+                        superseded.append(older.id)
+                        if older.id in new:
+                            new[older.id] = closed
+                        else:
+                            holder = index.by_id[older.id].path
+                            changes.setdefault(holder, {})[older.id] = closed
+                if fact.key is not None and fact.superseded_by is None:
+                    active_by_key[fact.key] = fact
+                new[fact.id] = fact
+                status = "superseded" if superseded else "created"
+                results.append(RecordResult(fact.id, status, tuple(superseded)))
+            self._write(ctx, paths, now, list(new.values()), changes)
+            self._invalidate(ctx)
+        return results
+
+    def retrieve(
+        self,
+        ctx: RuntimeContext,
+        query: str,
+        top_k: int = 5,
+        threshold: float = 0.0,
+        *,
+        mode: RetrievalMode = "hybrid",
+    ) -> list[Recall]:
+        validate_query(query, top_k, threshold)
+        legs = legs_for_mode(mode)
+        index = self._index(ctx)
+        if not index.recallable:
+            return []
+        now = self._clock()
+        depth = self.retrieval.depth(top_k)
+        leg_hits: dict[str, list[LegHit]] = {}
+
+        def live(position: int) -> Fact | None:
+            fact = index.stored[index.recallable[position]].fact
+            return fact if fact.is_active(now) else None
+
+        if "bm25" in legs:
+            hits = index.bm25().search(tokenize(query), depth)
+            leg_hits["bm25"] = [
+                LegHit(f.id, h.score) for h in hits if (f := live(h.index)) is not None
+            ]
+        if "dense" in legs:
+            query_vector = self._embedder.embed([query])[0]
+            sims = index.matrix(self._embedder) @ query_vector
+            order = np.argsort(-sims, kind="stable")[:depth]
+            leg_hits["dense"] = [
+                LegHit(f.id, float(sims[i]))
+                for i in order
+                if sims[i] >= threshold and (f := live(int(i))) is not None
+            ]
+        fused = fuse_legs(mode, leg_hits, self.retrieval, top_k)
+        return [Recall(index.by_id[h.id].fact, h.score, h.ranks, h.scores) for h in fused]
+
+    def get(self, ctx: RuntimeContext, ids: Sequence[str]) -> list[Fact]:
+        index = self._index(ctx)
+        return [index.by_id[i].fact for i in dict.fromkeys(ids) if i in index.by_id]
+
+    def list(
+        self,
+        ctx: RuntimeContext,
+        *,
+        limit: int = 100,
+        cursor: str | None = None,
+        include_inactive: bool = False,
+    ) -> Page[Fact]:
+        now = self._clock()
+        facts = [
+            s.fact for s in self._index(ctx).stored if include_inactive or s.fact.is_active(now)
+        ]
+        return paginate(facts, limit, cursor)
+
+    def delete(self, ctx: RuntimeContext, ids: Sequence[str]) -> int:
+        wanted = set(ids)
+        if not wanted:
+            return 0
+        with self._write_lock(ctx):
+            index = self._index(ctx)
+            found = wanted & index.by_id.keys()
+            for path, parsed in index.files.items():
+                present = found.intersection(f.id for f in parsed.facts)
+                if present:
+                    self._rewrite(ctx, path, dict.fromkeys(present))
+            self._invalidate(ctx)
+        return len(found)
+
+    def forget(self, ctx: RuntimeContext) -> int:
+        paths = self.paths(ctx)
+        if not paths.root.exists():
+            return 0
+        with self._write_lock(ctx):
+            count = len(self._index(ctx).stored)
+            paths.memory_md.unlink(missing_ok=True)
+            if paths.ledger_dir.exists():
+                shutil.rmtree(paths.ledger_dir)
+            fsync_dir(paths.root)
+            self._invalidate(ctx)
+        return count
+
+    def close(self) -> None:
+        with self._lock:
+            self._indexes.clear()
+
+
+_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+
+
+def _apply_newest_wins(stored: list[_Stored]) -> None:
+    """Among unsuperseded facts sharing a key, the newest stays; older ones read as superseded.
+
+    Record marks the older line explicitly, but a crash between the append and that rewrite, or a
+    hand edit, can leave two open facts with one key: reading resolves it the same way."""
+    newest: dict[str, _Stored] = {}
+    for item in stored:  # sorted oldest first
+        fact = item.fact
+        if fact.key is not None and fact.superseded_by is None and fact.valid_to is None:
+            newest[fact.key] = item
+    for item in stored:
+        fact = item.fact
+        if fact.key is None or fact.superseded_by is not None or fact.valid_to is not None:
+            continue
+        winner = newest[fact.key]
+        if winner is not item:
+            item.fact = replace(fact, superseded_by=winner.fact.id, valid_to=winner.fact.created_at)

@@ -1,0 +1,59 @@
+"""Build the configured backends once, from Settings alone (no code changes to swap them)."""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass, field
+
+from indexing.embeddings import CachedEmbedder, Embedder, SentenceTransformerEmbedder
+from memory_service.config import Settings
+from memory_service.errors import ConfigurationError
+from memory_service.longterm.base import LongTermMemory
+from memory_service.longterm.retrieval import preset
+
+log = logging.getLogger(__name__)
+
+
+def build_embedder(settings: Settings) -> Embedder:
+    cfg = settings.embedding
+    try:
+        inner = SentenceTransformerEmbedder(
+            cfg.model, device=cfg.device, batch_size=cfg.batch_size, num_threads=cfg.threads
+        )
+    except (OSError, ValueError) as exc:
+        message = f"MEMORY_EMBEDDING__MODEL: cannot load {cfg.model!r}: {exc}"
+        raise ConfigurationError(message) from exc
+    return CachedEmbedder(inner, max_entries=cfg.cache_entries) if cfg.cache_entries else inner
+
+
+def build_longterm(settings: Settings, embedder: Embedder) -> LongTermMemory:
+    retrieval = preset(settings.longterm.retrieval_preset)
+    backend = settings.longterm.backend
+    if backend == "files":
+        from memory_service.longterm.files import FileSystemLongTermMemory
+
+        return FileSystemLongTermMemory(settings.workspace, embedder, retrieval=retrieval)
+    raise ConfigurationError(
+        f"MEMORY_LONGTERM__BACKEND: backend {backend!r} is not available in this build"
+    )
+
+
+@dataclass
+class Services:
+    """Everything a request handler or CLI command needs, built from one Settings."""
+
+    settings: Settings
+    embedder: Embedder
+    longterm: LongTermMemory
+    extras: dict[str, object] = field(default_factory=dict)
+
+    def describe_backend(self) -> str:
+        return self.settings.longterm.backend
+
+    def close(self) -> None:
+        self.longterm.close()
+
+
+def build_services(settings: Settings, *, embedder: Embedder | None = None) -> Services:
+    embedder = embedder or build_embedder(settings)
+    return Services(settings, embedder, build_longterm(settings, embedder))

@@ -1,0 +1,43 @@
+"""Shared fixtures: the real bundled embedding model, loaded once, and backend factories.
+
+``LONGTERM_BACKENDS`` maps a backend name to a factory ``(tmp_path, embedder) -> memory``; the
+contract suite runs every test against every entry, with the same assertions.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+
+from indexing.embeddings import CachedEmbedder, Embedder, SentenceTransformerEmbedder  # noqa: E402
+from memory_service.longterm.base import LongTermMemory  # noqa: E402
+from memory_service.longterm.files import FileSystemLongTermMemory  # noqa: E402
+
+BackendFactory = Callable[[Path, Embedder], LongTermMemory]
+
+
+def _files(tmp_path: Path, embedder: Embedder) -> LongTermMemory:
+    return FileSystemLongTermMemory(tmp_path / "workspace", embedder)
+
+
+LONGTERM_BACKENDS: dict[str, BackendFactory] = {"files": _files}
+
+
+@pytest.fixture(scope="session")
+def embedder() -> Embedder:
+    return CachedEmbedder(SentenceTransformerEmbedder(num_threads=2))
+
+
+@pytest.fixture(params=sorted(LONGTERM_BACKENDS))
+def memory(request, tmp_path: Path, embedder: Embedder) -> Iterator[LongTermMemory]:
+    backend = LONGTERM_BACKENDS[request.param](tmp_path, embedder)
+    try:
+        yield backend
+    finally:
+        backend.close()

@@ -1,0 +1,217 @@
+"""The LongTermMemory contract: every backend, the same assertions."""
+
+from __future__ import annotations
+
+import uuid
+from datetime import timedelta
+
+import pytest
+
+from indexing.hashing import content_hash
+from memory_service.context import RuntimeContext
+from memory_service.errors import InvalidInputError
+from memory_service.facts import FACT_NAMESPACE, Fact, utcnow
+
+ALICE = RuntimeContext("acme", "alice")
+BOB = RuntimeContext("acme", "bob")
+OTHER_TENANT_ALICE = RuntimeContext("globex", "alice")
+
+PROFILE = [
+    Fact("Alice works as a nurse at the city hospital", key="user.job", kind="fact"),
+    Fact("Alice is allergic to peanuts", key="user.allergy", importance=9),
+    Fact("Alice prefers window seats on long flights", kind="preference"),
+    Fact("Alice adopted a golden retriever named Biscuit in 2021", kind="event"),
+    Fact("To reset the router, Alice unplugs it for thirty seconds", kind="procedure"),
+]
+
+
+def texts(recalls) -> list[str]:
+    return [r.fact.text for r in recalls]
+
+
+def test_record_is_idempotent_and_ids_are_derived(memory):
+    first = memory.record(ALICE, PROFILE)
+    assert [r.status for r in first] == ["created"] * len(PROFILE)
+    again = memory.record(ALICE, [Fact("  alice IS allergic   to peanuts ")])
+    assert again[0].status == "duplicate"
+    assert again[0].id == first[1].id
+    expected = uuid.uuid5(FACT_NAMESPACE, f"acme\x1falice\x1f{content_hash(PROFILE[1].text)}")
+    assert first[1].id == str(expected)
+    assert len(memory.list(ALICE).items) == len(PROFILE)
+
+
+def test_duplicate_inside_one_batch_is_written_once(memory):
+    results = memory.record(ALICE, [Fact("Likes tea"), Fact("likes  TEA")])
+    assert [r.status for r in results] == ["created", "duplicate"]
+    assert [f.text for f in memory.list(ALICE).items] == ["Likes tea"]
+
+
+def test_newer_fact_with_same_key_supersedes(memory):
+    old = memory.record(ALICE, [Fact("Alice is vegetarian", key="user.diet")])[0]
+    new = memory.record(ALICE, [Fact("Alice became vegan last spring", key="user.diet")])[0]
+    assert new.status == "superseded"
+    assert new.superseded_ids == (old.id,)
+    recalled = texts(memory.retrieve(ALICE, "what is Alice's diet, vegetarian or vegan?", 5))
+    assert "Alice became vegan last spring" in recalled
+    assert "Alice is vegetarian" not in recalled
+    active = memory.list(ALICE).items
+    assert [f.text for f in active] == ["Alice became vegan last spring"]
+    everything = {f.id: f for f in memory.list(ALICE, include_inactive=True).items}
+    assert everything[old.id].superseded_by == new.id
+    assert everything[old.id].valid_to is not None
+
+
+def test_recording_a_superseded_fact_again_brings_it_back(memory):
+    memory.record(ALICE, [Fact("Lives in Paris", key="user.city")])
+    memory.record(ALICE, [Fact("Lives in Berlin", key="user.city")])
+    back = memory.record(ALICE, [Fact("Lives in Paris", key="user.city")])[0]
+    assert back.status == "superseded"
+    assert [f.text for f in memory.list(ALICE).items] == ["Lives in Paris"]
+
+
+def test_modes_report_their_ranks(memory):
+    memory.record(ALICE, PROFILE)
+    lexical = memory.retrieve(ALICE, "peanuts", 3, mode="bm25")
+    assert texts(lexical)[0] == "Alice is allergic to peanuts"
+    assert lexical[0].ranks == {"bm25": 1}
+    assert all(r.ranks["bm25"] is not None for r in lexical)
+
+    dense = memory.retrieve(ALICE, "What does she do for a living?", 1, mode="dense")
+    assert texts(dense) == ["Alice works as a nurse at the city hospital"]
+    assert dense[0].ranks == {"dense": 1}
+    assert 0.0 < dense[0].score <= 1.0
+
+    hybrid = memory.retrieve(ALICE, "which food is Alice allergic to?", 5, mode="hybrid")
+    assert texts(hybrid)[0] == "Alice is allergic to peanuts"
+    assert hybrid[0].ranks == {"bm25": 1, "dense": 1}
+    assert hybrid[0].score == pytest.approx(2 / 61)
+
+
+def test_lexical_hits_need_a_shared_term(memory):
+    memory.record(ALICE, PROFILE)
+    assert memory.retrieve(ALICE, "zebra quantum", 5, mode="bm25") == []
+
+
+def test_threshold_bounds_the_dense_cosine(memory):
+    memory.record(ALICE, PROFILE)
+    loose = memory.retrieve(ALICE, "pet dog", 5, threshold=0.0, mode="dense")
+    assert loose and all(r.score >= 0.0 for r in loose)
+    strict = memory.retrieve(ALICE, "pet dog", 5, threshold=0.95, mode="dense")
+    assert strict == []
+    best = loose[0].score
+    bounded = memory.retrieve(ALICE, "pet dog", 5, threshold=best - 1e-4, mode="dense")
+    assert texts(bounded) == [loose[0].fact.text]
+
+
+def test_list_pages_through_everything_once(memory):
+    memory.record(ALICE, [Fact(f"Alice fact number {i}") for i in range(23)])
+    seen, cursor, pages = [], None, 0
+    while True:
+        page = memory.list(ALICE, limit=10, cursor=cursor)
+        seen += [f.id for f in page.items]
+        pages += 1
+        cursor = page.next_cursor
+        if cursor is None:
+            break
+    assert pages == 3
+    assert len(seen) == len(set(seen)) == 23
+
+
+def test_get_and_delete(memory):
+    ids = [r.id for r in memory.record(ALICE, PROFILE)]
+    assert [f.text for f in memory.get(ALICE, [ids[1]])] == [PROFILE[1].text]
+    assert memory.delete(ALICE, [ids[1], "not-an-id"]) == 1
+    assert memory.get(ALICE, [ids[1]]) == []
+    assert "Alice is allergic to peanuts" not in texts(memory.retrieve(ALICE, "peanuts", 5))
+    assert memory.delete(ALICE, [ids[1]]) == 0
+    assert len(memory.list(ALICE).items) == len(PROFILE) - 1
+
+
+def test_forget_removes_exactly_one_user(memory):
+    memory.record(ALICE, PROFILE)
+    memory.record(BOB, [Fact("Bob plays the cello")])
+    memory.record(OTHER_TENANT_ALICE, [Fact("Globex Alice likes sushi")])
+    assert memory.forget(ALICE) == len(PROFILE)
+    assert memory.list(ALICE).items == []
+    assert memory.retrieve(ALICE, "peanuts nurse", 5) == []
+    assert [f.text for f in memory.list(BOB).items] == ["Bob plays the cello"]
+    assert [f.text for f in memory.list(OTHER_TENANT_ALICE).items] == ["Globex Alice likes sushi"]
+    assert memory.forget(ALICE) == 0
+
+
+def test_tenants_and_users_never_see_each_other(memory):
+    memory.record(ALICE, [Fact("The launch code is alpha")])
+    memory.record(BOB, [Fact("The launch code is bravo")])
+    memory.record(OTHER_TENANT_ALICE, [Fact("The launch code is charlie")])
+    for ctx, mine in ((ALICE, "alpha"), (BOB, "bravo"), (OTHER_TENANT_ALICE, "charlie")):
+        for mode in ("hybrid", "bm25", "dense"):
+            got = texts(memory.retrieve(ctx, "launch code alpha bravo charlie", 10, mode=mode))
+            assert got == [f"The launch code is {mine}"], (ctx, mode)
+        assert [f.text for f in memory.list(ctx).items] == [f"The launch code is {mine}"]
+    alice_id = memory.list(ALICE).items[0].id
+    assert memory.get(BOB, [alice_id]) == []
+    assert memory.get(OTHER_TENANT_ALICE, [alice_id]) == []
+    assert memory.delete(OTHER_TENANT_ALICE, [alice_id]) == 0
+    assert memory.get(ALICE, [alice_id])
+
+
+def test_cjk_facts_are_found_by_a_word_inside_them(memory):
+    memory.record(ALICE, [Fact("用户对花生过敏"), Fact("用户喜欢喝绿茶")])
+    got = memory.retrieve(ALICE, "花生", 5, mode="bm25")
+    assert texts(got) == ["用户对花生过敏"]
+
+
+def test_expired_facts_are_not_recalled(memory):
+    past = utcnow() - timedelta(days=1)
+    memory.record(ALICE, [Fact("Temporary door code 4711", expires_at=past)])
+    memory.record(ALICE, [Fact("Permanent door code 1234")])
+    assert texts(memory.retrieve(ALICE, "door code", 5)) == ["Permanent door code 1234"]
+    assert [f.text for f in memory.list(ALICE).items] == ["Permanent door code 1234"]
+
+
+def test_a_bad_fact_rejects_the_whole_batch(memory):
+    with pytest.raises(InvalidInputError):
+        memory.record(ALICE, [Fact("A fine fact"), Fact("   ")])
+    with pytest.raises(InvalidInputError):
+        memory.record(ALICE, [Fact("Another fine fact"), Fact("x", importance=11)])
+    assert memory.list(ALICE).items == []
+
+
+@pytest.mark.parametrize(
+    "kwargs",
+    [
+        {"query": ""},
+        {"query": "q", "top_k": 0},
+        {"query": "q", "top_k": 101},
+        {"query": "q" * 5000},
+        {"query": "q", "mode": "fuzzy"},
+    ],
+)
+def test_bad_queries_are_refused(memory, kwargs):
+    query = kwargs.pop("query")
+    with pytest.raises(InvalidInputError):
+        memory.retrieve(ALICE, query, **kwargs)
+
+
+def test_metadata_round_trips(memory):
+    fact = Fact(
+        "Meeting notes live in the wiki",
+        key="work.notes",
+        kind="procedure",
+        importance=7,
+        confidence=0.5,
+        tags=("work", "wiki"),
+        source="chat",
+        session_id="s-1",
+    )
+    fid = memory.record(ALICE, [fact])[0].id
+    stored = memory.get(ALICE, [fid])[0]
+    assert (stored.key, stored.kind, stored.importance, stored.confidence) == (
+        "work.notes",
+        "procedure",
+        7,
+        0.5,
+    )
+    assert stored.tags == ("work", "wiki")
+    assert (stored.source, stored.session_id) == ("chat", "s-1")
+    assert stored.created_at is not None and stored.content_hash == content_hash(fact.text)
