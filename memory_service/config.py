@@ -11,7 +11,7 @@ import os
 from pathlib import Path
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError, field_validator
 from pydantic_settings import (
     BaseSettings,
     PydanticBaseSettingsSource,
@@ -57,6 +57,39 @@ class ApiSettings(_Section):
     max_body_bytes: int = Field(16 * 1024 * 1024, ge=1024)
 
 
+class QdrantSettings(_Section):
+    """Qdrant Edge in-process at ``path`` (default ``<workspace>/qdrant``), or a server at
+    ``url`` through qdrant-client (``url=":memory:"`` is qdrant-client's local mode)."""
+
+    path: Path | None = None
+    url: str | None = None
+    api_key: SecretStr | None = None
+    collection: str = Field("memories", pattern=r"^[A-Za-z0-9_-]{1,64}$")
+    timeout_s: float = Field(10.0, gt=0)
+
+
+class ShortTermSettings(_Section):
+    backend: Literal["files", "postgres"] = "files"
+
+
+class PostgresSettings(_Section):
+    dsn: str | None = None
+    pool_min: int = Field(1, ge=0)
+    pool_max: int = Field(10, ge=1)
+
+
+class LlmSettings(_Section):
+    """Any OpenAI-compatible endpoint. No ``model``: features that need an LLM say so."""
+
+    base_url: str | None = None
+    api_key: SecretStr | None = None
+    model: str | None = None
+    memory_model: str | None = None  # a smaller model for flush/compaction; None: ``model``
+    timeout_s: float = Field(60.0, gt=0)
+    max_retries: int = Field(1, ge=0, le=10)
+    context_window: int = Field(128_000, ge=1024)
+
+
 class Settings(BaseSettings):
     """Every setting of the service. ``MEMORY_CONFIG=path.toml`` adds a file layer."""
 
@@ -72,6 +105,10 @@ class Settings(BaseSettings):
     longterm: LongTermSettings = LongTermSettings()
     embedding: EmbeddingSettings = EmbeddingSettings()
     api: ApiSettings = ApiSettings()
+    qdrant: QdrantSettings = QdrantSettings()
+    shortterm: ShortTermSettings = ShortTermSettings()
+    postgres: PostgresSettings = PostgresSettings()
+    llm: LlmSettings = LlmSettings()
 
     @classmethod
     def settings_customise_sources(

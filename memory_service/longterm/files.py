@@ -266,7 +266,9 @@ class FileSystemLongTermMemory:
                 if existing is not None:  # recorded again after being superseded or expired
                     changes.setdefault(existing.path, {})[fact.id] = None
                 superseded: list[str] = []
-                older = active_by_key.get(fact.key) if fact.key is not None else None
+                # An imported fact that is already closed or expired supersedes nothing.
+                opens_key = fact.key is not None and fact.is_active(now)
+                older = active_by_key.get(fact.key) if opens_key else None
                 if older is not None and older.id != fact.id:
                     if (older.created_at or now) > (fact.created_at or now):
                         fact = replace(fact, superseded_by=older.id, valid_to=older.created_at)
@@ -278,7 +280,7 @@ class FileSystemLongTermMemory:
                         else:
                             holder = index.by_id[older.id].path
                             changes.setdefault(holder, {})[older.id] = closed
-                if fact.key is not None and fact.superseded_by is None:
+                if opens_key and fact.superseded_by is None:
                     active_by_key[fact.key] = fact
                 new[fact.id] = fact
                 status = "superseded" if superseded else "created"
