@@ -1,0 +1,100 @@
+"""indexing/: tokens, hashes, BM25, fusion, embedding cache."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from indexing.bm25 import BM25Index
+from indexing.embeddings import CachedEmbedder
+from indexing.fusion import reciprocal_rank_fusion
+from indexing.hashing import content_hash, hamming_distance, simhash
+from indexing.tokenize import stem, tokenize
+
+
+def test_tokenize_folds_case_width_and_stems():
+    assert tokenize("The CATS were Running") == ["cat", "run"]
+    assert tokenize("ＡＢＣ café") == ["abc", "café"]  # NFKC folds full-width letters
+    assert tokenize("Alice's dogs") == ["alice", "dog"]
+    assert tokenize("meeting on 2023-05-01") == ["meet", "2023", "05", "01"]
+
+
+def test_stemming_is_conservative():
+    assert stem("stories") == "story"
+    assert stem("stopped") == "stop"
+    assert stem("glass") == "glass"
+    assert stem("bus") == "bus"
+    assert stem("red") == "red"  # too short to strip -ed
+
+
+def test_cjk_text_becomes_character_bigrams():
+    assert tokenize("用户对花生过敏") == ["用户", "户对", "对花", "花生", "生过", "过敏"]
+    assert tokenize("花") == ["花"]
+    assert "花生" in tokenize("花生")
+    assert tokenize("I like 花生 a lot") == ["like", "花生", "lot"]
+
+
+def test_content_hash_ignores_case_width_and_whitespace():
+    assert content_hash("Likes  tea\n") == content_hash("likes tea")
+    assert content_hash("ＬＩＫＥＳ tea") == content_hash("likes tea")
+    assert content_hash("likes tea") != content_hash("likes coffee")
+
+
+def test_simhash_separates_near_duplicates_from_different_facts():
+    a = simhash("The user lives in Berlin and works as a software engineer at a startup")
+    b = simhash("The user lives in Berlin and works as a software engineer at a start-up")
+    c = simhash("Grandma's apple pie recipe needs two cups of sugar and cinnamon")
+    assert hamming_distance(a, b) < hamming_distance(a, c)
+    assert hamming_distance(a, b) <= 12
+    assert hamming_distance(a, c) >= 16
+    assert simhash("") == 0
+
+
+def test_bm25_ranks_by_term_rarity_and_needs_a_shared_term():
+    docs = [
+        tokenize("Alice is allergic to peanuts"),
+        tokenize("Alice likes peanut butter and jam"),
+        tokenize("Bob plays the cello"),
+    ]
+    index = BM25Index(docs)
+    hits = index.search(tokenize("allergic peanuts"), 10)
+    assert [h.index for h in hits] == [0, 1]
+    assert hits[0].score > hits[1].score > 0
+    assert index.search(tokenize("violin"), 10) == []
+
+
+def test_bm25_scores_are_positive_on_a_tiny_corpus():
+    # rank-bm25's own Okapi IDF is zero here (term in 1 of 2 docs): every score would be 0.
+    index = BM25Index([tokenize("likes tea"), tokenize("likes coffee")])
+    hits = index.search(tokenize("tea"), 5)
+    assert [h.index for h in hits] == [0] and hits[0].score > 0
+
+
+def test_rrf_keeps_each_legs_rank_and_applies_weights():
+    fused = reciprocal_rank_fusion({"bm25": ["a", "b"], "dense": ["b", "c"]}, k=60)
+    assert [c.id for c in fused] == ["b", "a", "c"]
+    assert fused[0].ranks == {"bm25": 2, "dense": 1}
+    assert fused[1].ranks == {"bm25": 1, "dense": None}
+    assert fused[0].score == pytest.approx(1 / 62 + 1 / 61)
+    weighted = reciprocal_rank_fusion(
+        {"bm25": ["a", "b"], "dense": ["b", "c"]}, k=60, weights={"bm25": 1.0, "dense": 0.0}
+    )
+    assert [c.id for c in weighted] == ["a", "b", "c"]
+    assert weighted[2].ranks == {"bm25": None, "dense": 2}  # a zero-weight leg still explains
+    with pytest.raises(ValueError):
+        reciprocal_rank_fusion({"bm25": ["a"]}, k=0)
+
+
+def test_embeddings_are_normalised_and_cached_by_content(embedder):
+    vectors = embedder.embed(["Alice likes tea", "Bob plays the cello"])
+    assert vectors.shape == (2, 384)
+    assert np.allclose(np.linalg.norm(vectors, axis=1), 1.0, atol=1e-5)
+    cached = CachedEmbedder(embedder)
+    cached.embed(["Alice likes tea", "alice LIKES tea"])
+    assert cached.misses == 1
+    cached.embed(["Alice likes tea", "Carol likes coffee"])
+    assert cached.misses == 2
+    similar, different = (
+        float(v @ vectors[0]) for v in embedder.embed(["Alice enjoys tea", "cello lessons"])
+    )
+    assert similar > different
