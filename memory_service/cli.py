@@ -16,6 +16,9 @@ from memory_service.errors import MemoryServiceError
 COMMAND_MODULES: tuple[str, ...] = (
     "memory_service.commands.serve",
     "memory_service.commands.memories",
+    "memory_service.commands.bench",
+    "memory_service.commands.transfer",
+    "memory_service.commands.maintain",
 )
 
 

@@ -8,10 +8,19 @@ variable, e.g. ``MEMORY_LONGTERM__BACKEND``.
 from __future__ import annotations
 
 import os
+from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError, field_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    SecretStr,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
 from pydantic_settings import (
     BaseSettings,
     PydanticBaseSettingsSource,
@@ -70,6 +79,14 @@ class QdrantSettings(_Section):
 
 class ShortTermSettings(_Section):
     backend: Literal["files", "postgres"] = "files"
+    ttl_hours: float | None = Field(
+        None, gt=0, description="a session state unused this long expires; None: never"
+    )
+    postgres_table: str = Field("agent_state", pattern=r"^[A-Za-z_][A-Za-z0-9_]{0,62}$")
+    tool_result_max_chars: int = Field(
+        20_000, ge=256, description="longer tool results are evicted to a file"
+    )
+    tool_result_preview_chars: int = Field(2_000, ge=0)
 
 
 class PostgresSettings(_Section):
@@ -88,6 +105,164 @@ class LlmSettings(_Section):
     timeout_s: float = Field(60.0, gt=0)
     max_retries: int = Field(1, ge=0, le=10)
     context_window: int = Field(128_000, ge=1024)
+
+
+class CompactionConfig(_Section):
+    """When and how a session's messages are compacted (defaults from AgentScope's harness).
+
+    Trigger at ``trigger_messages`` messages or when the token estimate passes
+    ``trigger_ratio`` of the model window; keep the last ``keep_last`` messages verbatim and
+    summarise the rest (``policy="summary"``), or drop whole old user rounds
+    (``policy="sliding_window"``, no LLM). On a context overflow the tail shrinks to
+    ``overflow_keep_last``.
+    """
+
+    policy: Literal["summary", "sliding_window"] = "summary"
+    trigger_messages: int = Field(30, ge=2)
+    trigger_ratio: float = Field(0.75, gt=0, le=1)
+    keep_last: int = Field(10, ge=1)
+    overflow_keep_last: int = Field(4, ge=0)
+    window_rounds: int = Field(10, ge=1, description="user rounds kept by the sliding window")
+    model: str | None = None  # None: MEMORY_LLM__MEMORY_MODEL, else MEMORY_LLM__MODEL
+    context_window: int | None = Field(None, ge=1024)  # None: MEMORY_LLM__CONTEXT_WINDOW
+    summary_prompt: str | None = Field(None, min_length=20)
+    max_chars_per_message: int = Field(4_000, ge=200, description="transcript cap per message")
+
+    @model_validator(mode="after")
+    def _tail_shorter_than_trigger(self) -> CompactionConfig:
+        if self.keep_last >= self.trigger_messages:
+            raise ValueError(
+                f"keep_last ({self.keep_last}) must be below trigger_messages "
+                f"({self.trigger_messages}), or every message would trigger a compaction"
+            )
+        return self
+
+
+class FlushTrigger(_Section):
+    """When the post-call flush runs: after every call (``always``, the default), ``never``, or
+    at most once per ``minutes`` (``throttled``). It governs the post-call path only: the
+    flushes before compaction and on a context overflow always run.
+
+    Build it with ``FlushTrigger.always()``, ``.never()`` or ``.throttled(15)``; in settings
+    ``MEMORY_MEMORY__FLUSH_TRIGGER__MODE=throttled`` + ``..._MINUTES=15``, or in TOML
+    ``flush_trigger = "throttled:15"``."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    mode: Literal["always", "never", "throttled"] = "always"
+    minutes: float | None = Field(None, gt=0)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _from_text(cls, value: object) -> object:
+        if not isinstance(value, str):
+            return value
+        mode, _, minutes = value.strip().partition(":")
+        return {"mode": mode.strip(), "minutes": minutes.strip() or None}
+
+    @model_validator(mode="after")
+    def _minutes_with_throttled(self) -> FlushTrigger:
+        if self.mode == "throttled" and self.minutes is None:
+            raise ValueError("a throttled flush trigger needs minutes > 0, e.g. throttled(15)")
+        if self.mode != "throttled" and self.minutes is not None:
+            raise ValueError(f"minutes only applies to a throttled trigger, not {self.mode!r}")
+        return self
+
+    @classmethod
+    def always(cls) -> FlushTrigger:
+        return cls(mode="always")
+
+    @classmethod
+    def never(cls) -> FlushTrigger:
+        return cls(mode="never")
+
+    @classmethod
+    def throttled(cls, minutes: float) -> FlushTrigger:
+        return cls(mode="throttled", minutes=minutes)
+
+    def due(self, last_run: datetime | None, now: datetime) -> bool:
+        """Whether the post-call flush runs now, given when it last ran (None: never)."""
+        if self.mode == "never":
+            return False
+        if self.mode == "always" or last_run is None:
+            return True
+        return now - last_run >= timedelta(minutes=self.minutes or 0)
+
+
+class MemoryConfig(_Section):
+    """The long-term memory pipeline: flush, prompt injection, memory tools, maintenance.
+
+    ``model``: the model for flush and consolidation (None: the memory model, i.e.
+    ``MEMORY_LLM__MEMORY_MODEL`` or else ``MEMORY_LLM__MODEL``). ``flush_prompt`` must tell the
+    model to answer ``NO_REPLY`` when nothing is worth keeping; ``consolidation_prompt`` must
+    hold exactly two ``%d`` (max tokens, then max characters). ``disable_memory_hooks`` turns
+    off the flush (all three paths) and the MEMORY.md/recall injection of the harness;
+    ``disable_memory_tools`` stops offering memory_search/get/save and session_search.
+    """
+
+    model_config = ConfigDict(extra="forbid", validate_assignment=True)
+
+    model: str | None = Field(None, min_length=1)
+    flush_prompt: str | None = Field(None, min_length=20)
+    flush_retries: int = Field(1, ge=0, le=5, description="extra tries of a failed flush")
+    flush_trigger: FlushTrigger = FlushTrigger()
+    consolidation_prompt: str | None = None
+    consolidation_max_tokens: int = Field(4000, gt=0)
+    consolidation_min_gap: timedelta = timedelta(minutes=30)
+    daily_file_retention_days: int = Field(90, gt=0)
+    session_retention_days: int = Field(180, gt=0)
+    near_duplicate_distance: int = Field(3, ge=0, le=64, description="SimHash Hamming bits")
+    maintenance_interval_hours: float = Field(6.0, gt=0)
+    memory_load_token_budget: int = Field(
+        4000, ge=0, description="MEMORY.md tokens put in the system prompt; beyond: a hint"
+    )
+    recall_by_relevance: int = Field(6, ge=0, le=100)
+    recall_by_importance: int = Field(5, ge=0, le=100)
+    max_tool_iterations: int = Field(6, ge=1, le=50)
+    instructions: str | None = Field(None, min_length=1, description="the agent's own prompt")
+    disable_memory_hooks: bool = False
+    disable_memory_tools: bool = False
+
+    @field_validator("flush_trigger", mode="before")
+    @classmethod
+    def _trigger_not_none(cls, value: object) -> object:
+        if value is None:
+            raise ValueError(
+                "flush_trigger must not be None: use FlushTrigger.never() to switch the "
+                "post-call flush off"
+            )
+        return value
+
+    @field_validator("flush_prompt")
+    @classmethod
+    def _flush_prompt_says_no_reply(cls, value: str | None) -> str | None:
+        if value is not None and "NO_REPLY" not in value:
+            raise ValueError(
+                "flush_prompt must tell the model to answer NO_REPLY when nothing is worth "
+                "keeping"
+            )
+        return value
+
+    @field_validator("consolidation_prompt")
+    @classmethod
+    def _two_placeholders(cls, value: str | None) -> str | None:
+        if value is None:
+            return value
+        # imported here: the pipeline imports the LLM client, which imports this module
+        from memory_service.pipeline.consolidation import validate_consolidation_prompt
+
+        return validate_consolidation_prompt(value)
+
+    @field_validator("consolidation_min_gap")
+    @classmethod
+    def _gap_not_negative(cls, value: timedelta) -> timedelta:
+        if value < timedelta(0):
+            raise ValueError("consolidation_min_gap must not be negative")
+        return value
+
+    @property
+    def consolidation_min_gap_minutes(self) -> float:
+        return self.consolidation_min_gap.total_seconds() / 60
 
 
 class Settings(BaseSettings):
@@ -109,6 +284,8 @@ class Settings(BaseSettings):
     shortterm: ShortTermSettings = ShortTermSettings()
     postgres: PostgresSettings = PostgresSettings()
     llm: LlmSettings = LlmSettings()
+    compaction: CompactionConfig = CompactionConfig()
+    memory: MemoryConfig = MemoryConfig()
 
     @classmethod
     def settings_customise_sources(

@@ -7,6 +7,8 @@
         sessions/<session>.log.jsonl   append-only session logs
         state/<session>.json           short-term AgentState
         tool-results/<session>/<id>.txt  evicted tool results
+        dead-letters/flush.jsonl       flushes that failed (messages kept for a replay)
+    <workspace>/tenants/<tenant>/usage.json  token usage of the tenant's LLM calls
 
 Ids are validated by ``RuntimeContext`` before they get here; ``UserPaths`` checks again that
 every path stays inside the user's folder.
@@ -76,6 +78,14 @@ class UserPaths:
     def tool_results_dir(self, session_id: str) -> Path:
         return self.root / "tool-results" / validate_id(session_id, "session_id")
 
+    @property
+    def dead_letters_dir(self) -> Path:
+        return self.root / "dead-letters"
+
+    def dead_letters(self, pipeline: str) -> Path:
+        """``dead-letters/<pipeline>.jsonl``: work that failed and must not be lost."""
+        return self.dead_letters_dir / f"{validate_id(pipeline, 'pipeline')}.jsonl"
+
     def inside(self, path: Path) -> Path:
         """``path`` resolved, if it is inside this user's folder; else ``InvalidIdError``."""
         root = self.root.resolve()
@@ -83,3 +93,8 @@ class UserPaths:
         if resolved != root and root not in resolved.parents:
             raise InvalidIdError("path escapes the user's folder", code="path_outside_user")
         return resolved
+
+
+def tenant_usage_file(workspace: Path, tenant_id: str) -> Path:
+    """The tenant's token usage (``tenants/<tenant>/usage.json``), shared by its users."""
+    return Path(workspace) / "tenants" / validate_id(tenant_id, "tenant_id") / "usage.json"

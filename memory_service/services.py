@@ -8,8 +8,11 @@ from dataclasses import dataclass, field
 from indexing.embeddings import CachedEmbedder, Embedder, SentenceTransformerEmbedder
 from memory_service.config import Settings
 from memory_service.errors import ConfigurationError
+from memory_service.llm import ChatModel
 from memory_service.longterm.base import LongTermMemory
 from memory_service.longterm.retrieval import preset
+from memory_service.shortterm.factory import build_shortterm
+from memory_service.shortterm.session import ShortTermMemory
 
 log = logging.getLogger(__name__)
 
@@ -33,6 +36,10 @@ def build_longterm(settings: Settings, embedder: Embedder) -> LongTermMemory:
         from memory_service.longterm.files import FileSystemLongTermMemory
 
         return FileSystemLongTermMemory(settings.workspace, embedder, retrieval=retrieval)
+    if backend == "qdrant":
+        from memory_service.longterm.qdrant import open_qdrant
+
+        return open_qdrant(settings.qdrant, settings.workspace, embedder, retrieval=retrieval)
     raise ConfigurationError(
         f"MEMORY_LONGTERM__BACKEND: backend {backend!r} is not available in this build"
     )
@@ -46,14 +53,30 @@ class Services:
     embedder: Embedder
     longterm: LongTermMemory
     extras: dict[str, object] = field(default_factory=dict)
+    chat_model: ChatModel | None = None  # None: no LLM configured
+    memory_model: ChatModel | None = None  # flush/compaction model (shares chat_model's client)
+    shortterm: ShortTermMemory | None = None
 
     def describe_backend(self) -> str:
         return self.settings.longterm.backend
 
     def close(self) -> None:
         self.longterm.close()
+        if self.shortterm is not None:
+            self.shortterm.close()
+        for model in (self.memory_model, self.chat_model):
+            if model is not None:
+                model.close()  # a model sharing another's client leaves it open
 
 
 def build_services(settings: Settings, *, embedder: Embedder | None = None) -> Services:
     embedder = embedder or build_embedder(settings)
-    return Services(settings, embedder, build_longterm(settings, embedder))
+    services = Services(settings, embedder, build_longterm(settings, embedder))
+    services.chat_model = ChatModel.from_settings(settings.llm)
+    if services.chat_model is not None:
+        name = settings.llm.memory_model or settings.llm.model
+        services.memory_model = services.chat_model.with_model(name)
+    else:  # a memory model alone (no chat model) still serves compaction and flush
+        services.memory_model = ChatModel.from_settings(settings.llm, memory=True)
+    services.shortterm = build_shortterm(settings, services.memory_model)
+    return services

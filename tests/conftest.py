@@ -18,6 +18,7 @@ os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 from indexing.embeddings import CachedEmbedder, Embedder, SentenceTransformerEmbedder  # noqa: E402
 from memory_service.longterm.base import LongTermMemory  # noqa: E402
 from memory_service.longterm.files import FileSystemLongTermMemory  # noqa: E402
+from tests.llm_server import chat_model, llm_server  # noqa: E402, F401 - shared fixtures
 
 BackendFactory = Callable[[Path, Embedder], LongTermMemory]
 
@@ -26,7 +27,26 @@ def _files(tmp_path: Path, embedder: Embedder) -> LongTermMemory:
     return FileSystemLongTermMemory(tmp_path / "workspace", embedder)
 
 
-LONGTERM_BACKENDS: dict[str, BackendFactory] = {"files": _files}
+def _qdrant_edge(tmp_path: Path, embedder: Embedder) -> LongTermMemory:
+    from memory_service.config import QdrantSettings
+    from memory_service.longterm.qdrant import open_qdrant
+
+    return open_qdrant(QdrantSettings(path=tmp_path / "qdrant"), tmp_path, embedder)
+
+
+def _qdrant_local(tmp_path: Path, embedder: Embedder) -> LongTermMemory:
+    """qdrant-client's ``:memory:`` local mode: the stand-in for a Qdrant server."""
+    from memory_service.config import QdrantSettings
+    from memory_service.longterm.qdrant import open_qdrant
+
+    return open_qdrant(QdrantSettings(url=":memory:"), tmp_path, embedder)
+
+
+LONGTERM_BACKENDS: dict[str, BackendFactory] = {
+    "files": _files,
+    "qdrant-edge": _qdrant_edge,
+    "qdrant-local": _qdrant_local,
+}
 
 
 @pytest.fixture(scope="session")

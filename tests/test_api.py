@@ -84,8 +84,16 @@ def test_record_then_search_shows_ranks_per_retriever(client):
     assert hits[0]["text"] == "Alice is allergic to peanuts"
     assert hits[0]["ranks"] == {"bm25": 1, "dense": 1}
     assert hits[0]["id"] == results[0]["id"]
-    assert set(hits[0]) >= {"id", "text", "score", "ranks", "key", "kind", "importance",
-                            "created_at"}
+    assert set(hits[0]) >= {
+        "id",
+        "text",
+        "score",
+        "ranks",
+        "key",
+        "kind",
+        "importance",
+        "created_at",
+    }
     dense_only = search(client, "alice", "job", mode="dense", top_k=1).json()["hits"]
     assert dense_only[0]["ranks"] == {"bm25": None, "dense": 1}
 
@@ -101,8 +109,9 @@ def test_supersession_over_http(client):
 
 
 def test_list_get_delete_and_forget(client):
-    ids = [r["id"] for r in record(client, "alice", *[f"fact {i}" for i in range(5)]).json()[
-        "results"]]
+    ids = [
+        r["id"] for r in record(client, "alice", *[f"fact {i}" for i in range(5)]).json()["results"]
+    ]
     page = client.get("/v1/memories", params={"user_id": "alice", "limit": 2}, headers=auth())
     assert page.status_code == 200
     assert len(page.json()["items"]) == 2 and page.json()["next_cursor"]
@@ -182,13 +191,19 @@ def test_bad_records_are_422_and_write_nothing(client, body, fragment):
 
 @pytest.mark.parametrize(
     "fields",
-    [{"query": ""}, {"query": "q" * 4097}, {"query": "q", "top_k": 0},
-     {"query": "q", "top_k": 101}, {"query": "q", "mode": "fuzzy"},
-     {"query": "q", "threshold": 2}],
+    [
+        {"query": ""},
+        {"query": "q" * 4097},
+        {"query": "q", "top_k": 0},
+        {"query": "q", "top_k": 101},
+        {"query": "q", "mode": "fuzzy"},
+        {"query": "q", "threshold": 2},
+    ],
 )
 def test_bad_searches_are_422(client, fields):
-    response = client.post("/v1/memories/search", json={"user_id": "alice", **fields},
-                           headers=auth())
+    response = client.post(
+        "/v1/memories/search", json={"user_id": "alice", **fields}, headers=auth()
+    )
     assert_error(response, 422, "validation_error")
 
 
@@ -213,8 +228,9 @@ def test_malformed_json_and_bad_ids_in_query_strings(client):
 def test_oversized_bodies_are_refused_before_reading(client):
     big = b'{"user_id": "alice", "facts": [' + b'{"text": "x"},' * 200_000 + b'{"text": "y"}]}'
     assert_error(
-        client.post("/v1/memories", content=big,
-                    headers={**auth(), "Content-Type": "application/json"}),
+        client.post(
+            "/v1/memories", content=big, headers={**auth(), "Content-Type": "application/json"}
+        ),
         413,
         "payload_too_large",
     )
@@ -222,6 +238,10 @@ def test_oversized_bodies_are_refused_before_reading(client):
 
 def test_openapi_documents_the_api(client):
     spec = client.get("/openapi.json").json()
-    assert {"/v1/memories", "/v1/memories/search", "/v1/memories/{memory_id}",
-            "/v1/users/{user_id}/memories"} <= set(spec["paths"])
+    assert {
+        "/v1/memories",
+        "/v1/memories/search",
+        "/v1/memories/{memory_id}",
+        "/v1/users/{user_id}/memories",
+    } <= set(spec["paths"])
     assert client.get("/docs").status_code == 200

@@ -51,8 +51,23 @@ def test_invalid_settings_name_the_variable(tmp_path, monkeypatch):
 
 def test_cli_record_then_search(tmp_path, capsys):
     ws = str(tmp_path / "ws")
-    assert main(["record", "--workspace", ws, "--user", "alice", "--key", "user.allergy",
-                 "--importance", "9", "Alice is allergic to peanuts"]) == 0
+    assert (
+        main(
+            [
+                "record",
+                "--workspace",
+                ws,
+                "--user",
+                "alice",
+                "--key",
+                "user.allergy",
+                "--importance",
+                "9",
+                "Alice is allergic to peanuts",
+            ]
+        )
+        == 0
+    )
     assert main(["record", "--workspace", ws, "--user", "alice", "Alice plays tennis"]) == 0
     out = capsys.readouterr().out
     assert out.startswith("created ")

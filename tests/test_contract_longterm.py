@@ -188,6 +188,7 @@ def test_a_bad_fact_rejects_the_whole_batch(memory):
     ],
 )
 def test_bad_queries_are_refused(memory, kwargs):
+    kwargs = dict(kwargs)  # the parametrize dict is shared by every backend's run
     query = kwargs.pop("query")
     with pytest.raises(InvalidInputError):
         memory.retrieve(ALICE, query, **kwargs)

@@ -8,11 +8,12 @@ from memory_service import __version__
 from memory_service.api.errors import install_error_handlers
 from memory_service.api.keys import ApiKeyRing
 from memory_service.api.limits import BodySizeLimit
-from memory_service.api.routes import memories
+from memory_service.api.routes import maintenance, memories, sessions
 from memory_service.api.schemas import Health
+from memory_service.pipeline.factory import build_maintenance
 from memory_service.services import Services
 
-ROUTERS = [memories.router]
+ROUTERS = [memories.router, sessions.router, maintenance.router]
 
 
 def create_app(services: Services, key_ring: ApiKeyRing) -> FastAPI:
@@ -25,6 +26,7 @@ def create_app(services: Services, key_ring: ApiKeyRing) -> FastAPI:
     )
     app.state.services = services
     app.state.key_ring = key_ring
+    app.state.maintenance = build_maintenance(services)
     install_error_handlers(app)
     app.add_middleware(BodySizeLimit, max_bytes=services.settings.api.max_body_bytes)
 

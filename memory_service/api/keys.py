@@ -70,6 +70,9 @@ class ApiKeyRing:
     def __len__(self) -> int:
         return len(self._by_digest)
 
+    def tenants(self) -> set[str]:
+        return {p.tenant_id for p in self._by_digest.values()}
+
     def lookup(self, key: str | None) -> Principal | None:
         if not key:
             return None

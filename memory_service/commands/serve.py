@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import logging
+from datetime import timedelta
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -20,6 +21,7 @@ def run(args: argparse.Namespace) -> int:
     from memory_service.api import create_app
     from memory_service.api.keys import load_key_ring
     from memory_service.commands.common import settings_from
+    from memory_service.pipeline.scheduler import MemoryMaintenanceScheduler, known_users
     from memory_service.services import build_services
 
     settings = settings_from(args)
@@ -38,8 +40,20 @@ def run(args: argparse.Namespace) -> int:
         flush=True,
     )
     logging.getLogger("memory_service").info("docs at http://%s:%d/docs", host, port)
+    scheduler = MemoryMaintenanceScheduler(
+        app.state.maintenance,
+        lambda: known_users(settings.workspace, services.longterm, keys.ring.tenants()),
+        interval=timedelta(hours=_interval_hours(settings)),
+    )
+    scheduler.start()
     try:
         uvicorn.run(app, host=host, port=port, log_level="info")
     finally:
+        scheduler.stop()
         services.close()
     return 0
+
+
+def _interval_hours(settings) -> float:
+    memory = getattr(settings, "memory", None)
+    return float(getattr(memory, "maintenance_interval_hours", 6))

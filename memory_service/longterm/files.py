@@ -9,11 +9,12 @@ files' stat signature changes, so a ledger edited by hand is seen by the next re
 
 from __future__ import annotations
 
+import os
 import shutil
 import threading
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
-from datetime import UTC, datetime
+from datetime import UTC, date, datetime
 from pathlib import Path
 
 import numpy as np
@@ -360,6 +361,87 @@ class FileSystemLongTermMemory:
             self._invalidate(ctx)
         return len(found)
 
+    def update(self, ctx: RuntimeContext, facts: Sequence[Fact]) -> int:
+        """Rewrite the metadata of existing facts (matched by id; text unchanged).
+
+        Maintenance uses it to close superseded facts and merge near-duplicates; unknown ids are
+        ignored. Returns how many facts were rewritten."""
+        wanted = {f.id: f for f in facts}
+        if not wanted:
+            return 0
+        with self._write_lock(ctx):
+            index = self._index(ctx)
+            found = wanted.keys() & index.by_id.keys()
+            for path, parsed in index.files.items():
+                present = found.intersection(f.id for f in parsed.facts)
+                if present:
+                    self._rewrite(ctx, path, {fid: wanted[fid] for fid in present})
+            self._invalidate(ctx)
+        return len(found)
+
+    def settle_ledgers(self, ctx: RuntimeContext) -> dict[str, int]:
+        """Write down what reading resolves on the fly, so the files say what recall does:
+
+        - ``exact_duplicates``: repeated bullets of one fact across daily ledgers (a hand edit
+          or an interrupted rewrite) are removed, keeping the newest copy;
+        - ``superseded``: an open fact that a newer one with its key replaces gets its
+          ``superseded_by`` / ``valid_to`` marks.
+        MEMORY.md is left alone: consolidation rewrites it."""
+        paths = self.paths(ctx)
+        counts = {"exact_duplicates": 0, "superseded": 0}
+        with self._write_lock(ctx):
+            index = self._index(ctx)
+            ledgers = sorted(p for p in index.files if p != paths.memory_md)
+            seen: set[str] = set()
+            for path in reversed(ledgers):  # newest ledger first
+                content = read_text(path)
+                changes: dict[int, Fact | None] = {}
+                for line in parse_ledger(content, default_created_at=None):
+                    fid = fact_id(ctx.tenant_id, ctx.user_id, content_hash(line.fact.text))
+                    effective = index.by_id[fid].fact if fid in index.by_id else None
+                    if fid in seen:
+                        changes[line.line_no] = None
+                        counts["exact_duplicates"] += 1
+                    elif (
+                        effective is not None
+                        and line.fact.superseded_by is None
+                        and line.fact.valid_to is None
+                        and effective.superseded_by is not None
+                    ):
+                        changes[line.line_no] = replace(
+                            line.fact,
+                            superseded_by=effective.superseded_by,
+                            valid_to=effective.valid_to,
+                        )
+                        counts["superseded"] += 1
+                    seen.add(fid)
+                if changes:
+                    write_atomically(path, rewrite_ledger(content, changes))
+            self._invalidate(ctx)
+        return counts
+
+    def archive_ledgers(self, ctx: RuntimeContext, before: date) -> int:
+        """Move daily ledgers dated before ``before`` to ``memory/archive/`` (not recalled)."""
+        paths = self.paths(ctx)
+        if not paths.ledger_dir.is_dir():
+            return 0
+        moved = 0
+        with self._write_lock(ctx):
+            for ledger in sorted(paths.ledger_dir.glob("*.md")):
+                try:
+                    day = date.fromisoformat(ledger.stem)
+                except ValueError:
+                    continue
+                if day < before:
+                    paths.archive_dir.mkdir(parents=True, exist_ok=True)
+                    os.replace(ledger, paths.archive_dir / ledger.name)
+                    moved += 1
+            if moved:
+                fsync_dir(paths.archive_dir)
+                fsync_dir(paths.ledger_dir)
+            self._invalidate(ctx)
+        return moved
+
     def forget(self, ctx: RuntimeContext) -> int:
         paths = self.paths(ctx)
         if not paths.root.exists():
@@ -372,6 +454,21 @@ class FileSystemLongTermMemory:
             fsync_dir(paths.root)
             self._invalidate(ctx)
         return count
+
+    def users(self, tenant_id: str) -> list[str]:
+        """Users of ``tenant_id`` that have memory files (for export)."""
+        users_dir = UserPaths(self.workspace, tenant_id, "_").tenant_root / "users"
+        if not users_dir.is_dir():
+            return []
+        found = []
+        for folder in sorted(p for p in users_dir.iterdir() if p.is_dir()):
+            try:
+                paths = self.paths(RuntimeContext(tenant_id, folder.name))
+            except ValueError:  # not a user folder (InvalidIdError)
+                continue
+            if self._ledger_files(paths):
+                found.append(folder.name)
+        return found
 
     def close(self) -> None:
         with self._lock:

@@ -1,0 +1,143 @@
+"""Sessions (short-term memory): append messages, read the state, compact, delete, search."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+from fastapi import APIRouter, Depends, Path, Query
+
+from memory_service.api.deps import PrincipalDep, ServicesDep, user_context
+from memory_service.api.errors import ApiError
+from memory_service.api.session_schemas import (
+    AppendRequest,
+    AppendResponse,
+    CompactionOut,
+    CompactRequest,
+    CompactResponse,
+    MessageOut,
+    SessionDeleted,
+    SessionHitOut,
+    SessionInfoOut,
+    SessionList,
+    SessionOut,
+    SessionSearchRequest,
+    SessionSearchResponse,
+    ToolResultText,
+)
+from memory_service.shortterm.session import ShortTermMemory
+
+router = APIRouter(prefix="/v1", tags=["sessions"])
+
+UserQuery = Annotated[str, Query(description="the user whose session this is")]
+SessionPath = Annotated[str, Path(max_length=128, description="the session id")]
+
+
+def get_shortterm(services: ServicesDep) -> ShortTermMemory:
+    if services.shortterm is None:
+        raise ApiError(503, "unavailable", "short-term memory is not configured in this service")
+    return services.shortterm
+
+
+ShortTermDep = Annotated[ShortTermMemory, Depends(get_shortterm)]
+
+
+@router.post("/sessions/search", response_model=SessionSearchResponse)
+def search_sessions(body: SessionSearchRequest, principal: PrincipalDep, memory: ShortTermDep):
+    """Past messages of the user's sessions that share terms with the query (session logs)."""
+    ctx = user_context(principal, body.user_id)
+    hits = memory.search(ctx, body.query, limit=body.limit)
+    return SessionSearchResponse(hits=[SessionHitOut.of(h) for h in hits])
+
+
+@router.get("/sessions", response_model=SessionList)
+def list_sessions(principal: PrincipalDep, memory: ShortTermDep, user_id: UserQuery):
+    """The user's stored (unexpired) sessions, most recently updated first."""
+    ctx = user_context(principal, user_id)
+    return SessionList(sessions=[SessionInfoOut.of(i) for i in memory.list_sessions(ctx)])
+
+
+@router.post("/sessions/{session_id}/messages", response_model=AppendResponse)
+def append_messages(
+    body: AppendRequest, session_id: SessionPath, principal: PrincipalDep, memory: ShortTermDep
+):
+    """Append messages (logged, big tool results evicted), then run the compaction check.
+    Appending works without an LLM; compaction then reports ``reason: no_model``. With
+    ``expected_version``, a session changed meanwhile answers 409 ``conflict``."""
+    ctx = user_context(principal, body.user_id, session_id)
+    result = memory.append(
+        ctx,
+        [m.to_msg() for m in body.messages],
+        expected_version=body.expected_version,
+        compact=body.compact,
+    )
+    state = result.state
+    return AppendResponse(
+        session_id=session_id,
+        version=state.version,
+        message_count=len(state.messages),
+        token_estimate=state.token_estimate,
+        appended=[MessageOut.of(m) for m in result.appended],
+        evicted=result.evicted,
+        compaction=CompactionOut.of(result.compaction) if result.compaction else None,
+    )
+
+
+@router.get("/sessions/{session_id}", response_model=SessionOut)
+def get_session(
+    session_id: SessionPath, principal: PrincipalDep, memory: ShortTermDep, user_id: UserQuery
+):
+    """The session's state; a session never saved comes back empty at version 0."""
+    ctx = user_context(principal, user_id, session_id)
+    state = memory.load(ctx)
+    return SessionOut.of(state, session_id, user_id, memory.context_window)
+
+
+@router.post("/sessions/{session_id}/compact", response_model=CompactResponse)
+def compact_session(
+    body: CompactRequest, session_id: SessionPath, principal: PrincipalDep, memory: ShortTermDep
+):
+    """Compact now (flush first). Needs an LLM for the summary policy (503 otherwise); a
+    model failure leaves the session as it was."""
+    ctx = user_context(principal, body.user_id, session_id)
+    state, result = memory.compact(
+        ctx, expected_version=body.expected_version, keep_last=body.keep_last
+    )
+    return CompactResponse(
+        session_id=session_id,
+        version=state.version,
+        message_count=len(state.messages),
+        token_estimate=state.token_estimate,
+        compaction=CompactionOut.of(result),
+    )
+
+
+@router.get("/sessions/{session_id}/tool-results", response_model=ToolResultText)
+def read_tool_result(
+    session_id: SessionPath,
+    principal: PrincipalDep,
+    memory: ShortTermDep,
+    user_id: UserQuery,
+    ref: Annotated[str, Query(min_length=1, max_length=512)],
+    start_line: Annotated[int | None, Query(ge=1)] = None,
+    end_line: Annotated[int | None, Query(ge=1)] = None,
+):
+    """The full text of an evicted tool result, or a 1-based inclusive line range of it."""
+    ctx = user_context(principal, user_id, session_id)
+    text = memory.read_tool_result(ctx, ref, start_line, end_line)
+    return ToolResultText(ref=ref, start_line=start_line, end_line=end_line, text=text)
+
+
+@router.delete("/sessions/{session_id}", response_model=SessionDeleted)
+def delete_session(
+    session_id: SessionPath,
+    principal: PrincipalDep,
+    memory: ShortTermDep,
+    user_id: UserQuery,
+    include_log: Annotated[bool, Query(description="also delete the session's log")] = False,
+):
+    """Delete the session's state and evicted tool results (404 when there was nothing)."""
+    ctx = user_context(principal, user_id, session_id)
+    removed = memory.delete(ctx, include_log=include_log)
+    if not (removed["state"] or removed["tool_results"] or removed["log"]):
+        raise ApiError(404, "not_found", f"no session {session_id!r} for this user")
+    return SessionDeleted(**removed)

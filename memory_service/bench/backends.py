@@ -1,0 +1,61 @@
+"""A fresh, empty long-term backend per memory, built from Settings like the service builds it.
+
+Every memory of a benchmark gets its own temporary workspace, so no run sees another's facts
+and ``--backend qdrant`` goes through exactly the code path ``memory-service serve`` uses.
+"""
+
+from __future__ import annotations
+
+import tempfile
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+from indexing.embeddings import Embedder
+from memory_service.config import Settings
+from memory_service.longterm.base import LongTermMemory
+
+
+def settings_for(base: Settings, workspace: Path) -> Settings:
+    """``base`` moved to ``workspace``; an embedded Qdrant store moves along with it."""
+    update: dict[str, object] = {"workspace": workspace}
+    if base.qdrant.url is None:
+        update["qdrant"] = base.qdrant.model_copy(update={"path": workspace / "qdrant"})
+    return base.model_copy(update=update)
+
+
+def with_backend(base: Settings, backend: str | None, preset: str | None) -> Settings:
+    """``base`` with the long-term backend and retrieval preset chosen on the command line."""
+    longterm: dict[str, object] = {}
+    if backend:
+        longterm["backend"] = backend
+    if preset:
+        from memory_service.longterm.retrieval import preset as lookup
+
+        lookup(preset)  # unknown name: a clear error now, not after loading data
+        longterm["retrieval_preset"] = preset
+    if not longterm:
+        return base
+    return base.model_copy(update={"longterm": base.longterm.model_copy(update=longterm)})
+
+
+class FreshBackends:
+    """Hands out empty backends, each in its own temporary workspace under ``root``."""
+
+    def __init__(self, settings: Settings, embedder: Embedder, root: Path | None = None) -> None:
+        self.settings = settings
+        self.embedder = embedder
+        self.root = root
+        if root is not None:
+            root.mkdir(parents=True, exist_ok=True)
+
+    @contextmanager
+    def fresh(self) -> Iterator[LongTermMemory]:
+        from memory_service.services import build_longterm
+
+        with tempfile.TemporaryDirectory(prefix="memory-bench-", dir=self.root) as tmp:
+            memory = build_longterm(settings_for(self.settings, Path(tmp)), self.embedder)
+            try:
+                yield memory
+            finally:
+                memory.close()

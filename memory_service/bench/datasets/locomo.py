@@ -1,0 +1,187 @@
+"""LoCoMo (Maharana et al., ACL 2024) as one memory per conversation.
+
+Units: ``turns`` (each dialog turn is a memory, carrying its dia_id) or ``facts`` (each
+``observation`` fact, carrying the dia_id(s) it was written from). Evidence ids are normalised
+("D8:6; D9:17" -> two ids, "D:11:26" -> "D11:26", "D30:05" -> "D30:5"); ids that resolve to no
+turn of the conversation are dropped and counted, and a question left with none is skipped.
+Category 5 (adversarial: no answer exists) is left out, as in the paper's recall figures.
+"""
+
+from __future__ import annotations
+
+import re
+from collections import Counter
+from collections.abc import Iterable, Iterator
+
+from memory_service.bench.dataset import (
+    BenchInputError,
+    Conversation,
+    Dataset,
+    MemoryItem,
+    Question,
+    fit_text,
+)
+
+CATEGORIES: dict[int, str] = {
+    1: "1 multi-hop",
+    2: "2 temporal",
+    3: "3 open-domain",
+    4: "4 single-hop",
+}
+ADVERSARIAL = 5
+UNITS: tuple[str, ...] = ("turns", "facts")
+TURN_TEXTS: tuple[str, ...] = ("speaker", "plain", "speaker+caption")
+
+_DIA_ID = re.compile(r"D\s*:?\s*(\d+)\s*:\s*(\d+)")
+_SESSION = re.compile(r"session_(\d+)")
+
+
+def parse_evidence(raw: object) -> list[str]:
+    """Every dia_id packed in one evidence entry, normalised to ``D<session>:<turn>``."""
+    if not isinstance(raw, str):
+        return []
+    return [f"D{int(s)}:{int(t)}" for s, t in _DIA_ID.findall(raw)]
+
+
+def _as_list(value: object) -> list[object]:
+    if value is None:
+        return []
+    return list(value) if isinstance(value, list | tuple) else [value]
+
+
+def iter_turns(conversation: dict) -> Iterator[dict]:
+    """Turns in session order (``session_N`` keys holding lists; date keys are skipped)."""
+    sessions = []
+    for key, value in conversation.items():
+        match = _SESSION.fullmatch(key)
+        if match and isinstance(value, list):
+            sessions.append((int(match.group(1)), value))
+    for _, turns in sorted(sessions):
+        yield from (t for t in turns if isinstance(t, dict))
+
+
+def turn_text(turn: dict, style: str) -> str:
+    text = str(turn.get("text") or "").strip()
+    caption = str(turn.get("blip_caption") or "").strip()
+    if style == "speaker+caption" and caption:
+        text = f"{text} [shares a photo: {caption}]".strip()
+    if not text and caption:  # an image-only turn: its caption is all there is
+        text = f"[shares a photo: {caption}]"
+    if style != "plain" and text:
+        text = f"{turn.get('speaker', '?')}: {text}"
+    return text
+
+
+def _turn_items(sample: dict, style: str, notes: Counter[str]) -> list[MemoryItem]:
+    items = []
+    for turn in iter_turns(sample.get("conversation") or {}):
+        ids = parse_evidence(turn.get("dia_id"))
+        text, cut = fit_text(turn_text(turn, style))
+        if not text or not ids:
+            notes["turns without text or dia_id"] += 1
+            continue
+        if cut:
+            notes["texts truncated to 8 KiB"] += 1
+        items.append(MemoryItem(text, tuple(ids[:1])))
+    return items
+
+
+def _fact_items(sample: dict, turn_ids: set[str], notes: Counter[str]) -> list[MemoryItem]:
+    items = []
+    observation = sample.get("observation") or {}
+    ordered = sorted(
+        observation.items(),
+        key=lambda kv: int(m.group(1)) if (m := _SESSION.match(kv[0])) else 0,
+    )
+    for _, by_speaker in ordered:
+        for facts in (by_speaker or {}).values():
+            for entry in facts or []:
+                if not isinstance(entry, list | tuple) or not entry:
+                    notes["observations malformed"] += 1
+                    continue
+                text, cut = fit_text(str(entry[0]).strip())
+                if not text:
+                    notes["observations malformed"] += 1
+                    continue
+                refs = _resolve(_flatten_ids(entry[1:]), turn_ids)
+                if not refs:
+                    notes["observations linked to no turn"] += 1
+                if cut:
+                    notes["texts truncated to 8 KiB"] += 1
+                items.append(MemoryItem(text, tuple(refs)))
+    return items
+
+
+def _flatten_ids(values: Iterable[object]) -> list[str]:
+    out: list[str] = []
+    for value in values:
+        for raw in _as_list(value):
+            out.extend(parse_evidence(raw))
+    return out
+
+
+def _resolve(ids: Iterable[str], turn_ids: set[str]) -> list[str]:
+    return [i for i in dict.fromkeys(ids) if i in turn_ids]
+
+
+def _questions(
+    sample: dict, sample_id: str, turn_ids: set[str], skipped: Counter[str], notes: Counter[str]
+) -> list[Question]:
+    out = []
+    for number, qa in enumerate(sample.get("qa") or [], start=1):
+        category = qa.get("category")
+        if category == ADVERSARIAL:
+            skipped["category 5 (adversarial, no answer)"] += 1
+            continue
+        if category not in CATEGORIES:
+            skipped["unknown category"] += 1
+            continue
+        entries = _as_list(qa.get("evidence"))
+        if not entries:
+            skipped["no evidence ids"] += 1
+            continue
+        ids: list[str] = []
+        for raw in entries:
+            parsed = parse_evidence(raw)
+            if not parsed:
+                notes["evidence entries unreadable (dropped)"] += 1
+            ids.extend(parsed)
+        gold = _resolve(ids, turn_ids)
+        if unresolved := len(set(ids) - set(gold)):
+            notes["evidence ids resolving to no turn (dropped)"] += unresolved
+        if not gold:
+            skipped["no evidence id resolves to a turn"] += 1
+            continue
+        question = str(qa.get("question") or "").strip()
+        if not question:
+            skipped["empty question"] += 1
+            continue
+        out.append(
+            Question(f"{sample_id}:q{number}", question, frozenset(gold), CATEGORIES[category])
+        )
+    return out
+
+
+def load_locomo(data: object, *, unit: str = "turns", turn_text: str = "speaker") -> Dataset:
+    """LoCoMo's JSON (a list of samples) as a ``Dataset`` of the given unit."""
+    if unit not in UNITS:
+        raise BenchInputError(f"--unit for locomo is one of {', '.join(UNITS)}, not {unit!r}")
+    if turn_text not in TURN_TEXTS:
+        raise BenchInputError(f"--turn-text is one of {', '.join(TURN_TEXTS)}")
+    if not isinstance(data, list) or not all(isinstance(s, dict) for s in data):
+        raise BenchInputError("a LoCoMo file is a JSON list of samples")
+    skipped: Counter[str] = Counter()
+    notes: Counter[str] = Counter()
+    conversations = []
+    for index, sample in enumerate(data, start=1):
+        sample_id = str(sample.get("sample_id") or f"sample-{index}")
+        turns = list(iter_turns(sample.get("conversation") or {}))
+        turn_ids = {i for t in turns for i in parse_evidence(t.get("dia_id"))[:1]}
+        if unit == "turns":
+            items = _turn_items(sample, turn_text, notes)
+        else:
+            items = _fact_items(sample, turn_ids, notes)
+        questions = _questions(sample, sample_id, turn_ids, skipped, notes)
+        conversations.append(Conversation(sample_id, items, questions))
+    name = "locomo"
+    return Dataset(name, unit, conversations, tuple(CATEGORIES.values()), skipped, notes)

@@ -1,0 +1,223 @@
+"""Print a result document as tables, write it as JSON, plot it as a PNG.
+
+Tables show rates as percentages with one decimal (the JSON keeps fractions).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from pathlib import Path
+from typing import TextIO
+
+from memory_service.bench.dataset import BenchInputError
+
+
+def _pct(value: float | None) -> str:
+    return "-" if value is None else f"{100.0 * value:.1f}"
+
+
+def _ms(value: float | None) -> str:
+    return "-" if value is None else f"{value:.1f}"
+
+
+def _rate(value: float | None) -> str:
+    return "-" if value is None else f"{value:,.0f}"
+
+
+def _table(header: Sequence[str], rows: Sequence[Sequence[str]], out: TextIO) -> None:
+    widths = [max(len(str(r[i])) for r in [header, *rows]) for i in range(len(header))]
+    line = "  ".join(
+        h.ljust(w) if i == 0 else h.rjust(w)
+        for i, (h, w) in enumerate(zip(header, widths, strict=True))
+    )
+    print(line, file=out)
+    print("-" * len(line), file=out)
+    for row in rows:
+        print(
+            "  ".join(
+                str(c).ljust(w) if i == 0 else str(c).rjust(w)
+                for i, (c, w) in enumerate(zip(row, widths, strict=True))
+            ),
+            file=out,
+        )
+
+
+def _counts(title: str, counts: dict, out: TextIO) -> None:
+    if counts:
+        shown = "; ".join(f"{reason}: {n}" for reason, n in counts.items())
+        print(f"{title}: {shown}", file=out)
+
+
+def print_recall(doc: dict, out: TextIO) -> None:
+    """The main table, the per-category table, the legs table, skips and notes."""
+    ks = [str(k) for k in doc["k"]]
+    print(
+        f"\n{doc['dataset']} | unit {doc['unit']} | backend {doc.get('backend', '?')} "
+        f"(preset {doc.get('preset', '?')}) | {doc['memories']} memories, "
+        f"{doc['items_recorded']} items -> {doc['facts_stored']} facts | "
+        f"{doc['questions']} questions",
+        file=out,
+    )
+    header = ["mode", *(f"R@{k}" for k in ks), *(f"Rall@{k}" for k in ks), "MRR", "nDCG@10"]
+    header += ["p50 ms", "p95 ms", "ingest/s"]
+    rows = []
+    for r in doc["results"]:
+        rows.append(
+            [
+                r["mode"],
+                *(_pct(r["recall"][k]) for k in ks),
+                *(_pct(r["recall_all"][k]) for k in ks),
+                _pct(r["mrr"]),
+                _pct(r["ndcg@10"]),
+                _ms(r["latency_ms"]["p50"]),
+                _ms(r["latency_ms"]["p95"]),
+                _rate(r["ingest_per_s"]),
+            ]
+        )
+    _table(header, rows, out)
+    stale = [(r["mode"], r["stale"]) for r in doc["results"] if "stale" in r]
+    if stale:
+        depth = stale[0][1]["at_k"]
+        shown = ", ".join(f"{mode} {_pct(s['rate'])}%" for mode, s in stale)
+        print(
+            f"outdated (superseded) fact retrieved in the top {depth}, share of "
+            f"{stale[0][1]['questions']} update questions: {shown}",
+            file=out,
+        )
+    if any("categories" in r for r in doc["results"]):
+        print(f"\nper category: recall@{'/'.join(ks)} (%)", file=out)
+        header = ["category", "n", *(r["mode"] for r in doc["results"])]
+        rows = []
+        for category in doc["categories"]:
+            cells = [r["categories"][category] for r in doc["results"]]
+            rows.append(
+                [
+                    category,
+                    str(cells[0]["questions"]),
+                    *("/".join(_pct(c["recall"][k]) for k in ks) for c in cells),
+                ]
+            )
+        _table(header, rows, out)
+    if "legs" in doc:
+        print("\nlegs compared per question (recall@k): counts of questions", file=out)
+        header = ["k", "bm25>dense", "dense>bm25", "tie", "neither", "oracle R"]
+        has_hybrid = "hybrid_below_best_leg" in next(iter(doc["legs"]["k"].values()))
+        if has_hybrid:
+            header += ["hybrid<best", "hybrid>best"]
+        rows = []
+        for k, c in doc["legs"]["k"].items():
+            row = [k, c["bm25_better"], c["dense_better"], c["tie"], c["neither_leg_hits"]]
+            row.append(_pct(c["best_leg_oracle"]))
+            if has_hybrid:
+                row += [c["hybrid_below_best_leg"], c["hybrid_above_best_leg"]]
+            rows.append([str(x) for x in row])
+        _table(header, rows, out)
+    ingest = doc["ingest"]
+    print(
+        f"\ningest: {ingest['items']} items in {ingest['record_s']:.1f} s "
+        f"({_rate(ingest['per_s'])}/s, embedding included); index build per memory "
+        f"p50 {_ms(ingest['index_build_ms']['p50'])} ms; wall {doc['wall_s']:.1f} s",
+        file=out,
+    )
+    _counts("skipped questions", doc["skipped"], out)
+    _counts("notes", doc["notes"], out)
+
+
+def print_scale(doc: dict, out: TextIO) -> None:
+    print(
+        f"\nscale | backend {doc.get('backend', '?')} | {doc['facts']:,} facts over "
+        f"{doc['users']:,} users | {doc['queries']} queries per mode and path",
+        file=out,
+    )
+    header = ["mode", "in-process p50", "p95", "HTTP p50", "p95", "qps (in-process)"]
+    rows = []
+    for r in doc["results"]:
+        http = r.get("http_latency_ms") or {}
+        rows.append(
+            [
+                r["mode"],
+                _ms(r["latency_ms"]["p50"]),
+                _ms(r["latency_ms"]["p95"]),
+                _ms(http.get("p50")),
+                _ms(http.get("p95")),
+                _rate(r.get("qps")),
+            ]
+        )
+    _table(header, rows, out)
+    first = doc["first_query_ms"]
+    print(
+        f"record: {doc['facts']:,} facts in {doc['record_s']:.1f} s ({_rate(doc['ingest_per_s'])}"
+        f" facts/s, batches of {doc['batch_size']}); first query per user (index build) p50 "
+        f"{_ms(first['p50'])} ms, p95 {_ms(first['p95'])} ms; peak RSS "
+        f"{doc['peak_rss_mb']:,.0f} MB; wall {doc['wall_s']:.0f} s",
+        file=out,
+    )
+
+
+def print_report(doc: dict, out: TextIO) -> None:
+    if doc["dataset"] == "scale":
+        print_scale(doc, out)
+    else:
+        print_recall(doc, out)
+
+
+def write_json(doc: dict, path: Path) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(doc, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
+
+
+def write_plot(doc: dict, path: Path) -> None:
+    """Recall@k per mode and latency per mode (recall runs); latency per path (scale runs)."""
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError as exc:
+        raise BenchInputError(
+            "--plot needs matplotlib: pip install 'memory-service[plot]'"
+        ) from exc
+    path.parent.mkdir(parents=True, exist_ok=True)
+    modes = [r["mode"] for r in doc["results"]]
+    if doc["dataset"] == "scale":
+        fig, axis = plt.subplots(figsize=(7, 4))
+        series = {
+            "in-process p50": [r["latency_ms"]["p50"] for r in doc["results"]],
+            "in-process p95": [r["latency_ms"]["p95"] for r in doc["results"]],
+            "HTTP p50": [(r.get("http_latency_ms") or {}).get("p50") for r in doc["results"]],
+            "HTTP p95": [(r.get("http_latency_ms") or {}).get("p95") for r in doc["results"]],
+        }
+        _bars(axis, modes, series, "retrieve latency (ms)")
+        axis.set_title(f"{doc['facts']:,} facts / {doc['users']:,} users ({doc['backend']})")
+    else:
+        fig, (left, right) = plt.subplots(1, 2, figsize=(11, 4))
+        ks = doc["k"]
+        for r in doc["results"]:
+            left.plot(ks, [100 * r["recall"][str(k)] for k in ks], marker="o", label=r["mode"])
+        left.set_xlabel("k")
+        left.set_ylabel("recall@k (%)")
+        left.set_xticks(ks)
+        left.grid(alpha=0.3)
+        left.legend()
+        left.set_title(f"{doc['dataset']} ({doc['unit']}): recall@k")
+        series = {
+            "p50": [r["latency_ms"]["p50"] for r in doc["results"]],
+            "p95": [r["latency_ms"]["p95"] for r in doc["results"]],
+        }
+        _bars(right, modes, series, "query latency (ms)")
+        right.set_title(f"retrieve latency ({doc.get('backend', '?')})")
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+
+
+def _bars(axis, modes: list[str], series: dict[str, list], ylabel: str) -> None:
+    width = 0.8 / max(1, len(series))
+    for i, (label, values) in enumerate(series.items()):
+        xs = [m + i * width for m in range(len(modes))]
+        axis.bar(xs, [v or 0.0 for v in values], width, label=label)
+    axis.set_xticks([m + width * (len(series) - 1) / 2 for m in range(len(modes))], modes)
+    axis.set_ylabel(ylabel)
+    axis.grid(axis="y", alpha=0.3)
+    axis.legend()

@@ -1,0 +1,214 @@
+"""``memory-service bench``: recall accuracy and latency, on bundled or public data.
+
+Recall runs (``--dataset``) ingest each memory into a fresh temporary backend and ask every
+question in each ``--modes`` side by side; ``--scale N`` fills one backend with N facts and
+measures latency in-process and over HTTP. See ``benchmarks/README.md``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import platform
+import sys
+from datetime import UTC, datetime
+from pathlib import Path
+
+from memory_service.bench.dataset import BenchInputError
+
+DEFAULT_MODES = "bm25,dense,hybrid"
+DEFAULT_KS = "5,10,25"
+DEFAULT_SCALE_USERS = 1000
+
+
+def _modes(raw: str) -> tuple[str, ...]:
+    modes = tuple(dict.fromkeys(m.strip() for m in raw.split(",") if m.strip()))
+    unknown = [m for m in modes if m not in ("bm25", "dense", "hybrid")]
+    if not modes or unknown:
+        raise argparse.ArgumentTypeError("modes are a comma list of bm25, dense, hybrid")
+    return modes
+
+
+def _ks(raw: str) -> tuple[int, ...]:
+    try:
+        ks = tuple(sorted({int(k) for k in raw.split(",") if k.strip()}))
+    except ValueError:
+        raise argparse.ArgumentTypeError("k is a comma list of integers, e.g. 5,10,25") from None
+    if not ks or ks[0] < 1 or ks[-1] > 100:
+        raise argparse.ArgumentTypeError("every k must be 1-100")
+    return ks
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser(
+        "bench",
+        help="measure recall (recall@k, MRR, nDCG) and latency",
+        description="Recall accuracy and latency on synthetic (bundled), LoCoMo or "
+        "LongMemEval data, or a latency/scale run with --scale N.",
+    )
+    p.add_argument("--dataset", choices=("synthetic", "locomo", "longmemeval"), default="synthetic")
+    p.add_argument("--path", help="the dataset file (locomo, longmemeval)")
+    p.add_argument(
+        "--unit",
+        choices=("facts", "turns", "sessions"),
+        help="memory unit: locomo turns|facts (default turns); longmemeval turns|sessions",
+    )
+    p.add_argument("--modes", type=_modes, default=_modes(DEFAULT_MODES), help=DEFAULT_MODES)
+    p.add_argument(
+        "--k", type=_ks, default=_ks(DEFAULT_KS), help=f"cut-offs (default {DEFAULT_KS})"
+    )
+    p.add_argument(
+        "--backend", choices=("files", "qdrant"), help="default: MEMORY_LONGTERM__BACKEND"
+    )
+    p.add_argument("--preset", help="retrieval preset (default: MEMORY_LONGTERM__RETRIEVAL_PRESET)")
+    p.add_argument("--limit-conversations", type=int, metavar="N", help="first N memories only")
+    p.add_argument("--json", type=Path, metavar="OUT", help="write the results as JSON")
+    p.add_argument("--plot", type=Path, metavar="OUT.png", help="write a PNG plot (matplotlib)")
+    p.add_argument("--details", action="store_true", help="per-question results in the JSON")
+    p.add_argument("--batch-size", type=int, default=64, help="facts per record() call")
+    p.add_argument("--threshold", type=float, default=0.0, help="retrieve threshold (default 0)")
+    p.add_argument(
+        "--turn-text",
+        choices=("speaker", "plain", "speaker+caption"),
+        default="speaker",
+        help="locomo turns: 'Name: text' (default), the text alone, or with the image caption",
+    )
+    p.add_argument("--seed", type=int, default=7, help="synthetic data seed (default 7)")
+    p.add_argument(
+        "--users",
+        type=int,
+        help="synthetic: number of users (default 20); --scale: users (default 1000)",
+    )
+    p.add_argument("--scale", type=int, metavar="N", help="latency run: N facts in one backend")
+    p.add_argument("--queries", type=int, default=300, help="--scale: queries per mode and path")
+    p.add_argument("--top-k", type=int, default=10, help="--scale: top_k per query (default 10)")
+    p.add_argument("--no-http", action="store_true", help="--scale: skip the HTTP measurement")
+    p.add_argument("--workdir", type=Path, help="where temporary workspaces go (default: TMPDIR)")
+    p.add_argument("--no-progress", action="store_true", help="no progress bar or log lines")
+    p.set_defaults(handler=run)
+
+
+def command_line(args: argparse.Namespace) -> str:
+    """The run as a command someone can paste (options that change the result)."""
+    parts = ["memory-service", "bench"]
+    if args.scale is not None:
+        parts += ["--scale", str(args.scale), "--users", str(args.users or DEFAULT_SCALE_USERS)]
+        parts += ["--queries", str(args.queries), "--top-k", str(args.top_k)]
+    else:
+        parts += ["--dataset", args.dataset]
+        for flag, value in (
+            ("--path", args.path),
+            ("--unit", args.unit),
+            ("--users", args.users),
+            ("--limit-conversations", args.limit_conversations),
+        ):
+            if value is not None:
+                parts += [flag, str(value)]
+        if args.turn_text != "speaker":
+            parts += ["--turn-text", args.turn_text]
+        parts += ["--k", ",".join(map(str, args.k))]
+    parts += ["--modes", ",".join(args.modes)]
+    for flag, value in (("--backend", args.backend), ("--preset", args.preset)):
+        if value:
+            parts += [flag, value]
+    if args.batch_size != 64:
+        parts += ["--batch-size", str(args.batch_size)]
+    return " ".join(parts)
+
+
+def _environment(embedder_name: str) -> dict:
+    import os
+
+    import torch
+
+    return {
+        "python": platform.python_version(),
+        "platform": platform.platform(),
+        "cpus": os.cpu_count(),
+        "torch": torch.__version__,
+        "torch_threads": torch.get_num_threads(),
+        "embedder": embedder_name,
+    }
+
+
+def run(args: argparse.Namespace) -> int:
+    from memory_service.bench.backends import FreshBackends, with_backend
+    from memory_service.bench.datasets import load_dataset
+    from memory_service.bench.embedding import ColdQueryEmbedder
+    from memory_service.bench.report import print_report, write_json, write_plot
+    from memory_service.config import load_settings
+    from memory_service.services import build_embedder
+
+    if args.batch_size < 1:
+        raise BenchInputError("--batch-size must be at least 1")
+    settings = with_backend(load_settings(), args.backend, args.preset)
+    dataset = None
+    if args.scale is None:  # read and check the data before loading the model
+        dataset = load_dataset(
+            args.dataset,
+            path=args.path,
+            unit=args.unit,
+            users=args.users,
+            seed=args.seed,
+            turn_text=args.turn_text,
+        ).limited(args.limit_conversations)
+    began = datetime.now(UTC)
+    cache = max(settings.embedding.cache_entries, (args.scale or 0) + 1000)
+    uncached = settings.embedding.model_copy(update={"cache_entries": 0})
+    raw = build_embedder(settings.model_copy(update={"embedding": uncached}))
+    embedder = ColdQueryEmbedder(raw, max_entries=cache)
+    show = not args.no_progress
+    if dataset is None:
+        from memory_service.bench.scale import run_scale
+
+        doc = run_scale(
+            settings,
+            embedder,
+            facts=args.scale,
+            users=args.users or min(DEFAULT_SCALE_USERS, args.scale),
+            modes=args.modes,
+            queries=args.queries,
+            top_k=args.top_k,
+            batch_size=args.batch_size,
+            http=not args.no_http,
+            workdir=args.workdir,
+            seed=args.seed,
+            show_progress=show,
+        )
+    else:
+        from memory_service.bench.runner import run as run_recall
+        from memory_service.bench.scale import peak_rss_mb
+        from memory_service.bench.summary import summarise
+
+        backends = FreshBackends(settings, embedder, args.workdir)
+        result = run_recall(
+            dataset,
+            backends,
+            modes=args.modes,
+            ks=args.k,
+            batch_size=args.batch_size,
+            threshold=args.threshold,
+            show_progress=show,
+        )
+        doc = summarise(result, args.k, details=args.details)
+        doc["peak_rss_mb"] = peak_rss_mb()
+        if args.path:
+            doc["path"] = str(args.path)
+        if dataset.name == "locomo" and dataset.unit == "turns":
+            doc["turn_text"] = args.turn_text
+    doc = {
+        **{k: doc[k] for k in ("dataset", "unit") if k in doc},
+        "backend": settings.longterm.backend,
+        "preset": settings.longterm.retrieval_preset,
+        **doc,
+        "command": command_line(args),
+        "started_at": began.isoformat(timespec="seconds"),
+        "environment": _environment(embedder.name),
+    }
+    print_report(doc, sys.stdout)
+    if args.json:
+        write_json(doc, args.json)
+        print(f"wrote {args.json}")
+    if args.plot:
+        write_plot(doc, args.plot)
+        print(f"wrote {args.plot}")
+    return 0

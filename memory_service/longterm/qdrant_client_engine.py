@@ -1,0 +1,282 @@
+"""A Qdrant server or cluster through qdrant-client (``url=":memory:"``: its local mode).
+
+Local mode is the tests' stand-in for a server: same API, same results, but it checks filters
+point by point in Python, so it is no embedded engine for real data (see ``qdrant_edge_engine``).
+Writes use ``wait=True``: acknowledged by the server before they return.
+"""
+
+from __future__ import annotations
+
+import warnings
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from typing import Any
+
+from qdrant_client import QdrantClient
+from qdrant_client import models as qm
+
+from indexing.sparse import SparseTerms
+from memory_service.context import validate_id
+from memory_service.errors import BackendUnavailableError, ConfigurationError, MemoryServiceError
+from memory_service.longterm.qdrant_engine import (
+    DENSE,
+    PAYLOAD_INDEXES,
+    SPARSE,
+    TENANT_FIELD,
+    USER_FIELD,
+    ScoredHit,
+    StoredPoint,
+    UserFilter,
+    as_floats,
+    check_dense_size,
+    reindex_hint,
+)
+
+SCROLL_PAGE = 1000
+LOCAL = ":memory:"
+
+
+def _filter(scope: UserFilter) -> qm.Filter:
+    """The one translation of a ``UserFilter``: tenant and user first, always."""
+    must: list[Any] = [
+        qm.FieldCondition(key=TENANT_FIELD, match=qm.MatchValue(value=scope.tenant_id)),
+        qm.FieldCondition(key=USER_FIELD, match=qm.MatchValue(value=scope.user_id)),
+    ]
+    if scope.ids is not None:
+        must.append(qm.HasIdCondition(has_id=list(scope.ids)))
+    if scope.keys is not None:
+        must.append(qm.FieldCondition(key="key", match=qm.MatchAny(any=list(scope.keys))))
+    if scope.open_only:
+        must += [
+            qm.IsEmptyCondition(is_empty=qm.PayloadField(key="superseded_by")),
+            qm.IsEmptyCondition(is_empty=qm.PayloadField(key="valid_to")),
+        ]
+    if scope.live_at is not None:
+        later = qm.FieldCondition(key="expires_at", range=qm.DatetimeRange(gt=scope.live_at))
+        empty = qm.IsEmptyCondition(is_empty=qm.PayloadField(key="expires_at"))
+        must.append(qm.Filter(should=[empty, later]))
+    return qm.Filter(must=must)
+
+
+def _index_schema(kind: str) -> Any:
+    if kind == "tenant":
+        return qm.KeywordIndexParams(type=qm.KeywordIndexType.KEYWORD, is_tenant=True)
+    if kind == "datetime":
+        return qm.PayloadSchemaType.DATETIME
+    return qm.PayloadSchemaType.KEYWORD
+
+
+def _sparse(terms: SparseTerms) -> qm.SparseVector:
+    return qm.SparseVector(indices=list(terms.indices), values=list(terms.values))
+
+
+def _point(record: Any, with_vectors: bool) -> StoredPoint:
+    dense = sparse = None
+    if with_vectors:
+        vectors = record.vector or {}
+        dense = list(vectors[DENSE])
+        stored = vectors.get(SPARSE) or qm.SparseVector(indices=[], values=[])
+        sparse = SparseTerms(tuple(stored.indices), tuple(stored.values))
+    return StoredPoint(str(record.id), dict(record.payload or {}), dense, sparse)
+
+
+class ClientEngine:
+    """One collection on a Qdrant server (or in local mode); get it with ``connect``."""
+
+    def __init__(self, client: QdrantClient, collection: str, description: str) -> None:
+        self._client = client
+        self.collection = collection
+        self.description = description
+
+    @classmethod
+    def connect(
+        cls,
+        url: str,
+        collection: str,
+        dimension: int,
+        *,
+        api_key: str | None = None,
+        timeout_s: float = 10.0,
+    ) -> ClientEngine:
+        """Connect, then check the collection's layout or create it."""
+        try:
+            if url == LOCAL:
+                client = QdrantClient(location=LOCAL)
+            else:
+                client = QdrantClient(url=url, api_key=api_key, timeout=max(1, round(timeout_s)))
+        except Exception as exc:
+            raise ConfigurationError(f"MEMORY_QDRANT__URL {url!r}: {exc}") from exc
+        try:
+            return cls.attach(
+                client,
+                collection,
+                dimension,
+                description=f"qdrant ({url}, collection {collection})",
+            )
+        except Exception:
+            client.close()
+            raise
+
+    @classmethod
+    def attach(
+        cls, client: QdrantClient, collection: str, dimension: int, *, description: str = ""
+    ) -> ClientEngine:
+        """An engine over an existing client (its own auth, gRPC...): checks the collection's
+        layout, or creates it."""
+        engine = cls(client, collection, description or f"qdrant (collection {collection})")
+        try:
+            engine._prepare(dimension)
+        except MemoryServiceError:
+            raise
+        except Exception as exc:
+            raise BackendUnavailableError(f"cannot use {engine.description}: {exc}") from exc
+        return engine
+
+    def _prepare(self, dimension: int) -> None:
+        where = f"the Qdrant collection {self.collection!r}"
+        if not self._client.collection_exists(self.collection):
+            self._create(dimension)
+            return
+        info = self._client.get_collection(self.collection)
+        params = info.config.params
+        vectors = params.vectors if isinstance(params.vectors, dict) else {}
+        stored = vectors.get(DENSE)
+        check_dense_size(stored.size if stored else None, dimension, where)
+        sparse = (params.sparse_vectors or {}).get(SPARSE)
+        if sparse is None or sparse.modifier != qm.Modifier.IDF:
+            raise ConfigurationError(
+                f"{where} has no sparse '{SPARSE}' vector with the IDF modifier; "
+                f"{reindex_hint(where)}"
+            )
+        self._ensure_indexes(set(info.payload_schema or {}))
+
+    def _create(self, dimension: int) -> None:
+        self._client.create_collection(
+            self.collection,
+            vectors_config={DENSE: qm.VectorParams(size=dimension, distance=qm.Distance.COSINE)},
+            sparse_vectors_config={SPARSE: qm.SparseVectorParams(modifier=qm.Modifier.IDF)},
+        )
+        self._ensure_indexes(set())
+
+    def _ensure_indexes(self, present: set[str]) -> None:
+        with warnings.catch_warnings():
+            # local mode warns that payload indexes do nothing there; a server uses them
+            warnings.simplefilter("ignore", UserWarning)
+            for name, kind in PAYLOAD_INDEXES.items():
+                if name not in present:
+                    self._client.create_payload_index(
+                        self.collection, name, _index_schema(kind), wait=True
+                    )
+
+    @contextmanager
+    def _calls(self) -> Iterator[None]:
+        try:
+            yield
+        except MemoryServiceError:
+            raise
+        except Exception as exc:
+            raise BackendUnavailableError(f"{self.description}: {exc}") from exc
+
+    def close(self) -> None:
+        self._client.close()
+
+    def upsert(self, points: Sequence[StoredPoint]) -> None:
+        if not points:
+            return
+        batch = []
+        for p in points:
+            if p.dense is None or p.sparse is None:
+                raise ValueError("every upserted point needs both vectors")
+            vectors = {DENSE: as_floats(p.dense), SPARSE: _sparse(p.sparse)}
+            batch.append(qm.PointStruct(id=p.id, vector=vectors, payload=p.payload))
+        with self._calls():
+            self._client.upsert(self.collection, points=batch, wait=True)
+
+    def query(
+        self,
+        scope: UserFilter,
+        *,
+        dense: Sequence[float] | None,
+        sparse: SparseTerms | None,
+        limit: int,
+        threshold: float,
+        idf_corpus: UserFilter,
+    ) -> dict[str, list[ScoredHit]]:
+        where = _filter(scope)
+        legs: list[str] = []
+        requests: list[qm.QueryRequest] = []
+        if dense is not None:
+            legs.append(DENSE)
+            requests.append(
+                qm.QueryRequest(
+                    query=as_floats(dense),
+                    using=DENSE,
+                    filter=where,
+                    limit=limit,
+                    with_payload=True,
+                    score_threshold=threshold,
+                )
+            )
+        if sparse is not None:
+            legs.append(SPARSE)
+            requests.append(
+                qm.QueryRequest(
+                    query=_sparse(sparse),
+                    using=SPARSE,
+                    filter=where,
+                    limit=limit,
+                    with_payload=True,
+                    params=qm.SearchParams(idf=qm.IdfCorpusParams(corpus=_filter(idf_corpus))),
+                )
+            )
+        if not requests:
+            return {}
+        with self._calls():
+            results = self._client.query_batch_points(self.collection, requests=requests)
+        return {
+            leg: [
+                ScoredHit(str(p.id), float(p.score), dict(p.payload or {})) for p in result.points
+            ]
+            for leg, result in zip(legs, results, strict=True)
+        }
+
+    def scroll(self, scope: UserFilter, *, with_vectors: bool = False) -> list[StoredPoint]:
+        where = _filter(scope)
+        out: list[StoredPoint] = []
+        offset = None
+        with self._calls():
+            while True:
+                records, offset = self._client.scroll(
+                    self.collection,
+                    scroll_filter=where,
+                    limit=SCROLL_PAGE,
+                    offset=offset,
+                    with_payload=True,
+                    with_vectors=with_vectors,
+                )
+                out += [_point(r, with_vectors) for r in records]
+                if offset is None:
+                    return out
+
+    def count(self, scope: UserFilter) -> int:
+        with self._calls():
+            return self._client.count(
+                self.collection, count_filter=_filter(scope), exact=True
+            ).count
+
+    def delete(self, scope: UserFilter) -> None:
+        selector = qm.FilterSelector(filter=_filter(scope))
+        with self._calls():
+            self._client.delete(self.collection, points_selector=selector, wait=True)
+
+    def users(self, tenant_id: str) -> list[str]:
+        match = qm.MatchValue(value=validate_id(tenant_id, "tenant_id"))
+        tenant = qm.Filter(must=[qm.FieldCondition(key=TENANT_FIELD, match=match)])
+        with self._calls():
+            points = self._client.count(self.collection, count_filter=tenant, exact=True).count
+            if points == 0:
+                return []
+            hits = self._client.facet(
+                self.collection, key=USER_FIELD, facet_filter=tenant, limit=points, exact=True
+            ).hits
+        return sorted(str(hit.value) for hit in hits)

@@ -1,0 +1,212 @@
+"""Msg: one message of a session, and its conversion to and from OpenAI chat message dicts.
+
+A message carries an optional ``mark`` so the memory machinery can tell its own messages apart
+from the conversation: ``summary`` (written by compaction), ``tool_result`` (a tool result whose
+full text was evicted to a file), ``hint`` (guidance injected for the model, not said by anyone).
+``seq`` is the message's position in the session's full history (the session log); it stays the
+same when compaction rewrites the state, so watermarks built on it survive compaction.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field, replace
+from typing import Any, Literal
+
+from memory_service.errors import InvalidInputError
+
+Role = Literal["system", "user", "assistant", "tool"]
+Mark = Literal["summary", "tool_result", "hint"]
+ROLES: tuple[str, ...] = ("system", "user", "assistant", "tool")
+MARKS: tuple[str, ...] = ("summary", "tool_result", "hint")
+
+
+@dataclass(frozen=True, slots=True)
+class ToolCall:
+    """A function call requested by the assistant; ``arguments`` is the raw JSON string."""
+
+    id: str
+    name: str
+    arguments: str = "{}"
+
+    def to_openai(self) -> dict[str, Any]:
+        return {
+            "id": self.id,
+            "type": "function",
+            "function": {"name": self.name, "arguments": self.arguments},
+        }
+
+    @classmethod
+    def from_openai(cls, data: Mapping[str, Any]) -> ToolCall:
+        function = data.get("function") or {}
+        arguments = function.get("arguments", "{}")
+        if not isinstance(arguments, str):  # some servers send an object
+            arguments = json.dumps(arguments, ensure_ascii=False)
+        call_id, name = data.get("id"), function.get("name")
+        if not isinstance(call_id, str) or not call_id or not isinstance(name, str) or not name:
+            raise InvalidInputError("a tool call needs an 'id' and a 'function.name'")
+        return cls(call_id, name, arguments)
+
+
+@dataclass(frozen=True, slots=True)
+class Msg:
+    """One message. Immutable: state changes replace messages, so a failed step changes nothing."""
+
+    role: Role
+    content: str = ""
+    mark: Mark | None = None
+    metadata: Mapping[str, Any] = field(default_factory=dict)
+    tool_calls: tuple[ToolCall, ...] = ()
+    tool_call_id: str | None = None
+    name: str | None = None
+    seq: int | None = None
+
+    def __post_init__(self) -> None:
+        if self.role not in ROLES:
+            raise InvalidInputError(f"unknown role {self.role!r}; use one of {', '.join(ROLES)}")
+        if self.mark is not None and self.mark not in MARKS:
+            raise InvalidInputError(f"unknown mark {self.mark!r}; use one of {', '.join(MARKS)}")
+        if not isinstance(self.content, str):
+            raise InvalidInputError("message content must be text")
+        if self.role == "tool" and not self.tool_call_id:
+            raise InvalidInputError("a tool message needs the 'tool_call_id' it answers")
+        if self.tool_calls and self.role != "assistant":
+            raise InvalidInputError("only assistant messages carry tool calls")
+
+    # -- convenience constructors ---------------------------------------------------------
+
+    @classmethod
+    def system(cls, content: str, **kw: Any) -> Msg:
+        return cls("system", content, **kw)
+
+    @classmethod
+    def user(cls, content: str, **kw: Any) -> Msg:
+        return cls("user", content, **kw)
+
+    @classmethod
+    def assistant(cls, content: str = "", **kw: Any) -> Msg:
+        return cls("assistant", content, **kw)
+
+    @classmethod
+    def tool(cls, tool_call_id: str, content: str, **kw: Any) -> Msg:
+        return cls("tool", content, tool_call_id=tool_call_id, **kw)
+
+    def with_seq(self, seq: int | None) -> Msg:
+        return replace(self, seq=seq)
+
+    @property
+    def call_ids(self) -> tuple[str, ...]:
+        return tuple(call.id for call in self.tool_calls)
+
+    # -- OpenAI chat format ---------------------------------------------------------------
+
+    def to_openai(self) -> dict[str, Any]:
+        """The dict the chat completions API expects; marks and metadata stay on our side."""
+        out: dict[str, Any] = {"role": self.role}
+        if self.role == "assistant" and self.tool_calls and not self.content:
+            out["content"] = None
+        else:
+            out["content"] = self.content
+        if self.tool_calls:
+            out["tool_calls"] = [call.to_openai() for call in self.tool_calls]
+        if self.tool_call_id is not None:
+            out["tool_call_id"] = self.tool_call_id
+        if self.name is not None and self.role != "tool":
+            out["name"] = self.name
+        return out
+
+    @classmethod
+    def from_openai(cls, data: Mapping[str, Any], **kw: Any) -> Msg:
+        """A message from an OpenAI chat dict (content as text or a list of text parts)."""
+        if not isinstance(data, Mapping):
+            raise InvalidInputError("a message must be an object")
+        role = data.get("role")
+        if role == "developer":  # the newer name of the system role
+            role = "system"
+        calls = tuple(ToolCall.from_openai(c) for c in data.get("tool_calls") or ())
+        return cls(
+            role=role,  # type: ignore[arg-type]
+            content=content_text(data.get("content")),
+            tool_calls=calls,
+            tool_call_id=data.get("tool_call_id"),
+            name=data.get("name"),
+            **kw,
+        )
+
+    # -- storage format -------------------------------------------------------------------
+
+    def to_dict(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"role": self.role, "content": self.content}
+        if self.mark is not None:
+            out["mark"] = self.mark
+        if self.metadata:
+            out["metadata"] = dict(self.metadata)
+        if self.tool_calls:
+            out["tool_calls"] = [call.to_openai() for call in self.tool_calls]
+        if self.tool_call_id is not None:
+            out["tool_call_id"] = self.tool_call_id
+        if self.name is not None:
+            out["name"] = self.name
+        if self.seq is not None:
+            out["seq"] = self.seq
+        return out
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> Msg:
+        return cls(
+            role=data["role"],
+            content=data.get("content") or "",
+            mark=data.get("mark"),
+            metadata=dict(data.get("metadata") or {}),
+            tool_calls=tuple(ToolCall.from_openai(c) for c in data.get("tool_calls") or ()),
+            tool_call_id=data.get("tool_call_id"),
+            name=data.get("name"),
+            seq=data.get("seq"),
+        )
+
+
+def content_text(content: object) -> str:
+    """Text of an OpenAI ``content`` field: a string, None, or a list of parts."""
+    if content is None:
+        return ""
+    if isinstance(content, str):
+        return content
+    if isinstance(content, Sequence):
+        parts = []
+        for part in content:
+            if isinstance(part, Mapping) and isinstance(part.get("text"), str):
+                parts.append(part["text"])
+            elif isinstance(part, str):
+                parts.append(part)
+        return "\n".join(parts)
+    raise InvalidInputError("message content must be text or a list of text parts")
+
+
+def estimate_tokens(text: str) -> int:
+    """A tokenizer-free estimate: about 4 characters per token for ASCII, 1 per other
+    character (CJK, emoji). Good enough to decide when to compact; never used for billing."""
+    if not text:
+        return 0
+    ascii_chars = sum(1 for ch in text if ord(ch) < 128)
+    return (ascii_chars + 3) // 4 + (len(text) - ascii_chars)
+
+
+MESSAGE_OVERHEAD_TOKENS = 4  # role and separators, as chat templates add them
+
+
+def estimate_message_tokens(messages: Iterable[Msg]) -> int:
+    total = 0
+    for m in messages:
+        total += MESSAGE_OVERHEAD_TOKENS + estimate_tokens(m.content)
+        for call in m.tool_calls:
+            total += estimate_tokens(call.name) + estimate_tokens(call.arguments)
+    return total
+
+
+def to_openai(messages: Iterable[Msg]) -> list[dict[str, Any]]:
+    return [m.to_openai() for m in messages]
+
+
+def from_openai(messages: Iterable[Mapping[str, Any]]) -> list[Msg]:
+    return [Msg.from_openai(m) for m in messages]

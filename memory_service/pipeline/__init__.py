@@ -1,0 +1,1 @@
+"""The long-term memory pipeline: flush (facts out of conversations) and maintenance."""

@@ -1,0 +1,247 @@
+"""Consolidation: rewrite a user's MEMORY.md from the facts that are still true.
+
+With a model, the consolidation prompt (two ``%d``: max tokens, then max characters) gets the
+current MEMORY.md and the active facts; without one, a deterministic merge groups facts by kind
+and keeps the most important and newest within the token budget. Either way the previous
+MEMORY.md is snapshotted first, and a rewrite that would lose more than ``max_loss`` of the
+facts MEMORY.md held is refused: a summariser that drops a quarter of what it was given is
+broken, not concise.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from pathlib import Path
+
+from filelock import FileLock
+
+from indexing.hashing import content_hash
+from indexing.tokenize import tokenize
+from memory_service.facts import FACT_KINDS, Fact
+from memory_service.fsutil import read_text, write_atomically
+from memory_service.llm import ChatModel, LlmBadResponseError, LlmError, Usage
+from memory_service.longterm.ledger import parse_ledger, render_fact
+from memory_service.messages import estimate_tokens
+from memory_service.paths import UserPaths
+
+log = logging.getLogger(__name__)
+
+DEFAULT_CONSOLIDATION_PROMPT = """\
+You maintain MEMORY.md, the long-term memory file of one user of an AI assistant.
+Rewrite it from the current file and the facts below. Rules:
+- Keep every fact that is still true; when two facts conflict, keep the newer one.
+- Merge duplicates and near-duplicates into one bullet; drop nothing else.
+- Group bullets under short Markdown headings (## Preferences, ## Facts, ## Events, ...).
+- One fact per bullet, each starting with "- ". No commentary before or after the file.
+- Stay within %d tokens (about %d characters).
+"""
+
+SECTION_TITLES = {
+    "fact": "Facts",
+    "preference": "Preferences",
+    "event": "Events",
+    "procedure": "Procedures",
+}
+COVERAGE_MIN = 0.6  # share of a fact's terms one bullet must hold to count as keeping it
+
+
+@dataclass(frozen=True, slots=True)
+class ConsolidationResult:
+    method: str  # "llm" | "deterministic"
+    written: bool
+    facts_in: int  # facts given to consolidation
+    bullets_out: int
+    lost: int  # facts of the old MEMORY.md not found in the new one
+    refused: str | None = None
+    snapshot: str | None = None
+    usage: Usage | None = None
+
+    def to_dict(self) -> dict:
+        return {
+            "method": self.method,
+            "written": self.written,
+            "facts_in": self.facts_in,
+            "bullets_out": self.bullets_out,
+            "lost": self.lost,
+            "refused": self.refused,
+            "snapshot": self.snapshot,
+            "usage": self.usage.to_dict() if self.usage else None,
+        }
+
+
+def validate_consolidation_prompt(prompt: str) -> str:
+    """A custom prompt must hold exactly two ``%d`` (max tokens, then max characters)."""
+    if prompt.count("%d") != 2 or re.search(r"%(?!d|%)", prompt):
+        raise ValueError(
+            "consolidation_prompt must contain exactly two '%d' (max tokens, then max "
+            "characters) and no other % placeholders (write %% for a literal %)"
+        )
+    return prompt
+
+
+def priority(fact: Fact) -> tuple:
+    """Most important first, then newest."""
+    return (-fact.importance, -(fact.created_at.timestamp() if fact.created_at else 0.0))
+
+
+def deterministic_memory(facts: Sequence[Fact], max_tokens: int, now: datetime) -> str:
+    """MEMORY.md from ``facts``: by kind, most important and newest first, within budget.
+
+    Bullets keep their metadata comment, so ids and keys survive (the files backend reads
+    MEMORY.md as facts); the budget counts the text a model would see, not the comments."""
+    chosen: list[Fact] = []
+    used = estimate_tokens("# Long-term memory\n") + 16
+    for fact in sorted(facts, key=priority):
+        cost = estimate_tokens(fact.text) + 2
+        if used + cost > max_tokens:
+            continue
+        chosen.append(fact)
+        used += cost
+    lines = [
+        "# Long-term memory",
+        "",
+        f"_Consolidated {now.isoformat(timespec='seconds')}. Edit freely: the service reads "
+        "this file back._",
+    ]
+    for kind in FACT_KINDS:
+        group = [f for f in chosen if f.kind == kind]
+        if group:
+            lines += ["", f"## {SECTION_TITLES[kind]}", ""]
+            lines += [render_fact(f) for f in group]
+    return "\n".join(lines) + "\n"
+
+
+def plain_memory(markdown: str) -> str:
+    """MEMORY.md as a model should read it: metadata comments removed."""
+    return re.sub(r"\s*<!--\s*memory\s+\{.*?\}\s*-->", "", markdown)
+
+
+def _bullets(markdown: str) -> list[Fact]:
+    return [line.fact for line in parse_ledger(markdown, default_created_at=None)]
+
+
+def lost_facts(old: Sequence[Fact], new_markdown: str) -> list[Fact]:
+    """Facts of ``old`` that no bullet of ``new_markdown`` keeps (same text, or most terms)."""
+    bullets = _bullets(new_markdown)
+    hashes = {content_hash(b.text) for b in bullets}
+    term_sets = [set(tokenize(b.text)) for b in bullets]
+    missing = []
+    for fact in old:
+        if content_hash(fact.text) in hashes:
+            continue
+        terms = set(tokenize(fact.text))
+        if terms and any(len(terms & bt) / len(terms) >= COVERAGE_MIN for bt in term_sets):
+            continue
+        missing.append(fact)
+    return missing
+
+
+def _undated(markdown: str) -> str:
+    return re.sub(r"(?m)^_Consolidated [^\n]*_$", "", markdown)
+
+
+def _strip_fences(text: str) -> str:
+    text = text.strip()
+    fenced = re.match(r"^```[a-zA-Z]*\n(.*)\n```$", text, re.DOTALL)
+    return (fenced.group(1) if fenced else text).strip() + "\n"
+
+
+class Consolidator:
+    """Writes MEMORY.md for one user at a time."""
+
+    def __init__(
+        self,
+        *,
+        model: ChatModel | None,
+        max_tokens: int = 4000,
+        prompt: str | None = None,
+        max_loss: float = 0.25,
+    ) -> None:
+        self.model = model
+        self.max_tokens = max_tokens
+        self.prompt = validate_consolidation_prompt(prompt or DEFAULT_CONSOLIDATION_PROMPT)
+        self.max_loss = max_loss
+
+    def consolidate(
+        self, paths: UserPaths, facts: Sequence[Fact], now: datetime
+    ) -> ConsolidationResult:
+        """Rewrite ``paths.memory_md`` from ``facts`` (all of the user's, active or not).
+
+        The loss guard counts the bullets of the old MEMORY.md that are still true: a bullet
+        whose fact has since been superseded, expired or deleted may go. Raises the
+        ``LlmError`` family when the model fails twice; MEMORY.md is then untouched."""
+        old_text = read_text(paths.memory_md)
+        active = [f for f in facts if f.is_active(now)]
+        gone = {f.content_hash for f in facts if not f.is_active(now)}
+        held = [b for b in _bullets(old_text) if content_hash(b.text) not in gone]
+        usage = None
+        if self.model is not None:
+            method = "llm"
+            new_text, usage = self._ask_model(old_text, active)
+        else:
+            method = "deterministic"
+            new_text = deterministic_memory(active, self.max_tokens, now)
+        lost = lost_facts(held, new_text)
+        bullets = len(_bullets(new_text))
+        result = dict(method=method, facts_in=len(active), bullets_out=bullets, usage=usage)
+        if held and len(lost) > self.max_loss * len(held):
+            reason = (
+                f"the rewrite would lose {len(lost)} of the {len(held)} facts MEMORY.md holds "
+                f"(more than {self.max_loss:.0%}); MEMORY.md left unchanged"
+            )
+            log.warning(
+                "consolidation refused for %s/%s: %s", paths.tenant_id, paths.user_id, reason
+            )
+            return ConsolidationResult(written=False, lost=len(lost), refused=reason, **result)
+        if _undated(new_text) == _undated(old_text):
+            return ConsolidationResult(written=False, lost=0, **result)  # nothing but the date
+        snapshot = self._write(paths, old_text, new_text, now)
+        return ConsolidationResult(written=True, lost=len(lost), snapshot=snapshot, **result)
+
+    def _ask_model(self, old_text: str, active: Sequence[Fact]) -> tuple[str, Usage]:
+        assert self.model is not None
+        system = self.prompt % (self.max_tokens, self.max_tokens * 4)
+        facts = "\n".join(f"- {f.text}" for f in sorted(active, key=priority))
+        user = (
+            "Current MEMORY.md:\n\n"
+            + (plain_memory(old_text).strip() or "(empty)")
+            + "\n\nFacts that are true now (most important first):\n\n"
+            + (facts or "(none)")
+        )
+        messages = [{"role": "system", "content": system}, {"role": "user", "content": user}]
+        usage = Usage()
+        for attempt in range(2):
+            reply = self.model.complete(messages, temperature=0.0)
+            usage = usage + reply.usage
+            text = _strip_fences(reply.text or "")
+            if _bullets(text):
+                return text, usage
+            log.warning("consolidation reply had no bullets (attempt %d)", attempt + 1)
+        raise LlmBadResponseError("the model's MEMORY.md rewrite had no '- ' bullets, twice")
+
+    def _write(self, paths: UserPaths, old_text: str, new_text: str, now: datetime) -> str | None:
+        snapshot: Path | None = None
+        paths.root.mkdir(parents=True, exist_ok=True)
+        with FileLock(str(paths.lock_file), timeout=60):
+            if old_text:
+                stamp = now.strftime("%Y%m%dT%H%M%S")
+                snapshot = paths.archive_dir / f"MEMORY.{stamp}.md"
+                write_atomically(snapshot, old_text)
+            write_atomically(paths.memory_md, new_text)
+        return str(snapshot) if snapshot else None
+
+
+__all__ = [
+    "ConsolidationResult",
+    "Consolidator",
+    "DEFAULT_CONSOLIDATION_PROMPT",
+    "LlmError",
+    "deterministic_memory",
+    "lost_facts",
+    "plain_memory",
+    "validate_consolidation_prompt",
+]

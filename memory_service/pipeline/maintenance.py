@@ -1,0 +1,178 @@
+"""Scheduled maintenance of one user's long-term memory, step by step, with counts.
+
+Steps, in order: exact duplicates (repeated ledger bullets), near-duplicates (SimHash), newest
+wins per key, expiry by importance, daily ledgers past retention to ``memory/archive/``, session
+logs past retention deleted, then consolidation into MEMORY.md. The decisions are the pure rules
+of ``policy.py``; this module applies them to whichever backend is configured.
+
+Two processes never maintain the same user at once (a non-blocking file lock per user), and a
+user is maintained at most once per ``min_gap`` unless forced; the last run is remembered in
+the user's folder so the gap survives restarts.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
+
+from filelock import FileLock, Timeout
+
+from indexing.hashing import content_hash
+from memory_service.context import RuntimeContext
+from memory_service.facts import Fact, fact_id, parse_time, utcnow
+from memory_service.fsutil import read_text, write_atomically
+from memory_service.longterm.base import LongTermMemory
+from memory_service.longterm.ledger import parse_ledger
+from memory_service.paths import UserPaths
+from memory_service.pipeline.consolidation import ConsolidationResult, Consolidator
+from memory_service.pipeline.policy import ExpiryPolicy, plan_maintenance
+from memory_service.shortterm.session_log import delete_old_session_logs
+
+log = logging.getLogger(__name__)
+
+STATE_FILE = ".maintenance.json"
+LOCK_FILE = ".maintenance.lock"
+
+
+@dataclass(frozen=True, slots=True)
+class MaintenanceSettings:
+    min_gap: timedelta = timedelta(minutes=30)
+    daily_file_retention_days: int = 90
+    session_retention_days: int = 180
+    near_duplicate_distance: int = 3
+    expiry: ExpiryPolicy = field(default_factory=ExpiryPolicy)
+
+
+@dataclass(slots=True)
+class MaintenanceReport:
+    """What one run did for one user: ``status`` ran | skipped_recent | busy | failed."""
+
+    tenant_id: str
+    user_id: str
+    status: str
+    counts: dict[str, int] = field(default_factory=dict)
+    consolidation: ConsolidationResult | None = None
+    error: str | None = None
+
+    def to_dict(self) -> dict:
+        return {
+            "tenant_id": self.tenant_id,
+            "user_id": self.user_id,
+            "status": self.status,
+            "counts": dict(self.counts),
+            "consolidation": self.consolidation.to_dict() if self.consolidation else None,
+            "error": self.error,
+        }
+
+
+def all_facts(memory: LongTermMemory, ctx: RuntimeContext) -> list[Fact]:
+    """Every fact of the user, active or not, paging through ``list``."""
+    facts: list[Fact] = []
+    cursor = None
+    while True:
+        page = memory.list(ctx, limit=1000, cursor=cursor, include_inactive=True)
+        facts += page.items
+        cursor = page.next_cursor
+        if cursor is None:
+            return facts
+
+
+class MemoryMaintenance:
+    """Runs the maintenance steps for one user at a time over the configured backends."""
+
+    def __init__(
+        self,
+        *,
+        longterm: LongTermMemory,
+        workspace,
+        consolidator: Consolidator,
+        settings: MaintenanceSettings | None = None,
+        clock: Callable[[], datetime] = utcnow,
+    ) -> None:
+        self.longterm = longterm
+        self.workspace = workspace
+        self.consolidator = consolidator
+        self.settings = settings or MaintenanceSettings()
+        self._clock = clock
+
+    def run_user(self, ctx: RuntimeContext, *, force: bool = False) -> MaintenanceReport:
+        paths = UserPaths.of(self.workspace, ctx)
+        report = MaintenanceReport(ctx.tenant_id, ctx.user_id, "ran")
+        now = self._clock()
+        last = self._last_run(paths)
+        if not force and last is not None and now - last < self.settings.min_gap:
+            report.status = "skipped_recent"
+            return report
+        paths.root.mkdir(parents=True, exist_ok=True)
+        try:
+            with FileLock(str(paths.root / LOCK_FILE), timeout=0):
+                self._run_steps(ctx, paths, now, report)
+                self._remember(paths, now, report)
+        except Timeout:
+            report.status = "busy"
+        return report
+
+    def _run_steps(
+        self, ctx: RuntimeContext, paths: UserPaths, now: datetime, report: MaintenanceReport
+    ) -> None:
+        counts = report.counts
+        settle = getattr(self.longterm, "settle_ledgers", None)  # files backend only
+        settled = settle(ctx) if settle else {}
+        counts["exact_duplicates"] = settled.get("exact_duplicates", 0)
+
+        protected = frozenset(self._consolidated_ids(ctx, paths))
+        plan = plan_maintenance(
+            all_facts(self.longterm, ctx),
+            now,
+            expiry=self.settings.expiry,
+            near_duplicate_distance=self.settings.near_duplicate_distance,
+            protected_ids=protected,
+        )
+        if plan.update:
+            self.longterm.update(ctx, list(plan.update.values()))
+        if plan.delete:
+            self.longterm.delete(ctx, sorted(plan.delete))
+        counts.update(plan.counts)
+        counts["superseded"] += settled.get("superseded", 0)
+
+        archive = getattr(self.longterm, "archive_ledgers", None)
+        cutoff = (now - timedelta(days=self.settings.daily_file_retention_days)).date()
+        counts["ledgers_archived"] = archive(ctx, cutoff) if archive else 0
+        removed_logs = delete_old_session_logs(
+            self.workspace, ctx, retention_days=self.settings.session_retention_days, now=now
+        )
+        counts["session_logs_deleted"] = len(removed_logs)
+
+        try:
+            result = self.consolidator.consolidate(paths, all_facts(self.longterm, ctx), now)
+        except Exception as exc:  # the LLM failed: MEMORY.md is untouched, report it
+            log.warning("consolidation failed for %s/%s: %s", ctx.tenant_id, ctx.user_id, exc)
+            report.status = "failed"
+            report.error = f"consolidation: {exc}"
+            return
+        report.consolidation = result
+        counts["consolidated"] = 1 if result.written else 0
+
+    def _consolidated_ids(self, ctx: RuntimeContext, paths: UserPaths) -> set[str]:
+        """Facts whose text is a MEMORY.md bullet: consolidated facts do not expire."""
+        text = read_text(paths.memory_md)
+        return {
+            fact_id(ctx.tenant_id, ctx.user_id, content_hash(line.fact.text))
+            for line in parse_ledger(text, default_created_at=None)
+        }
+
+    def _last_run(self, paths: UserPaths) -> datetime | None:
+        raw = read_text(paths.root / STATE_FILE)
+        if not raw:
+            return None
+        try:
+            return parse_time(json.loads(raw).get("last_run"))
+        except (ValueError, AttributeError):
+            return None
+
+    def _remember(self, paths: UserPaths, now: datetime, report: MaintenanceReport) -> None:
+        record = {"last_run": now.astimezone(UTC).isoformat(), "report": report.to_dict()}
+        write_atomically(paths.root / STATE_FILE, json.dumps(record, indent=2))

@@ -1,0 +1,126 @@
+"""Maintenance rules as pure functions over a user's facts: what to merge, close, expire.
+
+Keeping the decisions apart from storage means both backends apply exactly the same rules,
+and each rule is tested on crafted fact lists without touching files or Qdrant.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field, replace
+from datetime import datetime, timedelta
+
+from indexing.hashing import hamming_distance, simhash
+from memory_service.facts import Fact
+
+
+@dataclass(frozen=True, slots=True)
+class ExpiryPolicy:
+    """Age after which a fact without its own ``expires_at`` expires, by importance."""
+
+    never_at: int = 10  # importance >= this: never
+    long_at: int = 5  # importance >= this: ``long_days``
+    long_days: int = 30
+    short_days: int = 7
+
+    def expires_at(self, fact: Fact) -> datetime | None:
+        if fact.expires_at is not None:
+            return fact.expires_at
+        if fact.importance >= self.never_at or fact.created_at is None:
+            return None
+        days = self.long_days if fact.importance >= self.long_at else self.short_days
+        return fact.created_at + timedelta(days=days)
+
+
+@dataclass(slots=True)
+class MaintenancePlan:
+    """Changes to apply: ids to delete, facts to rewrite (same id, new metadata)."""
+
+    delete: set[str] = field(default_factory=set)
+    update: dict[str, Fact] = field(default_factory=dict)
+    counts: dict[str, int] = field(default_factory=dict)
+
+    def is_empty(self) -> bool:
+        return not self.delete and not self.update
+
+
+def _newest_first(facts: Iterable[Fact]) -> list[Fact]:
+    return sorted(facts, key=lambda f: (f.created_at or datetime.min, f.id), reverse=True)
+
+
+def near_duplicate_groups(facts: Sequence[Fact], max_distance: int) -> list[list[Fact]]:
+    """Groups of active facts whose SimHash fingerprints are within ``max_distance`` bits of the
+    group's newest fact (greedy, newest first). Facts with different keys never merge."""
+    pending = _newest_first(facts)
+    prints = {f.id: simhash(f.text) for f in pending}
+    groups: list[list[Fact]] = []
+    used: set[str] = set()
+    for head in pending:
+        if head.id in used:
+            continue
+        group = [head]
+        used.add(head.id)
+        for other in pending:
+            if other.id in used or other.key != head.key:
+                continue
+            if hamming_distance(prints[head.id], prints[other.id]) <= max_distance:
+                group.append(other)
+                used.add(other.id)
+        if len(group) > 1:
+            groups.append(group)
+    return groups
+
+
+def plan_maintenance(
+    facts: Sequence[Fact],
+    now: datetime,
+    *,
+    expiry: ExpiryPolicy,
+    near_duplicate_distance: int,
+    protected_ids: frozenset[str] = frozenset(),
+) -> MaintenancePlan:
+    """Decide, for one user's facts (all of them, active or not):
+
+    1. near-duplicates (SimHash): keep the newest, merge tags, keep the highest importance;
+    2. newest wins among active facts sharing a key: older ones get ``valid_to``;
+    3. expiry: facts past their own ``expires_at`` or their importance's age are deleted,
+       except ``protected_ids`` (facts consolidated into MEMORY.md stay).
+    Superseded facts are history and are kept, unless they expire.
+    """
+    plan = MaintenancePlan(counts={"near_duplicates": 0, "superseded": 0, "expired": 0})
+    current = {f.id: f for f in facts}
+
+    active = [f for f in current.values() if f.is_active(now)]
+    for group in near_duplicate_groups(active, near_duplicate_distance):
+        keep, *drop = group
+        tags = tuple(dict.fromkeys(t for f in group for t in f.tags))
+        importance = max(f.importance for f in group)
+        if tags != keep.tags or importance != keep.importance:
+            merged = replace(keep, tags=tags, importance=importance)
+            current[keep.id] = plan.update[keep.id] = merged
+        for fact in drop:
+            plan.delete.add(fact.id)
+            current.pop(fact.id)
+        plan.counts["near_duplicates"] += len(drop)
+
+    by_key: dict[str, list[Fact]] = {}
+    for fact in current.values():
+        if fact.key is not None and fact.is_active(now):
+            by_key.setdefault(fact.key, []).append(fact)
+    for group in by_key.values():
+        newest, *older = _newest_first(group)
+        for fact in older:
+            closed = replace(fact, superseded_by=newest.id, valid_to=newest.created_at or now)
+            current[fact.id] = plan.update[fact.id] = closed
+            plan.counts["superseded"] += 1
+
+    for fact in list(current.values()):
+        if fact.id in protected_ids:
+            continue
+        deadline = expiry.expires_at(fact)
+        if deadline is not None and deadline <= now:
+            plan.delete.add(fact.id)
+            plan.update.pop(fact.id, None)
+            current.pop(fact.id)
+            plan.counts["expired"] += 1
+    return plan

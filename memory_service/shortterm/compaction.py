@@ -1,0 +1,415 @@
+"""Compaction: keep a growing session inside the model's window.
+
+The default policy (the seeds' one) summarises everything before the last ``keep_last``
+messages, previous summary included, into five blocks and keeps the tail verbatim:
+
+    [system messages] [summary, marked "summary"] [tail: the latest messages, unchanged]
+
+The tail never starts with a tool result whose call was cut off: call and results stay
+together. A failed LLM call changes nothing; the error is raised (``compact``) or reported
+(``CompactionHook``). ``SlidingWindow`` is the LLM-free alternative: drop whole old user rounds.
+
+``CompactionHook`` is what an agent call runs before reasoning: flush first (the long-term
+pipeline's callback sees the messages about to be summarised away), then compact.
+``force_compact_and_retry`` handles a context-overflow error: flush, compact harder, retry once.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, replace
+from typing import Literal, Protocol, TypeVar
+
+from memory_service.config import CompactionConfig
+from memory_service.context import RuntimeContext
+from memory_service.errors import MemoryServiceError
+from memory_service.llm import ChatModel, ContextOverflowError, LlmBadResponseError, Usage
+from memory_service.messages import Msg, estimate_tokens
+from memory_service.shortterm.state import AgentState
+
+log = logging.getLogger(__name__)
+
+SUMMARY_BLOCKS: tuple[str, ...] = (
+    "task_overview",
+    "current_state",
+    "important_discoveries",
+    "next_steps",
+    "context_to_preserve",
+)
+
+DEFAULT_SUMMARY_PROMPT = """\
+You compact the working memory of an AI assistant. The conversation so far is too long to keep
+verbatim; you write the summary that will replace its older part. The assistant will continue
+from your summary plus the latest messages, so keep everything it needs and nothing it doesn't.
+
+Answer with exactly these five blocks, each inside its XML tag, and nothing else:
+<task_overview>What the user wants overall: goals, requirements, constraints.</task_overview>
+<current_state>What has been done and where things stand now.</current_state>
+<important_discoveries>Facts learned, decisions made with their reasons, errors met and how
+they were solved, results of tool calls that still matter.</important_discoveries>
+<next_steps>What remains to be done, in order; open questions.</next_steps>
+<context_to_preserve>User preferences, names, numbers, identifiers, file paths, commitments:
+details that must survive verbatim.</context_to_preserve>
+
+If a previous summary is given, merge it: keep what still holds, drop what is obsolete.
+Write in the language of the conversation. Be specific and concise."""
+
+_BLOCK_TAG = re.compile(r"<(" + "|".join(SUMMARY_BLOCKS) + r")>\s*(.*?)\s*</\1>", re.DOTALL)
+_BLOCK_HEADING = re.compile(
+    r"^#{1,6}\s*\**(" + "|".join(SUMMARY_BLOCKS) + r")\**\s*:?\s*$", re.MULTILINE | re.IGNORECASE
+)
+EMPTY_BLOCK = "(none)"
+TRANSCRIPT_SHARE = 0.6  # of the window, at most, for the transcript sent to the summariser
+
+# why a compaction ran, or did not: messages | tokens | rounds (triggers), forced, overflow,
+# not_needed, nothing_to_compact, no_model, failed
+
+
+@dataclass(frozen=True, slots=True)
+class CompactionResult:
+    """What a compaction did (or why it did not), for logs and API replies."""
+
+    performed: bool
+    reason: str
+    removed: int = 0  # messages replaced by the summary (or dropped by the window)
+    kept: int = 0  # messages kept verbatim
+    tokens_before: int = 0
+    tokens_after: int = 0
+    summary: dict[str, str] | None = None
+    usage: Usage | None = None
+    error: MemoryServiceError | None = None
+    flushed: bool = False  # the flush callback ran (and did not raise)
+    flush_error: str | None = None
+
+    def to_dict(self) -> dict[str, object]:
+        return {
+            "performed": self.performed,
+            "reason": self.reason,
+            "removed": self.removed,
+            "kept": self.kept,
+            "tokens_before": self.tokens_before,
+            "tokens_after": self.tokens_after,
+            "usage": self.usage.to_dict() if self.usage else None,
+            "error": {"code": self.error.code, "message": self.error.message}
+            if self.error
+            else None,
+            "flushed": self.flushed,
+            "flush_error": self.flush_error,
+        }
+
+
+class Compactor(Protocol):
+    config: CompactionConfig
+
+    def needs_compaction(self, state: AgentState) -> str | None:
+        """The trigger that fired ("messages", "tokens", "rounds"), or None."""
+        ...
+
+    def compact(
+        self, state: AgentState, *, reason: str = "forced", aggressive: bool = False
+    ) -> CompactionResult:
+        """Compact ``state`` in place; on failure raise and leave it untouched."""
+        ...
+
+
+def _pinned(message: Msg) -> bool:
+    """System messages are instructions, not conversation: never summarised or dropped."""
+    return message.role == "system" and message.mark is None
+
+
+def _token_trigger(state: AgentState, config: CompactionConfig, window: int) -> bool:
+    return state.token_estimate > config.trigger_ratio * window
+
+
+def summary_trigger(state: AgentState, config: CompactionConfig, window: int) -> str | None:
+    """The summary policy's trigger: ``trigger_messages`` conversation messages (system
+    messages not counted), or a token estimate over ``trigger_ratio`` of the window."""
+    conversation = [m for m in state.messages if not _pinned(m)]
+    if len(conversation) >= config.trigger_messages:
+        return "messages"
+    if _token_trigger(state, config, window):
+        return "tokens"
+    return None
+
+
+# -- splitting -----------------------------------------------------------------------------
+
+
+def split_tail(messages: Sequence[Msg], keep_last: int) -> int:
+    """Index where the verbatim tail starts, so that it never begins with an orphaned tool
+    result: the cut moves back to the assistant message that made the call; if that leaves
+    nothing to summarise, it moves forward past the results instead."""
+    n = len(messages)
+    cut = max(0, n - keep_last)
+    if cut == 0:
+        return 0
+    back = cut
+    while 0 < back < n and messages[back].role == "tool":
+        back -= 1
+    if back > 0 and any(m.mark != "summary" for m in messages[:back]):
+        return back
+    forward = cut
+    while forward < n and messages[forward].role == "tool":
+        forward += 1
+    return forward
+
+
+# -- the summary policy --------------------------------------------------------------------
+
+
+class ConversationCompactor:
+    """LLM summary of the older messages; the latest ``keep_last`` stay verbatim."""
+
+    def __init__(
+        self,
+        model: ChatModel,
+        config: CompactionConfig | None = None,
+        *,
+        context_window: int | None = None,
+    ) -> None:
+        self.config = config or CompactionConfig()
+        self.model = model.with_model(self.config.model)
+        self.window = context_window or self.config.context_window or model.context_window
+        self.prompt = self.config.summary_prompt or DEFAULT_SUMMARY_PROMPT
+
+    def needs_compaction(self, state: AgentState) -> str | None:
+        return summary_trigger(state, self.config, self.window)
+
+    def compact(
+        self,
+        state: AgentState,
+        *,
+        reason: str = "forced",
+        aggressive: bool = False,
+        keep_last: int | None = None,
+    ) -> CompactionResult:
+        if keep_last is None:
+            keep_last = self.config.overflow_keep_last if aggressive else self.config.keep_last
+        pinned = [m for m in state.messages if _pinned(m)]
+        conversation = [m for m in state.messages if not _pinned(m)]
+        cut = split_tail(conversation, keep_last)
+        head, tail = conversation[:cut], conversation[cut:]
+        before = state.token_estimate
+        if not any(m.mark != "summary" for m in head):
+            return CompactionResult(False, "nothing_to_compact", 0, len(tail), before, before)
+
+        reply = self.model.complete(
+            [Msg.system(self.prompt), Msg.user(self._request(state, head))]
+        )  # raises: nothing has been changed yet
+        blocks = parse_summary(reply.text)
+
+        summary = Msg(
+            "user",
+            render_summary(blocks, state.compaction_count + 1),
+            mark="summary",
+            metadata={
+                "compaction": state.compaction_count + 1,
+                "replaced": len(head),
+                "through_seq": max((m.seq for m in head if m.seq is not None), default=None),
+            },
+        )
+        state.replace_messages([*pinned, summary, *tail])
+        state.summary = blocks
+        state.compaction_count += 1
+        state.flags.pop("needs_compaction", None)
+        return CompactionResult(
+            True,
+            reason,
+            removed=len(head),
+            kept=len(tail),
+            tokens_before=before,
+            tokens_after=state.token_estimate,
+            summary=dict(blocks),
+            usage=reply.usage,
+        )
+
+    def _request(self, state: AgentState, head: Sequence[Msg]) -> str:
+        previous = [m for m in head if m.mark == "summary"]
+        lines = [
+            render_line(m, self.config.max_chars_per_message) for m in head if m.mark != "summary"
+        ]
+        budget = int(self.window * TRANSCRIPT_SHARE) - estimate_tokens(self.prompt)
+        used = sum(estimate_tokens(line) for line in lines)
+        dropped = 0
+        while lines and used > budget:  # the oldest lines go first; the summary never
+            used -= estimate_tokens(lines.pop(0))
+            dropped += 1
+        parts = []
+        if previous or state.summary:
+            text = previous[-1].content if previous else render_summary(state.summary or {}, 0)
+            parts.append(f"<previous_summary>\n{text}\n</previous_summary>")
+        if dropped:
+            lines.insert(0, f"[... {dropped} older messages omitted to fit the window ...]")
+        parts.append("<conversation>\n" + "\n".join(lines) + "\n</conversation>")
+        parts.append("Write the five blocks now.")
+        return "\n\n".join(parts)
+
+
+def render_line(message: Msg, max_chars: int) -> str:
+    """One transcript line for the summariser; long contents are cut in the middle."""
+    text = message.content
+    if len(text) > max_chars:
+        half = max_chars // 2
+        text = f"{text[:half]}\n[... {len(text) - 2 * half} characters cut ...]\n{text[-half:]}"
+    if message.role == "tool":
+        label = f"[tool result {message.tool_call_id}]"
+    elif message.mark == "hint":
+        label = "[hint]"
+    else:
+        label = f"[{message.role}]"
+    calls = "".join(
+        f"\n[{message.role} calls {c.name}({c.arguments[:max_chars]}) id={c.id}]"
+        for c in message.tool_calls
+    )
+    return f"{label} {text}{calls}".rstrip()
+
+
+def parse_summary(text: str) -> dict[str, str]:
+    """The five blocks from a reply (XML tags, or Markdown headings as a fallback). A reply
+    with none of them is malformed; a missing block is recorded as ``(none)``."""
+    found = {name: body.strip() for name, body in _BLOCK_TAG.findall(text or "")}
+    if not found:
+        headings = list(_BLOCK_HEADING.finditer(text or ""))
+        for i, match in enumerate(headings):
+            end = headings[i + 1].start() if i + 1 < len(headings) else len(text)
+            found[match.group(1).lower()] = text[match.end() : end].strip()
+    if not found:
+        raise LlmBadResponseError(
+            "the summary reply has none of the blocks " + ", ".join(SUMMARY_BLOCKS)
+        )
+    return {name: found.get(name) or EMPTY_BLOCK for name in SUMMARY_BLOCKS}
+
+
+def render_summary(blocks: dict[str, str], number: int) -> str:
+    body = "\n".join(
+        f"<{name}>\n{blocks.get(name) or EMPTY_BLOCK}\n</{name}>" for name in SUMMARY_BLOCKS
+    )
+    return (
+        f'<conversation_summary compaction="{number}">\n'
+        "Earlier messages of this conversation were compacted into this summary.\n"
+        f"{body}\n</conversation_summary>"
+    )
+
+
+# -- the sliding window policy -------------------------------------------------------------
+
+
+class SlidingWindow:
+    """Keep the last ``window_rounds`` user rounds (a round starts at a user message);
+    system messages and an existing summary stay. No LLM."""
+
+    def __init__(self, config: CompactionConfig | None = None, *, context_window: int) -> None:
+        self.config = config or CompactionConfig(policy="sliding_window")
+        self.window = self.config.context_window or context_window
+
+    @staticmethod
+    def _round_starts(messages: Sequence[Msg]) -> list[int]:
+        return [i for i, m in enumerate(messages) if m.role == "user" and m.mark is None]
+
+    def needs_compaction(self, state: AgentState) -> str | None:
+        if len(self._round_starts(state.messages)) > self.config.window_rounds:
+            return "rounds"
+        if _token_trigger(state, self.config, self.window):
+            return "tokens"
+        return None
+
+    def compact(
+        self, state: AgentState, *, reason: str = "forced", aggressive: bool = False
+    ) -> CompactionResult:
+        keep = self.config.window_rounds
+        if aggressive:
+            keep = max(1, min(keep, len(self._round_starts(state.messages))) // 2)
+        kept_always = [m for m in state.messages if _pinned(m) or m.mark == "summary"]
+        conversation = [m for m in state.messages if not (_pinned(m) or m.mark == "summary")]
+        starts = self._round_starts(conversation)
+        before = state.token_estimate
+        if len(starts) <= keep:
+            return CompactionResult(
+                False, "nothing_to_compact", 0, len(conversation), before, before
+            )
+        cut = starts[-keep]
+        state.replace_messages([*kept_always, *conversation[cut:]])
+        state.compaction_count += 1
+        state.flags.pop("needs_compaction", None)
+        return CompactionResult(
+            True, reason, cut, len(conversation) - cut, before, state.token_estimate
+        )
+
+
+def build_compactor(
+    config: CompactionConfig, model: ChatModel | None, *, context_window: int
+) -> Compactor | None:
+    """The configured policy; None when it needs an LLM and none is configured."""
+    if config.policy == "sliding_window":
+        return SlidingWindow(config, context_window=context_window)
+    if model is None:
+        return None
+    return ConversationCompactor(model, config, context_window=context_window)
+
+
+# -- the hook ------------------------------------------------------------------------------
+
+FlushReason = Literal["pre_compaction", "overflow"]
+
+
+class FlushCallback(Protocol):
+    """Called with the state *before* it is compacted; the long-term pipeline flushes
+    ``state.unflushed()`` and moves ``state.last_flushed_index``."""
+
+    def __call__(self, state: AgentState, ctx: RuntimeContext, reason: FlushReason) -> object: ...
+
+
+T = TypeVar("T")
+
+
+class CompactionHook:
+    """Runs before reasoning: flush, then compact when a trigger fires."""
+
+    def __init__(self, compactor: Compactor, *, flush: FlushCallback | None = None) -> None:
+        self.compactor = compactor
+        self.flush = flush
+
+    def run_flush(self, state: AgentState, ctx: RuntimeContext, reason: FlushReason) -> dict:
+        """Call the flush callback; a failure is logged and returned, never raised."""
+        if self.flush is None:
+            return {}
+        try:
+            self.flush(state, ctx, reason)
+        except Exception as exc:  # a failed flush must not block the conversation
+            log.warning("flush before compaction failed for %s: %s", ctx.session_id, exc)
+            return {"flush_error": f"{type(exc).__name__}: {exc}"}
+        return {"flushed": True}
+
+    def before_reasoning(self, state: AgentState, ctx: RuntimeContext) -> CompactionResult:
+        """Compact when needed; an LLM failure is reported in the result, state unchanged."""
+        trigger = self.compactor.needs_compaction(state)
+        if trigger is None:
+            tokens = state.token_estimate
+            return CompactionResult(False, "not_needed", 0, len(state.messages), tokens, tokens)
+        flushed = self.run_flush(state, ctx, "pre_compaction")
+        try:
+            result = self.compactor.compact(state, reason=trigger)
+        except MemoryServiceError as exc:
+            log.warning("compaction of %s failed: %s", ctx.session_id, exc)
+            tokens = state.token_estimate
+            result = CompactionResult(
+                False, "failed", 0, len(state.messages), tokens, tokens, error=exc
+            )
+        return replace(result, **flushed)
+
+    def force_compact_and_retry(
+        self, state: AgentState, ctx: RuntimeContext, call: Callable[[AgentState], T]
+    ) -> T:
+        """``call(state)``; on ``ContextOverflowError`` flush, compact with the smaller tail,
+        and call once more. A second overflow, or a compaction failure, is raised."""
+        try:
+            return call(state)
+        except ContextOverflowError as overflow:
+            self.run_flush(state, ctx, "overflow")
+            result = self.compactor.compact(state, reason="overflow", aggressive=True)
+            if not result.performed:
+                raise overflow
+            log.info("context overflow in %s: compacted, retrying", ctx.session_id)
+            return call(state)

@@ -1,0 +1,149 @@
+"""Tool-result eviction: big tool outputs live in files, the state keeps a preview.
+
+A tool result longer than ``max_chars`` is written to
+``.../users/<user>/tool-results/<session>/<id>.txt``; the message in the state becomes a short
+preview plus a reference (``tool-results/<session>/<id>.txt``), marked ``tool_result``. The
+full text is read back by reference, optionally by 1-based inclusive line range. References
+are confined to the user's own tool-results folder: absolute paths, ``..`` and symlinks that
+lead elsewhere are refused.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import shutil
+import uuid
+from dataclasses import replace
+from pathlib import Path, PurePosixPath
+
+from memory_service.context import RuntimeContext, validate_id
+from memory_service.errors import InvalidIdError, InvalidInputError, NotFoundError
+from memory_service.fsutil import write_atomically
+from memory_service.messages import Msg
+from memory_service.paths import UserPaths
+from memory_service.shortterm.store import session_of
+
+TOOL_RESULTS = "tool-results"
+
+
+class ToolResultEvictor:
+    """Moves long tool results out of the state and reads them back."""
+
+    def __init__(
+        self, workspace: Path, *, max_chars: int = 20_000, preview_chars: int = 2_000
+    ) -> None:
+        if max_chars < 1 or preview_chars < 0:
+            raise InvalidInputError("max_chars must be positive and preview_chars not negative")
+        self.workspace = Path(workspace)
+        self.max_chars = max_chars
+        self.preview_chars = min(preview_chars, max_chars)
+
+    def _paths(self, ctx: RuntimeContext) -> UserPaths:
+        return UserPaths.of(self.workspace, ctx)
+
+    def needs_eviction(self, message: Msg) -> bool:
+        return (
+            message.role == "tool"
+            and message.mark != "tool_result"
+            and len(message.content) > self.max_chars
+        )
+
+    def evict(self, ctx: RuntimeContext, message: Msg) -> Msg:
+        """``message``, or its preview when it is a tool result over the size limit."""
+        if not self.needs_eviction(message):
+            return message
+        paths = self._paths(ctx)
+        folder = paths.inside(paths.tool_results_dir(session_of(ctx)))
+        path = folder / f"{self._file_id(folder, message.tool_call_id)}.txt"
+        write_atomically(path, message.content)
+        ref = PurePosixPath(path.relative_to(paths.root.resolve())).as_posix()
+        lines = message.content.count("\n") + 1
+        preview = message.content[: self.preview_chars]
+        header = (
+            f"[tool result stored outside the conversation: {len(message.content)} characters, "
+            f"{lines} lines. Full text: {ref} (read it by reference, optionally by line range)]"
+        )
+        return replace(
+            message,
+            content=f"{header}\n{preview}"
+            + ("\n[...]" if len(preview) < len(message.content) else ""),
+            mark="tool_result",
+            metadata={
+                **message.metadata,
+                "ref": ref,
+                "chars": len(message.content),
+                "lines": lines,
+            },
+        )
+
+    @staticmethod
+    def _file_id(folder: Path, call_id: str | None) -> str:
+        try:
+            base = validate_id(call_id, "tool_call_id")[:96]
+        except InvalidIdError:
+            base = uuid.uuid4().hex
+        candidate, n = base, 1
+        while (folder / f"{candidate}.txt").exists():
+            n += 1
+            candidate = f"{base}-{n}"
+        return candidate
+
+    def resolve(self, ctx: RuntimeContext, ref: str) -> Path:
+        """The file behind ``ref``, refused unless it is inside the user's tool results."""
+        if not isinstance(ref, str) or not ref or "\x00" in ref:
+            raise InvalidInputError("a tool result reference is a non-empty relative path")
+        pure = PurePosixPath(ref.replace("\\", "/"))
+        if pure.is_absolute() or ".." in pure.parts or pure.parts[:1] != (TOOL_RESULTS,):
+            raise InvalidIdError(
+                f"reference {ref!r} must look like {TOOL_RESULTS}/<session>/<id>.txt",
+                code="path_outside_user",
+            )
+        paths = self._paths(ctx)
+        path = paths.inside(paths.root.joinpath(*pure.parts))
+        if (paths.root / TOOL_RESULTS).resolve() not in path.parents:
+            raise InvalidIdError(
+                "reference escapes the tool results folder", code="path_outside_user"
+            )
+        return path
+
+    def read(
+        self,
+        ctx: RuntimeContext,
+        ref: str,
+        start_line: int | None = None,
+        end_line: int | None = None,
+    ) -> str:
+        """The evicted text, or lines ``start_line..end_line`` of it (1-based, inclusive)."""
+        path = self.resolve(ctx, ref)
+        if start_line is not None and start_line < 1:
+            raise InvalidInputError("start_line counts from 1")
+        if start_line is not None and end_line is not None and end_line < start_line:
+            raise InvalidInputError("end_line must not be before start_line")
+        try:
+            text = path.read_text(encoding="utf-8", errors="replace")
+        except (FileNotFoundError, IsADirectoryError):
+            raise NotFoundError(f"no tool result {ref!r} for this user") from None
+        if start_line is None and end_line is None:
+            return text
+        lines = text.splitlines(keepends=True)
+        first = (start_line or 1) - 1
+        last = end_line if end_line is not None else len(lines)
+        return "".join(lines[first:last])
+
+    def remove_session(self, ctx: RuntimeContext) -> int:
+        """Delete a session's evicted results; returns how many files went."""
+        paths = self._paths(ctx)
+        folder = paths.inside(paths.tool_results_dir(session_of(ctx)))
+        if not folder.is_dir():
+            return 0
+        count = sum(1 for _ in folder.glob("*.txt"))
+        shutil.rmtree(folder)
+        return count
+
+    def discard(self, ctx: RuntimeContext, messages: list[Msg]) -> None:
+        """Delete the files of evicted messages that were never saved (a failed append)."""
+        for message in messages:
+            ref = message.metadata.get("ref") if message.mark == "tool_result" else None
+            if ref:
+                with contextlib.suppress(InvalidInputError, OSError):
+                    self.resolve(ctx, ref).unlink(missing_ok=True)

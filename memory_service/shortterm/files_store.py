@@ -1,0 +1,165 @@
+"""The default AgentStateStore: one JSON file per session in the user's folder.
+
+``.../users/<user>/state/<session>.json`` holds ``{version, incarnation, updated_at,
+expires_at, state}``. Saves compare-and-swap under a per-session file lock (so two processes
+are as safe as two threads) and replace the file atomically, so a reader sees the old or the
+new state, never half of one.
+"""
+
+from __future__ import annotations
+
+import json
+from datetime import datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+from filelock import FileLock, Timeout
+
+from memory_service.context import RuntimeContext
+from memory_service.errors import BackendUnavailableError, ConflictError, MemoryServiceError
+from memory_service.facts import utcnow
+from memory_service.fsutil import ensure_dir, write_atomically
+from memory_service.paths import UserPaths
+from memory_service.shortterm.state import AgentState
+from memory_service.shortterm.store import (
+    Clock,
+    SessionInfo,
+    conflict_message,
+    expiry,
+    is_expired,
+    session_of,
+)
+
+
+class FileStateStore:
+    """``AgentStateStore`` over the workspace's files."""
+
+    def __init__(
+        self,
+        workspace: Path,
+        *,
+        ttl: timedelta | None = None,
+        clock: Clock = utcnow,
+        lock_timeout_s: float = 30.0,
+    ) -> None:
+        self.workspace = Path(workspace)
+        self.ttl = ttl
+        self._clock = clock
+        self._lock_timeout_s = lock_timeout_s
+
+    # -- paths ----------------------------------------------------------------------------
+
+    def _file(self, ctx: RuntimeContext) -> tuple[UserPaths, Path]:
+        paths = UserPaths.of(self.workspace, ctx)
+        return paths, paths.inside(paths.state_file(session_of(ctx)))
+
+    def _lock(self, path: Path) -> FileLock:
+        ensure_dir(path.parent)
+        return FileLock(str(path.with_name(path.name + ".lock")), timeout=self._lock_timeout_s)
+
+    @staticmethod
+    def _read(path: Path) -> dict[str, Any] | None:
+        try:
+            text = path.read_text(encoding="utf-8")
+        except FileNotFoundError:
+            return None
+        try:
+            record = json.loads(text)
+            record["updated_at"] = datetime.fromisoformat(record["updated_at"])
+            expires = record.get("expires_at")
+            record["expires_at"] = datetime.fromisoformat(expires) if expires else None
+            return record
+        except (ValueError, KeyError, TypeError) as exc:
+            raise MemoryServiceError(
+                f"session state {path.name} is not a valid state record: {exc}",
+                code="corrupt_state",
+            ) from exc
+
+    # -- the contract ---------------------------------------------------------------------
+
+    def load(self, ctx: RuntimeContext) -> AgentState:
+        _, path = self._file(ctx)
+        record = self._read(path)
+        if record is None or is_expired(record["expires_at"], self._clock()):
+            return AgentState(session_id=ctx.session_id)
+        state = AgentState.from_dict(record["state"])
+        state.version = int(record["version"])
+        return state
+
+    def save(self, state: AgentState, ctx: RuntimeContext) -> None:
+        _, path = self._file(ctx)
+        try:
+            with self._lock(path):
+                now = self._clock()
+                record = self._read(path)
+                live = record is not None and not is_expired(record["expires_at"], now)
+                stored_version = int(record["version"]) if live else 0
+                reborn = live and record.get("incarnation") != state.incarnation
+                if stored_version != state.version or reborn:
+                    raise ConflictError(conflict_message(ctx, state.version))
+                new_version = state.version + 1
+                body = state.to_dict()
+                body["version"] = new_version
+                body["session_id"] = ctx.session_id
+                expires_at = expiry(now, self.ttl)
+                out = {
+                    "version": new_version,
+                    "incarnation": state.incarnation,
+                    "updated_at": now.isoformat(),
+                    "expires_at": expires_at.isoformat() if expires_at else None,
+                    "state": body,
+                }
+                write_atomically(path, json.dumps(out, ensure_ascii=False))
+        except Timeout as exc:
+            raise BackendUnavailableError(f"session {ctx.session_id!r} is locked") from exc
+        state.version = new_version
+        state.session_id = ctx.session_id
+
+    def remove(self, ctx: RuntimeContext) -> bool:
+        _, path = self._file(ctx)
+        with self._lock(path):
+            record = self._read(path)
+            if record is None:
+                return False
+            path.unlink(missing_ok=True)
+            return not is_expired(record["expires_at"], self._clock())
+
+    def list_sessions(self, ctx: RuntimeContext) -> list[SessionInfo]:
+        paths = UserPaths.of(self.workspace, ctx)
+        now = self._clock()
+        found = []
+        for path in sorted(paths.state_dir.glob("*.json")):
+            record = self._read(path)
+            if record is None or is_expired(record["expires_at"], now):
+                continue
+            found.append(
+                SessionInfo(
+                    session_id=path.name.removesuffix(".json"),
+                    version=int(record["version"]),
+                    updated_at=record["updated_at"],
+                    expires_at=record["expires_at"],
+                    message_count=len(record["state"].get("messages") or ()),
+                )
+            )
+        found.sort(key=lambda info: info.updated_at, reverse=True)
+        return found
+
+    def purge_expired(self) -> int:
+        """Delete every expired state file in the workspace; returns how many."""
+        if self.ttl is None:
+            return 0
+        now = self._clock()
+        removed = 0
+        for path in self.workspace.glob("tenants/*/users/*/state/*.json"):
+            with self._lock(path):
+                try:
+                    record = self._read(path)
+                except MemoryServiceError:
+                    continue  # a corrupt file is for a person to look at, not to delete
+                if record is not None and is_expired(record["expires_at"], now):
+                    path.unlink(missing_ok=True)
+                    removed += 1
+        return removed
+
+    def close(self) -> None:
+        pass

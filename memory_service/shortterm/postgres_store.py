@@ -1,0 +1,225 @@
+"""AgentStateStore on PostgreSQL, for several service processes sharing sessions.
+
+One table, created if missing::
+
+    (tenant_id, user_id, session_id) primary key, version, state JSONB, updated_at, expires_at
+
+Optimistic concurrency lives in the SQL itself: an update carries ``version = <loaded>`` (and the
+state's incarnation) in its WHERE clause, a first save is an INSERT that only overwrites an
+expired row. Zero rows touched means another writer got there first: ``ConflictError``.
+Timestamps come from the store's clock, not the database's, so TTLs are testable.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator
+from contextlib import contextmanager
+from datetime import timedelta
+from typing import Any
+
+import psycopg
+from psycopg import sql
+from psycopg.conninfo import conninfo_to_dict
+from psycopg.types.json import Jsonb
+from psycopg_pool import ConnectionPool, PoolTimeout
+
+from memory_service.context import RuntimeContext
+from memory_service.errors import BackendUnavailableError, ConfigurationError, ConflictError
+from memory_service.facts import utcnow
+from memory_service.shortterm.state import AgentState
+from memory_service.shortterm.store import (
+    Clock,
+    SessionInfo,
+    conflict_message,
+    expiry,
+    session_of,
+)
+
+TABLE_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,62}")
+
+
+def describe_dsn(dsn: str) -> str:
+    """The DSN without its password, for error messages."""
+    try:
+        parts = conninfo_to_dict(dsn)
+    except psycopg.ProgrammingError:
+        return "<unparsable DSN>"
+    parts.pop("password", None)
+    return " ".join(f"{k}={v}" for k, v in parts.items())
+
+
+class PostgresStateStore:
+    """``AgentStateStore`` over one PostgreSQL table, through a psycopg connection pool."""
+
+    def __init__(
+        self,
+        dsn: str,
+        *,
+        table: str = "agent_state",
+        schema: str | None = None,
+        ttl: timedelta | None = None,
+        clock: Clock = utcnow,
+        pool_min: int = 1,
+        pool_max: int = 10,
+        connect_timeout_s: float = 10.0,
+    ) -> None:
+        for name, value in (("table", table), ("schema", schema)):
+            if value is not None and not TABLE_NAME.fullmatch(value):
+                raise ConfigurationError(f"MEMORY_SHORTTERM__POSTGRES_TABLE: bad {name} {value!r}")
+        self.ttl = ttl
+        self._clock = clock
+        self._where = describe_dsn(dsn)
+        self._table = sql.Identifier(schema, table) if schema else sql.Identifier(table)
+        self._index = sql.Identifier(f"{table}_expires_at")
+        self._lock_key = f"memory_service:{schema or ''}.{table}"
+        self._pool = ConnectionPool(
+            dsn,
+            min_size=pool_min,
+            max_size=max(pool_max, pool_min, 1),
+            timeout=connect_timeout_s,
+            open=False,
+            kwargs={"connect_timeout": max(1, int(connect_timeout_s))},
+            name="agent-state",
+        )
+        try:
+            self._pool.open(wait=pool_min > 0, timeout=connect_timeout_s)
+            self._create_table()
+        except PoolTimeout as exc:
+            self._pool.close()
+            raise BackendUnavailableError(
+                f"PostgreSQL ({self._where}): cannot connect within {connect_timeout_s:g}s"
+            ) from exc
+        except BaseException:
+            self._pool.close()
+            raise
+
+    @contextmanager
+    def _conn(self) -> Iterator[psycopg.Connection]:
+        """A pooled connection in one transaction; connection trouble becomes a 503."""
+        try:
+            with self._pool.connection() as conn:
+                yield conn
+        except PoolTimeout as exc:
+            raise BackendUnavailableError(f"PostgreSQL ({self._where}): no connection") from exc
+        except psycopg.OperationalError as exc:
+            raise BackendUnavailableError(f"PostgreSQL ({self._where}): {exc}") from exc
+
+    def _create_table(self) -> None:
+        with self._conn() as conn:
+            # two processes starting at once must not race on CREATE TABLE
+            conn.execute("SELECT pg_advisory_xact_lock(hashtext(%s))", (self._lock_key,))
+            conn.execute(
+                sql.SQL(
+                    """CREATE TABLE IF NOT EXISTS {table} (
+                        tenant_id   text        NOT NULL,
+                        user_id     text        NOT NULL,
+                        session_id  text        NOT NULL,
+                        version     bigint      NOT NULL,
+                        state       jsonb       NOT NULL,
+                        updated_at  timestamptz NOT NULL,
+                        expires_at  timestamptz,
+                        PRIMARY KEY (tenant_id, user_id, session_id)
+                    )"""
+                ).format(table=self._table)
+            )
+            conn.execute(
+                sql.SQL(
+                    "CREATE INDEX IF NOT EXISTS {index} ON {table} (expires_at) "
+                    "WHERE expires_at IS NOT NULL"
+                ).format(index=self._index, table=self._table)
+            )
+
+    @staticmethod
+    def _key(ctx: RuntimeContext) -> dict[str, Any]:
+        return {"tenant": ctx.tenant_id, "user": ctx.user_id, "session": session_of(ctx)}
+
+    # -- the contract ---------------------------------------------------------------------
+
+    def load(self, ctx: RuntimeContext) -> AgentState:
+        query = sql.SQL(
+            "SELECT version, state FROM {table} WHERE tenant_id = %(tenant)s "
+            "AND user_id = %(user)s AND session_id = %(session)s "
+            "AND (expires_at IS NULL OR expires_at > %(now)s)"
+        ).format(table=self._table)
+        with self._conn() as conn:
+            row = conn.execute(query, {**self._key(ctx), "now": self._clock()}).fetchone()
+        if row is None:
+            return AgentState(session_id=ctx.session_id)
+        state = AgentState.from_dict(row[1])
+        state.version = int(row[0])
+        return state
+
+    def save(self, state: AgentState, ctx: RuntimeContext) -> None:
+        now = self._clock()
+        new_version = state.version + 1
+        body = state.to_dict()
+        body["version"] = new_version
+        body["session_id"] = ctx.session_id
+        params = {
+            **self._key(ctx),
+            "version": state.version,
+            "new_version": new_version,
+            "incarnation": state.incarnation,
+            "state": Jsonb(body),
+            "now": now,
+            "expires": expiry(now, self.ttl),
+        }
+        if state.version == 0:  # first save: create, or take over an expired row
+            query = sql.SQL(
+                """INSERT INTO {table} AS s
+                       (tenant_id, user_id, session_id, version, state, updated_at, expires_at)
+                   VALUES (%(tenant)s, %(user)s, %(session)s, %(new_version)s, %(state)s,
+                           %(now)s, %(expires)s)
+                   ON CONFLICT (tenant_id, user_id, session_id) DO UPDATE
+                      SET version = EXCLUDED.version, state = EXCLUDED.state,
+                          updated_at = EXCLUDED.updated_at, expires_at = EXCLUDED.expires_at
+                    WHERE s.expires_at IS NOT NULL AND s.expires_at <= %(now)s"""
+            ).format(table=self._table)
+        else:
+            query = sql.SQL(
+                """UPDATE {table}
+                      SET version = %(new_version)s, state = %(state)s,
+                          updated_at = %(now)s, expires_at = %(expires)s
+                    WHERE tenant_id = %(tenant)s AND user_id = %(user)s
+                      AND session_id = %(session)s AND version = %(version)s
+                      AND state->>'incarnation' = %(incarnation)s
+                      AND (expires_at IS NULL OR expires_at > %(now)s)"""
+            ).format(table=self._table)
+        with self._conn() as conn:
+            touched = conn.execute(query, params).rowcount
+        if touched != 1:
+            raise ConflictError(conflict_message(ctx, state.version))
+        state.version = new_version
+        state.session_id = ctx.session_id
+
+    def remove(self, ctx: RuntimeContext) -> bool:
+        query = sql.SQL(
+            "DELETE FROM {table} WHERE tenant_id = %(tenant)s AND user_id = %(user)s "
+            "AND session_id = %(session)s "
+            "RETURNING (expires_at IS NULL OR expires_at > %(now)s)"
+        ).format(table=self._table)
+        with self._conn() as conn:
+            row = conn.execute(query, {**self._key(ctx), "now": self._clock()}).fetchone()
+        return bool(row and row[0])
+
+    def list_sessions(self, ctx: RuntimeContext) -> list[SessionInfo]:
+        query = sql.SQL(
+            "SELECT session_id, version, updated_at, expires_at, "
+            "COALESCE(jsonb_array_length(state->'messages'), 0) FROM {table} "
+            "WHERE tenant_id = %(tenant)s AND user_id = %(user)s "
+            "AND (expires_at IS NULL OR expires_at > %(now)s) "
+            "ORDER BY updated_at DESC, session_id"
+        ).format(table=self._table)
+        params = {"tenant": ctx.tenant_id, "user": ctx.user_id, "now": self._clock()}
+        with self._conn() as conn:
+            rows = conn.execute(query, params).fetchall()
+        return [SessionInfo(r[0], int(r[1]), r[2], r[3], int(r[4])) for r in rows]
+
+    def purge_expired(self) -> int:
+        query = sql.SQL("DELETE FROM {table} WHERE expires_at <= %(now)s").format(table=self._table)
+        with self._conn() as conn:
+            return conn.execute(query, {"now": self._clock()}).rowcount
+
+    def close(self) -> None:
+        self._pool.close()

@@ -1,0 +1,191 @@
+"""ShortTermMemory: the session operations the API (and later the harness) call.
+
+One append, in order: load the state -> evict big tool results -> append -> compaction check
+(flush callback first) -> save with the loaded version -> log the messages. Appending always
+works: when compaction is needed but no model is configured, or the model fails, the messages
+are still stored and the result says why nothing was compacted.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Sequence
+from dataclasses import dataclass, field, replace
+
+from memory_service.config import CompactionConfig
+from memory_service.context import RuntimeContext
+from memory_service.errors import ConflictError, MemoryServiceError
+from memory_service.llm import NOT_CONFIGURED_MESSAGE, ChatModel, LlmNotConfiguredError
+from memory_service.messages import Msg
+from memory_service.shortterm.compaction import (
+    CompactionHook,
+    CompactionResult,
+    ConversationCompactor,
+    FlushCallback,
+    build_compactor,
+    summary_trigger,
+)
+from memory_service.shortterm.eviction import ToolResultEvictor
+from memory_service.shortterm.session_log import SessionHit, SessionLog
+from memory_service.shortterm.state import AgentState
+from memory_service.shortterm.store import AgentStateStore, SessionInfo
+
+log = logging.getLogger(__name__)
+
+APPEND_ATTEMPTS = 3  # an append without expected_version reloads and retries on a conflict
+
+
+@dataclass(frozen=True, slots=True)
+class AppendResult:
+    state: AgentState
+    appended: list[Msg]  # as stored in the state (with seq; evicted ones as previews)
+    evicted: list[str] = field(default_factory=list)  # references of evicted tool results
+    compaction: CompactionResult | None = None
+
+
+def check_version(state: AgentState, ctx: RuntimeContext, expected: int | None) -> None:
+    if expected is not None and state.version != expected:
+        raise ConflictError(
+            f"session {ctx.session_id!r} is at version {state.version}, not {expected}: "
+            "reload it and apply the change again"
+        )
+
+
+class ShortTermMemory:
+    """Sessions of every tenant and user, addressed by ``RuntimeContext`` (with session)."""
+
+    def __init__(
+        self,
+        store: AgentStateStore,
+        log: SessionLog,
+        evictor: ToolResultEvictor,
+        *,
+        config: CompactionConfig | None = None,
+        model: ChatModel | None = None,
+        context_window: int = 128_000,
+        flush: FlushCallback | None = None,
+    ) -> None:
+        self.store = store
+        self.log = log
+        self.evictor = evictor
+        self.config = config or CompactionConfig()
+        self.model = model
+        self.context_window = self.config.context_window or context_window
+        compactor = build_compactor(self.config, model, context_window=self.context_window)
+        self.hook = CompactionHook(compactor, flush=flush) if compactor else None
+
+    def set_flush(self, flush: FlushCallback | None) -> None:
+        """Wire the long-term pipeline's flush (called before every compaction)."""
+        if self.hook is not None:
+            self.hook.flush = flush
+
+    # -- reads ----------------------------------------------------------------------------
+
+    def load(self, ctx: RuntimeContext) -> AgentState:
+        return self.store.load(ctx)
+
+    def list_sessions(self, ctx: RuntimeContext) -> list[SessionInfo]:
+        return self.store.list_sessions(ctx)
+
+    def read_tool_result(
+        self,
+        ctx: RuntimeContext,
+        ref: str,
+        start_line: int | None = None,
+        end_line: int | None = None,
+    ) -> str:
+        return self.evictor.read(ctx, ref, start_line, end_line)
+
+    def search(self, ctx: RuntimeContext, query: str, *, limit: int = 10) -> list[SessionHit]:
+        return self.log.search(ctx, query, limit=limit)
+
+    # -- writes ---------------------------------------------------------------------------
+
+    def append(
+        self,
+        ctx: RuntimeContext,
+        messages: Sequence[Msg],
+        *,
+        expected_version: int | None = None,
+        compact: bool = True,
+    ) -> AppendResult:
+        """Append ``messages`` to the session and save it; see the module docstring."""
+        originals = list(messages)
+        prepared = [self.evictor.evict(ctx, m) for m in originals]
+        moved = [m for m, o in zip(prepared, originals, strict=True) if m is not o]
+        evicted = [m.metadata["ref"] for m in moved]
+        attempts = 1 if expected_version is not None else APPEND_ATTEMPTS
+        try:
+            for attempt in range(attempts):
+                state = self.store.load(ctx)
+                check_version(state, ctx, expected_version)
+                stored = state.append(*prepared)
+                compaction = self.check_compaction(state, ctx) if compact else None
+                try:
+                    self.store.save(state, ctx)
+                    break
+                except ConflictError:
+                    if attempt + 1 >= attempts:
+                        raise
+                    log.info("append to %s raced another writer; retrying", ctx.session_id)
+        except BaseException:
+            self.evictor.discard(ctx, moved)
+            raise
+        self.log.append(ctx, [o.with_seq(s.seq) for o, s in zip(originals, stored, strict=True)])
+        return AppendResult(state, stored, evicted, compaction)
+
+    def check_compaction(self, state: AgentState, ctx: RuntimeContext) -> CompactionResult:
+        """Compact ``state`` in place if a trigger fires; never raises for an LLM problem."""
+        if self.hook is not None:
+            return self.hook.before_reasoning(state, ctx)
+        tokens = state.token_estimate
+        if summary_trigger(state, self.config, self.context_window) is None:
+            return CompactionResult(False, "not_needed", 0, len(state.messages), tokens, tokens)
+        state.flags["needs_compaction"] = True
+        return CompactionResult(
+            False,
+            "no_model",
+            0,
+            len(state.messages),
+            tokens,
+            tokens,
+            error=LlmNotConfiguredError("compaction is needed but no LLM is configured"),
+        )
+
+    def compact(
+        self,
+        ctx: RuntimeContext,
+        *,
+        expected_version: int | None = None,
+        keep_last: int | None = None,
+    ) -> tuple[AgentState, CompactionResult]:
+        """Compact now, whatever the triggers say (flush first); LLM errors are raised and
+        the stored state is left as it was."""
+        hook = self.hook
+        if hook is None:
+            raise LlmNotConfiguredError(f"compaction needs an LLM; {NOT_CONFIGURED_MESSAGE}")
+        state = self.store.load(ctx)
+        check_version(state, ctx, expected_version)
+        flushed = hook.run_flush(state, ctx, "pre_compaction")
+        try:
+            if keep_last is not None and isinstance(hook.compactor, ConversationCompactor):
+                result = hook.compactor.compact(state, reason="forced", keep_last=keep_last)
+            else:
+                result = hook.compactor.compact(state, reason="forced")
+        except MemoryServiceError:
+            if flushed.get("flushed"):
+                self.store.save(state, ctx)  # keep the flush watermark; messages unchanged
+            raise
+        if result.performed or flushed.get("flushed"):
+            self.store.save(state, ctx)
+        return state, replace(result, **flushed)
+
+    def delete(self, ctx: RuntimeContext, *, include_log: bool = False) -> dict[str, int | bool]:
+        """Remove the session's state and evicted tool results (and its log, if asked)."""
+        removed = self.store.remove(ctx)
+        files = self.evictor.remove_session(ctx)
+        log_removed = self.log.delete_session(ctx) if include_log else False
+        return {"state": removed, "tool_results": files, "log": log_removed}
+
+    def close(self) -> None:
+        self.store.close()

@@ -1,0 +1,187 @@
+"""Session logs: every message appended to a session, one JSON line each, kept on disk.
+
+``.../users/<user>/sessions/<session>.log.jsonl`` is the session's full history: compaction
+rewrites the state, never the log. Lines are appended under a file lock and fsynced before the
+append returns. ``search`` finds past messages across the user's sessions (the
+``session_search`` tool); ``delete_old_session_logs`` is the retention step maintenance runs.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from pathlib import Path
+
+from filelock import FileLock
+
+from indexing.tokenize import tokenize
+from memory_service.context import ID_PATTERN, RuntimeContext
+from memory_service.errors import InvalidIdError
+from memory_service.facts import utcnow
+from memory_service.fsutil import append_durably, ensure_dir
+from memory_service.messages import Msg
+from memory_service.paths import UserPaths
+from memory_service.shortterm.store import Clock, session_of
+
+LOG_SUFFIX = ".log.jsonl"
+DEFAULT_RETENTION_DAYS = 180
+SNIPPET_CHARS = 300
+
+
+@dataclass(frozen=True, slots=True)
+class LogEntry:
+    session_id: str
+    at: datetime
+    message: Msg
+
+
+@dataclass(frozen=True, slots=True)
+class SessionHit:
+    """A past message that matches a query, with where it was said."""
+
+    session_id: str
+    seq: int | None
+    at: datetime
+    role: str
+    snippet: str
+    score: float
+
+
+class SessionLog:
+    """Append-only logs of a workspace's sessions."""
+
+    def __init__(self, workspace: Path, *, clock: Clock = utcnow) -> None:
+        self.workspace = Path(workspace)
+        self._clock = clock
+
+    def _path(self, ctx: RuntimeContext, session_id: str | None = None) -> Path:
+        paths = UserPaths.of(self.workspace, ctx)
+        return paths.inside(paths.session_log(session_id or session_of(ctx)))
+
+    def append(self, ctx: RuntimeContext, messages: Sequence[Msg]) -> None:
+        """Append ``messages`` to the session's log; durable when this returns."""
+        if not messages:
+            return
+        path = self._path(ctx)
+        at = self._clock().isoformat()
+        text = "".join(
+            json.dumps({"at": at, **m.to_dict()}, ensure_ascii=False) + "\n" for m in messages
+        )
+        ensure_dir(path.parent)
+        with FileLock(str(path) + ".lock", timeout=30):
+            append_durably(path, text)
+
+    def read(self, ctx: RuntimeContext, session_id: str | None = None) -> list[LogEntry]:
+        """A session's logged messages, oldest first (a torn last line is skipped)."""
+        sid = session_id or session_of(ctx)
+        return list(self._entries(self._path(ctx, sid), sid))
+
+    @staticmethod
+    def _entries(path: Path, session_id: str) -> Iterator[LogEntry]:
+        if not path.is_file():
+            return
+        with open(path, encoding="utf-8", errors="replace") as handle:
+            for line in handle:
+                try:
+                    data = json.loads(line)
+                    yield LogEntry(
+                        session_id, datetime.fromisoformat(data["at"]), Msg.from_dict(data)
+                    )
+                except (ValueError, KeyError, TypeError):
+                    continue  # a hand edit or a crash mid-line: skip, do not fail the search
+
+    def sessions(self, ctx: RuntimeContext) -> list[str]:
+        """Session ids with a log (files whose names are not valid ids are ignored)."""
+        folder = UserPaths.of(self.workspace, ctx).sessions_dir
+        names = (p.name.removesuffix(LOG_SUFFIX) for p in folder.glob(f"*{LOG_SUFFIX}"))
+        return sorted(name for name in names if ID_PATTERN.fullmatch(name) and ".." not in name)
+
+    def search(
+        self,
+        ctx: RuntimeContext,
+        query: str,
+        *,
+        limit: int = 10,
+        session_id: str | None = None,
+    ) -> list[SessionHit]:
+        """Past messages of the user's sessions that share terms with ``query``, best first
+        (more query terms matched, then the literal phrase, then newer)."""
+        terms = set(tokenize(query))
+        phrase = query.casefold().strip()
+        if not phrase:
+            return []
+        hits: list[SessionHit] = []
+        for sid in [session_id] if session_id else self.sessions(ctx):
+            for entry in self._entries(self._path(ctx, sid), sid):
+                text = entry.message.content
+                matched = len(terms & set(tokenize(text))) / len(terms) if terms else 0.0
+                literal = phrase in text.casefold()
+                if not matched and not literal:
+                    continue
+                hits.append(
+                    SessionHit(
+                        sid,
+                        entry.message.seq,
+                        entry.at,
+                        entry.message.role,
+                        snippet(text, phrase, terms),
+                        round(matched + (0.5 if literal else 0.0), 4),
+                    )
+                )
+        hits.sort(key=lambda h: (h.score, h.at, h.seq or 0), reverse=True)
+        return hits[:limit]
+
+    def delete_session(self, ctx: RuntimeContext) -> bool:
+        path = self._path(ctx)
+        existed = path.exists()
+        path.unlink(missing_ok=True)
+        Path(str(path) + ".lock").unlink(missing_ok=True)
+        return existed
+
+
+def session_search(
+    log: SessionLog, ctx: RuntimeContext, query: str, *, limit: int = 10
+) -> list[SessionHit]:
+    """The ``session_search`` tool: past messages of ``ctx``'s user, any session."""
+    return log.search(ctx, query, limit=limit)
+
+
+def snippet(text: str, phrase: str, terms: set[str]) -> str:
+    """Up to ``SNIPPET_CHARS`` of ``text`` around the first match."""
+    if len(text) <= SNIPPET_CHARS:
+        return text
+    folded = text.casefold()
+    positions = [folded.find(phrase)] + [folded.find(t) for t in terms]
+    found = [p for p in positions if p >= 0]
+    start = max(0, min(found) - SNIPPET_CHARS // 3) if found else 0
+    piece = text[start : start + SNIPPET_CHARS]
+    return ("…" if start else "") + piece + ("…" if start + SNIPPET_CHARS < len(text) else "")
+
+
+def delete_old_session_logs(
+    workspace: Path,
+    ctx: RuntimeContext,
+    *,
+    retention_days: int = DEFAULT_RETENTION_DAYS,
+    now: datetime | None = None,
+) -> list[str]:
+    """Delete the user's session logs not written to for ``retention_days``; returns the
+    session ids whose logs went. Maintenance calls this once per user."""
+    if retention_days <= 0:
+        raise ValueError("retention_days must be positive")
+    cutoff = ((now or utcnow()) - timedelta(days=retention_days)).timestamp()
+    paths = UserPaths.of(Path(workspace), ctx)
+    deleted = []
+    for found in sorted(paths.sessions_dir.glob(f"*{LOG_SUFFIX}")):
+        try:
+            path = paths.inside(found)
+        except InvalidIdError:
+            continue  # a link out of the user's folder: not ours to delete
+        if os.stat(path).st_mtime < cutoff:
+            path.unlink(missing_ok=True)
+            Path(str(path) + ".lock").unlink(missing_ok=True)
+            deleted.append(path.name.removesuffix(LOG_SUFFIX))
+    return deleted

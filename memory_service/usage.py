@@ -1,0 +1,84 @@
+"""Token usage and pipeline counters per tenant, kept in ``tenants/<tenant>/usage.json``.
+
+Every LLM call the service makes on a tenant's behalf (chat, flush, compaction) adds its tokens
+here under a purpose, and the memory pipeline counts its outcomes (facts flushed, failures,
+dead letters). The file is rewritten atomically under a lock, so several processes can share
+a workspace; ``GET /v1/usage`` reports it.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from filelock import FileLock
+
+from memory_service.facts import utcnow
+from memory_service.fsutil import read_text, write_atomically
+from memory_service.llm import Usage
+from memory_service.paths import tenant_usage_file
+
+log = logging.getLogger(__name__)
+
+_FIELDS = ("calls", "prompt_tokens", "completion_tokens", "total_tokens")
+
+
+class UsageLedger:
+    """Adds to and reads the per-tenant usage files of one workspace."""
+
+    def __init__(self, workspace: Path) -> None:
+        self.workspace = Path(workspace)
+
+    def record(
+        self,
+        tenant_id: str,
+        *,
+        tokens: Mapping[str, Usage] | None = None,
+        counters: Mapping[str, int] | None = None,
+    ) -> None:
+        """Add ``tokens`` (purpose -> one call's usage) and ``counters`` in one write."""
+        tokens = {p: u for p, u in (tokens or {}).items() if u is not None}
+        counters = {k: v for k, v in (counters or {}).items() if v}
+        if not tokens and not counters:
+            return
+        path = tenant_usage_file(self.workspace, tenant_id)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        with FileLock(str(path) + ".lock", timeout=30):
+            data = self._read(path, tenant_id)
+            for purpose, usage in tokens.items():
+                row = data["tokens"].setdefault(purpose, dict.fromkeys(_FIELDS, 0))
+                row["calls"] += 1
+                for name, value in usage.to_dict().items():
+                    row[name] = row.get(name, 0) + value
+            for name, value in counters.items():
+                data["counters"][name] = data["counters"].get(name, 0) + value
+            data["updated_at"] = utcnow().isoformat()
+            write_atomically(path, json.dumps(data, indent=2, sort_keys=True) + "\n")
+
+    def report(self, tenant_id: str) -> dict[str, Any]:
+        """The tenant's totals: ``tokens`` by purpose plus ``total``, and ``counters``."""
+        data = self._read(tenant_usage_file(self.workspace, tenant_id), tenant_id)
+        total = dict.fromkeys(_FIELDS, 0)
+        for row in data["tokens"].values():
+            for name in _FIELDS:
+                total[name] += int(row.get(name, 0))
+        return {**data, "total": total}
+
+    @staticmethod
+    def _read(path: Path, tenant_id: str) -> dict[str, Any]:
+        try:
+            data = json.loads(read_text(path) or "{}")
+        except ValueError:  # writes are atomic: only a hand edit breaks it; keep serving calls
+            log.warning("%s is not JSON; usage counting starts over", path)
+            data = {}
+        if not isinstance(data, dict):
+            data = {}
+        return {
+            "tenant_id": tenant_id,
+            "tokens": dict(data.get("tokens") or {}),
+            "counters": dict(data.get("counters") or {}),
+            "updated_at": data.get("updated_at"),
+        }

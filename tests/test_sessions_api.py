@@ -1,0 +1,312 @@
+"""The session API through FastAPI's TestClient, with the loopback LLM server as the model."""
+
+from __future__ import annotations
+
+import uuid
+
+import psycopg
+import pytest
+from fastapi.testclient import TestClient
+
+from memory_service.api import create_app
+from memory_service.api.keys import ApiKeyRing
+from memory_service.config import load_settings
+from memory_service.services import build_services
+from tests.llm_server import server_error, text
+from tests.test_shortterm_compaction import SUMMARY_BLOCKS, SUMMARY_REPLY
+from tests.test_shortterm_store import PG_DSN
+
+ACME_KEY = "acme-key-0123456789abcdef"
+GLOBEX_KEY = "globex-key-0123456789abcdef"
+KEYS = {
+    ACME_KEY: {"tenant": "acme", "role": "user"},
+    GLOBEX_KEY: {"tenant": "globex", "role": "user"},
+}
+
+
+def make_client(tmp_path, embedder, monkeypatch, **overrides):
+    monkeypatch.delenv("MEMORY_CONFIG", raising=False)
+    settings = load_settings(workspace=tmp_path / "ws", **overrides)
+    services = build_services(settings, embedder=embedder)
+    return services, TestClient(create_app(services, ApiKeyRing(KEYS)))
+
+
+@pytest.fixture
+def client(tmp_path, embedder, monkeypatch, llm_server):
+    services, test_client = make_client(
+        tmp_path,
+        embedder,
+        monkeypatch,
+        llm={
+            "base_url": llm_server.base_url,
+            "model": "chat-model",
+            "memory_model": "small",
+            "context_window": 8192,
+        },
+        shortterm={"tool_result_max_chars": 1000, "tool_result_preview_chars": 100},
+    )
+    with test_client:
+        yield test_client
+    services.close()
+
+
+@pytest.fixture
+def no_model_client(tmp_path, embedder, monkeypatch):
+    services, test_client = make_client(tmp_path, embedder, monkeypatch)
+    with test_client:
+        yield test_client
+    services.close()
+
+
+def auth(key: str = ACME_KEY) -> dict[str, str]:
+    return {"Authorization": f"Bearer {key}"}
+
+
+def append(client, session, messages, user="alice", key=ACME_KEY, **fields):
+    body = {"user_id": user, "messages": messages, **fields}
+    return client.post(f"/v1/sessions/{session}/messages", json=body, headers=auth(key))
+
+
+def users(n: int, start: int = 0) -> list[dict]:
+    return [{"role": "user", "content": f"message {i}"} for i in range(start, start + n)]
+
+
+def assert_error(response, status: int, code: str) -> None:
+    assert response.status_code == status, response.text
+    assert response.json()["error"]["code"] == code
+    assert response.json()["error"]["message"]
+
+
+def test_sessions_need_an_api_key(client):
+    assert_error(client.get("/v1/sessions/s1", params={"user_id": "alice"}), 401, "unauthorized")
+    response = client.post("/v1/sessions/s1/messages", json={"user_id": "alice", "messages": []})
+    assert_error(response, 401, "unauthorized")
+    response = client.get("/v1/sessions/s1", params={"user_id": "alice"}, headers=auth("nope" * 5))
+    assert_error(response, 401, "unauthorized")
+
+
+def test_append_then_read_the_state_and_the_context(client):
+    conversation = [
+        {"role": "system", "content": "You are terse."},
+        {"role": "user", "content": "Weather in Paris?"},
+        {
+            "role": "assistant",
+            "content": None,
+            "tool_calls": [
+                {
+                    "id": "c1",
+                    "type": "function",
+                    "function": {"name": "weather", "arguments": '{"city":"Paris"}'},
+                }
+            ],
+        },
+        {"role": "tool", "tool_call_id": "c1", "content": "sunny"},
+        {"role": "assistant", "content": "Sunny."},
+        {"role": "user", "content": "Remember: keep it short", "mark": "hint"},
+    ]
+    response = append(client, "s1", conversation)
+    assert response.status_code == 200, response.text
+    body = response.json()
+    assert body["version"] == 1 and body["message_count"] == 6
+    assert [m["seq"] for m in body["appended"]] == [0, 1, 2, 3, 4, 5]
+    assert body["compaction"]["reason"] == "not_needed"
+
+    state = client.get("/v1/sessions/s1", params={"user_id": "alice"}, headers=auth()).json()
+    assert state["version"] == 1
+    assert state["context_window"] == 8192
+    assert state["context"] == [
+        {"role": "system", "content": "You are terse."},
+        {"role": "user", "content": "Weather in Paris?"},
+        {
+            "role": "assistant",
+            "content": None,
+            "tool_calls": [
+                {
+                    "id": "c1",
+                    "type": "function",
+                    "function": {"name": "weather", "arguments": '{"city":"Paris"}'},
+                }
+            ],
+        },
+        {"role": "tool", "content": "sunny", "tool_call_id": "c1"},
+        {"role": "assistant", "content": "Sunny."},
+        {"role": "user", "content": "Remember: keep it short"},
+    ]
+    assert state["messages"][5]["mark"] == "hint"
+    assert state["tool_trail"][0]["name"] == "weather"
+    assert state["last_flushed_index"] == -1 and state["next_seq"] == 6
+
+
+def test_a_new_session_reads_as_empty(client):
+    state = client.get("/v1/sessions/fresh", params={"user_id": "alice"}, headers=auth()).json()
+    assert state["version"] == 0 and state["messages"] == [] and state["context"] == []
+
+
+def test_the_thirtieth_message_triggers_compaction_with_the_memory_model(client, llm_server):
+    assert append(client, "s1", users(29)).json()["compaction"]["reason"] == "not_needed"
+    llm_server.push(text(SUMMARY_REPLY, prompt_tokens=500, completion_tokens=80))
+    body = append(client, "s1", users(1, start=29)).json()
+    assert body["compaction"]["performed"] is True
+    assert body["compaction"]["removed"] == 20 and body["compaction"]["kept"] == 10
+    assert body["compaction"]["usage"]["total_tokens"] == 580
+    assert body["message_count"] == 11
+    assert llm_server.requests[-1].model == "small"
+
+    state = client.get("/v1/sessions/s1", params={"user_id": "alice"}, headers=auth()).json()
+    assert state["compaction_count"] == 1
+    assert set(state["summary"]) == set(SUMMARY_BLOCKS)
+    assert state["messages"][0]["mark"] == "summary"
+    assert state["context"][0]["content"].startswith("<conversation_summary")
+    assert state["context"][1]["content"] == "message 20"
+
+
+def test_compact_now_and_a_failing_model(client, llm_server):
+    append(client, "s1", users(12))
+    llm_server.push(server_error(), server_error())
+    response = client.post("/v1/sessions/s1/compact", json={"user_id": "alice"}, headers=auth())
+    assert_error(response, 503, "llm_unavailable")
+    state = client.get("/v1/sessions/s1", params={"user_id": "alice"}, headers=auth()).json()
+    assert state["message_count"] == 12 and state["version"] == 1  # unchanged
+
+    llm_server.push(text(SUMMARY_REPLY))
+    body = {"user_id": "alice", "keep_last": 4, "expected_version": 1}
+    response = client.post("/v1/sessions/s1/compact", json=body, headers=auth())
+    assert response.status_code == 200, response.text
+    assert response.json()["compaction"]["removed"] == 8
+    assert response.json()["message_count"] == 5 and response.json()["version"] == 2
+
+
+def test_without_a_model_append_works_and_compact_says_why_not(no_model_client):
+    client = no_model_client
+    body = append(client, "s1", users(30)).json()
+    assert body["message_count"] == 30
+    assert body["compaction"]["performed"] is False
+    assert body["compaction"]["reason"] == "no_model"
+    assert body["compaction"]["error"]["code"] == "llm_not_configured"
+    response = client.post("/v1/sessions/s1/compact", json={"user_id": "alice"}, headers=auth())
+    assert_error(response, 503, "llm_not_configured")
+    assert "MEMORY_LLM__MODEL" in response.json()["error"]["message"]
+
+
+def test_a_stale_expected_version_is_409_conflict(client):
+    assert append(client, "s1", users(1), expected_version=0).status_code == 200
+    assert_error(append(client, "s1", users(1), expected_version=0), 409, "conflict")
+    assert append(client, "s1", users(1), expected_version=1).json()["version"] == 2
+    response = client.post(
+        "/v1/sessions/s1/compact",
+        json={"user_id": "alice", "expected_version": 1},
+        headers=auth(),
+    )
+    assert_error(response, 409, "conflict")
+
+
+def test_tenants_and_users_never_see_each_others_sessions(client):
+    append(client, "shared", [{"role": "user", "content": "acme alice secret"}])
+    for key, user in ((GLOBEX_KEY, "alice"), (ACME_KEY, "bob")):
+        state = client.get("/v1/sessions/shared", params={"user_id": user}, headers=auth(key))
+        assert state.json()["messages"] == []
+        response = client.delete("/v1/sessions/shared", params={"user_id": user}, headers=auth(key))
+        assert_error(response, 404, "not_found")
+        hits = client.post(
+            "/v1/sessions/search", json={"user_id": user, "query": "secret"}, headers=auth(key)
+        )
+        assert hits.json()["hits"] == []
+    state = client.get("/v1/sessions/shared", params={"user_id": "alice"}, headers=auth())
+    assert state.json()["messages"][0]["content"] == "acme alice secret"
+
+
+def test_evicted_tool_results_read_back_through_the_api(client):
+    big = "\n".join(f"row {i}" for i in range(1, 400))
+    messages = [
+        {
+            "role": "assistant",
+            "content": None,
+            "tool_calls": [{"id": "q1", "type": "function", "function": {"name": "sql"}}],
+        },
+        {"role": "tool", "tool_call_id": "q1", "content": big},
+    ]
+    body = append(client, "s1", messages).json()
+    assert body["evicted"] == ["tool-results/s1/q1.txt"]
+    assert body["appended"][1]["mark"] == "tool_result"
+    params = {"user_id": "alice", "ref": "tool-results/s1/q1.txt", "start_line": 2, "end_line": 3}
+    response = client.get("/v1/sessions/s1/tool-results", params=params, headers=auth())
+    assert response.json()["text"] == "row 2\nrow 3\n"
+    params["ref"] = "../../../../../etc/passwd"
+    response = client.get("/v1/sessions/s1/tool-results", params=params, headers=auth())
+    assert_error(response, 422, "path_outside_user")
+    params["ref"] = "tool-results/s1/q1.txt"
+    response = client.get("/v1/sessions/s1/tool-results", params=params, headers=auth(GLOBEX_KEY))
+    assert_error(response, 404, "not_found")
+
+
+def test_list_search_and_delete(client):
+    append(client, "trip", [{"role": "user", "content": "Book flights to Lisbon"}])
+    append(client, "food", [{"role": "user", "content": "I am allergic to peanuts"}])
+    listed = client.get("/v1/sessions", params={"user_id": "alice"}, headers=auth()).json()
+    assert sorted(s["session_id"] for s in listed["sessions"]) == ["food", "trip"]
+
+    hits = client.post(
+        "/v1/sessions/search", json={"user_id": "alice", "query": "peanut allergy"}, headers=auth()
+    ).json()["hits"]
+    assert hits[0]["session_id"] == "food"
+
+    response = client.delete("/v1/sessions/food", params={"user_id": "alice"}, headers=auth())
+    assert response.json() == {"state": True, "tool_results": 0, "log": False}
+    listed = client.get("/v1/sessions", params={"user_id": "alice"}, headers=auth()).json()
+    assert [s["session_id"] for s in listed["sessions"]] == ["trip"]
+    response = client.delete(
+        "/v1/sessions/food", params={"user_id": "alice", "include_log": True}, headers=auth()
+    )
+    assert response.json() == {"state": False, "tool_results": 0, "log": True}
+    assert_error(
+        client.delete("/v1/sessions/food", params={"user_id": "alice"}, headers=auth()),
+        404,
+        "not_found",
+    )
+
+
+@pytest.mark.parametrize(
+    "messages",
+    [
+        [],
+        [{"role": "tool", "content": "no call id"}],
+        [{"role": "user"}],
+        [{"role": "user", "content": "x", "tool_calls": [{"id": "c", "function": {"name": "f"}}]}],
+        [{"role": "robot", "content": "x"}],
+        [{"role": "user", "content": "x", "mark": "summary"}],
+        [{"role": "user", "content": "x", "unknown": 1}],
+    ],
+)
+def test_bad_messages_are_422(client, messages):
+    assert_error(append(client, "s1", messages), 422, "validation_error")
+
+
+def test_bad_ids_are_refused(client):
+    assert_error(append(client, "..", users(1)), 404, "not_found")  # no such route
+    assert_error(append(client, "bad%20id", users(1)), 422, "invalid_id")
+    assert_error(append(client, "s1", users(1), user="../bob"), 422, "validation_error")
+
+
+def test_the_api_on_the_postgres_store(tmp_path, embedder, monkeypatch):
+    table = f"agent_state_api_test_{uuid.uuid4().hex[:12]}"
+    services, test_client = make_client(
+        tmp_path,
+        embedder,
+        monkeypatch,
+        shortterm={"backend": "postgres", "postgres_table": table},
+        postgres={"dsn": PG_DSN},
+    )
+    try:
+        with test_client as client:
+            assert append(client, "s1", users(2), expected_version=0).json()["version"] == 1
+            assert_error(append(client, "s1", users(1), expected_version=0), 409, "conflict")
+            globex = client.get(
+                "/v1/sessions/s1", params={"user_id": "alice"}, headers=auth(GLOBEX_KEY)
+            )
+            assert globex.json()["version"] == 0
+            state = client.get("/v1/sessions/s1", params={"user_id": "alice"}, headers=auth())
+            assert [m["content"] for m in state.json()["messages"]] == ["message 0", "message 1"]
+    finally:
+        services.close()
+        with psycopg.connect(PG_DSN, autocommit=True) as conn:
+            conn.execute(f'DROP TABLE IF EXISTS "{table}"')
