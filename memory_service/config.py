@@ -238,8 +238,7 @@ class MemoryConfig(_Section):
     def _flush_prompt_says_no_reply(cls, value: str | None) -> str | None:
         if value is not None and "NO_REPLY" not in value:
             raise ValueError(
-                "flush_prompt must tell the model to answer NO_REPLY when nothing is worth "
-                "keeping"
+                "flush_prompt must tell the model to answer NO_REPLY when nothing is worth keeping"
             )
         return value
 

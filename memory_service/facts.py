@@ -93,7 +93,9 @@ class Fact:
             self,
             content_hash=text_hash,
             id=fact_id(ctx.tenant_id, ctx.user_id, text_hash),
-            created_at=self.created_at or now or utcnow(),
+            created_at=parse_time(self.created_at) or now or utcnow(),
+            expires_at=parse_time(self.expires_at),
+            valid_to=parse_time(self.valid_to),
             session_id=self.session_id or ctx.session_id,
             tags=tuple(dict.fromkeys(self.tags)),
         )
@@ -185,8 +187,9 @@ class Page(Generic[T]):
 
 
 def sort_key(fact: Fact) -> tuple[str, str]:
-    """Stable listing order: oldest first, then id (keyset pagination key)."""
-    return (_iso(fact.created_at) or "", fact.id)
+    """Stable listing order: oldest first, then id (keyset pagination key). Times are compared
+    as UTC ISO strings, so every backend pages identically whatever offset a caller used."""
+    return (_iso(parse_time(fact.created_at)) or "", fact.id)
 
 
 def encode_cursor(fact: Fact) -> str:

@@ -11,6 +11,7 @@ from memory_service.errors import ConfigurationError
 from memory_service.llm import ChatModel
 from memory_service.longterm.base import LongTermMemory
 from memory_service.longterm.retrieval import preset
+from memory_service.pipeline.flush import MemoryFlushManager
 from memory_service.shortterm.factory import build_shortterm
 from memory_service.shortterm.session import ShortTermMemory
 
@@ -56,6 +57,7 @@ class Services:
     chat_model: ChatModel | None = None  # None: no LLM configured
     memory_model: ChatModel | None = None  # flush/compaction model (shares chat_model's client)
     shortterm: ShortTermMemory | None = None
+    flush: MemoryFlushManager | None = None  # facts out of conversations (see pipeline/flush)
 
     def describe_backend(self) -> str:
         return self.settings.longterm.backend
@@ -79,4 +81,8 @@ def build_services(settings: Settings, *, embedder: Embedder | None = None) -> S
     else:  # a memory model alone (no chat model) still serves compaction and flush
         services.memory_model = ChatModel.from_settings(settings.llm, memory=True)
     services.shortterm = build_shortterm(settings, services.memory_model)
+    services.flush = MemoryFlushManager(
+        services.longterm, services.memory_model, settings.workspace, config=settings.memory
+    )
+    services.shortterm.set_flush(services.flush)  # before compaction and on overflow
     return services

@@ -216,3 +216,35 @@ def test_metadata_round_trips(memory):
     assert stored.tags == ("work", "wiki")
     assert (stored.source, stored.session_id) == ("chat", "s-1")
     assert stored.created_at is not None and stored.content_hash == content_hash(fact.text)
+
+
+def test_update_rewrites_metadata_of_existing_facts_only(memory):
+    from dataclasses import replace
+
+    fid = memory.record(ALICE, [Fact("Alice sings in a choir", tags=("music",))])[0].id
+    stored = memory.get(ALICE, [fid])[0]
+    changed = replace(stored, importance=9, tags=("music", "hobby"))
+    stranger = replace(stored, id="00000000-0000-5000-8000-000000000000")
+    assert memory.update(ALICE, [changed, stranger]) == 1
+    again = memory.get(ALICE, [fid])[0]
+    assert (again.importance, again.tags, again.text) == (9, ("music", "hobby"), stored.text)
+    assert memory.update(BOB, [changed]) == 0  # another user's fact is not reachable
+    closed = replace(again, superseded_by="someone-else", valid_to=utcnow())
+    assert memory.update(ALICE, [closed]) == 1
+    assert memory.retrieve(ALICE, "choir", 5) == []
+    assert memory.list(ALICE).items == []
+
+
+def test_naive_and_offset_times_are_taken_as_utc(memory):
+    from datetime import datetime, timezone
+
+    naive = datetime(2026, 1, 1, 12, 0)
+    offset = datetime(2026, 1, 1, 14, 0, tzinfo=timezone(timedelta(hours=5)))  # 09:00 UTC
+    memory.record(ALICE, [Fact("Lives in Oslo", key="city", created_at=naive)])
+    result = memory.record(ALICE, [Fact("Lives in Lima", key="city", created_at=offset)])[0]
+    # Lima is older (09:00 UTC < 12:00 UTC): it is recorded, but Oslo stays the open fact.
+    assert result.status == "created"
+    assert [f.text for f in memory.list(ALICE).items] == ["Lives in Oslo"]
+    listed = memory.list(ALICE, include_inactive=True).items
+    assert [f.text for f in listed] == ["Lives in Lima", "Lives in Oslo"]
+    assert all(f.created_at.utcoffset() == timedelta(0) for f in listed)

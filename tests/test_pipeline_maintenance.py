@@ -313,3 +313,81 @@ def test_minimum_gap_and_the_per_user_lock(memory, workspace):
     with FileLock(str(UserPaths.of(workspace, ALICE).root / LOCK_FILE)):
         assert runner.run_user(ALICE, force=True).status == "busy"
     assert runner.run_user(ALICE, force=True).status == "ran"
+
+
+# -- the CLI and the API ---------------------------------------------------------------------
+
+
+def test_maintain_command_runs_every_user_or_one(tmp_path, capsys, monkeypatch):
+    from memory_service.cli import main
+
+    monkeypatch.delenv("MEMORY_CONFIG", raising=False)
+    ws = str(tmp_path / "ws")
+    assert main(["record", "--workspace", ws, "--user", "alice", "Alice likes tea"]) == 0
+    assert main(["record", "--workspace", ws, "--tenant", "t2", "--user", "bob", "Bob"]) == 0
+    capsys.readouterr()
+    assert main(["maintain", "--workspace", ws, "--json"]) == 0
+    reports = json.loads(capsys.readouterr().out)
+    assert {(r["tenant_id"], r["user_id"], r["status"]) for r in reports} == {
+        ("default", "alice", "ran"),
+        ("t2", "bob", "ran"),
+    }
+    assert main(["maintain", "--workspace", ws, "--tenant", "t2", "--user", "bob"]) == 0
+    assert capsys.readouterr().out.startswith("skipped_recent t2/bob")
+    assert main(["maintain", "--workspace", ws, "--user", "bob"]) == 2
+    assert "--tenant" in capsys.readouterr().err
+
+
+def test_maintenance_endpoint_needs_an_admin_key_and_stays_in_its_tenant(tmp_path, embedder):
+    from fastapi.testclient import TestClient
+
+    from memory_service.api import create_app
+    from memory_service.api.keys import ApiKeyRing
+    from memory_service.config import load_settings
+    from memory_service.services import build_services
+
+    services = build_services(load_settings(workspace=tmp_path / "ws"), embedder=embedder)
+    ring = ApiKeyRing(
+        {
+            "user-key-0123456789abcdef": {"tenant": "acme", "role": "user"},
+            "admin-key-0123456789abcdef": {"tenant": "acme", "role": "admin"},
+        }
+    )
+    services.longterm.record(RuntimeContext("acme", "alice"), [Fact("Alice likes tea")])
+    services.longterm.record(RuntimeContext("globex", "gus"), [Fact("Gus likes coffee")])
+    with TestClient(create_app(services, ring)) as client:
+        user = {"Authorization": "Bearer user-key-0123456789abcdef"}
+        admin = {"Authorization": "Bearer admin-key-0123456789abcdef"}
+        denied = client.post("/v1/maintenance/run", json={}, headers=user)
+        assert denied.status_code == 403 and denied.json()["error"]["code"] == "forbidden"
+        ran = client.post("/v1/maintenance/run", json={"force": True}, headers=admin).json()
+        assert [(r["tenant_id"], r["user_id"]) for r in ran["reports"]] == [("acme", "alice")]
+        assert ran["reports"][0]["counts"]["consolidated"] == 1
+        one = client.post("/v1/maintenance/run", json={"user_id": "alice"}, headers=admin)
+        assert one.json()["reports"][0]["status"] == "skipped_recent"
+    services.close()
+    assert not UserPaths(tmp_path / "ws", "globex", "gus").memory_md.exists()
+
+
+def test_scheduler_maintains_known_users_in_the_background(memory, workspace):
+    import time
+
+    from memory_service.pipeline.scheduler import MemoryMaintenanceScheduler, known_users
+
+    memory.record(ALICE, [Fact("Alice is allergic to peanuts", importance=9)])
+    runner = maintenance(memory, workspace)
+    scheduler = MemoryMaintenanceScheduler(
+        runner,
+        lambda: known_users(workspace, memory, ["acme", "empty-tenant"]),
+        interval=timedelta(hours=6),
+        first_delay=timedelta(milliseconds=10),
+    )
+    scheduler.start()
+    try:
+        deadline = time.monotonic() + 60
+        while scheduler.passes == 0 and time.monotonic() < deadline:
+            time.sleep(0.05)
+    finally:
+        scheduler.stop()
+    assert scheduler.passes == 1
+    assert "peanuts" in UserPaths.of(workspace, ALICE).memory_md.read_text()

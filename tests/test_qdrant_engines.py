@@ -7,7 +7,7 @@ import subprocess
 import sys
 import textwrap
 from dataclasses import replace
-from datetime import timedelta
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
@@ -221,3 +221,17 @@ def test_unreachable_server_is_a_clear_error(embedder):
     with pytest.raises(BackendUnavailableError) as caught:
         open_qdrant(settings, Path("unused"), embedder)
     assert "http://127.0.0.1:9" in caught.value.message
+
+
+def test_naive_times_are_taken_as_utc(tmp_path, embedder):
+    memory = _edge(tmp_path, embedder)
+    try:
+        memory.record(ALICE, [Fact("Lives in Paris", key="user.city")])
+        later = memory.record(
+            ALICE, [Fact("Lives in Rome", key="user.city", created_at=datetime(2030, 1, 1))]
+        )[0]
+        assert later.status == "superseded"
+        stored = memory.get(ALICE, [later.id])[0]
+        assert stored.created_at == datetime(2030, 1, 1, tzinfo=UTC)
+    finally:
+        memory.close()

@@ -144,7 +144,8 @@ def test_a_new_session_reads_as_empty(client):
 
 def test_the_thirtieth_message_triggers_compaction_with_the_memory_model(client, llm_server):
     assert append(client, "s1", users(29)).json()["compaction"]["reason"] == "not_needed"
-    llm_server.push(text(SUMMARY_REPLY, prompt_tokens=500, completion_tokens=80))
+    # the long-term flush runs first (nothing worth keeping), then the summary
+    llm_server.push(text("NO_REPLY"), text(SUMMARY_REPLY, prompt_tokens=500, completion_tokens=80))
     body = append(client, "s1", users(1, start=29)).json()
     assert body["compaction"]["performed"] is True
     assert body["compaction"]["removed"] == 20 and body["compaction"]["kept"] == 10
@@ -168,7 +169,7 @@ def test_compact_now_and_a_failing_model(client, llm_server):
     state = client.get("/v1/sessions/s1", params={"user_id": "alice"}, headers=auth()).json()
     assert state["message_count"] == 12 and state["version"] == 1  # unchanged
 
-    llm_server.push(text(SUMMARY_REPLY))
+    llm_server.push(text("NO_REPLY"), text(SUMMARY_REPLY))  # the flush, then the summary
     body = {"user_id": "alice", "keep_last": 4, "expected_version": 1}
     response = client.post("/v1/sessions/s1/compact", json=body, headers=auth())
     assert response.status_code == 200, response.text

@@ -8,12 +8,12 @@ from memory_service import __version__
 from memory_service.api.errors import install_error_handlers
 from memory_service.api.keys import ApiKeyRing
 from memory_service.api.limits import BodySizeLimit
-from memory_service.api.routes import maintenance, memories, sessions
+from memory_service.api.routes import chat, maintenance, memories, sessions, usage
 from memory_service.api.schemas import Health
 from memory_service.pipeline.factory import build_maintenance
 from memory_service.services import Services
 
-ROUTERS = [memories.router, sessions.router, maintenance.router]
+ROUTERS = [memories.router, sessions.router, maintenance.router, chat.router, usage.router]
 
 
 def create_app(services: Services, key_ring: ApiKeyRing) -> FastAPI:

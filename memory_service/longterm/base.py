@@ -19,6 +19,8 @@ class LongTermMemory(Protocol):
     Every method reads and writes only ``ctx``'s tenant and user. ``record`` is idempotent:
     the same text twice is one fact (``duplicate``). A fact with the ``key`` of an active fact
     supersedes it (``superseded``); superseded and expired facts are not recalled.
+    ``update`` rewrites the metadata of existing facts by id (maintenance closes and merges
+    facts with it); the text, and so the id, never changes.
     """
 
     def record(self, ctx: RuntimeContext, facts: Sequence[Fact]) -> list[RecordResult]: ...
@@ -43,6 +45,8 @@ class LongTermMemory(Protocol):
         cursor: str | None = None,
         include_inactive: bool = False,
     ) -> Page[Fact]: ...
+
+    def update(self, ctx: RuntimeContext, facts: Sequence[Fact]) -> int: ...
 
     def delete(self, ctx: RuntimeContext, ids: Sequence[str]) -> int: ...
 

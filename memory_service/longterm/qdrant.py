@@ -33,7 +33,16 @@ from indexing.tokenize import tokenize
 from memory_service.config import QdrantSettings
 from memory_service.context import RuntimeContext, validate_id
 from memory_service.errors import BackendUnavailableError, ConfigurationError
-from memory_service.facts import Fact, Page, Recall, RecordResult, paginate, sort_key, utcnow
+from memory_service.facts import (
+    Fact,
+    Page,
+    Recall,
+    RecordResult,
+    paginate,
+    parse_time,
+    sort_key,
+    utcnow,
+)
 from memory_service.longterm.base import RetrievalMode
 from memory_service.longterm.qdrant_engine import (
     DENSE,
@@ -99,7 +108,8 @@ class QdrantLongTermMemory:
 
     def record(self, ctx: RuntimeContext, facts: Sequence[Fact]) -> list[RecordResult]:
         now = self._clock()
-        stamped = [f.stamped(ctx, now) for f in facts]  # all validated before anything is written
+        # all validated before anything is written; times made aware (naive = UTC)
+        stamped = [_utc_times(f.stamped(ctx, now)) for f in facts]
         if not stamped:
             return []
         vectors = self._embedder.embed([f.text for f in stamped])  # fails before writing
@@ -269,6 +279,15 @@ class QdrantLongTermMemory:
         if not self._closed:
             self._closed = True
             self.engine.close()
+
+
+def _utc_times(fact: Fact) -> Fact:
+    return replace(
+        fact,
+        created_at=parse_time(fact.created_at),
+        expires_at=parse_time(fact.expires_at),
+        valid_to=parse_time(fact.valid_to),
+    )
 
 
 def _ordered(hits: list[ScoredHit]) -> list[ScoredHit]:

@@ -121,6 +121,7 @@ def _filter(scope: UserFilter) -> qe.Filter:
     """The one translation of a ``UserFilter``: tenant and user first, always."""
     must: list[Any] = [
         qe.FieldCondition(TENANT_FIELD, match=qe.MatchValue(scope.tenant_id)),
+        qe.FieldCondition(USER_FIELD, match=qe.MatchValue(scope.user_id)),
     ]
     if scope.ids is not None:
         must.append(qe.HasIdCondition(set(scope.ids)))

@@ -21,7 +21,7 @@ from typing import Any, Protocol
 from indexing.sparse import SparseTerms
 from memory_service.context import RuntimeContext, validate_id
 from memory_service.errors import ConfigurationError
-from memory_service.facts import Fact
+from memory_service.facts import Fact, parse_time
 
 DENSE = "dense"
 SPARSE = "bm25"
@@ -141,8 +141,8 @@ def payload_of(ctx: RuntimeContext, fact: Fact) -> dict[str, Any]:
     data = fact.to_dict()
     data.pop("id")
     for name in _TIME_FIELDS:
-        value = getattr(fact, name)
-        data[name] = value.astimezone(UTC).isoformat() if value is not None else None
+        value = parse_time(getattr(fact, name))  # aware UTC; naive times are taken as UTC
+        data[name] = value.isoformat() if value is not None else None
     return {TENANT_FIELD: ctx.tenant_id, USER_FIELD: ctx.user_id, **data}
 
 

@@ -146,7 +146,7 @@ def parse_flush_reply(text: str) -> list[Fact]:
         if len(cleaned) < 3 or cleaned.upper().strip(".! ") == NO_REPLY:
             continue
         try:
-            facts.append(Fact(text=cleaned, **meta).validate())
+            facts.append(Fact(text=cleaned, source="flush", **meta).validate())
         except InvalidInputError as exc:
             log.warning("flush bullet refused (%s): %.80r", exc.message, cleaned)
     if bullets == 0 and NO_REPLY not in (text or ""):
@@ -234,6 +234,13 @@ class _Batch:
     through_seq: int
 
 
+class FlushFailedError(MemoryServiceError):
+    """A flush that failed after its retries; its messages are in a dead-letter file."""
+
+    code = "flush_failed"
+    http_status = 502
+
+
 _collector: ContextVar[list[FlushResult] | None] = ContextVar("flush_collector", default=None)
 
 
@@ -263,7 +270,12 @@ class MemoryFlushManager:
         self._clock = clock
 
     def __call__(self, state: AgentState, ctx: RuntimeContext, reason: str) -> FlushResult:
-        return self.flush(state, ctx, reason)  # type: ignore[arg-type]
+        """The ``FlushCallback``: a failed flush raises ``FlushFailedError`` (after its dead
+        letter is written), so the compaction result reports ``flush_error``."""
+        result = self.flush(state, ctx, reason)  # type: ignore[arg-type]
+        if result.status == "failed":
+            raise FlushFailedError(f"{result.error}; the messages are kept in {result.dead_letter}")
+        return result
 
     @contextlib.contextmanager
     def collecting(self) -> Iterator[list[FlushResult]]:
@@ -281,14 +293,13 @@ class MemoryFlushManager:
     def after_call(self, state: AgentState, ctx: RuntimeContext) -> FlushResult:
         """The post-call flush, if the trigger says so. The time of the last one is kept in
         ``state.extra`` so a throttle survives a restart (the state is stored)."""
-        book = state.extra.setdefault(EXTRA_KEY, {})
         now = self._clock()
-        last = parse_time(book.get("last_post_call_at"))
+        last = parse_time(state.extra.get(EXTRA_KEY, {}).get("last_post_call_at"))
         if not self.config.flush_trigger.due(last, now):
             return self._report(FlushResult("post_call", "skipped", detail="trigger"))
         result = self.flush(state, ctx, "post_call")
         if result.status not in ("nothing_to_flush", "skipped"):
-            book["last_post_call_at"] = now.isoformat()
+            state.extra.setdefault(EXTRA_KEY, {})["last_post_call_at"] = now.isoformat()
         return result
 
     def flush(self, state: AgentState, ctx: RuntimeContext, reason: FlushReason) -> FlushResult:
@@ -301,7 +312,7 @@ class MemoryFlushManager:
         if not pending:
             return self._report(result)
         paths = UserPaths.of(self.workspace, ctx)
-        memory_md = self._memory_md(paths)
+        memory_md, _ = memory_md_for_model(paths, self.config.memory_load_token_budget)
         batches = self._batches(pending, memory_md)
         if not batches:  # only instructions, hints or memory-tool output: nothing to extract
             state.mark_flushed(max(m.seq for m in pending if m.seq is not None))
@@ -332,16 +343,9 @@ class MemoryFlushManager:
             break
         if result.status != "failed":
             result.status = "flushed" if result.facts else "no_reply"
-        book = state.extra.setdefault(EXTRA_KEY, {})
-        book.update(last_at=self._clock().isoformat(), last_status=result.status)
         return self._report(self._account(result, ctx))
 
     # -- steps ----------------------------------------------------------------------------
-
-    def _memory_md(self, paths: UserPaths) -> str:
-        """MEMORY.md as a model reads it, cut to the memory load budget."""
-        text = plain_memory(read_text(paths.memory_md)).strip()
-        return cut_to_tokens(text, self.config.memory_load_token_budget)
 
     def _batches(self, pending: Sequence[Msg], memory_md: str) -> list[_Batch]:
         """Transcript lines in batches that fit the memory model's window."""
@@ -444,7 +448,6 @@ class MemoryFlushManager:
         counters = {
             "flush_runs": 1,
             "flush_facts_created": sum(1 for f in result.facts if f.status != "duplicate"),
-            "flush_retries": max(0, result.attempts - 1),
             "flush_failures": int(result.status == "failed"),
             "flush_dead_letters": int(result.dead_letter is not None),
         }
@@ -489,6 +492,13 @@ def flush_request(lines: Sequence[str], memory_md: str) -> str:
         + "\n</conversation>\n\n"
         + f"Write the new memories as bullets now, or {NO_REPLY}."
     )
+
+
+def memory_md_for_model(paths: UserPaths, budget: int) -> tuple[str, str]:
+    """MEMORY.md as a model reads it (no metadata comments): (what fits ``budget`` tokens,
+    cut at a line boundary; the whole text)."""
+    whole = plain_memory(read_text(paths.memory_md)).strip()
+    return cut_to_tokens(whole, budget), whole
 
 
 def cut_to_tokens(text: str, budget: int) -> str:

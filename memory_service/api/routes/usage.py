@@ -1,0 +1,20 @@
+"""``GET /v1/usage``: the calling tenant's LLM tokens and memory pipeline counters."""
+
+from __future__ import annotations
+
+from fastapi import APIRouter
+
+from memory_service.api.chat_schemas import UsageReport
+from memory_service.api.deps import PrincipalDep, ServicesDep
+from memory_service.usage import UsageLedger
+
+router = APIRouter(prefix="/v1", tags=["usage"])
+
+
+@router.get("/usage", response_model=UsageReport)
+def usage(principal: PrincipalDep, services: ServicesDep):
+    """Tokens by purpose (chat, flush, compaction) with call counts, their total, and the
+    flush counters (runs, facts created, retries, failures, dead letters)."""
+    return UsageReport.model_validate(
+        UsageLedger(services.settings.workspace).report(principal.tenant_id)
+    )

@@ -1,0 +1,68 @@
+"""Scripts the loopback LLM server by what each request is for: flush, summary or chat.
+
+A harness call sends several kinds of requests to one endpoint (the chat itself, the flush,
+sometimes a compaction summary); ``Script`` tells them apart by their system prompt and answers
+each from its own queue, recording the requests per kind so tests can assert on them.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+
+from memory_service.pipeline.flush import DEFAULT_FLUSH_PROMPT
+from memory_service.shortterm.compaction import DEFAULT_SUMMARY_PROMPT
+from tests.llm_server import RecordedRequest, Reply, text
+
+FLUSH_MARK = DEFAULT_FLUSH_PROMPT.splitlines()[0]
+SUMMARY_MARK = DEFAULT_SUMMARY_PROMPT.splitlines()[0]
+
+SUMMARY_REPLY = """<task_overview>Chat with the user.</task_overview>
+<current_state>Talking.</current_state>
+<important_discoveries>None.</important_discoveries>
+<next_steps>Keep helping.</next_steps>
+<context_to_preserve>Nothing.</context_to_preserve>"""
+
+
+def kind_of(request: RecordedRequest) -> str:
+    system = next((m.get("content") or "" for m in request.messages if m["role"] == "system"), "")
+    if FLUSH_MARK in system:
+        return "flush"
+    if SUMMARY_MARK in system:
+        return "summary"
+    return "chat"
+
+
+class Script:
+    """``llm_server.responder = Script(...)``; queue replies with ``chat``/``flush``/``summary``;
+    an empty queue answers the kind's default."""
+
+    def __init__(
+        self,
+        *,
+        chat: str = "OK.",
+        flush: str = "NO_REPLY",
+        summary: str = SUMMARY_REPLY,
+    ) -> None:
+        self.defaults = {"chat": text(chat), "flush": text(flush), "summary": text(summary)}
+        self.queues: dict[str, deque[Reply]] = {k: deque() for k in self.defaults}
+        self.requests: dict[str, list[RecordedRequest]] = {k: [] for k in self.defaults}
+        self.order: list[str] = []
+
+    def chat(self, *replies: Reply) -> Script:
+        self.queues["chat"].extend(replies)
+        return self
+
+    def flush(self, *replies: Reply) -> Script:
+        self.queues["flush"].extend(replies)
+        return self
+
+    def summary(self, *replies: Reply) -> Script:
+        self.queues["summary"].extend(replies)
+        return self
+
+    def __call__(self, request: RecordedRequest) -> Reply:
+        kind = kind_of(request)
+        self.requests[kind].append(request)
+        self.order.append(kind)
+        queue = self.queues[kind]
+        return queue.popleft() if queue else self.defaults[kind]

@@ -1,0 +1,339 @@
+"""One agent call end to end, against the loopback LLM server, the real embedder and the real
+long-term backends: what the model is sent, what memory keeps, and in which order."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+from memory_service.config import MemoryConfig, Settings
+from memory_service.context import RuntimeContext
+from memory_service.facts import Fact, utcnow
+from memory_service.harness import OUT_OF_TOOL_CALLS, MemoryHarness
+from memory_service.llm import LlmNotConfiguredError, LlmUnavailableError
+from memory_service.longterm.base import LongTermMemory
+from memory_service.longterm.ledger import render_fact
+from memory_service.messages import Msg
+from memory_service.paths import UserPaths
+from memory_service.pipeline.consolidation import Consolidator
+from memory_service.pipeline.flush import MemoryFlushManager
+from memory_service.shortterm.factory import build_shortterm
+from memory_service.shortterm.session import ShortTermMemory
+from memory_service.usage import UsageLedger
+from tests.chat_script import Script
+from tests.conftest import LONGTERM_BACKENDS
+from tests.llm_server import context_overflow, server_error, text, tool_calls
+
+ALICE = RuntimeContext("acme", "alice", "s1")
+PEANUTS = "- [fact|10|user.allergy] The user is allergic to peanuts."
+
+
+@dataclass
+class Rig:
+    harness: MemoryHarness
+    longterm: LongTermMemory
+    shortterm: ShortTermMemory
+    workspace: Path
+
+
+@pytest.fixture
+def script(llm_server):
+    script = Script()
+    llm_server.responder = script
+    return script
+
+
+@pytest.fixture
+def rig(tmp_path, embedder, chat_model):
+    opened: list[Rig] = []
+
+    def build(backend: str = "files", memory: MemoryConfig | None = None, **settings) -> Rig:
+        workspace = tmp_path / "workspace"  # where the files backend keeps its ledgers
+        config = memory or MemoryConfig()
+        full = Settings(workspace=workspace, memory=config, **settings)
+        longterm = LONGTERM_BACKENDS[backend](tmp_path, embedder)
+        shortterm = build_shortterm(full, chat_model)
+        flush = MemoryFlushManager(longterm, chat_model, workspace, config=config)
+        shortterm.set_flush(flush)
+        harness = MemoryHarness(
+            model=chat_model,
+            shortterm=shortterm,
+            longterm=longterm,
+            workspace=workspace,
+            config=config,
+            flush=flush,
+        )
+        opened.append(Rig(harness, longterm, shortterm, workspace))
+        return opened[-1]
+
+    yield build
+    for built in opened:
+        built.shortterm.close()
+        built.longterm.close()
+
+
+def system_of(request) -> str:
+    return request.messages[0]["content"]
+
+
+def chat_turns(rig: Rig, ctx: RuntimeContext, count: int) -> None:
+    """``count`` earlier messages in the session, stored without compaction."""
+    messages = [
+        Msg.user(f"earlier question {i}") if i % 2 == 0 else Msg.assistant("ok")
+        for i in range(count)
+    ]
+    rig.shortterm.append(ctx, messages, compact=False)
+
+
+# -- the seeds' scenario -------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("consolidate", [False, True], ids=["recalled", "consolidated"])
+@pytest.mark.parametrize("backend", sorted(LONGTERM_BACKENDS))
+def test_a_fact_told_in_one_session_shapes_the_prompt_of_the_next(
+    rig, script, backend, consolidate
+):
+    built = rig(backend)
+    script.chat(text("Noted: no peanuts for you."), text("Try dried apricots and oat bars."))
+    script.flush(text(PEANUTS))
+
+    first = built.harness.call(ALICE, "I am allergic to peanuts.")
+
+    assert first.reply == "Noted: no peanuts for you."
+    assert [f["text"] for f in first.flushed_facts] == ["The user is allergic to peanuts."]
+    assert "The user is allergic to peanuts." not in system_of(script.requests["chat"][0])
+    if consolidate:
+        facts = built.longterm.list(ALICE, include_inactive=True).items
+        paths = UserPaths.of(built.workspace, ALICE)
+        assert Consolidator(model=None).consolidate(paths, facts, utcnow()).written
+
+    second = built.harness.call(ALICE.with_session("s2"), "Can you suggest a snack for my hike?")
+
+    request = script.requests["chat"][1]
+    system = system_of(request)
+    assert system.count("The user is allergic to peanuts.") == 1
+    assert [m["role"] for m in request.messages] == ["system", "user"]  # not session 1's log
+    assert request.messages[1]["content"] == "Can you suggest a snack for my hike?"
+    assert second.reply == "Try dried apricots and oat bars."
+    fact_id = first.flushed_facts[0]["id"]
+    if consolidate:
+        assert "## Long-term memory (MEMORY.md)" in system and "<!--" not in system
+        assert second.prompt.memory_md_tokens > 0 and not second.prompt.memory_md_truncated
+    else:
+        assert "## Recalled memories\n\n- The user is allergic to peanuts." in system
+        assert fact_id in [r.id for r in second.prompt.recalled]
+
+
+# -- the prompt ----------------------------------------------------------------------------
+
+
+def test_recall_takes_relevant_then_important_facts_once_each(rig, script):
+    built = rig()
+    texts = [f"The user collects {thing} stamps." for thing in ("French", "Swiss", "Danish")]
+    texts += [f"Coffee note {i}: the user likes coffee brewed method {i}." for i in range(8)]
+    texts += [f"Important fact {i} about the user's life." for i in range(6)]
+    importance = [3, 3, 3] + [4] * 8 + [10, 9, 9, 8, 8, 8]
+    built.longterm.record(
+        ALICE, [Fact(t, importance=n) for t, n in zip(texts, importance, strict=True)]
+    )
+
+    outcome = built.harness.call(ALICE, "How should I brew my coffee?")
+
+    recalled = outcome.prompt.recalled
+    relevant = [r for r in recalled if r.via == "relevance"]
+    important = [r for r in recalled if r.via == "importance"]
+    assert len(relevant) == 6 and len(important) == 5
+    assert all("coffee" in r.text.lower() for r in relevant)
+    assert sorted(r.importance for r in important) == [8, 8, 9, 9, 10]
+    assert len({r.id for r in recalled}) == len(recalled)
+    system = system_of(script.requests["chat"][0])
+    assert all(f"- {r.text}" in system for r in recalled)
+    assert "Swiss stamps" not in system
+
+
+def test_memory_md_over_budget_is_cut_with_a_hint(rig, script):
+    built = rig(memory=MemoryConfig(memory_load_token_budget=120))
+    paths = UserPaths.of(built.workspace, ALICE)
+    paths.root.mkdir(parents=True)
+    bullets = [render_fact(Fact(f"Numbered memory {i} of the user.")) for i in range(200)]
+    paths.memory_md.write_text("# Long-term memory\n\n" + "\n".join(bullets) + "\n")
+
+    outcome = built.harness.call(ALICE, "hello")
+
+    system = system_of(script.requests["chat"][0])
+    assert "Numbered memory 0 of the user." in system
+    assert "Numbered memory 199 of the user." not in system
+    assert "Use memory_search to look up anything else" in system
+    assert outcome.prompt.memory_md_truncated and outcome.prompt.memory_md_tokens <= 120
+    assert outcome.prompt.memory_md_total_tokens > 1000
+    assert "tools" in script.requests["chat"][0].body
+
+
+def test_tools_switched_off_are_not_offered_or_hinted(rig, script):
+    built = rig(memory=MemoryConfig(memory_load_token_budget=10, disable_memory_tools=True))
+    paths = UserPaths.of(built.workspace, ALICE)
+    paths.root.mkdir(parents=True)
+    paths.memory_md.write_text("".join(f"- Memory number {i}.\n" for i in range(50)))
+    built.harness.call(ALICE, "hello")
+    request = script.requests["chat"][0]
+    assert "tools" not in request.body
+    assert "memory_search" not in system_of(request)
+    assert "MEMORY.md is longer than shown here" in system_of(request)
+
+
+def test_hooks_switched_off_leave_memory_out(rig, script):
+    built = rig(memory=MemoryConfig(disable_memory_hooks=True))
+    built.longterm.record(ALICE, [Fact("The user is allergic to peanuts.", importance=10)])
+    paths = UserPaths.of(built.workspace, ALICE)
+    paths.memory_md.write_text("- The user lives in Porto.\n")
+    outcome = built.harness.call(ALICE, "Any snack ideas with peanuts?")
+    system = system_of(script.requests["chat"][0])
+    assert "peanuts" not in system and "Porto" not in system
+    assert outcome.prompt.recalled == [] and outcome.flushes == []
+    assert script.requests["flush"] == []
+    assert built.shortterm.load(ALICE).last_flushed_index == -1
+
+
+# -- the model loop ------------------------------------------------------------------------
+
+
+def test_the_model_can_search_and_save_memory_with_tools(rig, script):
+    built = rig()
+    built.longterm.record(ALICE, [Fact("The user is allergic to peanuts.", importance=10)])
+    script.chat(
+        tool_calls(
+            ("memory_search", {"query": "peanut"}),
+            ("memory_save", {"text": "The user's daughter is Ana.", "importance": 7}),
+        ),
+        text("You are allergic to peanuts, and I will remember Ana."),
+    )
+    outcome = built.harness.call(ALICE, "What am I allergic to? Also, my daughter is Ana.")
+
+    assert outcome.reply == "You are allergic to peanuts, and I will remember Ana."
+    assert [(t.name, t.ok) for t in outcome.tool_calls] == [
+        ("memory_search", True),
+        ("memory_save", True),
+    ]
+    second = script.requests["chat"][1].messages
+    assert [m["role"] for m in second] == ["system", "user", "assistant", "tool", "tool"]
+    assert "Source: memory/" in second[3]["content"]
+    assert "allergic to peanuts" in second[3]["content"]
+    assert second[4]["content"].startswith("Saved (id=")
+    assert "The user's daughter is Ana." in {f.text for f in built.longterm.list(ALICE).items}
+    state = built.shortterm.load(ALICE)
+    assert [m.role for m in state.messages] == ["user", "assistant", "tool", "tool", "assistant"]
+    assert state.messages[2].name == "memory_search"
+    flush_request = script.requests["flush"][0].messages[-1]["content"]
+    assert "Source: memory/" not in flush_request  # memory tools' output is not re-flushed
+    assert outcome.iterations == 2
+
+
+def test_the_tool_loop_stops_at_max_iterations(rig, script):
+    built = rig(memory=MemoryConfig(max_tool_iterations=3))
+    script.defaults["chat"] = tool_calls(("memory_search", {"query": "again"}))
+    outcome = built.harness.call(ALICE, "loop forever")
+    requests = script.requests["chat"]
+    assert len(requests) == 3 and outcome.iterations == 3
+    assert [r.body.get("tool_choice") for r in requests] == [None, None, "none"]
+    assert outcome.reply == OUT_OF_TOOL_CALLS
+    state = built.shortterm.load(ALICE)
+    assert state.messages[-1].role == "assistant" and not state.messages[-1].tool_calls
+
+
+def test_big_tool_results_are_evicted_when_appended(rig, script):
+    built = rig(shortterm={"tool_result_max_chars": 256, "tool_result_preview_chars": 64})
+    built.longterm.record(
+        ALICE, [Fact(f"Peanut fact number {i} about the user.") for i in range(20)]
+    )
+    script.chat(tool_calls(("memory_search", {"query": "peanut"})), text("done"))
+    outcome = built.harness.call(ALICE, "tell me about peanuts")
+    assert len(outcome.evicted) == 1 and outcome.evicted[0].startswith("tool-results/s1/")
+    stored = built.shortterm.load(ALICE).messages[2]
+    assert stored.mark == "tool_result" and len(stored.content) < 600
+    full = built.shortterm.read_tool_result(ALICE, outcome.evicted[0])
+    assert "Peanut fact number" in full  # the model saw it whole; the state keeps a preview
+    assert "Peanut fact number" in script.requests["chat"][1].messages[3]["content"]
+
+
+# -- compaction, overflow, failures --------------------------------------------------------
+
+
+def test_compaction_check_flushes_first_then_compacts_before_reasoning(rig, script):
+    built = rig(compaction={"trigger_messages": 6, "keep_last": 2})
+    chat_turns(built, ALICE, 6)
+    script.flush(text("- The user asks many earlier questions."))
+
+    outcome = built.harness.call(ALICE, "next question")
+
+    assert script.order == ["flush", "summary", "chat", "flush"]
+    assert [f.reason for f in outcome.flushes] == ["pre_compaction", "post_call"]
+    assert outcome.compaction.performed and outcome.compaction.flushed
+    chat_messages = script.requests["chat"][0].messages
+    assert chat_messages[1]["content"].startswith("<conversation_summary")
+    assert [m["content"] for m in chat_messages[-3:]] == [
+        "earlier question 4",
+        "ok",
+        "next question",
+    ]
+    state = built.shortterm.load(ALICE)
+    assert state.compaction_count == 1 and state.messages[-1].content == "OK."
+    assert state.last_flushed_index == state.next_seq - 1
+    assert outcome.usage["compaction"].total_tokens > 0
+
+
+def test_context_overflow_flushes_compacts_harder_and_retries_once(rig, script):
+    built = rig()
+    chat_turns(built, ALICE, 8)
+    script.chat(context_overflow(), text("Short enough now."))
+    script.flush(text(PEANUTS))
+
+    outcome = built.harness.call(ALICE, "I am allergic to peanuts, by the way.")
+
+    assert outcome.reply == "Short enough now." and outcome.overflow_retry
+    assert script.order == ["chat", "flush", "summary", "chat", "flush"]
+    assert [f.reason for f in outcome.flushes] == ["overflow", "post_call"]
+    first, retry = script.requests["chat"]
+    assert len(retry.messages) < len(first.messages)
+    assert retry.messages[-1]["content"] == "I am allergic to peanuts, by the way."
+    state = built.shortterm.load(ALICE)
+    assert state.compaction_count == 1
+    assert state.messages[-2].content == "I am allergic to peanuts, by the way."
+    assert state.last_flushed_index == state.next_seq - 1
+    # the user's message reached long-term memory through the post-call flush
+    assert (
+        "I am allergic to peanuts, by the way."
+        in script.requests["flush"][1].messages[-1]["content"]
+    )
+
+
+def test_a_failed_model_call_changes_nothing(rig, script):
+    built = rig()
+    script.defaults["chat"] = server_error()
+    with pytest.raises(LlmUnavailableError):
+        built.harness.call(ALICE, "hello?")
+    assert built.shortterm.load(ALICE).is_new
+    assert script.requests["flush"] == []
+
+
+def test_without_a_model_the_call_says_so(rig):
+    built = rig()
+    built.harness.model = None
+    with pytest.raises(LlmNotConfiguredError, match="MEMORY_LLM__MODEL"):
+        built.harness.call(ALICE, "hello")
+
+
+def test_tokens_of_chat_and_flush_are_reported_and_recorded(rig, script):
+    built = rig()
+    script.chat(text("Noted.", prompt_tokens=300, completion_tokens=5))
+    script.flush(text(PEANUTS, prompt_tokens=200, completion_tokens=15))
+    outcome = built.harness.call(ALICE, "I am allergic to peanuts.")
+    assert outcome.usage["chat"].total_tokens == 305
+    assert outcome.usage["flush"].total_tokens == 215
+    body = outcome.to_dict()
+    assert body["usage"]["total"]["total_tokens"] == 520
+    report = UsageLedger(built.workspace).report("acme")
+    assert report["tokens"]["chat"]["total_tokens"] == 305
+    assert report["tokens"]["flush"]["total_tokens"] == 215
+    assert report["total"]["calls"] == 2
