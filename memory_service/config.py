@@ -318,5 +318,6 @@ def load_settings(**overrides: object) -> Settings:
     except ValidationError as exc:
         problems = "; ".join(f"{setting_name(err['loc'])}: {err['msg']}" for err in exc.errors())
         raise ConfigurationError(f"invalid setting: {problems}") from exc
-    except (OSError, ValueError) as exc:  # unreadable or malformed TOML
-        raise ConfigurationError(f"MEMORY_CONFIG {config_file!r}: {exc}") from exc
+    except (OSError, ValueError) as exc:  # unreadable TOML, or an undecodable variable
+        where = f" (MEMORY_CONFIG {config_file!r} or the environment)" if config_file else ""
+        raise ConfigurationError(f"invalid setting{where}: {exc}") from exc

@@ -48,11 +48,16 @@ def _ends_with_newline(path: Path) -> bool:
 
 def write_atomically(path: Path, text: str) -> None:
     """Replace ``path`` with ``text`` so readers see the old or the new content, never half."""
+    write_bytes_atomically(path, text.encode("utf-8"))
+
+
+def write_bytes_atomically(path: Path, data: bytes) -> None:
+    """Temp file in the same folder, fsync, ``os.replace``, fsync the folder."""
     ensure_dir(path.parent)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     try:
-        with os.fdopen(fd, "w", encoding="utf-8", newline="\n") as handle:
-            handle.write(text)
+        with os.fdopen(fd, "wb") as handle:
+            handle.write(data)
             handle.flush()
             os.fsync(handle.fileno())
         os.replace(tmp, path)

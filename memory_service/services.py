@@ -62,6 +62,18 @@ class Services:
     def describe_backend(self) -> str:
         return self.settings.longterm.backend
 
+    def describe_storage(self) -> str:
+        """Where long-term facts and session state live, for the start-up line."""
+        s = self.settings
+        if s.longterm.backend == "files":
+            longterm = f"files ({s.workspace.resolve()})"
+        elif s.qdrant.url:
+            longterm = f"qdrant server ({s.qdrant.url}, collection {s.qdrant.collection})"
+        else:
+            root = s.qdrant.path if s.qdrant.path is not None else s.workspace / "qdrant"
+            longterm = f"qdrant edge ({(root / s.qdrant.collection).resolve()})"
+        return f"long-term backend: {longterm} | short-term: {s.shortterm.backend}"
+
     def close(self) -> None:
         self.longterm.close()
         if self.shortterm is not None:

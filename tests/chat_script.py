@@ -33,8 +33,8 @@ def kind_of(request: RecordedRequest) -> str:
 
 
 class Script:
-    """``llm_server.responder = Script(...)``; queue replies with ``chat``/``flush``/``summary``;
-    an empty queue answers the kind's default."""
+    """``llm_server.responder = Script(...)``; queue replies with ``chat`` and ``flush``; an
+    empty queue answers the kind's default (``defaults[kind]`` can be replaced)."""
 
     def __init__(
         self,
@@ -54,10 +54,6 @@ class Script:
 
     def flush(self, *replies: Reply) -> Script:
         self.queues["flush"].extend(replies)
-        return self
-
-    def summary(self, *replies: Reply) -> Script:
-        self.queues["summary"].extend(replies)
         return self
 
     def __call__(self, request: RecordedRequest) -> Reply:

@@ -141,3 +141,45 @@ def test_deleting_a_fact_keeps_the_rest_of_the_ledger_intact(files_memory):
     content = ledger.read_text()
     assert "- one " in content and "- three " in content and "- two " not in content
     assert "A note a person wrote by hand." in content
+
+
+def test_vectors_are_cached_on_disk_and_forgotten_with_the_facts(tmp_path, embedder):
+    from indexing.embeddings import CachedEmbedder
+    from memory_service.longterm.vector_cache import cache_path
+
+    first = FileSystemLongTermMemory(tmp_path / "ws", embedder)
+    ids = [r.id for r in first.record(ALICE, [Fact("Alice likes tea"), Fact("Alice rows")])]
+    first.retrieve(ALICE, "tea", 2)
+    cache = cache_path(first.paths(ALICE).root, embedder)
+    assert cache.exists()
+    first.close()
+
+    counting = CachedEmbedder(embedder)  # a fresh process: nothing in memory
+    restarted = FileSystemLongTermMemory(tmp_path / "ws", counting)
+    assert restarted.retrieve(ALICE, "tea", 1, mode="dense")[0].fact.text == "Alice likes tea"
+    assert counting.misses == 1  # only the query was embedded
+    restarted.delete(ALICE, [ids[0]])
+    assert not cache.exists()  # no vector of deleted text stays behind
+    restarted.retrieve(ALICE, "rowing", 1)
+    assert cache.exists()
+    restarted.forget(ALICE)
+    assert not cache.parent.exists()
+
+
+def test_symlinked_ledgers_are_never_read(tmp_path, files_memory):
+    bob = RuntimeContext("acme", "bob")
+    files_memory.record(bob, [Fact("Bob's bank PIN is 9911")])
+    [bob_ledger] = sorted(files_memory.paths(bob).ledger_dir.glob("*.md"))
+    outside = tmp_path / "outside.md"
+    outside.write_text("- Secret from outside the workspace\n")
+    files_memory.record(ALICE, [Fact("Alice likes tea")])
+    ledger_dir = files_memory.paths(ALICE).ledger_dir
+    (ledger_dir / "2020-01-01.md").symlink_to(bob_ledger)
+    (ledger_dir / "2020-01-02.md").symlink_to(outside)
+    files_memory.paths(ALICE).memory_md.symlink_to(outside)
+    _touch_later(ledger_dir / sorted(p.name for p in ledger_dir.glob("2026*.md"))[0])
+    texts = [f.text for f in files_memory.list(ALICE, include_inactive=True).items]
+    assert texts == ["Alice likes tea"]
+    for mode in ("hybrid", "bm25", "dense"):
+        got = files_memory.retrieve(ALICE, "bank PIN secret outside", 5, mode=mode)
+        assert [r.fact.text for r in got] in ([], ["Alice likes tea"])

@@ -112,6 +112,7 @@ def test_own_expiry_wins_and_consolidated_facts_stay():
 
 def test_consolidation_prompt_needs_exactly_two_placeholders():
     assert validate_consolidation_prompt("max %d tokens, %d chars")
+    assert validate_consolidation_prompt("keep 100%% of facts; %d tokens, %d chars")
     for bad in ("max %d tokens", "%d %d %d", "%d and %s and %d", "no placeholders"):
         with pytest.raises(ValueError, match="exactly two"):
             validate_consolidation_prompt(bad)

@@ -234,8 +234,8 @@ def test_symlinks_that_lead_out_are_refused(tools, alice_files, workspace, tmp_p
     os.symlink(bob.root, carol.ledger_dir)
     with pytest.raises(InvalidInputError):
         tools.memory_get(other, "memory/../MEMORY.md")
-    sources = [line for line in tools.memory_search(ALICE, SECRET).splitlines()]
-    assert not [line for line in sources if line.startswith("Source:") and SECRET in line]
+    lines = tools.memory_search(ALICE, SECRET).splitlines()
+    assert not [line for line in lines if line.startswith("Source:") and SECRET in line]
 
 
 def test_memory_save_writes_directly_without_a_model(tools, longterm, workspace):

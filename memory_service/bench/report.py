@@ -221,3 +221,49 @@ def _bars(axis, modes: list[str], series: dict[str, list], ylabel: str) -> None:
     axis.set_ylabel(ylabel)
     axis.grid(axis="y", alpha=0.3)
     axis.legend()
+
+
+def to_markdown(doc: dict) -> str:
+    """The recall tables as Markdown (for ``benchmarks/RESULTS.md``)."""
+    if doc["dataset"] == "scale":
+        lines = [
+            "| mode | in-process p50 ms | p95 ms | HTTP p50 ms | p95 ms | qps in-process |",
+            "|---|---|---|---|---|---|",
+        ]
+        for r in doc["results"]:
+            http = r.get("http_latency_ms") or {}
+            lines.append(
+                f"| {r['mode']} | {_ms(r['latency_ms']['p50'])} | {_ms(r['latency_ms']['p95'])}"
+                f" | {_ms(http.get('p50'))} | {_ms(http.get('p95'))} | {_rate(r.get('qps'))} |"
+            )
+        return "\n".join(lines) + "\n"
+    ks = [str(k) for k in doc["k"]]
+    head = [*(f"R@{k}" for k in ks), *(f"Rall@{k}" for k in ks), "MRR", "nDCG@10"]
+    head += ["p50 ms", "p95 ms", "ingest/s"]
+    lines = ["| mode | " + " | ".join(head) + " |", "|---" * (len(head) + 1) + "|"]
+    for r in doc["results"]:
+        cells = [_pct(r["recall"][k]) for k in ks] + [_pct(r["recall_all"][k]) for k in ks]
+        cells += [_pct(r["mrr"]), _pct(r["ndcg@10"]), _ms(r["latency_ms"]["p50"])]
+        cells += [_ms(r["latency_ms"]["p95"]), _rate(r["ingest_per_s"])]
+        lines.append(f"| {r['mode']} | " + " | ".join(cells) + " |")
+    if any("categories" in r for r in doc["results"]):
+        modes = [r["mode"] for r in doc["results"]]
+        lines += ["", f"Per category, recall@{'/'.join(ks)} (%):", ""]
+        lines += ["| category | n | " + " | ".join(modes) + " |", "|---" * (len(modes) + 2) + "|"]
+        for category in doc["categories"]:
+            cells = [r["categories"][category] for r in doc["results"]]
+            shown = ["/".join(_pct(c["recall"][k]) for k in ks) for c in cells]
+            lines.append(f"| {category} | {cells[0]['questions']} | " + " | ".join(shown) + " |")
+    if "legs" in doc:
+        first = next(iter(doc["legs"]["k"].values()))
+        extra = ["hybrid<best", "hybrid>best"] if "hybrid_below_best_leg" in first else []
+        head = ["k", "bm25>dense", "dense>bm25", "tie", "neither", "best-leg oracle R", *extra]
+        lines += ["", "Legs per question (counts of questions; oracle = better leg each time):", ""]
+        lines += ["| " + " | ".join(head) + " |", "|---" * len(head) + "|"]
+        for k, c in doc["legs"]["k"].items():
+            row = [k, c["bm25_better"], c["dense_better"], c["tie"], c["neither_leg_hits"]]
+            row.append(_pct(c["best_leg_oracle"]))
+            if extra:
+                row += [c["hybrid_below_best_leg"], c["hybrid_above_best_leg"]]
+            lines.append("| " + " | ".join(str(x) for x in row) + " |")
+    return "\n".join(lines) + "\n"

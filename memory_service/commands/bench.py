@@ -63,6 +63,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--limit-conversations", type=int, metavar="N", help="first N memories only")
     p.add_argument("--json", type=Path, metavar="OUT", help="write the results as JSON")
     p.add_argument("--plot", type=Path, metavar="OUT.png", help="write a PNG plot (matplotlib)")
+    p.add_argument("--markdown", type=Path, metavar="OUT.md", help="write the tables as Markdown")
     p.add_argument("--details", action="store_true", help="per-question results in the JSON")
     p.add_argument("--batch-size", type=int, default=64, help="facts per record() call")
     p.add_argument("--threshold", type=float, default=0.0, help="retrieve threshold (default 0)")
@@ -134,7 +135,7 @@ def run(args: argparse.Namespace) -> int:
     from memory_service.bench.backends import FreshBackends, with_backend
     from memory_service.bench.datasets import load_dataset
     from memory_service.bench.embedding import ColdQueryEmbedder
-    from memory_service.bench.report import print_report, write_json, write_plot
+    from memory_service.bench.report import print_report, to_markdown, write_json, write_plot
     from memory_service.config import load_settings
     from memory_service.services import build_embedder
 
@@ -208,6 +209,10 @@ def run(args: argparse.Namespace) -> int:
     if args.json:
         write_json(doc, args.json)
         print(f"wrote {args.json}")
+    if args.markdown:
+        args.markdown.parent.mkdir(parents=True, exist_ok=True)
+        args.markdown.write_text(to_markdown(doc), encoding="utf-8")
+        print(f"wrote {args.markdown}")
     if args.plot:
         write_plot(doc, args.plot)
         print(f"wrote {args.plot}")

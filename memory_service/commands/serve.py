@@ -35,8 +35,8 @@ def run(args: argparse.Namespace) -> int:
     if keys.created_dev_key:
         origin = f"{keys.path}, new development key for tenant 'default': {keys.created_dev_key}"
     print(
-        f"memory-service listening on http://{host}:{port} | long-term backend: "
-        f"{services.describe_backend()} ({settings.workspace.resolve()}) | API keys: {origin}",
+        f"memory-service listening on http://{host}:{port} | {services.describe_storage()} "
+        f"| API keys: {origin}",
         flush=True,
     )
     logging.getLogger("memory_service").info("docs at http://%s:%d/docs", host, port)
@@ -55,5 +55,4 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _interval_hours(settings) -> float:
-    memory = getattr(settings, "memory", None)
-    return float(getattr(memory, "maintenance_interval_hours", 6))
+    return float(settings.memory.maintenance_interval_hours)

@@ -37,6 +37,8 @@ from memory_service.longterm.retrieval import (
     legs_for_mode,
     validate_query,
 )
+from memory_service.longterm.vector_cache import cache_path as vector_cache_path
+from memory_service.longterm.vector_cache import embed_with_cache
 from memory_service.paths import UserPaths
 
 LEDGER_HEADER = "# Memory ledger {day}\n\n"
@@ -71,10 +73,12 @@ class _UserIndex:
             self._bm25 = BM25Index([tokenize(self.stored[i].fact.text) for i in self.recallable])
         return self._bm25
 
-    def matrix(self, embedder: Embedder) -> np.ndarray:
+    def matrix(self, embedder: Embedder, cache_file: Path) -> np.ndarray:
         if self._matrix is None:
-            texts = [self.stored[i].fact.text for i in self.recallable]
-            self._matrix = embedder.embed(texts)
+            facts = [self.stored[i].fact for i in self.recallable]
+            self._matrix = embed_with_cache(
+                cache_file, embedder, [f.content_hash for f in facts], [f.text for f in facts]
+            )
         return self._matrix
 
 
@@ -107,10 +111,12 @@ class FileSystemLongTermMemory:
         return FileLock(str(paths.lock_file), timeout=60)
 
     def _ledger_files(self, paths: UserPaths) -> list[Path]:
-        files = [paths.memory_md] if paths.memory_md.is_file() else []
-        if paths.ledger_dir.is_dir():
-            files += sorted(p for p in paths.ledger_dir.glob("*.md") if p.is_file())
-        return files
+        """MEMORY.md and the daily ledgers: regular files only. A symlink is never followed,
+        so a link planted in ``memory/`` cannot pull another user's file into recall."""
+        candidates = [paths.memory_md]
+        if paths.ledger_dir.is_dir() and not paths.ledger_dir.is_symlink():
+            candidates += sorted(paths.ledger_dir.glob("*.md"))
+        return [p for p in candidates if p.is_file() and not p.is_symlink()]
 
     @staticmethod
     def _stamp(path: Path) -> tuple[int, int]:
@@ -319,7 +325,8 @@ class FileSystemLongTermMemory:
             ]
         if "dense" in legs:
             query_vector = self._embedder.embed([query])[0]
-            sims = index.matrix(self._embedder) @ query_vector
+            cache_file = vector_cache_path(self.paths(ctx).root, self._embedder)
+            sims = index.matrix(self._embedder, cache_file) @ query_vector
             order = np.argsort(-sims, kind="stable")[:depth]
             leg_hits["dense"] = [
                 LegHit(f.id, float(sims[i]))
@@ -358,6 +365,8 @@ class FileSystemLongTermMemory:
                 present = found.intersection(f.id for f in parsed.facts)
                 if present:
                     self._rewrite(ctx, path, dict.fromkeys(present))
+            if found:  # the vector cache must not outlive the text it was computed from
+                vector_cache_path(self.paths(ctx).root, self._embedder).unlink(missing_ok=True)
             self._invalidate(ctx)
         return len(found)
 
@@ -449,8 +458,9 @@ class FileSystemLongTermMemory:
         with self._write_lock(ctx):
             count = len(self._index(ctx).stored)
             paths.memory_md.unlink(missing_ok=True)
-            if paths.ledger_dir.exists():
-                shutil.rmtree(paths.ledger_dir)
+            for derived in (paths.ledger_dir, vector_cache_path(paths.root, self._embedder).parent):
+                if derived.exists():
+                    shutil.rmtree(derived)
             fsync_dir(paths.root)
             self._invalidate(ctx)
         return count

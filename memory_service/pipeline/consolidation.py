@@ -75,7 +75,8 @@ class ConsolidationResult:
 
 def validate_consolidation_prompt(prompt: str) -> str:
     """A custom prompt must hold exactly two ``%d`` (max tokens, then max characters)."""
-    if prompt.count("%d") != 2 or re.search(r"%(?!d|%)", prompt):
+    placeholders = prompt.replace("%%", "")  # a literal percent sign is fine
+    if placeholders.count("%d") != 2 or re.search(r"%(?!d)", placeholders):
         raise ValueError(
             "consolidation_prompt must contain exactly two '%d' (max tokens, then max "
             "characters) and no other % placeholders (write %% for a literal %)"

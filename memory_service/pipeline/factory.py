@@ -2,29 +2,26 @@
 
 from __future__ import annotations
 
-from datetime import timedelta
-
 from memory_service.pipeline.consolidation import Consolidator
 from memory_service.pipeline.maintenance import MaintenanceSettings, MemoryMaintenance
 from memory_service.services import Services
 
 
 def build_maintenance(services: Services) -> MemoryMaintenance:
-    memory = getattr(services.settings, "memory", None)
-    settings = MaintenanceSettings()
-    max_tokens, prompt = 4000, None
-    if memory is not None:
-        settings = MaintenanceSettings(
-            min_gap=timedelta(minutes=memory.consolidation_min_gap_minutes),
-            daily_file_retention_days=memory.daily_file_retention_days,
-            session_retention_days=memory.session_retention_days,
-            near_duplicate_distance=memory.near_duplicate_distance,
-        )
-        max_tokens, prompt = memory.consolidation_max_tokens, memory.consolidation_prompt
-    consolidator = Consolidator(model=services.memory_model, max_tokens=max_tokens, prompt=prompt)
+    memory = services.settings.memory
+    consolidator = Consolidator(
+        model=services.memory_model,
+        max_tokens=memory.consolidation_max_tokens,
+        prompt=memory.consolidation_prompt,
+    )
     return MemoryMaintenance(
         longterm=services.longterm,
         workspace=services.settings.workspace,
         consolidator=consolidator,
-        settings=settings,
+        settings=MaintenanceSettings(
+            min_gap=memory.consolidation_min_gap,
+            daily_file_retention_days=memory.daily_file_retention_days,
+            session_retention_days=memory.session_retention_days,
+            near_duplicate_distance=memory.near_duplicate_distance,
+        ),
     )

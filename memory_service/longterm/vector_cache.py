@@ -1,0 +1,67 @@
+"""Embeddings of one user's facts kept on disk, keyed by content hash.
+
+The Markdown ledgers are the source of truth and the index is derived from them; but
+re-embedding every fact of every user after a restart costs seconds per thousand facts. This
+file (``<user>/.index/vectors-<model>.npz``) lets a restarted process skip that. It is only a
+cache: a missing, stale or unreadable file is rebuilt, and a fact whose text changed has a new
+hash and is embedded again.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import io
+import logging
+import zipfile
+from collections.abc import Sequence
+from pathlib import Path
+
+import numpy as np
+
+from indexing.embeddings import Embedder
+from memory_service.fsutil import ensure_dir, write_bytes_atomically
+
+log = logging.getLogger(__name__)
+
+
+def cache_path(user_root: Path, embedder: Embedder) -> Path:
+    model = hashlib.sha256(f"{embedder.name}:{embedder.dimension}".encode()).hexdigest()[:12]
+    return user_root / ".index" / f"vectors-{model}.npz"
+
+
+def _load(path: Path, dimension: int) -> dict[str, np.ndarray]:
+    try:
+        with np.load(path, allow_pickle=False) as data:
+            hashes, vectors = data["hashes"], data["vectors"]
+    except FileNotFoundError:
+        return {}
+    except (OSError, ValueError, KeyError, zipfile.BadZipFile) as exc:
+        log.warning("ignoring unreadable vector cache %s: %s", path, exc)
+        return {}
+    if vectors.ndim != 2 or vectors.shape[1] != dimension or len(hashes) != len(vectors):
+        return {}
+    return {str(h): v for h, v in zip(hashes, vectors, strict=True)}
+
+
+def embed_with_cache(
+    path: Path, embedder: Embedder, hashes: Sequence[str], texts: Sequence[str]
+) -> np.ndarray:
+    """Vectors for ``texts`` (one per row), reading and refreshing the cache file at ``path``.
+
+    The file is rewritten only when something had to be embedded, and then holds exactly the
+    facts asked for (deleted facts drop out)."""
+    known = _load(path, embedder.dimension)
+    missing = [i for i, h in enumerate(hashes) if h not in known]
+    if missing:
+        fresh = embedder.embed([texts[i] for i in missing])
+        for i, vector in zip(missing, fresh, strict=True):
+            known[hashes[i]] = vector
+    matrix = np.zeros((len(hashes), embedder.dimension), dtype=np.float32)
+    for i, h in enumerate(hashes):
+        matrix[i] = known[h]
+    if missing:
+        buffer = io.BytesIO()
+        np.savez(buffer, hashes=np.asarray(hashes, dtype="U64"), vectors=matrix)
+        ensure_dir(path.parent)
+        write_bytes_atomically(path, buffer.getvalue())
+    return matrix
