@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import logging
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from indexing.embeddings import CachedEmbedder, Embedder, SentenceTransformerEmbedder
 from memory_service.config import Settings
@@ -53,7 +53,6 @@ class Services:
     settings: Settings
     embedder: Embedder
     longterm: LongTermMemory
-    extras: dict[str, object] = field(default_factory=dict)
     chat_model: ChatModel | None = None  # None: no LLM configured
     memory_model: ChatModel | None = None  # flush/compaction model (shares chat_model's client)
     shortterm: ShortTermMemory | None = None
@@ -86,15 +85,19 @@ class Services:
 def build_services(settings: Settings, *, embedder: Embedder | None = None) -> Services:
     embedder = embedder or build_embedder(settings)
     services = Services(settings, embedder, build_longterm(settings, embedder))
-    services.chat_model = ChatModel.from_settings(settings.llm)
-    if services.chat_model is not None:
-        name = settings.llm.memory_model or settings.llm.model
-        services.memory_model = services.chat_model.with_model(name)
-    else:  # a memory model alone (no chat model) still serves compaction and flush
-        services.memory_model = ChatModel.from_settings(settings.llm, memory=True)
-    services.shortterm = build_shortterm(settings, services.memory_model)
-    services.flush = MemoryFlushManager(
-        services.longterm, services.memory_model, settings.workspace, config=settings.memory
-    )
-    services.shortterm.set_flush(services.flush)  # before compaction and on overflow
+    try:
+        services.chat_model = ChatModel.from_settings(settings.llm)
+        if services.chat_model is not None:
+            name = settings.llm.memory_model or settings.llm.model
+            services.memory_model = services.chat_model.with_model(name)
+        else:  # a memory model alone (no chat model) still serves compaction and flush
+            services.memory_model = ChatModel.from_settings(settings.llm, memory=True)
+        services.shortterm = build_shortterm(settings, services.memory_model)
+        services.flush = MemoryFlushManager(
+            services.longterm, services.memory_model, settings.workspace, config=settings.memory
+        )
+        services.shortterm.set_flush(services.flush)  # before compaction and on overflow
+    except BaseException:
+        services.close()  # e.g. PostgreSQL unreachable: release the Qdrant Edge folder too
+        raise
     return services

@@ -19,6 +19,7 @@ from statistics import mean
 import pytest
 
 from indexing.bm25 import BM25Index
+from indexing.lexical import lexical_terms
 from indexing.sparse import AVG_DOC_LEN, K1, B, document_vector, query_vector, term_id
 from indexing.tokenize import tokenize
 from memory_service.context import RuntimeContext
@@ -170,7 +171,13 @@ def test_sparse_leg_ranks_exactly_like_rank_bm25(qdrant_memory):
     # Another tenant's words must not move this user's scores: IDF is per user.
     noise = [f"zephyr anchor quartz note {i}" for i in range(30)]
     qdrant_memory.record(RuntimeContext("other-tenant", "reader"), [Fact(t) for t in noise])
-    reference = BM25Index([tokenize(d) for d in docs])
+    # the reference indexes what the backend indexes: the text, and its day when date_terms
+    # (every document then has DATE_TERMS more terms; the sparse vectors' average counts them)
+    with_date = qdrant_memory.retrieval.date_terms
+    created = [T0 + timedelta(minutes=i) for i in range(len(docs))]  # as _record stamps them
+    reference = BM25Index(
+        [lexical_terms(d, t, with_date=with_date) for d, t in zip(docs, created, strict=True)]
+    )
     rng = random.Random(11)
     queries = [" ".join(rng.sample(VOCABULARY, rng.randint(1, 3))) for _ in range(12)]
     queries += ["violin violin garden", "zephyr", "anchor anchor anchor quartz"]

@@ -108,41 +108,63 @@ class IsolationRun:
 
     # -- seeding --------------------------------------------------------------------------
 
-    def seed(self, facts_per_user: int) -> None:
-        for tenant in self.tenants:
-            for user in self.users:
-                owner = (tenant, user)
-                texts = [
-                    f"{sentence(self.rng, self.rng.randint(4, 9))} {self._token('f', owner)}"
-                    for _ in range(facts_per_user)
-                ]
-                texts += list(COMMON_TEXTS)  # the same text in every user: one id per owner
-                body = {"user_id": user, "facts": [{"text": t} for t in texts]}
-                response = self.client.post("/v1/memories", json=body, headers=self._auth(tenant))
-                _expect(response, 200)
-                results = response.json()["results"]
-                if any(r["status"] != "created" for r in results):
-                    raise AssertionError(f"a new fact of {owner} was not created: {results}")
-                ids = [r["id"] for r in results]
-                self.ids_of[owner] = ids
-                self.owner_of_id.update(dict.fromkeys(ids, owner))
-                messages = [
-                    {"role": "user", "content": f"{sentence(self.rng)} {self._token('m', owner)}"}
-                    for _ in range(2)
-                ]
-                response = self.client.post(
-                    "/v1/sessions/s1/messages",
-                    json={"user_id": user, "messages": messages},
-                    headers=self._auth(tenant),
-                )
-                _expect(response, 200)
-        for tenant in self.tenants:  # MEMORY.md for everyone (deterministic consolidation)
+    def seed(self, facts_per_user: int, *, consolidated_tenants: int | None = None) -> None:
+        """Facts and session messages for every user; MEMORY.md for the users of the first
+        ``consolidated_tenants`` tenants (all: None), then one more fact each, which only
+        recall can bring into a chat prompt (MEMORY.md already holds the others)."""
+        planned = {
+            (tenant, user): [
+                f"{sentence(self.rng, self.rng.randint(4, 9))} {self._token('f', (tenant, user))}"
+                for _ in range(facts_per_user)
+            ]
+            + list(COMMON_TEXTS)  # the same text in every user: one id per owner
+            for tenant in self.tenants
+            for user in self.users
+        }
+        later = {owner: f"{sentence(self.rng, 6)} {self._token('f', owner)}" for owner in planned}
+        # one big batch warms the embedding cache: the same vectors, far fewer model calls
+        everything = {t for texts in planned.values() for t in texts} | set(later.values())
+        self.services.embedder.embed(sorted(everything))
+        for (tenant, user), texts in planned.items():
+            owner = (tenant, user)
+            body = {"user_id": user, "facts": [{"text": t} for t in texts]}
+            response = self.client.post("/v1/memories", json=body, headers=self._auth(tenant))
+            _expect(response, 200)
+            results = response.json()["results"]
+            if any(r["status"] != "created" for r in results):
+                raise AssertionError(f"a new fact of {owner} was not created: {results}")
+            ids = [r["id"] for r in results]
+            self.ids_of[owner] = ids
+            self.owner_of_id.update(dict.fromkeys(ids, owner))
+            messages = [
+                {"role": "user", "content": f"{sentence(self.rng)} {self._token('m', owner)}"}
+                for _ in range(2)
+            ]
+            response = self.client.post(
+                "/v1/sessions/s1/messages",
+                json={"user_id": user, "messages": messages},
+                headers=self._auth(tenant),
+            )
+            _expect(response, 200)
+        for tenant in self.tenants[:consolidated_tenants]:  # the prompt and memory_get read it
             response = self.client.post(
                 "/v1/maintenance/run",
                 json={"force": True},
                 headers={"Authorization": f"Bearer {self.admin_keys[tenant]}"},
             )
             _expect(response, 200)
+            reports = response.json()["reports"]
+            if len(reports) != len(self.users) or not all(
+                (r["consolidation"] or {}).get("written") for r in reports
+            ):
+                raise AssertionError(f"maintenance of {tenant} did not write MEMORY.md: {reports}")
+        for (tenant, user), text in later.items():
+            body = {"user_id": user, "facts": [{"text": text}]}
+            response = self.client.post("/v1/memories", json=body, headers=self._auth(tenant))
+            _expect(response, 200)
+            fid = response.json()["results"][0]["id"]
+            self.ids_of[(tenant, user)].append(fid)
+            self.owner_of_id[fid] = (tenant, user)
 
     # -- read paths -----------------------------------------------------------------------
 
@@ -221,15 +243,16 @@ class IsolationRun:
         ids = re.findall(r"\(id=([0-9a-f-]{36})", text)
         owners = self._owners_in(text) + [self.owner_of_id.get(i) for i in ids]
         self.tally.check("tool_memory_search", owner, owners, "memory line")
-        path = self.rng.choice(["MEMORY.md", *self._ledgers(owner)])
+        path = self.rng.choice(self._memory_files(owner))
         text = self.tools.memory_get(ctx, path)
         self.tally.check("tool_memory_get", owner, self._owners_in(text), "memory line")
         text = self.tools.session_search(ctx, self.rng.choice(WORDS))
         self.tally.check("tool_session_search", owner, self._owners_in(text), "message")
 
-    def _ledgers(self, owner: Owner) -> list[str]:
+    def _memory_files(self, owner: Owner) -> list[str]:
         folder = self.services.settings.workspace / "tenants" / owner[0] / "users" / owner[1]
-        return [f"memory/{p.name}" for p in sorted((folder / "memory").glob("*.md"))]
+        found = ["MEMORY.md"] if (folder / "MEMORY.md").is_file() else []
+        return found + [f"memory/{p.name}" for p in sorted((folder / "memory").glob("*.md"))]
 
     def sessions(self, owner: Owner) -> None:
         body = {"user_id": owner[1], "query": " ".join(self.rng.sample(WORDS, 2)), "limit": 50}
@@ -264,7 +287,9 @@ class IsolationRun:
                 self.tally.leaks["export"] += 1
                 self.tally.samples.append(f"export of {tenant}: {record['id']} of {owner}")
 
-    def run_queries(self, count: int, prompts: Callable[[], str] | None) -> None:
+    def run_queries(
+        self, count: int, prompts: Callable[[], str] | None, *, chat_share: float = 0.1
+    ) -> None:
         paths: list[tuple[str, Callable[[Owner], None]]] = [
             ("hybrid", lambda o: self.search(o, "hybrid")),
             ("bm25", lambda o: self.search(o, "bm25")),
@@ -276,14 +301,15 @@ class IsolationRun:
             ("tools", self.memory_tools),
             ("sessions", self.sessions),
         ]
-        if self.chat_enabled and prompts is not None:
-            paths.append(("chat", lambda o: self.chat(o, prompts)))
         owners = list(self.ids_of)
         for number in range(count):
             if number % 500 == 0:
                 self.export(self.rng.choice(self.tenants))
-            _, run = self.rng.choice(paths)
-            run(self.rng.choice(owners))
+            owner = self.rng.choice(owners)
+            if self.chat_enabled and prompts is not None and self.rng.random() < chat_share:
+                self.chat(owner, prompts)  # the slowest path (two model round trips)
+            else:
+                self.rng.choice(paths)[1](owner)
 
 
 def _expect(response, status: int) -> None:
@@ -305,6 +331,8 @@ def run_isolation(
     queries: int = 10_000,
     seed: int = 11,
     embedder=None,
+    consolidated_tenants: int | None = None,
+    chat_share: float = 0.1,
     log=print,
 ) -> dict[str, Any]:
     """Services from Settings (files backend), the in-process API, the loopback LLM."""
@@ -332,10 +360,12 @@ def run_isolation(
             with TestClient(create_app(services, ApiKeyRing(ring))) as client:
                 run = IsolationRun(client, services, user_keys, admin_keys, users=users, seed=seed)
                 began = time.perf_counter()
-                run.seed(facts)
+                run.seed(facts, consolidated_tenants=consolidated_tenants)
                 seeded = time.perf_counter() - began
                 began = time.perf_counter()
-                run.run_queries(queries, lambda: llm.chat_requests[-1].prompt_text)
+                run.run_queries(
+                    queries, lambda: llm.chat_requests[-1].prompt_text, chat_share=chat_share
+                )
                 queried = time.perf_counter() - began
         finally:
             services.close()
@@ -354,8 +384,12 @@ def run_isolation(
 
 
 def echo_responder(request):
-    """The loopback model: NO_REPLY to flushes, an echo of the user's message to chats."""
+    """The loopback model: NO_REPLY to flushes, the given facts as MEMORY.md to
+    consolidations, a summary to compactions, an echo of the user's message to chats."""
+    from memory_service.pipeline.consolidation import DEFAULT_CONSOLIDATION_PROMPT
     from tests.chat_script import FLUSH_MARK, SUMMARY_MARK, SUMMARY_REPLY
+
+    CONSOLIDATION_MARK = DEFAULT_CONSOLIDATION_PROMPT.splitlines()[0]  # noqa: N806
     from tests.llm_server import text
 
     system = next((m.get("content") or "" for m in request.messages if m["role"] == "system"), "")
@@ -363,6 +397,10 @@ def echo_responder(request):
         return text("NO_REPLY")
     if SUMMARY_MARK in system:
         return text(SUMMARY_REPLY)
+    if CONSOLIDATION_MARK in system:  # MEMORY.md: the facts it was given, one bullet each
+        given = request.messages[-1].get("content") or ""
+        bullets = [line for line in given.split("\n") if line.startswith("- ")]
+        return text("# Memory\n\n" + "\n".join(bullets or ["- (nothing yet)"]))
     last = next(
         (m.get("content") or "" for m in reversed(request.messages) if m["role"] == "user"), ""
     )

@@ -6,7 +6,7 @@ from typing import Annotated
 
 from pydantic import AfterValidator, BaseModel, Field
 
-from memory_service.api.schemas import SessionId, UserId, _max_bytes, _Strict
+from memory_service.api.schemas import SessionId, Strict, UserId, max_bytes
 from memory_service.api.session_schemas import CompactionOut
 
 MAX_MESSAGE_BYTES = 64 * 1024
@@ -14,11 +14,11 @@ MAX_MESSAGE_BYTES = 64 * 1024
 Message = Annotated[
     str,
     Field(min_length=1, description="what the user says"),
-    AfterValidator(_max_bytes(MAX_MESSAGE_BYTES)),
+    AfterValidator(max_bytes(MAX_MESSAGE_BYTES)),
 ]
 
 
-class ChatRequest(_Strict):
+class ChatRequest(Strict):
     user_id: UserId
     session_id: SessionId
     message: Message

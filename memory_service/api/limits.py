@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
@@ -38,9 +39,20 @@ class BodySizeLimit:
                     raise _TooLarge
             return message
 
-        try:
-            await self.app(scope, limited_receive, send)
-        except _TooLarge:
+        started = False
+
+        async def guarded_send(message: Message) -> None:
+            # FastAPI turns an exception raised while it reads the body into its own 400
+            # ("error parsing the body"); a body refused here answers 413, not that.
+            nonlocal started
+            if refused:
+                return
+            started = started or message["type"] == "http.response.start"
+            await send(message)
+
+        with contextlib.suppress(_TooLarge):  # answered below
+            await self.app(scope, limited_receive, guarded_send)
+        if refused and not started:
             await self._refuse(send)
 
     async def _refuse(self, send: Send) -> None:

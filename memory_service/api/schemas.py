@@ -14,7 +14,7 @@ MAX_FACTS_PER_REQUEST = 1000
 MAX_QUERY_BYTES = 4096
 
 
-def _max_bytes(limit: int):
+def max_bytes(limit: int):
     def check(value: str) -> str:
         if len(value.encode("utf-8")) > limit:
             raise ValueError(f"must be at most {limit} bytes of UTF-8")
@@ -33,17 +33,19 @@ def _id_of(what: str):
 
 UserId = Annotated[str, AfterValidator(_id_of("user_id"))]
 SessionId = Annotated[str, AfterValidator(_id_of("session_id"))]
-FactText = Annotated[str, Field(min_length=1), AfterValidator(_max_bytes(MAX_TEXT_BYTES))]
-Query = Annotated[str, Field(min_length=1), AfterValidator(_max_bytes(MAX_QUERY_BYTES))]
+FactText = Annotated[str, Field(min_length=1), AfterValidator(max_bytes(MAX_TEXT_BYTES))]
+Query = Annotated[str, Field(min_length=1), AfterValidator(max_bytes(MAX_QUERY_BYTES))]
 Kind = Literal["fact", "preference", "event", "procedure"]
 Mode = Literal["hybrid", "bm25", "dense"]
 
 
-class _Strict(BaseModel):
+class Strict(BaseModel):
+    """Unknown fields are refused: a typo (or a ``tenant_id``) is a 422, not ignored."""
+
     model_config = ConfigDict(extra="forbid")
 
 
-class FactIn(_Strict):
+class FactIn(Strict):
     text: FactText
     key: Annotated[str, Field(min_length=1, max_length=MAX_KEY_CHARS)] | None = None
     kind: Kind = "fact"
@@ -70,7 +72,7 @@ class FactIn(_Strict):
         )
 
 
-class RecordRequest(_Strict):
+class RecordRequest(Strict):
     user_id: UserId
     session_id: SessionId | None = None
     facts: Annotated[list[FactIn], Field(min_length=1, max_length=MAX_FACTS_PER_REQUEST)]
@@ -86,7 +88,7 @@ class RecordResponse(BaseModel):
     results: list[RecordResultOut]
 
 
-class SearchRequest(_Strict):
+class SearchRequest(Strict):
     user_id: UserId
     query: Query
     top_k: Annotated[int, Field(ge=1, le=100)] = 5

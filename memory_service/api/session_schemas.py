@@ -5,9 +5,9 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Annotated, Any, Literal
 
-from pydantic import AfterValidator, BaseModel, ConfigDict, Field, model_validator
+from pydantic import AfterValidator, BaseModel, Field, model_validator
 
-from memory_service.api.schemas import UserId
+from memory_service.api.schemas import Strict, UserId, max_bytes
 from memory_service.messages import Msg, ToolCall
 from memory_service.shortterm.compaction import CompactionResult
 from memory_service.shortterm.session_log import SessionHit
@@ -19,35 +19,22 @@ MAX_MESSAGE_BYTES = 1024 * 1024
 MAX_TOOL_CALLS = 128
 
 
-def _max_bytes(limit: int):
-    def check(value: str) -> str:
-        if len(value.encode("utf-8")) > limit:
-            raise ValueError(f"must be at most {limit} bytes of UTF-8")
-        return value
-
-    return check
-
-
-Content = Annotated[str, AfterValidator(_max_bytes(MAX_MESSAGE_BYTES))]
+Content = Annotated[str, AfterValidator(max_bytes(MAX_MESSAGE_BYTES))]
 ShortText = Annotated[str, Field(min_length=1, max_length=256)]
 
 
-class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-
-
-class FunctionCallIn(_Strict):
+class FunctionCallIn(Strict):
     name: ShortText
-    arguments: Annotated[str, AfterValidator(_max_bytes(MAX_MESSAGE_BYTES))] = "{}"
+    arguments: Annotated[str, AfterValidator(max_bytes(MAX_MESSAGE_BYTES))] = "{}"
 
 
-class ToolCallIn(_Strict):
+class ToolCallIn(Strict):
     id: ShortText
     type: Literal["function"] = "function"
     function: FunctionCallIn
 
 
-class MessageIn(_Strict):
+class MessageIn(Strict):
     """A message in OpenAI's chat format; ``mark: "hint"`` flags guidance for the model."""
 
     role: Literal["system", "user", "assistant", "tool"]
@@ -84,7 +71,7 @@ class MessageIn(_Strict):
         )
 
 
-class AppendRequest(_Strict):
+class AppendRequest(Strict):
     user_id: UserId
     messages: Annotated[list[MessageIn], Field(min_length=1, max_length=MAX_MESSAGES_PER_APPEND)]
     expected_version: Annotated[int, Field(ge=0)] | None = Field(
@@ -93,13 +80,13 @@ class AppendRequest(_Strict):
     compact: bool = Field(True, description="run the compaction check after appending")
 
 
-class CompactRequest(_Strict):
+class CompactRequest(Strict):
     user_id: UserId
     expected_version: Annotated[int, Field(ge=0)] | None = None
     keep_last: Annotated[int, Field(ge=0, le=1000)] | None = None
 
 
-class SessionSearchRequest(_Strict):
+class SessionSearchRequest(Strict):
     user_id: UserId
     query: Annotated[str, Field(min_length=1, max_length=4096)]
     limit: Annotated[int, Field(ge=1, le=100)] = 10

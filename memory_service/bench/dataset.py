@@ -31,9 +31,16 @@ class MemoryItem:
     key: str | None = None
     kind: str = "fact"
     created_at: datetime | None = None
+    session_id: str | None = None  # the conversation session it was said in, as a client records
 
     def to_fact(self) -> Fact:
-        return Fact(self.text, key=self.key, kind=self.kind, created_at=self.created_at)
+        return Fact(
+            self.text,
+            key=self.key,
+            kind=self.kind,
+            created_at=self.created_at,
+            session_id=self.session_id,
+        )
 
 
 @dataclass(frozen=True, slots=True)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import os
 import sys
 import time
 from typing import TextIO
@@ -34,7 +35,15 @@ class Progress:
         if enabled and stream.isatty():
             from tqdm import tqdm
 
-            self._bar = tqdm(total=self.total, desc=description, file=stream, dynamic_ncols=True)
+            sized = _has_width(stream)  # a pty without a size (CI, `script`) reports 0 columns
+            self._bar = tqdm(
+                total=self.total,
+                desc=description,
+                file=stream,
+                dynamic_ncols=sized,
+                ncols=None if sized else 100,
+                nrows=None if sized else 40,  # tqdm hides bars past row 0 of a 0-row pty
+            )
 
     def stage(self, name: str) -> None:
         self._stage = name
@@ -66,3 +75,10 @@ class Progress:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+def _has_width(stream: TextIO) -> bool:
+    try:
+        return os.get_terminal_size(stream.fileno()).columns > 0
+    except (OSError, ValueError):
+        return False

@@ -130,7 +130,7 @@ def print_scale(doc: dict, out: TextIO) -> None:
         f"{doc['users']:,} users | {doc['queries']} queries per mode and path",
         file=out,
     )
-    header = ["mode", "in-process p50", "p95", "HTTP p50", "p95", "qps (in-process)"]
+    header = ["mode", "in-process p50", "p95", "HTTP p50", "p95", "serial qps", "HTTP qps"]
     rows = []
     for r in doc["results"]:
         http = r.get("http_latency_ms") or {}
@@ -142,6 +142,7 @@ def print_scale(doc: dict, out: TextIO) -> None:
                 _ms(http.get("p50")),
                 _ms(http.get("p95")),
                 _rate(r.get("qps")),
+                _rate(r.get("http_qps")),
             ]
         )
     _table(header, rows, out)
@@ -153,6 +154,8 @@ def print_scale(doc: dict, out: TextIO) -> None:
         f"{doc['peak_rss_mb']:,.0f} MB; wall {doc['wall_s']:.0f} s",
         file=out,
     )
+    if doc.get("http_error"):
+        print(f"HTTP measurement failed: {doc['http_error']}", file=out)
 
 
 def print_report(doc: dict, out: TextIO) -> None:
@@ -227,14 +230,15 @@ def to_markdown(doc: dict) -> str:
     """The recall tables as Markdown (for ``benchmarks/RESULTS.md``)."""
     if doc["dataset"] == "scale":
         lines = [
-            "| mode | in-process p50 ms | p95 ms | HTTP p50 ms | p95 ms | qps in-process |",
-            "|---|---|---|---|---|---|",
+            "| mode | in-process p50 ms | p95 ms | HTTP p50 ms | p95 ms | serial qps | HTTP qps |",
+            "|---|---|---|---|---|---|---|",
         ]
         for r in doc["results"]:
             http = r.get("http_latency_ms") or {}
             lines.append(
                 f"| {r['mode']} | {_ms(r['latency_ms']['p50'])} | {_ms(r['latency_ms']['p95'])}"
-                f" | {_ms(http.get('p50'))} | {_ms(http.get('p95'))} | {_rate(r.get('qps'))} |"
+                f" | {_ms(http.get('p50'))} | {_ms(http.get('p95'))} | {_rate(r.get('qps'))}"
+                f" | {_rate(r.get('http_qps'))} |"
             )
         return "\n".join(lines) + "\n"
     ks = [str(k) for k in doc["k"]]

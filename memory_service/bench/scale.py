@@ -3,16 +3,20 @@ over HTTP, record throughput and peak memory.
 
 Facts come from the synthetic bank with dates to keep them distinct; queries are questions
 about each user's slot facts, sampled with a fixed seed. The first query per user is timed on
-its own (it builds that user's index); the latency figures after it are steady state.
+its own (it builds that user's index); the latency figures after it are steady state, each
+query asked in every mode in-process and over HTTP, interleaved. ``qps`` is serial: one caller,
+1000 / mean latency.
 """
 
 from __future__ import annotations
 
+import logging
 import random
 import resource
 import tempfile
 import time
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import ExitStack, contextmanager
 from pathlib import Path
 
 from memory_service.bench import metrics
@@ -27,6 +31,8 @@ from memory_service.config import Settings
 from memory_service.context import RuntimeContext
 from memory_service.errors import MemoryServiceError
 from memory_service.facts import Fact
+
+log = logging.getLogger("memory_service.bench")
 
 
 def peak_rss_mb() -> float:
@@ -43,13 +49,12 @@ def _counts(facts: int, users: int) -> list[int]:
     return [base + (1 if i < extra else 0) for i in range(users)]
 
 
-def _latency(values: Sequence[float], seconds: float) -> tuple[dict, float | None]:
-    summary = {
+def _latency(values: Sequence[float]) -> dict:
+    return {
         "p50": metrics.percentile(values, 50),
         "p95": metrics.percentile(values, 95),
         "mean": metrics.mean(values),
     }
-    return summary, (len(values) / seconds if seconds > 0 else None)
 
 
 def _record(services, counts: list[int], batch_size: int, seed: int, show: bool):
@@ -69,27 +74,60 @@ def _record(services, counts: list[int], batch_size: int, seed: int, show: bool)
     return questions, record_s
 
 
-def _in_process(services, pairs, mode: str, top_k: int) -> tuple[dict, float | None]:
-    values = []
-    began = time.perf_counter()
-    for user, query in pairs:
-        t0 = time.perf_counter()
-        services.longterm.retrieve(_user(user), query, top_k, mode=mode)
-        values.append(1000.0 * (time.perf_counter() - t0))
-    return _latency(values, time.perf_counter() - began)
+def _first_queries(services, users: int, modes: Sequence[str], show: bool) -> list[float]:
+    """Per user, the first retrieve in every mode: this builds the user's index."""
+    first = []
+    with Progress(users, "scale: first query per user", enabled=show) as bar:
+        for user in range(users):
+            t0 = time.perf_counter()
+            for mode in modes:
+                services.longterm.retrieve(_user(user), WARM_UP_QUERY, 1, mode=mode)
+            first.append(1000.0 * (time.perf_counter() - t0))
+            bar.update()
+    return first
 
 
-def _over_http(client, pairs, mode: str, top_k: int) -> tuple[dict, float | None]:
-    values = []
-    began = time.perf_counter()
-    for user, query in pairs:
-        body = {"user_id": _user(user).user_id, "query": query, "top_k": top_k, "mode": mode}
-        t0 = time.perf_counter()
-        response = client.post("/v1/memories/search", json=body)
-        values.append(1000.0 * (time.perf_counter() - t0))
-        if response.status_code != 200:
-            raise MemoryServiceError(f"HTTP search failed: {response.status_code} {response.text}")
-    return _latency(values, time.perf_counter() - began)
+def _search_over_http(client, user: int, query: str, mode: str, top_k: int) -> None:
+    body = {"user_id": _user(user).user_id, "query": query, "top_k": top_k, "mode": mode}
+    response = client.post("/v1/memories/search", json=body)
+    if response.status_code != 200:
+        raise MemoryServiceError(f"HTTP search failed: {response.status_code} {response.text}")
+
+
+def _measure(services, client, pairs, modes, top_k: int, show: bool) -> tuple[dict, str | None]:
+    """Each query in every mode, in-process then over HTTP, interleaved: load from elsewhere
+    on the machine then skews every mode and path alike instead of whichever ran last."""
+    timings: dict[tuple[str, str], list[float]] = {}
+    http_error = None
+    with Progress(len(pairs), "scale: queries", enabled=show) as bar:
+        for user, query in pairs:
+            for mode in modes:
+                t0 = time.perf_counter()
+                services.longterm.retrieve(_user(user), query, top_k, mode=mode)
+                timings.setdefault(("in_process", mode), []).append(
+                    1000.0 * (time.perf_counter() - t0)
+                )
+                if client is None:
+                    continue
+                t0 = time.perf_counter()
+                try:
+                    _search_over_http(client, user, query, mode, top_k)
+                except Exception as exc:  # keep the in-process figures of a long run
+                    log.exception("scale: HTTP measurement failed; going on in-process only")
+                    http_error, client = f"{type(exc).__name__}: {exc}", None
+                    continue
+                timings.setdefault(("http", mode), []).append(1000.0 * (time.perf_counter() - t0))
+            bar.update()
+    results = []
+    for mode in modes:
+        in_process = timings.get(("in_process", mode), [])
+        result = {"mode": mode, "latency_ms": _latency(in_process)}
+        result["qps"] = 1000.0 * len(in_process) / sum(in_process) if in_process else None
+        if http_error is None and (over_http := timings.get(("http", mode))):
+            result["http_latency_ms"] = _latency(over_http)
+            result["http_qps"] = 1000.0 * len(over_http) / sum(over_http)
+        results.append(result)
+    return results, http_error
 
 
 def run_scale(
@@ -112,6 +150,9 @@ def run_scale(
         raise BenchInputError("--scale N needs N >= 1 and 1 <= --users <= N")
     from memory_service.services import build_services
 
+    if http:  # fail now, not after an hour of ingest, if the app cannot be imported
+        from memory_service.api import create_app  # noqa: F401
+
     started = time.perf_counter()
     if workdir is not None:
         workdir.mkdir(parents=True, exist_ok=True)
@@ -128,23 +169,20 @@ def run_scale(
                 if questions[user]
             ]
             embedder.mark_queries(query for _, query in pairs)
-            first = []
-            with Progress(users, "scale: first query per user", enabled=show_progress) as bar:
-                for user in range(users):
-                    t0 = time.perf_counter()
-                    for mode in modes:
-                        services.longterm.retrieve(_user(user), WARM_UP_QUERY, 1, mode=mode)
-                    first.append(1000.0 * (time.perf_counter() - t0))
-                    bar.update()
-            results = []
-            for mode in modes:
-                latency, qps = _in_process(services, pairs, mode, top_k)
-                results.append({"mode": mode, "latency_ms": latency, "qps": qps})
-            if http:
-                _measure_http(services, Path(tmp), pairs, modes, top_k, results)
+            first = _first_queries(services, users, modes, show_progress)
+            with ExitStack() as stack:
+                client, http_error = None, None
+                if http:
+                    try:
+                        client = stack.enter_context(_http_client(services, Path(tmp)))
+                    except Exception as exc:  # keep the in-process figures of a long run
+                        log.exception("scale: the HTTP server did not come up")
+                        http_error = f"{type(exc).__name__}: {exc}"
+                results, failed = _measure(services, client, pairs, modes, top_k, show_progress)
+                http_error = http_error or failed
         finally:
             services.close()
-    return {
+    doc = {
         "dataset": "scale",
         "facts": facts,
         "users": users,
@@ -164,9 +202,14 @@ def run_scale(
         "peak_rss_mb": peak_rss_mb(),
         "wall_s": time.perf_counter() - started,
     }
+    if http_error:
+        doc["http_error"] = http_error
+    return doc
 
 
-def _measure_http(services, tmp: Path, pairs, modes, top_k: int, results: list[dict]) -> None:
+@contextmanager
+def _http_client(services, tmp: Path) -> Iterator:
+    """An httpx client on the real app, served on loopback with a temporary API key file."""
     import httpx
 
     from memory_service.api import create_app
@@ -181,7 +224,4 @@ def _measure_http(services, tmp: Path, pairs, modes, top_k: int, results: list[d
         httpx.Client(base_url=base_url, headers=headers, timeout=60) as client,
     ):
         client.get("/healthz").raise_for_status()
-        for result in results:
-            latency, qps = _over_http(client, pairs, result["mode"], top_k)
-            result["http_latency_ms"] = latency
-            result["http_qps"] = qps
+        yield client

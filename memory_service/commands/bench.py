@@ -8,6 +8,7 @@ measures latency in-process and over HTTP. See ``benchmarks/README.md``.
 from __future__ import annotations
 
 import argparse
+import os
 import platform
 import sys
 from datetime import UTC, datetime
@@ -116,9 +117,14 @@ def command_line(args: argparse.Namespace) -> str:
     return " ".join(parts)
 
 
-def _environment(embedder_name: str) -> dict:
-    import os
+def _load_average() -> list[float] | None:
+    try:
+        return [round(x, 2) for x in os.getloadavg()]
+    except OSError:  # pragma: no cover - not on every platform
+        return None
 
+
+def _environment(embedder_name: str, load_at_start: list[float] | None) -> dict:
     import torch
 
     return {
@@ -128,14 +134,15 @@ def _environment(embedder_name: str) -> dict:
         "torch": torch.__version__,
         "torch_threads": torch.get_num_threads(),
         "embedder": embedder_name,
+        "load_average_start": load_at_start,  # other work on the machine skews latency
+        "load_average_end": _load_average(),
     }
 
 
 def run(args: argparse.Namespace) -> int:
-    from memory_service.bench.backends import FreshBackends, with_backend
+    from memory_service.bench.backends import with_backend
     from memory_service.bench.datasets import load_dataset
     from memory_service.bench.embedding import ColdQueryEmbedder
-    from memory_service.bench.report import print_report, to_markdown, write_json, write_plot
     from memory_service.config import load_settings
     from memory_service.services import build_embedder
 
@@ -153,49 +160,15 @@ def run(args: argparse.Namespace) -> int:
             turn_text=args.turn_text,
         ).limited(args.limit_conversations)
     began = datetime.now(UTC)
+    load_at_start = _load_average()
     cache = max(settings.embedding.cache_entries, (args.scale or 0) + 1000)
     uncached = settings.embedding.model_copy(update={"cache_entries": 0})
     raw = build_embedder(settings.model_copy(update={"embedding": uncached}))
     embedder = ColdQueryEmbedder(raw, max_entries=cache)
-    show = not args.no_progress
     if dataset is None:
-        from memory_service.bench.scale import run_scale
-
-        doc = run_scale(
-            settings,
-            embedder,
-            facts=args.scale,
-            users=args.users or min(DEFAULT_SCALE_USERS, args.scale),
-            modes=args.modes,
-            queries=args.queries,
-            top_k=args.top_k,
-            batch_size=args.batch_size,
-            http=not args.no_http,
-            workdir=args.workdir,
-            seed=args.seed,
-            show_progress=show,
-        )
+        doc = _scale(args, settings, embedder)
     else:
-        from memory_service.bench.runner import run as run_recall
-        from memory_service.bench.scale import peak_rss_mb
-        from memory_service.bench.summary import summarise
-
-        backends = FreshBackends(settings, embedder, args.workdir)
-        result = run_recall(
-            dataset,
-            backends,
-            modes=args.modes,
-            ks=args.k,
-            batch_size=args.batch_size,
-            threshold=args.threshold,
-            show_progress=show,
-        )
-        doc = summarise(result, args.k, details=args.details)
-        doc["peak_rss_mb"] = peak_rss_mb()
-        if args.path:
-            doc["path"] = str(args.path)
-        if dataset.name == "locomo" and dataset.unit == "turns":
-            doc["turn_text"] = args.turn_text
+        doc = _recall(args, settings, embedder, dataset)
     doc = {
         **{k: doc[k] for k in ("dataset", "unit") if k in doc},
         "backend": settings.longterm.backend,
@@ -203,8 +176,59 @@ def run(args: argparse.Namespace) -> int:
         **doc,
         "command": command_line(args),
         "started_at": began.isoformat(timespec="seconds"),
-        "environment": _environment(embedder.name),
+        "environment": _environment(embedder.name, load_at_start),
     }
+    _write(doc, args)
+    return 0
+
+
+def _scale(args: argparse.Namespace, settings, embedder) -> dict:
+    from memory_service.bench.scale import run_scale
+
+    return run_scale(
+        settings,
+        embedder,
+        facts=args.scale,
+        users=args.users or min(DEFAULT_SCALE_USERS, args.scale),
+        modes=args.modes,
+        queries=args.queries,
+        top_k=args.top_k,
+        batch_size=args.batch_size,
+        http=not args.no_http,
+        workdir=args.workdir,
+        seed=args.seed,
+        show_progress=not args.no_progress,
+    )
+
+
+def _recall(args: argparse.Namespace, settings, embedder, dataset) -> dict:
+    from memory_service.bench.backends import FreshBackends
+    from memory_service.bench.runner import run as run_recall
+    from memory_service.bench.scale import peak_rss_mb
+    from memory_service.bench.summary import summarise
+
+    result = run_recall(
+        dataset,
+        FreshBackends(settings, embedder, args.workdir),
+        modes=args.modes,
+        ks=args.k,
+        batch_size=args.batch_size,
+        threshold=args.threshold,
+        show_progress=not args.no_progress,
+    )
+    doc = summarise(result, args.k, details=args.details)
+    doc["peak_rss_mb"] = peak_rss_mb()
+    if args.path:
+        doc["path"] = str(args.path)
+    if dataset.name == "locomo" and dataset.unit == "turns":
+        doc["turn_text"] = args.turn_text
+    return doc
+
+
+def _write(doc: dict, args: argparse.Namespace) -> None:
+    """Tables to stdout; JSON, Markdown and the plot where asked."""
+    from memory_service.bench.report import print_report, to_markdown, write_json, write_plot
+
     print_report(doc, sys.stdout)
     if args.json:
         write_json(doc, args.json)
@@ -216,4 +240,3 @@ def run(args: argparse.Namespace) -> int:
     if args.plot:
         write_plot(doc, args.plot)
         print(f"wrote {args.plot}")
-    return 0

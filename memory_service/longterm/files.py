@@ -1,10 +1,11 @@
 """Files backend: Markdown ledgers are the source of truth; the index is derived.
 
 Per user: ``MEMORY.md`` plus ``memory/YYYY-MM-DD.md`` (see ``memory_service.paths``). Writes
-append bullets to today's ledger under a file lock and fsync before returning; changes to
-existing lines (supersession marks, deletes) rewrite the file atomically. Reads build a per-user
-index (BM25 over the shared tokenizer, a matrix of cached embeddings) and keep it until the
-files' stat signature changes, so a ledger edited by hand is seen by the next retrieve.
+add bullets to today's ledger under a file lock, as one atomic rewrite fsynced before returning;
+changes to existing lines (supersession marks, deletes) rewrite their file atomically too.
+Reads build a per-user index (BM25 over the shared tokenizer, a matrix of cached embeddings)
+and keep it until the files' stat signature changes, so a ledger edited by hand is seen by the
+next retrieve.
 """
 
 from __future__ import annotations
@@ -23,12 +24,14 @@ from filelock import FileLock
 from indexing.bm25 import BM25Index
 from indexing.embeddings import Embedder
 from indexing.hashing import content_hash
+from indexing.lexical import lexical_terms
 from indexing.tokenize import tokenize
 from memory_service.context import RuntimeContext
 from memory_service.facts import Fact, Page, Recall, RecordResult, fact_id, paginate, utcnow
-from memory_service.fsutil import append_durably, fsync_dir, read_text, write_atomically
+from memory_service.fsutil import fsync_dir, read_text, write_atomically
 from memory_service.longterm.base import RetrievalMode
 from memory_service.longterm.ledger import parse_ledger, render_lines, rewrite_ledger
+from memory_service.longterm.recording import plan_record
 from memory_service.longterm.retrieval import (
     PRESETS,
     LegHit,
@@ -43,7 +46,8 @@ from memory_service.paths import UserPaths
 
 LEDGER_HEADER = "# Memory ledger {day}\n\n"
 
-Signature = tuple[tuple[str, int, int], ...]
+Stamp = tuple[int, int, int]  # mtime_ns, size, inode
+Signature = tuple[tuple[str, int, int, int], ...]
 
 
 @dataclass(slots=True)
@@ -54,7 +58,7 @@ class _Stored:
 
 @dataclass(slots=True)
 class _ParsedFile:
-    stamp: tuple[int, int]
+    stamp: Stamp
     facts: list[Fact]
 
 
@@ -68,9 +72,12 @@ class _UserIndex:
     _bm25: BM25Index | None = None
     _matrix: np.ndarray | None = None
 
-    def bm25(self) -> BM25Index:
+    def bm25(self, with_date: bool) -> BM25Index:
         if self._bm25 is None:
-            self._bm25 = BM25Index([tokenize(self.stored[i].fact.text) for i in self.recallable])
+            facts = [self.stored[i].fact for i in self.recallable]
+            self._bm25 = BM25Index(
+                [lexical_terms(f.text, f.created_at, with_date=with_date) for f in facts]
+            )
         return self._bm25
 
     def matrix(self, embedder: Embedder, cache_file: Path) -> np.ndarray:
@@ -119,9 +126,11 @@ class FileSystemLongTermMemory:
         return [p for p in candidates if p.is_file() and not p.is_symlink()]
 
     @staticmethod
-    def _stamp(path: Path) -> tuple[int, int]:
+    def _stamp(path: Path) -> Stamp:
+        """What says a file changed. Every write here is an atomic replace, i.e. a new inode:
+        another process's rewrite is seen even when it keeps the size within one mtime tick."""
         st = path.stat()
-        return (st.st_mtime_ns, st.st_size)
+        return (st.st_mtime_ns, st.st_size, st.st_ino)
 
     def _signature(self, files: list[Path]) -> Signature:
         out = []
@@ -171,13 +180,14 @@ class FileSystemLongTermMemory:
         previous: _UserIndex | None,
     ) -> _UserIndex:
         parsed: dict[Path, _ParsedFile] = {}
-        for path, mtime, size in ((Path(p), m, s) for p, m, s in signature):
+        for name, *stat in signature:
+            path, stamp = Path(name), (stat[0], stat[1], stat[2])
             old = previous.files.get(path) if previous else None
-            if old is not None and old.stamp == (mtime, size):
+            if old is not None and old.stamp == stamp:
                 parsed[path] = old
             else:
                 try:
-                    parsed[path] = _ParsedFile((mtime, size), self._parse_file(ctx, path, paths))
+                    parsed[path] = _ParsedFile(stamp, self._parse_file(ctx, path, paths))
                 except FileNotFoundError:
                     continue
         by_id: dict[str, _Stored] = {}
@@ -212,7 +222,7 @@ class FileSystemLongTermMemory:
         ``append`` added at the end (one atomic replace: all of it or none of it)."""
         content = read_text(path)
         replacements: dict[int, Fact | None] = {}
-        for line in parse_ledger(content, default_created_at=None):
+        for line in parse_ledger(content, default_created_at=None) if changes else ():
             fid = fact_id(ctx.tenant_id, ctx.user_id, content_hash(line.fact.text))
             if fid in changes:
                 replacements[line.line_no] = changes[fid]
@@ -233,16 +243,19 @@ class FileSystemLongTermMemory:
     ) -> None:
         """New facts first (durable), then changes to older lines.
 
-        A crash in between leaves an extra open fact, which reading resolves (duplicate ids
-        prefer the active copy, newest wins per key); it never loses an acknowledged fact. When
-        today's ledger itself has changes, new lines and changes go in one atomic rewrite."""
+        Today's ledger is rewritten whole with the new lines at its end (temp file, fsync,
+        ``os.replace``), together with its own changes: a kill or a power cut mid-write leaves
+        the old file or the new one, never a torn bullet or half a batch (an append can be cut
+        at a page boundary), and no reader ever parses a half-written line. A crash before the
+        older ledgers' changes leaves an extra open fact, which reading resolves (duplicate ids
+        prefer the active copy, newest wins per key); it never loses an acknowledged fact."""
         day = now.astimezone(UTC).date()
         today = paths.ledger(day)
         lines = render_lines(new)
-        if today in changes:
-            self._rewrite(ctx, today, changes.pop(today), append=lines)
-        elif new:
-            append_durably(today, lines, header=LEDGER_HEADER.format(day=day.isoformat()))
+        if new and not today.exists():
+            lines = LEDGER_HEADER.format(day=day.isoformat()) + lines
+        if today in changes or new:
+            self._rewrite(ctx, today, changes.pop(today, {}), append=lines)
         for path, path_changes in changes.items():
             self._rewrite(ctx, path, path_changes)
 
@@ -257,44 +270,22 @@ class FileSystemLongTermMemory:
         paths = self.paths(ctx)
         with self._write_lock(ctx):
             index = self._index(ctx)
-            results: list[RecordResult] = []
-            new: dict[str, Fact] = {}
-            changes: dict[Path, dict[str, Fact | None]] = {}
-            active_by_key: dict[str, Fact] = {
+            open_by_key = {  # stored oldest first: the newest open fact per key stays
                 s.fact.key: s.fact
                 for s in index.stored
                 if s.fact.key is not None and s.fact.is_active(now)
             }
-            for fact in stamped:
-                existing = index.by_id.get(fact.id)
-                if fact.id in new or (existing is not None and existing.fact.is_active(now)):
-                    results.append(RecordResult(fact.id, "duplicate"))
-                    continue
-                if existing is not None:  # recorded again after being superseded or expired
-                    changes.setdefault(existing.path, {})[fact.id] = None
-                superseded: list[str] = []
-                # An imported fact that is already closed or expired supersedes nothing.
-                opens_key = fact.key is not None and fact.is_active(now)
-                older = active_by_key.get(fact.key) if opens_key else None
-                if older is not None and older.id != fact.id:
-                    if (older.created_at or now) > (fact.created_at or now):
-                        fact = replace(fact, superseded_by=older.id, valid_to=older.created_at)
-                    else:
-                        closed = replace(older, superseded_by=fact.id, valid_to=fact.created_at)
-                        superseded.append(older.id)
-                        if older.id in new:
-                            new[older.id] = closed
-                        else:
-                            holder = index.by_id[older.id].path
-                            changes.setdefault(holder, {})[older.id] = closed
-                if opens_key and fact.superseded_by is None:
-                    active_by_key[fact.key] = fact
-                new[fact.id] = fact
-                status = "superseded" if superseded else "created"
-                results.append(RecordResult(fact.id, status, tuple(superseded)))
-            self._write(ctx, paths, now, list(new.values()), changes)
+            plan = plan_record(
+                stamped, {i: s.fact for i, s in index.by_id.items()}, open_by_key, now
+            )
+            changes: dict[Path, dict[str, Fact | None]] = {}
+            for fid in plan.revived:  # its old line goes; the new one is appended
+                changes.setdefault(index.by_id[fid].path, {})[fid] = None
+            for fid, fact in plan.closed.items():
+                changes.setdefault(index.by_id[fid].path, {})[fid] = fact
+            self._write(ctx, paths, now, list(plan.new.values()), changes)
             self._invalidate(ctx)
-        return results
+        return plan.results
 
     def retrieve(
         self,
@@ -319,9 +310,11 @@ class FileSystemLongTermMemory:
             return fact if fact.is_active(now) else None
 
         if "bm25" in legs:
-            hits = index.bm25().search(tokenize(query), depth)
+            hits = index.bm25(self.retrieval.date_terms).search(tokenize(query), depth)
             leg_hits["bm25"] = [
-                LegHit(f.id, h.score) for h in hits if (f := live(h.index)) is not None
+                LegHit(f.id, h.score, f.session_id, f.created_at)
+                for h in hits
+                if (f := live(h.index)) is not None
             ]
         if "dense" in legs:
             query_vector = self._embedder.embed([query])[0]
@@ -329,7 +322,7 @@ class FileSystemLongTermMemory:
             sims = index.matrix(self._embedder, cache_file) @ query_vector
             order = np.argsort(-sims, kind="stable")[:depth]
             leg_hits["dense"] = [
-                LegHit(f.id, float(sims[i]))
+                LegHit(f.id, float(sims[i]), f.session_id, f.created_at)
                 for i in order
                 if sims[i] >= threshold and (f := live(int(i))) is not None
             ]

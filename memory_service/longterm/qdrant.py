@@ -28,7 +28,8 @@ from datetime import datetime
 from pathlib import Path
 
 from indexing.embeddings import Embedder
-from indexing.sparse import document_vector, query_vector
+from indexing.lexical import average_length, lexical_terms
+from indexing.sparse import AVG_DOC_LEN, SparseTerms, document_vector, query_vector
 from indexing.tokenize import tokenize
 from memory_service.config import QdrantSettings
 from memory_service.context import RuntimeContext, validate_id
@@ -54,6 +55,7 @@ from memory_service.longterm.qdrant_engine import (
     fact_of,
     payload_of,
 )
+from memory_service.longterm.recording import plan_record
 from memory_service.longterm.retrieval import (
     PRESETS,
     LegHit,
@@ -96,6 +98,12 @@ class QdrantLongTermMemory:
         self._locks = [threading.Lock() for _ in range(_LOCK_STRIPES)]
         self._closed = False
 
+    def _lexical(self, fact: Fact) -> SparseTerms:
+        """The fact's BM25 document vector: its terms, and its day when ``date_terms``."""
+        with_date = self.retrieval.date_terms
+        terms = lexical_terms(fact.text, fact.created_at, with_date=with_date)
+        return document_vector(terms, avg_len=average_length(AVG_DOC_LEN, with_date=with_date))
+
     def _write_lock(self, ctx: RuntimeContext) -> threading.Lock:
         return self._locks[hash((ctx.tenant_id, ctx.user_id)) % _LOCK_STRIPES]
 
@@ -131,39 +139,14 @@ class QdrantLongTermMemory:
                     (fact_of(p.id, p.payload) for p in older_points.values()), key=sort_key
                 ):
                     active_by_key[fact.key] = fact  # oldest first: the newest stays
-            results: list[RecordResult] = []
-            new: dict[str, Fact] = {}
-            closed: dict[str, Fact] = {}
-            for fact in stamped:
-                known = existing.get(fact.id)
-                if fact.id in new or (known is not None and known.is_active(now)):
-                    results.append(RecordResult(fact.id, "duplicate"))
-                    continue
-                superseded: list[str] = []
-                # An imported fact that is already closed or expired supersedes nothing.
-                opens_key = fact.key is not None and fact.is_active(now)
-                older = active_by_key.get(fact.key) if opens_key else None
-                if older is not None and older.id != fact.id:
-                    if (older.created_at or now) > (fact.created_at or now):
-                        fact = replace(fact, superseded_by=older.id, valid_to=older.created_at)
-                    else:
-                        shut = replace(older, superseded_by=fact.id, valid_to=fact.created_at)
-                        superseded.append(older.id)
-                        if older.id in new:
-                            new[older.id] = shut
-                        else:
-                            closed[older.id] = shut
-                if opens_key and fact.superseded_by is None:
-                    active_by_key[fact.key] = fact
-                new[fact.id] = fact
-                status = "superseded" if superseded else "created"
-                results.append(RecordResult(fact.id, status, tuple(superseded)))
+            plan = plan_record(stamped, existing, active_by_key, now)
+            new, closed, results = plan.new, plan.closed, plan.results
             points = [
                 StoredPoint(
                     f.id,
                     payload_of(ctx, f),
                     dense_of[f.id].tolist(),
-                    document_vector(tokenize(f.text)),
+                    self._lexical(f),
                 )
                 for f in new.values()
             ]
@@ -207,7 +190,15 @@ class QdrantLongTermMemory:
             hits = [h for h in results.get(engine_leg, []) if keep(h.score)]
             for hit in hits:
                 payloads.setdefault(hit.id, hit.payload)
-            leg_hits[leg] = [LegHit(h.id, h.score) for h in _ordered(hits)]
+            leg_hits[leg] = [
+                LegHit(
+                    h.id,
+                    h.score,
+                    h.payload.get("session_id"),
+                    parse_time(h.payload.get("created_at")),
+                )
+                for h in _ordered(hits)
+            ]
         fused = fuse_legs(mode, leg_hits, self.retrieval, top_k)
         return [Recall(fact_of(h.id, payloads[h.id]), h.score, h.ranks, h.scores) for h in fused]
 
@@ -250,7 +241,11 @@ class QdrantLongTermMemory:
             for point in stored:
                 old = fact_of(point.id, point.payload)
                 new = replace(wanted[point.id], text=old.text, content_hash=old.content_hash)
-                points.append(replace(point, payload=payload_of(ctx, new)))
+                new = replace(new, created_at=parse_time(new.created_at))
+                # the BM25 vector may index the date (date_terms): it follows created_at
+                points.append(
+                    replace(point, payload=payload_of(ctx, new), sparse=self._lexical(new))
+                )
             engine.upsert(points)
         return len(points)
 

@@ -1,37 +1,63 @@
 """Retrieval strategy as data, and the fusion step every backend shares.
 
-A backend only produces ranked candidates per leg (``LegHit`` lists); how legs are chosen,
-how deep each goes, and how they are fused is described by a ``RetrievalConfig`` and applied by
-``fuse_legs``. So a preset tuned on a benchmark means the same thing in every backend.
+A backend only produces ranked candidates per leg (``LegHit`` lists, each hit with the
+session and time its memory was recorded in); how legs are chosen, how deep each goes, how they
+are fused and smoothed, and what the lexical leg indexes is described by a ``RetrievalConfig``
+and applied here (``fuse_legs``) or in ``indexing`` (``lexical_terms``). So a preset tuned on a
+benchmark means the same thing in every backend.
+
+The default preset (``hybrid``) is the one measured best on LoCoMo (``benchmarks/RESULTS.md``):
+z-score fusion, session-neighbour smoothing and date terms. ``rrf-plain`` is the earlier plain
+Reciprocal Rank Fusion, kept for comparison.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from types import MappingProxyType
 
-from indexing.fusion import reciprocal_rank_fusion
+from indexing.fusion import FusedCandidate, reciprocal_rank_fusion, zscore_fusion
+from indexing.neighbours import smooth_by_session
 from memory_service.errors import InvalidInputError
 
 LEGS: tuple[str, ...] = ("bm25", "dense")
+FUSIONS: tuple[str, ...] = ("rrf", "zscore")
+# What a leg's score is for a memory it did not match at all, when its list is complete
+# (shorter than the depth asked for): BM25 gives 0 to a memory sharing no term.
+NO_MATCH_SCORE: Mapping[str, float] = MappingProxyType({"bm25": 0.0})
+_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 
 
 @dataclass(frozen=True, slots=True)
 class LegHit:
-    """One candidate of one retriever: the fact id and the retriever's own score."""
+    """One candidate of one retriever: the fact id and the retriever's own score, plus where
+    the fact was recorded (its session and time), which session-neighbour smoothing uses."""
 
     id: str
     score: float
+    session_id: str | None = None
+    created_at: datetime | None = None
 
 
 @dataclass(frozen=True, slots=True)
 class RetrievalConfig:
-    """How hybrid recall is done.
+    """How hybrid recall is done. The field defaults are plain RRF (the earlier behaviour);
+    the ``hybrid`` preset sets the measured winner.
 
-    - ``weights``: per-leg RRF weight (a leg at 0 still reports ranks but adds nothing).
+    - ``fusion``: ``rrf`` (Reciprocal Rank Fusion) or ``zscore`` (weighted sum of each leg's
+      standardised scores, see ``indexing.fusion``).
+    - ``weights``: per-leg weight in either fusion (a leg at 0 still reports ranks but adds
+      nothing).
     - ``rrf_k``: the RRF constant; larger flattens the rank curve.
     - ``candidate_multiplier`` / ``min_candidates``: how deep each leg goes before fusion.
+    - ``neighbour_weight`` / ``neighbour_window``: session-neighbour smoothing after fusion
+      (``indexing.neighbours``); 0 turns it off.
+    - ``date_terms``: the lexical leg also indexes each memory's ``created_at`` day as words
+      (``indexing.lexical``). Qdrant stores BM25 vectors when a fact is recorded, so changing
+      it there applies to facts recorded afterwards (re-index for the rest).
+    Single-leg modes (``bm25``, ``dense``) return the leg's own ranking: no fusion, no smoothing.
     """
 
     name: str = "hybrid"
@@ -41,6 +67,18 @@ class RetrievalConfig:
     rrf_k: float = 60.0
     candidate_multiplier: int = 4
     min_candidates: int = 50
+    fusion: str = "rrf"
+    neighbour_weight: float = 0.0
+    neighbour_window: int = 2
+    date_terms: bool = False
+
+    def __post_init__(self) -> None:
+        if self.fusion not in FUSIONS:
+            raise ValueError(f"fusion must be one of {', '.join(FUSIONS)}, not {self.fusion!r}")
+        if any(float(w) < 0 for w in self.weights.values()):
+            raise ValueError("leg weights must not be negative")
+        if self.neighbour_weight < 0 or self.neighbour_window < 0:
+            raise ValueError("neighbour_weight and neighbour_window must not be negative")
 
     def depth(self, top_k: int) -> int:
         return max(self.min_candidates, top_k * self.candidate_multiplier)
@@ -48,8 +86,15 @@ class RetrievalConfig:
 
 PRESETS: Mapping[str, RetrievalConfig] = MappingProxyType(
     {
-        "hybrid": RetrievalConfig(),
+        "hybrid": RetrievalConfig(
+            name="hybrid",
+            fusion="zscore",
+            neighbour_weight=0.5,
+            neighbour_window=2,
+            date_terms=True,
+        ),
         "rrf-plain": RetrievalConfig(name="rrf-plain"),
+        "zscore-plain": RetrievalConfig(name="zscore-plain", fusion="zscore"),
     }
 )
 
@@ -88,8 +133,11 @@ def fuse_legs(
     config: RetrievalConfig,
     top_k: int,
 ) -> list[FusedHit]:
-    """Top ``top_k`` after fusing ``leg_hits``. A single-leg mode keeps the leg's own score
-    (BM25 score or cosine); hybrid reports the weighted RRF score. Ranks are 1-based."""
+    """Top ``top_k`` after fusing ``leg_hits`` (each leg asked for ``config.depth(top_k)``).
+
+    A single-leg mode keeps the leg's own ranking and score (BM25 score or cosine); hybrid
+    reports the fused score (RRF, or summed z-scores), after session-neighbour smoothing when
+    the config asks for it. Ranks are 1-based."""
     legs = legs_for_mode(mode)
     score_of = {leg: {h.id: h.score for h in leg_hits.get(leg, [])} for leg in legs}
     if len(legs) == 1:
@@ -98,15 +146,57 @@ def fuse_legs(
             FusedHit(h.id, h.score, {leg: rank}, {leg: h.score})
             for rank, h in enumerate(leg_hits.get(leg, [])[:top_k], start=1)
         ]
-    fused = reciprocal_rank_fusion(
-        {leg: [h.id for h in leg_hits.get(leg, [])] for leg in legs},
-        k=config.rrf_k,
-        weights=config.weights,
-    )
+    fused = _fuse(legs, leg_hits, config, config.depth(top_k))
+    if config.neighbour_weight > 0:
+        fused = _smooth(fused, leg_hits, config)
     return [
         FusedHit(c.id, c.score, dict(c.ranks), {leg: score_of[leg].get(c.id) for leg in legs})
         for c in fused[:top_k]
     ]
+
+
+def _fuse(
+    legs: tuple[str, ...],
+    leg_hits: Mapping[str, list[LegHit]],
+    config: RetrievalConfig,
+    depth: int,
+) -> list[FusedCandidate]:
+    if config.fusion == "rrf":
+        return reciprocal_rank_fusion(
+            {leg: [h.id for h in leg_hits.get(leg, [])] for leg in legs},
+            k=config.rrf_k,
+            weights=config.weights,
+        )
+    floors: dict[str, float] = {}
+    for leg in legs:
+        hits = leg_hits.get(leg, [])
+        if hits:
+            # A full list stopped at its lowest score; a shorter one is all the leg matched.
+            complete = len(hits) < depth and leg in NO_MATCH_SCORE
+            floors[leg] = NO_MATCH_SCORE[leg] if complete else min(h.score for h in hits)
+    return zscore_fusion(
+        {leg: [(h.id, h.score) for h in leg_hits.get(leg, [])] for leg in legs},
+        weights=config.weights,
+        floors=floors,
+    )
+
+
+def _smooth(
+    fused: list[FusedCandidate], leg_hits: Mapping[str, list[LegHit]], config: RetrievalConfig
+) -> list[FusedCandidate]:
+    placements: dict[str, tuple[str | None, tuple[datetime, str]]] = {}
+    for hits in leg_hits.values():
+        for h in hits:
+            placements.setdefault(h.id, (h.session_id, (h.created_at or _EPOCH, h.id)))
+    smoothed = smooth_by_session(
+        {c.id: c.score for c in fused},
+        placements,
+        weight=config.neighbour_weight,
+        window=config.neighbour_window,
+    )
+    order = {c.id: i for i, c in enumerate(fused)}
+    out = [FusedCandidate(c.id, smoothed[c.id], c.ranks) for c in fused]
+    return sorted(out, key=lambda c: (-c.score, order[c.id]))
 
 
 def validate_query(query: str, top_k: int, threshold: float, max_query_bytes: int = 4096) -> None:

@@ -11,6 +11,7 @@ lead elsewhere are refused.
 from __future__ import annotations
 
 import contextlib
+import errno
 import shutil
 import uuid
 from dataclasses import replace
@@ -24,6 +25,7 @@ from memory_service.paths import UserPaths
 from memory_service.shortterm.store import session_of
 
 TOOL_RESULTS = "tool-results"
+_NO_SUCH_FILE = {errno.ENOENT, errno.EISDIR, errno.ENOTDIR, errno.ENAMETOOLONG, errno.ELOOP}
 
 
 class ToolResultEvictor:
@@ -121,7 +123,9 @@ class ToolResultEvictor:
             raise InvalidInputError("end_line must not be before start_line")
         try:
             text = path.read_text(encoding="utf-8", errors="replace")
-        except (FileNotFoundError, IsADirectoryError):
+        except OSError as exc:  # missing, a folder, or a name no file can have (too long)
+            if exc.errno not in _NO_SUCH_FILE:
+                raise
             raise NotFoundError(f"no tool result {ref!r} for this user") from None
         if start_line is None and end_line is None:
             return text

@@ -6,7 +6,7 @@ from typing import Annotated
 
 from fastapi import APIRouter, Path, Query
 
-from memory_service.api.deps import LongTermDep, PrincipalDep, user_context
+from memory_service.api.deps import LongTermDep, PrincipalDep, ServicesDep, user_context
 from memory_service.api.errors import ApiError
 from memory_service.api.schemas import (
     DeleteReceipt,
@@ -19,6 +19,7 @@ from memory_service.api.schemas import (
     SearchRequest,
     SearchResponse,
 )
+from memory_service.pipeline.erasure import erase_facts, erase_user
 
 router = APIRouter(prefix="/v1", tags=["memories"])
 
@@ -95,19 +96,21 @@ def get_memory(
 @router.delete("/memories/{memory_id}", response_model=DeleteReceipt)
 def delete_memory(
     principal: PrincipalDep,
-    memory: LongTermDep,
+    services: ServicesDep,
     memory_id: Annotated[str, Path(max_length=64)],
     user_id: UserQuery,
 ):
+    """Delete one fact, from the store and from the user's MEMORY.md."""
     ctx = user_context(principal, user_id)
-    deleted = memory.delete(ctx, [memory_id])
+    deleted = erase_facts(services.longterm, services.settings.workspace, ctx, [memory_id])
     if not deleted:
         raise ApiError(404, "not_found", f"no memory {memory_id!r} for this user")
     return DeleteReceipt(deleted=deleted)
 
 
 @router.delete("/users/{user_id}/memories", response_model=DeleteReceipt)
-def forget_user(principal: PrincipalDep, memory: LongTermDep, user_id: str):
-    """Every long-term fact of the user, gone (the right to be forgotten)."""
+def forget_user(principal: PrincipalDep, services: ServicesDep, user_id: str):
+    """Every long-term fact of the user, gone (the right to be forgotten): the store,
+    MEMORY.md, its snapshots and archived ledgers."""
     ctx = user_context(principal, user_id)
-    return DeleteReceipt(deleted=memory.forget(ctx))
+    return DeleteReceipt(deleted=erase_user(services.longterm, services.settings.workspace, ctx))

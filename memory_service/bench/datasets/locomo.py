@@ -12,6 +12,7 @@ from __future__ import annotations
 import re
 from collections import Counter
 from collections.abc import Iterable, Iterator
+from datetime import UTC, datetime, timedelta
 
 from memory_service.bench.dataset import (
     BenchInputError,
@@ -49,15 +50,36 @@ def _as_list(value: object) -> list[object]:
     return list(value) if isinstance(value, list | tuple) else [value]
 
 
-def iter_turns(conversation: dict) -> Iterator[dict]:
-    """Turns in session order (``session_N`` keys holding lists; date keys are skipped)."""
+def iter_sessions(conversation: dict) -> Iterator[tuple[int, list[dict]]]:
+    """``(N, turns)`` of each ``session_N`` key holding a list, in session order."""
     sessions = []
     for key, value in conversation.items():
         match = _SESSION.fullmatch(key)
         if match and isinstance(value, list):
             sessions.append((int(match.group(1)), value))
-    for _, turns in sorted(sessions):
-        yield from (t for t in turns if isinstance(t, dict))
+    for number, turns in sorted(sessions, key=lambda s: s[0]):
+        yield number, [t for t in turns if isinstance(t, dict)]
+
+
+def iter_turns(conversation: dict) -> Iterator[dict]:
+    """Turns in session order (``session_N`` keys holding lists; date keys are skipped)."""
+    for _, turns in iter_sessions(conversation):
+        yield from turns
+
+
+def session_time(conversation: dict, number: int) -> datetime | None:
+    """When session ``number`` started ("1:56 pm on 8 May, 2023"), as UTC; None if unreadable."""
+    raw = conversation.get(f"session_{number}_date_time")
+    try:
+        return datetime.strptime(str(raw).strip(), "%I:%M %p on %d %B, %Y").replace(tzinfo=UTC)
+    except ValueError:
+        return None
+
+
+def _stamp(start: datetime | None, position: int) -> datetime | None:
+    """The n-th memory of a session, one second after the previous: the order a client that
+    records each message as it happens would give them."""
+    return start + timedelta(seconds=position) if start is not None else None
 
 
 def turn_text(turn: dict, style: str) -> str:
@@ -74,26 +96,36 @@ def turn_text(turn: dict, style: str) -> str:
 
 def _turn_items(sample: dict, style: str, notes: Counter[str]) -> list[MemoryItem]:
     items = []
-    for turn in iter_turns(sample.get("conversation") or {}):
-        ids = parse_evidence(turn.get("dia_id"))
-        text, cut = fit_text(turn_text(turn, style))
-        if not text or not ids:
-            notes["turns without text or dia_id"] += 1
-            continue
-        if cut:
-            notes["texts truncated to 8 KiB"] += 1
-        items.append(MemoryItem(text, tuple(ids[:1])))
+    conversation = sample.get("conversation") or {}
+    for number, turns in iter_sessions(conversation):
+        start = session_time(conversation, number)
+        for position, turn in enumerate(turns):
+            ids = parse_evidence(turn.get("dia_id"))
+            text, cut = fit_text(turn_text(turn, style))
+            if not text or not ids:
+                notes["turns without text or dia_id"] += 1
+                continue
+            if cut:
+                notes["texts truncated to 8 KiB"] += 1
+            when = _stamp(start, position)
+            session_id = f"session_{number}"
+            items.append(MemoryItem(text, tuple(ids[:1]), created_at=when, session_id=session_id))
     return items
 
 
 def _fact_items(sample: dict, turn_ids: set[str], notes: Counter[str]) -> list[MemoryItem]:
     items = []
+    conversation = sample.get("conversation") or {}
     observation = sample.get("observation") or {}
     ordered = sorted(
         observation.items(),
         key=lambda kv: int(m.group(1)) if (m := _SESSION.match(kv[0])) else 0,
     )
-    for _, by_speaker in ordered:
+    for name, by_speaker in ordered:
+        number = int(m.group(1)) if (m := _SESSION.match(name)) else None
+        start = session_time(conversation, number) if number is not None else None
+        session_id = f"session_{number}" if number is not None else None
+        position = 0
         for facts in (by_speaker or {}).values():
             for entry in facts or []:
                 if not isinstance(entry, list | tuple) or not entry:
@@ -108,7 +140,9 @@ def _fact_items(sample: dict, turn_ids: set[str], notes: Counter[str]) -> list[M
                     notes["observations linked to no turn"] += 1
                 if cut:
                     notes["texts truncated to 8 KiB"] += 1
-                items.append(MemoryItem(text, tuple(refs)))
+                when = _stamp(start, position)
+                position += 1
+                items.append(MemoryItem(text, tuple(refs), created_at=when, session_id=session_id))
     return items
 
 

@@ -316,10 +316,11 @@ def _fill(template: str, rng: random.Random, **known: str) -> str:
 
 
 class _UserBuilder:
-    """Collects one user's items and questions with refs numbered in order."""
+    """Collects one user's items and questions, numbering refs in order."""
 
-    def __init__(self, user: str, rng: random.Random) -> None:
+    def __init__(self, user: str, name: str, rng: random.Random) -> None:
         self.user = user
+        self.name = name
         self.rng = rng
         self.items: list[MemoryItem] = []
         self.questions: list[Question] = []
@@ -330,62 +331,88 @@ class _UserBuilder:
         self.items.append(MemoryItem(text, (ref,), key=key, kind=kind, created_at=when))
         return ref
 
-    def ask(self, text: str, gold: set[str], category: str, stale: set[str] = frozenset()):
+    def ask(
+        self, text: str, gold: set[str], category: str, stale: frozenset[str] = frozenset()
+    ) -> None:
         qid = f"{self.user}:q{len(self.questions) + 1}"
         self.questions.append(Question(qid, text, frozenset(gold), category, frozenset(stale)))
 
+    def near_miss(self, slot: Slot, value: dict[str, str]) -> None:
+        if self.rng.random() < NEAR_MISS_SHARE:
+            text = _near_miss(slot, value, self.name, self.rng)
+            self.add(text, kind=slot.kind, day=self.rng.randint(0, 250))
 
-def _user(index: int, seed: int, distractors: int) -> Conversation:
-    rng = random.Random(f"memory-bench:{seed}:{index}")
-    name = NAMES[index % len(NAMES)]
-    b = _UserBuilder(f"synthetic-{index + 1:04d}", rng)
+
+def _slots(b: _UserBuilder) -> None:
+    """Nine slot facts, each asked by keyword or paraphrase; two of them updated."""
+    rng, name = b.rng, b.name
     chosen = rng.sample(SLOTS, 9)
     updatable = [s for s in chosen if s.update_fact]
-    updated = set(s.name for s in rng.sample(updatable, min(2, len(updatable))))
+    updated = {s.name for s in rng.sample(updatable, min(2, len(updatable)))}
     for slot in chosen:
         value = rng.choice(slot.values)
         key = f"user.{slot.name}"
         style = rng.choice(("keyword", "paraphrase"))
         question = (slot.keyword if style == "keyword" else slot.paraphrase).format(n=name, **value)
-        if rng.random() < NEAR_MISS_SHARE:
-            b.add(_near_miss(slot, value, name, rng), kind=slot.kind, day=rng.randint(0, 250))
-        if slot.name in updated:
+        b.near_miss(slot, value)
+        if slot.name in updated and slot.update_fact:
             old_value = rng.choice([v for v in slot.values if v != value])
             old = b.add(slot.fact.format(n=name, **old_value), kind=slot.kind, key=key, day=10)
-            assert slot.update_fact is not None
             new = b.add(slot.update_fact.format(n=name, **value), kind=slot.kind, key=key, day=200)
-            b.ask(question, {new}, "update", {old})
+            b.ask(question, {new}, "update", frozenset({old}))
         else:
             ref = b.add(slot.fact.format(n=name, **value), kind=slot.kind, key=key, day=50)
             b.ask(question, {ref}, style)
-    pets = rng.sample(PETS, 2)
-    pet_refs = {
-        b.add(PET_FACT.format(n=name, y=rng.randint(2015, 2023), **pet), kind="event", day=60)
-        for pet in pets
+
+
+def _pets(b: _UserBuilder) -> None:
+    """Two pets, one question that needs both."""
+    refs = {
+        b.add(PET_FACT.format(n=b.name, y=b.rng.randint(2015, 2023), **pet), kind="event", day=60)
+        for pet in b.rng.sample(PETS, 2)
     }
-    b.ask(rng.choice(PET_QUESTIONS).format(n=name), pet_refs, "multi-fact")
-    codes = set()
-    while len(codes) < BOOKINGS:  # near-identical facts told apart only by an opaque code
-        codes.add("".join(rng.choice("ABCDEFGHJKLMNPQRSTUVWXYZ23456789") for _ in range(6)))
+    b.ask(b.rng.choice(PET_QUESTIONS).format(n=b.name), refs, "multi-fact")
+
+
+def _bookings(b: _UserBuilder) -> None:
+    """Near-identical facts told apart only by an opaque code; asked by the code."""
+    codes: set[str] = set()
+    while len(codes) < BOOKINGS:
+        codes.add("".join(b.rng.choice("ABCDEFGHJKLMNPQRSTUVWXYZ23456789") for _ in range(6)))
     bookings = [
-        (b.add(BOOKING_FACT.format(n=name, a=dest, code=code), kind="event", day=80), code)
-        for dest, code in zip(rng.sample(DESTINATIONS, BOOKINGS), sorted(codes), strict=True)
+        (b.add(BOOKING_FACT.format(n=b.name, a=dest, code=code), kind="event", day=80), code)
+        for dest, code in zip(b.rng.sample(DESTINATIONS, BOOKINGS), sorted(codes), strict=True)
     ]
-    ref, code = rng.choice(bookings)
+    ref, code = b.rng.choice(bookings)
     b.ask(BOOKING_QUESTION.format(code=code), {ref}, "identifier")
-    for slot in rng.sample(CJK_SLOTS, 2):
-        value = rng.choice(slot.values)
+
+
+def _cjk(b: _UserBuilder) -> None:
+    for slot in b.rng.sample(CJK_SLOTS, 2):
+        value = b.rng.choice(slot.values)
         key = f"user.{slot.name}"
-        ref = b.add(slot.fact.format(n=name, **value), kind=slot.kind, key=key, day=70)
-        if rng.random() < NEAR_MISS_SHARE:
-            b.add(_near_miss(slot, value, name, rng), kind=slot.kind, day=rng.randint(0, 250))
-        b.ask(rng.choice((slot.keyword, slot.paraphrase)).format(n=name), {ref}, "cjk")
+        ref = b.add(slot.fact.format(n=b.name, **value), kind=slot.kind, key=key, day=70)
+        b.near_miss(slot, value)
+        b.ask(b.rng.choice((slot.keyword, slot.paraphrase)).format(n=b.name), {ref}, "cjk")
+
+
+def _distractors(b: _UserBuilder, count: int) -> None:
     texts = {item.text for item in b.items}
-    for _ in range(distractors):
-        text = _fill(rng.choice(DISTRACTORS), rng, n=name)
+    for _ in range(count):
+        text = _fill(b.rng.choice(DISTRACTORS), b.rng, n=b.name)
         if text not in texts:
             texts.add(text)
-            b.add(text, kind="fact", day=rng.randint(0, 250))
+            b.add(text, kind="fact", day=b.rng.randint(0, 250))
+
+
+def _user(index: int, seed: int, distractors: int) -> Conversation:
+    rng = random.Random(f"memory-bench:{seed}:{index}")
+    b = _UserBuilder(f"synthetic-{index + 1:04d}", NAMES[index % len(NAMES)], rng)
+    _slots(b)
+    _pets(b)
+    _bookings(b)
+    _cjk(b)
+    _distractors(b, distractors)
     items = sorted(b.items, key=lambda item: item.created_at or _BASE_TIME)
     return Conversation(b.user, items, b.questions)
 

@@ -1,0 +1,69 @@
+"""What recording a batch of facts means, decided once for every backend.
+
+Given the stamped incoming facts, the user's facts that already exist under those ids, and the
+user's open facts by key, ``plan_record`` says what each incoming fact becomes (``created``,
+``duplicate`` or ``superseded``), which facts to write, and which existing facts to close. A
+backend only reads what the plan needs and writes what it says, so idempotence and
+supersession cannot drift apart between backends.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field, replace
+from datetime import datetime
+
+from memory_service.facts import Fact, RecordResult
+
+
+@dataclass(slots=True)
+class RecordPlan:
+    results: list[RecordResult] = field(default_factory=list)
+    new: dict[str, Fact] = field(default_factory=dict)  # to write, in order
+    closed: dict[str, Fact] = field(default_factory=dict)  # existing facts, now superseded
+    revived: set[str] = field(default_factory=set)  # existing inactive facts written anew
+
+
+def plan_record(
+    stamped: Sequence[Fact],
+    existing: Mapping[str, Fact],
+    open_by_key: Mapping[str, Fact],
+    now: datetime,
+) -> RecordPlan:
+    """Rules, in order, for each incoming fact:
+
+    - same id as a fact in this batch or an active stored fact: ``duplicate``, nothing written;
+    - same id as an inactive stored fact (superseded or expired): written anew (revived);
+    - a key held by an open fact: the newer of the two (by ``created_at``) stays open and the
+      older is closed (``superseded_by``, ``valid_to``); the incoming one is ``superseded``
+      when it closed another;
+    - an incoming fact that is already closed or expired (an import) supersedes nothing.
+    """
+    plan = RecordPlan()
+    by_key = dict(open_by_key)
+    for fact in stamped:
+        known = existing.get(fact.id)
+        if fact.id in plan.new or (known is not None and known.is_active(now)):
+            plan.results.append(RecordResult(fact.id, "duplicate"))
+            continue
+        if known is not None:
+            plan.revived.add(fact.id)
+        superseded: list[str] = []
+        opens_key = fact.key is not None and fact.is_active(now)
+        older = by_key.get(fact.key) if opens_key else None
+        if older is not None and older.id != fact.id:
+            if (older.created_at or now) > (fact.created_at or now):
+                fact = replace(fact, superseded_by=older.id, valid_to=older.created_at)
+            else:
+                shut = replace(older, superseded_by=fact.id, valid_to=fact.created_at)
+                superseded.append(older.id)
+                if older.id in plan.new:
+                    plan.new[older.id] = shut
+                else:
+                    plan.closed[older.id] = shut
+        if opens_key and fact.superseded_by is None:
+            by_key[fact.key] = fact
+        plan.new[fact.id] = fact
+        status = "superseded" if superseded else "created"
+        plan.results.append(RecordResult(fact.id, status, tuple(superseded)))
+    return plan

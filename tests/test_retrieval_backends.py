@@ -1,0 +1,87 @@
+"""Every backend applies the retrieval config the same way: date terms in the lexical leg, and
+hybrid = ``fuse_legs`` over the backend's own legs (z-scores, session-neighbour smoothing), with
+sessions and times taken from what the caller recorded."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from datetime import UTC, datetime, timedelta
+
+from memory_service.context import RuntimeContext
+from memory_service.facts import Fact
+from memory_service.longterm.retrieval import LegHit, fuse_legs
+
+ALICE = RuntimeContext("acme", "alice")
+MAY_8 = datetime(2023, 5, 8, 13, 56, tzinfo=UTC)
+JUNE_9 = datetime(2023, 6, 9, 19, 55, tzinfo=UTC)
+
+
+def _session(session_id: str, start: datetime, lines: list[str]) -> list[Fact]:
+    """A conversation as a client records it: one session, one second between messages."""
+    return [
+        Fact(text, session_id=session_id, created_at=start + timedelta(seconds=i))
+        for i, text in enumerate(lines)
+    ]
+
+
+CHAT = _session(
+    "s1",
+    MAY_8,
+    [
+        "Alice: I spent the whole weekend researching something big.",
+        "Bob: Oh nice, what were you looking into?",
+        "Alice: Adoption agencies! I want to give a kid a loving home.",
+        "Bob: That is wonderful news.",
+    ],
+) + _session(
+    "s2",
+    JUNE_9,
+    [
+        "Alice: The pottery class was fun, I made a bowl.",
+        "Bob: I went hiking in the mountains with my kids.",
+        "Alice: Did you see any wildlife on the trail?",
+        "Bob: A deer and two hawks.",
+    ],
+)
+
+
+def test_the_lexical_leg_indexes_the_day_a_memory_was_made(memory):
+    memory.record(ALICE, CHAT)
+    hits = memory.retrieve(ALICE, "What happened on 9 June 2023?", 10, mode="bm25")
+    assert [h.fact.session_id for h in hits] == ["s2"] * 4 + ["s1"] * 4  # s1 shares "2023"
+    may = memory.retrieve(ALICE, "in May", 10, mode="bm25")
+    assert [h.fact.session_id for h in may] == ["s1"] * 4
+
+
+def test_a_new_created_at_moves_the_date_terms_along(memory):
+    [recorded] = memory.record(ALICE, [Fact("Alice painted a sunrise", created_at=MAY_8)])
+    [fact] = memory.get(ALICE, [recorded.id])
+    later = JUNE_9.replace(year=2024)
+    assert memory.update(ALICE, [replace(fact, created_at=later)]) == 1
+    assert memory.retrieve(ALICE, "8 May 2023", 5, mode="bm25") == []
+    assert [h.fact.id for h in memory.retrieve(ALICE, "9 June 2024", 5, mode="bm25")] == [
+        recorded.id
+    ]
+
+
+def _as_leg(recalls, leg: str) -> list[LegHit]:
+    return [LegHit(r.fact.id, r.scores[leg], r.fact.session_id, r.fact.created_at) for r in recalls]
+
+
+def test_hybrid_is_fuse_legs_over_the_backends_own_legs(memory):
+    memory.record(ALICE, CHAT)
+    query = "What did Alice research?"
+    # With 8 memories every leg list is complete, so the single-leg modes show exactly the
+    # candidates hybrid fused.
+    legs = {
+        leg: _as_leg(memory.retrieve(ALICE, query, 50, mode=leg), leg) for leg in ("bm25", "dense")
+    }
+    expected = fuse_legs("hybrid", legs, memory.retrieval, 5)
+    got = memory.retrieve(ALICE, query, 5, mode="hybrid")
+    assert [r.fact.id for r in got] == [h.id for h in expected]
+    assert [round(r.score, 6) for r in got] == [round(h.score, 6) for h in expected]
+    assert [r.ranks for r in got] == [h.ranks for h in expected]
+    # the answer ("Adoption agencies!") shares no word with the question but follows the turn
+    # that does: smoothing brings it into the top 3
+    top3 = [r.fact.text for r in got[:3]]
+    assert "Alice: Adoption agencies! I want to give a kid a loving home." in top3

@@ -1,0 +1,202 @@
+"""Z-score fusion, session-neighbour smoothing, date terms and the presets, on invented data.
+
+Pure functions: no model, no backend. The backend-level checks (every backend applies the same
+config) are in ``test_retrieval_backends.py``.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import replace
+from datetime import UTC, datetime, timedelta, timezone
+
+import pytest
+
+from indexing.fusion import reciprocal_rank_fusion, zscore_fusion
+from indexing.lexical import DATE_TERMS, average_length, date_words, lexical_terms
+from indexing.neighbours import smooth_by_session
+from indexing.tokenize import tokenize
+from memory_service.longterm.retrieval import PRESETS, LegHit, RetrievalConfig, fuse_legs
+
+T0 = datetime(2023, 5, 8, 13, 56, tzinfo=UTC)
+
+
+def _z(values: list[float]) -> list[float]:
+    mean = sum(values) / len(values)
+    sd = math.sqrt(sum((v - mean) ** 2 for v in values) / len(values))
+    return [(v - mean) / sd for v in values]
+
+
+# -- zscore_fusion ----------------------------------------------------------------------------
+
+
+def test_zscore_fusion_sums_standardised_scores_over_the_union():
+    fused = zscore_fusion(
+        {"bm25": [("a", 9.0), ("b", 3.0)], "dense": [("b", 0.8), ("c", 0.6), ("a", 0.2)]},
+        floors={"bm25": 0.0},
+    )
+    bm25 = dict(zip("abc", _z([9.0, 3.0, 0.0]), strict=True))  # c: not matched -> floor 0
+    dense = dict(zip("abc", _z([0.2, 0.8, 0.6]), strict=True))
+    expected = {i: bm25[i] + dense[i] for i in "abc"}
+    assert [c.id for c in fused] == sorted(expected, key=lambda i: -expected[i])
+    for c in fused:
+        assert c.score == pytest.approx(expected[c.id])
+    assert {c.id: c.ranks for c in fused}["c"] == {"bm25": None, "dense": 2}
+
+
+def test_zscore_fusion_trusts_a_sure_leg_where_rrf_would_not():
+    # x is far ahead in BM25 and a hair behind y and w in dense: RRF only sees ranks (dense
+    # rank 3 vs 1) and puts y first; z-scores keep the size of each gap, so x wins.
+    others = [(f"o{i}", 1.0 - i / 100) for i in range(8)]
+    bm25 = [("x", 12.0), ("y", 2.0), ("w", 1.9), *others]
+    dense = [("y", 0.80), ("w", 0.795), ("x", 0.79), *[(i, 0.3 + s / 10) for i, s in others]]
+    assert (
+        reciprocal_rank_fusion({"bm25": [i for i, _ in bm25], "dense": [i for i, _ in dense]})[0].id
+        == "y"
+    )
+    assert zscore_fusion({"bm25": bm25, "dense": dense})[0].id == "x"
+
+
+def test_zscore_fusion_weights_floors_and_flat_legs():
+    legs = {"bm25": [("a", 5.0)], "dense": [("b", 0.9), ("a", 0.1)]}
+    # default floor = the leg's lowest score: one BM25 hit is then a flat leg and adds nothing
+    assert [c.id for c in zscore_fusion(legs)] == ["b", "a"]
+    # the no-match floor (0 for BM25) keeps it: the one lexical hit counts
+    with_floor = zscore_fusion(legs, floors={"bm25": 0.0})
+    assert [c.id for c in with_floor] == ["a", "b"]
+    muted = zscore_fusion(legs, floors={"bm25": 0.0}, weights={"bm25": 0.0, "dense": 1.0})
+    assert [c.id for c in muted] == ["b", "a"]
+    assert muted[1].ranks == {"bm25": 1, "dense": 2}  # a zero-weight leg still explains
+    assert zscore_fusion({"bm25": [], "dense": []}) == []
+
+
+def test_zscore_fusion_counts_a_repeated_id_once_at_its_best_rank():
+    fused = zscore_fusion({"bm25": [("a", 3.0), ("b", 2.0), ("a", 1.0)]})
+    assert [c.id for c in fused] == ["a", "b"]
+    assert fused[0].ranks == {"bm25": 1}
+
+
+# -- smooth_by_session ------------------------------------------------------------------------
+
+
+def _placed(order: str, session: str = "s1") -> dict[str, tuple[str, int]]:
+    return {item: (session, position) for position, item in enumerate(order)}
+
+
+def test_smoothing_lifts_the_neighbours_of_a_strong_hit():
+    scores = {"q": 3.0, "ans": 1.0, "far": 1.2, "low": 0.0}
+    placements = {**_placed(["q", "ans"]), "far": ("s2", 0), "low": ("s3", 0)}
+    out = smooth_by_session(scores, placements, weight=0.5, window=1)
+    assert out == {"q": 3.0 + 0.5 * 1.0, "ans": 1.0 + 0.5 * 3.0, "far": 1.2, "low": 0.0}
+    assert out["ans"] > out["far"]  # the answer after the question now beats a lone hit
+
+
+def test_smoothing_window_order_and_sessions():
+    scores = {"a": 4.0, "b": 0.0, "c": 0.0, "d": 0.0}
+    placements = _placed("dcba")  # positions: d0 c1 b2 a3
+    one = smooth_by_session(scores, placements, weight=1.0, window=1)
+    assert one == {"a": 4.0, "b": 4.0, "c": 0.0, "d": 0.0}
+    two = smooth_by_session(scores, placements, weight=1.0, window=2)
+    assert two == {"a": 4.0, "b": 4.0, "c": 4.0, "d": 0.0}
+    apart = {**_placed("ab", "s1"), "c": ("s2", 0), "d": (None, 0)}
+    none = smooth_by_session(scores, apart, weight=1.0, window=5)
+    assert none == {"a": 4.0, "b": 4.0, "c": 0.0, "d": 0.0}  # other session / no session
+    off = smooth_by_session({"a": 2.0, "b": -1.0}, _placed("ab"), weight=0.0, window=2)
+    assert off == {"a": 3.0, "b": 0.0}  # only the shift to a zero minimum
+    assert smooth_by_session({}, {}, weight=1.0, window=1) == {}
+
+
+# -- date terms -------------------------------------------------------------------------------
+
+
+def test_date_words_are_the_utc_day_in_english():
+    assert date_words(T0) == "8 May 2023"
+    late = datetime(2023, 5, 8, 23, 30, tzinfo=timezone(timedelta(hours=-5)))
+    assert date_words(late) == "9 May 2023"  # 04:30 UTC the next day
+    assert date_words(datetime(2022, 12, 31)) == "31 December 2022"  # naive: as given
+
+
+def test_the_date_adds_a_fixed_number_of_terms_which_the_length_norm_counts():
+    for month in range(1, 13):
+        for day in (1, 9, 28):
+            when = datetime(2024, month, day, tzinfo=UTC)
+            assert len(tokenize(date_words(when))) == DATE_TERMS
+    assert average_length(10.0, with_date=True) == 10.0 + DATE_TERMS
+    assert average_length(10.0, with_date=False) == 10.0
+
+
+def test_lexical_terms_add_the_date_only_when_asked():
+    assert lexical_terms("Went hiking", T0) == ["went", "hik"]
+    assert lexical_terms("Went hiking", T0, with_date=True) == ["went", "hik", "8", "may", "2023"]
+    assert lexical_terms("Went hiking", None, with_date=True) == ["went", "hik"]
+
+
+# -- fuse_legs and the presets ----------------------------------------------------------------
+
+
+def _legs() -> dict[str, list[LegHit]]:
+    return {
+        "bm25": [LegHit("a", 6.0, "s1", T0), LegHit("b", 2.0, "s1", T0 + timedelta(seconds=1))],
+        "dense": [LegHit("a", 0.7, "s1", T0), LegHit("c", 0.5, "s2", T0)],
+    }
+
+
+def test_rrf_plain_keeps_the_earlier_formula():
+    hits = fuse_legs("hybrid", _legs(), PRESETS["rrf-plain"], 5)
+    assert [h.id for h in hits] == ["a", "b", "c"]
+    assert hits[0].score == pytest.approx(2 / 61)  # rank 1 in both legs, k = 60
+    assert hits[0].ranks == {"bm25": 1, "dense": 1}
+    assert hits[0].scores == {"bm25": 6.0, "dense": 0.7}
+
+
+def test_hybrid_preset_is_zscore_with_smoothing_and_dates():
+    config = PRESETS["hybrid"]
+    assert (config.fusion, config.date_terms) == ("zscore", True)
+    assert config.neighbour_weight > 0 and config.neighbour_window >= 1
+    # b is weak in both legs but was said right after a (same session); c is alone in s2.
+    legs = {
+        "bm25": [LegHit("a", 6.0, "s1", T0), LegHit("c", 3.0, "s2", T0)],
+        "dense": [
+            LegHit("a", 0.7, "s1", T0),
+            LegHit("c", 0.55, "s2", T0),
+            LegHit("b", 0.5, "s1", T0 + timedelta(seconds=1)),
+        ],
+    }
+    plain = fuse_legs("hybrid", legs, replace(config, neighbour_weight=0.0), 5)
+    assert [h.id for h in plain] == ["a", "c", "b"]
+    hits = fuse_legs("hybrid", legs, config, 5)
+    assert [h.id for h in hits] == ["a", "b", "c"]
+    assert hits[1].ranks == {"bm25": None, "dense": 3}  # ranks still say where it came from
+    # c has no neighbour: its score only moves by the shift that puts the lowest at zero
+    low = min(h.score for h in plain)
+    assert hits[2].score == pytest.approx(plain[1].score - low)
+
+
+def test_single_leg_modes_are_never_fused_or_smoothed():
+    for name in PRESETS:
+        hits = fuse_legs("bm25", _legs(), PRESETS[name], 5)
+        assert [(h.id, h.score, h.ranks) for h in hits] == [
+            ("a", 6.0, {"bm25": 1}),
+            ("b", 2.0, {"bm25": 2}),
+        ]
+
+
+def test_a_complete_bm25_list_floors_at_zero_a_cut_one_at_its_last_score():
+    # depth(1) = min_candidates: make it 1 so a one-hit BM25 list counts as cut at the depth.
+    legs = {
+        "bm25": [LegHit("a", 5.0)],
+        "dense": [LegHit("b", 0.9), LegHit("a", 0.1)],
+    }
+    config = RetrievalConfig(fusion="zscore", min_candidates=50)
+    assert [h.id for h in fuse_legs("hybrid", legs, config, 2)] == ["a", "b"]
+    cut = replace(config, min_candidates=1, candidate_multiplier=1)
+    assert [h.id for h in fuse_legs("hybrid", legs, cut, 1)] == ["b"]
+
+
+def test_config_refuses_nonsense():
+    with pytest.raises(ValueError):
+        RetrievalConfig(fusion="borda")
+    with pytest.raises(ValueError):
+        RetrievalConfig(neighbour_weight=-0.1)
+    with pytest.raises(ValueError):
+        RetrievalConfig(weights={"bm25": -1.0, "dense": 1.0})
