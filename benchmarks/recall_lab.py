@@ -8,7 +8,12 @@ legs with the service's tokenizer and BM25 (``indexing``). A variant is a functi
 legs' candidate lists to a ranking, so fusion code from ``memory_service.longterm.retrieval``
 runs here unchanged; winners are then confirmed end to end with ``memory-service bench``.
 
-    .venv/bin/python benchmarks/recall_lab.py --unit turns      # baseline table
+    .venv/bin/python benchmarks/recall_lab.py --unit turns            # the default preset's table
+    .venv/bin/python benchmarks/recall_lab.py --unit facts --presets  # every preset, every mode
+    .venv/bin/python benchmarks/recall_lab.py --loco                  # grid + leave-one-out
+    .venv/bin/python benchmarks/recall_lab.py --latency files         # rrf-plain vs hybrid A/B
+
+The data file is ``../shared/data/locomo-dev.json`` (CC BY-NC: read, never copied here).
 """
 
 from __future__ import annotations
