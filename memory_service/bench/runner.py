@@ -17,10 +17,10 @@ from dataclasses import dataclass, field
 from memory_service.bench.backends import FreshBackends
 from memory_service.bench.dataset import Conversation, Dataset, MemoryItem
 from memory_service.bench.embedding import ColdQueryEmbedder
-from memory_service.bench.progress import Progress
 from memory_service.context import RuntimeContext
 from memory_service.errors import InvalidInputError
 from memory_service.longterm.base import LongTermMemory
+from memory_service.progress import Progress
 
 TENANT = "bench"
 WARM_UP_QUERY = "index warm-up"

@@ -25,12 +25,12 @@ from memory_service.bench.dataset import BenchInputError
 from memory_service.bench.datasets.synthetic import scale_texts
 from memory_service.bench.embedding import ColdQueryEmbedder
 from memory_service.bench.http_server import LoopbackServer, write_key_file
-from memory_service.bench.progress import Progress
 from memory_service.bench.runner import TENANT, WARM_UP_QUERY
 from memory_service.config import Settings
 from memory_service.context import RuntimeContext
 from memory_service.errors import MemoryServiceError
 from memory_service.facts import Fact
+from memory_service.progress import Progress
 
 log = logging.getLogger("memory_service.bench")
 

@@ -14,10 +14,10 @@ from collections.abc import Callable, Iterable, Iterator
 from datetime import timedelta
 from pathlib import Path
 
-from memory_service.bench.progress import Progress
 from memory_service.context import RuntimeContext, validate_id
 from memory_service.errors import InvalidIdError
 from memory_service.pipeline.maintenance import MaintenanceReport, MemoryMaintenance
+from memory_service.progress import Progress
 
 log = logging.getLogger(__name__)
 

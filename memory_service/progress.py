@@ -8,7 +8,7 @@ import sys
 import time
 from typing import TextIO
 
-log = logging.getLogger("memory_service.bench")
+log = logging.getLogger("memory_service.progress")
 
 
 class Progress:
