@@ -61,3 +61,17 @@ def memory(request, tmp_path: Path, embedder: Embedder) -> Iterator[LongTermMemo
         yield backend
     finally:
         backend.close()
+
+
+@pytest.fixture
+def workspace(tmp_path: Path) -> Path:
+    """A fresh workspace folder (created on first write)."""
+    return tmp_path / "workspace"
+
+
+@pytest.fixture
+def longterm(workspace: Path, embedder: Embedder) -> Iterator[LongTermMemory]:
+    """The files backend on ``workspace``: the default a pipeline test runs over."""
+    memory = FileSystemLongTermMemory(workspace, embedder)
+    yield memory
+    memory.close()

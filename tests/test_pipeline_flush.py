@@ -12,7 +12,6 @@ from memory_service.config import CompactionConfig, FlushTrigger, MemoryConfig, 
 from memory_service.context import RuntimeContext
 from memory_service.facts import Fact, utcnow
 from memory_service.llm import ChatModel, ContextOverflowError, LlmBadResponseError
-from memory_service.longterm.files import FileSystemLongTermMemory
 from memory_service.longterm.ledger import render_fact
 from memory_service.messages import Msg, ToolCall
 from memory_service.paths import UserPaths
@@ -26,18 +25,6 @@ from tests.llm_server import error, malformed, text
 
 CTX = RuntimeContext("acme", "alice", "s1")
 PEANUTS = "- [fact|10|user.allergy] The user is allergic to peanuts."
-
-
-@pytest.fixture
-def workspace(tmp_path):
-    return tmp_path / "workspace"
-
-
-@pytest.fixture
-def longterm(workspace, embedder):
-    memory = FileSystemLongTermMemory(workspace, embedder)
-    yield memory
-    memory.close()
 
 
 @pytest.fixture

@@ -12,7 +12,6 @@ from memory_service.config import Settings
 from memory_service.context import RuntimeContext
 from memory_service.errors import InvalidInputError, NotFoundError
 from memory_service.facts import Fact
-from memory_service.longterm.files import FileSystemLongTermMemory
 from memory_service.longterm.ledger import render_fact
 from memory_service.messages import Msg, ToolCall
 from memory_service.paths import UserPaths
@@ -22,18 +21,6 @@ from memory_service.tools import MEMORY_TOOL_NAMES, MemoryTools
 ALICE = RuntimeContext("acme", "alice", "s1")
 BOB = RuntimeContext("acme", "bob", "s1")
 SECRET = "TOP-SECRET-CONTENT"
-
-
-@pytest.fixture
-def workspace(tmp_path):
-    return tmp_path / "workspace"
-
-
-@pytest.fixture
-def longterm(workspace, embedder):
-    memory = FileSystemLongTermMemory(workspace, embedder)
-    yield memory
-    memory.close()
 
 
 @pytest.fixture
