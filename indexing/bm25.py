@@ -46,6 +46,13 @@ class BM25Index:
     def __len__(self) -> int:
         return self._size
 
+    def scores(self, query_terms: Sequence[str]) -> np.ndarray:
+        """BM25 of every document in order (0 where no term is shared): for callers that
+        combine whole score rows, such as the recall lab's feedback and session variants."""
+        if self._bm25 is None or not query_terms:
+            return np.zeros(self._size)
+        return np.asarray(self._bm25.get_scores(list(query_terms)), dtype=np.float64)
+
     def search(self, query_terms: Sequence[str], limit: int) -> list[BM25Hit]:
         """Documents sharing at least one term with the query, best first."""
         if self._bm25 is None or not query_terms:

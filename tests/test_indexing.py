@@ -70,6 +70,15 @@ def test_bm25_scores_are_positive_on_a_tiny_corpus():
     assert [h.index for h in hits] == [0] and hits[0].score > 0
 
 
+def test_bm25_score_row_agrees_with_search_and_is_zero_where_nothing_matches():
+    index = BM25Index([tokenize("likes tea"), tokenize("Bob plays cello"), tokenize("tea time")])
+    row = index.scores(tokenize("tea"))
+    hits = {h.index: h.score for h in index.search(tokenize("tea"), 5)}
+    assert row.shape == (3,) and row[1] == 0.0
+    assert row[0] == pytest.approx(hits[0]) and row[2] == pytest.approx(hits[2])
+    assert not index.scores([]).any()
+
+
 def test_rrf_keeps_each_legs_rank_and_applies_weights():
     fused = reciprocal_rank_fusion({"bm25": ["a", "b"], "dense": ["b", "c"]}, k=60)
     assert [c.id for c in fused] == ["b", "a", "c"]
