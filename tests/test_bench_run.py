@@ -1,22 +1,29 @@
-"""The runner on a real files backend and the real model; `memory-service bench` end to end."""
+"""The runner on a real files backend and the real model; `memory-service bench` end to end;
+the targets' verdicts on hand-written result documents."""
 
 from __future__ import annotations
 
 import json
+from collections import Counter
+from collections.abc import Sequence
 from pathlib import Path
 
+import numpy as np
 import pytest
 
-from memory_service.bench.backends import FreshBackends
+from memory_service.bench.backends import FreshBackends, with_backend
 from memory_service.bench.datasets import load_dataset
 from memory_service.bench.embedding import ColdQueryEmbedder
 from memory_service.bench.runner import run
 from memory_service.bench.summary import summarise
-from memory_service.cli import main
+from memory_service.bench.targets import applies, evaluate, tally
+from memory_service.cli import build_parser, main
+from memory_service.commands.bench import command_line
 from memory_service.config import Settings
 
 FIXTURES = Path(__file__).parent / "fixtures"
 MODES = ("bm25", "dense", "hybrid")
+PLAIN = "hybrid (rrf-plain)"
 
 
 @pytest.fixture
@@ -53,7 +60,11 @@ def test_gold_no_memory_carries_is_counted_unreachable(backends):
     # D1:5 (said twice) has no observation: that one question's gold cannot be reached
     assert result.unreachable_gold == 1
     assert result.questions_with_unreachable_gold == 1
-    assert "legs" not in summarise(result, (5,))
+    doc = summarise(result, (5,))
+    assert "legs" not in doc
+    # that question's only gold id is out of reach, every other question's are all reachable
+    asked = doc["questions"]
+    assert doc["recall_ceiling"] == pytest.approx((asked - 1) / asked)
 
 
 def test_bench_synthetic_end_to_end(tmp_path: Path):
@@ -66,8 +77,8 @@ def test_bench_synthetic_end_to_end(tmp_path: Path):
     doc = json.loads(out.read_text())
     assert doc["dataset"] == "synthetic" and doc["unit"] == "facts"
     assert doc["backend"] == "files" and doc["memories"] == 3
-    assert [r["mode"] for r in doc["results"]] == list(MODES)
-    for result in doc["results"]:
+    assert [r["mode"] for r in doc["results"]] == [*MODES, PLAIN]  # the default baseline
+    for result in doc["results"][:3]:
         assert set(result["recall"]) == {"5", "10", "25"}
         assert set(result["recall_all"]) == {"5", "10", "25"}
         assert 0.0 <= result["mrr"] <= 1.0 and 0.0 <= result["ndcg@10"] <= 1.0
@@ -86,11 +97,16 @@ def test_bench_locomo_facts_end_to_end(tmp_path: Path, capsys):
     assert main([*args, "--k", "1,3", "--modes", "dense,hybrid", "--json", str(out)]) == 0
     doc = json.loads(out.read_text())
     assert doc["unit"] == "facts" and doc["k"] == [1, 3]
-    assert [r["mode"] for r in doc["results"]] == ["dense", "hybrid"]
+    assert [r["mode"] for r in doc["results"]] == ["dense", "hybrid", PLAIN]
     assert doc["skipped"]["no evidence id resolves to a turn"] == 1
     assert doc["notes"]["observations linked to no turn"] == 1
     printed = capsys.readouterr().out
     assert "per category" in printed and "4 single-hop" in printed
+    # no bm25 leg and no k=10: only the latency target can be judged, the rest say so
+    status = {t["name"]: t["status"] for t in doc["targets"]}
+    assert status.pop("hybrid_p50_vs_plain") in ("met", "NOT met")
+    assert set(status.values()) == {"not measured"}
+    assert "targets met:" in printed and "(4 not measured)" in printed
 
 
 def test_bench_scale_measures_in_process_and_over_http(tmp_path: Path):
@@ -108,3 +124,189 @@ def test_bench_scale_measures_in_process_and_over_http(tmp_path: Path):
 def test_bench_refuses_public_data_without_a_path(capsys):
     assert main(["bench", "--dataset", "locomo"]) == 2
     assert "--path" in capsys.readouterr().err
+
+
+# --- the baseline: plain hybrid on a second backend, in the same run ---------------------------
+
+
+class CountingEmbedder:
+    """Counts every text that reaches the model (what ``ColdQueryEmbedder`` did not cache)."""
+
+    def __init__(self, inner) -> None:
+        self.inner = inner
+        self.seen: Counter[str] = Counter()
+        self.name, self.dimension = inner.name, inner.dimension
+
+    def embed(self, texts: Sequence[str]) -> np.ndarray:
+        self.seen.update(texts)
+        return self.inner.embed(texts)
+
+
+def test_baseline_asks_hybrid_on_its_own_backend_every_query_cold(tmp_path: Path, embedder):
+    model = CountingEmbedder(embedder)
+    cold = ColdQueryEmbedder(model)
+    settings = Settings()
+    main_backends = FreshBackends(settings, cold, tmp_path / "work")
+    plain = FreshBackends(with_backend(settings, None, "rrf-plain"), cold, tmp_path / "work")
+    dataset = load_dataset(
+        "locomo", path=FIXTURES / "locomo_mini.json", unit="turns", turn_text="plain"
+    )
+    result = run(
+        dataset, main_backends, modes=MODES, ks=(1, 3), baseline=plain, show_progress=False
+    )
+
+    assert result.items_recorded == 12 and result.facts_stored == 11  # the baseline not counted
+    by_mode = Counter(o.mode for o in result.outcomes)
+    assert by_mode == dict.fromkeys([*MODES, PLAIN], 7)
+    asked = Counter(q.text for c in dataset.conversations for q in c.questions if q.gold)
+    for text, times in asked.items():  # dense, hybrid and the baseline's hybrid: 3 model calls
+        assert model.seen[text] == 3 * times, text
+    merged = [o for o in result.outcomes if o.qid == "conv-test-1:q9" and o.mode == PLAIN]
+    assert frozenset({"D1:4", "D1:5"}) in merged[0].ranked  # its own fact ids map to refs
+    assert list(main_backends.root.iterdir()) == []  # both temporary workspaces are gone
+
+    doc = summarise(result, (1, 3))
+    assert [r["mode"] for r in doc["results"]] == [*MODES, PLAIN]
+    assert doc["baseline"] == {"preset": "rrf-plain", "mode": PLAIN}
+    assert doc["results"][3]["ingest_per_s"] is None and doc["results"][3]["latency_ms"]["p50"] > 0
+    legs = doc["legs"]["k"]["3"]  # the baseline is neither a leg nor the run's hybrid
+    assert legs["questions"] == 7
+    assert legs["bm25_better"] + legs["dense_better"] + legs["tie"] == 7
+
+
+def test_bench_prints_targets_and_the_plain_hybrid_row(tmp_path: Path, capsys):
+    out = tmp_path / "synthetic.json"
+    args = ["bench", "--users", "2", "--json", str(out), "--no-progress"]
+    assert main([*args, "--workdir", str(tmp_path / "work")]) == 0
+    printed = capsys.readouterr().out
+    assert "\nhybrid (rrf-plain) " in printed  # a result row like any mode
+    assert "\ntargets (hybrid against the single legs" in printed
+    assert "hybrid p50 <= 2x plain hybrid (rrf-plain) p50" in printed
+    assert "\ntargets met: " in printed and " of 5\n" in printed
+    doc = json.loads(out.read_text())
+    assert [t["name"] for t in doc["targets"]] == [
+        "hybrid_recall@10",
+        "hybrid_over_best_leg@5",
+        "hybrid_over_best_leg@10",
+        "hybrid_over_best_leg@25",
+        "hybrid_p50_vs_plain",
+    ]
+    for target in doc["targets"]:
+        assert target["measured"] is True and isinstance(target["met"], bool)
+        assert target["status"] == ("met" if target["met"] else "NOT met")
+    assert doc["targets"][4]["values"]["plain_p50_ms"] == doc["results"][3]["latency_ms"]["p50"]
+    assert "--baseline-preset" not in doc["command"]
+
+
+def test_baseline_preset_without_hybrid_is_refused(capsys):
+    assert main(["bench", "--modes", "bm25,dense", "--baseline-preset", "rrf-plain"]) == 2
+    assert "--baseline-preset" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(
+    ("argv", "preset", "shown"),
+    [
+        ([], "hybrid", None),
+        (["--baseline-preset", "rrf-plain"], "hybrid", None),  # the default, spelt out
+        (["--baseline-preset", "none"], "hybrid", "none"),
+        (["--baseline-preset", "zscore-plain"], "hybrid", "zscore-plain"),
+        (["--baseline-preset", "rrf-plain"], "rrf-plain", "rrf-plain"),  # no default there
+        (["--preset", "rrf-plain", "--baseline-preset", "none"], None, None),
+        (["--modes", "bm25,dense", "--baseline-preset", "none"], "hybrid", None),
+    ],
+)
+def test_command_line_names_the_baseline_only_when_not_the_default(argv, preset, shown):
+    args = build_parser().parse_args(["bench", *argv])
+    line = command_line(args, preset)
+    if shown is None:
+        assert "--baseline-preset" not in line
+    else:
+        assert line.endswith(f"--baseline-preset {shown}")
+
+
+# --- the targets, judged on hand-written result documents --------------------------------------
+
+
+def _result(mode: str, recall: tuple[float, float, float], p50: float = 10.0) -> dict:
+    return {
+        "mode": mode,
+        "recall": {str(k): r for k, r in zip((5, 10, 25), recall, strict=True)},
+        "latency_ms": {"p50": p50, "p95": 2 * p50},
+    }
+
+
+def _doc(*results: dict, preset: str = "hybrid") -> dict:
+    return {"k": [5, 10, 25], "preset": preset, "results": list(results)}
+
+
+BM25 = _result("bm25", (0.50, 0.60, 0.70), p50=1.0)
+DENSE = _result("dense", (0.60, 0.66, 0.80), p50=9.0)
+PLAIN_ROW = _result(PLAIN, (0.61, 0.68, 0.82), p50=10.0)
+
+
+def _verdicts(doc: dict) -> dict[str, dict]:
+    return {v.name: v.to_dict() for v in evaluate(doc)}
+
+
+def test_targets_all_met():
+    doc = _doc(BM25, DENSE, _result("hybrid", (0.64, 0.73, 0.90), p50=19.0), PLAIN_ROW)
+    verdicts = _verdicts(doc)
+    assert all(v["measured"] and v["met"] for v in verdicts.values())
+    assert verdicts["hybrid_over_best_leg@5"]["values"]["best_leg"] == "dense"
+    assert verdicts["hybrid_p50_vs_plain"]["values"]["ratio"] == pytest.approx(1.9)
+    assert tally(list(verdicts.values())) == "targets met: 5 of 5"
+
+
+def test_hybrid_recall_at_10_below_the_floor_is_not_met():
+    doc = _doc(BM25, DENSE, _result("hybrid", (0.64, 0.69, 0.90)), PLAIN_ROW)
+    verdicts = _verdicts(doc)
+    assert verdicts["hybrid_recall@10"]["status"] == "NOT met"
+    assert verdicts["hybrid_recall@10"]["values"] == {"hybrid": 0.69}
+    assert verdicts["hybrid_over_best_leg@10"]["met"]  # 0.69 is still +0.03 over dense
+    assert tally(list(verdicts.values())) == "targets met: 4 of 5"
+
+
+def test_the_recall_floor_shows_what_a_perfect_ranking_would_reach():
+    doc = _doc(BM25, DENSE, _result("hybrid", (0.60, 0.656, 0.71)), PLAIN_ROW)
+    doc["recall_ceiling"] = 0.785
+    verdict = _verdicts(doc)["hybrid_recall@10"]
+    assert verdict["status"] == "NOT met" and verdict["values"]["ceiling"] == 0.785
+    assert verdict["shown"] == "hybrid 65.6% (perfect ranking 78.5%)"
+
+
+def test_two_points_over_the_best_leg_is_not_enough_three_are():
+    doc = _doc(BM25, DENSE, _result("hybrid", (0.62, 0.69, 0.83)), PLAIN_ROW)
+    verdicts = _verdicts(doc)
+    assert verdicts["hybrid_over_best_leg@5"]["status"] == "NOT met"
+    assert verdicts["hybrid_over_best_leg@5"]["values"]["margin"] == pytest.approx(0.02)
+    assert "+2.0 points" in verdicts["hybrid_over_best_leg@5"]["shown"]
+    # 0.83 - 0.80 is 0.0299999... in floating point: still three points
+    assert verdicts["hybrid_over_best_leg@25"]["met"] and verdicts["hybrid_over_best_leg@10"]["met"]
+
+
+def test_without_bm25_the_legs_targets_are_not_measured():
+    doc = _doc(DENSE, _result("hybrid", (0.70, 0.75, 0.90)), PLAIN_ROW)
+    assert applies(doc)
+    verdicts = _verdicts(doc)
+    for k in (5, 10, 25):
+        verdict = verdicts[f"hybrid_over_best_leg@{k}"]
+        assert verdict["status"] == "not measured" and verdict["met"] is False
+        assert verdict["shown"] == "no bm25 mode in this run"
+    assert verdicts["hybrid_recall@10"]["met"] and verdicts["hybrid_p50_vs_plain"]["met"]
+    assert tally(list(verdicts.values())) == "targets met: 2 of 5 (3 not measured)"
+
+
+def test_latency_target_needs_plain_hybrid_from_the_same_run():
+    hybrid = _result("hybrid", (0.70, 0.75, 0.90), p50=25.0)
+    slow = _verdicts(_doc(BM25, DENSE, hybrid, PLAIN_ROW))["hybrid_p50_vs_plain"]
+    assert slow["status"] == "NOT met" and slow["values"]["ratio"] == pytest.approx(2.5)
+    missing = _verdicts(_doc(BM25, DENSE, hybrid))["hybrid_p50_vs_plain"]
+    assert missing["status"] == "not measured"
+    own = _verdicts(_doc(BM25, DENSE, hybrid, preset="rrf-plain"))["hybrid_p50_vs_plain"]
+    assert own["met"] and own["values"]["ratio"] == 1.0  # the run's hybrid is plain hybrid
+
+
+def test_targets_apply_to_hybrid_with_a_leg_only():
+    assert not applies(_doc(BM25, DENSE))
+    assert not applies(_doc(_result("hybrid", (0.7, 0.8, 0.9))))
+    assert applies(_doc(BM25, _result("hybrid", (0.7, 0.8, 0.9))))

@@ -1,6 +1,7 @@
 """Print a result document as tables, write it as JSON, plot it as a PNG.
 
-Tables show rates as percentages with one decimal (the JSON keeps fractions).
+Tables show rates as percentages with one decimal (the JSON keeps fractions). A recall run
+with hybrid and a leg ends with its targets (``memory_service.bench.targets``), one line each.
 """
 
 from __future__ import annotations
@@ -11,6 +12,7 @@ from pathlib import Path
 from typing import TextIO
 
 from memory_service.bench.dataset import BenchInputError
+from memory_service.bench.targets import tally
 
 
 def _pct(value: float | None) -> str:
@@ -25,22 +27,22 @@ def _rate(value: float | None) -> str:
     return "-" if value is None else f"{value:,.0f}"
 
 
-def _table(header: Sequence[str], rows: Sequence[Sequence[str]], out: TextIO) -> None:
+def _table(
+    header: Sequence[str], rows: Sequence[Sequence[str]], out: TextIO, *, text_columns: int = 1
+) -> None:
+    """Columns padded to fit; the first ``text_columns`` flush left, numbers flush right."""
     widths = [max(len(str(r[i])) for r in [header, *rows]) for i in range(len(header))]
-    line = "  ".join(
-        h.ljust(w) if i == 0 else h.rjust(w)
-        for i, (h, w) in enumerate(zip(header, widths, strict=True))
-    )
-    print(line, file=out)
-    print("-" * len(line), file=out)
+
+    def cells(row: Sequence[str]) -> str:
+        return "  ".join(
+            str(c).ljust(w) if i < text_columns else str(c).rjust(w)
+            for i, (c, w) in enumerate(zip(row, widths, strict=True))
+        ).rstrip()
+
+    print(cells(header), file=out)
+    print("-" * (sum(widths) + 2 * (len(widths) - 1)), file=out)
     for row in rows:
-        print(
-            "  ".join(
-                str(c).ljust(w) if i == 0 else str(c).rjust(w)
-                for i, (c, w) in enumerate(zip(row, widths, strict=True))
-            ),
-            file=out,
-        )
+        print(cells(row), file=out)
 
 
 def _counts(title: str, counts: dict, out: TextIO) -> None:
@@ -122,6 +124,27 @@ def print_recall(doc: dict, out: TextIO) -> None:
     )
     _counts("skipped questions", doc["skipped"], out)
     _counts("notes", doc["notes"], out)
+    if (ceiling := doc.get("recall_ceiling")) is not None and ceiling < 1.0:
+        print(
+            f"recall ceiling: a perfect ranking reaches {_pct(ceiling)}% once k covers every "
+            "gold id some memory carries",
+            file=out,
+        )
+    print_targets(doc, out)
+
+
+TARGETS_TITLE = "targets (hybrid against the single legs and plain hybrid, in this run)"
+
+
+def print_targets(doc: dict, out: TextIO) -> None:
+    """One line per target: what it is, the numbers, the verdict; then how many were met."""
+    verdicts = doc.get("targets")
+    if not verdicts:
+        return
+    print(f"\n{TARGETS_TITLE}", file=out)
+    rows = [[v["description"], v["shown"], v["status"]] for v in verdicts]
+    _table(["target", "measured", "verdict"], rows, out, text_columns=3)
+    print(tally(verdicts), file=out)
 
 
 def print_scale(doc: dict, out: TextIO) -> None:
@@ -270,4 +293,10 @@ def to_markdown(doc: dict) -> str:
             if extra:
                 row += [c["hybrid_below_best_leg"], c["hybrid_above_best_leg"]]
             lines.append("| " + " | ".join(str(x) for x in row) + " |")
+    if doc.get("targets"):
+        lines += ["", f"{TARGETS_TITLE[0].upper()}{TARGETS_TITLE[1:]}:", ""]
+        lines += ["| target | measured | verdict |", "|---|---|---|"]
+        for v in doc["targets"]:
+            lines.append(f"| {v['description']} | {v['shown']} | {v['status']} |")
+        lines += ["", f"{tally(doc['targets']).capitalize()}."]
     return "\n".join(lines) + "\n"

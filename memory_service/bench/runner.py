@@ -5,24 +5,34 @@ mapping from fact id to evidence refs is taken from what ``record`` returns, so 
 with one text (merged into one fact) carry both refs. Timing: ``record`` calls (embedding
 included) make the ingest rate; the first retrieve per memory (the index build) is timed on its
 own; then every question is asked once per mode, modes interleaved so noise hits all alike.
+
+With a baseline (``--baseline-preset``), each memory is also recorded into a second fresh
+backend of the same kind built with that preset, and every question is asked there in hybrid
+mode too, right after the run's own modes: plain hybrid measured on the same data, under the
+same machine noise. Its outcomes carry the label ``hybrid (<preset>)``; its ingest is not timed.
 """
 
 from __future__ import annotations
 
 import time
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from contextlib import ExitStack
 from dataclasses import dataclass, field
 
 from memory_service.bench.backends import FreshBackends
-from memory_service.bench.dataset import Conversation, Dataset, MemoryItem
+from memory_service.bench.dataset import Conversation, Dataset, MemoryItem, Question
 from memory_service.bench.embedding import ColdQueryEmbedder
+from memory_service.bench.targets import HYBRID, baseline_mode
 from memory_service.context import RuntimeContext
 from memory_service.errors import InvalidInputError
 from memory_service.longterm.base import LongTermMemory
 from memory_service.progress import Progress
 
 TENANT = "bench"
+# The baseline's own tenant: on a shared Qdrant server both backends use one collection, and
+# the baseline must not find (and merge into) facts the main backend recorded with its preset.
+BASELINE_TENANT = "bench-baseline"
 WARM_UP_QUERY = "index warm-up"
 
 
@@ -51,12 +61,36 @@ class RunResult:
     index_build_ms: list[float] = field(default_factory=list)
     unreachable_gold: int = 0
     questions_with_unreachable_gold: int = 0
+    # Per asked question: the share of its gold ids some memory carries, the recall a perfect
+    # ranking reaches once k covers them (the ceiling no retriever can pass).
+    reachable: dict[str, float] = field(default_factory=dict)
     skipped: Counter[str] = field(default_factory=Counter)
     wall_s: float = 0.0
+    baseline_preset: str | None = None
 
     @property
     def ingest_per_s(self) -> float | None:
         return self.items_recorded / self.record_s if self.record_s > 0 else None
+
+    @property
+    def baseline_mode(self) -> str | None:
+        return baseline_mode(self.baseline_preset) if self.baseline_preset else None
+
+    @property
+    def labels(self) -> tuple[str, ...]:
+        """Every result row: the run's modes, then the baseline (which is not a mode)."""
+        return (*self.modes, self.baseline_mode) if self.baseline_mode else self.modes
+
+
+@dataclass(frozen=True, slots=True)
+class _Lane:
+    """One way each question is asked: on which backend, in which mode, under which label."""
+
+    memory: LongTermMemory
+    ctx: RuntimeContext
+    mode: str
+    label: str
+    refs_by_fact: dict[str, frozenset[str]]
 
 
 def _batches(items: Sequence[MemoryItem], size: int) -> list[Sequence[MemoryItem]]:
@@ -68,59 +102,101 @@ def _ingest(
     ctx: RuntimeContext,
     conversation: Conversation,
     batch_size: int,
-    result: RunResult,
-    progress: Progress,
+    on_batch: Callable[[int, float], None] | None = None,
 ) -> dict[str, frozenset[str]]:
+    """Record every item; ``on_batch(items, seconds)`` after each ``record`` call."""
     refs_by_fact: dict[str, set[str]] = {}
     for batch in _batches(conversation.items, batch_size):
         started = time.perf_counter()
         recorded = memory.record(ctx, [item.to_fact() for item in batch])
-        result.record_s += time.perf_counter() - started
+        elapsed = time.perf_counter() - started
         for item, outcome in zip(batch, recorded, strict=True):
             refs_by_fact.setdefault(outcome.id, set()).update(item.refs)
-        result.items_recorded += len(batch)
-        progress.update(len(batch))
-    result.facts_stored += len(refs_by_fact)
+        if on_batch is not None:
+            on_batch(len(batch), elapsed)
     return {fact_id: frozenset(refs) for fact_id, refs in refs_by_fact.items()}
 
 
+def _counted(result: RunResult, progress: Progress) -> Callable[[int, float], None]:
+    """The ingest tally of the run's own backend (the baseline's second ingest is not timed)."""
+
+    def on_batch(items: int, seconds: float) -> None:
+        result.record_s += seconds
+        result.items_recorded += items
+        progress.update(items)
+
+    return on_batch
+
+
+def _ask_once(lane: _Lane, question: Question, depth: int, threshold: float) -> Outcome:
+    started = time.perf_counter()
+    recalls = lane.memory.retrieve(lane.ctx, question.text, depth, threshold, mode=lane.mode)
+    latency_ms = 1000.0 * (time.perf_counter() - started)
+    ranked = tuple(lane.refs_by_fact.get(r.fact.id, frozenset()) for r in recalls)
+    return Outcome(
+        question.qid,
+        question.category,
+        lane.label,
+        question.gold,
+        question.stale,
+        ranked,
+        latency_ms,
+    )
+
+
 def _ask(
-    memory: LongTermMemory,
-    ctx: RuntimeContext,
     conversation: Conversation,
-    refs_by_fact: dict[str, frozenset[str]],
+    lanes: Sequence[_Lane],
     result: RunResult,
     threshold: float,
     progress: Progress,
 ) -> None:
+    """Each question on every lane in turn; a question one lane refuses is skipped in all."""
+    refs_by_fact = lanes[0].refs_by_fact
     carried = set().union(*refs_by_fact.values()) if refs_by_fact else set()
     for question in conversation.questions:
         unreachable = question.gold - carried
         result.unreachable_gold += len(unreachable)
         result.questions_with_unreachable_gold += bool(unreachable)
-        asked = []
         try:
-            for mode in result.modes:
-                started = time.perf_counter()
-                recalls = memory.retrieve(ctx, question.text, result.depth, threshold, mode=mode)
-                latency_ms = 1000.0 * (time.perf_counter() - started)
-                ranked = tuple(refs_by_fact.get(r.fact.id, frozenset()) for r in recalls)
-                asked.append(
-                    Outcome(
-                        question.qid,
-                        question.category,
-                        mode,
-                        question.gold,
-                        question.stale,
-                        ranked,
-                        latency_ms,
-                    )
-                )
+            asked = [_ask_once(lane, question, result.depth, threshold) for lane in lanes]
         except InvalidInputError as exc:  # e.g. a question over the 4 KiB query limit
             result.skipped[f"query refused by retrieve ({exc.code})"] += 1
         else:
             result.outcomes.extend(asked)
+            if question.gold:
+                result.reachable[question.qid] = 1.0 - len(unreachable) / len(question.gold)
         progress.update(1)
+
+
+def _mark_queries(conversation: Conversation, *embedders: object) -> None:
+    """Questions go to the model on every ask, in every backend (see ``ColdQueryEmbedder``)."""
+    for embedder in {id(e): e for e in embedders}.values():
+        if isinstance(embedder, ColdQueryEmbedder):
+            embedder.mark_queries(q.text for q in conversation.questions)
+
+
+def _build_indexes(memory: LongTermMemory, ctx: RuntimeContext, modes: Sequence[str]) -> float:
+    """The first retrieve per mode builds the indexes: milliseconds it took."""
+    started = time.perf_counter()
+    for mode in modes:
+        memory.retrieve(ctx, WARM_UP_QUERY, 1, mode=mode)
+    return 1000.0 * (time.perf_counter() - started)
+
+
+def _baseline_lane(
+    stack: ExitStack,
+    baseline: FreshBackends,
+    conversation: Conversation,
+    batch_size: int,
+    label: str,
+) -> _Lane:
+    """The conversation recorded into a fresh baseline backend, its index built, untimed."""
+    memory = stack.enter_context(baseline.fresh())
+    ctx = RuntimeContext(BASELINE_TENANT, conversation.user_id)
+    refs_by_fact = _ingest(memory, ctx, conversation, batch_size)
+    _build_indexes(memory, ctx, (HYBRID,))
+    return _Lane(memory, ctx, HYBRID, label, refs_by_fact)
 
 
 def run(
@@ -132,11 +208,14 @@ def run(
     batch_size: int = 64,
     threshold: float = 0.0,
     show_progress: bool = True,
+    baseline: FreshBackends | None = None,
 ) -> RunResult:
-    """Every conversation of ``dataset`` through a fresh backend; every question in every mode."""
+    """Every conversation of ``dataset`` through a fresh backend; every question in every mode,
+    and in hybrid mode on a fresh ``baseline`` backend too when one is given."""
     depth = max(*ks, 10)  # nDCG@10 is always reported
     result = RunResult(dataset, tuple(modes), depth)
-    embedder = backends.embedder
+    if baseline is not None:
+        result.baseline_preset = baseline.settings.longterm.retrieval_preset
     conversations = [c for c in dataset.conversations if c.questions]
     if dropped := len(dataset.conversations) - len(conversations):
         result.skipped["memories without questions (not ingested)"] = dropped
@@ -145,17 +224,23 @@ def run(
     with Progress(total, f"bench {dataset.name}/{dataset.unit}", enabled=show_progress) as bar:
         for conversation in conversations:
             ctx = RuntimeContext(TENANT, conversation.user_id)
-            if isinstance(embedder, ColdQueryEmbedder):
-                embedder.mark_queries(q.text for q in conversation.questions)
-            with backends.fresh() as memory:
+            _mark_queries(conversation, backends.embedder, baseline and baseline.embedder)
+            with ExitStack() as stack:
+                memory = stack.enter_context(backends.fresh())
                 bar.stage(f"ingest {conversation.id}")
-                refs_by_fact = _ingest(memory, ctx, conversation, batch_size, result, bar)
-                build_started = time.perf_counter()
-                for mode in result.modes:
-                    memory.retrieve(ctx, WARM_UP_QUERY, 1, mode=mode)
-                result.index_build_ms.append(1000.0 * (time.perf_counter() - build_started))
+                refs_by_fact = _ingest(memory, ctx, conversation, batch_size, _counted(result, bar))
+                result.facts_stored += len(refs_by_fact)
+                result.index_build_ms.append(_build_indexes(memory, ctx, result.modes))
+                lanes = [_Lane(memory, ctx, m, m, refs_by_fact) for m in result.modes]
+                if baseline is not None and result.baseline_mode is not None:
+                    bar.stage(f"baseline ingest {conversation.id}")
+                    lanes.append(
+                        _baseline_lane(
+                            stack, baseline, conversation, batch_size, result.baseline_mode
+                        )
+                    )
                 bar.stage(f"query {conversation.id}")
-                _ask(memory, ctx, conversation, refs_by_fact, result, threshold, bar)
+                _ask(conversation, lanes, result, threshold, bar)
     result.skipped = +result.skipped
     result.wall_s = time.perf_counter() - started
     return result

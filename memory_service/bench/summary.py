@@ -1,7 +1,8 @@
 """Turn a run's outcomes into the result document: per mode, per category, legs compared.
 
 The document is what ``--json`` writes and what the tables print, so both always agree.
-Rates are fractions (0.61), latencies milliseconds.
+Rates are fractions (0.61), latencies milliseconds. A baseline (hybrid on a second backend with
+another preset) gets a result row like a mode, but is never a leg nor "hybrid" in the legs table.
 """
 
 from __future__ import annotations
@@ -63,7 +64,7 @@ def _mode_result(run: RunResult, mode: str, ks: Sequence[int], categories: list[
         by_category[o.category].append(o)
     result = {"mode": mode, **_scores(outcomes, ks)}
     result["latency_ms"] = _latency(outcomes)
-    result["ingest_per_s"] = run.ingest_per_s
+    result["ingest_per_s"] = run.ingest_per_s if mode in run.modes else None  # baseline: untimed
     if (stale := _stale(outcomes, run.depth)) is not None:
         result["stale"] = stale
     if len(categories) > 1:
@@ -76,7 +77,8 @@ def compare_legs(run: RunResult, ks: Sequence[int], categories: list[str]) -> di
     choosing a leg per question); how often hybrid falls below the better leg."""
     by_question: dict[str, dict[str, Outcome]] = defaultdict(dict)
     for o in run.outcomes:
-        by_question[o.qid][o.mode] = o
+        if o.mode in run.modes:  # the baseline row is neither a leg nor the run's hybrid
+            by_question[o.qid][o.mode] = o
     if not {"bm25", "dense"} <= set(run.modes):
         return None
     out: dict = {"k": {}, "categories": {}}
@@ -160,9 +162,13 @@ def summarise(run: RunResult, ks: Sequence[int], *, details: bool = False) -> di
             },
         },
         "categories": categories,
-        "results": [_mode_result(run, mode, ks, categories) for mode in run.modes],
+        "results": [_mode_result(run, label, ks, categories) for label in run.labels],
         "wall_s": run.wall_s,
     }
+    if run.reachable:
+        doc["recall_ceiling"] = metrics.mean(list(run.reachable.values()))
+    if run.baseline_preset is not None:
+        doc["baseline"] = {"preset": run.baseline_preset, "mode": run.baseline_mode}
     if (legs := compare_legs(run, ks, categories)) is not None:
         doc["legs"] = legs
     if details:

@@ -1,8 +1,9 @@
 """``memory-service bench``: recall accuracy and latency, on bundled or public data.
 
 Recall runs (``--dataset``) ingest each memory into a fresh temporary backend and ask every
-question in each ``--modes`` side by side; ``--scale N`` fills one backend with N facts and
-measures latency in-process and over HTTP. See ``benchmarks/README.md``.
+question in each ``--modes`` side by side (and, with ``--baseline-preset``, in hybrid mode on a
+second backend with that preset, the latency baseline of the targets); ``--scale N`` fills one
+backend with N facts and measures latency in-process and over HTTP. See ``benchmarks/README.md``.
 """
 
 from __future__ import annotations
@@ -15,10 +16,12 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from memory_service.bench.dataset import BenchInputError
+from memory_service.bench.targets import PLAIN_PRESET
 
 DEFAULT_MODES = "bm25,dense,hybrid"
 DEFAULT_KS = "5,10,25"
 DEFAULT_SCALE_USERS = 1000
+NO_BASELINE = "none"  # --baseline-preset none: no baseline backend
 
 
 def _modes(raw: str) -> tuple[str, ...]:
@@ -61,6 +64,13 @@ def register(sub: argparse._SubParsersAction) -> None:
         "--backend", choices=("files", "qdrant"), help="default: MEMORY_LONGTERM__BACKEND"
     )
     p.add_argument("--preset", help="retrieval preset (default: MEMORY_LONGTERM__RETRIEVAL_PRESET)")
+    p.add_argument(
+        "--baseline-preset",
+        metavar="NAME",
+        help=f"also ask hybrid on a second backend with this preset, as row 'hybrid (NAME)' "
+        f"(default {PLAIN_PRESET} when hybrid is asked under another preset; "
+        f"'{NO_BASELINE}': no baseline)",
+    )
     p.add_argument("--limit-conversations", type=int, metavar="N", help="first N memories only")
     p.add_argument("--json", type=Path, metavar="OUT", help="write the results as JSON")
     p.add_argument("--plot", type=Path, metavar="OUT.png", help="write a PNG plot (matplotlib)")
@@ -89,8 +99,31 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.set_defaults(handler=run)
 
 
-def command_line(args: argparse.Namespace) -> str:
-    """The run as a command someone can paste (options that change the result)."""
+def _auto_baseline(args: argparse.Namespace, preset: str | None) -> str | None:
+    """What ``--baseline-preset`` means when not given: plain hybrid beside any other hybrid."""
+    if args.scale is not None or "hybrid" not in args.modes or preset == PLAIN_PRESET:
+        return None
+    return PLAIN_PRESET
+
+
+def baseline_preset(args: argparse.Namespace, preset: str) -> str | None:
+    """The baseline preset of this run (``preset`` is the run's own), or None for none."""
+    chosen = args.baseline_preset
+    if chosen is None:
+        return _auto_baseline(args, preset)
+    if chosen == NO_BASELINE:
+        return None
+    if args.scale is not None or "hybrid" not in args.modes:
+        raise BenchInputError("--baseline-preset needs a recall run whose --modes has hybrid")
+    from memory_service.longterm.retrieval import preset as lookup
+
+    lookup(chosen)  # unknown name: a clear error now, not after loading data
+    return chosen
+
+
+def command_line(args: argparse.Namespace, preset: str | None = None) -> str:
+    """The run as a command someone can paste (options that change the result). ``preset`` is
+    the run's effective preset, when it came from the settings rather than ``--preset``."""
     parts = ["memory-service", "bench"]
     if args.scale is not None:
         parts += ["--scale", str(args.scale), "--users", str(args.users or DEFAULT_SCALE_USERS)]
@@ -112,6 +145,10 @@ def command_line(args: argparse.Namespace) -> str:
     for flag, value in (("--backend", args.backend), ("--preset", args.preset)):
         if value:
             parts += [flag, value]
+    chosen = getattr(args, "baseline_preset", None)
+    auto = _auto_baseline(args, args.preset or preset) or NO_BASELINE
+    if chosen is not None and chosen != auto:
+        parts += ["--baseline-preset", chosen]
     if args.batch_size != 64:
         parts += ["--batch-size", str(args.batch_size)]
     return " ".join(parts)
@@ -149,6 +186,7 @@ def run(args: argparse.Namespace) -> int:
     if args.batch_size < 1:
         raise BenchInputError("--batch-size must be at least 1")
     settings = with_backend(load_settings(), args.backend, args.preset)
+    baseline = baseline_preset(args, settings.longterm.retrieval_preset)
     dataset = None
     if args.scale is None:  # read and check the data before loading the model
         dataset = load_dataset(
@@ -168,16 +206,18 @@ def run(args: argparse.Namespace) -> int:
     if dataset is None:
         doc = _scale(args, settings, embedder)
     else:
-        doc = _recall(args, settings, embedder, dataset)
+        doc = _recall(args, settings, embedder, dataset, baseline)
     doc = {
         **{k: doc[k] for k in ("dataset", "unit") if k in doc},
         "backend": settings.longterm.backend,
         "preset": settings.longterm.retrieval_preset,
         **doc,
-        "command": command_line(args),
+        "command": command_line(args, settings.longterm.retrieval_preset),
         "started_at": began.isoformat(timespec="seconds"),
         "environment": _environment(embedder.name, load_at_start),
     }
+    if dataset is not None:
+        _judge(doc)
     _write(doc, args)
     return 0
 
@@ -201,12 +241,15 @@ def _scale(args: argparse.Namespace, settings, embedder) -> dict:
     )
 
 
-def _recall(args: argparse.Namespace, settings, embedder, dataset) -> dict:
-    from memory_service.bench.backends import FreshBackends
+def _recall(args: argparse.Namespace, settings, embedder, dataset, baseline: str | None) -> dict:
+    from memory_service.bench.backends import FreshBackends, with_backend
     from memory_service.bench.runner import run as run_recall
     from memory_service.bench.scale import peak_rss_mb
     from memory_service.bench.summary import summarise
 
+    second = None
+    if baseline is not None:  # the same backend kind and embedder, another preset
+        second = FreshBackends(with_backend(settings, None, baseline), embedder, args.workdir)
     result = run_recall(
         dataset,
         FreshBackends(settings, embedder, args.workdir),
@@ -215,6 +258,7 @@ def _recall(args: argparse.Namespace, settings, embedder, dataset) -> dict:
         batch_size=args.batch_size,
         threshold=args.threshold,
         show_progress=not args.no_progress,
+        baseline=second,
     )
     doc = summarise(result, args.k, details=args.details)
     doc["peak_rss_mb"] = peak_rss_mb()
@@ -223,6 +267,14 @@ def _recall(args: argparse.Namespace, settings, embedder, dataset) -> dict:
     if dataset.name == "locomo" and dataset.unit == "turns":
         doc["turn_text"] = args.turn_text
     return doc
+
+
+def _judge(doc: dict) -> None:
+    """The targets' verdicts, in the document, for a run with hybrid and a leg."""
+    from memory_service.bench.targets import applies, evaluate
+
+    if applies(doc):
+        doc["targets"] = [verdict.to_dict() for verdict in evaluate(doc)]
 
 
 def _write(doc: dict, args: argparse.Namespace) -> None:
