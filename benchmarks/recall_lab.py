@@ -12,6 +12,7 @@ runs here unchanged; winners are then confirmed end to end with ``memory-service
     .venv/bin/python benchmarks/recall_lab.py --unit facts --presets  # every preset, every mode
     .venv/bin/python benchmarks/recall_lab.py --loco                  # grid + leave-one-out
     .venv/bin/python benchmarks/recall_lab.py --latency files         # rrf-plain vs hybrid A/B
+    .venv/bin/python benchmarks/recall_lab.py --unit facts --ceiling  # a perfect ranking's recall
 
 The data file is ``../shared/data/locomo-dev.json`` (CC BY-NC: read, never copied here).
 """
@@ -203,6 +204,22 @@ def evaluate(convs: Sequence[Conv], ranker: Ranker, ks: Sequence[int] = KS) -> S
     return Scores({k: float(np.mean(v)) for k, v in total.items()}, float(np.mean(rr)), per_conv)
 
 
+def ceiling(convs: Sequence[Conv], ks: Sequence[int] = KS) -> dict[int, float]:
+    """Recall@k of the best possible ranking: per question, ``k`` memories chosen greedily to
+    cover the most gold ids. Greedy adds a new gold id each step while one is reachable, so for
+    k at least the gold count (LoCoMo: at most 9) it is exact; below that, a lower bound. Under
+    1 when some gold id is carried by no memory."""
+    total = {k: [] for k in ks}
+    for conv in convs:
+        for gold in conv.gold:
+            covered: set[str] = set()
+            for k in range(1, max(ks) + 1):
+                covered |= max(conv.refs, key=lambda refs: len((refs & gold) - covered)) & gold
+                if k in total:
+                    total[k].append(len(covered) / len(gold))
+    return {k: float(np.mean(v)) for k, v in total.items()}
+
+
 # -- the service's fusion, on the lab's legs ----------------------------------------------------
 
 
@@ -376,6 +393,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--presets", action="store_true", help="every service preset, both legs")
     parser.add_argument("--loco", action="store_true", help="grid + leave-one-conversation-out")
     parser.add_argument("--latency", choices=("files", "qdrant"), help="rrf-plain vs hybrid")
+    parser.add_argument("--ceiling", action="store_true", help="recall of a perfect ranking")
     args = parser.parse_args(argv)
     if args.loco:
         return _loco_report()
@@ -387,6 +405,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"hybrid / rrf-plain p50: {ratio:.2f}")
         return 0
     convs = load(args.unit)
+    if args.ceiling:
+        best = ceiling(convs)
+        print(
+            f"{args.unit}: perfect ranking R@5 / R@10 / R@25:",
+            " / ".join(f"{best[k]:.3f}" for k in KS),
+        )
+        return 0
     from memory_service.longterm.retrieval import PRESETS
 
     print(f"{args.unit}: R@5 / R@10 / R@25, MRR")

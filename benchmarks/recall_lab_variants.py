@@ -11,9 +11,15 @@ the ``hybrid`` preset and say so.
 from __future__ import annotations
 
 import argparse
+import json
+import math
+import re
 import sys
+from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import replace
+from datetime import timedelta
+from functools import partial
 from pathlib import Path
 from types import MappingProxyType
 
@@ -22,6 +28,7 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from recall_lab import (  # noqa: E402
+    DATA,
     Conv,
     Legs,
     Ranker,
@@ -33,8 +40,11 @@ from recall_lab import (  # noqa: E402
     service_ranker,
 )
 
-from indexing.lexical import date_words  # noqa: E402
+from indexing.bm25 import BM25Index  # noqa: E402
+from indexing.lexical import date_words, lexical_terms  # noqa: E402
 from indexing.neighbours import smooth_by_session  # noqa: E402
+from indexing.tokenize import tokenize  # noqa: E402
+from memory_service.bench.datasets.locomo import iter_sessions, turn_text  # noqa: E402
 from memory_service.longterm.retrieval import PRESETS, RetrievalConfig, fuse_legs  # noqa: E402
 
 HYBRID = PRESETS["hybrid"]
@@ -194,6 +204,234 @@ def bm25_params(convs: Sequence[Conv], k1: float, b: float) -> Ranker:
     return service_ranker(HYBRID, legs)
 
 
+def bigrams(convs: Sequence[Conv], legs: dict[str, Legs]) -> Ranker:
+    """The lexical leg also indexes adjacent word pairs ("homeless_shelter"), documents and
+    queries alike: phrase matches count more than two loose words."""
+
+    def pairs(terms: list[str]) -> list[str]:
+        return terms + [f"{a}_{b}" for a, b in zip(terms, terms[1:], strict=False)]
+
+    replaced = {}
+    for conv in convs:
+        bm25 = conv.bm25(
+            doc_tokens=lambda i, conv=conv: (
+                pairs(tokenize(conv.items[i].text))
+                + lexical_terms("", conv.items[i].created_at, with_date=True)
+            ),
+            query_tokens=lambda q: pairs(tokenize(q)),
+        )
+        replaced[conv.id] = Legs(bm25, legs[conv.id].dense)
+    return service_ranker(HYBRID, replaced)
+
+
+def lexical_feedback(
+    convs: Sequence[Conv], legs: dict[str, Legs], m: int = 3, terms: int = 10, beta: float = 0.3
+) -> Ranker:
+    """Pseudo-relevance feedback on the lexical leg (RM3-like): the ``terms`` best new terms of
+    the fused top ``m`` (tf x idf) added to the BM25 query with total weight ``beta``, then
+    fused again."""
+    replaced = {}
+    for conv in convs:
+        docs = [lexical_terms(it.text, it.created_at, with_date=True) for it in conv.items]
+        index = BM25Index(docs)
+        df = Counter(t for d in docs for t in set(d))
+        bm25 = legs[conv.id].bm25.copy()
+        for row, question in enumerate(conv.questions):
+            asked = set(tokenize(question))
+            weight: Counter[str] = Counter()
+            for i in [int(h.id) for h in _fused(conv, legs[conv.id], row)[:m]]:
+                for term, n in Counter(docs[i]).items():
+                    if term not in asked:
+                        weight[term] += n / len(docs[i]) * math.log(1 + len(docs) / df[term])
+            chosen = [t for t, _ in weight.most_common(terms)]
+            if not chosen:
+                continue
+            total = sum(weight[t] for t in chosen)
+            extra = sum(weight[t] / total * index.scores([t]) for t in chosen)
+            matched = np.isfinite(bm25[row]) | (extra > 0)
+            lifted = np.where(np.isfinite(bm25[row]), bm25[row], 0.0) + beta * len(chosen) * extra
+            bm25[row] = np.where(matched, lifted, -np.inf)
+        replaced[conv.id] = Legs(bm25, legs[conv.id].dense)
+    return service_ranker(HYBRID, replaced)
+
+
+def session_prior(convs: Sequence[Conv], legs: dict[str, Legs], gamma: float = 0.25) -> Ranker:
+    """Cluster-based retrieval: each session scored as one document (its memories' words for
+    BM25, their mean vector for dense), and a memory's fused score (scaled to unit spread)
+    plus ``gamma`` x its session's summed z-scores."""
+
+    def z(x: np.ndarray) -> np.ndarray:
+        return (x - x.mean()) / x.std() if x.std() > 1e-12 else np.zeros_like(x)
+
+    prior: dict[str, tuple[np.ndarray, np.ndarray]] = {}
+    for conv in convs:
+        sessions = sorted({it.session_id or "" for it in conv.items})
+        member = np.array([sessions.index(it.session_id or "") for it in conv.items])
+        words: list[list[str]] = [[] for _ in sessions]
+        for it, s in zip(conv.items, member, strict=True):
+            words[s] += tokenize(it.text)
+        index = BM25Index(words)
+        mean = np.stack([conv.doc_vectors[member == s].mean(axis=0) for s in range(len(words))])
+        mean /= np.linalg.norm(mean, axis=1, keepdims=True)
+        lexical = np.stack([index.scores(tokenize(q)) for q in conv.questions])
+        dense = conv.query_vectors @ mean.T
+        prior[conv.id] = (
+            member,
+            np.stack([z(a) + z(b) for a, b in zip(lexical, dense, strict=True)]),
+        )
+
+    def rank(conv: Conv, row: int) -> list[int]:
+        fused = _fused(conv, legs[conv.id], row)
+        member, by_session = prior[conv.id]
+        spread = float(np.std([h.score for h in fused])) or 1.0
+        score = {
+            int(h.id): h.score / spread + gamma * by_session[row][member[int(h.id)]] for h in fused
+        }
+        return sorted(score, key=lambda i: -score[i])
+
+    return rank
+
+
+def _source_turns(conv: Conv) -> list[str]:
+    """Facts only: the text of the dialog turn(s) each fact was written from (its provenance)."""
+    sample = next(s for s in json.loads(DATA.read_text()) if s.get("sample_id") == conv.id)
+    said = {}
+    for _, turns in iter_sessions(sample.get("conversation") or {}):
+        for turn in turns:
+            said[str(turn.get("dia_id", "")).strip()] = turn_text(turn, "speaker")
+    return [" ".join(said.get(r, "") for r in sorted(refs)) for refs in conv.refs]
+
+
+def provenance_keys(convs: Sequence[Conv], legs: dict[str, Legs], where: str) -> Ranker:
+    """Facts only: each fact also keyed by the message it was extracted from, in the lexical
+    leg (``lex``), as a second dense key (``dense``, max of both) or both."""
+    store = VectorStore()
+    replaced = {}
+    for conv in convs:
+        source = _source_turns(conv)
+        bm25, dense = legs[conv.id].bm25, legs[conv.id].dense
+        if where in ("lex", "both"):
+            bm25 = conv.bm25(
+                doc_tokens=lambda i, conv=conv, source=source: lexical_terms(
+                    f"{conv.items[i].text} {source[i]}", conv.items[i].created_at, with_date=True
+                )
+            )
+        if where in ("dense", "both"):
+            keys = [s or it.text for s, it in zip(source, conv.items, strict=True)]
+            dense = np.maximum(dense, conv.query_vectors @ store.embed(keys).T)
+        replaced[conv.id] = Legs(bm25, dense)
+    return service_ranker(HYBRID, replaced)
+
+
+def source_turn_order(convs: Sequence[Conv]) -> Ranker:
+    """Facts only: each fact stamped at its source turn (session start + turn number seconds)
+    instead of grouped by speaker, so neighbour smoothing sees conversational order."""
+    restamped = []
+    for conv in convs:
+        items = []
+        for item, refs in zip(conv.items, conv.refs, strict=True):
+            turns = [int(m.group(1)) for r in refs if (m := re.fullmatch(r"D\d+:(\d+)", r))]
+            if turns and item.created_at is not None:
+                start = item.created_at.replace(second=0)
+                item = replace(item, created_at=start + timedelta(seconds=min(turns)))
+            items.append(item)
+        restamped.append(replace(conv, items=items))
+    legs = all_legs(restamped, date_terms=True)
+    by_id = {c.id: c for c in restamped}
+
+    def rank(conv: Conv, row: int) -> list[int]:
+        return service_ranker(HYBRID, legs)(by_id[conv.id], row)
+
+    return rank
+
+
+def token_vectors(convs: Sequence[Conv], unit: str) -> dict[str, tuple[np.ndarray, np.ndarray]]:
+    """Per conversation: every memory's token vectors from the bundled model (its last layer,
+    one unit vector per word piece, [CLS]/[SEP] dropped) stacked in one matrix, and where each
+    memory's rows start. Cached beside the lab's vectors (git-ignored)."""
+    path = VectorStore().path.parent / f"tokens-{unit}.npz"
+    if path.exists():
+        with np.load(path) as data:
+            return {c.id: (data[f"{c.id}/v"], data[f"{c.id}/s"]) for c in convs} | {
+                f"{c.id}?": (data[f"{c.id}/qv"], data[f"{c.id}/qs"]) for c in convs
+            }
+    from indexing.embeddings import SentenceTransformerEmbedder
+
+    model = SentenceTransformerEmbedder(num_threads=2)._model
+
+    def encode(texts: list[str]) -> tuple[np.ndarray, np.ndarray]:
+        out = model.encode(texts, output_value="token_embeddings", batch_size=64)
+        pieces = [t.cpu().numpy()[1:-1] for t in out]
+        pieces = [p / np.linalg.norm(p, axis=1, keepdims=True) for p in pieces]
+        starts = np.cumsum([0] + [len(p) for p in pieces[:-1]])
+        return np.concatenate(pieces).astype(np.float32), starts
+
+    arrays = {}
+    out: dict[str, tuple[np.ndarray, np.ndarray]] = {}
+    for conv in convs:
+        out[conv.id] = encode([it.text for it in conv.items])
+        out[f"{conv.id}?"] = encode(conv.questions)
+        arrays[f"{conv.id}/v"], arrays[f"{conv.id}/s"] = out[conv.id]
+        arrays[f"{conv.id}/qv"], arrays[f"{conv.id}/qs"] = out[f"{conv.id}?"]
+    np.savez(path, **arrays)
+    return out
+
+
+def maxsim(convs: Sequence[Conv], legs: dict[str, Legs], unit: str, *, replace_dense: bool):
+    """Late interaction (ColBERT's MaxSim) with the bundled model's token vectors: per question
+    word piece the best cosine over a memory's word pieces, averaged. As a third leg of the
+    z-score fusion (weight 1), or in place of the pooled dense leg."""
+    tokens = token_vectors(convs, unit)
+    replaced, third = {}, {}
+    for conv in convs:
+        vectors, starts = tokens[conv.id]
+        q_vectors, q_starts = tokens[f"{conv.id}?"]
+        ends = np.append(q_starts[1:], len(q_vectors))
+        scores = np.stack(
+            [
+                np.maximum.reduceat(q_vectors[a:b] @ vectors.T, starts, axis=1).mean(axis=0)
+                for a, b in zip(q_starts, ends, strict=True)
+            ]
+        )
+        third[conv.id] = scores
+        replaced[conv.id] = Legs(
+            legs[conv.id].bm25, scores if replace_dense else legs[conv.id].dense
+        )
+    if replace_dense:
+        return service_ranker(HYBRID, replaced)
+    three = replace(HYBRID, weights=MappingProxyType({"bm25": 1.0, "dense": 1.0, "maxsim": 1.0}))
+
+    def rank(conv: Conv, row: int) -> list[int]:
+        from memory_service.longterm import retrieval
+
+        hits = leg_lists(conv, legs[conv.id], row, HYBRID.depth(TOP_K))
+        hits["maxsim"] = leg_lists(
+            conv, Legs(third[conv.id], third[conv.id]), row, HYBRID.depth(TOP_K)
+        )["dense"]
+        saved, retrieval.LEGS = retrieval.LEGS, (*retrieval.LEGS, "maxsim")
+        try:  # the lab only: fuse_legs fuses the legs ``LEGS`` names
+            return [int(h.id) for h in fuse_legs("hybrid", hits, three, TOP_K)]
+        finally:
+            retrieval.LEGS = saved
+
+    return rank
+
+
+def maxsim_alone(convs: Sequence[Conv], unit: str) -> Ranker:
+    """The MaxSim leg by itself, over every memory."""
+    tokens = token_vectors(convs, unit)
+
+    def rank(conv: Conv, row: int) -> list[int]:
+        vectors, starts = tokens[conv.id]
+        q_vectors, q_starts = tokens[f"{conv.id}?"]
+        end = q_starts[row + 1] if row + 1 < len(q_starts) else len(q_vectors)
+        sim = q_vectors[q_starts[row] : end] @ vectors.T
+        score = np.maximum.reduceat(sim, starts, axis=1).mean(axis=0)
+        return [int(i) for i in np.argsort(-score, kind="stable")[: TOP_K * 4]]
+
+    return rank
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--unit", default="turns", choices=("turns", "facts"))
@@ -225,7 +463,30 @@ def main(argv: Sequence[str] | None = None) -> int:
         ),
         ("hybrid, BM25 k1=0.9 b=0.4", lambda: bm25_params(convs, 0.9, 0.4)),
         ("hybrid, BM25 k1=1.2 b=0.3", lambda: bm25_params(convs, 1.2, 0.3)),
+        ("hybrid + word pairs in the lexical leg", lambda: bigrams(convs, legs[True])),
+        ("hybrid + lexical feedback (m=3, 10 terms)", lambda: lexical_feedback(convs, legs[True])),
+        ("hybrid + session prior (gamma=0.25)", lambda: session_prior(convs, legs[True])),
+        ("MaxSim (token vectors) alone", lambda: maxsim_alone(convs, args.unit)),
+        (
+            "hybrid + MaxSim as a third leg",
+            lambda: maxsim(convs, legs[True], args.unit, replace_dense=False),
+        ),
+        (
+            "bm25 + MaxSim in place of dense",
+            lambda: maxsim(convs, legs[True], args.unit, replace_dense=True),
+        ),
     ]
+    if args.unit == "facts":
+        others += [
+            ("facts in source-turn order", lambda: source_turn_order(convs)),
+            *(
+                (
+                    f"facts + source message keys ({w})",
+                    partial(provenance_keys, convs, legs[True], w),
+                )
+                for w in ("lex", "dense", "both")
+            ),
+        ]
     for name, make in others:
         show(name, make())
     return 0
