@@ -18,6 +18,7 @@ os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 from indexing.embeddings import CachedEmbedder, Embedder, SentenceTransformerEmbedder  # noqa: E402
 from memory_service.longterm.base import LongTermMemory  # noqa: E402
 from memory_service.longterm.files import FileSystemLongTermMemory  # noqa: E402
+from tests.chat_script import Script  # noqa: E402
 from tests.llm_server import chat_model, llm_server  # noqa: E402, F401 - shared fixtures
 
 BackendFactory = Callable[[Path, Embedder], LongTermMemory]
@@ -75,3 +76,11 @@ def longterm(workspace: Path, embedder: Embedder) -> Iterator[LongTermMemory]:
     memory = FileSystemLongTermMemory(workspace, embedder)
     yield memory
     memory.close()
+
+
+@pytest.fixture
+def script(llm_server):  # noqa: F811 - the fixture imported above
+    """The loopback LLM server answers from a ``Script`` (scripted replies, in order)."""
+    script = Script()
+    llm_server.responder = script
+    return script

@@ -6,18 +6,10 @@ from __future__ import annotations
 import pytest
 
 from memory_service.paths import UserPaths
-from tests.chat_script import Script
 from tests.llm_server import server_error, text
 from tests.test_sessions_api import ACME_KEY, GLOBEX_KEY, assert_error, auth, make_client
 
 PEANUTS = "- [fact|10|user.allergy] The user is allergic to peanuts."
-
-
-@pytest.fixture
-def script(llm_server):
-    script = Script()
-    llm_server.responder = script
-    return script
 
 
 @pytest.fixture

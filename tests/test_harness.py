@@ -22,7 +22,6 @@ from memory_service.pipeline.flush import MemoryFlushManager
 from memory_service.shortterm.factory import build_shortterm
 from memory_service.shortterm.session import ShortTermMemory
 from memory_service.usage import UsageLedger
-from tests.chat_script import Script
 from tests.conftest import LONGTERM_BACKENDS
 from tests.llm_server import context_overflow, server_error, text, tool_calls
 
@@ -36,13 +35,6 @@ class Rig:
     longterm: LongTermMemory
     shortterm: ShortTermMemory
     workspace: Path
-
-
-@pytest.fixture
-def script(llm_server):
-    script = Script()
-    llm_server.responder = script
-    return script
 
 
 @pytest.fixture

@@ -20,18 +20,10 @@ from memory_service.shortterm.factory import build_shortterm
 from memory_service.shortterm.files_store import FileStateStore
 from memory_service.shortterm.state import AgentState
 from memory_service.usage import UsageLedger
-from tests.chat_script import Script
 from tests.llm_server import error, malformed, text
 
 CTX = RuntimeContext("acme", "alice", "s1")
 PEANUTS = "- [fact|10|user.allergy] The user is allergic to peanuts."
-
-
-@pytest.fixture
-def script(llm_server):
-    script = Script()
-    llm_server.responder = script
-    return script
 
 
 def manager(longterm, model, workspace, clock=utcnow, **config) -> MemoryFlushManager:
