@@ -21,7 +21,8 @@ and, as the ``ShortTermMemory`` flush callback, before compaction and on a conte
 A failed or malformed reply is retried (``MemoryConfig.flush_retries``); if it still fails the
 watermark stays where it was, so the next flush sends those messages again, and the messages
 are appended to ``dead-letters/flush.jsonl`` in the user's folder and counted. Token usage of
-every flush is added to the tenant's usage file.
+every flush is added to the tenant's usage file. ``extract_and_record`` runs the same extraction
+and recording on messages outside a session: ``pipeline/replay.py`` replays dead letters with it.
 """
 
 from __future__ import annotations
@@ -234,6 +235,16 @@ class _Batch:
     through_seq: int
 
 
+@dataclass(slots=True)
+class _Failure:
+    """Why a run of batches stopped, and what it leaves unrecorded."""
+
+    error: str | None
+    facts: list[Fact]  # parsed from the failed batch's reply, if it got that far
+    reply: str | None
+    rest: list[Msg]  # the failed batch's messages and every later batch's
+
+
 class FlushFailedError(MemoryServiceError):
     """A flush that failed after its retries; its messages are in a dead-letter file."""
 
@@ -323,6 +334,64 @@ class MemoryFlushManager:
             if reason != "post_call":  # the messages are about to leave the state: keep them
                 self._fail(result, ctx, paths, pending, "no LLM is configured for the flush")
             return self._report(self._account(result, ctx))
+
+        def advance(batch: _Batch) -> None:
+            state.mark_flushed(batch.through_seq)
+            result.through_seq = state.last_flushed_index
+
+        failure = self._record_batches(ctx, batches, memory_md, result, advance)
+        if failure is not None:
+            self._fail(
+                result,
+                ctx,
+                paths,
+                failure.rest,
+                failure.error,
+                facts=failure.facts,
+                reply=failure.reply,
+            )
+        if result.status != "failed":
+            result.status = "flushed" if result.facts else "no_reply"
+        return self._report(self._account(result, ctx))
+
+    def extract_and_record(
+        self, ctx: RuntimeContext, messages: Sequence[Msg], reason: str = "replay"
+    ) -> tuple[FlushResult, list[Msg]]:
+        """Extract and record facts from ``messages`` outside any session state: the flush's
+        own batching, retries and dedup, but no watermark and no new dead letter (the caller
+        keeps what failed). Returns the result and the messages not recorded (the failed
+        batch onward; ``[]`` when everything went through). Usage is counted under
+        ``<reason>`` purposes (``flush_replay``...) so replays are told apart from flushes."""
+        result = FlushResult(reason)
+        if self.model is None:
+            result.status, result.detail = "skipped", "no_model"
+            return result, list(messages)
+        # batching needs positions; messages from outside a session may lack them
+        messages = [m if m.seq is not None else m.with_seq(i) for i, m in enumerate(messages)]
+        paths = UserPaths.of(self.workspace, ctx)
+        memory_md, _ = memory_md_for_model(paths, self.config.memory_load_token_budget)
+        batches = self._batches(messages, memory_md)
+        if not batches:
+            return result, []
+        failure = self._record_batches(ctx, batches, memory_md, result, lambda _batch: None)
+        if failure is not None:
+            result.status, result.error = "failed", failure.error
+        else:
+            result.status = "flushed" if result.facts else "no_reply"
+        self._account(result, ctx, purpose=f"flush_{reason}")
+        return result, failure.rest if failure is not None else []
+
+    def _record_batches(
+        self,
+        ctx: RuntimeContext,
+        batches: Sequence[_Batch],
+        memory_md: str,
+        result: FlushResult,
+        advance: Callable[[_Batch], None],
+    ) -> _Failure | None:
+        """Extract and record batch after batch, calling ``advance`` after each recorded one;
+        stops at the first failure (later batches are not sent: their messages stay pending).
+        Exact duplicates of MEMORY.md and of earlier batches are dropped before ``record``."""
         known = {content_hash(f.text) for f in _bullets(memory_md)}
         for index, batch in enumerate(batches):
             facts, error, reply = self._extract(batch, memory_md, result)
@@ -335,15 +404,11 @@ class MemoryFlushManager:
                 else:
                     known.update(content_hash(f.text) for f in fresh)
                     result.facts += _flushed(fresh, recorded)
-                    state.mark_flushed(batch.through_seq)
-                    result.through_seq = state.last_flushed_index
+                    advance(batch)
                     continue
             rest = [m for b in batches[index:] for m in b.messages]
-            self._fail(result, ctx, paths, rest, error, facts=facts, reply=reply)
-            break
-        if result.status != "failed":
-            result.status = "flushed" if result.facts else "no_reply"
-        return self._report(self._account(result, ctx))
+            return _Failure(error, list(facts), reply, rest)
+        return None
 
     # -- steps ----------------------------------------------------------------------------
 
@@ -441,17 +506,20 @@ class MemoryFlushManager:
             path,
         )
 
-    def _account(self, result: FlushResult, ctx: RuntimeContext) -> FlushResult:
-        """Tokens and outcome counters, per tenant; a usage-file problem never fails a flush."""
+    def _account(
+        self, result: FlushResult, ctx: RuntimeContext, *, purpose: str = "flush"
+    ) -> FlushResult:
+        """Tokens and outcome counters, per tenant, under ``purpose`` (``flush``, or
+        ``flush_replay`` for a replayed dead letter); a usage-file problem never fails a flush."""
         if not result.attempts and result.status != "failed":
             return result
         counters = {
-            "flush_runs": 1,
-            "flush_facts_created": sum(1 for f in result.facts if f.status != "duplicate"),
-            "flush_failures": int(result.status == "failed"),
-            "flush_dead_letters": int(result.dead_letter is not None),
+            f"{purpose}_runs": 1,
+            f"{purpose}_facts_created": sum(1 for f in result.facts if f.status != "duplicate"),
+            f"{purpose}_failures": int(result.status == "failed"),
+            f"{purpose}_dead_letters": int(result.dead_letter is not None),
         }
-        tokens = {"flush": result.usage} if result.attempts else {}
+        tokens = {purpose: result.usage} if result.attempts else {}
         try:
             self.usage.record(ctx.tenant_id, tokens=tokens, counters=counters)
         except (OSError, TimeoutError) as exc:
