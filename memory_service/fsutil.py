@@ -7,7 +7,10 @@ from __future__ import annotations
 
 import os
 import tempfile
+from datetime import datetime, timedelta
 from pathlib import Path
+
+TEMP_SUFFIX = ".tmp"  # ``.<name>.<random>.tmp`` beside the file an atomic write replaces
 
 
 def fsync_dir(path: Path) -> None:
@@ -54,7 +57,7 @@ def write_atomically(path: Path, text: str) -> None:
 def write_bytes_atomically(path: Path, data: bytes) -> None:
     """Temp file in the same folder, fsync, ``os.replace``, fsync the folder."""
     ensure_dir(path.parent)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=TEMP_SUFFIX, dir=path.parent)
     try:
         with os.fdopen(fd, "wb") as handle:
             handle.write(data)
@@ -65,6 +68,31 @@ def write_bytes_atomically(path: Path, data: bytes) -> None:
         Path(tmp).unlink(missing_ok=True)
         raise
     fsync_dir(path.parent)
+
+
+def remove_stale_temp_files(folder: Path, *, older_than: timedelta, now: datetime) -> list[Path]:
+    """Delete the temp files of atomic writes that a killed process left under ``folder``.
+
+    A write that fails cleans up after itself, but a SIGKILL (or power loss) between
+    ``mkstemp`` and ``os.replace`` leaves ``.<name>.<random>.tmp`` behind for ever. A live
+    write holds its temp file for milliseconds, so one older than ``older_than`` is an orphan.
+    Links are neither followed nor removed. Returns what was removed."""
+    cutoff = (now - older_than).timestamp()
+    removed: list[Path] = []
+    for root, _dirs, files in os.walk(folder):  # os.walk does not follow directory links
+        for name in files:
+            if not (name.startswith(".") and name.endswith(TEMP_SUFFIX)):
+                continue
+            path = Path(root) / name
+            try:
+                info = path.lstat()
+                if path.is_symlink() or info.st_mtime >= cutoff:
+                    continue
+                path.unlink()
+            except FileNotFoundError:  # replaced or removed meanwhile: not ours to count
+                continue
+            removed.append(path)
+    return removed
 
 
 def read_text(path: Path) -> str:

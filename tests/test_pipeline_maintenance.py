@@ -13,6 +13,7 @@ from filelock import FileLock
 from indexing.hashing import content_hash
 from memory_service.context import RuntimeContext
 from memory_service.facts import Fact, fact_id
+from memory_service.fsutil import remove_stale_temp_files
 from memory_service.longterm.files import FileSystemLongTermMemory
 from memory_service.longterm.ledger import render_fact
 from memory_service.paths import UserPaths
@@ -197,6 +198,14 @@ def test_each_step_on_crafted_ledgers(memory, workspace):
     os.utime(old_log, (old, old))
     fresh_log = paths.session_log("s-new")
     fresh_log.write_text('{"seq": 0, "role": "user", "content": "hello"}\n')
+    # a write killed between its temp file and the rename, and one in progress right now
+    orphan = paths.ledger_dir / ".2026-06-27.md.k1ll3d.tmp"
+    orphan.write_text("half a ledger")
+    two_hours_ago = (NOW - timedelta(hours=2)).timestamp()
+    os.utime(orphan, (two_hours_ago, two_hours_ago))
+    in_progress = paths.ledger_dir / ".2026-06-28.md.l1v3.tmp"
+    in_progress.write_text("being written")
+    os.utime(in_progress, (NOW.timestamp(), NOW.timestamp()))
 
     report = maintenance(memory, workspace, near_duplicate_distance=6).run_user(ALICE)
     assert report.status == "ran", report.error
@@ -207,8 +216,10 @@ def test_each_step_on_crafted_ledgers(memory, workspace):
         "expired": 1,
         "ledgers_archived": 1,
         "session_logs_deleted": 1,
+        "stale_temp_files_removed": 1,
         "consolidated": 1,
     }
+    assert not orphan.exists() and in_progress.exists()
     texts = [f.text for f in memory.list(ALICE).items]
     assert "Alice lives in Rome" in texts and "Alice lives in Paris" not in texts
     assert "Alice had a cold" not in texts
@@ -392,3 +403,22 @@ def test_scheduler_maintains_known_users_in_the_background(memory, workspace):
         scheduler.stop()
     assert scheduler.passes == 1
     assert "peanuts" in UserPaths.of(workspace, ALICE).memory_md.read_text()
+
+
+def test_the_temp_file_sweep_removes_only_old_hidden_temp_files(tmp_path):
+    old = (NOW - timedelta(days=1)).timestamp()
+    user = tmp_path / "user"
+    (user / "memory" / "archive").mkdir(parents=True)
+    orphan = user / "memory" / "archive" / ".2026-01-02.md.x1.tmp"
+    visible = user / "notes.tmp"  # not a name an atomic write uses
+    outside = tmp_path / "elsewhere.md"
+    link = user / ".MEMORY.md.x2.tmp"
+    for path in (orphan, visible, outside):
+        path.write_text("x")
+        os.utime(path, (old, old))
+    link.symlink_to(outside)
+
+    removed = remove_stale_temp_files(user, older_than=timedelta(hours=1), now=NOW)
+
+    assert removed == [orphan] and not orphan.exists()
+    assert visible.exists() and link.is_symlink() and outside.exists()

@@ -2,7 +2,8 @@
 
 Steps, in order: exact duplicates (repeated ledger bullets), near-duplicates (SimHash), newest
 wins per key, expiry by importance, daily ledgers past retention to ``memory/archive/``, session
-logs past retention deleted, then consolidation into MEMORY.md. The decisions are the pure rules
+logs past retention deleted, temp files that killed writes left in the user's folder removed,
+then consolidation into MEMORY.md. The decisions are the pure rules
 of ``policy.py``; this module applies them to whichever backend is configured.
 
 Two processes never maintain the same user at once (a non-blocking file lock per user), and a
@@ -23,7 +24,7 @@ from filelock import FileLock, Timeout
 from indexing.hashing import content_hash
 from memory_service.context import RuntimeContext
 from memory_service.facts import Fact, fact_id, parse_time, utcnow
-from memory_service.fsutil import read_text, write_atomically
+from memory_service.fsutil import read_text, remove_stale_temp_files, write_atomically
 from memory_service.longterm.base import LongTermMemory
 from memory_service.longterm.ledger import parse_ledger
 from memory_service.paths import UserPaths
@@ -44,6 +45,8 @@ class MaintenanceSettings:
     session_retention_days: int = 180
     near_duplicate_distance: int = 3
     expiry: ExpiryPolicy = field(default_factory=ExpiryPolicy)
+    # An atomic write holds its temp file for milliseconds: one this old is a killed write's.
+    stale_temp_age: timedelta = timedelta(hours=1)
 
 
 @dataclass(slots=True)
@@ -145,6 +148,10 @@ class MemoryMaintenance:
             self.workspace, ctx, retention_days=self.settings.session_retention_days, now=now
         )
         counts["session_logs_deleted"] = len(removed_logs)
+        stale = remove_stale_temp_files(
+            paths.root, older_than=self.settings.stale_temp_age, now=now
+        )
+        counts["stale_temp_files_removed"] = len(stale)
 
         try:
             result = self.consolidator.consolidate(paths, all_facts(self.longterm, ctx), now)
