@@ -64,6 +64,12 @@ class ApiSettings(_Section):
     host: str = "127.0.0.1"
     port: int = Field(8080, ge=1, le=65535)
     max_body_bytes: int = Field(16 * 1024 * 1024, ge=1024)
+    max_import_bytes: int = Field(
+        64 * 1024 * 1024,
+        ge=1024,
+        description="the body limit of POST /v1/import alone (an export file, read whole to "
+        "check every line before writing): about 100,000 facts; import bigger exports per user",
+    )
 
 
 class QdrantSettings(_Section):

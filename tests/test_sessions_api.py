@@ -18,9 +18,11 @@ from tests.test_shortterm_store import PG_DSN
 
 ACME_KEY = "acme-key-0123456789abcdef"
 GLOBEX_KEY = "globex-key-0123456789abcdef"
+ACME_ADMIN_KEY = "acme-admin-key-0123456789abcdef"
 KEYS = {
     ACME_KEY: {"tenant": "acme", "role": "user"},
     GLOBEX_KEY: {"tenant": "globex", "role": "user"},
+    ACME_ADMIN_KEY: {"tenant": "acme", "role": "admin"},
 }
 
 

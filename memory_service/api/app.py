@@ -8,12 +8,19 @@ from memory_service import __version__
 from memory_service.api.errors import install_error_handlers
 from memory_service.api.keys import ApiKeyRing
 from memory_service.api.limits import BodySizeLimit
-from memory_service.api.routes import chat, maintenance, memories, sessions, usage
+from memory_service.api.routes import chat, maintenance, memories, sessions, transfer, usage
 from memory_service.api.schemas import Health
 from memory_service.pipeline.factory import build_maintenance
 from memory_service.services import Services
 
-ROUTERS = [memories.router, sessions.router, maintenance.router, chat.router, usage.router]
+ROUTERS = [
+    memories.router,
+    sessions.router,
+    maintenance.router,
+    chat.router,
+    usage.router,
+    transfer.router,
+]
 
 
 def create_app(services: Services, key_ring: ApiKeyRing) -> FastAPI:
@@ -28,7 +35,12 @@ def create_app(services: Services, key_ring: ApiKeyRing) -> FastAPI:
     app.state.key_ring = key_ring
     app.state.maintenance = build_maintenance(services)
     install_error_handlers(app)
-    app.add_middleware(BodySizeLimit, max_bytes=services.settings.api.max_body_bytes)
+    api = services.settings.api
+    app.add_middleware(
+        BodySizeLimit,
+        max_bytes=api.max_body_bytes,
+        per_path={transfer.IMPORT_PATH: api.max_import_bytes},
+    )
 
     @app.get("/healthz", response_model=Health, tags=["health"])
     def healthz() -> Health:

@@ -32,11 +32,13 @@ def error_body(code: str, message: str, **extra: object) -> dict:
 
 
 class ApiError(Exception):
-    """Raised by routes for a specific status and code."""
+    """Raised by routes for a specific status and code; ``extra`` fields join the error
+    object (e.g. the bad lines of an import)."""
 
-    def __init__(self, status: int, code: str, message: str) -> None:
+    def __init__(self, status: int, code: str, message: str, **extra: object) -> None:
         super().__init__(message)
         self.status, self.code, self.message = status, code, message
+        self.extra = extra
 
 
 def _describe(errors: list[dict]) -> str:
@@ -52,7 +54,7 @@ def _describe(errors: list[dict]) -> str:
 def install_error_handlers(app: FastAPI) -> None:
     @app.exception_handler(ApiError)
     async def _api_error(_: Request, exc: ApiError) -> JSONResponse:
-        return JSONResponse(error_body(exc.code, exc.message), status_code=exc.status)
+        return JSONResponse(error_body(exc.code, exc.message, **exc.extra), status_code=exc.status)
 
     @app.exception_handler(MemoryServiceError)
     async def _service_error(_: Request, exc: MemoryServiceError) -> JSONResponse:

@@ -1,0 +1,134 @@
+"""``GET /v1/export`` and ``POST /v1/import``: a tenant's facts out and back in, as JSON lines.
+
+The lines are the CLI's (``memory-service export`` / ``import``, see ``memory_service.transfer``);
+the tenant is always the key's: export never reads another tenant, and an import line that
+names another tenant is a bad line.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Annotated, Any
+
+from fastapi import APIRouter, Query, Request
+from fastapi.responses import StreamingResponse
+from starlette.concurrency import run_in_threadpool
+
+from memory_service.api.deps import AdminDep, LongTermDep, PrincipalDep
+from memory_service.api.errors import ApiError
+from memory_service.api.schemas import ExportQuery, ImportSummary
+from memory_service.longterm.base import LongTermMemory
+from memory_service.transfer import (
+    SHOWN_BAD_LINES,
+    BadLine,
+    export_pages,
+    export_users,
+    import_records,
+    parse_import,
+    summarize,
+    to_line,
+)
+
+router = APIRouter(prefix="/v1", tags=["transfer"])
+
+NDJSON = "application/x-ndjson"
+IMPORT_PATH = "/v1/import"
+IMPORT_TYPES = frozenset({NDJSON, "application/jsonl", "application/x-jsonlines", "text/plain"})
+SHOWN_IN_MESSAGE = 5
+_LINES_SCHEMA = {"schema": {"type": "string", "description": "one JSON object per line"}}
+
+
+def _chunks(pages: Iterator[list[dict[str, Any]]]) -> Iterator[str]:
+    """One chunk per backend page: a large tenant is never held whole."""
+    for page in pages:
+        yield "".join(to_line(record) for record in page)
+
+
+def _filename(tenant_id: str, user_id: str | None) -> str:
+    return f"memories-{tenant_id}{f'-{user_id}' if user_id else ''}.jsonl"  # ids are safe
+
+
+@router.get(
+    "/export",
+    response_class=StreamingResponse,
+    responses={200: {"description": "the facts as JSON lines", "content": {NDJSON: _LINES_SCHEMA}}},
+)
+def export_facts(
+    query: Annotated[ExportQuery, Query()], principal: PrincipalDep, memory: LongTermDep
+) -> StreamingResponse:
+    """Every fact of the key's tenant (or of one ``user_id``), superseded and expired ones
+    included, one JSON object per line: the lines ``memory-service export`` writes, ready for
+    ``POST /v1/import`` or ``memory-service import``. Streamed page by page."""
+    tenant_id = principal.tenant_id
+    users = export_users(memory, tenant_id, query.user_id)  # errors before the first byte
+    return StreamingResponse(
+        _chunks(export_pages(memory, tenant_id, users)),
+        media_type=NDJSON,
+        headers={
+            "Content-Disposition": f'attachment; filename="{_filename(tenant_id, query.user_id)}"'
+        },
+    )
+
+
+def _check_media_type(request: Request) -> None:
+    media_type = request.headers.get("content-type", "").split(";")[0].strip().lower()
+    if media_type not in IMPORT_TYPES:
+        raise ApiError(
+            415,
+            "unsupported_media_type",
+            f"send the lines as Content-Type: {NDJSON} (or text/plain), not {media_type or 'none'}",
+        )
+
+
+def _bad_lines(bad: list[BadLine]) -> ApiError:
+    shown = "; ".join(f"line {b.line_no}: {b.message}" for b in bad[:SHOWN_IN_MESSAGE])
+    more = f" (+{len(bad) - SHOWN_IN_MESSAGE} more)" if len(bad) > SHOWN_IN_MESSAGE else ""
+    return ApiError(
+        422,
+        "bad_lines",
+        f"{len(bad)} bad lines, nothing imported: {shown}{more}",
+        bad_lines=[{"line": b.line_no, "message": b.message} for b in bad[:SHOWN_BAD_LINES]],
+    )
+
+
+def _decode(body: bytes) -> str:
+    try:
+        return body.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        line_no = body[: exc.start].count(b"\n") + 1
+        raise _bad_lines([BadLine(line_no, "not UTF-8")]) from exc
+
+
+def _import(memory: LongTermMemory, tenant_id: str, text: str) -> ImportSummary:
+    lines, bad = parse_import(text.split("\n"), tenant_id=tenant_id)
+    if bad:
+        raise _bad_lines(bad)
+    return ImportSummary(**summarize(lines, import_records(memory, lines)))
+
+
+@router.post(
+    "/import",
+    response_model=ImportSummary,
+    openapi_extra={
+        "requestBody": {
+            "required": True,
+            "content": {NDJSON: _LINES_SCHEMA, "text/plain": _LINES_SCHEMA},
+        }
+    },
+    responses={
+        403: {"description": "the key is not an admin key"},
+        413: {"description": "the body is over MEMORY_API__MAX_IMPORT_BYTES"},
+        415: {"description": "the body is not sent as JSON lines"},
+        422: {"description": "bad lines (code bad_lines, listed in error.bad_lines)"},
+    },
+)
+async def import_facts(request: Request, principal: AdminDep, memory: LongTermDep) -> ImportSummary:
+    """Record exported lines (``GET /v1/export`` or ``memory-service export``) for the key's
+    tenant. Needs an admin key: lines carry history (``superseded_by``, ``valid_to``,
+    ``created_at``) that ``POST /v1/memories`` never lets a client set. Every line is checked
+    first: one bad line (bad JSON, a bad field, another tenant's ``tenant_id``) and nothing is
+    written, with the bad lines named. Ids are derived, so they come back equal, and importing
+    the same lines twice only counts duplicates."""
+    _check_media_type(request)
+    text = _decode(await request.body())
+    return await run_in_threadpool(_import, memory, principal.tenant_id, text)

@@ -1,0 +1,168 @@
+"""Facts in and out of a backend as JSON lines: shared by the CLI and the HTTP API.
+
+One line per fact: ``{"tenant_id": ..., "user_id": ..., **Fact.to_dict()}``. Export lists every
+fact, superseded and expired ones included, so history survives the move. Import checks every
+line before writing anything (a bad file writes nothing and names its bad lines), then records
+each user's facts with ``record()``: ids are derived from tenant, user and text, so they come
+out equal, and importing a file twice changes nothing (every line ``duplicate``).
+"""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
+from typing import Any
+
+from memory_service.context import RuntimeContext, validate_id
+from memory_service.errors import InvalidInputError
+from memory_service.facts import Fact
+from memory_service.longterm.base import LongTermMemory
+
+PAGE = 1000
+RECORD_BATCH = 500
+SHOWN_BAD_LINES = 50
+STATUSES = ("created", "superseded", "duplicate")
+
+
+@dataclass(frozen=True, slots=True)
+class ImportLine:
+    line_no: int
+    ctx: RuntimeContext
+    fact: Fact  # stamped: id and content hash derived
+
+
+@dataclass(frozen=True, slots=True)
+class BadLine:
+    line_no: int
+    message: str
+
+
+def check_scope(tenant_id: str, user_id: str | None) -> None:
+    validate_id(tenant_id, "tenant_id")
+    if user_id is not None:
+        validate_id(user_id, "user_id")
+
+
+def _users(longterm: LongTermMemory, tenant_id: str) -> list[str]:
+    users = getattr(longterm, "users", None)
+    if users is None:
+        raise InvalidInputError(
+            "this backend cannot list a tenant's users: export one user at a time "
+            "(--user on the command line, user_id over HTTP)",
+            code="no_users",
+        )
+    return users(tenant_id)
+
+
+def export_users(longterm: LongTermMemory, tenant_id: str, user_id: str | None = None) -> list[str]:
+    """The users an export covers. Called eagerly, so a bad scope fails before any output."""
+    check_scope(tenant_id, user_id)
+    return [user_id] if user_id else _users(longterm, tenant_id)
+
+
+def export_pages(
+    longterm: LongTermMemory, tenant_id: str, users: Iterable[str]
+) -> Iterator[list[dict[str, Any]]]:
+    """The users' facts, inactive ones included, one backend page at a time (bounded memory)."""
+    for user in users:
+        ctx = RuntimeContext(tenant_id, user)
+        cursor = None
+        while True:
+            page = longterm.list(ctx, limit=PAGE, cursor=cursor, include_inactive=True)
+            if page.items:
+                yield [{"tenant_id": tenant_id, "user_id": user, **f.to_dict()} for f in page.items]
+            cursor = page.next_cursor
+            if cursor is None:
+                break
+
+
+def export_records(
+    longterm: LongTermMemory, tenant_id: str, user_id: str | None = None
+) -> Iterator[dict[str, Any]]:
+    """Every fact of the tenant (or of one user), inactive ones included, user by user."""
+    users = export_users(longterm, tenant_id, user_id)
+    return (record for page in export_pages(longterm, tenant_id, users) for record in page)
+
+
+def to_line(record: dict[str, Any]) -> str:
+    """One exported record as the line both the CLI and the API write."""
+    return json.dumps(record, ensure_ascii=False) + "\n"
+
+
+def _parse_line(line_no: int, raw: str, tenant_id: str | None) -> ImportLine:
+    data = json.loads(raw)
+    if not isinstance(data, dict):
+        raise ValueError("expected a JSON object")
+    ctx = RuntimeContext(data.get("tenant_id"), data.get("user_id"))
+    if tenant_id is not None and ctx.tenant_id != tenant_id:
+        raise InvalidInputError(
+            f"tenant_id {ctx.tenant_id!r} is not the importing tenant {tenant_id!r}",
+            code="foreign_tenant",
+        )
+    if not isinstance(data.get("text"), str):
+        raise ValueError("'text' must be a string")
+    fact = Fact.from_dict(data)
+    if not isinstance(data.get("tags") or [], list):
+        raise ValueError("'tags' must be a list")
+    stamped = fact.stamped(ctx)
+    if fact.id and fact.id != stamped.id:
+        raise ValueError(
+            f"id {fact.id} does not belong to this tenant, user and text (ids are derived: "
+            "leave 'id' out to record edited text as a new fact)"
+        )
+    if fact.content_hash and fact.content_hash != stamped.content_hash:
+        raise ValueError("content_hash does not match the text")
+    return ImportLine(line_no, ctx, stamped)
+
+
+def parse_import(
+    lines: Iterable[str], tenant_id: str | None = None
+) -> tuple[list[ImportLine], list[BadLine]]:
+    """Every line checked; blank lines skipped. Line numbers are 1-based. With ``tenant_id``
+    (the API: the caller's tenant), a line naming any other tenant is a bad line."""
+    good: list[ImportLine] = []
+    bad: list[BadLine] = []
+    for line_no, raw in enumerate(lines, start=1):
+        if not raw.strip():
+            continue
+        try:
+            good.append(_parse_line(line_no, raw, tenant_id))
+        except InvalidInputError as exc:
+            bad.append(BadLine(line_no, exc.message))
+        except (ValueError, TypeError, KeyError) as exc:
+            bad.append(BadLine(line_no, f"{type(exc).__name__}: {exc}"))
+    return good, bad
+
+
+def _already_there(stored: Fact | None, incoming: Fact) -> bool:
+    """True when recording ``incoming`` would change nothing: the fact is stored and active
+    (``record`` says duplicate), or stored and closed and arriving closed."""
+    if stored is None:
+        return False
+    return stored.is_active() or not incoming.is_active()
+
+
+def import_records(longterm: LongTermMemory, lines: list[ImportLine]) -> Counter[str]:
+    """Record parsed lines user by user; count statuses (created, superseded, duplicate)."""
+    by_user: dict[tuple[str, str], list[ImportLine]] = {}
+    for line in lines:
+        by_user.setdefault((line.ctx.tenant_id, line.ctx.user_id), []).append(line)
+    statuses: Counter[str] = Counter()
+    for (tenant_id, user_id), items in by_user.items():
+        ctx = RuntimeContext(tenant_id, user_id)
+        for start in range(0, len(items), RECORD_BATCH):
+            chunk = [line.fact for line in items[start : start + RECORD_BATCH]]
+            stored = {f.id: f for f in longterm.get(ctx, [f.id for f in chunk])}
+            todo = [f for f in chunk if not _already_there(stored.get(f.id), f)]
+            if len(todo) < len(chunk):
+                statuses["duplicate"] += len(chunk) - len(todo)
+            if todo:
+                statuses.update(r.status for r in longterm.record(ctx, todo))
+    return statuses
+
+
+def summarize(lines: list[ImportLine], statuses: Counter[str]) -> dict[str, int]:
+    """``{"lines", "created", "superseded", "duplicate"}``: what ``import --json`` prints."""
+    return {"lines": len(lines), **{s: statuses.get(s, 0) for s in STATUSES}}
