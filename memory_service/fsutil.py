@@ -6,6 +6,7 @@ Invariant: nothing acknowledged is lost, and a crash leaves either the old or th
 from __future__ import annotations
 
 import os
+import stat
 import tempfile
 from datetime import datetime, timedelta
 from pathlib import Path
@@ -86,7 +87,7 @@ def remove_stale_temp_files(folder: Path, *, older_than: timedelta, now: datetim
             path = Path(root) / name
             try:
                 info = path.lstat()
-                if path.is_symlink() or info.st_mtime >= cutoff:
+                if stat.S_ISLNK(info.st_mode) or info.st_mtime >= cutoff:
                     continue
                 path.unlink()
             except FileNotFoundError:  # replaced or removed meanwhile: not ours to count

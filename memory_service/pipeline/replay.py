@@ -211,7 +211,7 @@ def users_with_dead_letters(workspace: Path, tenant_id: str | None = None) -> li
     """Every (tenant, user) of the workspace with a non-empty flush dead-letter file. Dead
     letters live in the user's folder whatever the backend, so the folders are enough."""
     found = []
-    for ctx in known_users(workspace, None, [tenant_id] if tenant_id else ()):
+    for ctx in known_users(workspace, None):  # a dead-letter file needs the user's folder
         if tenant_id is not None and ctx.tenant_id != tenant_id:
             continue
         path = UserPaths.of(workspace, ctx).dead_letters(DEAD_LETTERS)
