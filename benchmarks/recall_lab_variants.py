@@ -21,7 +21,6 @@ from dataclasses import replace
 from datetime import timedelta
 from functools import partial
 from pathlib import Path
-from types import MappingProxyType
 
 import numpy as np
 
@@ -60,28 +59,28 @@ def configs() -> list[tuple[str, RetrievalConfig]]:
     z = PRESETS["zscore-plain"]
     return [
         ("rrf-plain (the old default)", PRESETS["rrf-plain"]),
-        ("rrf k=5", replace(PRESETS["rrf-plain"], rrf_k=5.0)),
-        ("rrf k=60, dense weight 0.5", replace(PRESETS["rrf-plain"], weights=_w(0.5))),
+        ("rrf k=5", PRESETS["rrf-plain"].with_changes(rrf_k=5.0)),
+        ("rrf k=60, dense weight 0.5", PRESETS["rrf-plain"].with_changes(weights=_w(0.5))),
         ("zscore-plain (fusion only)", z),
-        ("zscore + date terms", replace(z, date_terms=True)),
-        ("zscore + neighbours", replace(z, neighbour_weight=0.5)),
+        ("zscore + date terms", z.with_changes(date_terms=True)),
+        ("zscore + neighbours", z.with_changes(neighbour_weight=0.5)),
         ("hybrid = zscore + dates + neighbours", HYBRID),
-        ("hybrid, dense weight 0.85", replace(HYBRID, weights=_w(0.85))),
-        ("hybrid, neighbour window 1", replace(HYBRID, neighbour_window=1)),
-        ("hybrid, neighbour window 3", replace(HYBRID, neighbour_window=3)),
-        ("hybrid, neighbour weight 0.25", replace(HYBRID, neighbour_weight=0.25)),
-        ("hybrid, neighbour weight 0.75", replace(HYBRID, neighbour_weight=0.75)),
-        ("hybrid, depth 8x top_k", replace(HYBRID, candidate_multiplier=8)),
+        ("hybrid, dense weight 0.85", HYBRID.with_changes(weights=_w(0.85))),
+        ("hybrid, neighbour window 1", HYBRID.with_changes(neighbour_window=1)),
+        ("hybrid, neighbour window 3", HYBRID.with_changes(neighbour_window=3)),
+        ("hybrid, neighbour weight 0.25", HYBRID.with_changes(neighbour_weight=0.25)),
+        ("hybrid, neighbour weight 0.75", HYBRID.with_changes(neighbour_weight=0.75)),
+        ("hybrid, depth 8x top_k", HYBRID.with_changes(candidate_multiplier=8)),
         (
             "hybrid, depth 2x top_k (min 25)",
-            replace(HYBRID, candidate_multiplier=2, min_candidates=25),
+            HYBRID.with_changes(candidate_multiplier=2, min_candidates=25),
         ),
-        ("RRF k=5 + dates + neighbours", replace(HYBRID, fusion="rrf", rrf_k=5.0)),
+        ("RRF k=5 + dates + neighbours", HYBRID.with_changes(fusion="rrf", rrf_k=5.0)),
     ]
 
 
-def _w(dense: float) -> MappingProxyType:
-    return MappingProxyType({"bm25": 1.0, "dense": dense})
+def _w(dense: float) -> dict[str, float]:
+    return {"bm25": 1.0, "dense": dense}
 
 
 # -- variants outside fuse_legs, each one change on top of ``hybrid`` --------------------------
@@ -116,7 +115,7 @@ def timeline_neighbours(legs: dict[str, Legs]) -> Ranker:
         plain = fuse_legs(
             "hybrid",
             leg_lists(conv, legs[conv.id], row, HYBRID.depth(TOP_K)),
-            replace(HYBRID, neighbour_weight=0.0),
+            HYBRID.with_changes(neighbour_weight=0.0),
             10**6,
         )
         score = {int(h.id): h.score for h in plain}
@@ -399,10 +398,13 @@ def maxsim(convs: Sequence[Conv], legs: dict[str, Legs], unit: str, *, replace_d
         )
     if replace_dense:
         return service_ranker(HYBRID, replaced)
-    three = replace(HYBRID, weights=MappingProxyType({"bm25": 1.0, "dense": 1.0, "maxsim": 1.0}))
+    # model_construct: a third leg is outside the strategy's Leg type (the lab only)
+    three = RetrievalConfig.model_construct(
+        **{**HYBRID.model_dump(), "weights": {"bm25": 1.0, "dense": 1.0, "maxsim": 1.0}}
+    )
 
     def rank(conv: Conv, row: int) -> list[int]:
-        from memory_service.longterm import retrieval
+        from memory_service.config import retrieval
 
         hits = leg_lists(conv, legs[conv.id], row, HYBRID.depth(TOP_K))
         hits["maxsim"] = leg_lists(

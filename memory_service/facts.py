@@ -14,15 +14,13 @@ from typing import Generic, Literal, TypeVar
 from indexing.hashing import content_hash
 from memory_service.context import RuntimeContext
 from memory_service.errors import InvalidInputError
+from memory_service.limits import MAX_FACT_TEXT_BYTES as MAX_TEXT_BYTES
+from memory_service.limits import MAX_KEY_CHARS, MAX_PAGE_SIZE, MAX_TAG_CHARS, MAX_TAGS
 
 FactKind = Literal["fact", "preference", "event", "procedure"]
 FACT_KINDS: tuple[str, ...] = ("fact", "preference", "event", "procedure")
 RecordStatus = Literal["created", "duplicate", "superseded"]
 
-MAX_TEXT_BYTES = 8 * 1024
-MAX_KEY_CHARS = 256
-MAX_TAGS = 32
-MAX_TAG_CHARS = 64
 
 # Fixed namespace: fact ids must be the same in every backend and every process.
 FACT_NAMESPACE = uuid.UUID("6f1b8d0e-2f53-5c1e-9a53-6d656d6f7279")
@@ -208,8 +206,8 @@ def decode_cursor(cursor: str) -> tuple[str, str]:
 
 def paginate(facts: Sequence[Fact], limit: int, cursor: str | None) -> Page[Fact]:
     """Keyset page over facts in ``sort_key`` order, shared by every backend."""
-    if not 1 <= limit <= 1000:
-        raise InvalidInputError("limit must be 1-1000", code="invalid_limit")
+    if not 1 <= limit <= MAX_PAGE_SIZE:
+        raise InvalidInputError(f"limit must be 1-{MAX_PAGE_SIZE}", code="invalid_limit")
     ordered = sorted(facts, key=sort_key)
     if cursor:
         after = decode_cursor(cursor)

@@ -25,13 +25,14 @@ import json
 import logging
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from indexing.hashing import content_hash
-from memory_service.config import MemoryConfig
+from memory_service.config import MemorySettings
 from memory_service.context import RuntimeContext
-from memory_service.errors import BackendUnavailableError, ConflictError, InvalidInputError
+from memory_service.errors import ConflictError, InvalidInputError
 from memory_service.facts import Fact
+from memory_service.limits import MAX_QUERY_BYTES  # the input, cut to what recall takes
 from memory_service.llm import ChatModel, Usage, require_model
 from memory_service.longterm.base import LongTermMemory
 from memory_service.longterm.ledger import parse_ledger
@@ -50,9 +51,6 @@ from memory_service.shortterm.state import AgentState
 from memory_service.tools import MemoryTools, ToolOutcome
 from memory_service.usage import UsageLedger
 
-if TYPE_CHECKING:
-    from memory_service.services import Services
-
 log = logging.getLogger(__name__)
 
 DEFAULT_INSTRUCTIONS = """\
@@ -67,7 +65,6 @@ Tools: memory_search finds what you remember (memory_get reads the lines it poin
 memory_save records something important right away, session_search finds what was said in
 earlier sessions."""
 
-MAX_QUERY_BYTES = 4000  # recall query: the input, cut to what retrieval accepts
 MAX_PRIORITY_SCAN = 10_000  # facts read to pick the most important ones
 OUT_OF_TOOL_CALLS = "(no answer: the tool-call budget of this turn was used up)"
 
@@ -183,7 +180,7 @@ class MemoryHarness:
         shortterm: ShortTermMemory,
         longterm: LongTermMemory,
         workspace: Path,
-        config: MemoryConfig | None = None,
+        config: MemorySettings | None = None,
         flush: MemoryFlushManager | None = None,
         usage: UsageLedger | None = None,
     ) -> None:
@@ -191,7 +188,7 @@ class MemoryHarness:
         self.shortterm = shortterm
         self.longterm = longterm
         self.workspace = Path(workspace)
-        self.config = config or MemoryConfig()
+        self.config = config or MemorySettings()
         self.flush = flush
         self.usage = usage or UsageLedger(self.workspace)
         self.tools = MemoryTools(
@@ -424,17 +421,3 @@ class MemoryHarness:
         if flush_usage.total_tokens:
             usage["flush"] = flush_usage
         return usage
-
-
-def build_harness(services: Services) -> MemoryHarness:
-    """The harness over the running services (cheap: build one per request)."""
-    if services.shortterm is None:
-        raise BackendUnavailableError("the chat endpoint needs short-term memory")
-    return MemoryHarness(
-        model=services.chat_model,
-        shortterm=services.shortterm,
-        longterm=services.longterm,
-        workspace=services.settings.workspace,
-        config=services.settings.memory,
-        flush=services.flush,
-    )

@@ -21,6 +21,14 @@ Mark = Literal["summary", "tool_result", "hint"]
 ROLES: tuple[str, ...] = ("system", "user", "assistant", "tool")
 MARKS: tuple[str, ...] = ("summary", "tool_result", "hint")
 
+# The memory tools' names (``memory_service.tools`` offers them): defined here, below both the
+# tools and the pipeline, because the flush leaves these tools' calls out of its transcripts.
+MEMORY_SEARCH = "memory_search"
+MEMORY_GET = "memory_get"
+MEMORY_SAVE = "memory_save"
+SESSION_SEARCH = "session_search"
+MEMORY_TOOL_NAMES = frozenset({MEMORY_SEARCH, MEMORY_GET, MEMORY_SAVE, SESSION_SEARCH})
+
 
 @dataclass(frozen=True, slots=True)
 class ToolCall:

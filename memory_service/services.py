@@ -1,19 +1,30 @@
-"""Build the configured backends once, from Settings alone (no code changes to swap them)."""
+"""The composition root: every object of the service is built here, from ``Settings`` alone.
+
+Backends are swapped by configuration, never by code: ``serve``, every CLI command, the API and
+the benchmarks call ``build_services`` (and ``build_maintenance`` / ``build_harness`` on top of
+it); nothing below this module reads ``Settings`` to decide which class to build. It sits above
+every part it wires (see ARCHITECTURE.md), so no part needs to import it back.
+"""
 
 from __future__ import annotations
 
 import logging
 from dataclasses import dataclass
+from datetime import timedelta
 
 from indexing.embeddings import CachedEmbedder, Embedder, SentenceTransformerEmbedder
 from memory_service.config import Settings
-from memory_service.errors import ConfigurationError
+from memory_service.errors import BackendUnavailableError, ConfigurationError
+from memory_service.harness import MemoryHarness
 from memory_service.llm import ChatModel
 from memory_service.longterm.base import LongTermMemory
-from memory_service.longterm.retrieval import preset
+from memory_service.pipeline.consolidation import Consolidator
 from memory_service.pipeline.flush import MemoryFlushManager
-from memory_service.shortterm.factory import build_shortterm
+from memory_service.pipeline.maintenance import MaintenanceSettings, MemoryMaintenance
+from memory_service.shortterm.eviction import ToolResultEvictor
 from memory_service.shortterm.session import ShortTermMemory
+from memory_service.shortterm.session_log import SessionLog
+from memory_service.shortterm.store import AgentStateStore
 
 log = logging.getLogger(__name__)
 
@@ -31,7 +42,7 @@ def build_embedder(settings: Settings) -> Embedder:
 
 
 def build_longterm(settings: Settings, embedder: Embedder) -> LongTermMemory:
-    retrieval = preset(settings.longterm.retrieval_preset)
+    retrieval = settings.longterm.retrieval()
     backend = settings.longterm.backend
     if backend == "files":
         from memory_service.longterm.files import FileSystemLongTermMemory
@@ -43,6 +54,48 @@ def build_longterm(settings: Settings, embedder: Embedder) -> LongTermMemory:
         return open_qdrant(settings.qdrant, settings.workspace, embedder, retrieval=retrieval)
     raise ConfigurationError(
         f"MEMORY_LONGTERM__BACKEND: backend {backend!r} is not available in this build"
+    )
+
+
+def build_state_store(settings: Settings) -> AgentStateStore:
+    """The configured session-state store (files or PostgreSQL)."""
+    cfg = settings.shortterm
+    ttl = timedelta(hours=cfg.ttl_hours) if cfg.ttl_hours else None
+    if cfg.backend == "files":
+        from memory_service.shortterm.files_store import FileStateStore
+
+        return FileStateStore(settings.workspace, ttl=ttl)
+    if cfg.backend == "postgres":
+        if not settings.postgres.dsn:
+            raise ConfigurationError(
+                "MEMORY_POSTGRES__DSN: required when MEMORY_SHORTTERM__BACKEND=postgres"
+            )
+        from memory_service.shortterm.postgres_store import PostgresStateStore
+
+        return PostgresStateStore(
+            settings.postgres.dsn,
+            table=cfg.postgres_table,
+            ttl=ttl,
+            pool_min=settings.postgres.pool_min,
+            pool_max=settings.postgres.pool_max,
+        )
+    raise ConfigurationError(f"MEMORY_SHORTTERM__BACKEND: unknown backend {cfg.backend!r}")
+
+
+def build_shortterm(settings: Settings, memory_model: ChatModel | None) -> ShortTermMemory:
+    """Sessions on the configured store; compaction uses ``memory_model`` (None: no LLM)."""
+    cfg = settings.shortterm
+    return ShortTermMemory(
+        build_state_store(settings),
+        SessionLog(settings.workspace),
+        ToolResultEvictor(
+            settings.workspace,
+            max_chars=cfg.tool_result_max_chars,
+            preview_chars=cfg.tool_result_preview_chars,
+        ),
+        config=settings.compaction,
+        model=memory_model,
+        context_window=settings.llm.context_window,
     )
 
 
@@ -101,3 +154,38 @@ def build_services(settings: Settings, *, embedder: Embedder | None = None) -> S
         services.close()  # e.g. PostgreSQL unreachable: release the Qdrant Edge folder too
         raise
     return services
+
+
+def build_maintenance(services: Services) -> MemoryMaintenance:
+    """Maintenance over the running services (serve's scheduler, the CLI, the API)."""
+    memory = services.settings.memory
+    consolidator = Consolidator(
+        model=services.memory_model,
+        max_tokens=memory.consolidation_max_tokens,
+        prompt=memory.consolidation_prompt,
+    )
+    return MemoryMaintenance(
+        longterm=services.longterm,
+        workspace=services.settings.workspace,
+        consolidator=consolidator,
+        settings=MaintenanceSettings(
+            min_gap=memory.consolidation_min_gap,
+            daily_file_retention_days=memory.daily_file_retention_days,
+            session_retention_days=memory.session_retention_days,
+            near_duplicate_distance=memory.near_duplicate_distance,
+        ),
+    )
+
+
+def build_harness(services: Services) -> MemoryHarness:
+    """The harness over the running services (cheap: build one per request)."""
+    if services.shortterm is None:
+        raise BackendUnavailableError("the chat endpoint needs short-term memory")
+    return MemoryHarness(
+        model=services.chat_model,
+        shortterm=services.shortterm,
+        longterm=services.longterm,
+        workspace=services.settings.workspace,
+        config=services.settings.memory,
+        flush=services.flush,
+    )

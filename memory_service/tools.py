@@ -28,16 +28,16 @@ from memory_service.errors import InvalidIdError, InvalidInputError, NotFoundErr
 from memory_service.facts import Fact, Recall
 from memory_service.fsutil import read_text
 from memory_service.longterm.base import LongTermMemory
-from memory_service.messages import ToolCall
+from memory_service.messages import (
+    MEMORY_GET,
+    MEMORY_SAVE,
+    MEMORY_SEARCH,
+    SESSION_SEARCH,
+    ToolCall,
+)
 from memory_service.paths import UserPaths
 from memory_service.pipeline.consolidation import plain_memory
 from memory_service.shortterm.session import ShortTermMemory
-
-MEMORY_SEARCH = "memory_search"
-MEMORY_GET = "memory_get"
-MEMORY_SAVE = "memory_save"
-SESSION_SEARCH = "session_search"
-MEMORY_TOOL_NAMES = frozenset({MEMORY_SEARCH, MEMORY_GET, MEMORY_SAVE, SESSION_SEARCH})
 
 MAX_QUERY_CHARS = 1_000
 MAX_PATH_CHARS = 512

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from memory_service.config import MemoryConfig, Settings
+from memory_service.config import MemorySettings, Settings
 from memory_service.context import RuntimeContext
 from memory_service.facts import Fact, utcnow
 from memory_service.harness import OUT_OF_TOOL_CALLS, MemoryHarness
@@ -19,7 +19,7 @@ from memory_service.messages import Msg
 from memory_service.paths import UserPaths
 from memory_service.pipeline.consolidation import Consolidator
 from memory_service.pipeline.flush import MemoryFlushManager
-from memory_service.shortterm.factory import build_shortterm
+from memory_service.services import build_shortterm
 from memory_service.shortterm.session import ShortTermMemory
 from memory_service.usage import UsageLedger
 from tests.conftest import LONGTERM_BACKENDS
@@ -41,9 +41,9 @@ class Rig:
 def rig(tmp_path, embedder, chat_model):
     opened: list[Rig] = []
 
-    def build(backend: str = "files", memory: MemoryConfig | None = None, **settings) -> Rig:
+    def build(backend: str = "files", memory: MemorySettings | None = None, **settings) -> Rig:
         workspace = tmp_path / "workspace"  # where the files backend keeps its ledgers
-        config = memory or MemoryConfig()
+        config = memory or MemorySettings()
         full = Settings(workspace=workspace, memory=config, **settings)
         longterm = LONGTERM_BACKENDS[backend](tmp_path, embedder)
         shortterm = build_shortterm(full, chat_model)
@@ -146,7 +146,7 @@ def test_recall_takes_relevant_then_important_facts_once_each(rig, script):
 
 
 def test_memory_md_over_budget_is_cut_with_a_hint(rig, script):
-    built = rig(memory=MemoryConfig(memory_load_token_budget=120))
+    built = rig(memory=MemorySettings(memory_load_token_budget=120))
     paths = UserPaths.of(built.workspace, ALICE)
     paths.root.mkdir(parents=True)
     bullets = [render_fact(Fact(f"Numbered memory {i} of the user.")) for i in range(200)]
@@ -164,7 +164,7 @@ def test_memory_md_over_budget_is_cut_with_a_hint(rig, script):
 
 
 def test_tools_switched_off_are_not_offered_or_hinted(rig, script):
-    built = rig(memory=MemoryConfig(memory_load_token_budget=10, disable_memory_tools=True))
+    built = rig(memory=MemorySettings(memory_load_token_budget=10, disable_memory_tools=True))
     paths = UserPaths.of(built.workspace, ALICE)
     paths.root.mkdir(parents=True)
     paths.memory_md.write_text("".join(f"- Memory number {i}.\n" for i in range(50)))
@@ -176,7 +176,7 @@ def test_tools_switched_off_are_not_offered_or_hinted(rig, script):
 
 
 def test_hooks_switched_off_leave_memory_out(rig, script):
-    built = rig(memory=MemoryConfig(disable_memory_hooks=True))
+    built = rig(memory=MemorySettings(disable_memory_hooks=True))
     built.longterm.record(ALICE, [Fact("The user is allergic to peanuts.", importance=10)])
     paths = UserPaths.of(built.workspace, ALICE)
     paths.memory_md.write_text("- The user lives in Porto.\n")
@@ -223,7 +223,7 @@ def test_the_model_can_search_and_save_memory_with_tools(rig, script):
 
 
 def test_the_tool_loop_stops_at_max_iterations(rig, script):
-    built = rig(memory=MemoryConfig(max_tool_iterations=3))
+    built = rig(memory=MemorySettings(max_tool_iterations=3))
     script.defaults["chat"] = tool_calls(("memory_search", {"query": "again"}))
     outcome = built.harness.call(ALICE, "loop forever")
     requests = script.requests["chat"]

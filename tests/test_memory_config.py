@@ -1,4 +1,4 @@
-"""MemoryConfig and FlushTrigger: the issue's defaults, validation at construction with clear
+"""MemorySettings and FlushTrigger: the issue's defaults, validation at construction with clear
 errors, and the same settings through the environment and a TOML file."""
 
 from __future__ import annotations
@@ -8,19 +8,19 @@ from datetime import UTC, datetime, timedelta
 import pytest
 from pydantic import ValidationError
 
-from memory_service.config import FlushTrigger, MemoryConfig, load_settings
+from memory_service.config import FlushTrigger, MemorySettings, load_settings
 from memory_service.errors import ConfigurationError
 
 NOW = datetime(2025, 5, 1, 12, 0, tzinfo=UTC)
 
 
 def test_defaults_are_the_issues():
-    config = MemoryConfig()
+    config = MemorySettings()
     assert config.model is None and config.flush_prompt is None
     assert config.consolidation_prompt is None
     assert config.consolidation_max_tokens == 4000
     assert config.consolidation_min_gap == timedelta(minutes=30)
-    assert config.consolidation_min_gap_minutes == 30
+    assert config.consolidation_min_gap == timedelta(minutes=30)
     assert config.daily_file_retention_days == 90
     assert config.session_retention_days == 180
     assert config.near_duplicate_distance == 3
@@ -59,7 +59,7 @@ def test_defaults_are_the_issues():
 )
 def test_bad_values_fail_at_construction_naming_the_field(fields, message):
     with pytest.raises(ValidationError) as caught:
-        MemoryConfig(**fields)
+        MemorySettings(**fields)
     text = str(caught.value)
     assert message in text
     assert next(iter(fields)) in text
@@ -68,12 +68,12 @@ def test_bad_values_fail_at_construction_naming_the_field(fields, message):
 def test_valid_custom_prompts_are_kept():
     prompt = "Rewrite MEMORY.md within %d tokens (about %d characters)."
     flush = "Extract durable facts as bullets, or answer NO_REPLY."
-    config = MemoryConfig(consolidation_prompt=prompt, flush_prompt=flush)
+    config = MemorySettings(consolidation_prompt=prompt, flush_prompt=flush)
     assert (config.consolidation_prompt, config.flush_prompt) == (prompt, flush)
 
 
 def test_changes_after_construction_are_validated_too():
-    config = MemoryConfig()
+    config = MemorySettings()
     with pytest.raises(ValidationError, match="must not be None"):
         config.flush_trigger = None
     with pytest.raises(ValidationError, match="exactly two"):
@@ -120,7 +120,7 @@ def test_memory_settings_from_the_environment(monkeypatch):
     monkeypatch.setenv("MEMORY_MEMORY__DISABLE_MEMORY_TOOLS", "true")
     memory = load_settings().memory
     assert memory.flush_trigger == FlushTrigger.throttled(20)
-    assert memory.consolidation_min_gap_minutes == 45
+    assert memory.consolidation_min_gap == timedelta(minutes=45)
     assert memory.disable_memory_tools
 
 

@@ -8,7 +8,7 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from memory_service.config import CompactionConfig, FlushTrigger, MemoryConfig, Settings
+from memory_service.config import CompactionSettings, FlushTrigger, MemorySettings, Settings
 from memory_service.context import RuntimeContext
 from memory_service.facts import Fact, utcnow
 from memory_service.llm import ChatModel, ContextOverflowError, LlmBadResponseError
@@ -16,7 +16,7 @@ from memory_service.longterm.ledger import render_fact
 from memory_service.messages import Msg, ToolCall
 from memory_service.paths import UserPaths
 from memory_service.pipeline.flush import MemoryFlushManager, parse_flush_reply
-from memory_service.shortterm.factory import build_shortterm
+from memory_service.services import build_shortterm
 from memory_service.shortterm.files_store import FileStateStore
 from memory_service.shortterm.state import AgentState
 from memory_service.usage import UsageLedger
@@ -28,7 +28,7 @@ PEANUTS = "- [fact|10|user.allergy] The user is allergic to peanuts."
 
 def manager(longterm, model, workspace, clock=utcnow, **config) -> MemoryFlushManager:
     return MemoryFlushManager(
-        longterm, model, workspace, config=MemoryConfig(**config), clock=clock
+        longterm, model, workspace, config=MemorySettings(**config), clock=clock
     )
 
 
@@ -325,7 +325,7 @@ def test_throttled_trigger_survives_a_restart(longterm, chat_model, workspace, s
 
 def test_never_governs_only_the_post_call_path(longterm, chat_model, workspace, script):
     settings = Settings(
-        workspace=workspace, compaction=CompactionConfig(trigger_messages=6, keep_last=2)
+        workspace=workspace, compaction=CompactionSettings(trigger_messages=6, keep_last=2)
     )
     shortterm = build_shortterm(settings, chat_model)
     flush = manager(longterm, chat_model, workspace, flush_trigger=FlushTrigger.never())
@@ -380,7 +380,7 @@ def test_a_failed_flush_before_compaction_is_reported_and_kept(
     longterm, chat_model, workspace, script
 ):
     settings = Settings(
-        workspace=workspace, compaction=CompactionConfig(trigger_messages=4, keep_last=2)
+        workspace=workspace, compaction=CompactionSettings(trigger_messages=4, keep_last=2)
     )
     shortterm = build_shortterm(settings, chat_model)
     shortterm.set_flush(manager(longterm, chat_model, workspace))

@@ -9,7 +9,7 @@ import json
 import pytest
 
 from memory_service.cli import main
-from memory_service.config import MemoryConfig
+from memory_service.config import MemorySettings
 from memory_service.context import RuntimeContext
 from memory_service.messages import Msg
 from memory_service.paths import UserPaths
@@ -35,7 +35,7 @@ def _clean_env(monkeypatch):
 
 @pytest.fixture
 def flush(longterm, chat_model, workspace) -> MemoryFlushManager:
-    return MemoryFlushManager(longterm, chat_model, workspace, config=MemoryConfig())
+    return MemoryFlushManager(longterm, chat_model, workspace, config=MemorySettings())
 
 
 @pytest.fixture

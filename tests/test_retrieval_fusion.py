@@ -7,7 +7,6 @@ config) are in ``test_retrieval_backends.py``.
 from __future__ import annotations
 
 import math
-from dataclasses import replace
 from datetime import UTC, datetime, timedelta, timezone
 
 import pytest
@@ -162,7 +161,7 @@ def test_hybrid_preset_is_zscore_with_smoothing_and_dates():
             LegHit("b", 0.5, "s1", T0 + timedelta(seconds=1)),
         ],
     }
-    plain = fuse_legs("hybrid", legs, replace(config, neighbour_weight=0.0), 5)
+    plain = fuse_legs("hybrid", legs, config.with_changes(neighbour_weight=0.0), 5)
     assert [h.id for h in plain] == ["a", "c", "b"]
     hits = fuse_legs("hybrid", legs, config, 5)
     assert [h.id for h in hits] == ["a", "b", "c"]
@@ -189,7 +188,7 @@ def test_a_complete_bm25_list_floors_at_zero_a_cut_one_at_its_last_score():
     }
     config = RetrievalConfig(fusion="zscore", min_candidates=50)
     assert [h.id for h in fuse_legs("hybrid", legs, config, 2)] == ["a", "b"]
-    cut = replace(config, min_candidates=1, candidate_multiplier=1)
+    cut = config.with_changes(min_candidates=1, candidate_multiplier=1)
     assert [h.id for h in fuse_legs("hybrid", legs, cut, 1)] == ["b"]
 
 

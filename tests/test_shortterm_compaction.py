@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from memory_service.config import CompactionConfig
+from memory_service.config import CompactionSettings
 from memory_service.context import RuntimeContext
 from memory_service.llm import ContextOverflowError, LlmBadResponseError, LlmError
 from memory_service.messages import Msg, ToolCall
@@ -58,7 +58,7 @@ def state_with(messages: list[Msg]) -> AgentState:
 
 @pytest.fixture
 def compactor(chat_model) -> ConversationCompactor:
-    return ConversationCompactor(chat_model, CompactionConfig(), context_window=WINDOW)
+    return ConversationCompactor(chat_model, CompactionSettings(), context_window=WINDOW)
 
 
 def assert_tool_pairs_intact(messages: list[Msg]) -> None:
@@ -95,7 +95,7 @@ def test_triggers_at_75_percent_of_the_window(compactor):
 
 def test_config_validation_names_the_problem():
     with pytest.raises(ValueError, match="keep_last"):
-        CompactionConfig(trigger_messages=10, keep_last=10)
+        CompactionSettings(trigger_messages=10, keep_last=10)
 
 
 # -- the summary ---------------------------------------------------------------------------
@@ -158,7 +158,7 @@ def test_the_tail_never_starts_with_an_orphaned_tool_result(llm_server, chat_mod
         *tool_round(["c1", "c2"], "two tools"),
     ]
     compactor = ConversationCompactor(
-        chat_model, CompactionConfig(keep_last=max(keep_last, 1)), context_window=WINDOW
+        chat_model, CompactionSettings(keep_last=max(keep_last, 1)), context_window=WINDOW
     )
     state = state_with(messages)
     result = compactor.compact(state, keep_last=keep_last)
@@ -207,7 +207,7 @@ def test_missing_blocks_are_recorded_as_none_and_headings_are_accepted():
 
 
 def test_custom_prompt_and_separate_model(llm_server, chat_model):
-    config = CompactionConfig(
+    config = CompactionSettings(
         model="small-model", summary_prompt="Summarise tersely into the five blocks please."
     )
     llm_server.push(text(SUMMARY_REPLY))
@@ -317,7 +317,7 @@ def test_force_compact_and_retry_on_context_overflow(llm_server, chat_model, com
     assert reasons == ["overflow"]
     assert state.compaction_count == 1
     retried = llm_server.requests[-1].messages
-    assert len(retried) == 1 + CompactionConfig().overflow_keep_last  # summary + smaller tail
+    assert len(retried) == 1 + CompactionSettings().overflow_keep_last  # summary + smaller tail
     assert "<conversation_summary" in retried[0]["content"]
 
 
@@ -343,7 +343,7 @@ def test_overflow_with_nothing_to_compact_raises_the_overflow(llm_server, chat_m
 
 
 def test_sliding_window_keeps_whole_recent_rounds_and_system_messages(llm_server):
-    config = CompactionConfig(policy="sliding_window", window_rounds=2)
+    config = CompactionSettings(policy="sliding_window", window_rounds=2)
     window = SlidingWindow(config, context_window=WINDOW)
     messages = [
         Msg.system("rules"),
@@ -366,10 +366,10 @@ def test_sliding_window_keeps_whole_recent_rounds_and_system_messages(llm_server
 
 
 def test_build_compactor_follows_the_policy(chat_model):
-    assert build_compactor(CompactionConfig(), None, context_window=WINDOW) is None
+    assert build_compactor(CompactionSettings(), None, context_window=WINDOW) is None
     assert isinstance(
-        build_compactor(CompactionConfig(), chat_model, context_window=WINDOW),
+        build_compactor(CompactionSettings(), chat_model, context_window=WINDOW),
         ConversationCompactor,
     )
-    sliding = CompactionConfig(policy="sliding_window")
+    sliding = CompactionSettings(policy="sliding_window")
     assert isinstance(build_compactor(sliding, None, context_window=WINDOW), SlidingWindow)

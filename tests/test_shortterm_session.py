@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from memory_service.config import CompactionConfig
+from memory_service.config import CompactionSettings
 from memory_service.context import RuntimeContext
 from memory_service.errors import ConflictError, InvalidInputError
 from memory_service.llm import LlmNotConfiguredError, LlmUnavailableError
@@ -37,7 +37,7 @@ def build(workspace: Path, model=None, **config) -> ShortTermMemory:
         FileStateStore(workspace),
         SessionLog(workspace),
         ToolResultEvictor(workspace, max_chars=500, preview_chars=50),
-        config=CompactionConfig(**config),
+        config=CompactionSettings(**config),
         model=model,
         context_window=8192,
     )

@@ -21,7 +21,7 @@ from memory_service.config import load_settings
 from memory_service.context import RuntimeContext
 from memory_service.errors import ConfigurationError, ConflictError, MemoryServiceError
 from memory_service.messages import Msg, ToolCall
-from memory_service.shortterm.factory import build_state_store
+from memory_service.services import build_state_store
 from memory_service.shortterm.files_store import FileStateStore
 from memory_service.shortterm.postgres_store import PostgresStateStore
 from memory_service.shortterm.state import AgentState, PlanItem

@@ -13,10 +13,10 @@ from memory_service.context import RuntimeContext
 from memory_service.errors import InvalidInputError, NotFoundError
 from memory_service.facts import Fact
 from memory_service.longterm.ledger import render_fact
-from memory_service.messages import Msg, ToolCall
+from memory_service.messages import MEMORY_TOOL_NAMES, Msg, ToolCall
 from memory_service.paths import UserPaths
-from memory_service.shortterm.factory import build_shortterm
-from memory_service.tools import MEMORY_TOOL_NAMES, MemoryTools
+from memory_service.services import build_shortterm
+from memory_service.tools import MemoryTools
 
 ALICE = RuntimeContext("acme", "alice", "s1")
 BOB = RuntimeContext("acme", "bob", "s1")

@@ -10,8 +10,7 @@ from memory_service.api.keys import ApiKeyRing
 from memory_service.api.limits import BodySizeLimit
 from memory_service.api.routes import chat, maintenance, memories, sessions, transfer, usage
 from memory_service.api.schemas import Health
-from memory_service.pipeline.factory import build_maintenance
-from memory_service.services import Services
+from memory_service.services import Services, build_maintenance
 
 ROUTERS = [
     memories.router,

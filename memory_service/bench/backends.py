@@ -13,6 +13,7 @@ from pathlib import Path
 
 from indexing.embeddings import Embedder
 from memory_service.config import Settings
+from memory_service.config import preset as lookup
 from memory_service.longterm.base import LongTermMemory
 
 
@@ -30,9 +31,7 @@ def with_backend(base: Settings, backend: str | None, preset: str | None) -> Set
     if backend:
         longterm["backend"] = backend
     if preset:
-        from memory_service.longterm.retrieval import preset as lookup
-
-        lookup(preset)  # unknown name: a clear error now, not after loading data
+        lookup(preset, base.longterm.presets)  # unknown name: a clear error now, not later
         longterm["retrieval_preset"] = preset
     if not longterm:
         return base

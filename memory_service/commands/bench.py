@@ -12,11 +12,14 @@ import argparse
 import os
 import platform
 import sys
+from collections.abc import Mapping
 from datetime import UTC, datetime
 from pathlib import Path
 
 from memory_service.bench.dataset import BenchInputError
 from memory_service.bench.targets import PLAIN_PRESET
+from memory_service.config import RetrievalConfig
+from memory_service.config import preset as lookup
 
 DEFAULT_MODES = "bm25,dense,hybrid"
 DEFAULT_KS = "5,10,25"
@@ -106,8 +109,11 @@ def _auto_baseline(args: argparse.Namespace, preset: str | None) -> str | None:
     return PLAIN_PRESET
 
 
-def baseline_preset(args: argparse.Namespace, preset: str) -> str | None:
-    """The baseline preset of this run (``preset`` is the run's own), or None for none."""
+def baseline_preset(
+    args: argparse.Namespace, preset: str, custom: Mapping[str, RetrievalConfig] | None = None
+) -> str | None:
+    """The baseline preset of this run (``preset`` is the run's own; ``custom`` the settings'
+    own presets), or None for none."""
     chosen = args.baseline_preset
     if chosen is None:
         return _auto_baseline(args, preset)
@@ -115,9 +121,7 @@ def baseline_preset(args: argparse.Namespace, preset: str) -> str | None:
         return None
     if args.scale is not None or "hybrid" not in args.modes:
         raise BenchInputError("--baseline-preset needs a recall run whose --modes has hybrid")
-    from memory_service.longterm.retrieval import preset as lookup
-
-    lookup(chosen)  # unknown name: a clear error now, not after loading data
+    lookup(chosen, custom)  # unknown name: a clear error now, not after loading data
     return chosen
 
 
@@ -186,7 +190,7 @@ def run(args: argparse.Namespace) -> int:
     if args.batch_size < 1:
         raise BenchInputError("--batch-size must be at least 1")
     settings = with_backend(load_settings(), args.backend, args.preset)
-    baseline = baseline_preset(args, settings.longterm.retrieval_preset)
+    baseline = baseline_preset(args, settings.longterm.retrieval_preset, settings.longterm.presets)
     dataset = None
     if args.scale is None:  # read and check the data before loading the model
         dataset = load_dataset(

@@ -57,9 +57,8 @@ def run(args: argparse.Namespace) -> int:
     only = _scope(args)
     if args.replay_dead_letters:
         return run_replay(args, only)
-    from memory_service.pipeline.factory import build_maintenance
     from memory_service.pipeline.scheduler import known_users, run_all
-    from memory_service.services import build_services
+    from memory_service.services import build_maintenance, build_services
 
     services = build_services(settings_from(args))
     try:

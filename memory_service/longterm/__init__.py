@@ -1,6 +1,5 @@
-"""Long-term memory: the protocol, retrieval strategy, and the backends."""
+"""Long-term memory: the protocol and the backends (the retrieval strategy is in config)."""
 
-from memory_service.longterm.base import LongTermMemory, RetrievalMode
-from memory_service.longterm.retrieval import PRESETS, RetrievalConfig
+from memory_service.longterm.base import LongTermMemory
 
-__all__ = ["LongTermMemory", "RetrievalMode", "RetrievalConfig", "PRESETS"]
+__all__ = ["LongTermMemory"]

@@ -3,13 +3,11 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Literal, Protocol, runtime_checkable
+from typing import Protocol, runtime_checkable
 
+from memory_service.config.retrieval import Mode
 from memory_service.context import RuntimeContext
 from memory_service.facts import Fact, Page, Recall, RecordResult
-
-RetrievalMode = Literal["hybrid", "bm25", "dense"]
-RETRIEVAL_MODES: tuple[str, ...] = ("hybrid", "bm25", "dense")
 
 
 @runtime_checkable
@@ -32,7 +30,7 @@ class LongTermMemory(Protocol):
         top_k: int = 5,
         threshold: float = 0.0,
         *,
-        mode: RetrievalMode = "hybrid",
+        mode: Mode = "hybrid",
     ) -> list[Recall]: ...
 
     def get(self, ctx: RuntimeContext, ids: Sequence[str]) -> list[Fact]: ...

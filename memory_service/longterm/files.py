@@ -26,10 +26,10 @@ from indexing.embeddings import Embedder
 from indexing.hashing import content_hash
 from indexing.lexical import lexical_terms
 from indexing.tokenize import tokenize
+from memory_service.config.retrieval import Mode
 from memory_service.context import RuntimeContext
 from memory_service.facts import Fact, Page, Recall, RecordResult, fact_id, paginate, utcnow
 from memory_service.fsutil import fsync_dir, read_text, write_atomically
-from memory_service.longterm.base import RetrievalMode
 from memory_service.longterm.ledger import parse_ledger, render_lines, rewrite_ledger
 from memory_service.longterm.recording import plan_record
 from memory_service.longterm.retrieval import (
@@ -294,7 +294,7 @@ class FileSystemLongTermMemory:
         top_k: int = 5,
         threshold: float = 0.0,
         *,
-        mode: RetrievalMode = "hybrid",
+        mode: Mode = "hybrid",
     ) -> list[Recall]:
         validate_query(query, top_k, threshold)
         legs = legs_for_mode(mode)

@@ -32,6 +32,7 @@ from indexing.lexical import average_length, lexical_terms
 from indexing.sparse import AVG_DOC_LEN, SparseTerms, document_vector, query_vector
 from indexing.tokenize import tokenize
 from memory_service.config import QdrantSettings
+from memory_service.config.retrieval import Mode
 from memory_service.context import RuntimeContext, validate_id
 from memory_service.errors import BackendUnavailableError, ConfigurationError
 from memory_service.facts import (
@@ -44,7 +45,6 @@ from memory_service.facts import (
     sort_key,
     utcnow,
 )
-from memory_service.longterm.base import RetrievalMode
 from memory_service.longterm.qdrant_engine import (
     DENSE,
     SPARSE,
@@ -163,7 +163,7 @@ class QdrantLongTermMemory:
         top_k: int = 5,
         threshold: float = 0.0,
         *,
-        mode: RetrievalMode = "hybrid",
+        mode: Mode = "hybrid",
     ) -> list[Recall]:
         validate_query(query, top_k, threshold)
         legs = legs_for_mode(mode)

@@ -1,29 +1,41 @@
-"""Retrieval strategy as data, and the fusion step every backend shares.
+"""The fusion step every backend shares.
 
 A backend only produces ranked candidates per leg (``LegHit`` lists, each hit with the
 session and time its memory was recorded in); how legs are chosen, how deep each goes, how they
 are fused and smoothed, and what the lexical leg indexes is described by a ``RetrievalConfig``
-and applied here (``fuse_legs``) or in ``indexing`` (``lexical_terms``). So a preset tuned on a
-benchmark means the same thing in every backend.
-
-The default preset (``hybrid``) is the one measured best on LoCoMo (``benchmarks/RESULTS.md``):
-z-score fusion, session-neighbour smoothing and date terms. ``rrf-plain`` is the earlier plain
-Reciprocal Rank Fusion, kept for comparison.
+(``memory_service.config.retrieval``) and applied here (``fuse_legs``) or in ``indexing``
+(``lexical_terms``). So a preset tuned on a benchmark means the same thing in every backend.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from types import MappingProxyType
 
 from indexing.fusion import FusedCandidate, reciprocal_rank_fusion, zscore_fusion
 from indexing.neighbours import smooth_by_session
+from memory_service.config.retrieval import (
+    PRESETS,
+    RetrievalConfig,
+    legs_for_mode,
+    preset,
+)
 from memory_service.errors import InvalidInputError
+from memory_service.limits import MAX_QUERY_BYTES, MAX_TOP_K
 
-LEGS: tuple[str, ...] = ("bm25", "dense")
-FUSIONS: tuple[str, ...] = ("rrf", "zscore")
+__all__ = [
+    "PRESETS",
+    "FusedHit",
+    "LegHit",
+    "RetrievalConfig",
+    "fuse_legs",
+    "legs_for_mode",
+    "preset",
+    "validate_query",
+]
+
 # What a leg's score is for a memory it did not match at all, when its list is complete
 # (shorter than the depth asked for): BM25 gives 0 to a memory sharing no term.
 NO_MATCH_SCORE: Mapping[str, float] = MappingProxyType({"bm25": 0.0})
@@ -39,84 +51,6 @@ class LegHit:
     score: float
     session_id: str | None = None
     created_at: datetime | None = None
-
-
-@dataclass(frozen=True, slots=True)
-class RetrievalConfig:
-    """How hybrid recall is done. The field defaults are plain RRF (the earlier behaviour);
-    the ``hybrid`` preset sets the measured winner.
-
-    - ``fusion``: ``rrf`` (Reciprocal Rank Fusion) or ``zscore`` (weighted sum of each leg's
-      standardised scores, see ``indexing.fusion``).
-    - ``weights``: per-leg weight in either fusion (a leg at 0 still reports ranks but adds
-      nothing).
-    - ``rrf_k``: the RRF constant; larger flattens the rank curve.
-    - ``candidate_multiplier`` / ``min_candidates``: how deep each leg goes before fusion.
-    - ``neighbour_weight`` / ``neighbour_window``: session-neighbour smoothing after fusion
-      (``indexing.neighbours``); 0 turns it off.
-    - ``date_terms``: the lexical leg also indexes each memory's ``created_at`` day as words
-      (``indexing.lexical``). Qdrant stores BM25 vectors when a fact is recorded, so changing
-      it there applies to facts recorded afterwards (re-index for the rest).
-    Single-leg modes (``bm25``, ``dense``) return the leg's own ranking: no fusion, no smoothing.
-    """
-
-    name: str = "hybrid"
-    weights: Mapping[str, float] = field(
-        default_factory=lambda: MappingProxyType({"bm25": 1.0, "dense": 1.0})
-    )
-    rrf_k: float = 60.0
-    candidate_multiplier: int = 4
-    min_candidates: int = 50
-    fusion: str = "rrf"
-    neighbour_weight: float = 0.0
-    neighbour_window: int = 2
-    date_terms: bool = False
-
-    def __post_init__(self) -> None:
-        if self.fusion not in FUSIONS:
-            raise ValueError(f"fusion must be one of {', '.join(FUSIONS)}, not {self.fusion!r}")
-        if any(float(w) < 0 for w in self.weights.values()):
-            raise ValueError("leg weights must not be negative")
-        if self.neighbour_weight < 0 or self.neighbour_window < 0:
-            raise ValueError("neighbour_weight and neighbour_window must not be negative")
-
-    def depth(self, top_k: int) -> int:
-        return max(self.min_candidates, top_k * self.candidate_multiplier)
-
-
-PRESETS: Mapping[str, RetrievalConfig] = MappingProxyType(
-    {
-        "hybrid": RetrievalConfig(
-            name="hybrid",
-            fusion="zscore",
-            neighbour_weight=0.5,
-            neighbour_window=2,
-            date_terms=True,
-        ),
-        "rrf-plain": RetrievalConfig(name="rrf-plain"),
-        "zscore-plain": RetrievalConfig(name="zscore-plain", fusion="zscore"),
-    }
-)
-
-
-def preset(name: str) -> RetrievalConfig:
-    try:
-        return PRESETS[name]
-    except KeyError:
-        raise InvalidInputError(
-            f"unknown retrieval preset {name!r}; known: {', '.join(PRESETS)}",
-            code="invalid_preset",
-        ) from None
-
-
-def legs_for_mode(mode: str) -> tuple[str, ...]:
-    if mode == "hybrid":
-        return LEGS
-    if mode in LEGS:
-        return (mode,)
-    raise InvalidInputError(
-        f"mode must be one of hybrid, bm25, dense, not {mode!r}", code="invalid_mode"
-    )
 
 
 @dataclass(frozen=True, slots=True)
@@ -199,13 +133,15 @@ def _smooth(
     return sorted(out, key=lambda c: (-c.score, order[c.id]))
 
 
-def validate_query(query: str, top_k: int, threshold: float, max_query_bytes: int = 4096) -> None:
+def validate_query(
+    query: str, top_k: int, threshold: float, max_query_bytes: int = MAX_QUERY_BYTES
+) -> None:
     """Shared argument checks, so every backend refuses the same bad input the same way."""
     if not isinstance(query, str) or not query.strip():
         raise InvalidInputError("query must not be empty", code="invalid_query")
     if len(query.encode("utf-8")) > max_query_bytes:
         raise InvalidInputError(f"query is over {max_query_bytes} bytes", code="query_too_large")
-    if not isinstance(top_k, int) or not 1 <= top_k <= 100:
-        raise InvalidInputError("top_k must be an integer 1-100", code="invalid_top_k")
+    if not isinstance(top_k, int) or not 1 <= top_k <= MAX_TOP_K:
+        raise InvalidInputError(f"top_k must be an integer 1-{MAX_TOP_K}", code="invalid_top_k")
     if not -1.0 <= float(threshold) <= 1.0:
         raise InvalidInputError("threshold must be between -1 and 1", code="invalid_threshold")

@@ -21,6 +21,7 @@ from filelock import FileLock
 
 from indexing.hashing import content_hash
 from indexing.tokenize import tokenize
+from memory_service.config import validate_consolidation_prompt
 from memory_service.facts import FACT_KINDS, Fact
 from memory_service.fsutil import read_text, write_atomically
 from memory_service.llm import ChatModel, LlmBadResponseError, LlmError, Usage
@@ -71,17 +72,6 @@ class ConsolidationResult:
             "snapshot": self.snapshot,
             "usage": self.usage.to_dict() if self.usage else None,
         }
-
-
-def validate_consolidation_prompt(prompt: str) -> str:
-    """A custom prompt must hold exactly two ``%d`` (max tokens, then max characters)."""
-    placeholders = prompt.replace("%%", "")  # a literal percent sign is fine
-    if placeholders.count("%d") != 2 or re.search(r"%(?!d)", placeholders):
-        raise ValueError(
-            "consolidation_prompt must contain exactly two '%d' (max tokens, then max "
-            "characters) and no other % placeholders (write %% for a literal %)"
-        )
-    return prompt
 
 
 def priority(fact: Fact) -> tuple:

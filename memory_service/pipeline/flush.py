@@ -18,7 +18,7 @@ and the rest recorded through ``LongTermMemory.record`` (today's ledger in the f
 
 Three paths call it: after each agent call (``after_call``, governed by the ``FlushTrigger``),
 and, as the ``ShortTermMemory`` flush callback, before compaction and on a context overflow.
-A failed or malformed reply is retried (``MemoryConfig.flush_retries``); if it still fails the
+A failed or malformed reply is retried (``MemorySettings.flush_retries``); if it still fails the
 watermark stays where it was, so the next flush sends those messages again, and the messages
 are appended to ``dead-letters/flush.jsonl`` in the user's folder and counted. Token usage of
 every flush is added to the tenant's usage file. ``extract_and_record`` runs the same extraction
@@ -36,12 +36,12 @@ from contextvars import ContextVar
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
 from filelock import FileLock
 
 from indexing.hashing import content_hash
-from memory_service.config import MemoryConfig
+from memory_service.config import MemorySettings
 from memory_service.context import RuntimeContext
 from memory_service.errors import InvalidInputError, MemoryServiceError
 from memory_service.facts import FACT_KINDS, Fact, RecordResult, parse_time, utcnow
@@ -49,17 +49,16 @@ from memory_service.fsutil import append_durably, read_text
 from memory_service.llm import ChatModel, LlmBadResponseError, LlmError, Usage
 from memory_service.longterm.base import LongTermMemory
 from memory_service.longterm.ledger import parse_ledger
-from memory_service.messages import Msg, estimate_tokens
+from memory_service.messages import MEMORY_TOOL_NAMES, Msg, estimate_tokens
 from memory_service.paths import UserPaths
 from memory_service.pipeline.consolidation import plain_memory
 from memory_service.shortterm.compaction import render_line
+from memory_service.shortterm.flush_hook import FlushReason
 from memory_service.shortterm.state import AgentState
-from memory_service.tools import MEMORY_TOOL_NAMES
 from memory_service.usage import UsageLedger
 
 log = logging.getLogger(__name__)
 
-FlushReason = Literal["post_call", "pre_compaction", "overflow", "manual"]
 NO_REPLY = "NO_REPLY"
 EXTRA_KEY = "memory_flush"  # the flush's bookkeeping in AgentState.extra
 DEAD_LETTERS = "flush"
@@ -268,12 +267,12 @@ class MemoryFlushManager:
         model: ChatModel | None,
         workspace: Path,
         *,
-        config: MemoryConfig | None = None,
+        config: MemorySettings | None = None,
         usage: UsageLedger | None = None,
         clock: Callable[[], datetime] = utcnow,
     ) -> None:
         self.longterm = longterm
-        self.config = config or MemoryConfig()
+        self.config = config or MemorySettings()
         self.model = model.with_model(self.config.model) if model is not None else None
         self.workspace = Path(workspace)
         self.usage = usage or UsageLedger(self.workspace)

@@ -20,13 +20,14 @@ import logging
 import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
-from typing import Literal, Protocol, TypeVar
+from typing import Protocol, TypeVar
 
-from memory_service.config import CompactionConfig
+from memory_service.config import CompactionSettings
 from memory_service.context import RuntimeContext
 from memory_service.errors import MemoryServiceError
 from memory_service.llm import ChatModel, ContextOverflowError, LlmBadResponseError, Usage
 from memory_service.messages import Msg, estimate_tokens
+from memory_service.shortterm.flush_hook import FlushCallback, FlushReason
 from memory_service.shortterm.state import AgentState
 
 log = logging.getLogger(__name__)
@@ -101,7 +102,7 @@ class CompactionResult:
 
 
 class Compactor(Protocol):
-    config: CompactionConfig
+    config: CompactionSettings
 
     def needs_compaction(self, state: AgentState) -> str | None:
         """The trigger that fired ("messages", "tokens", "rounds"), or None."""
@@ -119,11 +120,11 @@ def _pinned(message: Msg) -> bool:
     return message.role == "system" and message.mark is None
 
 
-def _token_trigger(state: AgentState, config: CompactionConfig, window: int) -> bool:
+def _token_trigger(state: AgentState, config: CompactionSettings, window: int) -> bool:
     return state.token_estimate > config.trigger_ratio * window
 
 
-def summary_trigger(state: AgentState, config: CompactionConfig, window: int) -> str | None:
+def summary_trigger(state: AgentState, config: CompactionSettings, window: int) -> str | None:
     """The summary policy's trigger: ``trigger_messages`` conversation messages (system
     messages not counted), or a token estimate over ``trigger_ratio`` of the window."""
     conversation = [m for m in state.messages if not _pinned(m)]
@@ -165,11 +166,11 @@ class ConversationCompactor:
     def __init__(
         self,
         model: ChatModel,
-        config: CompactionConfig | None = None,
+        config: CompactionSettings | None = None,
         *,
         context_window: int | None = None,
     ) -> None:
-        self.config = config or CompactionConfig()
+        self.config = config or CompactionSettings()
         self.model = model.with_model(self.config.model)
         self.window = context_window or self.config.context_window or model.context_window
         self.prompt = self.config.summary_prompt or DEFAULT_SUMMARY_PROMPT
@@ -300,8 +301,8 @@ class SlidingWindow:
     """Keep the last ``window_rounds`` user rounds (a round starts at a user message);
     system messages and an existing summary stay. No LLM."""
 
-    def __init__(self, config: CompactionConfig | None = None, *, context_window: int) -> None:
-        self.config = config or CompactionConfig(policy="sliding_window")
+    def __init__(self, config: CompactionSettings | None = None, *, context_window: int) -> None:
+        self.config = config or CompactionSettings(policy="sliding_window")
         self.window = self.config.context_window or context_window
 
     @staticmethod
@@ -339,7 +340,7 @@ class SlidingWindow:
 
 
 def build_compactor(
-    config: CompactionConfig, model: ChatModel | None, *, context_window: int
+    config: CompactionSettings, model: ChatModel | None, *, context_window: int
 ) -> Compactor | None:
     """The configured policy; None when it needs an LLM and none is configured."""
     if config.policy == "sliding_window":
@@ -350,16 +351,6 @@ def build_compactor(
 
 
 # -- the hook ------------------------------------------------------------------------------
-
-FlushReason = Literal["pre_compaction", "overflow"]
-
-
-class FlushCallback(Protocol):
-    """Called with the state *before* it is compacted; the long-term pipeline flushes
-    ``state.unflushed()`` and moves ``state.last_flushed_index``."""
-
-    def __call__(self, state: AgentState, ctx: RuntimeContext, reason: FlushReason) -> object: ...
-
 
 T = TypeVar("T")
 

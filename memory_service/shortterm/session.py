@@ -12,7 +12,7 @@ import logging
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 
-from memory_service.config import CompactionConfig
+from memory_service.config import CompactionSettings
 from memory_service.context import RuntimeContext
 from memory_service.errors import ConflictError, MemoryServiceError
 from memory_service.llm import NOT_CONFIGURED_MESSAGE, ChatModel, LlmNotConfiguredError
@@ -21,11 +21,11 @@ from memory_service.shortterm.compaction import (
     CompactionHook,
     CompactionResult,
     ConversationCompactor,
-    FlushCallback,
     build_compactor,
     summary_trigger,
 )
 from memory_service.shortterm.eviction import ToolResultEvictor
+from memory_service.shortterm.flush_hook import FlushCallback
 from memory_service.shortterm.session_log import SessionHit, SessionLog
 from memory_service.shortterm.state import AgentState
 from memory_service.shortterm.store import AgentStateStore, SessionInfo
@@ -60,7 +60,7 @@ class ShortTermMemory:
         log: SessionLog,
         evictor: ToolResultEvictor,
         *,
-        config: CompactionConfig | None = None,
+        config: CompactionSettings | None = None,
         model: ChatModel | None = None,
         context_window: int = 128_000,
         flush: FlushCallback | None = None,
@@ -68,7 +68,7 @@ class ShortTermMemory:
         self.store = store
         self.log = log
         self.evictor = evictor
-        self.config = config or CompactionConfig()
+        self.config = config or CompactionSettings()
         self.model = model
         self.context_window = self.config.context_window or context_window
         compactor = build_compactor(self.config, model, context_window=self.context_window)

@@ -6,7 +6,7 @@ from fastapi import APIRouter
 
 from memory_service.api.chat_schemas import ChatRequest, ChatResponse
 from memory_service.api.deps import PrincipalDep, ServicesDep, user_context
-from memory_service.harness import build_harness
+from memory_service.services import build_harness
 
 router = APIRouter(prefix="/v1", tags=["chat"])
 

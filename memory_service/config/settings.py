@@ -8,6 +8,7 @@ variable, e.g. ``MEMORY_LONGTERM__BACKEND``.
 from __future__ import annotations
 
 import os
+import re
 from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Literal
@@ -29,8 +30,8 @@ from pydantic_settings import (
 )
 
 from indexing.embeddings import BUNDLED_MODEL
+from memory_service.config.retrieval import PRESETS, RetrievalConfig
 from memory_service.errors import ConfigurationError
-from memory_service.longterm.retrieval import PRESETS
 
 
 class _Section(BaseModel):
@@ -38,15 +39,34 @@ class _Section(BaseModel):
 
 
 class LongTermSettings(_Section):
+    """Which backend keeps facts, and how recall ranks them.
+
+    ``retrieval_preset`` names a built-in preset (``memory_service.config.retrieval``) or one
+    defined under ``presets`` (in TOML: ``[longterm.presets.mine]`` with ``fusion = "rrf"``
+    and so on; a custom preset may not reuse a built-in name)."""
+
     backend: Literal["files", "qdrant"] = "files"
     retrieval_preset: str = "hybrid"
+    presets: dict[str, RetrievalConfig] = Field(default_factory=dict)
 
-    @field_validator("retrieval_preset")
-    @classmethod
-    def _known_preset(cls, value: str) -> str:
-        if value not in PRESETS:
-            raise ValueError(f"unknown preset {value!r}; known: {', '.join(PRESETS)}")
-        return value
+    @model_validator(mode="after")
+    def _known_preset(self) -> LongTermSettings:
+        clash = sorted(set(self.presets) & set(PRESETS))
+        if clash:
+            raise ValueError(f"custom presets may not reuse a built-in name: {', '.join(clash)}")
+        for name, custom in list(self.presets.items()):
+            if custom.name != name:  # the table's name is the preset's name
+                self.presets[name] = custom.with_changes(name=name)
+        known = {**PRESETS, **self.presets}
+        if self.retrieval_preset not in known:
+            raise ValueError(
+                f"unknown retrieval preset {self.retrieval_preset!r}; known: {', '.join(known)}"
+            )
+        return self
+
+    def retrieval(self) -> RetrievalConfig:
+        """The strategy ``retrieval_preset`` names."""
+        return {**PRESETS, **self.presets}[self.retrieval_preset]
 
 
 class EmbeddingSettings(_Section):
@@ -113,7 +133,7 @@ class LlmSettings(_Section):
     context_window: int = Field(128_000, ge=1024)
 
 
-class CompactionConfig(_Section):
+class CompactionSettings(_Section):
     """When and how a session's messages are compacted (defaults from AgentScope's harness).
 
     Trigger at ``trigger_messages`` messages or when the token estimate passes
@@ -135,7 +155,7 @@ class CompactionConfig(_Section):
     max_chars_per_message: int = Field(4_000, ge=200, description="transcript cap per message")
 
     @model_validator(mode="after")
-    def _tail_shorter_than_trigger(self) -> CompactionConfig:
+    def _tail_shorter_than_trigger(self) -> CompactionSettings:
         if self.keep_last >= self.trigger_messages:
             raise ValueError(
                 f"keep_last ({self.keep_last}) must be below trigger_messages "
@@ -195,7 +215,7 @@ class FlushTrigger(_Section):
         return now - last_run >= timedelta(minutes=self.minutes or 0)
 
 
-class MemoryConfig(_Section):
+class MemorySettings(_Section):
     """The long-term memory pipeline: flush, prompt injection, memory tools, maintenance.
 
     ``model``: the model for flush and consolidation (None: the memory model, i.e.
@@ -253,9 +273,6 @@ class MemoryConfig(_Section):
     def _two_placeholders(cls, value: str | None) -> str | None:
         if value is None:
             return value
-        # imported here: the pipeline imports the LLM client, which imports this module
-        from memory_service.pipeline.consolidation import validate_consolidation_prompt
-
         return validate_consolidation_prompt(value)
 
     @field_validator("consolidation_min_gap")
@@ -264,10 +281,6 @@ class MemoryConfig(_Section):
         if value < timedelta(0):
             raise ValueError("consolidation_min_gap must not be negative")
         return value
-
-    @property
-    def consolidation_min_gap_minutes(self) -> float:
-        return self.consolidation_min_gap.total_seconds() / 60
 
 
 class Settings(BaseSettings):
@@ -289,8 +302,8 @@ class Settings(BaseSettings):
     shortterm: ShortTermSettings = ShortTermSettings()
     postgres: PostgresSettings = PostgresSettings()
     llm: LlmSettings = LlmSettings()
-    compaction: CompactionConfig = CompactionConfig()
-    memory: MemoryConfig = MemoryConfig()
+    compaction: CompactionSettings = CompactionSettings()
+    memory: MemorySettings = MemorySettings()
 
     @classmethod
     def settings_customise_sources(
@@ -306,6 +319,17 @@ class Settings(BaseSettings):
         if config_file:
             sources.append(TomlConfigSettingsSource(settings_cls, toml_file=Path(config_file)))
         return tuple(sources)
+
+
+def validate_consolidation_prompt(prompt: str) -> str:
+    """A custom prompt must hold exactly two ``%d`` (max tokens, then max characters)."""
+    placeholders = prompt.replace("%%", "")  # a literal percent sign is fine
+    if placeholders.count("%d") != 2 or re.search(r"%(?!d)", placeholders):
+        raise ValueError(
+            "consolidation_prompt must contain exactly two '%d' (max tokens, then max "
+            "characters) and no other % placeholders (write %% for a literal %)"
+        )
+    return prompt
 
 
 def setting_name(loc: tuple[object, ...]) -> str:

@@ -1,0 +1,111 @@
+"""Retrieval strategy as declarative data: which legs, how deep, how fused, how smoothed.
+
+A leaf of the settings layer (it imports nothing of the service above ``errors``), so
+``Settings`` can name a preset or define one in its TOML file, and
+``memory_service.longterm.retrieval`` applies it the same way in every backend (Graphiti's
+``SearchConfig`` + recipes, in our terms).
+
+The model's defaults are the default preset (``hybrid``), the one measured best on LoCoMo
+(``benchmarks/RESULTS.md``): z-score fusion, session-neighbour smoothing and date terms.
+``rrf-plain`` is plain Reciprocal Rank Fusion and ``zscore-plain`` z-score fusion alone, kept
+for comparison.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from types import MappingProxyType
+from typing import Literal, get_args
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+from memory_service.errors import InvalidInputError
+
+Leg = Literal["bm25", "dense"]
+Mode = Literal["hybrid", "bm25", "dense"]  # hybrid: every leg of the strategy, fused
+Fusion = Literal["rrf", "zscore"]
+
+LEGS: tuple[Leg, ...] = get_args(Leg)
+MODES: tuple[Mode, ...] = get_args(Mode)
+FUSIONS: tuple[Fusion, ...] = get_args(Fusion)
+
+
+class RetrievalConfig(BaseModel):
+    """How hybrid recall is done; the defaults are the ``hybrid`` preset.
+
+    - ``fusion``: ``zscore`` (weighted sum of each leg's standardised scores, see
+      ``indexing.fusion``) or ``rrf`` (Reciprocal Rank Fusion with constant ``rrf_k``; larger
+      flattens the rank curve).
+    - ``weights``: per-leg weight in either fusion (a leg at 0 still reports ranks but adds
+      nothing).
+    - ``candidate_multiplier`` / ``min_candidates``: how deep each leg goes before fusion:
+      ``max(min_candidates, top_k * candidate_multiplier)``.
+    - ``neighbour_weight`` / ``neighbour_window``: session-neighbour smoothing after fusion
+      (``indexing.neighbours``); 0 turns it off.
+    - ``date_terms``: the lexical leg also indexes each memory's ``created_at`` day as words
+      (``indexing.lexical``). Qdrant stores BM25 vectors when a fact is recorded, so changing
+      it there applies to facts recorded afterwards (re-index for the rest).
+
+    Single-leg modes (``bm25``, ``dense``) return the leg's own ranking: no fusion, no smoothing.
+    """
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    name: str = Field("hybrid", min_length=1, max_length=64)
+    fusion: Fusion = "zscore"
+    weights: dict[Leg, float] = Field(default_factory=lambda: {"bm25": 1.0, "dense": 1.0})
+    rrf_k: float = Field(60.0, gt=0)
+    candidate_multiplier: int = Field(4, ge=1, le=100)
+    min_candidates: int = Field(50, ge=1, le=10_000)
+    neighbour_weight: float = Field(0.5, ge=0)
+    neighbour_window: int = Field(2, ge=0, le=50)
+    date_terms: bool = True
+
+    @field_validator("weights")
+    @classmethod
+    def _weights_not_negative(cls, value: dict[Leg, float]) -> dict[Leg, float]:
+        if any(float(w) < 0 for w in value.values()):
+            raise ValueError("leg weights must not be negative")
+        return {leg: float(value.get(leg, 1.0)) for leg in LEGS}  # a leg left out weighs 1
+
+    def depth(self, top_k: int) -> int:
+        """How many candidates each leg returns for a request of ``top_k``."""
+        return max(self.min_candidates, top_k * self.candidate_multiplier)
+
+    def with_changes(self, **changes: object) -> RetrievalConfig:
+        """A copy with ``changes`` applied and validated (for labs and tests)."""
+        return type(self).model_validate({**self.model_dump(), **changes})
+
+
+HYBRID = RetrievalConfig()
+RRF_PLAIN = RetrievalConfig(name="rrf-plain", fusion="rrf", neighbour_weight=0.0, date_terms=False)
+ZSCORE_PLAIN = RetrievalConfig(
+    name="zscore-plain", fusion="zscore", neighbour_weight=0.0, date_terms=False
+)
+
+PRESETS: Mapping[str, RetrievalConfig] = MappingProxyType(
+    {p.name: p for p in (HYBRID, RRF_PLAIN, ZSCORE_PLAIN)}
+)
+
+
+def preset(name: str, custom: Mapping[str, RetrievalConfig] | None = None) -> RetrievalConfig:
+    """The named preset: a built-in one, or one of ``custom`` (the settings file's)."""
+    known = {**PRESETS, **(custom or {})}
+    try:
+        return known[name]
+    except KeyError:
+        raise InvalidInputError(
+            f"unknown retrieval preset {name!r}; known: {', '.join(known)}",
+            code="invalid_preset",
+        ) from None
+
+
+def legs_for_mode(mode: str) -> tuple[Leg, ...]:
+    """The legs a retrieval mode runs: all of them for ``hybrid``, else the one named."""
+    if mode == "hybrid":
+        return LEGS
+    if mode in LEGS:
+        return (mode,)  # type: ignore[return-value]
+    raise InvalidInputError(
+        f"mode must be one of {', '.join(MODES)}, not {mode!r}", code="invalid_mode"
+    )

@@ -1,0 +1,33 @@
+"""Every input limit of the service, in one place (a leaf: it imports nothing).
+
+The API's schemas, the CLI, the memory tools, the harness and the backends' own checks read
+these, so one mistake gets one limit and one error wherever it is made.
+"""
+
+from __future__ import annotations
+
+# -- facts ----------------------------------------------------------------------------------
+MAX_FACT_TEXT_BYTES = 8 * 1024  # a fact's text, UTF-8
+MAX_KEY_CHARS = 256
+MAX_TAGS = 32
+MAX_TAG_CHARS = 64
+MAX_FACTS_PER_RECORD = 1_000  # one POST /v1/memories, one record() call from the API
+MAX_PAGE_SIZE = 1_000  # list(): the largest page
+
+# -- recall ---------------------------------------------------------------------------------
+MAX_QUERY_BYTES = 4 * 1024  # a recall query, UTF-8 (longer chat input is cut to this)
+MAX_TOP_K = 100
+
+# -- sessions and chat ----------------------------------------------------------------------
+MAX_MESSAGES_PER_APPEND = 500
+MAX_SESSION_MESSAGE_BYTES = 1024 * 1024  # one appended message
+MAX_CHAT_MESSAGE_BYTES = 64 * 1024  # the user's message of one chat call
+MAX_TOOL_CALLS = 128  # tool calls in one assistant message
+MAX_SESSION_QUERY_CHARS = 4 * 1024  # session_search over the API
+
+# -- memory tools (what the model may ask for) -----------------------------------------------
+MAX_TOOL_QUERY_CHARS = 1_000
+MAX_TOOL_PATH_CHARS = 512
+MAX_TOOL_SEARCH_LINES = 50
+MAX_TOOL_GET_LINES = 400
+MAX_TOOL_GET_CHARS = 20_000
