@@ -66,7 +66,7 @@ def test_custom_presets_are_checked_at_start(tmp_path, monkeypatch):
     _config_file(tmp_path, monkeypatch, '[longterm.presets.mine]\nfusion = "borda"\n')
     with pytest.raises(ConfigurationError, match="MEMORY_LONGTERM__PRESETS__MINE__FUSION"):
         load_settings()
-    _config_file(tmp_path, monkeypatch, '[longterm.presets.mine]\nrank_k = 5\n')
+    _config_file(tmp_path, monkeypatch, "[longterm.presets.mine]\nrank_k = 5\n")
     with pytest.raises(ConfigurationError, match="MEMORY_LONGTERM__PRESETS__MINE__RANK_K"):
         load_settings()
     _config_file(tmp_path, monkeypatch, '[longterm]\nretrieval_preset = "nosuch"\n')
