@@ -86,6 +86,21 @@ class UserPaths:
         """``dead-letters/<pipeline>.jsonl``: work that failed and must not be lost."""
         return self.dead_letters_dir / f"{validate_id(pipeline, 'pipeline')}.jsonl"
 
+    @property
+    def flush_dead_letters(self) -> Path:
+        """``dead-letters/flush.jsonl``: flushes that failed, their messages kept for a replay."""
+        return self.dead_letters("flush")
+
+    @property
+    def flush_dead_letters_lock(self) -> Path:
+        """The lock every append to and rewrite of ``flush_dead_letters`` holds."""
+        return self.dead_letters_dir / "flush.jsonl.lock"
+
+    @property
+    def flush_replay_lock(self) -> Path:
+        """Held by the one replay of this user's flush dead letters that may run at a time."""
+        return self.dead_letters_dir / ".flush.replay.lock"
+
     def inside(self, path: Path) -> Path:
         """``path`` resolved, if it is inside this user's folder; else ``InvalidIdError``."""
         root = self.root.resolve()

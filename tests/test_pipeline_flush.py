@@ -15,7 +15,8 @@ from memory_service.llm import ChatModel, ContextOverflowError, LlmBadResponseEr
 from memory_service.longterm.ledger import render_fact
 from memory_service.messages import Msg, ToolCall
 from memory_service.paths import UserPaths
-from memory_service.pipeline.flush import MemoryFlushManager, parse_flush_reply
+from memory_service.pipeline.extraction import parse_flush_reply
+from memory_service.pipeline.flush import MemoryFlushManager
 from memory_service.services import build_shortterm
 from memory_service.shortterm.files_store import FileStateStore
 from memory_service.shortterm.state import AgentState

@@ -25,9 +25,10 @@ from memory_service.config import validate_consolidation_prompt
 from memory_service.facts import FACT_KINDS, Fact
 from memory_service.fsutil import read_text, write_atomically
 from memory_service.llm import ChatModel, LlmBadResponseError, LlmError, Usage
-from memory_service.longterm.ledger import parse_ledger, render_fact
+from memory_service.longterm.ledger import render_fact
 from memory_service.messages import estimate_tokens
 from memory_service.paths import UserPaths
+from memory_service.pipeline.memory_md import memory_bullets, plain_memory
 
 log = logging.getLogger(__name__)
 
@@ -106,18 +107,9 @@ def deterministic_memory(facts: Sequence[Fact], max_tokens: int, now: datetime) 
     return "\n".join(lines) + "\n"
 
 
-def plain_memory(markdown: str) -> str:
-    """MEMORY.md as a model should read it: metadata comments removed."""
-    return re.sub(r"\s*<!--\s*memory\s+\{.*?\}\s*-->", "", markdown)
-
-
-def _bullets(markdown: str) -> list[Fact]:
-    return [line.fact for line in parse_ledger(markdown, default_created_at=None)]
-
-
 def lost_facts(old: Sequence[Fact], new_markdown: str) -> list[Fact]:
     """Facts of ``old`` that no bullet of ``new_markdown`` keeps (same text, or most terms)."""
-    bullets = _bullets(new_markdown)
+    bullets = memory_bullets(new_markdown)
     hashes = {content_hash(b.text) for b in bullets}
     term_sets = [set(tokenize(b.text)) for b in bullets]
     missing = []
@@ -168,7 +160,7 @@ class Consolidator:
         old_text = read_text(paths.memory_md)
         active = [f for f in facts if f.is_active(now)]
         gone = {f.content_hash for f in facts if not f.is_active(now)}
-        held = [b for b in _bullets(old_text) if content_hash(b.text) not in gone]
+        held = [b for b in memory_bullets(old_text) if content_hash(b.text) not in gone]
         usage = None
         if self.model is not None:
             method = "llm"
@@ -177,7 +169,7 @@ class Consolidator:
             method = "deterministic"
             new_text = deterministic_memory(active, self.max_tokens, now)
         lost = lost_facts(held, new_text)
-        bullets = len(_bullets(new_text))
+        bullets = len(memory_bullets(new_text))
         result = dict(method=method, facts_in=len(active), bullets_out=bullets, usage=usage)
         if held and len(lost) > self.max_loss * len(held):
             reason = (
@@ -209,7 +201,7 @@ class Consolidator:
             reply = self.model.complete(messages, temperature=0.0)
             usage = usage + reply.usage
             text = _strip_fences(reply.text or "")
-            if _bullets(text):
+            if memory_bullets(text):
                 return text, usage
             log.warning("consolidation reply had no bullets (attempt %d)", attempt + 1)
         raise LlmBadResponseError("the model's MEMORY.md rewrite had no '- ' bullets, twice")

@@ -1,0 +1,365 @@
+"""The flush's dead letters: the one module that reads and writes ``dead-letters/flush.jsonl``.
+
+A flush that fails after its retries appends one JSON line (a ``DeadLetterRecord``) to the
+user's file; for a ``pre_compaction`` or ``overflow`` failure it is the only copy of the
+messages once compaction has run, so the file follows three rules:
+
+- **append** is flushed and fsynced under the file's lock: a flush that reports its dead letter
+  has it on disk;
+- **read** splits on ``\\n`` only (entries are written with ``ensure_ascii=False``, so a U+2028
+  inside a message must not split a line) and keeps every line's exact bytes: a line that is
+  not an entry of this user is counted as malformed, never dropped or re-encoded;
+- **rewrite** (after a replay) re-reads the file under the same lock and changes only the exact
+  lines it was given, once each: lines appended meanwhile survive, and the new file replaces
+  the old one atomically.
+
+A line without ``version`` was written before the field existed and reads as version 1; a line
+of a newer version is malformed here (kept as it is for the version that wrote it).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import logging
+from collections import deque
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field, replace
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+from filelock import FileLock, Timeout
+
+from memory_service.context import RuntimeContext
+from memory_service.fsutil import append_durably, write_bytes_atomically
+from memory_service.messages import Msg
+from memory_service.paths import UserPaths
+
+log = logging.getLogger(__name__)
+
+VERSION = 1
+LOCK_TIMEOUT_S = 30
+MAX_REPLY_CHARS = 4_000  # of the failed reply, kept for a person to read
+
+_FIELDS = (
+    "version",
+    "at",
+    "tenant_id",
+    "user_id",
+    "session_id",
+    "reason",
+    "error",
+    "attempts",
+    "from_seq",
+    "through_seq",
+    "messages",
+    "facts",
+    "reply",
+    "replay_attempts",
+    "last_replay_error",
+    "last_replay_at",
+)
+
+
+# -- the record ----------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class DeadLetterRecord:
+    """One failed flush: whose, why, and the messages it could not record."""
+
+    tenant_id: str
+    user_id: str
+    session_id: str | None
+    reason: str  # the flush's reason: post_call | pre_compaction | overflow
+    error: str | None
+    messages: tuple[Msg, ...]
+    at: str | None = None  # ISO time of the failure
+    attempts: int = 0
+    from_seq: int | None = None
+    through_seq: int | None = None
+    facts: tuple[str, ...] = ()  # parsed from the failed reply, if it got that far
+    reply: str | None = None
+    replay_attempts: int = 0
+    last_replay_error: str | None = None
+    last_replay_at: str | None = None
+    version: int = VERSION
+    extra: Mapping[str, Any] = field(default_factory=dict)  # unknown fields, kept as read
+
+    @classmethod
+    def of_flush(
+        cls,
+        ctx: RuntimeContext,
+        *,
+        reason: str,
+        error: str | None,
+        attempts: int,
+        messages: Sequence[Msg],
+        facts: Sequence[str] = (),
+        reply: str | None = None,
+        at: datetime,
+    ) -> DeadLetterRecord:
+        """The record of a flush that failed now."""
+        first, last = _seq_range(messages)
+        return cls(
+            ctx.tenant_id,
+            ctx.user_id,
+            ctx.session_id,
+            reason,
+            error,
+            tuple(messages),
+            at=at.isoformat(),
+            attempts=attempts,
+            from_seq=first,
+            through_seq=last,
+            facts=tuple(facts),
+            reply=(reply or "")[:MAX_REPLY_CHARS] or None,
+        )
+
+    def after_replay_failure(
+        self, rest: Sequence[Msg], error: str, at: datetime
+    ) -> DeadLetterRecord:
+        """This record after one more failed replay: only the messages still unrecorded."""
+        first, last = _seq_range(rest)
+        return replace(
+            self,
+            messages=tuple(rest),
+            from_seq=self.from_seq if first is None else first,
+            through_seq=self.through_seq if last is None else last,
+            replay_attempts=self.replay_attempts + 1,
+            last_replay_error=error,
+            last_replay_at=at.isoformat(),
+        )
+
+    def to_dict(self) -> dict[str, Any]:
+        out: dict[str, Any] = {
+            "version": self.version,
+            "at": self.at,
+            "tenant_id": self.tenant_id,
+            "user_id": self.user_id,
+            "session_id": self.session_id,
+            "reason": self.reason,
+            "error": self.error,
+            "attempts": self.attempts,
+            "from_seq": self.from_seq,
+            "through_seq": self.through_seq,
+            "messages": [m.to_dict() for m in self.messages],
+            "facts": list(self.facts),
+            "reply": self.reply,
+        }
+        if self.replay_attempts or self.last_replay_error or self.last_replay_at:
+            out["replay_attempts"] = self.replay_attempts
+            out["last_replay_error"] = self.last_replay_error
+            out["last_replay_at"] = self.last_replay_at
+        return {**out, **{k: v for k, v in self.extra.items() if k not in out}}
+
+    def to_json(self) -> str:
+        """The record as one line of the file, without its newline (raw Unicode, so a line
+        holds no ``\\n`` but may hold U+2028)."""
+        return json.dumps(self.to_dict(), ensure_ascii=False)
+
+    def to_line(self) -> bytes:
+        return self.to_json().encode("utf-8")
+
+    @classmethod
+    def from_dict(cls, data: object) -> DeadLetterRecord:
+        """The record ``data`` holds; ``ValueError`` (saying why) when it holds none: not an
+        object, a newer version, no messages, a message that does not load, or ids that are
+        not text. Other fields of the wrong type read as absent."""
+        if not isinstance(data, dict):
+            raise ValueError("not a JSON object")
+        version = data.get("version", 1)
+        if version != VERSION or isinstance(version, bool):
+            raise ValueError(f"version {version!r} is not {VERSION}")
+        tenant_id, user_id, session_id = (
+            data.get(k) for k in ("tenant_id", "user_id", "session_id")
+        )
+        if not isinstance(tenant_id, str) or not isinstance(user_id, str):
+            raise ValueError("tenant_id/user_id missing")
+        if session_id is not None and not isinstance(session_id, str):
+            raise ValueError("session_id is not text")
+        raw = data.get("messages")
+        if not isinstance(raw, list) or not raw:
+            raise ValueError("no messages")
+        try:
+            messages = tuple(Msg.from_dict(m) for m in raw)
+        except (KeyError, TypeError, AttributeError, ValueError) as exc:
+            raise ValueError(f"a message does not load: {exc!r}") from exc
+        facts = data.get("facts")
+        return cls(
+            tenant_id,
+            user_id,
+            session_id,
+            _text(data.get("reason")) or "unknown",
+            _text(data.get("error")),
+            messages,
+            at=_text(data.get("at")),
+            attempts=_count(data.get("attempts")) or 0,
+            from_seq=_count(data.get("from_seq")),
+            through_seq=_count(data.get("through_seq")),
+            facts=tuple(f for f in facts if isinstance(f, str)) if isinstance(facts, list) else (),
+            reply=_text(data.get("reply")),
+            replay_attempts=_count(data.get("replay_attempts")) or 0,
+            last_replay_error=_text(data.get("last_replay_error")),
+            last_replay_at=_text(data.get("last_replay_at")),
+            extra={k: v for k, v in data.items() if k not in _FIELDS},
+        )
+
+
+def _seq_range(messages: Sequence[Msg]) -> tuple[int | None, int | None]:
+    seqs = [m.seq for m in messages if m.seq is not None]
+    return min(seqs, default=None), max(seqs, default=None)
+
+
+def _text(value: object) -> str | None:
+    return value if isinstance(value, str) else None
+
+
+def _count(value: object) -> int | None:
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+
+# -- the file ------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class DeadLetter:
+    """One well-formed line of a user's file: its exact bytes (its identity in the file), its
+    record, and the context to replay it in (the owner, with the record's session)."""
+
+    index: int
+    line: bytes
+    record: DeadLetterRecord
+    ctx: RuntimeContext
+
+
+@dataclass(frozen=True, slots=True)
+class DeadLetterRead:
+    """The file as one read saw it: its entries, and how many lines were not entries."""
+
+    letters: list[DeadLetter]
+    malformed: int
+
+
+def has_dead_letters(paths: UserPaths) -> bool:
+    """Whether the user's dead-letter file exists and is not empty (no lock, no parsing)."""
+    path = paths.flush_dead_letters
+    return path.is_file() and path.stat().st_size > 0
+
+
+class DeadLetterFile:
+    """One user's ``dead-letters/flush.jsonl``; every path is checked to be in their folder."""
+
+    def __init__(self, paths: UserPaths) -> None:
+        self.paths = paths
+        self.path = paths.inside(paths.flush_dead_letters)
+
+    @classmethod
+    def of(cls, workspace: Path, ctx: RuntimeContext) -> DeadLetterFile:
+        return cls(UserPaths.of(workspace, ctx))
+
+    @property
+    def relative(self) -> str:
+        """The file's path inside the user's folder, as reports name it."""
+        return str(self.path.relative_to(self.paths.root.resolve()))
+
+    def exists(self) -> bool:
+        return self.path.exists()
+
+    def lock(self) -> FileLock:
+        """The lock every append, read and rewrite holds."""
+        lock_path = self.paths.inside(self.paths.flush_dead_letters_lock)
+        return FileLock(str(lock_path), timeout=LOCK_TIMEOUT_S)
+
+    @contextlib.contextmanager
+    def replaying(self) -> Iterator[bool]:
+        """Held while one replay of this user runs: yields False (holding nothing) when
+        another replay holds it. The append lock stays free meanwhile, so flushes go on."""
+        lock = FileLock(str(self.paths.inside(self.paths.flush_replay_lock)), timeout=0)
+        try:
+            lock.acquire()
+        except Timeout:
+            yield False
+            return
+        try:
+            yield True
+        finally:
+            lock.release()
+
+    def append(self, record: DeadLetterRecord) -> None:
+        """Add one line, flushed and fsynced before this returns."""
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        with self.lock():
+            append_durably(self.path, record.to_json() + "\n")
+
+    def read(self, owner: RuntimeContext) -> DeadLetterRead:
+        """The entries of ``owner`` (tenant and user; the session comes from each entry) and
+        the count of other lines; blank lines are neither."""
+        if not self.exists():
+            return DeadLetterRead([], 0)
+        with self.lock():
+            lines = self._lines()
+        letters: list[DeadLetter] = []
+        malformed = 0
+        for index, line in enumerate(lines):
+            text = line.decode("utf-8", errors="replace")
+            if not text.strip():
+                continue
+            try:
+                letters.append(_letter(index, line, text, owner))
+            except ValueError as exc:  # JSONDecodeError, InvalidInputError and InvalidIdError too
+                malformed += 1
+                log.warning(
+                    "dead letter line %d of %s/%s kept as is: %s",
+                    index + 1,
+                    owner.tenant_id,
+                    owner.user_id,
+                    exc,
+                )
+        return DeadLetterRead(letters, malformed)
+
+    def rewrite(self, changes: Iterable[tuple[DeadLetter, DeadLetterRecord | None]]) -> None:
+        """Apply ``changes`` (each entry's new record, or None to drop it) to the file as it is
+        now: re-read under the lock, so lines appended meanwhile survive, and change each given
+        line once (an identical copy of it elsewhere is its own entry). Blank lines go; every
+        other line keeps its bytes. Atomic: a crash leaves the old file or the new one."""
+        pending: dict[bytes, deque[bytes | None]] = {}
+        for letter, record in changes:
+            pending.setdefault(letter.line, deque()).append(
+                None if record is None else record.to_line()
+            )
+        if not self.exists():  # erased meanwhile: nothing to keep, nothing to bring back
+            return
+        with self.lock():
+            if not self.exists():
+                return
+            kept: list[bytes] = []
+            for line in self._lines():
+                queue = pending.get(line)
+                if queue:
+                    replacement = queue.popleft()
+                    if replacement is not None:
+                        kept.append(replacement)
+                elif line.decode("utf-8", errors="replace").strip():
+                    kept.append(line)
+            write_bytes_atomically(self.path, b"".join(line + b"\n" for line in kept))
+
+    def _lines(self) -> list[bytes]:
+        """The file's lines without their newlines (``\\n`` only); ``[]`` when it is absent."""
+        try:
+            data = self.path.read_bytes()
+        except FileNotFoundError:
+            return []
+        lines = data.split(b"\n")
+        if lines and lines[-1] == b"":
+            lines.pop()
+        return lines
+
+
+def _letter(index: int, line: bytes, text: str, owner: RuntimeContext) -> DeadLetter:
+    """The entry on ``line`` if it is one of ``owner``'s; else ``ValueError`` saying why."""
+    record = DeadLetterRecord.from_dict(json.loads(text))
+    if (record.tenant_id, record.user_id) != (owner.tenant_id, owner.user_id):
+        raise ValueError("tenant_id/user_id do not match the folder it is in")
+    return DeadLetter(index, line, record, owner.with_session(record.session_id))

@@ -1,0 +1,242 @@
+"""Extraction: the memory model reads a transcript and answers the facts worth keeping.
+
+The model gets the extraction prompt, then MEMORY.md (read-only context) and one transcript
+batch. It answers Markdown bullets, or ``NO_REPLY`` when nothing is worth keeping. A bullet may
+start with an annotation::
+
+    - [preference|7|user.diet] The user is vegetarian.
+    - [fact|10] The user is allergic to peanuts.
+    - The user works at Acme.              (no annotation: kind fact, importance 5)
+
+The annotation is ``[...]`` with ``|``-separated parts in any order, each optional: a kind
+(fact, preference, event, procedure), an importance 1-10, and a key (a subject such as
+``user.diet``; a newer fact with the same key supersedes the older one). A bracket that is not
+a valid annotation stays part of the text. Bullets are cleaned (metadata comments, emphasis and
+extra whitespace removed), exact duplicates dropped (within the reply and against MEMORY.md),
+and the rest recorded through ``LongTermMemory.record`` (today's ledger in the files backend).
+A failed or malformed reply is retried; what to do when it still fails is the caller's.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from indexing.hashing import content_hash
+from memory_service.context import RuntimeContext
+from memory_service.errors import InvalidInputError, MemoryServiceError
+from memory_service.facts import FACT_KINDS, Fact
+from memory_service.llm import ChatModel, LlmBadResponseError, LlmError
+from memory_service.longterm.base import LongTermMemory
+from memory_service.messages import Msg
+from memory_service.pipeline.flush_result import FlushedFact, FlushResult
+from memory_service.pipeline.memory_md import known_hashes
+from memory_service.pipeline.transcript import (
+    DEFAULT_WINDOW,
+    TranscriptBatch,
+    batch_transcript,
+    transcript_budget,
+)
+
+log = logging.getLogger(__name__)
+
+NO_REPLY = "NO_REPLY"
+
+DEFAULT_FLUSH_PROMPT = """\
+You extract long-term memories from a conversation between a user and an AI assistant.
+Keep only what will still matter in future conversations:
+- stable facts about the user: identity, circumstances, health, relationships, work;
+- preferences and dislikes;
+- decisions that were made, with their reasons when given;
+- commitments and plans: who will do what, and by when.
+Do not keep small talk, greetings, questions that were fully answered, transient tool output,
+or anything the assistant merely suggested. MEMORY.md, given below, is what is already
+remembered. It is read-only context: do not repeat what it holds; write a memory only for
+something new or changed.
+
+Answer with one Markdown bullet per memory and nothing else:
+- [kind|importance|key] The memory, as one self-contained sentence.
+kind is fact, preference, event or procedure; importance is 1-10 (10: must never be
+forgotten, such as an allergy; 1: trivia); key is an optional subject such as user.diet, given
+when a newer memory should replace an older one on the same subject (leave it out when unsure:
+"- [preference|6] ..."). Write in the third person ("The user ..."), in the language of the
+conversation, with absolute dates where they are known.
+If nothing is worth keeping, answer exactly NO_REPLY."""
+
+_BULLET = re.compile(r"^\s*(?:[-*+\u2022]|\d{1,3}[.)])\s+(?P<body>.+?)\s*$")
+_ANNOTATION = re.compile(r"^\[(?P<inner>[^\[\]\n]{0,300})\]\s*")
+_COMMENT = re.compile(r"<!--.*?-->", re.DOTALL)
+_FENCE = re.compile(r"^\s*```")
+_EMPHASIS = re.compile(r"\*\*|__")
+_WS = re.compile(r"\s+")
+_KEY = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.:/-]{0,255}")
+_QUOTES = "\"'\u201c\u201d\u2018\u2019"
+
+
+# -- the request and the reply -------------------------------------------------------------
+
+
+def flush_request(lines: Sequence[str], memory_md: str) -> str:
+    """The user message of one extraction request: MEMORY.md, then the transcript."""
+    return (
+        '<memory_md read_only="true">\n'
+        + (memory_md or "(empty)")
+        + "\n</memory_md>\n\n<conversation>\n"
+        + "\n".join(lines)
+        + "\n</conversation>\n\n"
+        + f"Write the new memories as bullets now, or {NO_REPLY}."
+    )
+
+
+def _annotation(inner: str) -> dict[str, Any] | None:
+    """``kind|importance|key`` in any order, each optional; None if it is not one."""
+    found: dict[str, Any] = {}
+    parts = [p.strip() for p in inner.split("|")]
+    for part in parts:
+        if not part:
+            continue
+        if part.lower() in FACT_KINDS and "kind" not in found:
+            found["kind"] = part.lower()
+        elif part.isdigit() and "importance" not in found:
+            found["importance"] = max(1, min(10, int(part)))
+        elif _KEY.fullmatch(part) and "key" not in found and (len(parts) > 1 or "." in part):
+            found["key"] = part
+        else:
+            return None
+    return found or None
+
+
+def clean_text(text: str) -> str:
+    """A bullet's text without comments, emphasis, wrapping quotes or extra whitespace."""
+    text = _EMPHASIS.sub("", _COMMENT.sub("", text))
+    return _WS.sub(" ", text).strip().strip(_QUOTES).strip()
+
+
+def parse_flush_reply(text: str) -> list[Fact]:
+    """The facts in a flush reply; ``[]`` for ``NO_REPLY``. A reply with neither bullets nor
+    ``NO_REPLY`` is malformed (``LlmBadResponseError``). Facts carry no ids yet."""
+    lines = [line for line in (text or "").split("\n") if not _FENCE.match(line)]
+    facts: list[Fact] = []
+    bullets = 0
+    for line in lines:
+        match = _BULLET.match(line)
+        if not match:
+            continue
+        bullets += 1
+        body = match.group("body")
+        meta: dict[str, Any] = {}
+        annotated = _ANNOTATION.match(body)
+        if annotated and (parsed := _annotation(annotated.group("inner"))) is not None:
+            meta, body = parsed, body[annotated.end() :]
+        cleaned = clean_text(body)
+        if len(cleaned) < 3 or cleaned.upper().strip(".! ") == NO_REPLY:
+            continue
+        try:
+            facts.append(Fact(text=cleaned, source="flush", **meta).validate())
+        except InvalidInputError as exc:
+            log.warning("flush bullet refused (%s): %.80r", exc.message, cleaned)
+    if bullets == 0 and NO_REPLY not in (text or ""):
+        shown = (text or "").strip()[:200]
+        raise LlmBadResponseError(
+            f"the flush reply has neither Markdown bullets nor {NO_REPLY}: {shown!r}"
+        )
+    return facts
+
+
+def distinct(facts: Sequence[Fact], known_hashes: set[str]) -> list[Fact]:
+    """``facts`` without exact duplicates of each other or of ``known_hashes``."""
+    seen = set(known_hashes)
+    out = []
+    for fact in facts:
+        digest = content_hash(fact.text)
+        if digest not in seen:
+            seen.add(digest)
+            out.append(fact)
+    return out
+
+
+# -- extracting and recording --------------------------------------------------------------
+
+
+@dataclass(slots=True)
+class ExtractionFailure:
+    """Why a run of batches stopped, and what it leaves unrecorded."""
+
+    error: str | None
+    facts: list[Fact]  # parsed from the failed batch's reply, if it got that far
+    reply: str | None
+    rest: list[Msg]  # the failed batch's messages and every later batch's
+
+
+class Extractor:
+    """Sends transcript batches to the memory model and records the facts it answers."""
+
+    def __init__(
+        self, longterm: LongTermMemory, model: ChatModel | None, *, prompt: str, retries: int
+    ) -> None:
+        self.longterm = longterm
+        self.model = model
+        self.prompt = prompt
+        self.retries = retries
+
+    def batches(self, messages: Sequence[Msg], memory_md: str) -> list[TranscriptBatch]:
+        """Transcript lines in batches that fit the memory model's window."""
+        window = self.model.context_window if self.model is not None else DEFAULT_WINDOW
+        return batch_transcript(messages, transcript_budget(window, self.prompt, memory_md))
+
+    def record(
+        self,
+        ctx: RuntimeContext,
+        batches: Sequence[TranscriptBatch],
+        memory_md: str,
+        result: FlushResult,
+        advance: Callable[[TranscriptBatch], None],
+    ) -> ExtractionFailure | None:
+        """Extract and record batch after batch, calling ``advance`` after each recorded one;
+        stops at the first failure (later batches are not sent: their messages stay pending).
+        Exact duplicates of MEMORY.md and of earlier batches are dropped before ``record``."""
+        known = known_hashes(memory_md)
+        for index, batch in enumerate(batches):
+            facts, error, reply = self._extract(batch, memory_md, result)
+            if error is None:
+                try:
+                    fresh = distinct(facts, known)
+                    recorded = self.longterm.record(ctx, fresh) if fresh else []
+                except (MemoryServiceError, OSError) as exc:
+                    error = f"recording failed: {type(exc).__name__}: {exc}"
+                else:
+                    known.update(content_hash(f.text) for f in fresh)
+                    result.facts += FlushedFact.pair(fresh, recorded)
+                    advance(batch)
+                    continue
+            rest = [m for b in batches[index:] for m in b.messages]
+            return ExtractionFailure(error, list(facts), reply, rest)
+        return None
+
+    def _extract(
+        self, batch: TranscriptBatch, memory_md: str, result: FlushResult
+    ) -> tuple[list[Fact], str | None, str | None]:
+        """Ask the model, retrying failures; (facts, error, last reply text)."""
+        assert self.model is not None
+        request = [Msg.system(self.prompt), Msg.user(flush_request(batch.lines, memory_md))]
+        result.messages += len(batch.lines)
+        error: str | None = None
+        reply_text: str | None = None
+        for attempt in range(1 + self.retries):
+            result.attempts += 1
+            try:
+                reply = self.model.complete(request, temperature=0.0)
+            except LlmError as exc:
+                error = f"{exc.code}: {exc.message}"
+            else:
+                result.usage = result.usage + reply.usage
+                reply_text = reply.text
+                try:
+                    return parse_flush_reply(reply.text), None, reply_text
+                except LlmBadResponseError as exc:
+                    error = f"{exc.code}: {exc.message}"
+            log.warning("flush attempt %d failed: %s", attempt + 1, error)
+        return [], error, reply_text
