@@ -11,13 +11,13 @@ from memory_service.llm import ContextOverflowError, LlmBadResponseError, LlmErr
 from memory_service.messages import Msg, ToolCall
 from memory_service.shortterm.compaction import (
     SUMMARY_BLOCKS,
-    CompactionHook,
     ConversationCompactor,
     SlidingWindow,
     build_compactor,
     parse_summary,
     split_tail,
 )
+from memory_service.shortterm.compaction_hook import CompactionHook
 from memory_service.shortterm.state import AgentState
 from tests.llm_server import context_overflow, malformed, server_error, text
 

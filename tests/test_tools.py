@@ -12,11 +12,12 @@ from memory_service.config import Settings
 from memory_service.context import RuntimeContext
 from memory_service.errors import InvalidInputError, NotFoundError
 from memory_service.facts import Fact
+from memory_service.limits import MAX_TOOL_QUERY_CHARS
 from memory_service.longterm.ledger import render_fact
 from memory_service.messages import MEMORY_TOOL_NAMES, Msg, ToolCall
 from memory_service.paths import UserPaths
 from memory_service.services import build_shortterm
-from memory_service.tools import MemoryTools
+from memory_service.tools import TOOL_ARGUMENTS, MemoryTools
 
 ALICE = RuntimeContext("acme", "alice", "s1")
 BOB = RuntimeContext("acme", "bob", "s1")
@@ -275,3 +276,36 @@ def test_run_returns_errors_as_text_for_the_model(tools, alice_files):
     assert ok.ok and ok.text.endswith("allergic to peanuts.")
     unknown = tools.run(ALICE, call("delete_everything"))
     assert unknown.error_code == "unknown_tool" and "memory_search" in unknown.text
+
+
+def test_each_tool_is_described_and_checked_by_its_argument_model(tools, alice_files):
+    """The schema sent to the model and the validation of its answer are one pydantic model;
+    the schema is plain JSON Schema (no pydantic titles, optional fields as their type)."""
+    for schema in tools.schemas():
+        function = schema["function"]
+        model = TOOL_ARGUMENTS[function["name"]]
+        assert function == model.openai_tool()["function"]
+        assert "title" not in json.dumps(function["parameters"])
+        assert function["parameters"]["additionalProperties"] is False
+    params = {s["function"]["name"]: s["function"]["parameters"] for s in tools.schemas()}
+    assert params["memory_get"]["properties"]["start_line"] == {
+        "type": "integer",
+        "minimum": 1,
+        "description": "1-based",
+    }
+    importance = params["memory_save"]["properties"]["importance"]
+    assert (importance["minimum"], importance["maximum"]) == (1, 10)
+    assert params["memory_search"]["properties"]["query"]["maxLength"] == MAX_TOOL_QUERY_CHARS
+
+    refused = {
+        "start_line must be an integer": call("memory_get", path="MEMORY.md", start_line=True),
+        "start_line counts from 1": call("memory_get", path="MEMORY.md", start_line=0),
+        "missing required argument 'query'": call("memory_search"),
+        "at most 1000 characters": call("session_search", query="x" * 1001),
+        "text must be a string": call("memory_save", text=3),
+    }
+    for said, bad in refused.items():
+        outcome = tools.run(ALICE, bad)
+        assert not outcome.ok and outcome.text.startswith("error (") and said in outcome.text
+    with pytest.raises(InvalidInputError, match="importance must be an integer 1-10"):
+        tools.memory_save(ALICE, "The user likes tea.", importance=0)

@@ -7,61 +7,44 @@ messages, previous summary included, into five blocks and keeps the tail verbati
 
 The tail never starts with a tool result whose call was cut off: call and results stay
 together. A failed LLM call changes nothing; the error is raised (``compact``) or reported
-(``CompactionHook``). ``SlidingWindow`` is the LLM-free alternative: drop whole old user rounds.
-
-``CompactionHook`` is what an agent call runs before reasoning: flush first (the long-term
-pipeline's callback sees the messages about to be summarised away), then compact.
-``force_compact_and_retry`` handles a context-overflow error: flush, compact harder, retry once.
+(``CompactionHook``, in ``compaction_hook``). ``SlidingWindow`` is the LLM-free alternative:
+drop whole old user rounds. The summary's prompt and its parsing live in ``summary``.
 """
 
 from __future__ import annotations
 
-import logging
-import re
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass, replace
-from typing import Protocol, TypeVar
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Protocol
 
 from memory_service.config import CompactionSettings
-from memory_service.context import RuntimeContext
 from memory_service.errors import MemoryServiceError
-from memory_service.llm import ChatModel, ContextOverflowError, LlmBadResponseError, Usage
+from memory_service.llm import ChatModel, Usage
 from memory_service.messages import Msg, estimate_tokens
-from memory_service.shortterm.flush_hook import FlushCallback, FlushReason
 from memory_service.shortterm.state import AgentState
-
-log = logging.getLogger(__name__)
-
-SUMMARY_BLOCKS: tuple[str, ...] = (
-    "task_overview",
-    "current_state",
-    "important_discoveries",
-    "next_steps",
-    "context_to_preserve",
+from memory_service.shortterm.summary import (
+    DEFAULT_SUMMARY_PROMPT,
+    SUMMARY_BLOCKS,
+    parse_summary,
+    render_line,
+    render_summary,
 )
 
-DEFAULT_SUMMARY_PROMPT = """\
-You compact the working memory of an AI assistant. The conversation so far is too long to keep
-verbatim; you write the summary that will replace its older part. The assistant will continue
-from your summary plus the latest messages, so keep everything it needs and nothing it doesn't.
+__all__ = [  # the summary's names stay importable from here (the flush uses render_line)
+    "DEFAULT_SUMMARY_PROMPT",
+    "SUMMARY_BLOCKS",
+    "CompactionResult",
+    "Compactor",
+    "ConversationCompactor",
+    "SlidingWindow",
+    "build_compactor",
+    "parse_summary",
+    "render_line",
+    "render_summary",
+    "split_tail",
+    "summary_trigger",
+]
 
-Answer with exactly these five blocks, each inside its XML tag, and nothing else:
-<task_overview>What the user wants overall: goals, requirements, constraints.</task_overview>
-<current_state>What has been done and where things stand now.</current_state>
-<important_discoveries>Facts learned, decisions made with their reasons, errors met and how
-they were solved, results of tool calls that still matter.</important_discoveries>
-<next_steps>What remains to be done, in order; open questions.</next_steps>
-<context_to_preserve>User preferences, names, numbers, identifiers, file paths, commitments:
-details that must survive verbatim.</context_to_preserve>
-
-If a previous summary is given, merge it: keep what still holds, drop what is obsolete.
-Write in the language of the conversation. Be specific and concise."""
-
-_BLOCK_TAG = re.compile(r"<(" + "|".join(SUMMARY_BLOCKS) + r")>\s*(.*?)\s*</\1>", re.DOTALL)
-_BLOCK_HEADING = re.compile(
-    r"^#{1,6}\s*\**(" + "|".join(SUMMARY_BLOCKS) + r")\**\s*:?\s*$", re.MULTILINE | re.IGNORECASE
-)
-EMPTY_BLOCK = "(none)"
 TRANSCRIPT_SHARE = 0.6  # of the window, at most, for the transcript sent to the summariser
 
 # why a compaction ran, or did not: messages | tokens | rounds (triggers), forced, overflow,
@@ -248,52 +231,6 @@ class ConversationCompactor:
         return "\n\n".join(parts)
 
 
-def render_line(message: Msg, max_chars: int) -> str:
-    """One transcript line for the summariser; long contents are cut in the middle."""
-    text = message.content
-    if len(text) > max_chars:
-        half = max_chars // 2
-        text = f"{text[:half]}\n[... {len(text) - 2 * half} characters cut ...]\n{text[-half:]}"
-    if message.role == "tool":
-        label = f"[tool result {message.tool_call_id}]"
-    elif message.mark == "hint":
-        label = "[hint]"
-    else:
-        label = f"[{message.role}]"
-    calls = "".join(
-        f"\n[{message.role} calls {c.name}({c.arguments[:max_chars]}) id={c.id}]"
-        for c in message.tool_calls
-    )
-    return f"{label} {text}{calls}".rstrip()
-
-
-def parse_summary(text: str) -> dict[str, str]:
-    """The five blocks from a reply (XML tags, or Markdown headings as a fallback). A reply
-    with none of them is malformed; a missing block is recorded as ``(none)``."""
-    found = {name: body.strip() for name, body in _BLOCK_TAG.findall(text or "")}
-    if not found:
-        headings = list(_BLOCK_HEADING.finditer(text or ""))
-        for i, match in enumerate(headings):
-            end = headings[i + 1].start() if i + 1 < len(headings) else len(text)
-            found[match.group(1).lower()] = text[match.end() : end].strip()
-    if not found:
-        raise LlmBadResponseError(
-            "the summary reply has none of the blocks " + ", ".join(SUMMARY_BLOCKS)
-        )
-    return {name: found.get(name) or EMPTY_BLOCK for name in SUMMARY_BLOCKS}
-
-
-def render_summary(blocks: dict[str, str], number: int) -> str:
-    body = "\n".join(
-        f"<{name}>\n{blocks.get(name) or EMPTY_BLOCK}\n</{name}>" for name in SUMMARY_BLOCKS
-    )
-    return (
-        f'<conversation_summary compaction="{number}">\n'
-        "Earlier messages of this conversation were compacted into this summary.\n"
-        f"{body}\n</conversation_summary>"
-    )
-
-
 # -- the sliding window policy -------------------------------------------------------------
 
 
@@ -348,59 +285,3 @@ def build_compactor(
     if model is None:
         return None
     return ConversationCompactor(model, config, context_window=context_window)
-
-
-# -- the hook ------------------------------------------------------------------------------
-
-T = TypeVar("T")
-
-
-class CompactionHook:
-    """Runs before reasoning: flush, then compact when a trigger fires."""
-
-    def __init__(self, compactor: Compactor, *, flush: FlushCallback | None = None) -> None:
-        self.compactor = compactor
-        self.flush = flush
-
-    def run_flush(self, state: AgentState, ctx: RuntimeContext, reason: FlushReason) -> dict:
-        """Call the flush callback; a failure is logged and returned, never raised."""
-        if self.flush is None:
-            return {}
-        try:
-            self.flush(state, ctx, reason)
-        except Exception as exc:  # a failed flush must not block the conversation
-            log.warning("flush before compaction failed for %s: %s", ctx.session_id, exc)
-            return {"flush_error": f"{type(exc).__name__}: {exc}"}
-        return {"flushed": True}
-
-    def before_reasoning(self, state: AgentState, ctx: RuntimeContext) -> CompactionResult:
-        """Compact when needed; an LLM failure is reported in the result, state unchanged."""
-        trigger = self.compactor.needs_compaction(state)
-        if trigger is None:
-            tokens = state.token_estimate
-            return CompactionResult(False, "not_needed", 0, len(state.messages), tokens, tokens)
-        flushed = self.run_flush(state, ctx, "pre_compaction")
-        try:
-            result = self.compactor.compact(state, reason=trigger)
-        except MemoryServiceError as exc:
-            log.warning("compaction of %s failed: %s", ctx.session_id, exc)
-            tokens = state.token_estimate
-            result = CompactionResult(
-                False, "failed", 0, len(state.messages), tokens, tokens, error=exc
-            )
-        return replace(result, **flushed)
-
-    def force_compact_and_retry(
-        self, state: AgentState, ctx: RuntimeContext, call: Callable[[AgentState], T]
-    ) -> T:
-        """``call(state)``; on ``ContextOverflowError`` flush, compact with the smaller tail,
-        and call once more. A second overflow, or a compaction failure, is raised."""
-        try:
-            return call(state)
-        except ContextOverflowError as overflow:
-            self.run_flush(state, ctx, "overflow")
-            result = self.compactor.compact(state, reason="overflow", aggressive=True)
-            if not result.performed:
-                raise overflow
-            log.info("context overflow in %s: compacted, retrying", ctx.session_id)
-            return call(state)

@@ -1,4 +1,4 @@
-"""ShortTermMemory: the session operations the API (and later the harness) call.
+"""ShortTermMemory: the session operations the API and the harness call.
 
 One append, in order: load the state -> evict big tool results -> append -> compaction check
 (flush callback first) -> save with the loaded version -> log the messages. Appending always
@@ -9,8 +9,9 @@ are still stored and the result says why nothing was compacted.
 from __future__ import annotations
 
 import logging
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
+from typing import TypeVar
 
 from memory_service.config import CompactionSettings
 from memory_service.context import RuntimeContext
@@ -18,12 +19,12 @@ from memory_service.errors import ConflictError, MemoryServiceError
 from memory_service.llm import NOT_CONFIGURED_MESSAGE, ChatModel, LlmNotConfiguredError
 from memory_service.messages import Msg
 from memory_service.shortterm.compaction import (
-    CompactionHook,
     CompactionResult,
     ConversationCompactor,
     build_compactor,
     summary_trigger,
 )
+from memory_service.shortterm.compaction_hook import CompactionHook
 from memory_service.shortterm.eviction import ToolResultEvictor
 from memory_service.shortterm.flush_hook import FlushCallback
 from memory_service.shortterm.session_log import SessionHit, SessionLog
@@ -33,6 +34,8 @@ from memory_service.shortterm.store import AgentStateStore, SessionInfo
 log = logging.getLogger(__name__)
 
 APPEND_ATTEMPTS = 3  # an append without expected_version reloads and retries on a conflict
+
+T = TypeVar("T")
 
 
 @dataclass(frozen=True, slots=True)
@@ -101,6 +104,11 @@ class ShortTermMemory:
 
     # -- writes ---------------------------------------------------------------------------
 
+    def save(self, state: AgentState, ctx: RuntimeContext) -> None:
+        """Store ``state`` as changed in place (a flush watermark, a compaction); raises
+        ``ConflictError`` when another writer saved the session since it was loaded."""
+        self.store.save(state, ctx)
+
     def append(
         self,
         ctx: RuntimeContext,
@@ -151,6 +159,15 @@ class ShortTermMemory:
             tokens,
             error=LlmNotConfiguredError("compaction is needed but no LLM is configured"),
         )
+
+    def force_compact_and_retry(
+        self, state: AgentState, ctx: RuntimeContext, call: Callable[[AgentState], T]
+    ) -> T:
+        """``call(state)``; on a context overflow flush, compact ``state`` harder and call
+        once more (see ``CompactionHook``). Without a compactor the overflow is raised."""
+        if self.hook is None:
+            return call(state)
+        return self.hook.force_compact_and_retry(state, ctx, call)
 
     def compact(
         self,

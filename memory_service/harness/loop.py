@@ -1,0 +1,48 @@
+"""The model loop of one agent call: complete, run the tool calls it asks for, repeat, at most
+``limit`` completions. The last completion is asked for without tools (``tool_choice=none``)
+so a turn always ends with words; a refused or failing tool is a result for the model, not an
+exception.
+"""
+
+from __future__ import annotations
+
+from memory_service.context import RuntimeContext
+from memory_service.harness.outcome import Turn
+from memory_service.llm import ChatModel
+from memory_service.messages import Msg
+from memory_service.tools import MemoryTools
+
+OUT_OF_TOOL_CALLS = "(no answer: the tool-call budget of this turn was used up)"
+
+
+def run_tool_loop(
+    model: ChatModel,
+    tools: MemoryTools,
+    ctx: RuntimeContext,
+    context: list[Msg],
+    turn: Turn,
+    *,
+    limit: int,
+) -> None:
+    """Add to ``turn`` what the model says after ``context``, tool rounds included."""
+    schemas = tools.schemas()
+    for iteration in range(1, limit + 1):
+        last = iteration == limit
+        reply = model.complete(
+            [*context, *turn.messages],
+            tools=schemas or None,
+            tool_choice="none" if schemas and last else None,
+        )
+        turn.usage = turn.usage + reply.usage
+        turn.iterations += 1
+        if not reply.tool_calls:
+            turn.messages.append(reply.message)
+            return
+        if last:  # the model ignored tool_choice=none: keep its words, drop the calls
+            turn.messages.append(Msg.assistant(reply.text or OUT_OF_TOOL_CALLS))
+            return
+        turn.messages.append(reply.message)
+        for call in reply.tool_calls:
+            outcome = tools.run(ctx, call)
+            turn.tools.append(outcome)
+            turn.messages.append(Msg.tool(call.id, outcome.text, name=call.name))

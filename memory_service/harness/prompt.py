@@ -1,0 +1,141 @@
+"""The system prompt of an agent call: instructions, MEMORY.md within its token budget (beyond
+it, a hint to use memory_search) and recalled facts, by relevance to the input and by
+importance, each fact once (by id) and none that MEMORY.md already shows.
+
+Apart from the call itself because it only reads memory: it changes no session and no fact.
+"""
+
+from __future__ import annotations
+
+import heapq
+from pathlib import Path
+
+from indexing.hashing import content_hash
+from memory_service.config import MemorySettings
+from memory_service.context import RuntimeContext
+from memory_service.facts import Fact
+from memory_service.harness.outcome import MemoryPrompt, RecalledFact
+from memory_service.limits import MAX_PAGE_SIZE, MAX_QUERY_BYTES
+from memory_service.longterm.base import LongTermMemory
+from memory_service.longterm.ledger import parse_ledger
+from memory_service.messages import estimate_tokens
+from memory_service.paths import UserPaths
+from memory_service.pipeline.consolidation import priority
+from memory_service.pipeline.flush import memory_md_for_model
+
+DEFAULT_INSTRUCTIONS = """\
+You are a helpful assistant with a long-term memory of this user. What you know about them is
+below: MEMORY.md (their consolidated memory) and memories recalled for this message. Use it
+whenever it matters (respect their allergies, preferences and earlier decisions) without
+reciting it unprompted. If something you remember conflicts with what the user says now,
+trust the user."""
+
+TOOLS_NOTE = """\
+Tools: memory_search finds what you remember (memory_get reads the lines it points to),
+memory_save records something important right away, session_search finds what was said in
+earlier sessions."""
+
+MAX_PRIORITY_SCAN = 10_000  # facts read to pick the most important ones
+
+
+class PromptBuilder:
+    """Builds the memory part of the system prompt for one user's call."""
+
+    def __init__(
+        self,
+        longterm: LongTermMemory,
+        workspace: Path,
+        config: MemorySettings,
+        *,
+        tools_enabled: bool,
+    ) -> None:
+        self.longterm = longterm
+        self.workspace = Path(workspace)
+        self.config = config
+        self.tools_enabled = tools_enabled
+
+    @property
+    def hooks(self) -> bool:
+        return not self.config.disable_memory_hooks
+
+    def system_prompt(self, ctx: RuntimeContext, query: str) -> MemoryPrompt:
+        """Instructions + MEMORY.md within budget (else a hint) + recalled facts."""
+        parts = [self.config.instructions or DEFAULT_INSTRUCTIONS]
+        if self.tools_enabled:
+            parts.append(TOOLS_NOTE)
+        prompt = MemoryPrompt(text="")
+        shown_hashes: set[str] = set()
+        if self.hooks:
+            paths = UserPaths.of(self.workspace, ctx)
+            shown, memory_md = memory_md_for_model(paths, self.config.memory_load_token_budget)
+            if memory_md:
+                prompt.memory_md_total_tokens = estimate_tokens(memory_md)
+                prompt.memory_md_tokens = estimate_tokens(shown)
+                prompt.memory_md_truncated = shown != memory_md
+                if shown:
+                    parts.append(f"## Long-term memory (MEMORY.md)\n\n{shown}")
+                if prompt.memory_md_truncated:
+                    parts.append(self._truncation_hint(prompt))
+                shown_hashes = {
+                    content_hash(line.fact.text)
+                    for line in parse_ledger(shown, default_created_at=None)
+                }
+            prompt.recalled = self.recall(ctx, query, exclude=shown_hashes)
+            if prompt.recalled:
+                lines = "\n".join(f"- {r.text}" for r in prompt.recalled)
+                parts.append(f"## Recalled memories\n\n{lines}")
+        prompt.text = "\n\n".join(parts)
+        return prompt
+
+    def _truncation_hint(self, prompt: MemoryPrompt) -> str:
+        size = f"about {prompt.memory_md_tokens} of {prompt.memory_md_total_tokens} tokens"
+        if self.tools_enabled:
+            return (
+                f"(MEMORY.md is longer than shown here: {size}. Use memory_search to look up "
+                "anything else you may know about the user.)"
+            )
+        return f"(MEMORY.md is longer than shown here: {size}.)"
+
+    def recall(
+        self, ctx: RuntimeContext, query: str, *, exclude: set[str] | None = None
+    ) -> list[RecalledFact]:
+        """Facts by relevance to ``query``, then by importance, once each (by id); facts
+        whose text MEMORY.md already shows (``exclude``, content hashes) are left out."""
+        out: list[RecalledFact] = []
+        seen: set[str] = set()
+        skip = exclude or set()
+
+        def take(fact: Fact, via: str, score: float | None = None) -> bool:
+            if fact.id in seen or fact.content_hash in skip:
+                return False
+            seen.add(fact.id)
+            out.append(RecalledFact(fact.id, fact.text, via, fact.importance, fact.kind, score))
+            return True
+
+        query = query.encode("utf-8")[:MAX_QUERY_BYTES].decode("utf-8", errors="ignore").strip()
+        if self.config.recall_by_relevance and query:
+            for recall in self.longterm.retrieve(ctx, query, self.config.recall_by_relevance):
+                take(recall.fact, "relevance", round(recall.score, 6))
+        wanted = self.config.recall_by_importance
+        if wanted:
+            extra = len(seen) + len(skip)  # enough candidates after dedup
+            added = 0
+            for fact in self._most_important(ctx, wanted + extra):
+                if added >= wanted:
+                    break
+                added += take(fact, "importance")
+        return out
+
+    def _most_important(self, ctx: RuntimeContext, count: int) -> list[Fact]:
+        """The ``count`` most important active facts (newest first among equals)."""
+        best: list[Fact] = []
+        cursor: str | None = None
+        scanned = 0
+        while scanned < MAX_PRIORITY_SCAN:
+            page = self.longterm.list(ctx, limit=MAX_PAGE_SIZE, cursor=cursor)
+            scanned += len(page.items)
+            best = heapq.nsmallest(count, [*best, *page.items], key=priority)
+            cursor = page.next_cursor
+            if cursor is None:
+                break
+        return best

@@ -1,0 +1,211 @@
+"""One agent call, start to end, with every memory hook in its place (the seeds' order):
+
+1. load the session's ``AgentState`` by context;
+2. compaction check: when a trigger fires, flush first (the messages about to be summarised
+   reach long-term memory), then compact;
+3. system prompt (``prompt``): instructions + MEMORY.md within ``memory_load_token_budget``
+   + recalled facts by relevance and by importance;
+4. the model loop (``loop``) with the memory tools, at most ``max_tool_iterations``
+   completions; on a context overflow: flush, compact harder, retry once;
+5. append the user message and everything the loop produced (``ShortTermMemory.append``
+   evicts big tool results and logs the messages);
+6. post-call flush, as the ``FlushTrigger`` says;
+7. save the state (the flush watermark and its throttle clock).
+
+``disable_memory_hooks`` leaves out MEMORY.md, recall and every flush; ``disable_memory_tools``
+offers no tools. Nothing here is specific to a backend, and sessions are reached only through
+``ShortTermMemory``'s public methods.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import logging
+from pathlib import Path
+
+from memory_service.config import MemorySettings
+from memory_service.context import RuntimeContext
+from memory_service.errors import ConflictError, InvalidInputError
+from memory_service.harness.loop import run_tool_loop
+from memory_service.harness.outcome import ChatOutcome, MemoryPrompt, RecalledFact, Turn
+from memory_service.harness.prompt import PromptBuilder
+from memory_service.llm import ChatModel, Usage, require_model
+from memory_service.longterm.base import LongTermMemory
+from memory_service.messages import Msg
+from memory_service.pipeline.flush import EXTRA_KEY, FlushResult, MemoryFlushManager
+from memory_service.shortterm.compaction import CompactionResult
+from memory_service.shortterm.session import ShortTermMemory
+from memory_service.shortterm.state import AgentState
+from memory_service.tools import MemoryTools
+from memory_service.usage import UsageLedger
+
+log = logging.getLogger(__name__)
+
+
+def _fingerprint(state: AgentState) -> tuple:
+    """What the hooks change in a state before the reply is appended."""
+    return (
+        state.last_flushed_index,
+        state.compaction_count,
+        len(state.messages),
+        json.dumps(state.extra.get(EXTRA_KEY), sort_keys=True),
+    )
+
+
+class MemoryHarness:
+    """Runs agent calls over one set of services; thread-safe as its parts are."""
+
+    def __init__(
+        self,
+        *,
+        model: ChatModel | None,
+        shortterm: ShortTermMemory,
+        longterm: LongTermMemory,
+        workspace: Path,
+        config: MemorySettings | None = None,
+        flush: MemoryFlushManager | None = None,
+        usage: UsageLedger | None = None,
+    ) -> None:
+        self.model = model
+        self.shortterm = shortterm
+        self.longterm = longterm
+        self.workspace = Path(workspace)
+        self.config = config or MemorySettings()
+        self.flush = flush
+        self.usage = usage or UsageLedger(self.workspace)
+        self.tools = MemoryTools(
+            self.workspace, longterm, shortterm, enabled=not self.config.disable_memory_tools
+        )
+        self.prompts = PromptBuilder(
+            longterm, self.workspace, self.config, tools_enabled=self.tools.enabled
+        )
+
+    @property
+    def hooks(self) -> bool:
+        return not self.config.disable_memory_hooks
+
+    # -- the call -------------------------------------------------------------------------
+
+    def call(self, ctx: RuntimeContext, message: str) -> ChatOutcome:
+        """One user message in, the assistant's reply out; see the module docstring."""
+        model = require_model(self.model, "the chat endpoint (POST /v1/chat)")
+        if ctx.session_id is None:
+            raise InvalidInputError("a chat call needs a session_id", code="missing_session_id")
+        if not isinstance(message, str) or not message.strip():
+            raise InvalidInputError("message must not be empty")
+        user_msg = Msg.user(message)
+        collector = self.flush.collecting() if self.flush else contextlib.nullcontext([])
+        with collector as flushes:
+            state = self.shortterm.load(ctx)
+            saved = _fingerprint(state)
+            compaction = self.shortterm.check_compaction(state, ctx)  # flush first, inside
+            saved = self._save_if_changed(state, ctx, saved)
+            prompt = self.system_prompt(ctx, message)
+            turn, overflow = self._reason(model, state, ctx, prompt, user_msg)
+            self._save_if_changed(state, ctx, saved)
+            appended = self.shortterm.append(ctx, [user_msg, *turn.messages], compact=False)
+            self._post_call_flush(appended.state, ctx)
+        return ChatOutcome(
+            reply=turn.messages[-1].content if turn.messages else "",
+            session_id=ctx.session_id,
+            version=appended.state.version,
+            prompt=prompt,
+            flushes=list(flushes),
+            compaction=compaction,
+            overflow_retry=overflow,
+            tool_calls=turn.tools,
+            evicted=appended.evicted,
+            usage=self._usage(ctx, turn, compaction, flushes),
+            iterations=turn.iterations,
+        )
+
+    def system_prompt(self, ctx: RuntimeContext, query: str) -> MemoryPrompt:
+        """The system prompt of a call with input ``query`` (see ``PromptBuilder``)."""
+        return self.prompts.system_prompt(ctx, query)
+
+    def recall(
+        self, ctx: RuntimeContext, query: str, *, exclude: set[str] | None = None
+    ) -> list[RecalledFact]:
+        """The facts recalled for ``query`` (see ``PromptBuilder.recall``)."""
+        return self.prompts.recall(ctx, query, exclude=exclude)
+
+    def _reason(
+        self,
+        model: ChatModel,
+        state: AgentState,
+        ctx: RuntimeContext,
+        prompt: MemoryPrompt,
+        user_msg: Msg,
+    ) -> tuple[Turn, bool]:
+        """The model loop; on a context overflow, flush + compact harder + retry once."""
+        turn = Turn()
+        system = Msg.system(prompt.text)
+
+        def attempt(current: AgentState) -> Turn:
+            turn.messages = []
+            context = [system, *current.context(), user_msg]
+            run_tool_loop(
+                model, self.tools, ctx, context, turn, limit=self.config.max_tool_iterations
+            )
+            return turn
+
+        before = state.compaction_count
+        self.shortterm.force_compact_and_retry(state, ctx, attempt)
+        return turn, state.compaction_count > before
+
+    # -- saving ---------------------------------------------------------------------------
+
+    def _save_if_changed(self, state: AgentState, ctx: RuntimeContext, saved: tuple) -> tuple:
+        """Persist what a hook changed (flush watermark, compaction) before going on."""
+        now = _fingerprint(state)
+        if now != saved:
+            self.shortterm.save(state, ctx)
+        return now
+
+    def _save_flush_progress(self, state: AgentState, ctx: RuntimeContext) -> None:
+        """Save the post-call flush's watermark; if another writer got there first, carry
+        the watermark over to its state. If that fails too, the next flush sends the same
+        messages again and recording them is a no-op (facts are idempotent)."""
+        try:
+            self.shortterm.save(state, ctx)
+            return
+        except ConflictError:
+            fresh = self.shortterm.load(ctx)
+        if fresh.incarnation != state.incarnation or fresh.next_seq <= state.last_flushed_index:
+            return
+        fresh.mark_flushed(state.last_flushed_index)
+        fresh.extra[EXTRA_KEY] = state.extra.get(EXTRA_KEY, {})
+        try:
+            self.shortterm.save(fresh, ctx)
+        except ConflictError:
+            log.warning("flush watermark of %s not saved: the session kept changing", ctx)
+
+    def _post_call_flush(self, state: AgentState, ctx: RuntimeContext) -> None:
+        if not self.hooks or self.flush is None:
+            return
+        before = _fingerprint(state)
+        self.flush.after_call(state, ctx)
+        if _fingerprint(state) != before:
+            self._save_flush_progress(state, ctx)
+
+    def _usage(
+        self,
+        ctx: RuntimeContext,
+        turn: Turn,
+        compaction: CompactionResult,
+        flushes: list[FlushResult],
+    ) -> dict[str, Usage]:
+        """Tokens of this call by purpose; chat and compaction are added to the tenant's
+        usage file here (each flush adds its own)."""
+        usage = {"chat": turn.usage}
+        if compaction.usage is not None:
+            usage["compaction"] = compaction.usage
+        try:
+            self.usage.record(ctx.tenant_id, tokens=usage)
+        except (OSError, TimeoutError) as exc:
+            log.warning("could not record usage for %s: %s", ctx.tenant_id, exc)
+        flush_usage = sum((f.usage for f in flushes), Usage())
+        if flush_usage.total_tokens:
+            usage["flush"] = flush_usage
+        return usage

@@ -1,0 +1,30 @@
+"""The memory tools an agent can call: ``memory_search``, ``memory_get``, ``memory_save`` and
+``session_search``.
+
+``arguments`` holds one pydantic model per tool (its OpenAI schema and its validation),
+``paths`` the rules for which files the model may read, ``memory_tools`` the tools themselves.
+"""
+
+from memory_service.tools.arguments import (
+    TOOL_ARGUMENTS,
+    MemoryGetArgs,
+    MemorySaveArgs,
+    MemorySearchArgs,
+    SessionSearchArgs,
+    ToolArguments,
+)
+from memory_service.tools.memory_tools import MemoryTools, ToolOutcome, format_recall
+from memory_service.tools.paths import memory_path_parts
+
+__all__ = [
+    "TOOL_ARGUMENTS",
+    "MemoryGetArgs",
+    "MemorySaveArgs",
+    "MemorySearchArgs",
+    "MemoryTools",
+    "SessionSearchArgs",
+    "ToolArguments",
+    "ToolOutcome",
+    "format_recall",
+    "memory_path_parts",
+]

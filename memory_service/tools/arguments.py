@@ -1,0 +1,247 @@
+"""One pydantic model per memory tool: the arguments the model may send.
+
+Each model is the single statement of its tool's arguments: ``openai_tool()`` turns it into
+the OpenAI function schema sent with a completion, and ``parse()`` validates what the model
+sent back. A validation failure becomes one ``InvalidInputError`` whose message tells the
+model how to correct the call (``Says`` gives a field's own wording for a broken constraint).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Annotated, Any, ClassVar, Self
+
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    StrictInt,
+    StringConstraints,
+    ValidationError,
+    model_validator,
+)
+from pydantic_core import ErrorDetails
+
+from memory_service.errors import InvalidInputError, MemoryServiceError
+from memory_service.limits import MAX_TOOL_QUERY_CHARS
+from memory_service.messages import MEMORY_GET, MEMORY_SAVE, MEMORY_SEARCH, SESSION_SEARCH
+from memory_service.tools.paths import memory_path_parts
+
+
+@dataclass(frozen=True, slots=True)
+class Says:
+    """Field metadata: what the model is told when the field breaks one of its constraints."""
+
+    message: str
+
+
+def _lenient_int(value: object) -> object:
+    """Models sometimes send "3" or 3.0 for 3; anything else is left to the strict check,
+    which refuses booleans and fractions."""
+    if isinstance(value, float) and value.is_integer():
+        return int(value)
+    if isinstance(value, str) and value.strip().isdigit():
+        return int(value.strip())
+    return value
+
+
+def _no_nul(value: str) -> str:
+    if "\x00" in value:
+        raise ValueError("NUL")
+    return value
+
+
+def _memory_path(value: str) -> str:
+    memory_path_parts(value)  # raises the path's own error (code invalid_path, ...)
+    return value
+
+
+# integers as the model may send them; constraints go before the validator, or pydantic's
+# JSON schema shows them as "ge"/"le" instead of "minimum"/"maximum"
+Line = Annotated[StrictInt, Field(ge=1), BeforeValidator(_lenient_int)]  # 1-based
+Importance = Annotated[StrictInt, Field(ge=1, le=10), BeforeValidator(_lenient_int)]
+Query = Annotated[
+    str,
+    StringConstraints(strip_whitespace=True, min_length=1, max_length=MAX_TOOL_QUERY_CHARS),
+    AfterValidator(_no_nul),
+    Says(f"query must be non-empty text of at most {MAX_TOOL_QUERY_CHARS} characters, no NUL"),
+]
+_TYPE_ERRORS = {
+    "int_type": "an integer",
+    "int_parsing": "an integer",
+    "int_from_float": "an integer",
+    "string_type": "a string",
+}
+
+
+class ToolArguments(BaseModel):
+    """The arguments of one tool; subclasses set ``tool`` and ``description``."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    tool: ClassVar[str]
+    description: ClassVar[str]
+
+    @classmethod
+    def openai_tool(cls) -> dict[str, Any]:
+        """The OpenAI ``tools`` entry: the model's JSON schema without pydantic's extras."""
+        return {
+            "type": "function",
+            "function": {
+                "name": cls.tool,
+                "description": cls.description,
+                "parameters": _openai_parameters(cls.model_json_schema()),
+            },
+        }
+
+    @classmethod
+    def parse(cls, arguments: Mapping[str, object]) -> Self:
+        """Validated arguments, or an ``InvalidInputError`` that says what to fix."""
+        try:
+            return cls.model_validate(dict(arguments))
+        except ValidationError as exc:
+            raise cls._refusal(exc.errors()) from None
+
+    @classmethod
+    def parse_json(cls, arguments: str | None) -> Self:
+        """Arguments as the model sent them: a JSON object (empty means ``{}``)."""
+        try:
+            decoded = json.loads(arguments or "{}")
+        except ValueError as exc:
+            raise InvalidInputError(f"bad arguments: {exc}", code="invalid_arguments") from None
+        if not isinstance(decoded, Mapping):
+            raise InvalidInputError("tool arguments must be a JSON object")
+        return cls.parse(decoded)
+
+    @classmethod
+    def _refusal(cls, errors: list[ErrorDetails]) -> InvalidInputError:
+        originals = [e.get("ctx", {}).get("error") for e in errors]
+        if len(errors) == 1 and isinstance(originals[0], InvalidInputError):
+            return originals[0]  # e.g. a path's own error, with its code and class
+        said = [cls._problem(e) for e in errors]
+        return InvalidInputError("; ".join(m for _, m in said), code=said[0][0])
+
+    @classmethod
+    def _problem(cls, error: ErrorDetails) -> tuple[str, str]:
+        """(code, message) for one validation error."""
+        name = ".".join(str(part) for part in error["loc"])
+        kind = error["type"]
+        if kind == "extra_forbidden":
+            return "invalid_arguments", f"bad arguments: unexpected keyword argument '{name}'"
+        if kind == "missing":
+            return "invalid_arguments", f"bad arguments: missing required argument '{name}'"
+        original = error.get("ctx", {}).get("error")
+        if isinstance(original, MemoryServiceError):
+            return original.code, original.message
+        if kind in _TYPE_ERRORS:
+            return "invalid_input", f"{name} must be {_TYPE_ERRORS[kind]}"
+        field = cls.model_fields.get(name)
+        says = [m for m in field.metadata if isinstance(m, Says)] if field else []
+        if says:
+            return "invalid_input", says[0].message
+        return "invalid_input", f"{name}: {error['msg']}" if name else error["msg"]
+
+
+def _openai_parameters(schema: dict[str, Any]) -> dict[str, Any]:
+    """Keep what OpenAI reads: types, constraints, descriptions; an optional field is shown
+    as its type (it is simply not required), not as ``anyOf [type, null]``."""
+    properties = {}
+    for name, prop in schema.get("properties", {}).items():
+        prop = {k: v for k, v in prop.items() if k != "title"}
+        options = prop.pop("anyOf", None)
+        if options is not None:
+            typed = [o for o in options if o != {"type": "null"}]
+            prop = {**typed[0], **prop} if len(typed) == 1 else {"anyOf": options, **prop}
+        if prop.get("default", ...) is None:
+            del prop["default"]
+        properties[name] = {"type": prop.pop("type"), **prop} if "type" in prop else prop
+    return {
+        "type": "object",
+        "properties": properties,
+        "required": list(schema.get("required", [])),
+        "additionalProperties": False,
+    }
+
+
+# -- the four tools -------------------------------------------------------------------------
+
+
+class MemorySearchArgs(ToolArguments):
+    """``memory_search(query)``."""
+
+    tool: ClassVar[str] = MEMORY_SEARCH
+    description: ClassVar[str] = (
+        "Search the user's long-term memory: a literal, case-insensitive match over MEMORY.md "
+        "and the daily memory files (lines as 'Source: path#line: text'), plus the memories "
+        "most related to the query."
+    )
+
+    query: Query = Field(description="words or a phrase to find")
+
+
+class MemoryGetArgs(ToolArguments):
+    """``memory_get(path, start_line?, end_line?)``: 1-based, inclusive."""
+
+    tool: ClassVar[str] = MEMORY_GET
+    description: ClassVar[str] = (
+        "Read lines of one memory file, e.g. a 'Source' that memory_search returned. Paths "
+        "are relative: MEMORY.md or memory/YYYY-MM-DD.md."
+    )
+
+    path: Annotated[str, AfterValidator(_memory_path)] = Field(
+        description="MEMORY.md or memory/<file>.md"
+    )
+    start_line: Annotated[Line | None, Says("start_line counts from 1")] = Field(
+        None, description="1-based"
+    )
+    end_line: Annotated[Line | None, Says("end_line counts from 1")] = Field(
+        None, description="inclusive"
+    )
+
+    @model_validator(mode="after")
+    def _ordered(self) -> Self:
+        first, last = self.start_line, self.end_line
+        if first is not None and last is not None and last < first:
+            raise InvalidInputError("end_line must not be before start_line")
+        return self
+
+
+class MemorySaveArgs(ToolArguments):
+    """``memory_save(text, key?, importance?)``; the fact itself validates text and key."""
+
+    tool: ClassVar[str] = MEMORY_SAVE
+    description: ClassVar[str] = (
+        "Remember one durable fact about the user right away (a stable fact, preference, "
+        "decision or commitment), as one self-contained sentence."
+    )
+
+    text: str = Field(description="the fact, one sentence")
+    key: str | None = Field(
+        None,
+        description="optional subject such as user.diet: a newer fact with the same key "
+        "replaces the older one",
+    )
+    importance: Annotated[Importance | None, Says("importance must be an integer 1-10")] = Field(
+        None, description="10: never forget (e.g. allergies); 1: trivia"
+    )
+
+
+class SessionSearchArgs(ToolArguments):
+    """``session_search(query)``."""
+
+    tool: ClassVar[str] = SESSION_SEARCH
+    description: ClassVar[str] = (
+        "Find messages said in the user's past sessions (verbatim history, not curated memory)."
+    )
+
+    query: Query = Field(description="words to find")
+
+
+TOOL_ARGUMENTS: dict[str, type[ToolArguments]] = {
+    model.tool: model
+    for model in (MemorySearchArgs, MemoryGetArgs, MemorySaveArgs, SessionSearchArgs)
+}

@@ -1,0 +1,92 @@
+"""Which files the memory tools may read: MEMORY.md and the daily ledgers of the caller.
+
+A path the model names is checked twice: as text (``memory_path_parts``: relative, plain
+ASCII, no ``..``, no encoding tricks, a memory file's name) and once resolved (``resolve``:
+a symlink that leads out of the user's memory files is refused). The model names files, never
+users: the folder always comes from the ``RuntimeContext``.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+from memory_service.context import RuntimeContext
+from memory_service.errors import InvalidIdError, InvalidInputError, NotFoundError
+from memory_service.limits import MAX_TOOL_PATH_CHARS
+from memory_service.paths import UserPaths
+
+_SAFE_FILE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,127}\.md")
+_ENCODED = re.compile(r"%[0-9A-Fa-f]{2}")
+_DRIVE = re.compile(r"^[A-Za-z]:")
+
+
+def _refuse(message: str, code: str = "invalid_path") -> InvalidInputError:
+    if code == "path_outside_user":
+        return InvalidIdError(message, code=code)
+    return InvalidInputError(message, code=code)
+
+
+def memory_path_parts(path: object) -> tuple[str, ...]:
+    """The parts of a memory file path, or a clear error. Checks the text only; symlinks are
+    checked when the path is resolved."""
+    if not isinstance(path, str) or not path.strip():
+        raise _refuse("path must be a relative path such as MEMORY.md or memory/2025-01-31.md")
+    if len(path) > MAX_TOOL_PATH_CHARS:
+        raise _refuse(f"path is longer than {MAX_TOOL_PATH_CHARS} characters")
+    if "\x00" in path or any(ord(ch) < 0x20 or ord(ch) == 0x7F for ch in path):
+        raise _refuse("path must not contain NUL or control characters")
+    if _ENCODED.search(path):
+        raise _refuse("percent-encoded characters are not allowed in a path")
+    if not path.isascii():
+        raise _refuse("path must be plain ASCII (no look-alike dots or slashes)")
+    if "\\" in path:
+        raise _refuse("use '/' as the path separator, not '\\'")
+    if path.startswith(("/", "~")) or _DRIVE.match(path):
+        raise _refuse(
+            "absolute paths are refused: give a path relative to your memory folder",
+            "path_outside_user",
+        )
+    parts = tuple(p for p in path.split("/") if p not in ("", "."))
+    if ".." in parts:
+        raise _refuse("'..' is refused: paths stay inside your memory folder", "path_outside_user")
+    if parts == ("MEMORY.md",):
+        return parts
+    in_ledgers = len(parts) == 2 or (len(parts) == 3 and parts[1] == "archive")
+    if parts and parts[0] == "memory" and in_ledgers and _SAFE_FILE.fullmatch(parts[-1]):
+        return parts
+    raise _refuse(
+        f"{path!r} is not a memory file: use MEMORY.md, memory/<file>.md or "
+        "memory/archive/<file>.md"
+    )
+
+
+def resolve(workspace: Path, ctx: RuntimeContext, path: str) -> Path:
+    """The memory file ``path`` names, refused unless it really is one of the user's."""
+    parts = memory_path_parts(path)
+    paths = UserPaths.of(workspace, ctx)
+    resolved = paths.inside(paths.root.joinpath(*parts))
+    allowed = paths.memory_md.resolve()
+    if resolved != allowed and paths.ledger_dir.resolve() not in resolved.parents:
+        raise _refuse(f"{path!r} leads outside your memory files", "path_outside_user")
+    if not resolved.is_file():
+        raise NotFoundError(f"no memory file {path!r}")
+    return resolved
+
+
+def memory_files(workspace: Path, ctx: RuntimeContext) -> list[tuple[str, Path]]:
+    """MEMORY.md, then the daily ledgers newest first (archived ledgers are not searched);
+    a file that is a link out of the user's folder is skipped."""
+    paths = UserPaths.of(workspace, ctx)
+    found = [("MEMORY.md", paths.memory_md)]
+    if paths.ledger_dir.is_dir():
+        ledgers = sorted(paths.ledger_dir.glob("*.md"), reverse=True)
+        found += [(f"memory/{p.name}", p) for p in ledgers]
+    usable = []
+    for rel, path in found:
+        try:
+            resolve(workspace, ctx, rel)
+        except (InvalidInputError, NotFoundError):
+            continue
+        usable.append((rel, path))
+    return usable
