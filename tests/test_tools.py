@@ -244,8 +244,8 @@ def test_memory_save_writes_directly_without_a_model(tools, longterm, workspace)
     replaced = tools.run(ALICE, call("memory_save", text="The user is vegan.", key="user.diet"))
     assert replaced.ok and fact.id in replaced.text and "replaces" in replaced.text
     assert [f.text for f in longterm.list(ALICE).items] == ["The user is vegan."]
-    assert (
-        "importance must be an integer 1-10"
+    assert (  # the code a fact with this importance gets everywhere else
+        "error (invalid_fact): importance must be an integer 1-10"
         in tools.run(ALICE, call("memory_save", text="x fact", importance=11)).text
     )
     assert not tools.run(ALICE, call("memory_save", text="   ")).ok

@@ -21,7 +21,7 @@ from memory_service.longterm.ledger import parse_ledger
 from memory_service.messages import estimate_tokens
 from memory_service.paths import UserPaths
 from memory_service.pipeline.consolidation import priority
-from memory_service.pipeline.flush import memory_md_for_model
+from memory_service.pipeline.memory_md import memory_md_for_model
 
 DEFAULT_INSTRUCTIONS = """\
 You are a helpful assistant with a long-term memory of this user. What you know about them is

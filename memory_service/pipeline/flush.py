@@ -46,14 +46,13 @@ log = logging.getLogger(__name__)
 
 EXTRA_KEY = "memory_flush"  # the flush's bookkeeping in AgentState.extra
 
-__all__ = [  # what other parts import from here (memory_md_for_model: the harness's, for now)
+__all__ = [  # what other parts import from here
     "DEFAULT_FLUSH_PROMPT",
     "EXTRA_KEY",
     "FlushFailedError",
     "FlushResult",
     "FlushedFact",
     "MemoryFlushManager",
-    "memory_md_for_model",
 ]
 
 

@@ -34,9 +34,11 @@ from memory_service.tools.paths import memory_path_parts
 
 @dataclass(frozen=True, slots=True)
 class Says:
-    """Field metadata: what the model is told when the field breaks one of its constraints."""
+    """Field metadata: what the model is told when the field breaks one of its constraints,
+    under which error code (the code the same mistake gets elsewhere, e.g. ``invalid_fact``)."""
 
     message: str
+    code: str = "invalid_input"
 
 
 def _lenient_int(value: object) -> object:
@@ -142,7 +144,7 @@ class ToolArguments(BaseModel):
         field = cls.model_fields.get(name)
         says = [m for m in field.metadata if isinstance(m, Says)] if field else []
         if says:
-            return "invalid_input", says[0].message
+            return says[0].code, says[0].message
         return "invalid_input", f"{name}: {error['msg']}" if name else error["msg"]
 
 
@@ -225,9 +227,9 @@ class MemorySaveArgs(ToolArguments):
         description="optional subject such as user.diet: a newer fact with the same key "
         "replaces the older one",
     )
-    importance: Annotated[Importance | None, Says("importance must be an integer 1-10")] = Field(
-        None, description="10: never forget (e.g. allergies); 1: trivia"
-    )
+    importance: Annotated[
+        Importance | None, Says("importance must be an integer 1-10", code="invalid_fact")
+    ] = Field(None, description="10: never forget (e.g. allergies); 1: trivia")
 
 
 class SessionSearchArgs(ToolArguments):

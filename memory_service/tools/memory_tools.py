@@ -33,7 +33,7 @@ from memory_service.messages import (
     SESSION_SEARCH,
     ToolCall,
 )
-from memory_service.pipeline.consolidation import plain_memory
+from memory_service.pipeline.memory_md import plain_memory
 from memory_service.shortterm.session import ShortTermMemory
 from memory_service.tools import paths
 from memory_service.tools.arguments import (
