@@ -5,6 +5,7 @@ failure never shows the server's file system paths to an API client."""
 from __future__ import annotations
 
 import hashlib
+import json
 import os
 import subprocess
 import sys
@@ -18,11 +19,11 @@ from qdrant_client import QdrantClient
 from benchmarks.reliability.server import ServerProcess, bearer, write_keys
 from memory_service.api import create_app
 from memory_service.api.keys import ApiKeyRing
-from memory_service.config import load_settings
+from memory_service.config import QdrantSettings, load_settings
 from memory_service.context import RuntimeContext
 from memory_service.errors import BackendUnavailableError
 from memory_service.facts import Fact
-from memory_service.longterm.qdrant import QdrantLongTermMemory
+from memory_service.longterm.qdrant import QdrantLongTermMemory, open_qdrant
 from memory_service.longterm.qdrant_client_engine import ClientEngine
 from memory_service.services import build_services
 
@@ -115,6 +116,18 @@ def test_cli_beside_a_live_edge_server_refuses_and_changes_nothing(tmp_path: Pat
     done = _cli(workspace, ["search", "--tenant", "acme", "--user", "alice", "cello"])
     assert done.returncode == 0, done.stderr
     assert "Alice plays the cello" in done.stdout
+
+
+def test_the_lock_file_beside_the_folder_names_its_owner_until_close(tmp_path, embedder):
+    memory = open_qdrant(QdrantSettings(path=tmp_path / "qdrant"), tmp_path, embedder)
+    lock = tmp_path / "qdrant" / "memories.lock"
+    try:
+        owner = json.loads(lock.read_text(encoding="utf-8"))
+        assert owner["pid"] == os.getpid()
+        assert not (tmp_path / "qdrant" / "memories" / "memories.lock").exists()  # not Edge's
+    finally:
+        memory.close()
+    assert lock.read_text(encoding="utf-8") == ""  # released: no owner named any more
 
 
 class _FailingShard:
