@@ -189,3 +189,16 @@ def test_a_qdrant_server_failure_names_no_path_or_url(embedder):
     assert "/qdrant/storage" not in message and "10.0.0.7" not in message, message
     assert "memories" in message
     memory.close()
+
+
+def test_a_cli_error_is_one_line_even_when_its_cause_has_several(monkeypatch, capsys):
+    from memory_service import cli
+    from memory_service.commands import memories
+
+    def fails(_args):
+        raise BackendUnavailableError("Qdrant failed:\n  first cause\n  second cause")
+
+    monkeypatch.setattr(memories, "run_search", fails)
+    assert cli.main(["search", "--user", "alice", "anything"]) == 2
+    err = capsys.readouterr().err
+    assert err == "memory-service: error: Qdrant failed: first cause second cause\n"
