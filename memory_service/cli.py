@@ -33,6 +33,11 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _one_line(message: str) -> str:
+    """The promised single line, even for a message quoting a multi-line cause."""
+    return " ".join(part.strip() for part in message.splitlines() if part.strip())
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
@@ -44,7 +49,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         return int(args.handler(args) or 0)
     except MemoryServiceError as exc:
-        print(f"memory-service: error: {exc.message}", file=sys.stderr)
+        print(f"memory-service: error: {_one_line(exc.message)}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
         return 130

@@ -2,11 +2,14 @@
 
 Local mode is the tests' stand-in for a server: same API, same results, but it checks filters
 point by point in Python, so it is no embedded engine for real data (see ``qdrant_edge_engine``).
-Writes use ``wait=True``: acknowledged by the server before they return.
+Writes use ``wait=True``: acknowledged by the server before they return. Errors of a call
+name the collection and what went wrong in words (they reach API clients); the server's
+address and its answer, which may name its files, go to the log.
 """
 
 from __future__ import annotations
 
+import logging
 import warnings
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
@@ -34,6 +37,22 @@ from memory_service.longterm.qdrant_engine import (
 
 SCROLL_PAGE = 1000
 LOCAL = ":memory:"
+
+log = logging.getLogger(__name__)
+
+
+def _failure(exc: Exception) -> str:
+    """What went wrong, in words that hold no address or path of the server."""
+    status = getattr(exc, "status_code", None)  # UnexpectedResponse
+    if isinstance(status, int):
+        return f"it answered HTTP {status}"
+    cause = getattr(exc, "source", exc)  # ResponseHandlingException wraps the transport's
+    kind = type(cause).__name__.lower()
+    if isinstance(cause, TimeoutError) or "timeout" in kind or "timed out" in str(cause).lower():
+        return "it did not answer in time"
+    if isinstance(cause, ConnectionError) or "connect" in kind:
+        return "it is unreachable"
+    return "the call failed"
 
 
 def _filter(scope: UserFilter) -> qm.Filter:
@@ -175,7 +194,11 @@ class ClientEngine:
         except MemoryServiceError:
             raise
         except Exception as exc:
-            raise BackendUnavailableError(f"{self.description}: {exc}") from exc
+            log.error("%s failed: %s", self.description, exc)
+            raise BackendUnavailableError(
+                f"the Qdrant server failed on the collection {self.collection!r} "
+                f"({_failure(exc)}); the service log has the details"
+            ) from exc
 
     def close(self) -> None:
         self._client.close()

@@ -1,15 +1,20 @@
 """Qdrant Edge (``qdrant-edge-py``): Qdrant's engine in-process, one shard in one folder.
 
 Why Edge for the embedded engine: a user-filtered hybrid query at 100k points takes about a
-millisecond here, seconds in qdrant-client's local mode. Edge locks its folder exclusively
-(even a second open in the same process fails), so one instance per folder is shared through
-``acquire``/``close`` reference counting; another process gets a ``BackendUnavailableError``
-that names the folder. Every write is followed by ``flush()``: durable when it returns.
+millisecond here, seconds in qdrant-client's local mode. One process owns a folder: Edge
+locks it (even a second open in the same process fails), so one instance per folder is shared
+through ``acquire``/``close`` reference counting, and ``acquire`` first takes the folder's own
+OS lock (``edge_folder_lock``), because a second process's failed Edge open damages the
+owner's files. Another process gets a ``BackendUnavailableError`` that names the folder and
+its owner before anything of the folder is touched. Errors of a call name only the collection
+(they reach API clients); the folder and the cause go to the log. Every write is followed by
+``flush()``: durable when it returns.
 """
 
 from __future__ import annotations
 
 import json
+import logging
 import threading
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
@@ -21,6 +26,7 @@ import qdrant_edge as qe
 from indexing.sparse import SparseTerms
 from memory_service.context import validate_id
 from memory_service.errors import BackendUnavailableError, ConfigurationError, MemoryServiceError
+from memory_service.longterm.edge_folder_lock import FolderLock, FolderOwnedError, FolderOwner
 from memory_service.longterm.qdrant_engine import (
     DENSE,
     PAYLOAD_INDEXES,
@@ -38,6 +44,7 @@ from memory_service.longterm.qdrant_engine import (
 CONFIG_FILE = "edge_config.json"
 SCROLL_PAGE = 1000
 
+log = logging.getLogger(__name__)
 _registry: dict[Path, EdgeEngine] = {}
 _registry_lock = threading.Lock()
 
@@ -68,14 +75,22 @@ def _check_layout(folder: Path, dimension: int) -> None:
         )
 
 
+def _in_use_error(folder: Path, owner: FolderOwner) -> BackendUnavailableError:
+    """One line for the operator who started a second process on the folder (never an API
+    client: engines open before a server serves)."""
+    who = f", {owner.describe()}," if owner.pid is not None else ""
+    todo = "stop it or do this through its HTTP API" if owner.is_server else "let it finish"
+    return BackendUnavailableError(
+        f"the Qdrant Edge folder {folder} is in use by another process{who} and one process "
+        f"owns an Edge folder: {todo}; to run both, set MEMORY_QDRANT__URL to a Qdrant server "
+        "(shared by many processes) or give each its own MEMORY_QDRANT__PATH"
+    )
+
+
 def _open_error(folder: Path, exc: Exception) -> MemoryServiceError:
     message = str(exc)
-    if "WouldBlock" in message or "Can't init WAL" in message:
-        return BackendUnavailableError(
-            f"the Qdrant Edge folder {folder} is in use by another process (one process owns "
-            "an Edge folder): stop the other memory-service, give this one its own "
-            "MEMORY_QDRANT__PATH, or run a Qdrant server and set MEMORY_QDRANT__URL"
-        )
+    if "WouldBlock" in message or "Can't init WAL" in message:  # an owner without our lock
+        return _in_use_error(folder, FolderOwner())
     if "ncompatible" in message:
         where = f"the Qdrant Edge folder {folder}"
         return ConfigurationError(
@@ -152,26 +167,43 @@ def _point(record: Any, with_vectors: bool) -> StoredPoint:
 class EdgeEngine:
     """One Edge shard (the collection) in ``folder``; get it with ``acquire``."""
 
-    def __init__(self, folder: Path, shard: qe.EdgeShard, dimension: int) -> None:
+    def __init__(self, folder: Path, shard: qe.EdgeShard, dimension: int, lock: FolderLock) -> None:
         self.folder = folder
         self.dimension = dimension
         self.description = f"qdrant-edge ({folder})"
         self._shard = shard
+        self._lock = lock
         self._users = 0
 
     @classmethod
     def acquire(cls, folder: Path, dimension: int) -> EdgeEngine:
-        """The process's engine for ``folder``, opened on first use; ``close`` releases it."""
+        """The process's engine for ``folder``, opened on first use; ``close`` releases it.
+        The first open locks the folder before Edge touches a file of it."""
         folder = Path(folder).resolve()
         with _registry_lock:
             engine = _registry.get(folder)
             if engine is None:
-                engine = cls(folder, _open_shard(folder, dimension), dimension)
+                engine = cls._open(folder, dimension)
                 _registry[folder] = engine
             elif engine.dimension != dimension:
                 check_dense_size(engine.dimension, dimension, f"the Qdrant Edge folder {folder}")
             engine._users += 1
             return engine
+
+    @classmethod
+    def _open(cls, folder: Path, dimension: int) -> EdgeEngine:
+        try:
+            lock = FolderLock.take(folder)
+        except FolderOwnedError as exc:
+            raise _in_use_error(folder, exc.owner) from None
+        except OSError as exc:
+            message = f"cannot lock the Qdrant Edge folder {folder}: {exc}"
+            raise BackendUnavailableError(message) from exc
+        try:
+            return cls(folder, _open_shard(folder, dimension), dimension, lock)
+        except BaseException:
+            lock.release()
+            raise
 
     def close(self) -> None:
         with _registry_lock:
@@ -182,7 +214,10 @@ class EdgeEngine:
             try:
                 self._shard.flush()
             finally:
-                self._shard.close()
+                try:
+                    self._shard.close()
+                finally:
+                    self._lock.release()
 
     @contextmanager
     def _calls(self) -> Iterator[None]:
@@ -190,8 +225,12 @@ class EdgeEngine:
             yield
         except MemoryServiceError:
             raise
-        except Exception as exc:
-            raise BackendUnavailableError(f"Qdrant Edge ({self.folder}): {exc}") from exc
+        except Exception as exc:  # Edge's text names the folder's files: the log only
+            log.error("Qdrant Edge %s failed: %s", self.folder, exc)
+            raise BackendUnavailableError(
+                f"Qdrant Edge failed on the collection {self.folder.name!r}; "
+                "the service log has the details"
+            ) from exc
 
     def upsert(self, points: Sequence[StoredPoint]) -> None:
         if not points:
