@@ -6,17 +6,30 @@ these, so one mistake gets one limit and one error wherever it is made.
 
 from __future__ import annotations
 
+# -- ids and keys ---------------------------------------------------------------------------
+MAX_ID_CHARS = 128  # a tenant, user or session id (see context.ID_PATTERN)
+MIN_API_KEY_CHARS = 16  # an API key in the keys file
+
 # -- facts ----------------------------------------------------------------------------------
 MAX_FACT_TEXT_BYTES = 8 * 1024  # a fact's text, UTF-8
 MAX_KEY_CHARS = 256
 MAX_TAGS = 32
 MAX_TAG_CHARS = 64
+MAX_SOURCE_CHARS = 256  # where a fact came from (free text)
+MIN_IMPORTANCE = 1
+MAX_IMPORTANCE = 10
+MIN_CONFIDENCE = 0.0
+MAX_CONFIDENCE = 1.0
 MAX_FACTS_PER_RECORD = 1_000  # one POST /v1/memories, one record() call from the API
 MAX_PAGE_SIZE = 1_000  # list(): the largest page
+MAX_CURSOR_CHARS = 512  # a list() cursor sent back
+MAX_FACT_ID_CHARS = 64  # a fact id in a path (ids are UUIDs: 36)
 
 # -- recall ---------------------------------------------------------------------------------
 MAX_QUERY_BYTES = 4 * 1024  # a recall query, UTF-8 (longer chat input is cut to this)
 MAX_TOP_K = 100
+MIN_THRESHOLD = -1.0  # a recall score threshold
+MAX_THRESHOLD = 1.0
 
 # -- sessions and chat ----------------------------------------------------------------------
 MAX_MESSAGES_PER_APPEND = 500
@@ -24,6 +37,10 @@ MAX_SESSION_MESSAGE_BYTES = 1024 * 1024  # one appended message
 MAX_CHAT_MESSAGE_BYTES = 64 * 1024  # the user's message of one chat call
 MAX_TOOL_CALLS = 128  # tool calls in one assistant message
 MAX_SESSION_QUERY_CHARS = 4 * 1024  # session_search over the API
+MAX_SESSION_HITS = 100  # session_search over the API: the most hits asked for
+MAX_NAME_CHARS = 256  # a tool call's id, a function's or a message author's name
+MAX_KEEP_LAST = 1_000  # messages a forced compaction may be asked to keep verbatim
+MAX_TOOL_RESULT_REF_CHARS = 512  # the reference of an evicted tool result
 
 # -- memory tools (what the model may ask for) -----------------------------------------------
 MAX_TOOL_QUERY_CHARS = 1_000

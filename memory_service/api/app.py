@@ -9,7 +9,7 @@ from memory_service.api.errors import install_error_handlers
 from memory_service.api.keys import ApiKeyRing
 from memory_service.api.limits import BodySizeLimit
 from memory_service.api.routes import chat, maintenance, memories, sessions, transfer, usage
-from memory_service.api.schemas import Health
+from memory_service.api.schemas.common import Health
 from memory_service.services import Services, build_maintenance
 
 ROUTERS = [
@@ -27,8 +27,10 @@ def create_app(services: Services, key_ring: ApiKeyRing) -> FastAPI:
         title="memory-service",
         version=__version__,
         description="Long-term memory for LLM agents: record facts, recall them by hybrid "
-        "search (BM25 + dense vectors fused by Reciprocal Rank Fusion). Every call is scoped "
-        "to the tenant of its API key.",
+        "search (BM25 + dense vectors, fused by their standardised scores with session "
+        "neighbours and date terms; plain Reciprocal Rank Fusion is the rrf-plain preset), and "
+        "keep each session's short-term memory. Every call is scoped to the tenant of its "
+        "API key.",
     )
     app.state.services = services
     app.state.key_ring = key_ring

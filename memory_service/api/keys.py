@@ -19,6 +19,7 @@ from memory_service.config import Settings
 from memory_service.context import validate_id
 from memory_service.errors import ConfigurationError, InvalidIdError
 from memory_service.fsutil import write_atomically
+from memory_service.limits import MIN_API_KEY_CHARS
 
 Role = Literal["user", "admin"]
 DEV_KEYS_NAME = "api-keys.json"
@@ -41,8 +42,10 @@ class ApiKeyRing:
     def __init__(self, entries: dict[str, dict]) -> None:
         self._by_digest: dict[bytes, Principal] = {}
         for key, spec in entries.items():
-            if not isinstance(key, str) or len(key) < 16:
-                raise ConfigurationError("MEMORY_API_KEYS_FILE: every key needs >= 16 characters")
+            if not isinstance(key, str) or len(key) < MIN_API_KEY_CHARS:
+                raise ConfigurationError(
+                    f"MEMORY_API_KEYS_FILE: every key needs >= {MIN_API_KEY_CHARS} characters"
+                )
             if not isinstance(spec, dict):
                 raise ConfigurationError("MEMORY_API_KEYS_FILE: each key maps to {tenant, role}")
             try:

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from fastapi import APIRouter
 
-from memory_service.api.chat_schemas import ChatRequest, ChatResponse
 from memory_service.api.deps import PrincipalDep, ServicesDep, user_context
+from memory_service.api.schemas.chat import ChatRequest, ChatResponse
 from memory_service.services import build_harness
 
 router = APIRouter(prefix="/v1", tags=["chat"])
@@ -19,4 +19,4 @@ def chat(body: ChatRequest, principal: PrincipalDep, services: ServicesDep):
     it answers 503 ``llm_not_configured``; the rest of the API keeps working."""
     ctx = user_context(principal, body.user_id, body.session_id)
     outcome = build_harness(services).call(ctx, body.message)
-    return ChatResponse.model_validate(outcome.to_dict())
+    return ChatResponse.model_validate(outcome)

@@ -2,25 +2,12 @@
 
 from __future__ import annotations
 
-from typing import Annotated
-
 from fastapi import APIRouter, Request
-from pydantic import BaseModel, ConfigDict, Field
 
 from memory_service.api.deps import AdminDep, ServicesDep, user_context
-from memory_service.api.schemas import UserId
+from memory_service.api.schemas.maintenance import MaintenanceRequest, MaintenanceRun
 
 router = APIRouter(prefix="/v1", tags=["maintenance"])
-
-
-class MaintenanceRequest(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-    user_id: UserId | None = Field(None, description="one user; omitted: every user")
-    force: bool = Field(False, description="ignore the 30-minute minimum gap per user")
-
-
-class MaintenanceRun(BaseModel):
-    reports: Annotated[list[dict], Field(description="one report per user, with step counts")]
 
 
 @router.post("/maintenance/run", response_model=MaintenanceRun)
@@ -43,4 +30,4 @@ def run_maintenance(
             if ctx.tenant_id == principal.tenant_id
         ]
     reports = run_all(maintenance, targets, force=body.force, progress=False)
-    return MaintenanceRun(reports=[r.to_dict() for r in reports])
+    return MaintenanceRun.model_validate({"reports": reports})

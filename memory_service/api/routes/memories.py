@@ -8,17 +8,16 @@ from fastapi import APIRouter, Path, Query
 
 from memory_service.api.deps import LongTermDep, PrincipalDep, ServicesDep, user_context
 from memory_service.api.errors import ApiError
-from memory_service.api.schemas import (
+from memory_service.api.schemas.memories import (
     DeleteReceipt,
     FactOut,
     FactPage,
-    Hit,
     RecordRequest,
     RecordResponse,
-    RecordResultOut,
     SearchRequest,
     SearchResponse,
 )
+from memory_service.limits import MAX_CURSOR_CHARS, MAX_FACT_ID_CHARS, MAX_PAGE_SIZE
 from memory_service.pipeline.erasure import erase_facts, erase_user
 
 router = APIRouter(prefix="/v1", tags=["memories"])
@@ -32,36 +31,19 @@ def record_memories(body: RecordRequest, principal: PrincipalDep, memory: LongTe
     the ``key`` of an active fact replaces it (``superseded``). All or nothing."""
     ctx = user_context(principal, body.user_id, body.session_id)
     results = memory.record(ctx, [f.to_fact(body.session_id) for f in body.facts])
-    return RecordResponse(
-        results=[
-            RecordResultOut(id=r.id, status=r.status, superseded_ids=list(r.superseded_ids))
-            for r in results
-        ]
-    )
+    return RecordResponse.model_validate({"results": results})
 
 
 @router.post("/memories/search", response_model=SearchResponse)
 def search_memories(body: SearchRequest, principal: PrincipalDep, memory: LongTermDep):
-    """Hybrid recall (BM25 + dense, fused by RRF); each hit carries its rank in each leg."""
+    """Recall the user's facts. ``hybrid`` (the default) runs BM25 and dense vectors and fuses
+    them as the configured retrieval strategy says (by default: standardised scores summed,
+    with session neighbours and date terms; ``rrf-plain`` is Reciprocal Rank Fusion);
+    ``bm25`` or ``dense`` is one retriever's own ranking. Each hit carries its rank and score
+    in each leg."""
     ctx = user_context(principal, body.user_id)
     recalls = memory.retrieve(ctx, body.query, body.top_k, body.threshold, mode=body.mode)
-    return SearchResponse(
-        hits=[
-            Hit(
-                id=r.fact.id,
-                text=r.fact.text,
-                score=r.score,
-                ranks={"bm25": r.ranks.get("bm25"), "dense": r.ranks.get("dense")},
-                scores={"bm25": r.scores.get("bm25"), "dense": r.scores.get("dense")},
-                key=r.fact.key,
-                kind=r.fact.kind,
-                importance=r.fact.importance,
-                tags=list(r.fact.tags),
-                created_at=r.fact.created_at,
-            )
-            for r in recalls
-        ]
-    )
+    return SearchResponse.model_validate({"hits": recalls})
 
 
 @router.get("/memories", response_model=FactPage)
@@ -69,35 +51,35 @@ def list_memories(
     principal: PrincipalDep,
     memory: LongTermDep,
     user_id: UserQuery,
-    limit: Annotated[int, Query(ge=1, le=1000)] = 100,
-    cursor: Annotated[str | None, Query(max_length=512)] = None,
+    limit: Annotated[int, Query(ge=1, le=MAX_PAGE_SIZE)] = 100,
+    cursor: Annotated[str | None, Query(max_length=MAX_CURSOR_CHARS)] = None,
     include_inactive: bool = False,
 ):
     """A page of the user's facts, oldest first; pass ``next_cursor`` back for the next."""
     ctx = user_context(principal, user_id)
     page = memory.list(ctx, limit=limit, cursor=cursor, include_inactive=include_inactive)
-    return FactPage(items=[FactOut.of(f) for f in page.items], next_cursor=page.next_cursor)
+    return FactPage.model_validate(page)
 
 
 @router.get("/memories/{memory_id}", response_model=FactOut)
 def get_memory(
     principal: PrincipalDep,
     memory: LongTermDep,
-    memory_id: Annotated[str, Path(max_length=64)],
+    memory_id: Annotated[str, Path(max_length=MAX_FACT_ID_CHARS)],
     user_id: UserQuery,
 ):
     ctx = user_context(principal, user_id)
     found = memory.get(ctx, [memory_id])
     if not found:
         raise ApiError(404, "not_found", f"no memory {memory_id!r} for this user")
-    return FactOut.of(found[0])
+    return FactOut.model_validate(found[0])
 
 
 @router.delete("/memories/{memory_id}", response_model=DeleteReceipt)
 def delete_memory(
     principal: PrincipalDep,
     services: ServicesDep,
-    memory_id: Annotated[str, Path(max_length=64)],
+    memory_id: Annotated[str, Path(max_length=MAX_FACT_ID_CHARS)],
     user_id: UserQuery,
 ):
     """Delete one fact, from the store and from the user's MEMORY.md."""

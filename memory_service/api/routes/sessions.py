@@ -8,28 +8,26 @@ from fastapi import APIRouter, Depends, Path, Query
 
 from memory_service.api.deps import PrincipalDep, ServicesDep, user_context
 from memory_service.api.errors import ApiError
-from memory_service.api.session_schemas import (
+from memory_service.api.schemas.common import Merged
+from memory_service.api.schemas.sessions import (
     AppendRequest,
     AppendResponse,
-    CompactionOut,
     CompactRequest,
     CompactResponse,
-    MessageOut,
     SessionDeleted,
-    SessionHitOut,
-    SessionInfoOut,
     SessionList,
     SessionOut,
     SessionSearchRequest,
     SessionSearchResponse,
     ToolResultText,
 )
+from memory_service.limits import MAX_ID_CHARS, MAX_TOOL_RESULT_REF_CHARS
 from memory_service.shortterm.session import ShortTermMemory
 
 router = APIRouter(prefix="/v1", tags=["sessions"])
 
 UserQuery = Annotated[str, Query(description="the user whose session this is")]
-SessionPath = Annotated[str, Path(max_length=128, description="the session id")]
+SessionPath = Annotated[str, Path(max_length=MAX_ID_CHARS, description="the session id")]
 
 
 def get_shortterm(services: ServicesDep) -> ShortTermMemory:
@@ -46,14 +44,14 @@ def search_sessions(body: SessionSearchRequest, principal: PrincipalDep, memory:
     """Past messages of the user's sessions that share terms with the query (session logs)."""
     ctx = user_context(principal, body.user_id)
     hits = memory.search(ctx, body.query, limit=body.limit)
-    return SessionSearchResponse(hits=[SessionHitOut.of(h) for h in hits])
+    return SessionSearchResponse.model_validate({"hits": hits})
 
 
 @router.get("/sessions", response_model=SessionList)
 def list_sessions(principal: PrincipalDep, memory: ShortTermDep, user_id: UserQuery):
     """The user's stored (unexpired) sessions, most recently updated first."""
     ctx = user_context(principal, user_id)
-    return SessionList(sessions=[SessionInfoOut.of(i) for i in memory.list_sessions(ctx)])
+    return SessionList.model_validate({"sessions": memory.list_sessions(ctx)})
 
 
 @router.post("/sessions/{session_id}/messages", response_model=AppendResponse)
@@ -70,16 +68,7 @@ def append_messages(
         expected_version=body.expected_version,
         compact=body.compact,
     )
-    state = result.state
-    return AppendResponse(
-        session_id=session_id,
-        version=state.version,
-        message_count=len(state.messages),
-        token_estimate=state.token_estimate,
-        appended=[MessageOut.of(m) for m in result.appended],
-        evicted=result.evicted,
-        compaction=CompactionOut.of(result.compaction) if result.compaction else None,
-    )
+    return AppendResponse.model_validate(Merged(result, session_id=session_id))
 
 
 @router.get("/sessions/{session_id}", response_model=SessionOut)
@@ -89,7 +78,9 @@ def get_session(
     """The session's state; a session never saved comes back empty at version 0."""
     ctx = user_context(principal, user_id, session_id)
     state = memory.load(ctx)
-    return SessionOut.of(state, session_id, user_id, memory.context_window)
+    return SessionOut.of(
+        state, session_id=session_id, user_id=user_id, window=memory.context_window
+    )
 
 
 @router.post("/sessions/{session_id}/compact", response_model=CompactResponse)
@@ -102,12 +93,8 @@ def compact_session(
     state, result = memory.compact(
         ctx, expected_version=body.expected_version, keep_last=body.keep_last
     )
-    return CompactResponse(
-        session_id=session_id,
-        version=state.version,
-        message_count=len(state.messages),
-        token_estimate=state.token_estimate,
-        compaction=CompactionOut.of(result),
+    return CompactResponse.model_validate(
+        Merged(session_id=session_id, state=state, compaction=result)
     )
 
 
@@ -117,7 +104,7 @@ def read_tool_result(
     principal: PrincipalDep,
     memory: ShortTermDep,
     user_id: UserQuery,
-    ref: Annotated[str, Query(min_length=1, max_length=512)],
+    ref: Annotated[str, Query(min_length=1, max_length=MAX_TOOL_RESULT_REF_CHARS)],
     start_line: Annotated[int | None, Query(ge=1)] = None,
     end_line: Annotated[int | None, Query(ge=1)] = None,
 ):
@@ -140,4 +127,4 @@ def delete_session(
     removed = memory.delete(ctx, include_log=include_log)
     if not (removed["state"] or removed["tool_results"] or removed["log"]):
         raise ApiError(404, "not_found", f"no session {session_id!r} for this user")
-    return SessionDeleted(**removed)
+    return SessionDeleted.model_validate(removed)

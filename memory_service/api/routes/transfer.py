@@ -16,7 +16,7 @@ from starlette.concurrency import run_in_threadpool
 
 from memory_service.api.deps import AdminDep, LongTermDep, PrincipalDep
 from memory_service.api.errors import ApiError
-from memory_service.api.schemas import ExportQuery, ImportSummary
+from memory_service.api.schemas.transfer import ExportQuery, ImportSummary
 from memory_service.longterm.base import LongTermMemory
 from memory_service.transfer import (
     SHOWN_BAD_LINES,
@@ -103,7 +103,7 @@ def _import(memory: LongTermMemory, tenant_id: str, text: str) -> ImportSummary:
     lines, bad = parse_import(text.split("\n"), tenant_id=tenant_id)
     if bad:
         raise _bad_lines(bad)
-    return ImportSummary(**summarize(lines, import_records(memory, lines)))
+    return ImportSummary.model_validate(summarize(lines, import_records(memory, lines)))
 
 
 @router.post(

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from fastapi import APIRouter
 
-from memory_service.api.chat_schemas import UsageReport
 from memory_service.api.deps import PrincipalDep, ServicesDep
+from memory_service.api.schemas.usage import UsageReport
 from memory_service.usage import UsageLedger
 
 router = APIRouter(prefix="/v1", tags=["usage"])

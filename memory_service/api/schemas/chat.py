@@ -1,0 +1,132 @@
+"""Bodies of ``POST /v1/chat``: the reply, and what memory did for it (a ``ChatOutcome``)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING, Annotated, Any
+
+from pydantic import AfterValidator, AliasPath, BeforeValidator, Field, model_validator
+
+from memory_service.api.schemas.common import (
+    Merged,
+    Out,
+    SessionId,
+    Strict,
+    TokenUsage,
+    UserId,
+    max_bytes,
+)
+from memory_service.api.schemas.sessions import CompactionOut
+from memory_service.limits import MAX_CHAT_MESSAGE_BYTES
+from memory_service.llm import Usage
+
+if TYPE_CHECKING:
+    from memory_service.pipeline.flush import FlushedFact, FlushResult
+
+Message = Annotated[
+    str,
+    Field(min_length=1, description="what the user says"),
+    AfterValidator(max_bytes(MAX_CHAT_MESSAGE_BYTES)),
+]
+
+
+class ChatRequest(Strict):
+    user_id: UserId
+    session_id: SessionId
+    message: Message
+
+
+class RecalledOut(Out):  # a harness.RecalledFact
+    """A fact put into the prompt; ``via`` says why (``relevance`` or ``importance``)."""
+
+    id: str
+    text: str
+    via: str
+    importance: int
+    kind: str
+    score: float | None
+
+
+class FlushedFactOut(Out):  # a pipeline FlushedFact
+    id: str
+    text: str
+    status: str
+    kind: str
+    importance: int
+    key: str | None
+
+
+class FlushOut(Out):  # a pipeline FlushResult
+    """One flush: ``reason`` (post_call, pre_compaction, overflow) and its ``status``
+    (flushed, no_reply, nothing_to_flush, skipped, failed)."""
+
+    reason: str
+    status: str
+    facts: list[FlushedFactOut]
+    through_seq: int | None
+    messages: int
+    attempts: int
+    usage: TokenUsage
+    detail: str | None
+    error: str | None
+    dead_letter: str | None
+
+
+class MemoryMdOut(Out):  # a harness.MemoryPrompt's memory_md_* fields
+    """MEMORY.md's share of the system prompt: ``tokens`` shown of ``total_tokens``."""
+
+    tokens: int = Field(validation_alias="memory_md_tokens")
+    total_tokens: int = Field(validation_alias="memory_md_total_tokens")
+    truncated: bool = Field(validation_alias="memory_md_truncated")
+
+
+class ToolCallOut(Out):  # a tools.ToolOutcome
+    """A memory tool call the model made; ``ok`` false with the ``error`` code: refused."""
+
+    call_id: str
+    name: str
+    ok: bool
+    error: str | None = Field(validation_alias="error_code")
+
+
+def _facts_of(flushes: Sequence[FlushResult]) -> list[FlushedFact]:
+    return [fact for flush in flushes for fact in flush.facts]
+
+
+class MemoryActivity(Out):  # read from the harness.ChatOutcome itself
+    """What memory did for the reply: facts recalled into the prompt, MEMORY.md's share, the
+    flushes and the facts they recorded, compaction, tool calls and evicted tool results."""
+
+    recalled: list[RecalledOut] = Field(validation_alias=AliasPath("prompt", "recalled"))
+    memory_md: MemoryMdOut = Field(validation_alias="prompt")
+    flushed_facts: Annotated[list[FlushedFactOut], BeforeValidator(_facts_of)] = Field(
+        validation_alias="flushes"
+    )
+    flushes: list[FlushOut]
+    compaction: CompactionOut | None
+    overflow_retry: bool
+    tool_calls: list[ToolCallOut]
+    evicted: list[str]
+
+
+def _with_total(usage: Mapping[str, Usage]) -> dict[str, Usage]:
+    return {**usage, "total": sum(usage.values(), Usage())}
+
+
+class ChatResponse(Out):  # ChatResponse.model_validate(a harness.ChatOutcome)
+    """The assistant's reply, the session's new version, and what memory did for it."""
+
+    reply: str
+    session_id: str
+    version: int
+    memory: MemoryActivity
+    usage: Annotated[dict[str, TokenUsage], BeforeValidator(_with_total)] = Field(
+        description="tokens by purpose, and 'total'"
+    )
+    iterations: int
+
+    @model_validator(mode="before")
+    @classmethod
+    def _memory_is_the_outcome(cls, data: Any) -> Any:
+        """``memory`` groups attributes of the outcome itself."""
+        return data if isinstance(data, Mapping) else Merged(data, memory=data)

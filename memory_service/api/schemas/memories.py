@@ -1,0 +1,133 @@
+"""Bodies of the long-term memory routes: record, search, list, get, delete."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from datetime import datetime
+from typing import Annotated, Literal
+
+from pydantic import AfterValidator, AliasPath, BeforeValidator, Field
+
+from memory_service.api.schemas.common import Out, SessionId, Strict, UserId, max_bytes
+from memory_service.config import LEGS, Mode
+from memory_service.facts import Fact, FactKind
+from memory_service.limits import (
+    MAX_CONFIDENCE,
+    MAX_FACT_TEXT_BYTES,
+    MAX_FACTS_PER_RECORD,
+    MAX_IMPORTANCE,
+    MAX_KEY_CHARS,
+    MAX_QUERY_BYTES,
+    MAX_SOURCE_CHARS,
+    MAX_TAG_CHARS,
+    MAX_TAGS,
+    MAX_THRESHOLD,
+    MAX_TOP_K,
+    MIN_CONFIDENCE,
+    MIN_IMPORTANCE,
+    MIN_THRESHOLD,
+)
+
+FactText = Annotated[str, Field(min_length=1), AfterValidator(max_bytes(MAX_FACT_TEXT_BYTES))]
+Query = Annotated[str, Field(min_length=1), AfterValidator(max_bytes(MAX_QUERY_BYTES))]
+Tag = Annotated[str, Field(min_length=1, max_length=MAX_TAG_CHARS)]
+
+
+class FactIn(Strict):
+    text: FactText
+    key: Annotated[str, Field(min_length=1, max_length=MAX_KEY_CHARS)] | None = None
+    kind: FactKind = "fact"
+    importance: Annotated[int, Field(ge=MIN_IMPORTANCE, le=MAX_IMPORTANCE)] = 5
+    confidence: Annotated[float, Field(ge=MIN_CONFIDENCE, le=MAX_CONFIDENCE)] = 1.0
+    tags: Annotated[list[Tag], Field(max_length=MAX_TAGS)] = []
+    source: Annotated[str, Field(max_length=MAX_SOURCE_CHARS)] | None = None
+    expires_at: datetime | None = None
+
+    def to_fact(self, session_id: str | None) -> Fact:
+        """The fact to record; id, hash and creation time are derived when it is."""
+        fields = self.model_dump(exclude={"tags"})
+        return Fact(**fields, tags=tuple(self.tags), session_id=session_id)
+
+
+class RecordRequest(Strict):
+    user_id: UserId
+    session_id: SessionId | None = None
+    facts: Annotated[list[FactIn], Field(min_length=1, max_length=MAX_FACTS_PER_RECORD)]
+
+
+class RecordResultOut(Out):  # a facts.RecordResult
+    """What recording one fact did; ``superseded_ids``: the facts its ``key`` replaced."""
+
+    id: str
+    status: Literal["created", "duplicate", "superseded"]
+    superseded_ids: list[str] = []
+
+
+class RecordResponse(Out):
+    results: list[RecordResultOut]
+
+
+class SearchRequest(Strict):
+    user_id: UserId
+    query: Query
+    top_k: Annotated[int, Field(ge=1, le=MAX_TOP_K)] = 5
+    threshold: Annotated[float, Field(ge=MIN_THRESHOLD, le=MAX_THRESHOLD)] = 0.0
+    mode: Mode = "hybrid"
+
+
+class FactOut(Out):  # a facts.Fact (its content_hash stays inside)
+    """A stored fact; ``superseded_by``/``valid_to`` are set once a newer fact replaced it."""
+
+    id: str
+    text: str
+    key: str | None
+    kind: str
+    importance: int
+    confidence: float
+    tags: list[str]
+    source: str | None
+    session_id: str | None
+    created_at: datetime | None
+    expires_at: datetime | None
+    superseded_by: str | None
+    valid_to: datetime | None
+
+
+def _every_leg(per_leg: Mapping[str, object]) -> dict[str, object]:
+    """Each retrieval leg, null where the leg did not find the fact (or did not run)."""
+    return {leg: per_leg.get(leg) for leg in LEGS}
+
+
+def _of_fact(name: str) -> AliasPath:
+    return AliasPath("fact", name)
+
+
+class Hit(Out):  # a facts.Recall: its fact's fields, flat
+    """A recalled fact and its fused ``score``; ``ranks`` says where each retriever placed it
+    (1-based) and ``scores`` what it scored there (null: not found by that retriever)."""
+
+    id: str = Field(validation_alias=_of_fact("id"))
+    text: str = Field(validation_alias=_of_fact("text"))
+    score: float
+    ranks: Annotated[dict[str, int | None], BeforeValidator(_every_leg)]
+    scores: Annotated[dict[str, float | None], BeforeValidator(_every_leg)]
+    key: str | None = Field(validation_alias=_of_fact("key"))
+    kind: str = Field(validation_alias=_of_fact("kind"))
+    importance: int = Field(validation_alias=_of_fact("importance"))
+    tags: list[str] = Field(validation_alias=_of_fact("tags"))
+    created_at: datetime | None = Field(validation_alias=_of_fact("created_at"))
+
+
+class SearchResponse(Out):
+    hits: list[Hit]
+
+
+class FactPage(Out):  # a facts.Page
+    """A page of facts; pass ``next_cursor`` back for the next one (null: the last)."""
+
+    items: list[FactOut]
+    next_cursor: str | None
+
+
+class DeleteReceipt(Out):
+    deleted: int

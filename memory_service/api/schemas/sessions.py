@@ -1,0 +1,259 @@
+"""Bodies of the session (short-term memory) routes: append, read, compact, list, search."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from datetime import datetime
+from typing import Annotated, Any, Literal
+
+from pydantic import (
+    AfterValidator,
+    AliasPath,
+    BaseModel,
+    BeforeValidator,
+    Field,
+    PlainSerializer,
+    model_validator,
+)
+
+from memory_service.api.schemas.common import (
+    ErrorOut,
+    Merged,
+    Out,
+    Strict,
+    TokenUsage,
+    UserId,
+    max_bytes,
+)
+from memory_service.limits import (
+    MAX_KEEP_LAST,
+    MAX_MESSAGES_PER_APPEND,
+    MAX_NAME_CHARS,
+    MAX_SESSION_HITS,
+    MAX_SESSION_MESSAGE_BYTES,
+    MAX_SESSION_QUERY_CHARS,
+    MAX_TOOL_CALLS,
+)
+from memory_service.messages import Msg, ToolCall
+from memory_service.shortterm.state import AgentState
+
+Content = Annotated[str, AfterValidator(max_bytes(MAX_SESSION_MESSAGE_BYTES))]
+ShortText = Annotated[str, Field(min_length=1, max_length=MAX_NAME_CHARS)]
+Count = Annotated[int, BeforeValidator(len)]  # read from the sequence it counts
+# The state's own times (tool trail) keep Python's ISO form, "+00:00" and not "Z".
+IsoTime = Annotated[datetime, PlainSerializer(datetime.isoformat, return_type=str)]
+
+# -- requests --------------------------------------------------------------------------------
+
+
+class FunctionCallIn(Strict):
+    name: ShortText
+    arguments: Content = "{}"
+
+
+class ToolCallIn(Strict):
+    id: ShortText
+    type: Literal["function"] = "function"
+    function: FunctionCallIn
+
+
+class MessageIn(Strict):
+    """A message in OpenAI's chat format; ``mark: "hint"`` flags guidance for the model."""
+
+    role: Literal["system", "user", "assistant", "tool"]
+    content: Content | None = None
+    tool_calls: Annotated[list[ToolCallIn], Field(max_length=MAX_TOOL_CALLS)] | None = None
+    tool_call_id: ShortText | None = None
+    name: Annotated[str, Field(max_length=MAX_NAME_CHARS)] | None = None
+    mark: Literal["hint"] | None = None
+    metadata: dict[str, Any] | None = None
+
+    @model_validator(mode="after")
+    def _consistent(self) -> MessageIn:
+        if self.role == "tool" and not self.tool_call_id:
+            raise ValueError("a tool message needs the 'tool_call_id' it answers")
+        if self.role != "tool" and self.tool_call_id:
+            raise ValueError("only tool messages carry a 'tool_call_id'")
+        if self.tool_calls and self.role != "assistant":
+            raise ValueError("only assistant messages carry 'tool_calls'")
+        if self.content is None and not (self.role == "assistant" and self.tool_calls):
+            raise ValueError(f"a {self.role} message needs 'content'")
+        return self
+
+    def to_msg(self) -> Msg:
+        return Msg(
+            role=self.role,
+            content=self.content or "",
+            mark=self.mark,
+            metadata=dict(self.metadata or {}),
+            tool_calls=tuple(
+                ToolCall(c.id, c.function.name, c.function.arguments) for c in self.tool_calls or ()
+            ),
+            tool_call_id=self.tool_call_id,
+            name=self.name,
+        )
+
+
+class AppendRequest(Strict):
+    user_id: UserId
+    messages: Annotated[list[MessageIn], Field(min_length=1, max_length=MAX_MESSAGES_PER_APPEND)]
+    expected_version: Annotated[int, Field(ge=0)] | None = Field(
+        None, description="fail with 409 unless the session is at this version (0: new)"
+    )
+    compact: bool = Field(True, description="run the compaction check after appending")
+
+
+class CompactRequest(Strict):
+    user_id: UserId
+    expected_version: Annotated[int, Field(ge=0)] | None = None
+    keep_last: Annotated[int, Field(ge=0, le=MAX_KEEP_LAST)] | None = None
+
+
+class SessionSearchRequest(Strict):
+    user_id: UserId
+    query: Annotated[str, Field(min_length=1, max_length=MAX_SESSION_QUERY_CHARS)]
+    limit: Annotated[int, Field(ge=1, le=MAX_SESSION_HITS)] = 10
+
+
+# -- responses -------------------------------------------------------------------------------
+
+
+def _openai_calls(calls: Sequence[ToolCall | dict[str, Any]] | None) -> list[Any] | None:
+    """A message's tool calls in OpenAI's shape; none: null."""
+    return [c.to_openai() if isinstance(c, ToolCall) else c for c in calls or ()] or None
+
+
+class MessageOut(Out):  # a messages.Msg
+    """A stored message: ``seq`` is its place in the session's whole history."""
+
+    seq: int | None
+    role: str
+    content: str
+    mark: str | None
+    metadata: dict[str, Any]
+    tool_calls: Annotated[list[dict[str, Any]] | None, BeforeValidator(_openai_calls)] = None
+    tool_call_id: str | None = None
+    name: str | None = None
+
+
+class CompactionOut(Out):  # a shortterm.compaction.CompactionResult
+    """What compaction did; ``performed: false`` with ``reason`` says why not."""
+
+    performed: bool
+    reason: str
+    removed: int
+    kept: int
+    tokens_before: int
+    tokens_after: int
+    usage: TokenUsage | None
+    error: ErrorOut | None
+    flushed: bool
+    flush_error: str | None
+
+
+class PlanItemOut(Out):  # a shortterm.state.PlanItem
+    id: str
+    text: str
+    status: str
+
+
+class ToolTrailOut(Out):  # a shortterm.state.ToolTrailEntry
+    """A tool call the agent made, kept after compaction summarised its messages away."""
+
+    call_id: str
+    name: str
+    arguments: str
+    seq: int | None
+    at: IsoTime
+    result_chars: int | None
+    result_ref: str | None
+
+
+class SessionOut(Out):  # a shortterm.state.AgentState, with what the request adds
+    """A session's state, and ``context``: the messages exactly as the model is sent them."""
+
+    session_id: str
+    user_id: str
+    version: int
+    created_at: datetime
+    updated_at: datetime
+    message_count: Count = Field(validation_alias="messages")
+    token_estimate: int
+    context_window: int
+    compaction_count: int
+    next_seq: int
+    last_flushed_index: int
+    flags: dict[str, Any]
+    summary: dict[str, str] | None
+    plan: list[PlanItemOut]
+    tool_trail: list[ToolTrailOut]
+    messages: list[MessageOut]
+    context: list[dict[str, Any]]
+
+    @classmethod
+    def of(cls, state: AgentState, *, session_id: str, user_id: str, window: int) -> SessionOut:
+        """The state, with what the request knows and the state does not."""
+        extra = {"session_id": session_id, "user_id": user_id, "context_window": window}
+        return cls.model_validate(Merged(state, context=state.context_openai(), **extra))
+
+
+class SessionChange(Out):  # read from an object with ``state``: an AgentState
+    """Where the session stands after the change."""
+
+    session_id: str
+    version: int = Field(validation_alias=AliasPath("state", "version"))
+    message_count: Count = Field(validation_alias=AliasPath("state", "messages"))
+    token_estimate: int = Field(validation_alias=AliasPath("state", "token_estimate"))
+
+
+class AppendResponse(SessionChange):  # a shortterm.session.AppendResult
+    """The messages as stored (``evicted``: the references of big tool results moved out of
+    the conversation) and what the compaction check did (null: not asked)."""
+
+    appended: list[MessageOut]
+    evicted: list[str]
+    compaction: CompactionOut | None
+
+
+class CompactResponse(SessionChange):
+    compaction: CompactionOut
+
+
+class SessionDeleted(Out):
+    state: bool
+    tool_results: int
+    log: bool
+
+
+class SessionInfoOut(Out):  # a shortterm.store.SessionInfo
+    session_id: str
+    version: int
+    updated_at: datetime
+    expires_at: datetime | None
+    message_count: int
+
+
+class SessionList(Out):
+    sessions: list[SessionInfoOut]
+
+
+class SessionHitOut(Out):  # a shortterm.session_log.SessionHit
+    """A past message that shares terms with the query, and where it was said."""
+
+    session_id: str
+    seq: int | None
+    at: datetime
+    role: str
+    snippet: str
+    score: float
+
+
+class SessionSearchResponse(Out):
+    hits: list[SessionHitOut]
+
+
+class ToolResultText(BaseModel):
+    ref: str
+    start_line: int | None
+    end_line: int | None
+    text: str
