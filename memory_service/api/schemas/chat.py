@@ -21,7 +21,7 @@ from memory_service.limits import MAX_CHAT_MESSAGE_BYTES
 from memory_service.llm import Usage
 
 if TYPE_CHECKING:
-    from memory_service.pipeline.flush import FlushedFact, FlushResult
+    from memory_service.pipeline.flush_result import FlushedFact, FlushResult
 
 Message = Annotated[
     str,
