@@ -47,6 +47,9 @@ class FileSystemLongTermMemory(BaseLongTermMemory[_Read]):
     """``LongTermMemory`` over a workspace of Markdown ledgers."""
 
     backend_name = "files"
+    # close drops the derived indexes only: the files are the store, and the next call reads
+    # them again (tests and tools use close to see what a fresh process would)
+    usable_after_close = True
 
     def __init__(
         self,
@@ -250,7 +253,6 @@ class FileSystemLongTermMemory(BaseLongTermMemory[_Read]):
         - ``superseded``: an open fact that a newer one with its key replaces gets its
           ``superseded_by`` / ``valid_to`` marks.
         MEMORY.md is left alone: consolidation rewrites it."""
-        self._check_open()
         paths = self.paths(ctx)
         counts = {"exact_duplicates": 0, "superseded": 0}
         with self._write_lock(ctx):
@@ -286,7 +288,6 @@ class FileSystemLongTermMemory(BaseLongTermMemory[_Read]):
 
     def archive_ledgers(self, ctx: RuntimeContext, before: date) -> int:
         """Move daily ledgers dated before ``before`` to ``memory/archive/`` (not recalled)."""
-        self._check_open()
         paths = self.paths(ctx)
         if not paths.ledger_dir.is_dir():
             return 0
@@ -309,7 +310,6 @@ class FileSystemLongTermMemory(BaseLongTermMemory[_Read]):
 
     def users(self, tenant_id: str) -> list[str]:
         """Users of ``tenant_id`` that have memory files (for export)."""
-        self._check_open()
         users_dir = UserPaths(self.workspace, tenant_id, "_").tenant_root / "users"
         if not users_dir.is_dir():
             return []

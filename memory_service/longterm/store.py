@@ -16,7 +16,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from contextlib import AbstractContextManager
 from dataclasses import dataclass, replace
 from datetime import datetime
-from typing import Any, Generic, TypeVar
+from typing import Any, ClassVar, Generic, TypeVar
 
 import numpy as np
 
@@ -106,6 +106,9 @@ def is_hit(leg: str, score: float, threshold: float) -> bool:
 
 class BaseLongTermMemory(ABC, Generic[S]):
     """``LongTermMemory`` done once; subclasses implement the hooks below ``close``."""
+
+    backend_name: ClassVar[str] = "long-term"  # for messages
+    usable_after_close: ClassVar[bool] = False  # True: close only drops what can be rebuilt
 
     def __init__(
         self,
@@ -216,9 +219,10 @@ class BaseLongTermMemory(ABC, Generic[S]):
         return self._forget(ctx)
 
     def close(self) -> None:
-        """Release the backend; any later call raises ``BackendUnavailableError``."""
+        """Release the backend. A later call raises ``BackendUnavailableError``, unless the
+        backend declares ``usable_after_close`` (it holds only what it can rebuild)."""
         if not self._closed:
-            self._closed = True
+            self._closed = not self.usable_after_close
             self._release()
 
     def _check_open(self) -> None:
@@ -226,8 +230,6 @@ class BaseLongTermMemory(ABC, Generic[S]):
             raise BackendUnavailableError(f"this {self.backend_name} long-term memory is closed")
 
     # -- hooks ----------------------------------------------------------------------------
-
-    backend_name = "long-term"
 
     @abstractmethod
     def _write_lock(self, ctx: RuntimeContext) -> AbstractContextManager[Any]:
