@@ -204,10 +204,17 @@ def decode_cursor(cursor: str) -> tuple[str, str]:
         raise InvalidInputError("invalid cursor", code="invalid_cursor") from exc
 
 
+def check_page(limit: int, cursor: str | None) -> None:
+    """Refuse a bad page request (``invalid_limit``, ``invalid_cursor``) before any read."""
+    if isinstance(limit, bool) or not isinstance(limit, int) or not 1 <= limit <= MAX_PAGE_SIZE:
+        raise InvalidInputError(f"limit must be 1-{MAX_PAGE_SIZE}", code="invalid_limit")
+    if cursor:
+        decode_cursor(cursor)
+
+
 def paginate(facts: Sequence[Fact], limit: int, cursor: str | None) -> Page[Fact]:
     """Keyset page over facts in ``sort_key`` order, shared by every backend."""
-    if not 1 <= limit <= MAX_PAGE_SIZE:
-        raise InvalidInputError(f"limit must be 1-{MAX_PAGE_SIZE}", code="invalid_limit")
+    check_page(limit, cursor)
     ordered = sorted(facts, key=sort_key)
     if cursor:
         after = decode_cursor(cursor)

@@ -18,7 +18,7 @@ from typing import Any
 from memory_service.context import RuntimeContext, validate_id
 from memory_service.errors import InvalidInputError
 from memory_service.facts import Fact
-from memory_service.longterm.base import LongTermMemory
+from memory_service.longterm.base import ListsUsers, LongTermMemory
 
 PAGE = 1000
 RECORD_BATCH = 500
@@ -46,14 +46,13 @@ def check_scope(tenant_id: str, user_id: str | None) -> None:
 
 
 def _users(longterm: LongTermMemory, tenant_id: str) -> list[str]:
-    users = getattr(longterm, "users", None)
-    if users is None:
+    if not isinstance(longterm, ListsUsers):
         raise InvalidInputError(
             "this backend cannot list a tenant's users: export one user at a time "
             "(--user on the command line, user_id over HTTP)",
             code="no_users",
         )
-    return users(tenant_id)
+    return longterm.users(tenant_id)
 
 
 def export_users(longterm: LongTermMemory, tenant_id: str, user_id: str | None = None) -> list[str]:

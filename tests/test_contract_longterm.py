@@ -181,20 +181,21 @@ def test_a_bad_fact_rejects_the_whole_batch(memory):
 
 
 @pytest.mark.parametrize(
-    "kwargs",
+    ("kwargs", "code"),
     [
-        {"query": ""},
-        {"query": "q", "top_k": 0},
-        {"query": "q", "top_k": 101},
-        {"query": "q" * 5000},
-        {"query": "q", "mode": "fuzzy"},
+        ({"query": ""}, "invalid_query"),
+        ({"query": "q", "top_k": 0}, "invalid_top_k"),
+        ({"query": "q", "top_k": 101}, "invalid_top_k"),
+        ({"query": "q" * 5000}, "query_too_large"),
+        ({"query": "q", "mode": "fuzzy"}, "invalid_mode"),
     ],
 )
-def test_bad_queries_are_refused(memory, kwargs):
+def test_bad_queries_are_refused(memory, kwargs, code):
     kwargs = dict(kwargs)  # the parametrize dict is shared by every backend's run
     query = kwargs.pop("query")
-    with pytest.raises(InvalidInputError):
+    with pytest.raises(InvalidInputError) as refused:
         memory.retrieve(ALICE, query, **kwargs)
+    assert refused.value.code == code
 
 
 def test_metadata_round_trips(memory):
@@ -251,3 +252,159 @@ def test_naive_and_offset_times_are_taken_as_utc(memory):
     listed = memory.list(ALICE, include_inactive=True).items
     assert [f.text for f in listed] == ["Lives in Lima", "Lives in Oslo"]
     assert all(f.created_at.utcoffset() == timedelta(0) for f in listed)
+
+
+# -- one input, one error: the same bad input gets the same code from every backend ----------
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "code"),
+    [
+        ({"query": "   \n"}, "invalid_query"),
+        ({"query": "peanuts", "top_k": "5"}, "invalid_top_k"),
+        ({"query": "peanuts", "top_k": 5.0}, "invalid_top_k"),
+        ({"query": "peanuts", "threshold": 1.5}, "invalid_threshold"),
+        ({"query": "peanuts", "mode": "BM25"}, "invalid_mode"),
+        ({"query": "peanuts", "mode": "dense", "top_k": 0}, "invalid_top_k"),
+    ],
+)
+def test_bad_queries_get_one_code_over_stored_facts(memory, kwargs, code):
+    memory.record(ALICE, PROFILE)  # a user with facts: no empty-user short cut hides the check
+    kwargs = dict(kwargs)
+    query = kwargs.pop("query")
+    with pytest.raises(InvalidInputError) as refused:
+        memory.retrieve(ALICE, query, **kwargs)
+    assert refused.value.code == code
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "code"),
+    [
+        ({"limit": 0}, "invalid_limit"),
+        ({"limit": 1001}, "invalid_limit"),
+        ({"limit": "10"}, "invalid_limit"),
+        ({"cursor": "not a cursor!"}, "invalid_cursor"),
+        ({"cursor": "bm90LWpzb24"}, "invalid_cursor"),  # base64 of text that is not JSON
+        ({"cursor": "not a cursor!", "include_inactive": True}, "invalid_cursor"),
+    ],
+)
+def test_bad_pages_get_one_code(memory, kwargs, code):
+    memory.record(ALICE, PROFILE)
+    for ctx in (BOB, ALICE):  # a user without facts is refused as one with facts
+        with pytest.raises(InvalidInputError) as refused:
+            memory.list(ctx, **kwargs)
+        assert refused.value.code == code
+
+
+BAD_FACTS = [
+    (Fact("   "), "invalid_fact"),
+    (Fact("x", importance=0), "invalid_fact"),
+    (Fact("x", kind="gossip"), "invalid_fact"),
+    (Fact("x", confidence=1.5), "invalid_fact"),
+    (Fact("x", key=" "), "invalid_fact"),
+    (Fact("x", tags=("",)), "invalid_fact"),
+    (Fact("nul \x00 inside"), "invalid_fact"),
+    (Fact("x" * 20_000), "fact_too_large"),
+]
+
+
+@pytest.mark.parametrize(("bad", "code"), BAD_FACTS)
+def test_an_invalid_fact_gets_one_code_in_record(memory, bad, code):
+    with pytest.raises(InvalidInputError) as refused:
+        memory.record(ALICE, [Fact("A fine fact"), bad])
+    assert refused.value.code == code
+    assert memory.list(ALICE, include_inactive=True).items == []
+
+
+@pytest.mark.parametrize(("bad", "code"), BAD_FACTS)
+def test_an_invalid_fact_gets_one_code_in_update(memory, bad, code):
+    from dataclasses import replace
+
+    ids = [r.id for r in memory.record(ALICE, [Fact("Alice knits"), Fact("Alice rows")])]
+    before = memory.list(ALICE, include_inactive=True).items
+    fine = replace(before[0], importance=9)
+    broken = replace(bad, id=ids[1])  # a stored fact's id, with bad metadata (or text)
+    with pytest.raises(InvalidInputError) as refused:
+        memory.update(ALICE, [fine, broken])
+    assert refused.value.code == code
+    assert memory.list(ALICE, include_inactive=True).items == before  # nothing was written
+
+
+def test_update_keeps_text_and_id(memory):
+    from dataclasses import replace
+
+    fid = memory.record(ALICE, [Fact("Alice sings in a choir")])[0].id
+    stored = memory.get(ALICE, [fid])[0]
+    assert memory.update(ALICE, [replace(stored, text="Alice plays chess", importance=8)]) == 1
+    [again] = memory.list(ALICE).items
+    assert (again.id, again.text, again.importance) == (fid, stored.text, 8)
+    assert again.content_hash == stored.content_hash
+
+
+UNKNOWN_IDS = [
+    "not-an-id",
+    "",
+    "00000000-0000-5000-8000-000000000000",
+    "00000000-0000-5000-8000-00000000000",  # one digit short
+    "00000000000050008000000000000000",  # a UUID, but not in canonical form
+]
+
+
+def test_unknown_ids_are_ignored_alike(memory):
+    from dataclasses import replace
+
+    fid = memory.record(ALICE, [Fact("Alice keeps bees")])[0].id
+    bob_id = memory.record(BOB, [Fact("Bob keeps goats")])[0].id
+    unknown = [*UNKNOWN_IDS, bob_id, fid.upper()]
+    assert memory.get(ALICE, unknown) == []
+    assert memory.get(ALICE, []) == []
+    assert memory.delete(ALICE, unknown) == 0
+    assert memory.delete(ALICE, []) == 0
+    stored = memory.get(ALICE, [fid])[0]
+    strangers = [replace(stored, id=i, importance=2) for i in unknown]
+    assert memory.update(ALICE, strangers) == 0
+    assert memory.update(ALICE, []) == 0
+    assert memory.get(ALICE, [fid, fid, *unknown]) == [stored]  # once, in order
+    assert [f.text for f in memory.list(BOB).items] == ["Bob keeps goats"]
+
+
+def test_a_closed_backend_refuses_every_call(memory):
+    """Unless it declares it is usable after close (files: close only drops a cache)."""
+    from memory_service.errors import BackendUnavailableError
+
+    fid = memory.record(ALICE, [Fact("Alice keeps bees")])[0].id
+    memory.close()
+    if memory.usable_after_close:
+        assert [f.id for f in memory.list(ALICE).items] == [fid]
+        return
+    calls = [
+        lambda: memory.record(ALICE, [Fact("Alice keeps wasps")]),
+        lambda: memory.retrieve(ALICE, "bees", 5),
+        lambda: memory.get(ALICE, [fid]),
+        lambda: memory.list(ALICE),
+        lambda: memory.update(ALICE, [Fact("Alice keeps bees", id=fid, importance=9)]),
+        lambda: memory.delete(ALICE, [fid]),
+        lambda: memory.forget(ALICE),
+    ]
+    for call in calls:
+        with pytest.raises(BackendUnavailableError) as refused:
+            call()
+        assert refused.value.code == "backend_unavailable"
+    memory.close()  # closing twice is harmless
+
+
+def test_capabilities_are_declared_not_looked_up(memory):
+    from memory_service.longterm.base import (
+        ArchivesLedgers,
+        ListsUsers,
+        LongTermMemory,
+        SettlesLedgers,
+    )
+
+    assert isinstance(memory, LongTermMemory)
+    assert isinstance(memory, ListsUsers)  # every backend can list a tenant's users
+    memory.record(ALICE, [Fact("Alice keeps bees")])
+    memory.record(OTHER_TENANT_ALICE, [Fact("Globex Alice keeps ants")])
+    assert memory.users("acme") == ["alice"]
+    files_only = isinstance(memory, SettlesLedgers), isinstance(memory, ArchivesLedgers)
+    assert files_only in ((True, True), (False, False))

@@ -235,3 +235,27 @@ def test_naive_times_are_taken_as_utc(tmp_path, embedder):
         assert stored.created_at == datetime(2030, 1, 1, tzinfo=UTC)
     finally:
         memory.close()
+
+
+@pytest.mark.parametrize("kind", ["edge", "client"])
+def test_both_engines_refuse_a_point_without_both_vectors(tmp_path, kind):
+    from indexing.sparse import SparseTerms
+    from memory_service.longterm.qdrant_engine import StoredPoint, UserFilter
+
+    if kind == "edge":
+        engine = EdgeEngine.acquire(tmp_path / "edge", 4)
+    else:
+        engine = ClientEngine.attach(QdrantClient(location=":memory:"), "memories", 4)
+    point_id = "00000000-0000-5000-8000-000000000001"
+    payload = {"tenant_id": "acme", "user_id": "alice", "text": "x"}
+    sparse = SparseTerms((1,), (1.0,))
+    try:
+        for point in (
+            StoredPoint(point_id, payload, None, sparse),  # Edge used to write [] here
+            StoredPoint(point_id, payload, [0.5, 0.5, 0.5, 0.5], None),
+        ):
+            with pytest.raises(ValueError, match="both vectors"):
+                engine.upsert([point])
+        assert engine.count(UserFilter("acme", "alice")) == 0
+    finally:
+        engine.close()

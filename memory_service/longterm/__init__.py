@@ -1,5 +1,13 @@
-"""Long-term memory: the protocol and the backends (the retrieval strategy is in config)."""
+"""Long-term memory: the protocol, the optional capabilities, and the backends (files, Qdrant).
 
-from memory_service.longterm.base import LongTermMemory
+Backends extend ``longterm.store.BaseLongTermMemory``; the retrieval strategy is in config.
+"""
 
-__all__ = ["LongTermMemory"]
+from memory_service.longterm.base import (
+    ArchivesLedgers,
+    ListsUsers,
+    LongTermMemory,
+    SettlesLedgers,
+)
+
+__all__ = ["ArchivesLedgers", "ListsUsers", "LongTermMemory", "SettlesLedgers"]

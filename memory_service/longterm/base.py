@@ -1,8 +1,14 @@
-"""The LongTermMemory protocol: one narrow interface, every backend behind it."""
+"""The LongTermMemory protocol, and the optional capabilities a backend may declare.
+
+``LongTermMemory`` is the narrow interface callers type against. What only some backends can
+do is a separate ``runtime_checkable`` Protocol, tested with ``isinstance``: a caller never
+looks a method up by name, and a backend that gains a capability only has to implement it.
+"""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from datetime import date
 from typing import Protocol, runtime_checkable
 
 from memory_service.config.retrieval import Mode
@@ -51,3 +57,27 @@ class LongTermMemory(Protocol):
     def forget(self, ctx: RuntimeContext) -> int: ...
 
     def close(self) -> None: ...
+
+
+@runtime_checkable
+class ListsUsers(Protocol):
+    """A backend that can say which users of a tenant have facts (export, the scheduler)."""
+
+    def users(self, tenant_id: str) -> list[str]: ...
+
+
+@runtime_checkable
+class SettlesLedgers(Protocol):
+    """A backend whose stored form can disagree with what reading resolves (the files
+    backend's ledgers: repeated bullets, unmarked superseded facts) and can write it down.
+    Returns counts by name (``exact_duplicates``, ``superseded``)."""
+
+    def settle_ledgers(self, ctx: RuntimeContext) -> dict[str, int]: ...
+
+
+@runtime_checkable
+class ArchivesLedgers(Protocol):
+    """A backend that keeps dated files and can move those older than ``before`` out of
+    recall. Returns how many were moved."""
+
+    def archive_ledgers(self, ctx: RuntimeContext, before: date) -> int: ...

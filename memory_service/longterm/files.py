@@ -3,94 +3,53 @@
 Per user: ``MEMORY.md`` plus ``memory/YYYY-MM-DD.md`` (see ``memory_service.paths``). Writes
 add bullets to today's ledger under a file lock, as one atomic rewrite fsynced before returning;
 changes to existing lines (supersession marks, deletes) rewrite their file atomically too.
-Reads build a per-user index (BM25 over the shared tokenizer, a matrix of cached embeddings)
-and keep it until the files' stat signature changes, so a ledger edited by hand is seen by the
-next retrieve.
+Reads use a per-user index (``files_index``: BM25 over the shared tokenizer, a matrix of cached
+embeddings) kept until the files' stat signature changes, so a ledger edited by hand is seen by
+the next retrieve. The memory semantics are ``BaseLongTermMemory``'s.
 """
 
 from __future__ import annotations
 
 import os
 import shutil
-import threading
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field, replace
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, replace
 from datetime import UTC, date, datetime
 from pathlib import Path
 
 import numpy as np
 from filelock import FileLock
 
-from indexing.bm25 import BM25Index
 from indexing.embeddings import Embedder
 from indexing.hashing import content_hash
-from indexing.lexical import lexical_terms
 from indexing.tokenize import tokenize
-from memory_service.config.retrieval import Mode
+from memory_service.config.retrieval import Leg
 from memory_service.context import RuntimeContext
-from memory_service.facts import Fact, Page, Recall, RecordResult, fact_id, paginate, utcnow
+from memory_service.facts import Fact, fact_id, utcnow
 from memory_service.fsutil import fsync_dir, read_text, write_atomically
+from memory_service.longterm.files_index import UserIndex, UserIndexes, ledger_files
 from memory_service.longterm.ledger import parse_ledger, render_lines, rewrite_ledger
-from memory_service.longterm.recording import plan_record
-from memory_service.longterm.retrieval import (
-    PRESETS,
-    LegHit,
-    RetrievalConfig,
-    fuse_legs,
-    legs_for_mode,
-    validate_query,
-)
+from memory_service.longterm.recording import RecordPlan
+from memory_service.longterm.retrieval import LegHit, RetrievalConfig
+from memory_service.longterm.store import NO_CANDIDATES, BaseLongTermMemory, Candidates, StoredFacts
 from memory_service.longterm.vector_cache import cache_path as vector_cache_path
-from memory_service.longterm.vector_cache import embed_with_cache
 from memory_service.paths import UserPaths
 
 LEDGER_HEADER = "# Memory ledger {day}\n\n"
 
-Stamp = tuple[int, int, int]  # mtime_ns, size, inode
-Signature = tuple[tuple[str, int, int, int], ...]
-
 
 @dataclass(slots=True)
-class _Stored:
-    fact: Fact  # id/hash derived; superseded_by reflects newest-wins by key
-    path: Path
+class _Read(StoredFacts):
+    index: UserIndex  # the index the facts were read from (its paths say where each is)
 
 
-@dataclass(slots=True)
-class _ParsedFile:
-    stamp: Stamp
-    facts: list[Fact]
-
-
-@dataclass(slots=True)
-class _UserIndex:
-    signature: Signature
-    files: dict[Path, _ParsedFile]
-    stored: list[_Stored]
-    by_id: dict[str, _Stored]
-    recallable: list[int] = field(default_factory=list)  # positions not superseded
-    _bm25: BM25Index | None = None
-    _matrix: np.ndarray | None = None
-
-    def bm25(self, with_date: bool) -> BM25Index:
-        if self._bm25 is None:
-            facts = [self.stored[i].fact for i in self.recallable]
-            self._bm25 = BM25Index(
-                [lexical_terms(f.text, f.created_at, with_date=with_date) for f in facts]
-            )
-        return self._bm25
-
-    def matrix(self, embedder: Embedder, cache_file: Path) -> np.ndarray:
-        if self._matrix is None:
-            facts = [self.stored[i].fact for i in self.recallable]
-            self._matrix = embed_with_cache(
-                cache_file, embedder, [f.content_hash for f in facts], [f.text for f in facts]
-            )
-        return self._matrix
-
-
-class FileSystemLongTermMemory:
+class FileSystemLongTermMemory(BaseLongTermMemory[_Read]):
     """``LongTermMemory`` over a workspace of Markdown ledgers."""
+
+    backend_name = "files"
+    # close drops the derived indexes only: the files are the store, and the next call reads
+    # them again (tests and tools use close to see what a fresh process would)
+    usable_after_close = True
 
     def __init__(
         self,
@@ -100,14 +59,11 @@ class FileSystemLongTermMemory:
         retrieval: RetrievalConfig | None = None,
         clock: Callable[[], datetime] = utcnow,
     ) -> None:
+        super().__init__(embedder, retrieval=retrieval, clock=clock)
         self.workspace = Path(workspace)
-        self._embedder = embedder
-        self.retrieval = retrieval or PRESETS["hybrid"]
-        self._clock = clock
-        self._indexes: dict[tuple[str, str], _UserIndex] = {}
-        self._lock = threading.RLock()
+        self._indexes = UserIndexes()
 
-    # -- paths, locks, index ------------------------------------------------------------
+    # -- paths, locks, writes ---------------------------------------------------------------
 
     def paths(self, ctx: RuntimeContext) -> UserPaths:
         return UserPaths.of(self.workspace, ctx)
@@ -117,98 +73,9 @@ class FileSystemLongTermMemory:
         paths.root.mkdir(parents=True, exist_ok=True)
         return FileLock(str(paths.lock_file), timeout=60)
 
-    def _ledger_files(self, paths: UserPaths) -> list[Path]:
-        """MEMORY.md and the daily ledgers: regular files only. A symlink is never followed,
-        so a link planted in ``memory/`` cannot pull another user's file into recall."""
-        candidates = [paths.memory_md]
-        if paths.ledger_dir.is_dir() and not paths.ledger_dir.is_symlink():
-            candidates += sorted(paths.ledger_dir.glob("*.md"))
-        return [p for p in candidates if p.is_file() and not p.is_symlink()]
-
-    @staticmethod
-    def _stamp(path: Path) -> Stamp:
-        """What says a file changed. Every write here is an atomic replace, i.e. a new inode:
-        another process's rewrite is seen even when it keeps the size within one mtime tick."""
-        st = path.stat()
-        return (st.st_mtime_ns, st.st_size, st.st_ino)
-
-    def _signature(self, files: list[Path]) -> Signature:
-        out = []
-        for path in files:
-            try:
-                out.append((str(path), *self._stamp(path)))
-            except FileNotFoundError:
-                continue
-        return tuple(out)
-
-    def _index(self, ctx: RuntimeContext) -> _UserIndex:
+    def _index(self, ctx: RuntimeContext) -> UserIndex:
         """The user's index, rebuilt from the files if their signature changed."""
-        paths = self.paths(ctx)
-        key = (ctx.tenant_id, ctx.user_id)
-        with self._lock:
-            files = self._ledger_files(paths)
-            signature = self._signature(files)
-            cached = self._indexes.get(key)
-            if cached is not None and cached.signature == signature:
-                return cached
-            index = self._build(ctx, paths, files, signature, cached)
-            self._indexes[key] = index
-            return index
-
-    def _parse_file(self, ctx: RuntimeContext, path: Path, paths: UserPaths) -> list[Fact]:
-        """The file's facts with derived hash and id (as written: no newest-wins yet)."""
-        if path == paths.memory_md:
-            default = datetime.fromtimestamp(path.stat().st_mtime, UTC)
-        else:
-            try:
-                default = datetime.fromisoformat(path.stem).replace(tzinfo=UTC)
-            except ValueError:
-                default = datetime.fromtimestamp(path.stat().st_mtime, UTC)
-        out = []
-        for line in parse_ledger(read_text(path), default_created_at=default):
-            text_hash = content_hash(line.fact.text)
-            fid = fact_id(ctx.tenant_id, ctx.user_id, text_hash)
-            out.append(replace(line.fact, content_hash=text_hash, id=fid))
-        return out
-
-    def _build(
-        self,
-        ctx: RuntimeContext,
-        paths: UserPaths,
-        files: list[Path],
-        signature: Signature,
-        previous: _UserIndex | None,
-    ) -> _UserIndex:
-        parsed: dict[Path, _ParsedFile] = {}
-        for name, *stat in signature:
-            path, stamp = Path(name), (stat[0], stat[1], stat[2])
-            old = previous.files.get(path) if previous else None
-            if old is not None and old.stamp == stamp:
-                parsed[path] = old
-            else:
-                try:
-                    parsed[path] = _ParsedFile(stamp, self._parse_file(ctx, path, paths))
-                except FileNotFoundError:
-                    continue
-        by_id: dict[str, _Stored] = {}
-        for path, parsed_file in parsed.items():
-            for fact in parsed_file.facts:
-                existing = by_id.get(fact.id)
-                if existing is None or (not existing.fact.is_active() and fact.is_active()):
-                    by_id[fact.id] = _Stored(fact, path)
-        stored = sorted(by_id.values(), key=lambda s: (s.fact.created_at or _EPOCH, s.fact.id))
-        _apply_newest_wins(stored)
-        index = _UserIndex(signature, parsed, stored, {s.fact.id: s for s in stored})
-        index.recallable = [
-            i
-            for i, s in enumerate(stored)
-            if s.fact.superseded_by is None and s.fact.valid_to is None
-        ]
-        return index
-
-    def _invalidate(self, ctx: RuntimeContext) -> None:
-        with self._lock:
-            self._indexes.pop((ctx.tenant_id, ctx.user_id), None)
+        return self._indexes.of(ctx, self.paths(ctx))
 
     def _rewrite(
         self,
@@ -259,50 +126,48 @@ class FileSystemLongTermMemory:
         for path, path_changes in changes.items():
             self._rewrite(ctx, path, path_changes)
 
-    # -- LongTermMemory -------------------------------------------------------------------
+    # -- BaseLongTermMemory hooks ---------------------------------------------------------
 
-    def record(self, ctx: RuntimeContext, facts: Sequence[Fact]) -> list[RecordResult]:
-        now = self._clock()
-        stamped = [f.stamped(ctx, now) for f in facts]  # all validated before anything is written
-        if not stamped:
-            return []
-        self._embedder.embed([f.text for f in stamped])  # warm the cache; fails before writing
-        paths = self.paths(ctx)
-        with self._write_lock(ctx):
-            index = self._index(ctx)
-            open_by_key = {  # stored oldest first: the newest open fact per key stays
-                s.fact.key: s.fact
-                for s in index.stored
-                if s.fact.key is not None and s.fact.is_active(now)
-            }
-            plan = plan_record(
-                stamped, {i: s.fact for i, s in index.by_id.items()}, open_by_key, now
-            )
-            changes: dict[Path, dict[str, Fact | None]] = {}
-            for fid in plan.revived:  # its old line goes; the new one is appended
-                changes.setdefault(index.by_id[fid].path, {})[fid] = None
-            for fid, fact in plan.closed.items():
-                changes.setdefault(index.by_id[fid].path, {})[fid] = fact
-            self._write(ctx, paths, now, list(plan.new.values()), changes)
-            self._invalidate(ctx)
-        return plan.results
+    def _read_for_record(
+        self, ctx: RuntimeContext, stamped: Sequence[Fact], now: datetime
+    ) -> _Read:
+        index = self._index(ctx)
+        open_by_key = {  # stored oldest first: the newest open fact per key stays
+            s.fact.key: s.fact
+            for s in index.stored
+            if s.fact.key is not None and s.fact.is_active(now)
+        }
+        return _Read({i: s.fact for i, s in index.by_id.items()}, open_by_key, index)
 
-    def retrieve(
+    def _write_record(
+        self,
+        ctx: RuntimeContext,
+        plan: RecordPlan,
+        stored: _Read,
+        dense_of: Mapping[str, np.ndarray],
+        now: datetime,
+    ) -> None:
+        # the vectors are not stored here: embedding them warmed the embedder's cache
+        changes: dict[Path, dict[str, Fact | None]] = {}
+        for fid in plan.revived:  # its old line goes; the new one is appended
+            changes.setdefault(stored.index.by_id[fid].path, {})[fid] = None
+        for fid, fact in plan.closed.items():
+            changes.setdefault(stored.index.by_id[fid].path, {})[fid] = fact
+        self._write(ctx, self.paths(ctx), now, list(plan.new.values()), changes)
+        self._indexes.invalidate(ctx)
+
+    def _candidates(
         self,
         ctx: RuntimeContext,
         query: str,
-        top_k: int = 5,
-        threshold: float = 0.0,
-        *,
-        mode: Mode = "hybrid",
-    ) -> list[Recall]:
-        validate_query(query, top_k, threshold)
-        legs = legs_for_mode(mode)
+        legs: tuple[Leg, ...],
+        depth: int,
+        threshold: float,
+        now: datetime,
+    ) -> Candidates:
         index = self._index(ctx)
         if not index.recallable:
-            return []
-        now = self._clock()
-        depth = self.retrieval.depth(top_k)
+            return NO_CANDIDATES
         leg_hits: dict[str, list[LegHit]] = {}
 
         def live(position: int) -> Fact | None:
@@ -326,60 +191,59 @@ class FileSystemLongTermMemory:
                 for i in order
                 if sims[i] >= threshold and (f := live(int(i))) is not None
             ]
-        fused = fuse_legs(mode, leg_hits, self.retrieval, top_k)
-        return [Recall(index.by_id[h.id].fact, h.score, h.ranks, h.scores) for h in fused]
+        return Candidates(leg_hits, lambda fid: index.by_id[fid].fact)
 
-    def get(self, ctx: RuntimeContext, ids: Sequence[str]) -> list[Fact]:
+    def _get(self, ctx: RuntimeContext, ids: Sequence[str]) -> Mapping[str, Fact]:
+        by_id = self._index(ctx).by_id
+        return {i: by_id[i].fact for i in ids if i in by_id}
+
+    def _list(self, ctx: RuntimeContext, *, include_inactive: bool, now: datetime) -> list[Fact]:
+        stored = self._index(ctx).stored
+        return [s.fact for s in stored if include_inactive or s.fact.is_active(now)]
+
+    def _read_for_update(self, ctx: RuntimeContext, ids: Sequence[str]) -> _Read:
         index = self._index(ctx)
-        return [index.by_id[i].fact for i in dict.fromkeys(ids) if i in index.by_id]
+        return _Read({i: index.by_id[i].fact for i in ids if i in index.by_id}, {}, index)
 
-    def list(
-        self,
-        ctx: RuntimeContext,
-        *,
-        limit: int = 100,
-        cursor: str | None = None,
-        include_inactive: bool = False,
-    ) -> Page[Fact]:
-        now = self._clock()
-        facts = [
-            s.fact for s in self._index(ctx).stored if include_inactive or s.fact.is_active(now)
-        ]
-        return paginate(facts, limit, cursor)
+    def _write_update(
+        self, ctx: RuntimeContext, changes: Mapping[str, Fact], stored: _Read
+    ) -> None:
+        for path, parsed in stored.index.files.items():
+            present = changes.keys() & {f.id for f in parsed.facts}
+            if present:
+                self._rewrite(ctx, path, {fid: changes[fid] for fid in present})
+        self._indexes.invalidate(ctx)
 
-    def delete(self, ctx: RuntimeContext, ids: Sequence[str]) -> int:
-        wanted = set(ids)
-        if not wanted:
-            return 0
-        with self._write_lock(ctx):
-            index = self._index(ctx)
-            found = wanted & index.by_id.keys()
-            for path, parsed in index.files.items():
-                present = found.intersection(f.id for f in parsed.facts)
-                if present:
-                    self._rewrite(ctx, path, dict.fromkeys(present))
-            if found:  # the vector cache must not outlive the text it was computed from
-                vector_cache_path(self.paths(ctx).root, self._embedder).unlink(missing_ok=True)
-            self._invalidate(ctx)
+    def _delete(self, ctx: RuntimeContext, ids: Sequence[str]) -> int:
+        index = self._index(ctx)
+        found = set(ids) & index.by_id.keys()
+        for path, parsed in index.files.items():
+            present = found.intersection(f.id for f in parsed.facts)
+            if present:
+                self._rewrite(ctx, path, dict.fromkeys(present))
+        if found:  # the vector cache must not outlive the text it was computed from
+            vector_cache_path(self.paths(ctx).root, self._embedder).unlink(missing_ok=True)
+        self._indexes.invalidate(ctx)
         return len(found)
 
-    def update(self, ctx: RuntimeContext, facts: Sequence[Fact]) -> int:
-        """Rewrite the metadata of existing facts (matched by id; text unchanged).
-
-        Maintenance uses it to close superseded facts and merge near-duplicates; unknown ids are
-        ignored. Returns how many facts were rewritten."""
-        wanted = {f.id: f for f in facts}
-        if not wanted:
+    def _forget(self, ctx: RuntimeContext) -> int:
+        paths = self.paths(ctx)
+        if not paths.root.exists():
             return 0
         with self._write_lock(ctx):
-            index = self._index(ctx)
-            found = wanted.keys() & index.by_id.keys()
-            for path, parsed in index.files.items():
-                present = found.intersection(f.id for f in parsed.facts)
-                if present:
-                    self._rewrite(ctx, path, {fid: wanted[fid] for fid in present})
-            self._invalidate(ctx)
-        return len(found)
+            count = len(self._index(ctx).stored)
+            paths.memory_md.unlink(missing_ok=True)
+            for derived in (paths.ledger_dir, vector_cache_path(paths.root, self._embedder).parent):
+                if derived.exists():
+                    shutil.rmtree(derived)
+            fsync_dir(paths.root)
+            self._indexes.invalidate(ctx)
+        return count
+
+    def _release(self) -> None:
+        self._indexes.clear()
+
+    # -- capabilities: SettlesLedgers, ArchivesLedgers, ListsUsers -------------------------
 
     def settle_ledgers(self, ctx: RuntimeContext) -> dict[str, int]:
         """Write down what reading resolves on the fly, so the files say what recall does:
@@ -419,7 +283,7 @@ class FileSystemLongTermMemory:
                     seen.add(fid)
                 if changes:
                     write_atomically(path, rewrite_ledger(content, changes))
-            self._invalidate(ctx)
+            self._indexes.invalidate(ctx)
         return counts
 
     def archive_ledgers(self, ctx: RuntimeContext, before: date) -> int:
@@ -441,22 +305,8 @@ class FileSystemLongTermMemory:
             if moved:
                 fsync_dir(paths.archive_dir)
                 fsync_dir(paths.ledger_dir)
-            self._invalidate(ctx)
+            self._indexes.invalidate(ctx)
         return moved
-
-    def forget(self, ctx: RuntimeContext) -> int:
-        paths = self.paths(ctx)
-        if not paths.root.exists():
-            return 0
-        with self._write_lock(ctx):
-            count = len(self._index(ctx).stored)
-            paths.memory_md.unlink(missing_ok=True)
-            for derived in (paths.ledger_dir, vector_cache_path(paths.root, self._embedder).parent):
-                if derived.exists():
-                    shutil.rmtree(derived)
-            fsync_dir(paths.root)
-            self._invalidate(ctx)
-        return count
 
     def users(self, tenant_id: str) -> list[str]:
         """Users of ``tenant_id`` that have memory files (for export)."""
@@ -469,32 +319,6 @@ class FileSystemLongTermMemory:
                 paths = self.paths(RuntimeContext(tenant_id, folder.name))
             except ValueError:  # not a user folder (InvalidIdError)
                 continue
-            if self._ledger_files(paths):
+            if ledger_files(paths):
                 found.append(folder.name)
         return found
-
-    def close(self) -> None:
-        with self._lock:
-            self._indexes.clear()
-
-
-_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
-
-
-def _apply_newest_wins(stored: list[_Stored]) -> None:
-    """Among unsuperseded facts sharing a key, the newest stays; older ones read as superseded.
-
-    Record marks the older line explicitly, but a crash between the append and that rewrite, or a
-    hand edit, can leave two open facts with one key: reading resolves it the same way."""
-    newest: dict[str, _Stored] = {}
-    for item in stored:  # sorted oldest first
-        fact = item.fact
-        if fact.key is not None and fact.superseded_by is None and fact.valid_to is None:
-            newest[fact.key] = item
-    for item in stored:
-        fact = item.fact
-        if fact.key is None or fact.superseded_by is not None or fact.valid_to is not None:
-            continue
-        winner = newest[fact.key]
-        if winner is not item:
-            item.fact = replace(fact, superseded_by=winner.fact.id, valid_to=winner.fact.created_at)

@@ -1,10 +1,11 @@
 """Qdrant backend: one collection for all tenants, hybrid recall, the files backend's semantics.
 
-All memory semantics live here, once, for both engines (``qdrant_edge_engine`` in-process,
+The memory semantics are ``BaseLongTermMemory``'s (``store.py``) and ``plan_record``'s; this
+module maps them onto points, for both engines (``qdrant_edge_engine`` in-process,
 ``qdrant_client_engine`` for a server): derived point ids (recording twice is a no-op),
-supersession by ``key`` (newest ``created_at`` wins; a closed or expired incoming fact supersedes
-nothing), superseded/closed/expired facts kept but not recalled or listed. A record that closes
-an older fact writes the new point and the closed one in one upsert, so the pair is atomic.
+superseded/closed/expired facts kept as points but filtered out of recall and listing. A record
+that closes an older fact writes the new point and the closed one in one upsert, so the pair is
+atomic.
 
 Retrieval: the dense leg (cosine, ``threshold`` passed to Qdrant) and the sparse ``bm25`` leg
 (weights from ``indexing.sparse``, IDF by Qdrant) run as one batched request over the same
@@ -21,30 +22,22 @@ Qdrant server, two concurrent records with the same key for the same user can bo
 from __future__ import annotations
 
 import threading
-import uuid
-from collections.abc import Callable, Sequence
-from dataclasses import replace
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, replace
 from datetime import datetime
 from pathlib import Path
+
+import numpy as np
 
 from indexing.embeddings import Embedder
 from indexing.lexical import average_length, lexical_terms
 from indexing.sparse import AVG_DOC_LEN, SparseTerms, document_vector, query_vector
 from indexing.tokenize import tokenize
 from memory_service.config import QdrantSettings
-from memory_service.config.retrieval import Mode
+from memory_service.config.retrieval import Leg
 from memory_service.context import RuntimeContext, validate_id
-from memory_service.errors import BackendUnavailableError, ConfigurationError
-from memory_service.facts import (
-    Fact,
-    Page,
-    Recall,
-    RecordResult,
-    paginate,
-    parse_time,
-    sort_key,
-    utcnow,
-)
+from memory_service.errors import ConfigurationError
+from memory_service.facts import Fact, parse_time, sort_key, utcnow
 from memory_service.longterm.qdrant_engine import (
     DENSE,
     SPARSE,
@@ -55,33 +48,22 @@ from memory_service.longterm.qdrant_engine import (
     fact_of,
     payload_of,
 )
-from memory_service.longterm.recording import plan_record
-from memory_service.longterm.retrieval import (
-    PRESETS,
-    LegHit,
-    RetrievalConfig,
-    fuse_legs,
-    legs_for_mode,
-    validate_query,
-)
+from memory_service.longterm.recording import RecordPlan
+from memory_service.longterm.retrieval import LegHit, RetrievalConfig
+from memory_service.longterm.store import BaseLongTermMemory, Candidates, StoredFacts
 
 _LOCK_STRIPES = 64
 
 
-def _canonical_ids(ids: Sequence[str]) -> list[str]:
-    """The ids that can name a point (canonical UUID strings), in order, once each."""
-    out = []
-    for value in dict.fromkeys(ids):
-        try:
-            if isinstance(value, str) and str(uuid.UUID(value)) == value:
-                out.append(value)
-        except ValueError:
-            continue
-    return out
+@dataclass(slots=True)
+class _Read(StoredFacts):
+    points: dict[str, StoredPoint]  # stored points with their vectors, to rewrite them as is
 
 
-class QdrantLongTermMemory:
+class QdrantLongTermMemory(BaseLongTermMemory[_Read]):
     """``LongTermMemory`` over a Qdrant collection, through any ``QdrantEngine``."""
+
+    backend_name = "Qdrant"
 
     def __init__(
         self,
@@ -91,12 +73,9 @@ class QdrantLongTermMemory:
         retrieval: RetrievalConfig | None = None,
         clock: Callable[[], datetime] = utcnow,
     ) -> None:
+        super().__init__(embedder, retrieval=retrieval, clock=clock)
         self.engine = engine
-        self._embedder = embedder
-        self.retrieval = retrieval or PRESETS["hybrid"]
-        self._clock = clock
         self._locks = [threading.Lock() for _ in range(_LOCK_STRIPES)]
-        self._closed = False
 
     def _lexical(self, fact: Fact) -> SparseTerms:
         """The fact's BM25 document vector: its terms, and its day when ``date_terms``."""
@@ -107,87 +86,70 @@ class QdrantLongTermMemory:
     def _write_lock(self, ctx: RuntimeContext) -> threading.Lock:
         return self._locks[hash((ctx.tenant_id, ctx.user_id)) % _LOCK_STRIPES]
 
-    def _engine(self) -> QdrantEngine:
-        if self._closed:
-            raise BackendUnavailableError("this Qdrant long-term memory is closed")
-        return self.engine
+    # -- BaseLongTermMemory hooks ---------------------------------------------------------
 
-    # -- LongTermMemory -------------------------------------------------------------------
+    def _read_for_record(
+        self, ctx: RuntimeContext, stamped: Sequence[Fact], now: datetime
+    ) -> _Read:
+        ids = [f.id for f in stamped]
+        existing = {
+            p.id: fact_of(p.id, p.payload) for p in self.engine.scroll(UserFilter.of(ctx, ids=ids))
+        }
+        keys = [f.key for f in stamped if f.key is not None]
+        older_points: dict[str, StoredPoint] = {}
+        active_by_key: dict[str, Fact] = {}
+        if keys:
+            scope = UserFilter.of(ctx, keys=keys, open_only=True, live_at=now)
+            for point in self.engine.scroll(scope, with_vectors=True):
+                older_points[point.id] = point
+            for fact in sorted(
+                (fact_of(p.id, p.payload) for p in older_points.values()), key=sort_key
+            ):
+                active_by_key[fact.key] = fact  # oldest first: the newest stays
+        return _Read(existing, active_by_key, older_points)
 
-    def record(self, ctx: RuntimeContext, facts: Sequence[Fact]) -> list[RecordResult]:
-        now = self._clock()
-        # all validated before anything is written; times made aware (naive = UTC)
-        stamped = [_utc_times(f.stamped(ctx, now)) for f in facts]
-        if not stamped:
-            return []
-        vectors = self._embedder.embed([f.text for f in stamped])  # fails before writing
-        dense_of = {f.id: vectors[i] for i, f in enumerate(stamped)}
-        engine = self._engine()
-        with self._write_lock(ctx):
-            ids = [f.id for f in stamped]
-            existing = {
-                p.id: fact_of(p.id, p.payload) for p in engine.scroll(UserFilter.of(ctx, ids=ids))
-            }
-            keys = [f.key for f in stamped if f.key is not None]
-            older_points: dict[str, StoredPoint] = {}
-            active_by_key: dict[str, Fact] = {}
-            if keys:
-                scope = UserFilter.of(ctx, keys=keys, open_only=True, live_at=now)
-                for point in engine.scroll(scope, with_vectors=True):
-                    older_points[point.id] = point
-                for fact in sorted(
-                    (fact_of(p.id, p.payload) for p in older_points.values()), key=sort_key
-                ):
-                    active_by_key[fact.key] = fact  # oldest first: the newest stays
-            plan = plan_record(stamped, existing, active_by_key, now)
-            new, closed, results = plan.new, plan.closed, plan.results
-            points = [
-                StoredPoint(
-                    f.id,
-                    payload_of(ctx, f),
-                    dense_of[f.id].tolist(),
-                    self._lexical(f),
-                )
-                for f in new.values()
-            ]
-            points += [
-                replace(older_points[f.id], payload=payload_of(ctx, f)) for f in closed.values()
-            ]
-            engine.upsert(points)  # new and closed points in one operation
-        return results
+    def _write_record(
+        self,
+        ctx: RuntimeContext,
+        plan: RecordPlan,
+        stored: _Read,
+        dense_of: Mapping[str, np.ndarray],
+        now: datetime,
+    ) -> None:
+        points = [
+            StoredPoint(f.id, payload_of(ctx, f), dense_of[f.id].tolist(), self._lexical(f))
+            for f in plan.new.values()
+        ]
+        points += [
+            replace(stored.points[f.id], payload=payload_of(ctx, f)) for f in plan.closed.values()
+        ]
+        self.engine.upsert(points)  # new and closed points in one operation
 
-    def retrieve(
+    def _candidates(
         self,
         ctx: RuntimeContext,
         query: str,
-        top_k: int = 5,
-        threshold: float = 0.0,
-        *,
-        mode: Mode = "hybrid",
-    ) -> list[Recall]:
-        validate_query(query, top_k, threshold)
-        legs = legs_for_mode(mode)
-        engine = self._engine()
-        now = self._clock()
+        legs: tuple[Leg, ...],
+        depth: int,
+        threshold: float,
+        now: datetime,
+    ) -> Candidates:
         sparse = query_vector(tokenize(query)) if "bm25" in legs else None
         dense = self._embedder.embed([query])[0].tolist() if "dense" in legs else None
-        results = engine.query(
+        results = self.engine.query(
             UserFilter.of(ctx, open_only=True, live_at=now),
             dense=dense,
             sparse=sparse if sparse else None,  # no terms: no lexical hit
-            limit=self.retrieval.depth(top_k),
-            threshold=float(threshold),
+            limit=depth,
+            threshold=threshold,
             idf_corpus=UserFilter.of(ctx, open_only=True),
         )
         payloads: dict[str, dict] = {}
         leg_hits: dict[str, list[LegHit]] = {}
-        for leg, engine_leg, keep in (
-            ("bm25", SPARSE, lambda score: score > 0.0),  # >= 1 shared term
-            ("dense", DENSE, lambda score: score >= threshold),
-        ):
+        for leg, engine_leg in (("bm25", SPARSE), ("dense", DENSE)):
             if leg not in legs:
                 continue
-            hits = [h for h in results.get(engine_leg, []) if keep(h.score)]
+            hits = results.get(engine_leg, [])
             for hit in hits:
                 payloads.setdefault(hit.id, hit.payload)
             leg_hits[leg] = [
@@ -199,90 +161,59 @@ class QdrantLongTermMemory:
                 )
                 for h in _ordered(hits)
             ]
-        fused = fuse_legs(mode, leg_hits, self.retrieval, top_k)
-        return [Recall(fact_of(h.id, payloads[h.id]), h.score, h.ranks, h.scores) for h in fused]
+        return Candidates(leg_hits, lambda fid: fact_of(fid, payloads[fid]))
 
-    def get(self, ctx: RuntimeContext, ids: Sequence[str]) -> list[Fact]:
-        wanted = _canonical_ids(ids)
-        if not wanted:
-            return []
-        found = {p.id: p for p in self._engine().scroll(UserFilter.of(ctx, ids=wanted))}
-        return [fact_of(i, found[i].payload) for i in wanted if i in found]
+    def _get(self, ctx: RuntimeContext, ids: Sequence[str]) -> Mapping[str, Fact]:
+        return {
+            p.id: fact_of(p.id, p.payload) for p in self.engine.scroll(UserFilter.of(ctx, ids=ids))
+        }
 
-    def list(
-        self,
-        ctx: RuntimeContext,
-        *,
-        limit: int = 100,
-        cursor: str | None = None,
-        include_inactive: bool = False,
-    ) -> Page[Fact]:
-        paginate([], limit, None)  # refuse a bad limit before reading
+    def _list(self, ctx: RuntimeContext, *, include_inactive: bool, now: datetime) -> list[Fact]:
         if include_inactive:
             scope = UserFilter.of(ctx)
         else:
-            scope = UserFilter.of(ctx, open_only=True, live_at=self._clock())
-        facts = [fact_of(p.id, p.payload) for p in self._engine().scroll(scope)]
-        return paginate(facts, limit, cursor)
+            scope = UserFilter.of(ctx, open_only=True, live_at=now)
+        return [fact_of(p.id, p.payload) for p in self.engine.scroll(scope)]
 
-    def update(self, ctx: RuntimeContext, facts: Sequence[Fact]) -> int:
-        """Rewrite the metadata of existing facts, matched by id (text, hash and vectors stay).
+    def _read_for_update(self, ctx: RuntimeContext, ids: Sequence[str]) -> _Read:
+        points = {
+            p.id: p for p in self.engine.scroll(UserFilter.of(ctx, ids=ids), with_vectors=True)
+        }
+        return _Read({i: fact_of(i, p.payload) for i, p in points.items()}, {}, points)
 
-        The files backend's maintenance hook; unknown ids are ignored. Returns how many facts
-        were rewritten."""
-        wanted = {f.id: f.validate() for f in facts if f.id}
-        ids = _canonical_ids(list(wanted))
-        if not ids:
-            return 0
-        engine = self._engine()
+    def _write_update(
+        self, ctx: RuntimeContext, changes: Mapping[str, Fact], stored: _Read
+    ) -> None:
+        # the BM25 vector may index the date (date_terms): it follows created_at
+        self.engine.upsert(
+            [
+                replace(stored.points[fid], payload=payload_of(ctx, new), sparse=self._lexical(new))
+                for fid, new in changes.items()
+            ]
+        )
+
+    def _delete(self, ctx: RuntimeContext, ids: Sequence[str]) -> int:
+        return self._remove(UserFilter.of(ctx, ids=ids))
+
+    def _forget(self, ctx: RuntimeContext) -> int:
         with self._write_lock(ctx):
-            stored = engine.scroll(UserFilter.of(ctx, ids=ids), with_vectors=True)
-            points = []
-            for point in stored:
-                old = fact_of(point.id, point.payload)
-                new = replace(wanted[point.id], text=old.text, content_hash=old.content_hash)
-                new = replace(new, created_at=parse_time(new.created_at))
-                # the BM25 vector may index the date (date_terms): it follows created_at
-                points.append(
-                    replace(point, payload=payload_of(ctx, new), sparse=self._lexical(new))
-                )
-            engine.upsert(points)
-        return len(points)
+            return self._remove(UserFilter.of(ctx))
 
-    def delete(self, ctx: RuntimeContext, ids: Sequence[str]) -> int:
-        wanted = _canonical_ids(ids)
-        if not wanted:
-            return 0
-        return self._delete(ctx, UserFilter.of(ctx, ids=wanted))
-
-    def forget(self, ctx: RuntimeContext) -> int:
-        return self._delete(ctx, UserFilter.of(ctx))
-
-    def _delete(self, ctx: RuntimeContext, scope: UserFilter) -> int:
-        engine = self._engine()
-        with self._write_lock(ctx):
-            count = engine.count(scope)
-            if count:
-                engine.delete(scope)
+    def _remove(self, scope: UserFilter) -> int:
+        count = self.engine.count(scope)
+        if count:
+            self.engine.delete(scope)
         return count
+
+    def _release(self) -> None:
+        self.engine.close()
+
+    # -- capabilities: ListsUsers ---------------------------------------------------------
 
     def users(self, tenant_id: str) -> list[str]:
         """Users of ``tenant_id`` with at least one stored fact (for export)."""
-        return self._engine().users(validate_id(tenant_id, "tenant_id"))
-
-    def close(self) -> None:
-        if not self._closed:
-            self._closed = True
-            self.engine.close()
-
-
-def _utc_times(fact: Fact) -> Fact:
-    return replace(
-        fact,
-        created_at=parse_time(fact.created_at),
-        expires_at=parse_time(fact.expires_at),
-        valid_to=parse_time(fact.valid_to),
-    )
+        self._check_open()
+        return self.engine.users(validate_id(tenant_id, "tenant_id"))
 
 
 def _ordered(hits: list[ScoredHit]) -> list[ScoredHit]:

@@ -235,17 +235,12 @@ class EdgeEngine:
     def upsert(self, points: Sequence[StoredPoint]) -> None:
         if not points:
             return
-        batch = [
-            qe.Point(
-                p.id,
-                {DENSE: as_floats(p.dense or []), SPARSE: _sparse(p.sparse)},
-                p.payload,
-            )
-            for p in points
-            if p.sparse is not None
-        ]
-        if len(batch) != len(points):
-            raise ValueError("every upserted point needs both vectors")
+        batch = []
+        for p in points:  # refused like the client engine: no point without both vectors
+            if p.dense is None or p.sparse is None:
+                raise ValueError("every upserted point needs both vectors")
+            vectors = {DENSE: as_floats(p.dense), SPARSE: _sparse(p.sparse)}
+            batch.append(qe.Point(p.id, vectors, p.payload))
         with self._calls():
             self._shard.update(qe.UpdateOperation.upsert_points(batch))
             self._shard.flush()

@@ -1,7 +1,7 @@
 """What the Qdrant backend needs from a Qdrant client, in neutral types.
 
-``QdrantLongTermMemory`` holds all the memory semantics; an engine adapter (Qdrant Edge
-in-process, or qdrant-client for a server) only moves points. Every read, query and delete of
+``QdrantLongTermMemory`` maps the memory semantics onto points; an engine adapter (Qdrant
+Edge in-process, or qdrant-client for a server) only moves points. Every read, query and delete of
 an engine takes a ``UserFilter``, which always names a tenant and a user: an engine has no
 unscoped call, and the tenant/user conditions are written once, in ``UserFilter.of``, then
 translated by one function per engine.

@@ -25,7 +25,7 @@ from indexing.hashing import content_hash
 from memory_service.context import RuntimeContext
 from memory_service.facts import Fact, fact_id, parse_time, utcnow
 from memory_service.fsutil import read_text, remove_stale_temp_files, write_atomically
-from memory_service.longterm.base import LongTermMemory
+from memory_service.longterm.base import ArchivesLedgers, LongTermMemory, SettlesLedgers
 from memory_service.longterm.ledger import parse_ledger
 from memory_service.paths import UserPaths
 from memory_service.pipeline.consolidation import ConsolidationResult, Consolidator
@@ -122,8 +122,8 @@ class MemoryMaintenance:
         self, ctx: RuntimeContext, paths: UserPaths, now: datetime, report: MaintenanceReport
     ) -> None:
         counts = report.counts
-        settle = getattr(self.longterm, "settle_ledgers", None)  # files backend only
-        settled = settle(ctx) if settle else {}
+        longterm = self.longterm
+        settled = longterm.settle_ledgers(ctx) if isinstance(longterm, SettlesLedgers) else {}
         counts["exact_duplicates"] = settled.get("exact_duplicates", 0)
 
         protected = frozenset(self._consolidated_ids(ctx, paths))
@@ -141,9 +141,9 @@ class MemoryMaintenance:
         counts.update(plan.counts)
         counts["superseded"] += settled.get("superseded", 0)
 
-        archive = getattr(self.longterm, "archive_ledgers", None)
         cutoff = (now - timedelta(days=self.settings.daily_file_retention_days)).date()
-        counts["ledgers_archived"] = archive(ctx, cutoff) if archive else 0
+        archives = isinstance(longterm, ArchivesLedgers)
+        counts["ledgers_archived"] = longterm.archive_ledgers(ctx, cutoff) if archives else 0
         removed_logs = delete_old_session_logs(
             self.workspace, ctx, retention_days=self.settings.session_retention_days, now=now
         )

@@ -16,6 +16,7 @@ from pathlib import Path
 
 from memory_service.context import RuntimeContext, validate_id
 from memory_service.errors import InvalidIdError
+from memory_service.longterm.base import ListsUsers
 from memory_service.pipeline.maintenance import MaintenanceReport, MemoryMaintenance
 from memory_service.progress import Progress
 
@@ -40,11 +41,10 @@ def known_users(
 ) -> Iterator[RuntimeContext]:
     """Every (tenant, user) with a folder in the workspace or facts in the backend."""
     all_tenants = sorted(set(tenants) | set(_folders(workspace / "tenants")))
-    list_users: Callable[[str], list[str]] | None = getattr(longterm, "users", None)
     for tenant in all_tenants:
         users = set(_folders(workspace / "tenants" / tenant / "users"))
-        if list_users is not None:
-            users |= set(list_users(tenant))
+        if isinstance(longterm, ListsUsers):
+            users |= set(longterm.users(tenant))
         for user in sorted(users):
             yield RuntimeContext(tenant, user)
 

@@ -1,0 +1,194 @@
+"""The files backend's per-user index, derived from the ledgers and never stored.
+
+Reading a user parses ``MEMORY.md`` and the daily ledgers into facts (derived hash and id),
+resolves duplicates and newest-wins per key the way record would have, and keeps the result
+with a BM25 index and a matrix of cached embeddings, until the files' stat signature changes:
+a ledger edited by hand, or by another process, is seen by the next read. A file whose stamp
+did not change is not parsed again.
+"""
+
+from __future__ import annotations
+
+import threading
+from dataclasses import dataclass, field, replace
+from datetime import UTC, datetime
+from pathlib import Path
+
+import numpy as np
+
+from indexing.bm25 import BM25Index
+from indexing.embeddings import Embedder
+from indexing.hashing import content_hash
+from indexing.lexical import lexical_terms
+from memory_service.context import RuntimeContext
+from memory_service.facts import Fact, fact_id
+from memory_service.fsutil import read_text
+from memory_service.longterm.ledger import parse_ledger
+from memory_service.longterm.vector_cache import embed_with_cache
+from memory_service.paths import UserPaths
+
+Stamp = tuple[int, int, int]  # mtime_ns, size, inode
+Signature = tuple[tuple[str, int, int, int], ...]
+EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+
+
+@dataclass(slots=True)
+class StoredFact:
+    fact: Fact  # id/hash derived; superseded_by reflects newest-wins by key
+    path: Path
+
+
+@dataclass(slots=True)
+class ParsedFile:
+    stamp: Stamp
+    facts: list[Fact]
+
+
+@dataclass(slots=True)
+class UserIndex:
+    signature: Signature
+    files: dict[Path, ParsedFile]
+    stored: list[StoredFact]  # oldest first
+    by_id: dict[str, StoredFact]
+    recallable: list[int] = field(default_factory=list)  # positions not superseded
+    _bm25: BM25Index | None = None
+    _matrix: np.ndarray | None = None
+
+    def bm25(self, with_date: bool) -> BM25Index:
+        if self._bm25 is None:
+            facts = [self.stored[i].fact for i in self.recallable]
+            self._bm25 = BM25Index(
+                [lexical_terms(f.text, f.created_at, with_date=with_date) for f in facts]
+            )
+        return self._bm25
+
+    def matrix(self, embedder: Embedder, cache_file: Path) -> np.ndarray:
+        if self._matrix is None:
+            facts = [self.stored[i].fact for i in self.recallable]
+            self._matrix = embed_with_cache(
+                cache_file, embedder, [f.content_hash for f in facts], [f.text for f in facts]
+            )
+        return self._matrix
+
+
+def ledger_files(paths: UserPaths) -> list[Path]:
+    """MEMORY.md and the daily ledgers: regular files only. A symlink is never followed,
+    so a link planted in ``memory/`` cannot pull another user's file into recall."""
+    candidates = [paths.memory_md]
+    if paths.ledger_dir.is_dir() and not paths.ledger_dir.is_symlink():
+        candidates += sorted(paths.ledger_dir.glob("*.md"))
+    return [p for p in candidates if p.is_file() and not p.is_symlink()]
+
+
+def _stamp(path: Path) -> Stamp:
+    """What says a file changed. Every write here is an atomic replace, i.e. a new inode:
+    another process's rewrite is seen even when it keeps the size within one mtime tick."""
+    st = path.stat()
+    return (st.st_mtime_ns, st.st_size, st.st_ino)
+
+
+def _signature(files: list[Path]) -> Signature:
+    out = []
+    for path in files:
+        try:
+            out.append((str(path), *_stamp(path)))
+        except FileNotFoundError:
+            continue
+    return tuple(out)
+
+
+def parse_file(ctx: RuntimeContext, path: Path, paths: UserPaths) -> list[Fact]:
+    """The file's facts with derived hash and id (as written: no newest-wins yet)."""
+    if path == paths.memory_md:
+        default = datetime.fromtimestamp(path.stat().st_mtime, UTC)
+    else:
+        try:
+            default = datetime.fromisoformat(path.stem).replace(tzinfo=UTC)
+        except ValueError:
+            default = datetime.fromtimestamp(path.stat().st_mtime, UTC)
+    out = []
+    for line in parse_ledger(read_text(path), default_created_at=default):
+        text_hash = content_hash(line.fact.text)
+        fid = fact_id(ctx.tenant_id, ctx.user_id, text_hash)
+        out.append(replace(line.fact, content_hash=text_hash, id=fid))
+    return out
+
+
+def build_index(
+    ctx: RuntimeContext,
+    paths: UserPaths,
+    signature: Signature,
+    previous: UserIndex | None,
+) -> UserIndex:
+    """The index of the files in ``signature``, reusing ``previous``'s unchanged files."""
+    parsed: dict[Path, ParsedFile] = {}
+    for name, *stat in signature:
+        path, stamp = Path(name), (stat[0], stat[1], stat[2])
+        old = previous.files.get(path) if previous else None
+        if old is not None and old.stamp == stamp:
+            parsed[path] = old
+        else:
+            try:
+                parsed[path] = ParsedFile(stamp, parse_file(ctx, path, paths))
+            except FileNotFoundError:
+                continue
+    by_id: dict[str, StoredFact] = {}
+    for path, parsed_file in parsed.items():
+        for fact in parsed_file.facts:
+            existing = by_id.get(fact.id)
+            if existing is None or (not existing.fact.is_active() and fact.is_active()):
+                by_id[fact.id] = StoredFact(fact, path)
+    stored = sorted(by_id.values(), key=lambda s: (s.fact.created_at or EPOCH, s.fact.id))
+    apply_newest_wins(stored)
+    index = UserIndex(signature, parsed, stored, {s.fact.id: s for s in stored})
+    index.recallable = [
+        i for i, s in enumerate(stored) if s.fact.superseded_by is None and s.fact.valid_to is None
+    ]
+    return index
+
+
+def apply_newest_wins(stored: list[StoredFact]) -> None:
+    """Among unsuperseded facts sharing a key, the newest stays; older ones read as superseded.
+
+    Record marks the older line explicitly, but a crash between the append and that rewrite, or a
+    hand edit, can leave two open facts with one key: reading resolves it the same way."""
+    newest: dict[str, StoredFact] = {}
+    for item in stored:  # sorted oldest first
+        fact = item.fact
+        if fact.key is not None and fact.superseded_by is None and fact.valid_to is None:
+            newest[fact.key] = item
+    for item in stored:
+        fact = item.fact
+        if fact.key is None or fact.superseded_by is not None or fact.valid_to is not None:
+            continue
+        winner = newest[fact.key]
+        if winner is not item:
+            item.fact = replace(fact, superseded_by=winner.fact.id, valid_to=winner.fact.created_at)
+
+
+class UserIndexes:
+    """The process's indexes, one per (tenant, user), each kept while its files are unchanged."""
+
+    def __init__(self) -> None:
+        self._indexes: dict[tuple[str, str], UserIndex] = {}
+        self._lock = threading.RLock()
+
+    def of(self, ctx: RuntimeContext, paths: UserPaths) -> UserIndex:
+        """The user's index, rebuilt from the files if their signature changed."""
+        key = (ctx.tenant_id, ctx.user_id)
+        with self._lock:
+            signature = _signature(ledger_files(paths))
+            cached = self._indexes.get(key)
+            if cached is not None and cached.signature == signature:
+                return cached
+            index = build_index(ctx, paths, signature, cached)
+            self._indexes[key] = index
+            return index
+
+    def invalidate(self, ctx: RuntimeContext) -> None:
+        with self._lock:
+            self._indexes.pop((ctx.tenant_id, ctx.user_id), None)
+
+    def clear(self) -> None:
+        with self._lock:
+            self._indexes.clear()

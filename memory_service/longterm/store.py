@@ -1,0 +1,295 @@
+"""What every long-term backend must do the same way, done once (LangGraph's ``BaseStore``).
+
+``BaseLongTermMemory`` implements the public ``LongTermMemory`` methods: input checks, fact
+stamping and validation, the mode's legs, what counts as a hit in each leg (the dense
+``threshold``, a shared term for BM25), fusion, pagination, id handling and the closed state.
+A backend implements small hooks only: read what a write needs, write a record plan or
+metadata changes, generate each leg's candidates, list, get, delete. So one bad input gives one
+error, and one rule gives one result, whatever backend is configured.
+"""
+
+from __future__ import annotations
+
+import uuid
+from abc import ABC, abstractmethod
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from contextlib import AbstractContextManager
+from dataclasses import dataclass, replace
+from datetime import datetime
+from typing import Any, ClassVar, Generic, TypeVar
+
+import numpy as np
+
+from indexing.embeddings import Embedder
+from memory_service.config.retrieval import Leg, Mode
+from memory_service.context import RuntimeContext
+from memory_service.errors import BackendUnavailableError
+from memory_service.facts import (
+    Fact,
+    Page,
+    Recall,
+    RecordResult,
+    check_page,
+    paginate,
+    parse_time,
+    utcnow,
+)
+from memory_service.longterm.recording import RecordPlan, plan_record
+from memory_service.longterm.retrieval import (
+    PRESETS,
+    LegHit,
+    RetrievalConfig,
+    fuse_legs,
+    legs_for_mode,
+    validate_query,
+)
+
+
+@dataclass(slots=True)
+class StoredFacts:
+    """What a backend read of a user's stored facts before a write, under the write lock.
+
+    ``by_id``: stored facts (at least those the write names); ``open_by_key``: the newest open
+    fact per key (at least for the incoming keys; record only). A backend subclasses it to carry
+    what its own write needs (the files backend its index, Qdrant the points' vectors)."""
+
+    by_id: Mapping[str, Fact]
+    open_by_key: Mapping[str, Fact]
+
+
+@dataclass(frozen=True, slots=True)
+class Candidates:
+    """Each leg's ranked hits (best first, the backend's tie order), and how to load the fact
+    of a hit that survives fusion (only those are loaded)."""
+
+    legs: Mapping[str, list[LegHit]]
+    fact: Callable[[str], Fact]
+
+
+def _no_fact(fact_id: str) -> Fact:
+    raise KeyError(fact_id)
+
+
+NO_CANDIDATES = Candidates({}, _no_fact)
+
+S = TypeVar("S", bound=StoredFacts)
+
+
+def canonical_ids(ids: Sequence[str]) -> list[str]:
+    """The ids that can name a fact (canonical UUID strings), in order, once each: fact ids are
+    derived uuid5 strings, so anything else names nothing, in every backend."""
+    out = []
+    for value in dict.fromkeys(v for v in ids if isinstance(v, str)):
+        try:
+            if str(uuid.UUID(value)) == value:
+                out.append(value)
+        except ValueError:
+            continue
+    return out
+
+
+def utc_times(fact: Fact) -> Fact:
+    """``fact`` with its times aware and in UTC (naive times are taken as UTC)."""
+    return replace(
+        fact,
+        created_at=parse_time(fact.created_at),
+        expires_at=parse_time(fact.expires_at),
+        valid_to=parse_time(fact.valid_to),
+    )
+
+
+def is_hit(leg: str, score: float, threshold: float) -> bool:
+    """What a leg's candidate must score to be a hit: the dense cosine at least ``threshold``;
+    a BM25 score above 0, i.e. at least one shared term."""
+    return score >= threshold if leg == "dense" else score > 0.0
+
+
+class BaseLongTermMemory(ABC, Generic[S]):
+    """``LongTermMemory`` done once; subclasses implement the hooks below ``close``."""
+
+    backend_name: ClassVar[str] = "long-term"  # for messages
+    usable_after_close: ClassVar[bool] = False  # True: close only drops what can be rebuilt
+
+    def __init__(
+        self,
+        embedder: Embedder,
+        *,
+        retrieval: RetrievalConfig | None = None,
+        clock: Callable[[], datetime] = utcnow,
+    ) -> None:
+        self._embedder = embedder
+        self.retrieval = retrieval or PRESETS["hybrid"]
+        self._clock = clock
+        self._closed = False
+
+    # -- LongTermMemory -------------------------------------------------------------------
+
+    def record(self, ctx: RuntimeContext, facts: Sequence[Fact]) -> list[RecordResult]:
+        now = self._clock()
+        # all validated before anything is written; times made aware (naive = UTC)
+        stamped = [utc_times(f.stamped(ctx, now)) for f in facts]
+        if not stamped:
+            return []
+        self._check_open()
+        vectors = self._embedder.embed([f.text for f in stamped])  # fails before writing
+        dense_of = {f.id: vectors[i] for i, f in enumerate(stamped)}
+        with self._write_lock(ctx):
+            stored = self._read_for_record(ctx, stamped, now)
+            plan = plan_record(stamped, stored.by_id, stored.open_by_key, now)
+            self._write_record(ctx, plan, stored, dense_of, now)
+        return plan.results
+
+    def retrieve(
+        self,
+        ctx: RuntimeContext,
+        query: str,
+        top_k: int = 5,
+        threshold: float = 0.0,
+        *,
+        mode: Mode = "hybrid",
+    ) -> list[Recall]:
+        validate_query(query, top_k, threshold)
+        legs = legs_for_mode(mode)
+        self._check_open()
+        depth = self.retrieval.depth(top_k)
+        found = self._candidates(ctx, query, legs, depth, float(threshold), self._clock())
+        leg_hits = {
+            leg: [h for h in found.legs[leg] if is_hit(leg, h.score, threshold)]
+            for leg in legs
+            if leg in found.legs
+        }
+        if not any(leg_hits.values()):
+            return []
+        fused = fuse_legs(mode, leg_hits, self.retrieval, top_k)
+        return [Recall(found.fact(h.id), h.score, h.ranks, h.scores) for h in fused]
+
+    def get(self, ctx: RuntimeContext, ids: Sequence[str]) -> list[Fact]:
+        wanted = canonical_ids(ids)
+        if not wanted:
+            return []
+        self._check_open()
+        found = self._get(ctx, wanted)
+        return [found[i] for i in wanted if i in found]
+
+    def list(
+        self,
+        ctx: RuntimeContext,
+        *,
+        limit: int = 100,
+        cursor: str | None = None,
+        include_inactive: bool = False,
+    ) -> Page[Fact]:
+        check_page(limit, cursor)  # refuse a bad limit or cursor before reading
+        self._check_open()
+        facts = self._list(ctx, include_inactive=include_inactive, now=self._clock())
+        return paginate(list(facts), limit, cursor)
+
+    def update(self, ctx: RuntimeContext, facts: Sequence[Fact]) -> int:
+        """Rewrite the metadata of existing facts, matched by id: the text (so the id, hash and
+        vectors) stays. Every fact is validated first; unknown ids are ignored. Returns how many
+        facts were rewritten."""
+        wanted = {f.id: f.validate() for f in facts if f.id}
+        ids = canonical_ids(list(wanted))
+        if not ids:
+            return 0
+        self._check_open()
+        with self._write_lock(ctx):
+            stored = self._read_for_update(ctx, ids)
+            changes = {
+                fid: utc_times(replace(wanted[fid], text=old.text, content_hash=old.content_hash))
+                for fid, old in stored.by_id.items()
+                if fid in wanted
+            }
+            if changes:
+                self._write_update(ctx, changes, stored)
+        return len(changes)
+
+    def delete(self, ctx: RuntimeContext, ids: Sequence[str]) -> int:
+        wanted = canonical_ids(ids)
+        if not wanted:
+            return 0
+        self._check_open()
+        with self._write_lock(ctx):
+            return self._delete(ctx, wanted)
+
+    def forget(self, ctx: RuntimeContext) -> int:
+        """Every fact of ``ctx``'s user; the backend takes its write lock (and may skip it when
+        the user has nothing stored)."""
+        self._check_open()
+        return self._forget(ctx)
+
+    def close(self) -> None:
+        """Release the backend. A later call raises ``BackendUnavailableError``, unless the
+        backend declares ``usable_after_close`` (it holds only what it can rebuild)."""
+        if not self._closed:
+            self._closed = not self.usable_after_close
+            self._release()
+
+    def _check_open(self) -> None:
+        if self._closed:
+            raise BackendUnavailableError(f"this {self.backend_name} long-term memory is closed")
+
+    # -- hooks ----------------------------------------------------------------------------
+
+    @abstractmethod
+    def _write_lock(self, ctx: RuntimeContext) -> AbstractContextManager[Any]:
+        """Serialises the user's writes: a record's read and write happen under it."""
+
+    @abstractmethod
+    def _read_for_record(self, ctx: RuntimeContext, stamped: Sequence[Fact], now: datetime) -> S:
+        """The stored facts under the incoming ids, and the open facts under their keys."""
+
+    @abstractmethod
+    def _write_record(
+        self,
+        ctx: RuntimeContext,
+        plan: RecordPlan,
+        stored: S,
+        dense_of: Mapping[str, np.ndarray],
+        now: datetime,
+    ) -> None:
+        """Write ``plan.new`` (their vectors in ``dense_of``) and ``plan.closed``; remove the
+        old copies of ``plan.revived``. Durable when it returns."""
+
+    @abstractmethod
+    def _candidates(
+        self,
+        ctx: RuntimeContext,
+        query: str,
+        legs: tuple[Leg, ...],
+        depth: int,
+        threshold: float,
+        now: datetime,
+    ) -> Candidates:
+        """Up to ``depth`` ranked candidates per leg among the user's recallable facts (open,
+        not expired at ``now``). The base keeps only hits (``is_hit``); a backend may use
+        ``threshold`` to cut the dense leg early."""
+
+    @abstractmethod
+    def _get(self, ctx: RuntimeContext, ids: Sequence[str]) -> Mapping[str, Fact]:
+        """The stored facts among ``ids`` (canonical ids), by id."""
+
+    @abstractmethod
+    def _list(
+        self, ctx: RuntimeContext, *, include_inactive: bool, now: datetime
+    ) -> Iterable[Fact]:
+        """The user's facts (only those active at ``now`` unless ``include_inactive``)."""
+
+    @abstractmethod
+    def _read_for_update(self, ctx: RuntimeContext, ids: Sequence[str]) -> S:
+        """The stored facts among ``ids``, with what ``_write_update`` needs."""
+
+    @abstractmethod
+    def _write_update(self, ctx: RuntimeContext, changes: Mapping[str, Fact], stored: S) -> None:
+        """Replace the stored facts named in ``changes`` (all found in ``stored``)."""
+
+    @abstractmethod
+    def _delete(self, ctx: RuntimeContext, ids: Sequence[str]) -> int:
+        """Remove the facts among ``ids`` (under the write lock); how many were found."""
+
+    @abstractmethod
+    def _forget(self, ctx: RuntimeContext) -> int:
+        """Remove every fact of the user; how many there were."""
+
+    def _release(self) -> None:  # noqa: B027 - optional hook
+        """Release what the backend holds (called once, by ``close``)."""
