@@ -105,7 +105,7 @@ class Fact:
         return self.expires_at is None or self.expires_at > (now or utcnow())
 
     def to_dict(self) -> dict:
-        """JSON-ready dict (export, API)."""
+        """JSON-ready dict: export lines and Qdrant payloads (the API maps facts itself)."""
         return {
             "id": self.id,
             "text": self.text,

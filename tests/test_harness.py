@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from memory_service.api.schemas.chat import ChatResponse
 from memory_service.config import MemorySettings, Settings
 from memory_service.context import RuntimeContext
 from memory_service.facts import Fact, utcnow
@@ -94,7 +95,7 @@ def test_a_fact_told_in_one_session_shapes_the_prompt_of_the_next(
     first = built.harness.call(ALICE, "I am allergic to peanuts.")
 
     assert first.reply == "Noted: no peanuts for you."
-    assert [f["text"] for f in first.flushed_facts] == ["The user is allergic to peanuts."]
+    assert [f.text for r in first.flushes for f in r.facts] == ["The user is allergic to peanuts."]
     assert "The user is allergic to peanuts." not in system_of(script.requests["chat"][0])
     if consolidate:
         facts = built.longterm.list(ALICE, include_inactive=True).items
@@ -109,7 +110,7 @@ def test_a_fact_told_in_one_session_shapes_the_prompt_of_the_next(
     assert [m["role"] for m in request.messages] == ["system", "user"]  # not session 1's log
     assert request.messages[1]["content"] == "Can you suggest a snack for my hike?"
     assert second.reply == "Try dried apricots and oat bars."
-    fact_id = first.flushed_facts[0]["id"]
+    fact_id = first.flushes[0].facts[0].id
     if consolidate:
         assert "## Long-term memory (MEMORY.md)" in system and "<!--" not in system
         assert second.prompt.memory_md_tokens > 0 and not second.prompt.memory_md_truncated
@@ -323,7 +324,7 @@ def test_tokens_of_chat_and_flush_are_reported_and_recorded(rig, script):
     outcome = built.harness.call(ALICE, "I am allergic to peanuts.")
     assert outcome.usage["chat"].total_tokens == 305
     assert outcome.usage["flush"].total_tokens == 215
-    body = outcome.to_dict()
+    body = ChatResponse.model_validate(outcome).model_dump(mode="json")  # what the API returns
     assert body["usage"]["total"]["total_tokens"] == 520
     report = UsageLedger(built.workspace).report("acme")
     assert report["tokens"]["chat"]["total_tokens"] == 305

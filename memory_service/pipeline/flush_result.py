@@ -8,7 +8,6 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any
 
 from memory_service.facts import Fact, RecordResult
 from memory_service.llm import Usage
@@ -30,16 +29,6 @@ class FlushedFact:
             cls(r.id, f.text, r.status, f.kind, f.importance, f.key)
             for f, r in zip(facts, results, strict=True)
         ]
-
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "id": self.id,
-            "text": self.text,
-            "status": self.status,
-            "kind": self.kind,
-            "importance": self.importance,
-            "key": self.key,
-        }
 
 
 @dataclass(slots=True)
@@ -66,17 +55,3 @@ class FlushResult:
     def facts_created(self) -> int:
         """Facts that are new to long-term memory (created or superseding an older one)."""
         return sum(1 for f in self.facts if f.status != "duplicate")
-
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "reason": self.reason,
-            "status": self.status,
-            "facts": [f.to_dict() for f in self.facts],
-            "through_seq": self.through_seq,
-            "messages": self.messages,
-            "attempts": self.attempts,
-            "usage": self.usage.to_dict(),
-            "detail": self.detail,
-            "error": self.error,
-            "dead_letter": self.dead_letter,
-        }

@@ -67,22 +67,6 @@ class CompactionResult:
     flushed: bool = False  # the flush callback ran (and did not raise)
     flush_error: str | None = None
 
-    def to_dict(self) -> dict[str, object]:
-        return {
-            "performed": self.performed,
-            "reason": self.reason,
-            "removed": self.removed,
-            "kept": self.kept,
-            "tokens_before": self.tokens_before,
-            "tokens_after": self.tokens_after,
-            "usage": self.usage.to_dict() if self.usage else None,
-            "error": {"code": self.error.code, "message": self.error.message}
-            if self.error
-            else None,
-            "flushed": self.flushed,
-            "flush_error": self.flush_error,
-        }
-
 
 class Compactor(Protocol):
     config: CompactionSettings

@@ -35,7 +35,6 @@ from memory_service.messages import (
 )
 from memory_service.pipeline.memory_md import plain_memory
 from memory_service.shortterm.session import ShortTermMemory
-from memory_service.tools import paths
 from memory_service.tools.arguments import (
     TOOL_ARGUMENTS,
     MemoryGetArgs,
@@ -43,6 +42,7 @@ from memory_service.tools.arguments import (
     MemorySearchArgs,
     SessionSearchArgs,
 )
+from memory_service.tools.paths import memory_files, memory_path_parts, resolve
 
 RECALL_TOP_K = 5  # long-term recalls appended to memory_search's literal matches
 SESSION_HITS = 10
@@ -59,9 +59,6 @@ class ToolOutcome:
     text: str
     ok: bool = True
     error_code: str | None = None
-
-    def to_dict(self) -> dict[str, Any]:
-        return {"call_id": self.call_id, "name": self.name, "ok": self.ok, "error": self.error_code}
 
 
 def _plain_line(line: str) -> str:
@@ -159,7 +156,7 @@ class MemoryTools:
 
     def resolve(self, ctx: RuntimeContext, path: str) -> Path:
         """The memory file ``path`` names, refused unless it really is one of the user's."""
-        return paths.resolve(self.workspace, ctx, path)
+        return resolve(self.workspace, ctx, path)
 
     # -- implementations, on validated arguments -------------------------------------------
 
@@ -167,7 +164,7 @@ class MemoryTools:
         needle = args.query.casefold()
         lines: list[str] = []
         matches = 0
-        for rel, path in paths.memory_files(self.workspace, ctx):
+        for rel, path in memory_files(self.workspace, ctx):
             for number, line in enumerate(read_text(path).split("\n"), start=1):
                 plain = _plain_line(line)
                 if plain and needle in plain.casefold():
@@ -182,7 +179,7 @@ class MemoryTools:
 
     def _get(self, ctx: RuntimeContext, args: MemoryGetArgs) -> str:
         resolved = self.resolve(ctx, args.path)
-        rel = "/".join(paths.memory_path_parts(args.path))
+        rel = "/".join(memory_path_parts(args.path))
         content = read_text(resolved).split("\n")
         if content and content[-1] == "":
             content.pop()  # the final newline ends the last line; it is not a line of its own
