@@ -10,8 +10,9 @@ import re
 from dataclasses import dataclass, replace
 
 from memory_service.errors import InvalidIdError
+from memory_service.limits import MAX_ID_CHARS
 
-ID_PATTERN = re.compile(r"[A-Za-z0-9][A-Za-z0-9._@-]{0,127}")
+ID_PATTERN = re.compile(rf"[A-Za-z0-9][A-Za-z0-9._@-]{{0,{MAX_ID_CHARS - 1}}}")
 
 
 def validate_id(value: object, what: str = "id") -> str:
@@ -19,7 +20,7 @@ def validate_id(value: object, what: str = "id") -> str:
     if not isinstance(value, str) or not ID_PATTERN.fullmatch(value) or ".." in value:
         shown = repr(value) if len(repr(value)) <= 80 else repr(value)[:77] + "..."
         raise InvalidIdError(
-            f"invalid {what} {shown}: use 1-128 characters from A-Z a-z 0-9 . _ @ -, "
+            f"invalid {what} {shown}: use 1-{MAX_ID_CHARS} characters from A-Z a-z 0-9 . _ @ -, "
             "starting with a letter or digit, without '..'"
         )
     return value

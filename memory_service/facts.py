@@ -14,8 +14,17 @@ from typing import Generic, Literal, TypeVar
 from indexing.hashing import content_hash
 from memory_service.context import RuntimeContext
 from memory_service.errors import InvalidInputError
+from memory_service.limits import (
+    MAX_CONFIDENCE,
+    MAX_IMPORTANCE,
+    MAX_KEY_CHARS,
+    MAX_PAGE_SIZE,
+    MAX_TAG_CHARS,
+    MAX_TAGS,
+    MIN_CONFIDENCE,
+    MIN_IMPORTANCE,
+)
 from memory_service.limits import MAX_FACT_TEXT_BYTES as MAX_TEXT_BYTES
-from memory_service.limits import MAX_KEY_CHARS, MAX_PAGE_SIZE, MAX_TAG_CHARS, MAX_TAGS
 
 FactKind = Literal["fact", "preference", "event", "procedure"]
 FACT_KINDS: tuple[str, ...] = ("fact", "preference", "event", "procedure")
@@ -69,10 +78,16 @@ class Fact:
                 f"kind must be one of {', '.join(FACT_KINDS)}, not {self.kind!r}",
                 code="invalid_fact",
             )
-        if not isinstance(self.importance, int) or not 1 <= self.importance <= 10:
-            raise InvalidInputError("importance must be an integer 1-10", code="invalid_fact")
-        if not 0.0 <= float(self.confidence) <= 1.0:
-            raise InvalidInputError("confidence must be between 0 and 1", code="invalid_fact")
+        low, high = MIN_IMPORTANCE, MAX_IMPORTANCE
+        if not isinstance(self.importance, int) or not low <= self.importance <= high:
+            raise InvalidInputError(
+                f"importance must be an integer {low}-{high}", code="invalid_fact"
+            )
+        if not MIN_CONFIDENCE <= float(self.confidence) <= MAX_CONFIDENCE:
+            raise InvalidInputError(
+                f"confidence must be between {MIN_CONFIDENCE:g} and {MAX_CONFIDENCE:g}",
+                code="invalid_fact",
+            )
         if self.key is not None and (not self.key.strip() or len(self.key) > MAX_KEY_CHARS):
             raise InvalidInputError(
                 f"key must be 1-{MAX_KEY_CHARS} characters", code="invalid_fact"

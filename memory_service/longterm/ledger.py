@@ -14,7 +14,7 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Iterable
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from datetime import datetime
 
 from memory_service.facts import Fact, parse_time
@@ -149,10 +149,6 @@ def rewrite_ledger(content: str, replacements: dict[int, Fact | None]) -> str:
 
 def render_lines(facts: Iterable[Fact]) -> str:
     return "".join(render_fact(f) + "\n" for f in facts)
-
-
-def strip_derived(fact: Fact) -> Fact:
-    return replace(fact, id="", content_hash="")
 
 
 def _str_or_none(value: object) -> str | None:

@@ -23,7 +23,7 @@ from memory_service.config.retrieval import (
     preset,
 )
 from memory_service.errors import InvalidInputError
-from memory_service.limits import MAX_QUERY_BYTES, MAX_TOP_K
+from memory_service.limits import MAX_QUERY_BYTES, MAX_THRESHOLD, MAX_TOP_K, MIN_THRESHOLD
 
 __all__ = [
     "PRESETS",
@@ -143,5 +143,8 @@ def validate_query(
         raise InvalidInputError(f"query is over {max_query_bytes} bytes", code="query_too_large")
     if not isinstance(top_k, int) or not 1 <= top_k <= MAX_TOP_K:
         raise InvalidInputError(f"top_k must be an integer 1-{MAX_TOP_K}", code="invalid_top_k")
-    if not -1.0 <= float(threshold) <= 1.0:
-        raise InvalidInputError("threshold must be between -1 and 1", code="invalid_threshold")
+    if not MIN_THRESHOLD <= float(threshold) <= MAX_THRESHOLD:
+        raise InvalidInputError(
+            f"threshold must be between {MIN_THRESHOLD:g} and {MAX_THRESHOLD:g}",
+            code="invalid_threshold",
+        )
