@@ -1,14 +1,19 @@
-"""Where a user's files live in a workspace. One place, so no module builds paths by hand.
+"""Where every file lives in a workspace. One place, so no module builds paths by hand.
 
+    <workspace>/api-keys.json          API keys (development default)
+    <workspace>/qdrant/                Qdrant Edge folders (default MEMORY_QDRANT__PATH)
+    <workspace>/tenants/<tenant>/usage.json  token usage of the tenant's LLM calls
     <workspace>/tenants/<tenant>/users/<user>/
         MEMORY.md                      consolidated long-term memory
         memory/YYYY-MM-DD.md           daily ledgers (facts as Markdown bullets)
-        memory/archive/                ledgers past retention
+        memory/archive/                ledgers past retention, MEMORY.<stamp>.md snapshots
+        .index/vectors-<model>.npz     embeddings cached by content hash (derived)
+        .memory.lock                   the long-term write lock
+        .maintenance.json / .lock      the last maintenance run / its per-user lock
         sessions/<session>.log.jsonl   append-only session logs
-        state/<session>.json           short-term AgentState
+        state/<session>.json (+ .lock) short-term AgentState
         tool-results/<session>/<id>.txt  evicted tool results
         dead-letters/flush.jsonl       flushes that failed (messages kept for a replay)
-    <workspace>/tenants/<tenant>/usage.json  token usage of the tenant's LLM calls
 
 Ids are validated by ``RuntimeContext`` before they get here; ``UserPaths`` checks again that
 every path stays inside the user's folder.
@@ -23,6 +28,42 @@ from pathlib import Path
 from memory_service.context import RuntimeContext, validate_id
 from memory_service.errors import InvalidIdError
 
+SESSION_LOG_SUFFIX = ".log.jsonl"
+TOOL_RESULTS_DIR = "tool-results"
+
+
+@dataclass(frozen=True, slots=True)
+class WorkspacePaths:
+    """Workspace-level files: keys, Qdrant Edge's default folder, tenants and their users."""
+
+    workspace: Path
+
+    @property
+    def api_keys_file(self) -> Path:
+        return self.workspace / "api-keys.json"
+
+    @property
+    def qdrant_dir(self) -> Path:
+        return self.workspace / "qdrant"
+
+    @property
+    def tenants_dir(self) -> Path:
+        return self.workspace / "tenants"
+
+    def tenant_root(self, tenant_id: str) -> Path:
+        return self.tenants_dir / validate_id(tenant_id, "tenant_id")
+
+    def users_dir(self, tenant_id: str) -> Path:
+        return self.tenant_root(tenant_id) / "users"
+
+    def usage_file(self, tenant_id: str) -> Path:
+        """The tenant's token usage, shared by its users."""
+        return self.tenant_root(tenant_id) / "usage.json"
+
+    def all_state_files(self) -> list[Path]:
+        """Every session-state file of every user (the TTL sweep)."""
+        return sorted(self.tenants_dir.glob("*/users/*/state/*.json"))
+
 
 @dataclass(frozen=True, slots=True)
 class UserPaths:
@@ -36,7 +77,7 @@ class UserPaths:
 
     @property
     def tenant_root(self) -> Path:
-        return self.workspace / "tenants" / validate_id(self.tenant_id, "tenant_id")
+        return WorkspacePaths(self.workspace).tenant_root(self.tenant_id)
 
     @property
     def root(self) -> Path:
@@ -57,16 +98,43 @@ class UserPaths:
     def ledger(self, day: date) -> Path:
         return self.ledger_dir / f"{day.isoformat()}.md"
 
+    def ledger_candidates(self) -> list[Path]:
+        """The daily ledgers' paths, oldest first (not checked for links: callers do)."""
+        return sorted(self.ledger_dir.glob("*.md"))
+
+    def archived_ledger(self, day: date) -> Path:
+        return self.archive_dir / f"{day.isoformat()}.md"
+
+    def memory_snapshot(self, stamp: str) -> Path:
+        """A copy of MEMORY.md taken before consolidation rewrote it."""
+        return self.archive_dir / f"MEMORY.{stamp}.md"
+
+    def vector_cache(self, model_slug: str) -> Path:
+        return self.root / ".index" / f"vectors-{model_slug}.npz"
+
     @property
     def lock_file(self) -> Path:
         return self.root / ".memory.lock"
+
+    @property
+    def maintenance_state(self) -> Path:
+        return self.root / ".maintenance.json"
+
+    @property
+    def maintenance_lock(self) -> Path:
+        return self.root / ".maintenance.lock"
 
     @property
     def sessions_dir(self) -> Path:
         return self.root / "sessions"
 
     def session_log(self, session_id: str) -> Path:
-        return self.sessions_dir / f"{validate_id(session_id, 'session_id')}.log.jsonl"
+        return self.sessions_dir / f"{validate_id(session_id, 'session_id')}{SESSION_LOG_SUFFIX}"
+
+    def session_logs(self) -> dict[str, Path]:
+        """Session id -> its log, for every log in the folder, in name order."""
+        found = sorted(self.sessions_dir.glob(f"*{SESSION_LOG_SUFFIX}"))
+        return {p.name.removesuffix(SESSION_LOG_SUFFIX): p for p in found}
 
     @property
     def state_dir(self) -> Path:
@@ -75,8 +143,19 @@ class UserPaths:
     def state_file(self, session_id: str) -> Path:
         return self.state_dir / f"{validate_id(session_id, 'session_id')}.json"
 
+    def state_files(self) -> dict[str, Path]:
+        """Session id -> its state file, for every state file in the folder, in name order."""
+        return {p.name.removesuffix(".json"): p for p in sorted(self.state_dir.glob("*.json"))}
+
+    @property
+    def tool_results_root(self) -> Path:
+        return self.root / TOOL_RESULTS_DIR
+
     def tool_results_dir(self, session_id: str) -> Path:
-        return self.root / "tool-results" / validate_id(session_id, "session_id")
+        return self.tool_results_root / validate_id(session_id, "session_id")
+
+    def tool_result(self, session_id: str, file_id: str) -> Path:
+        return self.tool_results_dir(session_id) / f"{file_id}.txt"
 
     @property
     def dead_letters_dir(self) -> Path:
@@ -112,4 +191,9 @@ class UserPaths:
 
 def tenant_usage_file(workspace: Path, tenant_id: str) -> Path:
     """The tenant's token usage (``tenants/<tenant>/usage.json``), shared by its users."""
-    return Path(workspace) / "tenants" / validate_id(tenant_id, "tenant_id") / "usage.json"
+    return WorkspacePaths(Path(workspace)).usage_file(tenant_id)
+
+
+def lock_for(path: Path) -> Path:
+    """The lock file that guards ``path``: ``<name>.lock`` beside it."""
+    return path.with_name(path.name + ".lock")

@@ -18,6 +18,7 @@ from memory_service.errors import BackendUnavailableError, ConfigurationError
 from memory_service.harness import MemoryHarness
 from memory_service.llm import ChatModel
 from memory_service.longterm.base import LongTermMemory
+from memory_service.paths import WorkspacePaths
 from memory_service.pipeline.consolidation import Consolidator
 from memory_service.pipeline.flush import MemoryFlushManager
 from memory_service.pipeline.maintenance import MaintenanceSettings, MemoryMaintenance
@@ -122,7 +123,11 @@ class Services:
         elif s.qdrant.url:
             longterm = f"qdrant server ({s.qdrant.url}, collection {s.qdrant.collection})"
         else:
-            root = s.qdrant.path if s.qdrant.path is not None else s.workspace / "qdrant"
+            root = (
+                s.qdrant.path
+                if s.qdrant.path is not None
+                else WorkspacePaths(s.workspace).qdrant_dir
+            )
             longterm = f"qdrant edge ({(root / s.qdrant.collection).resolve()})"
         return f"long-term backend: {longterm} | short-term: {s.shortterm.backend}"
 

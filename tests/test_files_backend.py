@@ -150,7 +150,7 @@ def test_vectors_are_cached_on_disk_and_forgotten_with_the_facts(tmp_path, embed
     first = FileSystemLongTermMemory(tmp_path / "ws", embedder)
     ids = [r.id for r in first.record(ALICE, [Fact("Alice likes tea"), Fact("Alice rows")])]
     first.retrieve(ALICE, "tea", 2)
-    cache = cache_path(first.paths(ALICE).root, embedder)
+    cache = cache_path(first.paths(ALICE), embedder)
     assert cache.exists()
     first.close()
 

@@ -23,7 +23,7 @@ from memory_service.pipeline.consolidation import (
     lost_facts,
     validate_consolidation_prompt,
 )
-from memory_service.pipeline.maintenance import LOCK_FILE, MaintenanceSettings, MemoryMaintenance
+from memory_service.pipeline.maintenance import MaintenanceSettings, MemoryMaintenance
 from memory_service.pipeline.policy import ExpiryPolicy, plan_maintenance
 from tests.llm_server import text
 
@@ -322,7 +322,7 @@ def test_minimum_gap_and_the_per_user_lock(memory, workspace):
     assert runner.run_user(ALICE).status == "skipped_recent"
     state = json.loads((UserPaths.of(workspace, ALICE).root / ".maintenance.json").read_text())
     assert state["report"]["status"] == "ran"
-    with FileLock(str(UserPaths.of(workspace, ALICE).root / LOCK_FILE)):
+    with FileLock(str(UserPaths.of(workspace, ALICE).maintenance_lock)):
         assert runner.run_user(ALICE, force=True).status == "busy"
     assert runner.run_user(ALICE, force=True).status == "ran"
 

@@ -20,9 +20,9 @@ from memory_service.context import validate_id
 from memory_service.errors import ConfigurationError, InvalidIdError
 from memory_service.fsutil import write_atomically
 from memory_service.limits import MIN_API_KEY_CHARS
+from memory_service.paths import WorkspacePaths
 
 Role = Literal["user", "admin"]
-DEV_KEYS_NAME = "api-keys.json"
 
 
 @dataclass(frozen=True, slots=True)
@@ -99,7 +99,7 @@ def load_key_ring(settings: Settings) -> KeySource:
     key for tenant ``default`` (role admin) when it does not exist yet."""
     if settings.api_keys_file is not None:
         return KeySource(ApiKeyRing.from_file(settings.api_keys_file), settings.api_keys_file)
-    path = settings.workspace / DEV_KEYS_NAME
+    path = WorkspacePaths(settings.workspace).api_keys_file
     if path.exists():
         return KeySource(ApiKeyRing.from_file(path), path)
     key = "msk_dev_" + secrets.token_urlsafe(24)

@@ -33,7 +33,7 @@ from memory_service.longterm.recording import RecordPlan
 from memory_service.longterm.retrieval import LegHit, RetrievalConfig
 from memory_service.longterm.store import NO_CANDIDATES, BaseLongTermMemory, Candidates, StoredFacts
 from memory_service.longterm.vector_cache import cache_path as vector_cache_path
-from memory_service.paths import UserPaths
+from memory_service.paths import UserPaths, WorkspacePaths
 
 LEDGER_HEADER = "# Memory ledger {day}\n\n"
 
@@ -183,7 +183,7 @@ class FileSystemLongTermMemory(BaseLongTermMemory[_Read]):
             ]
         if "dense" in legs:
             query_vector = self._embedder.embed([query])[0]
-            cache_file = vector_cache_path(self.paths(ctx).root, self._embedder)
+            cache_file = vector_cache_path(self.paths(ctx), self._embedder)
             sims = index.matrix(self._embedder, cache_file) @ query_vector
             order = np.argsort(-sims, kind="stable")[:depth]
             leg_hits["dense"] = [
@@ -222,7 +222,7 @@ class FileSystemLongTermMemory(BaseLongTermMemory[_Read]):
             if present:
                 self._rewrite(ctx, path, dict.fromkeys(present))
         if found:  # the vector cache must not outlive the text it was computed from
-            vector_cache_path(self.paths(ctx).root, self._embedder).unlink(missing_ok=True)
+            vector_cache_path(self.paths(ctx), self._embedder).unlink(missing_ok=True)
         self._indexes.invalidate(ctx)
         return len(found)
 
@@ -233,7 +233,7 @@ class FileSystemLongTermMemory(BaseLongTermMemory[_Read]):
         with self._write_lock(ctx):
             count = len(self._index(ctx).stored)
             paths.memory_md.unlink(missing_ok=True)
-            for derived in (paths.ledger_dir, vector_cache_path(paths.root, self._embedder).parent):
+            for derived in (paths.ledger_dir, vector_cache_path(paths, self._embedder).parent):
                 if derived.exists():
                     shutil.rmtree(derived)
             fsync_dir(paths.root)
@@ -293,14 +293,14 @@ class FileSystemLongTermMemory(BaseLongTermMemory[_Read]):
             return 0
         moved = 0
         with self._write_lock(ctx):
-            for ledger in sorted(paths.ledger_dir.glob("*.md")):
+            for ledger in paths.ledger_candidates():
                 try:
                     day = date.fromisoformat(ledger.stem)
                 except ValueError:
                     continue
                 if day < before:
                     paths.archive_dir.mkdir(parents=True, exist_ok=True)
-                    os.replace(ledger, paths.archive_dir / ledger.name)
+                    os.replace(ledger, paths.archived_ledger(day))
                     moved += 1
             if moved:
                 fsync_dir(paths.archive_dir)
@@ -310,7 +310,7 @@ class FileSystemLongTermMemory(BaseLongTermMemory[_Read]):
 
     def users(self, tenant_id: str) -> list[str]:
         """Users of ``tenant_id`` that have memory files (for export)."""
-        users_dir = UserPaths(self.workspace, tenant_id, "_").tenant_root / "users"
+        users_dir = WorkspacePaths(self.workspace).users_dir(tenant_id)
         if not users_dir.is_dir():
             return []
         found = []

@@ -76,7 +76,7 @@ def ledger_files(paths: UserPaths) -> list[Path]:
     so a link planted in ``memory/`` cannot pull another user's file into recall."""
     candidates = [paths.memory_md]
     if paths.ledger_dir.is_dir() and not paths.ledger_dir.is_symlink():
-        candidates += sorted(paths.ledger_dir.glob("*.md"))
+        candidates += paths.ledger_candidates()
     return [p for p in candidates if p.is_file() and not p.is_symlink()]
 
 

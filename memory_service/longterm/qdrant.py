@@ -51,6 +51,7 @@ from memory_service.longterm.qdrant_engine import (
 from memory_service.longterm.recording import RecordPlan
 from memory_service.longterm.retrieval import LegHit, RetrievalConfig
 from memory_service.longterm.store import BaseLongTermMemory, Candidates, StoredFacts
+from memory_service.paths import WorkspacePaths
 
 _LOCK_STRIPES = 64
 
@@ -252,6 +253,6 @@ def open_qdrant(
     else:
         from memory_service.longterm.qdrant_edge_engine import EdgeEngine
 
-        root = settings.path if settings.path is not None else Path(workspace) / "qdrant"
+        root = settings.path if settings.path is not None else WorkspacePaths(workspace).qdrant_dir
         engine = EdgeEngine.acquire(Path(root) / settings.collection, embedder.dimension)
     return QdrantLongTermMemory(engine, embedder, retrieval=retrieval)

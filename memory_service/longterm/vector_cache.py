@@ -20,13 +20,15 @@ import numpy as np
 
 from indexing.embeddings import Embedder
 from memory_service.fsutil import ensure_dir, write_bytes_atomically
+from memory_service.paths import UserPaths
 
 log = logging.getLogger(__name__)
 
 
-def cache_path(user_root: Path, embedder: Embedder) -> Path:
+def cache_path(paths: UserPaths, embedder: Embedder) -> Path:
+    """The user's vector cache for this embedder (model name and dimension, hashed)."""
     model = hashlib.sha256(f"{embedder.name}:{embedder.dimension}".encode()).hexdigest()[:12]
-    return user_root / ".index" / f"vectors-{model}.npz"
+    return paths.vector_cache(model)
 
 
 def _load(path: Path, dimension: int) -> dict[str, np.ndarray]:

@@ -212,7 +212,7 @@ class Consolidator:
         with FileLock(str(paths.lock_file), timeout=60):
             if old_text:
                 stamp = now.strftime("%Y%m%dT%H%M%S")
-                snapshot = paths.archive_dir / f"MEMORY.{stamp}.md"
+                snapshot = paths.memory_snapshot(stamp)
                 write_atomically(snapshot, old_text)
             write_atomically(paths.memory_md, new_text)
         return str(snapshot) if snapshot else None

@@ -24,8 +24,6 @@ from memory_service.longterm.ledger import parse_ledger, rewrite_ledger
 from memory_service.paths import UserPaths
 from memory_service.pipeline.consolidation import COVERAGE_MIN
 
-MAINTENANCE_STATE = ".maintenance.json"
-
 
 def _mentions(bullet: Fact, fact: Fact) -> bool:
     """The bullet is the fact, or holds most of its terms (a paraphrase of it)."""
@@ -68,7 +66,7 @@ def erase_user(longterm: LongTermMemory, workspace: Path, ctx: RuntimeContext) -
     if paths.root.is_dir():
         with FileLock(str(paths.lock_file), timeout=60):
             paths.memory_md.unlink(missing_ok=True)
-            (paths.root / MAINTENANCE_STATE).unlink(missing_ok=True)
+            paths.maintenance_state.unlink(missing_ok=True)
             if paths.ledger_dir.exists():
                 shutil.rmtree(paths.ledger_dir)  # archived ledgers and MEMORY.md snapshots
     return count

@@ -34,9 +34,6 @@ from memory_service.shortterm.session_log import delete_old_session_logs
 
 log = logging.getLogger(__name__)
 
-STATE_FILE = ".maintenance.json"
-LOCK_FILE = ".maintenance.lock"
-
 
 @dataclass(frozen=True, slots=True)
 class MaintenanceSettings:
@@ -111,7 +108,7 @@ class MemoryMaintenance:
             return report
         paths.root.mkdir(parents=True, exist_ok=True)
         try:
-            with FileLock(str(paths.root / LOCK_FILE), timeout=0):
+            with FileLock(str(paths.maintenance_lock), timeout=0):
                 self._run_steps(ctx, paths, now, report)
                 self._remember(paths, now, report)
         except Timeout:
@@ -172,7 +169,7 @@ class MemoryMaintenance:
         }
 
     def _last_run(self, paths: UserPaths) -> datetime | None:
-        raw = read_text(paths.root / STATE_FILE)
+        raw = read_text(paths.maintenance_state)
         if not raw:
             return None
         try:
@@ -182,4 +179,4 @@ class MemoryMaintenance:
 
     def _remember(self, paths: UserPaths, now: datetime, report: MaintenanceReport) -> None:
         record = {"last_run": now.astimezone(UTC).isoformat(), "report": report.to_dict()}
-        write_atomically(paths.root / STATE_FILE, json.dumps(record, indent=2))
+        write_atomically(paths.maintenance_state, json.dumps(record, indent=2))

@@ -17,6 +17,7 @@ from pathlib import Path
 from memory_service.context import RuntimeContext, validate_id
 from memory_service.errors import InvalidIdError
 from memory_service.longterm.base import ListsUsers
+from memory_service.paths import WorkspacePaths
 from memory_service.pipeline.maintenance import MaintenanceReport, MemoryMaintenance
 from memory_service.progress import Progress
 
@@ -40,9 +41,10 @@ def known_users(
     workspace: Path, longterm: object, tenants: Iterable[str] = ()
 ) -> Iterator[RuntimeContext]:
     """Every (tenant, user) with a folder in the workspace or facts in the backend."""
-    all_tenants = sorted(set(tenants) | set(_folders(workspace / "tenants")))
+    where = WorkspacePaths(workspace)
+    all_tenants = sorted(set(tenants) | set(_folders(where.tenants_dir)))
     for tenant in all_tenants:
-        users = set(_folders(workspace / "tenants" / tenant / "users"))
+        users = set(_folders(where.users_dir(tenant)))
         if isinstance(longterm, ListsUsers):
             users |= set(longterm.users(tenant))
         for user in sorted(users):

@@ -21,10 +21,9 @@ from memory_service.context import RuntimeContext, validate_id
 from memory_service.errors import InvalidIdError, InvalidInputError, NotFoundError
 from memory_service.fsutil import write_atomically
 from memory_service.messages import Msg
-from memory_service.paths import UserPaths
+from memory_service.paths import TOOL_RESULTS_DIR, UserPaths
 from memory_service.shortterm.store import session_of
 
-TOOL_RESULTS = "tool-results"
 _NO_SUCH_FILE = {errno.ENOENT, errno.EISDIR, errno.ENOTDIR, errno.ENAMETOOLONG, errno.ELOOP}
 
 
@@ -55,8 +54,8 @@ class ToolResultEvictor:
         if not self.needs_eviction(message):
             return message
         paths = self._paths(ctx)
-        folder = paths.inside(paths.tool_results_dir(session_of(ctx)))
-        path = folder / f"{self._file_id(folder, message.tool_call_id)}.txt"
+        session = session_of(ctx)
+        path = paths.inside(paths.tool_result(session, self._file_id(paths, session, message)))
         write_atomically(path, message.content)
         ref = PurePosixPath(path.relative_to(paths.root.resolve())).as_posix()
         lines = message.content.count("\n") + 1
@@ -79,13 +78,14 @@ class ToolResultEvictor:
         )
 
     @staticmethod
-    def _file_id(folder: Path, call_id: str | None) -> str:
+    def _file_id(paths: UserPaths, session: str, message: Msg) -> str:
+        """The tool call's id when it is a safe name, made unique within the session."""
         try:
-            base = validate_id(call_id, "tool_call_id")[:96]
+            base = validate_id(message.tool_call_id, "tool_call_id")[:96]
         except InvalidIdError:
             base = uuid.uuid4().hex
         candidate, n = base, 1
-        while (folder / f"{candidate}.txt").exists():
+        while paths.tool_result(session, candidate).exists():
             n += 1
             candidate = f"{base}-{n}"
         return candidate
@@ -95,14 +95,14 @@ class ToolResultEvictor:
         if not isinstance(ref, str) or not ref or "\x00" in ref:
             raise InvalidInputError("a tool result reference is a non-empty relative path")
         pure = PurePosixPath(ref.replace("\\", "/"))
-        if pure.is_absolute() or ".." in pure.parts or pure.parts[:1] != (TOOL_RESULTS,):
+        if pure.is_absolute() or ".." in pure.parts or pure.parts[:1] != (TOOL_RESULTS_DIR,):
             raise InvalidIdError(
-                f"reference {ref!r} must look like {TOOL_RESULTS}/<session>/<id>.txt",
+                f"reference {ref!r} must look like {TOOL_RESULTS_DIR}/<session>/<id>.txt",
                 code="path_outside_user",
             )
         paths = self._paths(ctx)
         path = paths.inside(paths.root.joinpath(*pure.parts))
-        if (paths.root / TOOL_RESULTS).resolve() not in path.parents:
+        if paths.tool_results_root.resolve() not in path.parents:
             raise InvalidIdError(
                 "reference escapes the tool results folder", code="path_outside_user"
             )

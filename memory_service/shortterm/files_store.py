@@ -19,7 +19,7 @@ from memory_service.context import RuntimeContext
 from memory_service.errors import BackendUnavailableError, ConflictError, MemoryServiceError
 from memory_service.facts import utcnow
 from memory_service.fsutil import ensure_dir, write_atomically
-from memory_service.paths import UserPaths
+from memory_service.paths import UserPaths, WorkspacePaths, lock_for
 from memory_service.shortterm.state import AgentState
 from memory_service.shortterm.store import (
     Clock,
@@ -55,7 +55,7 @@ class FileStateStore:
 
     def _lock(self, path: Path) -> FileLock:
         ensure_dir(path.parent)
-        return FileLock(str(path.with_name(path.name + ".lock")), timeout=self._lock_timeout_s)
+        return FileLock(str(lock_for(path)), timeout=self._lock_timeout_s)
 
     @staticmethod
     def _read(path: Path) -> dict[str, Any] | None:
@@ -128,13 +128,13 @@ class FileStateStore:
         paths = UserPaths.of(self.workspace, ctx)
         now = self._clock()
         found = []
-        for path in sorted(paths.state_dir.glob("*.json")):
+        for session_id, path in paths.state_files().items():
             record = self._read(path)
             if record is None or is_expired(record["expires_at"], now):
                 continue
             found.append(
                 SessionInfo(
-                    session_id=path.name.removesuffix(".json"),
+                    session_id=session_id,
                     version=int(record["version"]),
                     updated_at=record["updated_at"],
                     expires_at=record["expires_at"],
@@ -150,7 +150,7 @@ class FileStateStore:
             return 0
         now = self._clock()
         removed = 0
-        for path in self.workspace.glob("tenants/*/users/*/state/*.json"):
+        for path in WorkspacePaths(self.workspace).all_state_files():
             with self._lock(path):
                 try:
                     record = self._read(path)

@@ -23,10 +23,9 @@ from memory_service.errors import InvalidIdError
 from memory_service.facts import utcnow
 from memory_service.fsutil import append_durably, ensure_dir
 from memory_service.messages import Msg
-from memory_service.paths import UserPaths
+from memory_service.paths import UserPaths, lock_for
 from memory_service.shortterm.store import Clock, session_of
 
-LOG_SUFFIX = ".log.jsonl"
 DEFAULT_RETENTION_DAYS = 180
 SNIPPET_CHARS = 300
 
@@ -71,7 +70,7 @@ class SessionLog:
             json.dumps({"at": at, **m.to_dict()}, ensure_ascii=False) + "\n" for m in messages
         )
         ensure_dir(path.parent)
-        with FileLock(str(path) + ".lock", timeout=30):
+        with FileLock(str(lock_for(path)), timeout=30):
             append_durably(path, text)
 
     def read(self, ctx: RuntimeContext, session_id: str | None = None) -> list[LogEntry]:
@@ -95,8 +94,7 @@ class SessionLog:
 
     def sessions(self, ctx: RuntimeContext) -> list[str]:
         """Session ids with a log (files whose names are not valid ids are ignored)."""
-        folder = UserPaths.of(self.workspace, ctx).sessions_dir
-        names = (p.name.removesuffix(LOG_SUFFIX) for p in folder.glob(f"*{LOG_SUFFIX}"))
+        names = UserPaths.of(self.workspace, ctx).session_logs()
         return sorted(name for name in names if ID_PATTERN.fullmatch(name) and ".." not in name)
 
     def search(
@@ -138,7 +136,7 @@ class SessionLog:
         path = self._path(ctx)
         existed = path.exists()
         path.unlink(missing_ok=True)
-        Path(str(path) + ".lock").unlink(missing_ok=True)
+        lock_for(path).unlink(missing_ok=True)
         return existed
 
 
@@ -175,13 +173,13 @@ def delete_old_session_logs(
     cutoff = ((now or utcnow()) - timedelta(days=retention_days)).timestamp()
     paths = UserPaths.of(Path(workspace), ctx)
     deleted = []
-    for found in sorted(paths.sessions_dir.glob(f"*{LOG_SUFFIX}")):
+    for session_id, found in paths.session_logs().items():
         try:
             path = paths.inside(found)
         except InvalidIdError:
             continue  # a link out of the user's folder: not ours to delete
         if os.stat(path).st_mtime < cutoff:
             path.unlink(missing_ok=True)
-            Path(str(path) + ".lock").unlink(missing_ok=True)
-            deleted.append(path.name.removesuffix(LOG_SUFFIX))
+            lock_for(path).unlink(missing_ok=True)
+            deleted.append(session_id)
     return deleted

@@ -80,7 +80,7 @@ def memory_files(workspace: Path, ctx: RuntimeContext) -> list[tuple[str, Path]]
     paths = UserPaths.of(workspace, ctx)
     found = [("MEMORY.md", paths.memory_md)]
     if paths.ledger_dir.is_dir():
-        ledgers = sorted(paths.ledger_dir.glob("*.md"), reverse=True)
+        ledgers = list(reversed(paths.ledger_candidates()))
         found += [(f"memory/{p.name}", p) for p in ledgers]
     usable = []
     for rel, path in found:
