@@ -19,7 +19,7 @@ from filelock import FileLock
 from memory_service.facts import utcnow
 from memory_service.fsutil import read_text, write_atomically
 from memory_service.llm import Usage
-from memory_service.paths import tenant_usage_file
+from memory_service.paths import lock_for, tenant_usage_file
 
 log = logging.getLogger(__name__)
 
@@ -46,7 +46,7 @@ class UsageLedger:
             return
         path = tenant_usage_file(self.workspace, tenant_id)
         path.parent.mkdir(parents=True, exist_ok=True)
-        with FileLock(str(path) + ".lock", timeout=30):
+        with FileLock(str(lock_for(path)), timeout=30):
             data = self._read(path, tenant_id)
             for purpose, usage in tokens.items():
                 row = data["tokens"].setdefault(purpose, dict.fromkeys(_FIELDS, 0))
