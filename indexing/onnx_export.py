@@ -41,7 +41,7 @@ def export_onnx(spec: SentenceModelSpec) -> bytes:
     try:
         # eager attention traces to plain MatMul/Softmax; sdpa's tracing bakes in Python branches
         model = AutoModel.from_pretrained(str(spec.transformer_dir), attn_implementation="eager")
-    except (OSError, ValueError, KeyError, TypeError) as exc:
+    except Exception as exc:  # safetensors, torch and transformers each raise their own
         raise ModelLoadError(f"transformers cannot load {spec.transformer_dir}: {exc}") from exc
     model.eval()
     names = ["input_ids", "attention_mask"]
