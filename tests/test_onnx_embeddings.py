@@ -261,3 +261,28 @@ def test_serve_answers_a_search_without_loading_torch(tmp_path: Path, onnx):
     finally:
         proc.terminate()
         proc.wait(timeout=30)
+
+
+# --- the scale bench, both embedders in one run ------------------------------------------------
+
+
+def test_bench_scale_sets_the_embedders_side_by_side(tmp_path: Path, capsys, onnx):
+    from memory_service.cli import main
+
+    out, md = tmp_path / "scale.json", tmp_path / "scale.md"
+    args = ["bench", "--scale", "30", "--users", "3", "--queries", "4", "--modes", "dense,hybrid"]
+    args += ["--embedders", "onnx,torch", "--json", str(out), "--markdown", str(md)]
+    assert main([*args, "--no-progress"]) == 0
+    doc = json.loads(out.read_text())
+    onnx_run, torch_run = doc["embedders"]
+    assert (onnx_run["embedder"], torch_run["embedder"]) == ("onnx", "torch")
+    assert onnx_run["torch_imported"] is False and torch_run["torch_imported"] is True
+    for run in (onnx_run, torch_run):
+        assert run["facts"] == 30 and run["peak_rss_mb"] > 0
+        assert [r["mode"] for r in run["results"]] == ["dense", "hybrid"]
+        assert all(r["http_latency_ms"]["p50"] > 0 for r in run["results"])
+    assert doc["results"] == onnx_run["results"]  # the first run is the document's own
+    assert "--embedders onnx,torch" in doc["command"]
+    printed = capsys.readouterr().out
+    assert "embedders side by side" in printed and "torch/onnx" in printed
+    assert "hybrid in-process p50 ms" in printed and "| peak RSS MB |" in md.read_text()
