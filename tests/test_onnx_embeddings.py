@@ -213,10 +213,12 @@ def _cli(env: dict[str, str], *argv: str) -> tuple[str, dict]:
     return printed, json.loads(check)
 
 
-def test_the_cli_records_and_searches_without_importing_torch(tmp_path: Path, onnx):
+def test_the_cli_records_and_searches_without_importing_torch(tmp_path: Path):
     env = _env(tmp_path / "ws")
+    env["MEMORY_EMBEDDING__ONNX_CACHE_DIR"] = str(tmp_path / "cache")  # the first start exports
     _, check = _cli(env, "record", "--user", "alice", "Alice is allergic to peanuts")
-    assert check == {"code": 0, "heavy": []}
+    assert check == {"code": 0, "heavy": []}  # the export ran in a child process
+    assert len(list((tmp_path / "cache").glob("*-fp32.onnx"))) == 1
     _cli(env, "record", "--user", "alice", "Alice plays tennis on Sundays")
     printed, check = _cli(env, "search", "--user", "alice", "--json", "peanut allergy")
     assert check == {"code": 0, "heavy": []}
