@@ -3,6 +3,8 @@
 The service wraps its model in a ``CachedEmbedder``. In a benchmark that asks each question once
 per mode, a cached query vector would make the second dense-using mode look faster than it is.
 So texts marked as queries always go to the model; everything else goes through the cache.
+``cold_embedder`` builds one from Settings; ``with_embedder`` switches the backend for
+``--embedders``.
 """
 
 from __future__ import annotations
