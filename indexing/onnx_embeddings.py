@@ -1,0 +1,165 @@
+"""A sentence-transformers model on ONNX Runtime: same vectors as torch, without torch.
+
+The serving path imports onnxruntime, tokenizers and numpy only. The model's Transformer is
+exported to ONNX once (``indexing.onnx_export``, the only code that imports torch) and cached
+by content (``indexing.onnx_cache``); tokenisation uses the model's own ``tokenizer.json`` with
+its truncation window, and pooling and normalisation follow its modules
+(``indexing.sentence_model``), so the vectors match sentence-transformers' to float precision.
+``quantize=True`` serves a dynamically int8-quantised copy instead: faster and smaller, but its
+vectors move enough to change rankings, so it is opt-in and has its own name (and so its own
+on-disk vector caches).
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Sequence
+from pathlib import Path
+
+import numpy as np
+
+from indexing.embeddings import (
+    BUNDLED_MODEL,
+    bundled_model_path,
+    default_threads,
+    limit_blas_threads,
+    normalise_rows,
+)
+from indexing.onnx_cache import OnnxCache, default_cache_dir, files_digest
+from indexing.onnx_export import EXPORT_FORMAT, OUTPUT, export_onnx, quantize_int8
+from indexing.sentence_model import ModelLoadError, SentenceModelSpec, read_model_spec
+
+
+def model_directory(model: str) -> Path:
+    """The folder of ``model``: the bundled model or a local path."""
+    return bundled_model_path() if model == BUNDLED_MODEL else Path(model).expanduser()
+
+
+def load_model_bytes(spec: SentenceModelSpec, cache: OnnxCache, *, quantize: bool) -> bytes:
+    """The verified fp32 (or int8) ONNX bytes of ``spec``, exported on a cache miss."""
+    key = files_digest(spec.weight_files(), spec.transformer_dir, salt=EXPORT_FORMAT)
+    fp32_key = f"{key}-fp32"
+
+    def fp32() -> bytes:
+        return cache.get_or_build(fp32_key, lambda: export_onnx(spec))
+
+    return cache.get_or_build(f"{key}-int8", lambda: quantize_int8(fp32())) if quantize else fp32()
+
+
+def _tokenizer(spec: SentenceModelSpec):
+    """The model's fast tokenizer, truncating and padding as sentence-transformers calls it:
+    ``truncation="longest_first"`` at ``max_seq_length`` (special tokens included), padded to
+    the longest text of the batch."""
+    from tokenizers import Tokenizer
+
+    try:
+        tokenizer = Tokenizer.from_file(str(spec.tokenizer_file))
+    except Exception as exc:  # tokenizers raises its own Exception type
+        raise ModelLoadError(f"cannot read {spec.tokenizer_file}: {exc}") from exc
+    tokenizer.enable_truncation(
+        max_length=spec.max_seq_length,
+        strategy="longest_first",
+        direction=spec.truncation_side,
+    )
+    pad_id = tokenizer.token_to_id(spec.pad_token)
+    tokenizer.enable_padding(pad_id=pad_id or 0, pad_token=spec.pad_token, direction="right")
+    return tokenizer
+
+
+def _session(data: bytes, threads: int):
+    import onnxruntime as ort
+
+    options = ort.SessionOptions()
+    options.intra_op_num_threads = threads
+    options.inter_op_num_threads = 1
+    options.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
+    options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
+    options.log_severity_level = 3  # errors only
+    try:
+        return ort.InferenceSession(data, options, providers=["CPUExecutionProvider"])
+    except Exception as exc:  # onnxruntime raises its own kinds
+        raise ModelLoadError(f"onnxruntime cannot load the exported model: {exc}") from exc
+
+
+def pool(hidden: np.ndarray, mask: np.ndarray, modes: Sequence[str]) -> np.ndarray:
+    """Token states (batch, tokens, dim) to one row per text, mode by mode, concatenated;
+    the arithmetic of sentence-transformers' Pooling module."""
+    weights = mask[..., None].astype(np.float32)
+    out = []
+    for mode in modes:
+        if mode == "cls":
+            first = mask.argmax(axis=1)
+            out.append(hidden[np.arange(len(hidden)), first])
+        elif mode == "max":
+            out.append(np.where(weights > 0, hidden, -np.inf).max(axis=1))
+        else:
+            total = (hidden * weights).sum(axis=1)
+            count = np.clip(weights.sum(axis=1), 1e-9, None)
+            out.append(total / (count if mode == "mean" else np.sqrt(count)))
+    return np.concatenate(out, axis=1) if len(out) > 1 else out[0]
+
+
+class OnnxEmbedder:
+    """``Embedder`` running a sentence-transformers model directory on onnxruntime (CPU)."""
+
+    def __init__(
+        self,
+        model: str = BUNDLED_MODEL,
+        *,
+        cache_dir: Path | None = None,
+        threads: int | None = None,
+        batch_size: int = 64,
+        quantize: bool = False,
+    ) -> None:
+        limit_blas_threads()
+        self._spec = read_model_spec(model_directory(model))
+        self._tokenizer = _tokenizer(self._spec)
+        data = load_model_bytes(
+            self._spec, OnnxCache(cache_dir or default_cache_dir()), quantize=quantize
+        )
+        self._session = _session(data, threads or default_threads())
+        del data
+        self._inputs = {i.name for i in self._session.get_inputs()}
+        self._name = f"{model}#int8" if quantize else model  # fp32 vectors are torch's vectors
+        self._batch_size = batch_size
+        self._lock = threading.Lock()  # one inference at a time: its threads are the cores
+
+    @property
+    def name(self) -> str:
+        return self._name
+
+    @property
+    def dimension(self) -> int:
+        return self._spec.dimension
+
+    @property
+    def max_seq_length(self) -> int:
+        return self._spec.max_seq_length
+
+    def token_ids(self, texts: Sequence[str]) -> list[list[int]]:
+        """The ids the model sees for each text (truncated, unpadded): for checks and tests."""
+        prepared = [t.lower() if self._spec.do_lower_case else t for t in texts]
+        return [self._tokenizer.encode(t).ids for t in prepared]
+
+    def embed(self, texts: Sequence[str]) -> np.ndarray:
+        out = np.zeros((len(texts), self.dimension), dtype=np.float32)
+        if not texts:
+            return out
+        # longest first, as sentence-transformers batches: less padding per batch
+        order = sorted(range(len(texts)), key=lambda i: -len(texts[i]))
+        for start in range(0, len(order), self._batch_size):
+            chosen = order[start : start + self._batch_size]
+            out[chosen] = self._embed_batch([texts[i] for i in chosen])
+        return normalise_rows(out)
+
+    def _embed_batch(self, texts: list[str]) -> np.ndarray:
+        prepared = [t.lower() if self._spec.do_lower_case else t for t in texts]
+        encodings = self._tokenizer.encode_batch(prepared)
+        ids = np.array([e.ids for e in encodings], dtype=np.int64)
+        mask = np.array([e.attention_mask for e in encodings], dtype=np.int64)
+        feeds = {"input_ids": ids, "attention_mask": mask}
+        if "token_type_ids" in self._inputs:
+            feeds["token_type_ids"] = np.array([e.type_ids for e in encodings], dtype=np.int64)
+        with self._lock:
+            (hidden,) = self._session.run([OUTPUT], feeds)
+        return pool(hidden, mask, self._spec.pooling)
