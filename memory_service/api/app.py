@@ -5,9 +5,9 @@ from __future__ import annotations
 from fastapi import FastAPI
 
 from memory_service import __version__
+from memory_service.api.body_size import BodySizeLimit
 from memory_service.api.errors import install_error_handlers
 from memory_service.api.keys import ApiKeyRing
-from memory_service.api.body_size import BodySizeLimit
 from memory_service.api.routes import chat, maintenance, memories, sessions, transfer, usage
 from memory_service.api.schemas.common import Health
 from memory_service.services import Services, build_maintenance
