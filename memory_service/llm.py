@@ -20,13 +20,14 @@ import os
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
-
-import openai
+from typing import TYPE_CHECKING, Any
 
 from memory_service.config import LlmSettings
 from memory_service.errors import MemoryServiceError
 from memory_service.messages import Msg, ToolCall, content_text
+
+if TYPE_CHECKING:  # the SDK costs ~0.6 s to import: only a process that calls a model pays
+    import openai
 
 log = logging.getLogger(__name__)
 
@@ -162,6 +163,8 @@ class ChatModel:
         self.timeout_s = timeout_s
         self.max_retries = max_retries
         self._owns_client = client is None
+        if client is None:
+            import openai
         self._client = client or openai.OpenAI(
             base_url=base_url,
             # local OpenAI-compatible servers often need no key; the SDK insists on one
@@ -234,6 +237,8 @@ class ChatModel:
         raise AssertionError("unreachable")
 
     def _complete_once(self, payload: list[dict[str, Any]], extra: dict[str, Any]) -> ChatReply:
+        import openai  # loaded by __init__ already (or by the caller's own client)
+
         try:
             completion = self._client.chat.completions.create(
                 model=self.model, messages=payload, **extra
