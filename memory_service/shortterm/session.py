@@ -4,18 +4,25 @@ One append, in order: load the state -> evict big tool results -> append -> comp
 (flush callback first) -> save with the loaded version -> log the messages. Appending always
 works: when compaction is needed but no model is configured, or the model fails, the messages
 are still stored and the result says why nothing was compacted.
+
+Appends to one session take turns in this process (``KeyedLocks``). A plain append (no
+``expected_version``) that still loses the save to another process reloads and tries again, a
+bounded number of times with a growing, jittered pause; only an append that named a version
+answers ``ConflictError``, because only that client has something to reload.
 """
 
 from __future__ import annotations
 
 import logging
+import random
+import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from typing import TypeVar
 
 from memory_service.config import CompactionSettings
 from memory_service.context import RuntimeContext
-from memory_service.errors import ConflictError, MemoryServiceError
+from memory_service.errors import BackendUnavailableError, ConflictError, MemoryServiceError
 from memory_service.llm import NOT_CONFIGURED_MESSAGE, ChatModel, LlmNotConfiguredError
 from memory_service.messages import Msg
 from memory_service.shortterm.compaction import (
@@ -27,13 +34,16 @@ from memory_service.shortterm.compaction import (
 from memory_service.shortterm.compaction_hook import CompactionHook
 from memory_service.shortterm.eviction import ToolResultEvictor
 from memory_service.shortterm.flush_hook import FlushCallback
+from memory_service.shortterm.session_locks import KeyedLocks
 from memory_service.shortterm.session_log import SessionHit, SessionLog
 from memory_service.shortterm.state import AgentState
 from memory_service.shortterm.store import AgentStateStore, SessionInfo
 
 log = logging.getLogger(__name__)
 
-APPEND_ATTEMPTS = 3  # an append without expected_version reloads and retries on a conflict
+APPEND_ATTEMPTS = 8  # a plain append that loses the save to another process tries again
+RETRY_PAUSE_S = 0.01  # before the second attempt; doubled for each later one, jittered
+MAX_RETRY_PAUSE_S = 0.25
 
 T = TypeVar("T")
 
@@ -44,6 +54,12 @@ class AppendResult:
     appended: list[Msg]  # as stored in the state (with seq; evicted ones as previews)
     evicted: list[str] = field(default_factory=list)  # references of evicted tool results
     compaction: CompactionResult | None = None
+
+
+def retry_pause(attempt: int) -> float:
+    """Seconds to wait after failed attempt ``attempt`` (1-based): writers that collided
+    spread out instead of colliding again."""
+    return min(MAX_RETRY_PAUSE_S, RETRY_PAUSE_S * 2 ** (attempt - 1)) * random.uniform(0.5, 1.5)
 
 
 def check_version(state: AgentState, ctx: RuntimeContext, expected: int | None) -> None:
@@ -76,6 +92,7 @@ class ShortTermMemory:
         self.context_window = self.config.context_window or context_window
         compactor = build_compactor(self.config, model, context_window=self.context_window)
         self.hook = CompactionHook(compactor, flush=flush) if compactor else None
+        self._turns = KeyedLocks()  # appends to one session, one at a time
 
     def set_flush(self, flush: FlushCallback | None) -> None:
         """Wire the long-term pipeline's flush (called before every compaction)."""
@@ -122,25 +139,45 @@ class ShortTermMemory:
         prepared = [self.evictor.evict(ctx, m) for m in originals]
         moved = [m for m, o in zip(prepared, originals, strict=True) if m is not o]
         evicted = [m.metadata["ref"] for m in moved]
-        attempts = 1 if expected_version is not None else APPEND_ATTEMPTS
         try:
-            for attempt in range(attempts):
-                state = self.store.load(ctx)
-                check_version(state, ctx, expected_version)
-                stored = state.append(*prepared)
-                compaction = self.check_compaction(state, ctx) if compact else None
-                try:
-                    self.store.save(state, ctx)
-                    break
-                except ConflictError:
-                    if attempt + 1 >= attempts:
-                        raise
-                    log.info("append to %s raced another writer; retrying", ctx.session_id)
+            with self._turns.hold((ctx.tenant_id, ctx.user_id, ctx.session_id)):
+                state, stored, compaction = self._save_appended(
+                    ctx, prepared, expected_version, compact
+                )
         except BaseException:
             self.evictor.discard(ctx, moved)
             raise
         self.log.append(ctx, [o.with_seq(s.seq) for o, s in zip(originals, stored, strict=True)])
         return AppendResult(state, stored, evicted, compaction)
+
+    def _save_appended(
+        self,
+        ctx: RuntimeContext,
+        prepared: list[Msg],
+        expected_version: int | None,
+        compact: bool,
+    ) -> tuple[AgentState, list[Msg], CompactionResult | None]:
+        """Load, append, check compaction, save; a plain append retries a lost save."""
+        attempts = 1 if expected_version is not None else APPEND_ATTEMPTS
+        for attempt in range(1, attempts + 1):
+            state = self.store.load(ctx)
+            check_version(state, ctx, expected_version)
+            stored = state.append(*prepared)
+            compaction = self.check_compaction(state, ctx) if compact else None
+            try:
+                self.store.save(state, ctx)
+                return state, stored, compaction
+            except ConflictError:
+                if expected_version is not None:
+                    raise
+                log.info("append to %s raced another writer (attempt %d)", ctx.session_id, attempt)
+                if attempt < attempts:
+                    time.sleep(retry_pause(attempt))
+        raise BackendUnavailableError(
+            f"session {ctx.session_id!r} is being written by other processes: {attempts} "
+            "attempts to append lost the race; try again",
+            code="session_busy",
+        )
 
     def check_compaction(self, state: AgentState, ctx: RuntimeContext) -> CompactionResult:
         """Compact ``state`` in place if a trigger fires; never raises for an LLM problem."""
