@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
-from fastapi import FastAPI
+from fastapi import Depends, FastAPI
 
 from memory_service import __version__
 from memory_service.api.body_size import BodySizeLimit
+from memory_service.api.content_type import require_json_body
 from memory_service.api.errors import install_error_handlers
 from memory_service.api.keys import ApiKeyRing
 from memory_service.api.routes import chat, maintenance, memories, sessions, transfer, usage
@@ -31,6 +32,7 @@ def create_app(services: Services, key_ring: ApiKeyRing) -> FastAPI:
         "neighbours and date terms; plain Reciprocal Rank Fusion is the rrf-plain preset), and "
         "keep each session's short-term memory. Every call is scoped to the tenant of its "
         "API key.",
+        dependencies=[Depends(require_json_body)],
     )
     app.state.services = services
     app.state.key_ring = key_ring
