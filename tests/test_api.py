@@ -168,22 +168,30 @@ def test_tenant_in_the_body_is_refused(client):
 
 
 @pytest.mark.parametrize(
-    ("body", "fragment"),
+    ("body", "fragment", "code"),
     [
-        ({"user_id": "alice", "facts": []}, "facts"),
-        ({"user_id": "alice", "facts": [{"text": ""}]}, "text"),
-        ({"user_id": "alice", "facts": [{"text": "é" * 4097}]}, "8192 bytes"),
-        ({"user_id": "alice", "facts": [{"text": "x"}] * 1001}, "facts"),
-        ({"user_id": "alice", "facts": [{"text": "x", "importance": 11}]}, "importance"),
-        ({"user_id": "alice", "facts": [{"text": "x", "kind": "rumour"}]}, "kind"),
-        ({"user_id": "../etc", "facts": [{"text": "x"}]}, "user_id"),
-        ({"user_id": "a" * 200, "facts": [{"text": "x"}]}, "user_id"),
-        ({"facts": [{"text": "x"}]}, "user_id"),
+        ({"user_id": "alice", "facts": []}, "facts", "validation_error"),
+        ({"user_id": "alice", "facts": [{"text": ""}]}, "text", "validation_error"),
+        ({"user_id": "alice", "facts": [{"text": "é" * 4097}]}, "8192 bytes", "validation_error"),
+        ({"user_id": "alice", "facts": [{"text": "x"}] * 1001}, "facts", "validation_error"),
+        (
+            {"user_id": "alice", "facts": [{"text": "x", "importance": 11}]},
+            "importance",
+            "validation_error",
+        ),
+        (
+            {"user_id": "alice", "facts": [{"text": "x", "kind": "rumour"}]},
+            "kind",
+            "validation_error",
+        ),
+        ({"user_id": "../etc", "facts": [{"text": "x"}]}, "user_id", "invalid_id"),
+        ({"user_id": "a" * 200, "facts": [{"text": "x"}]}, "user_id", "invalid_id"),
+        ({"facts": [{"text": "x"}]}, "user_id", "validation_error"),
     ],
 )
-def test_bad_records_are_422_and_write_nothing(client, body, fragment):
+def test_bad_records_are_422_and_write_nothing(client, body, fragment, code):
     response = client.post("/v1/memories", json=body, headers=auth())
-    assert_error(response, 422, "validation_error")
+    assert_error(response, 422, code)  # a malformed id: invalid_id, as in a path
     assert fragment in response.json()["error"]["message"]
     listed = client.get("/v1/memories", params={"user_id": "alice"}, headers=auth()).json()
     assert listed["items"] == []

@@ -147,20 +147,28 @@ def test_without_a_model_chat_is_503_and_the_rest_keeps_working(no_model):
 
 
 @pytest.mark.parametrize(
-    ("body", "fragment"),
+    ("body", "fragment", "code"),
     [
-        ({"user_id": "alice", "session_id": "s1", "message": ""}, "message"),
-        ({"user_id": "alice", "session_id": "s1"}, "message"),
-        ({"user_id": "../bob", "session_id": "s1", "message": "hi"}, "user_id"),
-        ({"user_id": "alice", "session_id": "s/1", "message": "hi"}, "session_id"),
-        ({"user_id": "alice", "message": "hi"}, "session_id"),
-        ({"user_id": "alice", "session_id": "s1", "message": "hi", "tenant_id": "x"}, "tenant_id"),
-        ({"user_id": "alice", "session_id": "s1", "message": "x" * 70_000}, "bytes"),
+        ({"user_id": "alice", "session_id": "s1", "message": ""}, "message", "validation_error"),
+        ({"user_id": "alice", "session_id": "s1"}, "message", "validation_error"),
+        ({"user_id": "../bob", "session_id": "s1", "message": "hi"}, "user_id", "invalid_id"),
+        ({"user_id": "alice", "session_id": "s/1", "message": "hi"}, "session_id", "invalid_id"),
+        ({"user_id": "alice", "message": "hi"}, "session_id", "validation_error"),
+        (
+            {"user_id": "alice", "session_id": "s1", "message": "hi", "tenant_id": "x"},
+            "tenant_id",
+            "validation_error",
+        ),
+        (
+            {"user_id": "alice", "session_id": "s1", "message": "x" * 70_000},
+            "bytes",
+            "validation_error",
+        ),
     ],
 )
-def test_bad_chat_requests_are_422(client, script, body, fragment):
+def test_bad_chat_requests_are_422(client, script, body, fragment, code):
     response = client.post("/v1/chat", json=body, headers=auth())
-    assert_error(response, 422, "validation_error")
+    assert_error(response, 422, code)  # a malformed id: invalid_id, as in a path
     assert fragment in response.json()["error"]["message"]
     assert script.order == []
 

@@ -287,7 +287,7 @@ def test_bad_messages_are_422(client, messages):
 def test_bad_ids_are_refused(client):
     assert_error(append(client, "..", users(1)), 404, "not_found")  # no such route
     assert_error(append(client, "bad%20id", users(1)), 422, "invalid_id")
-    assert_error(append(client, "s1", users(1), user="../bob"), 422, "validation_error")
+    assert_error(append(client, "s1", users(1), user="../bob"), 422, "invalid_id")
 
 
 def test_the_api_on_the_postgres_store(tmp_path, embedder, monkeypatch):

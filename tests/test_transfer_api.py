@@ -102,7 +102,7 @@ def test_export_of_one_user(apps):
         ("bob", "Bob plays the cello")
     ]
     assert lines_of(export(client, user_id="nobody")) == []
-    assert_error(export(client, user_id="../etc"), 422, "validation_error")
+    assert_error(export(client, user_id="../etc"), 422, "invalid_id")
 
 
 def test_a_tenant_id_query_parameter_is_refused(apps):

@@ -9,6 +9,7 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
+from memory_service.api.schemas.common import code_of
 from memory_service.errors import MemoryServiceError
 
 log = logging.getLogger(__name__)
@@ -51,6 +52,13 @@ def _describe(errors: list[dict]) -> str:
     return "; ".join(parts) + more
 
 
+def validation_code(errors: list[dict]) -> str:
+    """One code for a failed validation: the service's code when every error carries the
+    same one (a malformed id anywhere is ``invalid_id``), else ``validation_error``."""
+    codes = {code_of(e) or "validation_error" for e in errors}
+    return codes.pop() if len(codes) == 1 else "validation_error"
+
+
 def install_error_handlers(app: FastAPI) -> None:
     @app.exception_handler(ApiError)
     async def _api_error(_: Request, exc: ApiError) -> JSONResponse:
@@ -66,11 +74,16 @@ def install_error_handlers(app: FastAPI) -> None:
     async def _validation(_: Request, exc: RequestValidationError) -> JSONResponse:
         errors = list(exc.errors())
         details = [
-            {"loc": [str(p) for p in e.get("loc", ())], "msg": str(e.get("msg", ""))}
+            {
+                "loc": [str(p) for p in e.get("loc", ())],
+                "msg": str(e.get("msg", "")),
+                "code": code_of(e) or "validation_error",
+            }
             for e in errors[:20]
         ]
         return JSONResponse(
-            error_body("validation_error", _describe(errors), details=details), status_code=422
+            error_body(validation_code(errors), _describe(errors), details=details),
+            status_code=422,
         )
 
     @app.exception_handler(StarletteHTTPException)

@@ -8,6 +8,7 @@ from fastapi import APIRouter, Path, Query
 
 from memory_service.api.deps import LongTermDep, PrincipalDep, ServicesDep, user_context
 from memory_service.api.errors import ApiError
+from memory_service.api.schemas.common import UserId
 from memory_service.api.schemas.memories import (
     DeleteReceipt,
     FactOut,
@@ -22,7 +23,8 @@ from memory_service.pipeline.erasure import erase_facts, erase_user
 
 router = APIRouter(prefix="/v1", tags=["memories"])
 
-UserQuery = Annotated[str, Query(description="the user whose memories these are")]
+UserQuery = Annotated[UserId, Query(description="the user whose memories these are")]
+UserPath = Annotated[UserId, Path(description="the user whose memories these are")]
 
 
 @router.post("/memories", response_model=RecordResponse)
@@ -91,7 +93,7 @@ def delete_memory(
 
 
 @router.delete("/users/{user_id}/memories", response_model=DeleteReceipt)
-def forget_user(principal: PrincipalDep, services: ServicesDep, user_id: str):
+def forget_user(principal: PrincipalDep, services: ServicesDep, user_id: UserPath):
     """Every long-term fact of the user, gone (the right to be forgotten): the store,
     MEMORY.md, its snapshots and archived ledgers."""
     ctx = user_context(principal, user_id)

@@ -8,7 +8,7 @@ from fastapi import APIRouter, Depends, Path, Query
 
 from memory_service.api.deps import PrincipalDep, ServicesDep, user_context
 from memory_service.api.errors import ApiError
-from memory_service.api.schemas.common import Merged
+from memory_service.api.schemas.common import Merged, SessionId, UserId
 from memory_service.api.schemas.sessions import (
     AppendRequest,
     AppendResponse,
@@ -21,13 +21,13 @@ from memory_service.api.schemas.sessions import (
     SessionSearchResponse,
     ToolResultText,
 )
-from memory_service.limits import MAX_ID_CHARS, MAX_TOOL_RESULT_REF_CHARS
+from memory_service.limits import MAX_TOOL_RESULT_REF_CHARS
 from memory_service.shortterm.session import ShortTermMemory
 
 router = APIRouter(prefix="/v1", tags=["sessions"])
 
-UserQuery = Annotated[str, Query(description="the user whose session this is")]
-SessionPath = Annotated[str, Path(max_length=MAX_ID_CHARS, description="the session id")]
+UserQuery = Annotated[UserId, Query(description="the user whose session this is")]
+SessionPath = Annotated[SessionId, Path(description="the session id")]
 
 
 def get_shortterm(services: ServicesDep) -> ShortTermMemory:

@@ -1,14 +1,22 @@
 """What every resource's schemas share: the strict request base, the response base that maps
-domain objects, id and size checks, token usage, the error object and the health body."""
+domain objects, id and size checks, token usage, the error object and the health body.
+
+A check that the domain makes too raises the domain's error through ``coded``, so a mistake
+gets the same code in a body, a query or a path as it gets from the service itself.
+"""
 
 from __future__ import annotations
 
 from collections.abc import Callable
 from typing import Annotated, Any, Literal
 
-from pydantic import AfterValidator, BaseModel, ConfigDict
+from pydantic import BaseModel, BeforeValidator, ConfigDict
+from pydantic_core import PydanticCustomError
 
 from memory_service.context import validate_id
+from memory_service.errors import InvalidIdError, MemoryServiceError
+
+CODE_KEY = "service_code"  # where ``coded`` keeps the code in a pydantic error's context
 
 
 class Strict(BaseModel):
@@ -55,16 +63,31 @@ def max_bytes(limit: int) -> Callable[[str], str]:
     return check
 
 
-def _id_of(what: str) -> Callable[[str], str]:
-    def check(value: str) -> str:
-        validate_id(value, what)
-        return value
+def coded(exc: MemoryServiceError) -> PydanticCustomError:
+    """``exc`` as a pydantic error that keeps its code: a 422 for it answers with that code
+    (see ``api.errors``) rather than ``validation_error``."""
+    return PydanticCustomError(exc.code, "{message}", {"message": exc.message, CODE_KEY: exc.code})
+
+
+def code_of(error: dict[str, Any]) -> str | None:
+    """The service code a pydantic error was raised with by ``coded``, if any."""
+    return (error.get("ctx") or {}).get(CODE_KEY)
+
+
+def _id_of(what: str) -> Callable[[object], object]:
+    def check(value: object) -> object:
+        try:
+            return validate_id(value, what)
+        except InvalidIdError as exc:
+            raise coded(exc) from None
 
     return check
 
 
-UserId = Annotated[str, AfterValidator(_id_of("user_id"))]
-SessionId = Annotated[str, AfterValidator(_id_of("session_id"))]
+# Checked before the type, so any malformed id (a number, too long, a bad character) is
+# ``invalid_id``, as ``RuntimeContext`` would say.
+UserId = Annotated[str, BeforeValidator(_id_of("user_id"))]
+SessionId = Annotated[str, BeforeValidator(_id_of("session_id"))]
 
 
 class TokenUsage(Out):  # an llm.Usage
