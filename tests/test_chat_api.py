@@ -124,8 +124,8 @@ def test_a_failing_flush_is_reported_and_the_reply_still_arrives(served, script)
 def test_a_failing_model_is_503_and_the_session_is_unchanged(client, script):
     script.defaults["chat"] = server_error()
     assert_error(chat(client, "hello?"), 503, "llm_unavailable")
-    state = client.get("/v1/sessions/s1", params={"user_id": "alice"}, headers=auth()).json()
-    assert state["version"] == 0 and state["messages"] == []
+    state = client.get("/v1/sessions/s1", params={"user_id": "alice"}, headers=auth())
+    assert_error(state, 404, "not_found")  # nothing was stored
 
 
 def test_without_a_model_chat_is_503_and_the_rest_keeps_working(no_model):

@@ -139,9 +139,9 @@ def test_append_then_read_the_state_and_the_context(client):
     assert state["last_flushed_index"] == -1 and state["next_seq"] == 6
 
 
-def test_a_new_session_reads_as_empty(client):
-    state = client.get("/v1/sessions/fresh", params={"user_id": "alice"}, headers=auth()).json()
-    assert state["version"] == 0 and state["messages"] == [] and state["context"] == []
+def test_a_session_never_stored_is_404_like_its_delete(client):
+    state = client.get("/v1/sessions/fresh", params={"user_id": "alice"}, headers=auth())
+    assert_error(state, 404, "not_found")
 
 
 def test_the_thirtieth_message_triggers_compaction_with_the_memory_model(client, llm_server):
@@ -207,7 +207,7 @@ def test_tenants_and_users_never_see_each_others_sessions(client):
     append(client, "shared", [{"role": "user", "content": "acme alice secret"}])
     for key, user in ((GLOBEX_KEY, "alice"), (ACME_KEY, "bob")):
         state = client.get("/v1/sessions/shared", params={"user_id": user}, headers=auth(key))
-        assert state.json()["messages"] == []
+        assert_error(state, 404, "not_found")
         response = client.delete("/v1/sessions/shared", params={"user_id": user}, headers=auth(key))
         assert_error(response, 404, "not_found")
         hits = client.post(
@@ -306,7 +306,7 @@ def test_the_api_on_the_postgres_store(tmp_path, embedder, monkeypatch):
             globex = client.get(
                 "/v1/sessions/s1", params={"user_id": "alice"}, headers=auth(GLOBEX_KEY)
             )
-            assert globex.json()["version"] == 0
+            assert_error(globex, 404, "not_found")
             state = client.get("/v1/sessions/s1", params={"user_id": "alice"}, headers=auth())
             assert [m["content"] for m in state.json()["messages"]] == ["message 0", "message 1"]
     finally:

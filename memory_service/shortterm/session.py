@@ -22,7 +22,12 @@ from typing import TypeVar
 
 from memory_service.config import CompactionSettings
 from memory_service.context import RuntimeContext
-from memory_service.errors import BackendUnavailableError, ConflictError, MemoryServiceError
+from memory_service.errors import (
+    BackendUnavailableError,
+    ConflictError,
+    MemoryServiceError,
+    NotFoundError,
+)
 from memory_service.llm import NOT_CONFIGURED_MESSAGE, ChatModel, LlmNotConfiguredError
 from memory_service.messages import Msg
 from memory_service.shortterm.compaction import (
@@ -60,6 +65,10 @@ def retry_pause(attempt: int) -> float:
     """Seconds to wait after failed attempt ``attempt`` (1-based): writers that collided
     spread out instead of colliding again."""
     return min(MAX_RETRY_PAUSE_S, RETRY_PAUSE_S * 2 ** (attempt - 1)) * random.uniform(0.5, 1.5)
+
+
+def no_session(ctx: RuntimeContext) -> str:
+    return f"no session {ctx.session_id!r} for this user"
 
 
 def check_version(state: AgentState, ctx: RuntimeContext, expected: int | None) -> None:
@@ -102,7 +111,16 @@ class ShortTermMemory:
     # -- reads ----------------------------------------------------------------------------
 
     def load(self, ctx: RuntimeContext) -> AgentState:
+        """The session's state; a new, empty one (version 0) when nothing is stored."""
         return self.store.load(ctx)
+
+    def get(self, ctx: RuntimeContext) -> AgentState:
+        """The stored state, or ``NotFoundError``: a session exists from its first saved
+        change until it is deleted or expires, for reads as for deletes."""
+        state = self.store.load(ctx)
+        if state.is_new:
+            raise NotFoundError(no_session(ctx))
+        return state
 
     def list_sessions(self, ctx: RuntimeContext) -> list[SessionInfo]:
         return self.store.list_sessions(ctx)
@@ -235,10 +253,13 @@ class ShortTermMemory:
         return state, replace(result, **flushed)
 
     def delete(self, ctx: RuntimeContext, *, include_log: bool = False) -> dict[str, int | bool]:
-        """Remove the session's state and evicted tool results (and its log, if asked)."""
+        """Remove the session's state and evicted tool results (and its log, if asked);
+        ``NotFoundError`` when there was none of them."""
         removed = self.store.remove(ctx)
         files = self.evictor.remove_session(ctx)
         log_removed = self.log.delete_session(ctx) if include_log else False
+        if not (removed or files or log_removed):
+            raise NotFoundError(no_session(ctx))
         return {"state": removed, "tool_results": files, "log": log_removed}
 
     def close(self) -> None:

@@ -75,9 +75,10 @@ def append_messages(
 def get_session(
     session_id: SessionPath, principal: PrincipalDep, memory: ShortTermDep, user_id: UserQuery
 ):
-    """The session's state; a session never saved comes back empty at version 0."""
+    """The session's state; 404 for a session with nothing stored (never appended to,
+    deleted or expired), as for DELETE."""
     ctx = user_context(principal, user_id, session_id)
-    state = memory.load(ctx)
+    state = memory.get(ctx)
     return SessionOut.of(
         state, session_id=session_id, user_id=user_id, window=memory.context_window
     )
@@ -124,7 +125,4 @@ def delete_session(
 ):
     """Delete the session's state and evicted tool results (404 when there was nothing)."""
     ctx = user_context(principal, user_id, session_id)
-    removed = memory.delete(ctx, include_log=include_log)
-    if not (removed["state"] or removed["tool_results"] or removed["log"]):
-        raise ApiError(404, "not_found", f"no session {session_id!r} for this user")
-    return SessionDeleted.model_validate(removed)
+    return SessionDeleted.model_validate(memory.delete(ctx, include_log=include_log))
