@@ -5,7 +5,8 @@ A tool result longer than ``max_chars`` is written to
 preview plus a reference (``tool-results/<session>/<id>.txt``), marked ``tool_result``. The
 full text is read back by reference, optionally by 1-based inclusive line range. References
 are confined to the user's own tool-results folder: absolute paths, ``..`` and symlinks that
-lead elsewhere are refused.
+lead elsewhere are refused. A reference is valid in its own session only (the context's): the
+same user's other sessions are other conversations.
 """
 
 from __future__ import annotations
@@ -91,7 +92,8 @@ class ToolResultEvictor:
         return candidate
 
     def resolve(self, ctx: RuntimeContext, ref: str) -> Path:
-        """The file behind ``ref``, refused unless it is inside the user's tool results."""
+        """The file behind ``ref``, refused unless it is inside the tool results of the
+        context's session."""
         if not isinstance(ref, str) or not ref or "\x00" in ref:
             raise InvalidInputError("a tool result reference is a non-empty relative path")
         pure = PurePosixPath(ref.replace("\\", "/"))
@@ -100,9 +102,16 @@ class ToolResultEvictor:
                 f"reference {ref!r} must look like {TOOL_RESULTS_DIR}/<session>/<id>.txt",
                 code="path_outside_user",
             )
+        session = session_of(ctx)
+        if len(pure.parts) != 3 or pure.parts[1] != session:
+            raise InvalidInputError(
+                f"reference {ref!r} is not a tool result of session {session!r}: read it "
+                f"through its own session ({TOOL_RESULTS_DIR}/{session}/<id>.txt)",
+                code="path_outside_session",
+            )
         paths = self._paths(ctx)
         path = paths.inside(paths.root.joinpath(*pure.parts))
-        if paths.tool_results_root.resolve() not in path.parents:
+        if paths.tool_results_dir(session).resolve() not in path.parents:
             raise InvalidIdError(
                 "reference escapes the tool results folder", code="path_outside_user"
             )
