@@ -29,6 +29,32 @@ MEMORY_SAVE = "memory_save"
 SESSION_SEARCH = "session_search"
 MEMORY_TOOL_NAMES = frozenset({MEMORY_SEARCH, MEMORY_GET, MEMORY_SAVE, SESSION_SEARCH})
 
+# NUL is refused in a message with the code a fact with NUL gets (``facts.Fact.validate``): one
+# mistake, one code, whichever entry point it comes through. PostgreSQL's jsonb cannot hold it.
+NUL_CODE = "invalid_fact"
+
+
+def has_nul(value: object) -> bool:
+    """Whether ``value`` (text, or JSON-like data: keys, values, items) holds a NUL."""
+    pending = [value]
+    while pending:
+        item = pending.pop()
+        if isinstance(item, str):
+            if "\x00" in item:
+                return True
+        elif isinstance(item, Mapping):
+            pending.extend(item.keys())
+            pending.extend(item.values())
+        elif isinstance(item, list | tuple):
+            pending.extend(item)
+    return False
+
+
+def refuse_nul(value: object, what: str) -> None:
+    """``InvalidInputError`` (code ``NUL_CODE``) when ``value`` holds a NUL."""
+    if has_nul(value):
+        raise InvalidInputError(f"{what} must not contain NUL", code=NUL_CODE)
+
 
 @dataclass(frozen=True, slots=True)
 class ToolCall:
@@ -37,6 +63,11 @@ class ToolCall:
     id: str
     name: str
     arguments: str = "{}"
+
+    def __post_init__(self) -> None:
+        refuse_nul(self.id, "a tool call's id")
+        refuse_nul(self.name, "a tool call's function name")
+        refuse_nul(self.arguments, "a tool call's arguments")
 
     def to_openai(self) -> dict[str, Any]:
         return {
@@ -77,6 +108,10 @@ class Msg:
             raise InvalidInputError(f"unknown mark {self.mark!r}; use one of {', '.join(MARKS)}")
         if not isinstance(self.content, str):
             raise InvalidInputError("message content must be text")
+        refuse_nul(self.content, "message content")
+        refuse_nul(self.name, "a message's name")
+        refuse_nul(self.tool_call_id, "a tool message's tool_call_id")
+        refuse_nul(self.metadata, "a message's metadata")
         if self.role == "tool" and not self.tool_call_id:
             raise InvalidInputError("a tool message needs the 'tool_call_id' it answers")
         if self.tool_calls and self.role != "assistant":

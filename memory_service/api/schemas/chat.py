@@ -15,6 +15,7 @@ from memory_service.api.schemas.common import (
     TokenUsage,
     UserId,
     max_bytes,
+    no_nul,
 )
 from memory_service.api.schemas.sessions import CompactionOut
 from memory_service.limits import MAX_CHAT_MESSAGE_BYTES
@@ -27,6 +28,7 @@ Message = Annotated[
     str,
     Field(min_length=1, description="what the user says"),
     AfterValidator(max_bytes(MAX_CHAT_MESSAGE_BYTES)),
+    AfterValidator(no_nul("message")),
 ]
 
 

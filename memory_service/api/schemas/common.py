@@ -14,7 +14,8 @@ from pydantic import BaseModel, BeforeValidator, ConfigDict
 from pydantic_core import PydanticCustomError
 
 from memory_service.context import validate_id
-from memory_service.errors import InvalidIdError, MemoryServiceError
+from memory_service.errors import InvalidIdError, InvalidInputError, MemoryServiceError
+from memory_service.messages import refuse_nul
 
 CODE_KEY = "service_code"  # where ``coded`` keeps the code in a pydantic error's context
 
@@ -72,6 +73,19 @@ def coded(exc: MemoryServiceError) -> PydanticCustomError:
 def code_of(error: dict[str, Any]) -> str | None:
     """The service code a pydantic error was raised with by ``coded``, if any."""
     return (error.get("ctx") or {}).get(CODE_KEY)
+
+
+def no_nul(what: str) -> Callable[[Any], Any]:
+    """A check refusing NUL in a value (text or JSON-like data) as a message does."""
+
+    def check(value: Any) -> Any:
+        try:
+            refuse_nul(value, what)
+        except InvalidInputError as exc:
+            raise coded(exc) from None
+        return value
+
+    return check
 
 
 def _id_of(what: str) -> Callable[[object], object]:

@@ -24,6 +24,7 @@ from memory_service.api.schemas.common import (
     TokenUsage,
     UserId,
     max_bytes,
+    no_nul,
 )
 from memory_service.limits import (
     MAX_KEEP_LAST,
@@ -37,8 +38,11 @@ from memory_service.limits import (
 from memory_service.messages import Msg, ToolCall
 from memory_service.shortterm.state import AgentState
 
-Content = Annotated[str, AfterValidator(max_bytes(MAX_SESSION_MESSAGE_BYTES))]
-ShortText = Annotated[str, Field(min_length=1, max_length=MAX_NAME_CHARS)]
+# NUL is refused in every text of a message, as ``Msg`` refuses it (and facts do).
+NoNul = AfterValidator(no_nul("text"))
+Content = Annotated[str, AfterValidator(max_bytes(MAX_SESSION_MESSAGE_BYTES)), NoNul]
+ShortText = Annotated[str, Field(min_length=1, max_length=MAX_NAME_CHARS), NoNul]
+Name = Annotated[str, Field(max_length=MAX_NAME_CHARS), NoNul]
 Count = Annotated[int, BeforeValidator(len)]  # read from the sequence it counts
 # The state's own times (tool trail) keep Python's ISO form, "+00:00" and not "Z".
 IsoTime = Annotated[datetime, PlainSerializer(datetime.isoformat, return_type=str)]
@@ -64,9 +68,9 @@ class MessageIn(Strict):
     content: Content | None = None
     tool_calls: Annotated[list[ToolCallIn], Field(max_length=MAX_TOOL_CALLS)] | None = None
     tool_call_id: ShortText | None = None
-    name: Annotated[str, Field(max_length=MAX_NAME_CHARS)] | None = None
+    name: Name | None = None
     mark: Literal["hint"] | None = None
-    metadata: dict[str, Any] | None = None
+    metadata: Annotated[dict[str, Any], NoNul] | None = None
 
     @model_validator(mode="after")
     def _consistent(self) -> MessageIn:
