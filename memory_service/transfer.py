@@ -17,7 +17,8 @@ from typing import Any
 
 from memory_service.context import RuntimeContext, validate_id
 from memory_service.errors import InvalidInputError
-from memory_service.facts import Fact
+from memory_service.facts import Fact, parse_time
+from memory_service.limits import MAX_CONFIDENCE, MAX_IMPORTANCE, MIN_CONFIDENCE, MIN_IMPORTANCE
 from memory_service.longterm.base import ListsUsers, LongTermMemory
 
 PAGE = 1000
@@ -90,29 +91,93 @@ def to_line(record: dict[str, Any]) -> str:
     return json.dumps(record, ensure_ascii=False) + "\n"
 
 
-def _parse_line(line_no: int, raw: str, tenant_id: str | None) -> ImportLine:
-    data = json.loads(raw)
+# What ``json`` says, as a person would say it (its message starts with one of these).
+_JSON_PROBLEMS = {
+    "Expecting value": "expected a value",
+    "Expecting property name enclosed in double quotes": "expected a property name in double "
+    "quotes",
+    "Expecting ',' delimiter": "expected a ','",
+    "Expecting ':' delimiter": "expected a ':'",
+    "Extra data": "more after the JSON value",
+    "Unterminated string starting at": "a string is not closed",
+    "Invalid control character at": "a control character inside a string",
+    "Invalid \\escape": "a bad backslash escape",
+    "Invalid \\uXXXX escape": "a bad \\u escape",
+}
+_JSON_KINDS = {list: "a list", str: "a string", int: "a number", float: "a number"}
+_TEXT_FIELDS = ("key", "kind", "source", "session_id", "id", "content_hash", "superseded_by")
+_TIME_FIELDS = ("created_at", "expires_at", "valid_to")
+_TIME_EXAMPLE = "2025-01-31T09:30:00Z"
+
+
+def _loads(raw: str) -> dict[str, Any]:
+    """The line's JSON object, or ``InvalidInputError`` saying in words why it is not one."""
+    try:
+        data = json.loads(raw)
+    except json.JSONDecodeError as exc:
+        problem = next((v for k, v in _JSON_PROBLEMS.items() if exc.msg.startswith(k)), None)
+        problem = problem or exc.msg[:1].lower() + exc.msg[1:]
+        raise InvalidInputError(f"not JSON ({problem} at column {exc.colno})") from None
     if not isinstance(data, dict):
-        raise ValueError("expected a JSON object")
-    ctx = RuntimeContext(data.get("tenant_id"), data.get("user_id"))
+        kind = "true or false" if isinstance(data, bool) else _JSON_KINDS.get(type(data), "null")
+        raise InvalidInputError(f"not a JSON object: each line is one fact, {{...}}, not {kind}")
+    return data
+
+
+def _check_fields(data: dict[str, Any]) -> None:
+    """Every field the line has is of a type ``Fact.from_dict`` reads; else says which."""
+    for name in ("tenant_id", "user_id", "text"):
+        if data.get(name) is None:
+            raise InvalidInputError(f"{name} is missing")
+    if not isinstance(data["text"], str):
+        raise InvalidInputError("text must be a string")
+    for name in _TEXT_FIELDS:
+        if data.get(name) is not None and not isinstance(data[name], str):
+            raise InvalidInputError(f"{name} must be a string")
+    if "importance" in data and not _is_number(data["importance"], int):
+        raise InvalidInputError(f"importance must be an integer {MIN_IMPORTANCE}-{MAX_IMPORTANCE}")
+    if "confidence" in data and not _is_number(data["confidence"], float):
+        raise InvalidInputError(
+            f"confidence must be a number between {MIN_CONFIDENCE:g} and {MAX_CONFIDENCE:g}"
+        )
+    tags = data.get("tags")
+    if tags is not None and not (isinstance(tags, list) and all(isinstance(t, str) for t in tags)):
+        raise InvalidInputError("tags must be a list of strings")
+    for name in _TIME_FIELDS:
+        try:
+            parse_time(data.get(name))
+        except (ValueError, TypeError):
+            raise InvalidInputError(
+                f"{name} must be an ISO-8601 time ({_TIME_EXAMPLE}), not {data[name]!r}"
+            ) from None
+
+
+def _is_number(value: object, kind: type[int] | type[float]) -> bool:
+    try:
+        kind(value)  # type: ignore[arg-type]
+    except (ValueError, TypeError, OverflowError):
+        return False
+    return True
+
+
+def _parse_line(line_no: int, raw: str, tenant_id: str | None) -> ImportLine:
+    data = _loads(raw)
+    _check_fields(data)
+    ctx = RuntimeContext(data["tenant_id"], data["user_id"])
     if tenant_id is not None and ctx.tenant_id != tenant_id:
         raise InvalidInputError(
             f"tenant_id {ctx.tenant_id!r} is not the importing tenant {tenant_id!r}",
             code="foreign_tenant",
         )
-    if not isinstance(data.get("text"), str):
-        raise ValueError("'text' must be a string")
     fact = Fact.from_dict(data)
-    if not isinstance(data.get("tags") or [], list):
-        raise ValueError("'tags' must be a list")
     stamped = fact.stamped(ctx)
     if fact.id and fact.id != stamped.id:
-        raise ValueError(
+        raise InvalidInputError(
             f"id {fact.id} does not belong to this tenant, user and text (ids are derived: "
             "leave 'id' out to record edited text as a new fact)"
         )
     if fact.content_hash and fact.content_hash != stamped.content_hash:
-        raise ValueError("content_hash does not match the text")
+        raise InvalidInputError("content_hash does not match the text")
     return ImportLine(line_no, ctx, stamped)
 
 
@@ -130,8 +195,8 @@ def parse_import(
             good.append(_parse_line(line_no, raw, tenant_id))
         except InvalidInputError as exc:
             bad.append(BadLine(line_no, exc.message))
-        except (ValueError, TypeError, KeyError) as exc:
-            bad.append(BadLine(line_no, f"{type(exc).__name__}: {exc}"))
+        except (ValueError, TypeError, KeyError, AttributeError):  # a case _check_fields missed
+            bad.append(BadLine(line_no, "not a fact this service can read"))
     return good, bad
 
 
