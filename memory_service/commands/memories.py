@@ -48,8 +48,8 @@ def run_record(args: argparse.Namespace) -> int:
         raise InvalidInputError("no fact text given")
     if args.key is not None and len(texts) > 1:
         raise InvalidInputError(
-            f"--key takes one text, got {len(texts)}: each text would supersede the one "
-            "before it; record them one at a time, each with its own key"
+            f"--key takes one text, got {len(texts)} (with one key each text would supersede "
+            "the one before it): record each keyed text with its own command, or drop --key"
         )
     facts = [
         Fact(t, key=args.key, kind=args.kind, importance=args.importance, tags=tuple(args.tag))
