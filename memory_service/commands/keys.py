@@ -63,7 +63,12 @@ def run_add(args: argparse.Namespace) -> int:
 
 
 def run_list(args: argparse.Namespace) -> int:
-    entries = _store(args).entries()
+    store = _store(args)
+    entries = store.entries()
+    if not store.path.exists():
+        print(
+            f"no keys file at {store.path} yet: `keys add` or `serve` creates it", file=sys.stderr
+        )
     rows = [
         {
             "fingerprint": e.fingerprint,

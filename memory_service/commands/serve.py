@@ -60,7 +60,8 @@ def banner(url: str, storage: str, keys: KeySource) -> str:
     origin = f"{keys.path} ({count} key{'s' if count != 1 else ''})"
     if keys.created_dev_key:
         origin = (
-            f"{keys.path}, new development key for tenant 'default' (admin): {keys.created_dev_key}"
+            f"{keys.path}, new development key for tenant 'default': {keys.created_dev_key} "
+            "(role admin)"
         )
     return f"memory-service listening on {url} (docs: {url}/docs) | {storage} | API keys: {origin}"
 
