@@ -56,8 +56,8 @@ def waiting_error(backoff: CompactionBackoff) -> MemoryServiceError:
     """The remembered failure, as the result of a compaction that waits."""
     return MemoryServiceError(
         f"{backoff.error_message} (compaction failed {backoff.failures} time(s) in a row; "
-        f"backing off: next try at message {backoff.retry_at_seq} or after "
-        f"{backoff.retry_after.isoformat()}, whichever comes first)",
+        f"backing off: next try once the session has {backoff.retry_at_seq} messages in all, "
+        f"or after {backoff.retry_after.isoformat()}, whichever comes first)",
         code=backoff.error_code or None,
     )
 
@@ -107,7 +107,7 @@ class CompactionHook:
         except MemoryServiceError as exc:
             state.compaction_backoff = backoff_after(state, exc, self.compactor.config, now)
             log.warning(
-                "compaction of %s failed (%d in a row; next try at message %d): %s",
+                "compaction of %s failed (%d in a row; next try at %d messages): %s",
                 ctx.session_id,
                 state.compaction_backoff.failures,
                 state.compaction_backoff.retry_at_seq,
