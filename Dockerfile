@@ -18,9 +18,15 @@ COPY memory_service ./memory_service
 RUN pip install .
 
 RUN useradd --create-home --uid 10001 memory \
-    && mkdir -p /data \
-    && chown memory:memory /data
+    && mkdir -p /data /opt/memory-service/onnx \
+    && chown memory:memory /data /opt/memory-service/onnx
 USER memory
+
+# The embedder runs on ONNX Runtime (torch only exports it): export the bundled model once at
+# build time into the image, so a container start neither exports nor loads torch.
+ENV MEMORY_EMBEDDING__ONNX_CACHE_DIR=/opt/memory-service/onnx
+RUN python -c "from pathlib import Path; from indexing.onnx_embeddings import OnnxEmbedder; \
+    OnnxEmbedder(cache_dir=Path('/opt/memory-service/onnx'))"
 
 ENV MEMORY_WORKSPACE=/data \
     MEMORY_API__HOST=0.0.0.0 \

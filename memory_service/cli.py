@@ -19,6 +19,7 @@ COMMAND_MODULES: tuple[str, ...] = (
     "memory_service.commands.bench",
     "memory_service.commands.transfer",
     "memory_service.commands.maintain",
+    "memory_service.commands.keys",
 )
 
 

@@ -222,6 +222,42 @@ def test_metadata_round_trips(memory):
     assert stored.created_at is not None and stored.content_hash == content_hash(fact.text)
 
 
+def test_a_fact_that_lost_the_race_for_its_key_is_recorded_superseded(memory):
+    """A racing writer's older fact: stored, hidden from recall, and the answer says so."""
+    now = utcnow()
+    newer = memory.record(ALICE, [Fact("Lives in Oslo", key="city", created_at=now)])[0]
+    late = Fact("Lives in Lima", key="city", created_at=now - timedelta(minutes=5))
+    lost = memory.record(ALICE, [late])[0]
+    assert lost.status == "superseded" and lost.superseded_ids == ()
+    assert lost.id != newer.id
+    stored = memory.get(ALICE, [lost.id])[0]
+    assert stored.superseded_by == newer.id and stored.valid_to is not None
+    assert "Lives in Lima" not in texts(memory.retrieve(ALICE, "where does Alice live", 5))
+    assert [f.text for f in memory.list(ALICE).items] == ["Lives in Oslo"]
+
+
+def test_the_older_fact_of_one_batch_is_recorded_superseded(memory):
+    now = utcnow()
+    batch = [
+        Fact("Drives a Volvo", key="car", created_at=now),
+        Fact("Drives a Fiat", key="car", created_at=now - timedelta(days=1)),
+    ]
+    results = memory.record(ALICE, batch)
+    assert [(r.status, r.superseded_ids) for r in results] == [
+        ("created", ()),
+        ("superseded", ()),
+    ]
+    assert [f.text for f in memory.list(ALICE).items] == ["Drives a Volvo"]
+
+
+def test_an_imported_closed_fact_is_created(memory):
+    """A fact that arrives closed (an import of history) was hidden by its sender: created."""
+    from dataclasses import replace
+
+    closed = replace(Fact("Lived in Rome", key="city"), superseded_by="x", valid_to=utcnow())
+    assert memory.record(ALICE, [closed])[0].status == "created"
+
+
 def test_update_rewrites_metadata_of_existing_facts_only(memory):
     from dataclasses import replace
 
@@ -246,8 +282,9 @@ def test_naive_and_offset_times_are_taken_as_utc(memory):
     offset = datetime(2026, 1, 1, 14, 0, tzinfo=timezone(timedelta(hours=5)))  # 09:00 UTC
     memory.record(ALICE, [Fact("Lives in Oslo", key="city", created_at=naive)])
     result = memory.record(ALICE, [Fact("Lives in Lima", key="city", created_at=offset)])[0]
-    # Lima is older (09:00 UTC < 12:00 UTC): it is recorded, but Oslo stays the open fact.
-    assert result.status == "created"
+    # Lima is older (09:00 UTC < 12:00 UTC): it is recorded already superseded by Oslo,
+    # which stays the open fact; the answer says so (superseded, replacing nothing).
+    assert (result.status, result.superseded_ids) == ("superseded", ())
     assert [f.text for f in memory.list(ALICE).items] == ["Lives in Oslo"]
     listed = memory.list(ALICE, include_inactive=True).items
     assert [f.text for f in listed] == ["Lives in Lima", "Lives in Oslo"]

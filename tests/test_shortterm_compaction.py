@@ -299,7 +299,10 @@ def test_the_hook_reports_a_failed_compaction_and_keeps_the_state(llm_server, co
     result = CompactionHook(compactor).before_reasoning(state, CTX)
     assert not result.performed and result.reason == "failed"
     assert result.error.code == "llm_unavailable"
-    assert state.to_dict() == before
+    after = state.to_dict()  # the messages are kept; the failure is remembered (the back-off)
+    assert after.pop("compaction_backoff")["error_code"] == "llm_unavailable"
+    assert before.pop("compaction_backoff") is None
+    assert after == before
 
 
 # -- overflow: compact harder, retry once ----------------------------------------------------

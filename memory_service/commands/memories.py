@@ -11,6 +11,7 @@ from memory_service.commands.common import (
     print_json,
     settings_from,
 )
+from memory_service.errors import InvalidInputError
 from memory_service.facts import FACT_KINDS, Fact
 
 
@@ -18,7 +19,11 @@ def register(sub: argparse._SubParsersAction) -> None:
     record = sub.add_parser("record", help="record facts for a user")
     add_scope_arguments(record)
     record.add_argument("text", nargs="*", help="fact texts; none: one fact per stdin line")
-    record.add_argument("--key", help="subject key: a newer fact with the same key supersedes")
+    record.add_argument(
+        "--key",
+        help="subject key, for one text only: a newer fact with the same key supersedes the "
+        "older one (several texts with one key would supersede each other, so it is refused)",
+    )
     record.add_argument("--kind", choices=FACT_KINDS, default="fact")
     record.add_argument("--importance", type=int, default=5, help="1-10 (default 5)")
     record.add_argument("--tag", action="append", default=[], help="a tag (repeatable)")
@@ -40,8 +45,12 @@ def run_record(args: argparse.Namespace) -> int:
 
     texts = args.text or [line.strip() for line in sys.stdin if line.strip()]
     if not texts:
-        print("memory-service: error: no fact text given", file=sys.stderr)
-        return 2
+        raise InvalidInputError("no fact text given")
+    if args.key is not None and len(texts) > 1:
+        raise InvalidInputError(
+            f"--key takes one text, got {len(texts)} (with one key each text would supersede "
+            "the one before it): record each keyed text with its own command, or drop --key"
+        )
     facts = [
         Fact(t, key=args.key, kind=args.kind, importance=args.importance, tags=tuple(args.tag))
         for t in texts

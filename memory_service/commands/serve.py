@@ -5,6 +5,10 @@ from __future__ import annotations
 import argparse
 import logging
 from datetime import timedelta
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from memory_service.api.keys import KeySource
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -31,27 +35,35 @@ def run(args: argparse.Namespace) -> int:
     keys = load_key_ring(settings)
     services = build_services(settings)
     app = create_app(services, keys.ring)
-    origin = f"{keys.path} ({len(keys.ring)} key{'s' if len(keys.ring) != 1 else ''})"
-    if keys.created_dev_key:
-        origin = f"{keys.path}, new development key for tenant 'default': {keys.created_dev_key}"
-    print(
-        f"memory-service listening on http://{host}:{port} | {services.describe_storage()} "
-        f"| API keys: {origin}",
-        flush=True,
-    )
-    logging.getLogger("memory_service").info("docs at http://%s:%d/docs", host, port)
+    print(banner(f"http://{host}:{port}", services.describe_storage(), keys), flush=True)
     scheduler = MemoryMaintenanceScheduler(
         app.state.maintenance,
         lambda: known_users(settings.workspace, services.longterm, keys.ring.tenants()),
         interval=timedelta(hours=_interval_hours(settings)),
     )
     scheduler.start()
+    config = uvicorn.Config(app, host=host, port=port, log_level="info")
+    # The banner says where it listens: uvicorn's own start and stop lines would repeat it.
+    # Its warnings and errors (a port in use) still show, and so does the access log.
+    logging.getLogger("uvicorn.error").setLevel(logging.WARNING)
     try:
-        uvicorn.run(app, host=host, port=port, log_level="info")
+        uvicorn.Server(config).run()
     finally:
         scheduler.stop()
         services.close()
     return 0
+
+
+def banner(url: str, storage: str, keys: KeySource) -> str:
+    """The one line ``serve`` prints at start (the README shows it)."""
+    count = len(keys.ring)
+    origin = f"{keys.path} ({count} key{'s' if count != 1 else ''})"
+    if keys.created_dev_key:
+        origin = (
+            f"{keys.path}, new development key for tenant 'default': {keys.created_dev_key} "
+            "(role admin)"
+        )
+    return f"memory-service listening on {url} (docs: {url}/docs) | {storage} | API keys: {origin}"
 
 
 def _interval_hours(settings) -> float:

@@ -13,7 +13,7 @@ import sys
 from typing import TextIO
 
 from memory_service.commands.common import settings_from
-from memory_service.errors import InvalidInputError
+from memory_service.errors import InvalidInputError, NotFoundError
 from memory_service.transfer import (
     SHOWN_BAD_LINES,
     BadLine,
@@ -53,8 +53,19 @@ def run_export(args: argparse.Namespace) -> int:
     finally:
         services.close()
     sys.stdout.flush()
+    if count == 0:
+        raise NotFoundError(_no_data(args.tenant, args.user, services.describe_backend()))
     print(f"exported {count} facts of tenant {args.tenant}", file=sys.stderr)
     return 0
+
+
+def _no_data(tenant: str, user: str | None, backend: str) -> str:
+    """Why an export wrote nothing: most often a mistyped ``--tenant`` (default: default)."""
+    whose = f"user {user!r} of tenant {tenant!r}" if user else f"tenant {tenant!r}"
+    return (
+        f"{whose} has no data in the long-term backend ({backend}): nothing exported "
+        "(--tenant defaults to 'default')"
+    )
 
 
 def _read(path: str) -> list[str]:

@@ -157,7 +157,10 @@ class CompactionSettings(_Section):
     ``trigger_ratio`` of the model window; keep the last ``keep_last`` messages verbatim and
     summarise the rest (``policy="summary"``), or drop whole old user rounds
     (``policy="sliding_window"``, no LLM). On a context overflow the tail shrinks to
-    ``overflow_keep_last``.
+    ``overflow_keep_last``. After a failed compaction (the model down, or a reply without
+    the five blocks) the session waits ``retry_after_messages`` more messages or
+    ``retry_after_minutes``, whichever comes first, before the next flush and summary; the
+    wait doubles with each failure in a row (up to 16 times).
     """
 
     policy: Literal["summary", "sliding_window"] = "summary"
@@ -170,6 +173,8 @@ class CompactionSettings(_Section):
     context_window: int | None = Field(None, ge=1024)  # None: MEMORY_LLM__CONTEXT_WINDOW
     summary_prompt: str | None = Field(None, min_length=20)
     max_chars_per_message: int = Field(4_000, ge=200, description="transcript cap per message")
+    retry_after_messages: int = Field(3, ge=1, description="messages to wait after a failure")
+    retry_after_minutes: float = Field(5.0, gt=0, description="or minutes, whichever is first")
 
     @model_validator(mode="after")
     def _tail_shorter_than_trigger(self) -> CompactionSettings:

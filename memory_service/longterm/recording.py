@@ -35,9 +35,11 @@ def plan_record(
     - same id as a fact in this batch or an active stored fact: ``duplicate``, nothing written;
     - same id as an inactive stored fact (superseded or expired): written anew (revived);
     - a key held by an open fact: the newer of the two (by ``created_at``) stays open and the
-      older is closed (``superseded_by``, ``valid_to``); the incoming one is ``superseded``
-      when it closed another;
-    - an incoming fact that is already closed or expired (an import) supersedes nothing.
+      older is closed (``superseded_by``, ``valid_to``). The incoming fact is ``superseded``
+      either way: with ``superseded_ids`` when it closed the other, with none when it was the
+      older one (a racing writer lost), so the caller knows recall will not show it;
+    - an incoming fact that is already closed or expired (an import) supersedes nothing and
+      is ``created``: its sender knew it was hidden.
     """
     plan = RecordPlan()
     by_key = dict(open_by_key)
@@ -49,11 +51,13 @@ def plan_record(
         if known is not None:
             plan.revived.add(fact.id)
         superseded: list[str] = []
+        lost = False  # closed on arrival: a newer open fact holds its key
         opens_key = fact.key is not None and fact.is_active(now)
         older = by_key.get(fact.key) if opens_key else None
         if older is not None and older.id != fact.id:
             if (older.created_at or now) > (fact.created_at or now):
                 fact = replace(fact, superseded_by=older.id, valid_to=older.created_at)
+                lost = True
             else:
                 shut = replace(older, superseded_by=fact.id, valid_to=fact.created_at)
                 superseded.append(older.id)
@@ -64,6 +68,6 @@ def plan_record(
         if opens_key and fact.superseded_by is None:
             by_key[fact.key] = fact
         plan.new[fact.id] = fact
-        status = "superseded" if superseded else "created"
+        status = "superseded" if superseded or lost else "created"
         plan.results.append(RecordResult(fact.id, status, tuple(superseded)))
     return plan

@@ -48,7 +48,7 @@ __all__ = [  # the summary's names stay importable from here (the flush uses ren
 TRANSCRIPT_SHARE = 0.6  # of the window, at most, for the transcript sent to the summariser
 
 # why a compaction ran, or did not: messages | tokens | rounds (triggers), forced, overflow,
-# not_needed, nothing_to_compact, no_model, failed
+# not_needed, nothing_to_compact, no_model, failed, backoff (waiting after a failure)
 
 
 @dataclass(frozen=True, slots=True)
@@ -181,6 +181,7 @@ class ConversationCompactor:
         state.replace_messages([*pinned, summary, *tail])
         state.summary = blocks
         state.compaction_count += 1
+        state.compaction_backoff = None
         state.flags.pop("needs_compaction", None)
         return CompactionResult(
             True,
@@ -254,6 +255,7 @@ class SlidingWindow:
         cut = starts[-keep]
         state.replace_messages([*kept_always, *conversation[cut:]])
         state.compaction_count += 1
+        state.compaction_backoff = None
         state.flags.pop("needs_compaction", None)
         return CompactionResult(
             True, reason, cut, len(conversation) - cut, before, state.token_estimate

@@ -1,9 +1,12 @@
 """The compaction hook: what an agent call runs around its reasoning.
 
 Before reasoning, flush first (the long-term pipeline's callback sees the messages about to be
-summarised away), then compact when a trigger fires. ``force_compact_and_retry`` handles a
-context-overflow error: flush, compact harder, retry once. Apart from the policies
-(``compaction``) because this is where short-term memory meets the flush pipeline.
+summarised away), then compact when a trigger fires. A failed compaction is remembered in the
+state (``CompactionBackoff``): until it is due, the trigger answers ``backoff`` and neither the
+flush nor the summariser is called, so a model that cannot summarise is not paid on every
+append. ``force_compact_and_retry`` handles a context-overflow error: flush, compact harder,
+retry once (whatever the back-off says: the call cannot go on otherwise). Apart from the
+policies (``compaction``) because this is where short-term memory meets the flush pipeline.
 """
 
 from __future__ import annotations
@@ -11,26 +14,67 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable
 from dataclasses import replace
+from datetime import datetime, timedelta
 from typing import TypeVar
 
+from memory_service.config import CompactionSettings
 from memory_service.context import RuntimeContext
 from memory_service.errors import MemoryServiceError
+from memory_service.facts import utcnow
 from memory_service.llm import ContextOverflowError
 from memory_service.shortterm.compaction import CompactionResult, Compactor
 from memory_service.shortterm.flush_hook import FlushCallback, FlushReason
-from memory_service.shortterm.state import AgentState
+from memory_service.shortterm.state import AgentState, CompactionBackoff
 
 log = logging.getLogger(__name__)
 
 T = TypeVar("T")
 
+MAX_BACKOFF_FACTOR = 16  # the wait doubles with each failure in a row, up to this factor
+
+
+def backoff_after(
+    state: AgentState,
+    error: MemoryServiceError,
+    config: CompactionSettings,
+    now: datetime,
+) -> CompactionBackoff:
+    """The back-off after one more failure: ``retry_after_messages`` more messages or
+    ``retry_after_minutes``, doubled for each earlier failure in a row."""
+    failures = (state.compaction_backoff.failures if state.compaction_backoff else 0) + 1
+    factor = min(2 ** (failures - 1), MAX_BACKOFF_FACTOR)
+    return CompactionBackoff(
+        failures=failures,
+        retry_at_seq=state.next_seq + config.retry_after_messages * factor,
+        retry_after=now + timedelta(minutes=config.retry_after_minutes * factor),
+        error_code=error.code,
+        error_message=error.message,
+    )
+
+
+def waiting_error(backoff: CompactionBackoff) -> MemoryServiceError:
+    """The remembered failure, as the result of a compaction that waits."""
+    return MemoryServiceError(
+        f"{backoff.error_message} (compaction failed {backoff.failures} time(s) in a row; "
+        f"backing off: next try once the session has {backoff.retry_at_seq} messages in all, "
+        f"or after {backoff.retry_after.isoformat()}, whichever comes first)",
+        code=backoff.error_code or None,
+    )
+
 
 class CompactionHook:
     """Runs before reasoning: flush, then compact when a trigger fires."""
 
-    def __init__(self, compactor: Compactor, *, flush: FlushCallback | None = None) -> None:
+    def __init__(
+        self,
+        compactor: Compactor,
+        *,
+        flush: FlushCallback | None = None,
+        clock: Callable[[], datetime] = utcnow,
+    ) -> None:
         self.compactor = compactor
         self.flush = flush
+        self.clock = clock
 
     def run_flush(self, state: AgentState, ctx: RuntimeContext, reason: FlushReason) -> dict:
         """Call the flush callback; a failure is logged and returned, never raised."""
@@ -44,16 +88,31 @@ class CompactionHook:
         return {"flushed": True}
 
     def before_reasoning(self, state: AgentState, ctx: RuntimeContext) -> CompactionResult:
-        """Compact when needed; an LLM failure is reported in the result, state unchanged."""
+        """Compact when needed and not backing off. An LLM failure is reported in the result
+        and remembered in ``state.compaction_backoff``; the messages stay unchanged."""
         trigger = self.compactor.needs_compaction(state)
+        tokens = state.token_estimate
         if trigger is None:
-            tokens = state.token_estimate
             return CompactionResult(False, "not_needed", 0, len(state.messages), tokens, tokens)
+        now = self.clock()
+        backoff = state.compaction_backoff
+        if backoff is not None and not backoff.due(state.next_seq, now):
+            error = waiting_error(backoff)
+            return CompactionResult(
+                False, "backoff", 0, len(state.messages), tokens, tokens, error=error
+            )
         flushed = self.run_flush(state, ctx, "pre_compaction")
         try:
             result = self.compactor.compact(state, reason=trigger)
         except MemoryServiceError as exc:
-            log.warning("compaction of %s failed: %s", ctx.session_id, exc)
+            state.compaction_backoff = backoff_after(state, exc, self.compactor.config, now)
+            log.warning(
+                "compaction of %s failed (%d in a row; next try at %d messages): %s",
+                ctx.session_id,
+                state.compaction_backoff.failures,
+                state.compaction_backoff.retry_at_seq,
+                exc,
+            )
             tokens = state.token_estimate
             result = CompactionResult(
                 False, "failed", 0, len(state.messages), tokens, tokens, error=exc

@@ -87,6 +87,41 @@ class ToolTrailEntry:
         )
 
 
+@dataclass(frozen=True, slots=True)
+class CompactionBackoff:
+    """A failed compaction, remembered so that the next appends do not pay for another flush
+    and summary at once: the hook tries again once ``next_seq`` reaches ``retry_at_seq`` or
+    the clock passes ``retry_after``, whichever comes first (see ``compaction_hook``)."""
+
+    failures: int  # in a row
+    retry_at_seq: int
+    retry_after: datetime
+    error_code: str
+    error_message: str
+
+    def due(self, next_seq: int, now: datetime) -> bool:
+        return next_seq >= self.retry_at_seq or now >= self.retry_after
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "failures": self.failures,
+            "retry_at_seq": self.retry_at_seq,
+            "retry_after": self.retry_after.isoformat(),
+            "error_code": self.error_code,
+            "error_message": self.error_message,
+        }
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> CompactionBackoff:
+        return cls(
+            failures=int(data["failures"]),
+            retry_at_seq=int(data["retry_at_seq"]),
+            retry_after=datetime.fromisoformat(data["retry_after"]),
+            error_code=str(data.get("error_code", "")),
+            error_message=str(data.get("error_message", "")),
+        )
+
+
 @dataclass(slots=True)
 class AgentState:
     """One session's short-term memory. Mutable; stores copy it in and out as JSON."""
@@ -107,6 +142,7 @@ class AgentState:
     last_flushed_index: int = -1  # seq of the last message flushed to long-term memory
     version: int = 0  # 0: never saved
     flags: dict[str, Any] = field(default_factory=dict)  # status flags, e.g. needs_compaction
+    compaction_backoff: CompactionBackoff | None = None  # set by a failed compaction
     extra: dict[str, Any] = field(default_factory=dict)  # for other pipelines' bookkeeping
 
     # -- changes --------------------------------------------------------------------------
@@ -193,6 +229,9 @@ class AgentState:
             "last_flushed_index": self.last_flushed_index,
             "version": self.version,
             "flags": copy.deepcopy(self.flags),
+            "compaction_backoff": (
+                self.compaction_backoff.to_dict() if self.compaction_backoff else None
+            ),
             "extra": copy.deepcopy(self.extra),
         }
 
@@ -216,6 +255,11 @@ class AgentState:
             last_flushed_index=int(data.get("last_flushed_index", -1)),
             version=int(data.get("version", 0)),
             flags=copy.deepcopy(dict(data.get("flags") or {})),
+            compaction_backoff=(
+                CompactionBackoff.from_dict(data["compaction_backoff"])
+                if data.get("compaction_backoff")
+                else None
+            ),
             extra=copy.deepcopy(dict(data.get("extra") or {})),
         )
 

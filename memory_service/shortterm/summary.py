@@ -7,6 +7,7 @@ what it is asked, how its answer is read, and what the assistant later sees of i
 
 from __future__ import annotations
 
+import json
 import re
 
 from memory_service.llm import LlmBadResponseError
@@ -38,8 +39,14 @@ If a previous summary is given, merge it: keep what still holds, drop what is ob
 Write in the language of the conversation. Be specific and concise."""
 
 _BLOCK_TAG = re.compile(r"<(" + "|".join(SUMMARY_BLOCKS) + r")>\s*(.*?)\s*</\1>", re.DOTALL)
-_BLOCK_HEADING = re.compile(
-    r"^#{1,6}\s*\**(" + "|".join(SUMMARY_BLOCKS) + r")\**\s*:?\s*$", re.MULTILINE | re.IGNORECASE
+# a block's name as models write it: task_overview, Task overview, TASK-OVERVIEW, ...
+_NAME = "|".join(r"[ \t_-]*".join(name.split("_")) for name in SUMMARY_BLOCKS)
+# a line that opens a block: "## Task overview", "**Task overview:** ...", "- next_steps: ..."
+_LABEL_LINE = re.compile(
+    r"^[ \t]*(?:[-*+][ \t]+)?(?P<hashes>#{1,6}[ \t]*)?(?P<bold>\*\*|__)?[ \t]*"
+    rf"(?P<name>{_NAME})[ \t]*(?P<colon>:)?[ \t]*(?P<closed>(?P=bold))?[ \t]*(?P<colon2>:)?"
+    r"[ \t]*(?P<rest>.*?)[ \t]*$",
+    re.IGNORECASE,
 )
 EMPTY_BLOCK = "(none)"
 
@@ -64,19 +71,86 @@ def render_line(message: Msg, max_chars: int) -> str:
 
 
 def parse_summary(text: str) -> dict[str, str]:
-    """The five blocks from a reply (XML tags, or Markdown headings as a fallback). A reply
-    with none of them is malformed; a missing block is recorded as ``(none)``."""
-    found = {name: body.strip() for name, body in _BLOCK_TAG.findall(text or "")}
+    """The five blocks from a reply, in the shapes models write them: XML tags (as asked), a
+    JSON object, or lines that open each block (a Markdown heading, a bold name, or
+    ``name: text``). A reply with none of them is malformed; a missing block is ``(none)``."""
+    text = text or ""
+    found = {name: body.strip() for name, body in _BLOCK_TAG.findall(text)}
     if not found:
-        headings = list(_BLOCK_HEADING.finditer(text or ""))
-        for i, match in enumerate(headings):
-            end = headings[i + 1].start() if i + 1 < len(headings) else len(text)
-            found[match.group(1).lower()] = text[match.end() : end].strip()
+        found = _from_json(text)
+    if not found:
+        found = _from_lines(text)
     if not found:
         raise LlmBadResponseError(
             "the summary reply has none of the blocks " + ", ".join(SUMMARY_BLOCKS)
         )
     return {name: found.get(name) or EMPTY_BLOCK for name in SUMMARY_BLOCKS}
+
+
+def _block_name(label: str) -> str | None:
+    name = re.sub(r"[\s_-]+", "_", label.strip().strip("*_#:").strip().lower())
+    return name if name in SUMMARY_BLOCKS else None
+
+
+def _from_json(text: str) -> dict[str, str]:
+    """The blocks of a JSON object (maybe inside a code fence or a sentence)."""
+    start, end = text.find("{"), text.rfind("}")
+    if start < 0 or end <= start:
+        return {}
+    try:
+        value = json.loads(text[start : end + 1])
+    except ValueError:
+        return {}
+    if not isinstance(value, dict):
+        return {}
+    found = {}
+    for key, body in value.items():
+        name = _block_name(str(key))
+        if name is not None:
+            found[name] = _json_text(body).strip()
+    return found
+
+
+def _json_text(value: object) -> str:
+    if value is None:
+        return ""
+    if isinstance(value, str):
+        return value
+    if isinstance(value, list):
+        return "\n".join(f"- {_json_text(item)}" for item in value)
+    if isinstance(value, dict):
+        return "\n".join(f"{key}: {_json_text(item)}" for key, item in value.items())
+    return json.dumps(value)
+
+
+def _opens_block(line: str) -> tuple[str, str] | None:
+    """``(block, text on the same line)`` when ``line`` opens a block. A bare name counts
+    only alone on its line; otherwise a heading, bold or a colon must mark it as a label."""
+    match = _LABEL_LINE.match(line)
+    if match is None:
+        return None
+    marked = any(match.group(g) for g in ("hashes", "bold", "colon", "colon2"))
+    if not marked and match.group("rest"):
+        return None
+    name = _block_name(match.group("name"))
+    return (name, match.group("rest")) if name is not None else None
+
+
+def _from_lines(text: str) -> dict[str, str]:
+    """Blocks opened by label lines; each runs to the next one (text before the first is
+    the model's preamble, dropped). A block written twice keeps both parts."""
+    bodies: dict[str, list[str]] = {}
+    current: list[str] | None = None
+    for line in text.splitlines():
+        opened = _opens_block(line)
+        if opened is not None:
+            name, rest = opened
+            current = bodies.setdefault(name, [])
+            if rest:
+                current.append(rest)
+        elif current is not None:
+            current.append(line)
+    return {name: "\n".join(lines).strip() for name, lines in bodies.items()}
 
 
 def render_summary(blocks: dict[str, str], number: int) -> str:

@@ -56,10 +56,17 @@ class RecordRequest(Strict):
 
 
 class RecordResultOut(Out):  # a facts.RecordResult
-    """What recording one fact did; ``superseded_ids``: the facts its ``key`` replaced."""
+    """What recording one fact did. ``created``: stored and recalled from now on;
+    ``duplicate``: already stored, nothing written; ``superseded``: its ``key`` is shared with
+    another open fact, and the older of the two is hidden from recall: the others, when
+    ``superseded_ids`` names them, or this fact itself, when it is empty (a newer fact already
+    holds the key: a racing write lost; its ``superseded_by`` says which)."""
 
     id: str
-    status: Literal["created", "duplicate", "superseded"]
+    status: Literal["created", "duplicate", "superseded"] = Field(
+        description="created | duplicate | superseded (with superseded_ids empty: this fact "
+        "itself was recorded superseded by a newer fact with the same key, hidden from recall)"
+    )
     superseded_ids: list[str] = []
 
 

@@ -1,0 +1,194 @@
+"""The API keys file: read it, and change it (add, revoke, migrate) without hand-editing JSON.
+
+The file is a JSON object from a key to its owner::
+
+    {"sha256:<64 hex digits>": {"tenant": "acme", "role": "user", "created_at": "..."}}
+
+Only SHA-256 digests of the keys are written: a key is shown once, when it is added, and
+cannot be read back. A file written by hand (or by an older version) may still name keys in
+plaintext (``{"<key>": {"tenant": ..., "role": ...}}``); it is read as before, and every
+change written through here stores those keys as digests too (``keys migrate`` does only that).
+Changes are atomic (readers see the old or the new file) and serialised by a lock beside it.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import re
+import secrets
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Literal
+
+from filelock import FileLock
+
+from memory_service.context import validate_id
+from memory_service.errors import ConfigurationError, InvalidIdError, InvalidInputError
+from memory_service.facts import utcnow
+from memory_service.fsutil import write_atomically
+from memory_service.limits import MIN_API_KEY_CHARS
+from memory_service.paths import lock_for
+
+Role = Literal["user", "admin"]
+ROLES: tuple[str, ...] = ("user", "admin")
+SETTING = "MEMORY_API_KEYS_FILE"
+DIGEST_PREFIX = "sha256:"
+FINGERPRINT_CHARS = 12  # shown by `keys list`; the prefix of the key's SHA-256, in hex
+MIN_FINGERPRINT_CHARS = 6  # `keys revoke` takes a fingerprint prefix at least this long
+KEY_PREFIX = "msk_"
+_DIGEST_ENTRY = re.compile(r"sha256:[0-9a-f]{64}")
+Stamp = tuple[int, int, int]  # inode, size, mtime (ns): what says the file has changed
+
+
+def digest_of(key: str) -> bytes:
+    return hashlib.sha256(key.encode("utf-8")).digest()
+
+
+def new_key(prefix: str = KEY_PREFIX) -> str:
+    return prefix + secrets.token_urlsafe(24)
+
+
+@dataclass(frozen=True, slots=True)
+class KeyEntry:
+    """One key of the file, by its digest; ``plaintext``: the file names the key itself."""
+
+    digest: bytes
+    tenant: str
+    role: Role
+    created_at: str | None = None
+    plaintext: bool = False
+
+    @property
+    def fingerprint(self) -> str:
+        return self.digest.hex()[:FINGERPRINT_CHARS]
+
+    def to_json(self) -> tuple[str, dict[str, str]]:
+        spec = {"tenant": self.tenant, "role": self.role}
+        if self.created_at:
+            spec["created_at"] = self.created_at
+        return DIGEST_PREFIX + self.digest.hex(), spec
+
+
+def parse_entries(entries: object) -> list[KeyEntry]:
+    """The keys of a decoded file; anything malformed is a ``ConfigurationError``."""
+    if not isinstance(entries, Mapping):
+        raise ConfigurationError(f"{SETTING}: expected a JSON object of keys")
+    return [_entry(name, spec) for name, spec in entries.items()]
+
+
+def _entry(name: object, spec: object) -> KeyEntry:
+    if not isinstance(name, str):
+        raise ConfigurationError(f"{SETTING}: every key must be a string")
+    if name.startswith(DIGEST_PREFIX):
+        if not _DIGEST_ENTRY.fullmatch(name):
+            raise ConfigurationError(
+                f"{SETTING}: a hashed key is 'sha256:' and 64 lowercase hex digits"
+            )
+        digest, plaintext = bytes.fromhex(name[len(DIGEST_PREFIX) :]), False
+    elif len(name) < MIN_API_KEY_CHARS:
+        raise ConfigurationError(f"{SETTING}: every key needs >= {MIN_API_KEY_CHARS} characters")
+    else:
+        digest, plaintext = digest_of(name), True
+    if not isinstance(spec, Mapping):
+        raise ConfigurationError(f"{SETTING}: each key maps to {{tenant, role}}")
+    try:
+        tenant = validate_id(spec.get("tenant"), "tenant")
+    except InvalidIdError as exc:
+        raise ConfigurationError(f"{SETTING}: {exc.message}") from exc
+    role = spec.get("role", "user")
+    if role not in ROLES:
+        raise ConfigurationError(f"{SETTING}: role {role!r} is not user|admin")
+    created = spec.get("created_at")
+    return KeyEntry(digest, tenant, role, str(created) if created else None, plaintext)
+
+
+def read_entries(path: Path) -> tuple[list[KeyEntry], Stamp]:
+    """The file's keys and the stamp of the very file they were read from."""
+    try:
+        with open(path, encoding="utf-8") as handle:
+            info = os.fstat(handle.fileno())
+            text = handle.read()
+    except FileNotFoundError:
+        raise ConfigurationError(f"{SETTING}: no such file {str(path)!r}") from None
+    except OSError as exc:
+        raise ConfigurationError(f"{SETTING}: cannot read {path}: {exc.strerror}") from exc
+    try:
+        decoded = json.loads(text)
+    except ValueError as exc:
+        raise ConfigurationError(f"{SETTING}: {path} is not JSON: {exc}") from exc
+    return parse_entries(decoded), stamp_of(info)
+
+
+def stamp_of(info: os.stat_result) -> Stamp:
+    return (info.st_ino, info.st_size, info.st_mtime_ns)
+
+
+def write_entries(path: Path, entries: Iterable[KeyEntry]) -> None:
+    """Replace the file with ``entries``, every key as its digest, readable by its owner only."""
+    body = dict(entry.to_json() for entry in entries)
+    write_atomically(path, json.dumps(body, indent=2) + "\n")
+    os.chmod(path, 0o600)
+
+
+class KeyStore:
+    """The changes ``memory-service keys`` makes to one keys file."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+
+    def entries(self) -> list[KeyEntry]:
+        if not self.path.exists():
+            return []
+        return read_entries(self.path)[0]
+
+    def add(self, tenant: str, role: Role = "user", *, prefix: str = KEY_PREFIX) -> str:
+        """Mint a key for ``tenant``, store its digest, return the key (shown only now)."""
+        tenant = validate_id(tenant, "tenant")
+        if role not in ROLES:
+            raise InvalidInputError(f"role {role!r} is not user|admin")
+        key = new_key(prefix)
+        entry = KeyEntry(digest_of(key), tenant, role, utcnow().isoformat())
+        with self._lock():
+            write_entries(self.path, [*self.entries(), entry])
+        return key
+
+    def revoke(self, key_or_fingerprint: str) -> KeyEntry:
+        """Remove the key given itself, or by a prefix of its fingerprint (unique)."""
+        with self._lock():
+            entries = self.entries()
+            match = self._find(entries, key_or_fingerprint.strip())
+            write_entries(self.path, [e for e in entries if e.digest != match.digest])
+        return match
+
+    def migrate(self) -> int:
+        """Store every plaintext key as its digest; returns how many were converted."""
+        with self._lock():
+            entries = self.entries()
+            converted = sum(e.plaintext for e in entries)
+            if converted:
+                write_entries(self.path, entries)
+        return converted
+
+    def _find(self, entries: list[KeyEntry], given: str) -> KeyEntry:
+        by_key = [e for e in entries if e.digest == digest_of(given)]
+        if by_key:
+            return by_key[0]
+        prefix = given.lower()
+        if len(prefix) < MIN_FINGERPRINT_CHARS or not re.fullmatch(r"[0-9a-f]+", prefix):
+            raise InvalidInputError(
+                "give the key itself or its fingerprint (at least "
+                f"{MIN_FINGERPRINT_CHARS} hex digits, as `memory-service keys list` shows it)"
+            )
+        found = {e.digest: e for e in entries if e.digest.hex().startswith(prefix)}
+        if not found:
+            raise InvalidInputError(f"no key with fingerprint {prefix} in {self.path}")
+        if len(found) > 1:
+            raise InvalidInputError(f"{len(found)} keys start with {prefix}: give more digits")
+        return next(iter(found.values()))
+
+    def _lock(self) -> FileLock:
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        return FileLock(str(lock_for(self.path)), timeout=30)

@@ -1,0 +1,119 @@
+"""What a new user sees when ``serve`` starts (and what the README shows), and keys changed
+with ``memory-service keys`` while it runs: taken up without a restart."""
+
+from __future__ import annotations
+
+import os
+import re
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import httpx
+
+from tests.test_serve import _free_port
+
+REPO = Path(__file__).resolve().parents[1]
+ACCESS_LINE = re.compile(r'^INFO: +127\.0\.0\.1:\d+ - "GET /healthz HTTP/1\.1" 200 OK$')
+
+
+def _env() -> dict[str, str]:
+    """No MEMORY_* settings: the workspace is ./data, as after a fresh clone."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("MEMORY_")}
+    env.update(HF_HUB_OFFLINE="1", PYTHONPATH=str(REPO))
+    return env
+
+
+def _start(cwd: Path, port: int) -> subprocess.Popen:
+    return subprocess.Popen(
+        [sys.executable, "-m", "memory_service.cli", "serve", "--port", str(port)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        env=_env(),
+        cwd=cwd,
+    )
+
+
+def _wait_healthy(base: str) -> None:
+    for _ in range(600):
+        try:
+            if httpx.get(f"{base}/healthz", timeout=1).status_code == 200:
+                return
+        except httpx.TransportError:
+            time.sleep(0.1)
+    raise AssertionError("serve did not become healthy")
+
+
+def _stop(proc: subprocess.Popen) -> str:
+    proc.send_signal(signal.SIGINT)  # Ctrl-C, as a user stops it
+    out, _ = proc.communicate(timeout=60)
+    return out
+
+
+def _shape(line: str) -> str:
+    """The banner with what differs between runs (port, paths, key) replaced."""
+    line = re.sub(r"http://127\.0\.0\.1:\d+", "URL", line)
+    line = re.sub(r"msk_dev_[A-Za-z0-9_-]+", "KEY", line)
+    return re.sub(r"/[^\s,()|]+", "PATH", line)
+
+
+def _readme_banner() -> str:
+    readme = (REPO / "README.md").read_text(encoding="utf-8")
+    return next(line for line in readme.splitlines() if line.startswith("memory-service listen"))
+
+
+def test_serve_prints_one_line_with_absolute_paths_as_the_readme_shows(tmp_path):
+    port = _free_port()
+    proc = _start(tmp_path, port)
+    try:
+        banner = proc.stdout.readline().rstrip("\n")
+        _wait_healthy(f"http://127.0.0.1:{port}")
+    finally:
+        rest = _stop(proc)
+    keys_file = (tmp_path / "data" / "api-keys.json").resolve()
+    assert f"API keys: {keys_file}, new development key for tenant 'default'" in banner
+    assert f"docs: http://127.0.0.1:{port}/docs" in banner
+    assert _shape(banner) == _shape(_readme_banner()), (banner, _readme_banner())
+    others = [line for line in rest.splitlines() if not ACCESS_LINE.match(line)]
+    assert others == [], others  # one line, then one access-log line per request
+
+
+def test_keys_added_and_revoked_while_serving_take_effect_without_a_restart(tmp_path):
+    port = _free_port()
+    base = f"http://127.0.0.1:{port}"
+    proc = _start(tmp_path, port)
+
+    def cli(*argv: str) -> str:
+        done = subprocess.run(
+            [sys.executable, "-m", "memory_service.cli", "keys", *argv],
+            capture_output=True,
+            text=True,
+            env=_env(),
+            cwd=tmp_path,
+            timeout=120,
+        )
+        assert done.returncode == 0, done.stderr
+        return done.stdout.strip()
+
+    def status(key: str) -> int:
+        headers = {"Authorization": f"Bearer {key}"}
+        return httpx.get(f"{base}/v1/usage", headers=headers, timeout=5).status_code
+
+    def eventually(key: str, expected: int) -> None:
+        deadline = time.monotonic() + 10
+        while status(key) != expected:
+            assert time.monotonic() < deadline, f"{key[:8]}...: never {expected}"
+            time.sleep(0.2)
+
+    try:
+        proc.stdout.readline()
+        _wait_healthy(base)
+        key = cli("add", "--tenant", "acme")
+        eventually(key, 200)
+        cli("revoke", key)
+        eventually(key, 401)
+    finally:
+        _stop(proc)
