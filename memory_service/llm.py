@@ -272,6 +272,12 @@ def _status_error(model: str, exc: openai.APIStatusError) -> LlmError:
     return LlmError(detail)
 
 
+def _no_nul(text: str | None) -> str | None:
+    """A model's text without NUL: no message may hold one (facts and sessions refuse it),
+    and a stray NUL in a reply is noise, not a reason to fail the call."""
+    return text.replace("\x00", "") if text else text
+
+
 def _reply(model: str, completion: Any) -> ChatReply:
     choices = getattr(completion, "choices", None)
     if not choices:
@@ -282,10 +288,10 @@ def _reply(model: str, completion: Any) -> ChatReply:
         raise LlmBadResponseError(f"model {model!r}: reply has no message")
     try:
         calls = tuple(
-            ToolCall(call.id, call.function.name, call.function.arguments or "{}")
+            ToolCall(call.id, call.function.name, _no_nul(call.function.arguments) or "{}")
             for call in (message.tool_calls or ())
         )
-        msg = Msg("assistant", content_text(message.content), tool_calls=calls)
+        msg = Msg("assistant", _no_nul(content_text(message.content)), tool_calls=calls)
     except (AttributeError, MemoryServiceError) as exc:
         raise LlmBadResponseError(f"model {model!r}: malformed message: {exc}") from exc
     usage = getattr(completion, "usage", None)

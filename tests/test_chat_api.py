@@ -182,3 +182,13 @@ def test_chat_and_usage_need_an_api_key(client):
 def test_openapi_documents_chat_and_usage(client):
     paths = client.get("/openapi.json").json()["paths"]
     assert "post" in paths["/v1/chat"] and "get" in paths["/v1/usage"]
+
+
+def test_a_nul_in_the_models_reply_is_dropped_not_a_failed_chat(client, script):
+    script.chat(text("Noted\x00, no peanuts."))
+    script.flush(text("NO_REPLY"))
+    said = chat(client, "I am allergic to peanuts.")
+    assert said.status_code == 200, said.text
+    assert said.json()["reply"] == "Noted, no peanuts."
+    state = client.get("/v1/sessions/s1", params={"user_id": "alice"}, headers=auth(ACME_KEY))
+    assert state.status_code == 200 and "\x00" not in state.text
