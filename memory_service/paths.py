@@ -173,7 +173,7 @@ class UserPaths:
     @property
     def flush_dead_letters_lock(self) -> Path:
         """The lock every append to and rewrite of ``flush_dead_letters`` holds."""
-        return self.dead_letters_dir / "flush.jsonl.lock"
+        return lock_for(self.flush_dead_letters)
 
     @property
     def flush_replay_lock(self) -> Path:

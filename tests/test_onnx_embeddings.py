@@ -232,8 +232,8 @@ def _free_port() -> int:
         return sock.getsockname()[1]
 
 
-@pytest.mark.skipif(not Path("/proc/self/maps").exists(), reason="reads /proc/<pid>/maps")
 def test_serve_answers_a_search_without_loading_torch(tmp_path: Path, onnx):
+    """The serving process's mapped libraries (Linux, the platform this service runs on)."""
     port, workspace = _free_port(), tmp_path / "ws"
     proc = subprocess.Popen(
         [sys.executable, "-m", "memory_service.cli", "serve", "--port", str(port)],
