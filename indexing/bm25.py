@@ -53,13 +53,18 @@ class BM25Index:
             return np.zeros(self._size)
         return np.asarray(self._bm25.get_scores(list(query_terms)), dtype=np.float64)
 
-    def search(self, query_terms: Sequence[str], limit: int) -> list[BM25Hit]:
-        """Documents sharing at least one term with the query, best first."""
+    def search(
+        self, query_terms: Sequence[str], limit: int, allowed: np.ndarray | None = None
+    ) -> list[BM25Hit]:
+        """Documents sharing at least one term with the query, best first; with ``allowed``
+        (a boolean per document), only those it allows, chosen before the cut to ``limit``."""
         if self._bm25 is None or not query_terms:
             return []
         matching: set[int] = set()
         for term in set(query_terms):
             matching |= self._postings.get(term, set())
+        if allowed is not None:
+            matching = {i for i in matching if allowed[i]}
         if not matching:
             return []
         scores = np.asarray(self._bm25.get_scores(list(query_terms)))

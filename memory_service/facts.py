@@ -172,12 +172,15 @@ def parse_time(value: str | datetime | None) -> datetime | None:
 
 @dataclass(frozen=True, slots=True)
 class Recall:
-    """A retrieved fact, its fused score, and the rank it had in each retriever (1-based)."""
+    """A retrieved fact, its fused score, and the rank it had in each retriever (1-based).
+    ``confidence``: the fact's stored confidence decayed by its age at the moment asked about
+    (``ConfidenceDecay``; the stored value when decay is off)."""
 
     fact: Fact
     score: float
     ranks: dict[str, int | None] = field(default_factory=dict)
     scores: dict[str, float | None] = field(default_factory=dict)
+    confidence: float = 1.0
 
 
 @dataclass(frozen=True, slots=True)

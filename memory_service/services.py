@@ -15,6 +15,7 @@ from datetime import timedelta
 from indexing.embeddings import CachedEmbedder, Embedder, SentenceTransformerEmbedder
 from memory_service.config import Settings
 from memory_service.errors import BackendUnavailableError, ConfigurationError
+from memory_service.fact_filter import ConfidenceDecay, ExpiryPolicy
 from memory_service.harness import MemoryHarness
 from memory_service.llm import ChatModel
 from memory_service.longterm.base import LongTermMemory
@@ -79,17 +80,28 @@ def _onnx_embedder(settings: Settings) -> Embedder:
         raise ConfigurationError(message) from exc
 
 
+def build_expiry(settings: Settings) -> ExpiryPolicy:
+    """The one expiry rule: what reads hide and what maintenance deletes."""
+    return ExpiryPolicy(by_importance=settings.longterm.expire_by_importance)
+
+
 def build_longterm(settings: Settings, embedder: Embedder) -> LongTermMemory:
-    retrieval = settings.longterm.retrieval()
-    backend = settings.longterm.backend
+    cfg = settings.longterm
+    retrieval = cfg.retrieval()
+    read = {
+        "retrieval": retrieval,
+        "expiry": build_expiry(settings),
+        "confidence": ConfidenceDecay(cfg.confidence_half_life_days, cfg.confidence_floor),
+    }
+    backend = cfg.backend
     if backend == "files":
         from memory_service.longterm.files import FileSystemLongTermMemory
 
-        return FileSystemLongTermMemory(settings.workspace, embedder, retrieval=retrieval)
+        return FileSystemLongTermMemory(settings.workspace, embedder, **read)
     if backend == "qdrant":
         from memory_service.longterm.qdrant import open_qdrant
 
-        return open_qdrant(settings.qdrant, settings.workspace, embedder, retrieval=retrieval)
+        return open_qdrant(settings.qdrant, settings.workspace, embedder, **read)
     raise ConfigurationError(
         f"MEMORY_LONGTERM__BACKEND: backend {backend!r} is not available in this build"
     )
@@ -215,6 +227,7 @@ def build_maintenance(services: Services) -> MemoryMaintenance:
             daily_file_retention_days=memory.daily_file_retention_days,
             session_retention_days=memory.session_retention_days,
             near_duplicate_distance=memory.near_duplicate_distance,
+            expiry=build_expiry(services.settings),
         ),
     )
 

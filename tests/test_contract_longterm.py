@@ -280,8 +280,10 @@ def test_naive_and_offset_times_are_taken_as_utc(memory):
 
     naive = datetime(2026, 1, 1, 12, 0)
     offset = datetime(2026, 1, 1, 14, 0, tzinfo=timezone(timedelta(hours=5)))  # 09:00 UTC
-    memory.record(ALICE, [Fact("Lives in Oslo", key="city", created_at=naive)])
-    result = memory.record(ALICE, [Fact("Lives in Lima", key="city", created_at=offset)])[0]
+    # importance 10: never expires by age (these dates are months old)
+    memory.record(ALICE, [Fact("Lives in Oslo", key="city", created_at=naive, importance=10)])
+    lima = Fact("Lives in Lima", key="city", created_at=offset, importance=10)
+    result = memory.record(ALICE, [lima])[0]
     # Lima is older (09:00 UTC < 12:00 UTC): it is recorded already superseded by Oslo,
     # which stays the open fact; the answer says so (superseded, replacing nothing).
     assert (result.status, result.superseded_ids) == ("superseded", ())

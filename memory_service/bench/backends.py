@@ -18,8 +18,11 @@ from memory_service.longterm.base import LongTermMemory
 
 
 def settings_for(base: Settings, workspace: Path) -> Settings:
-    """``base`` moved to ``workspace``; an embedded Qdrant store moves along with it."""
-    update: dict[str, object] = {"workspace": workspace}
+    """``base`` moved to ``workspace``; an embedded Qdrant store moves along with it. A
+    benchmark's memories are dated in the past by design (LoCoMo's 2023 sessions): expiry by
+    importance would hide them all, so it is off (a fact's own ``expires_at`` still counts)."""
+    longterm = base.longterm.model_copy(update={"expire_by_importance": False})
+    update: dict[str, object] = {"workspace": workspace, "longterm": longterm}
     if base.qdrant.url is None:
         update["qdrant"] = base.qdrant.model_copy(update={"path": workspace / "qdrant"})
     return base.model_copy(update=update)

@@ -45,6 +45,10 @@ class RetrievalConfig(BaseModel):
     - ``date_terms``: the lexical leg also indexes each memory's ``created_at`` day as words
       (``indexing.lexical``). Qdrant stores BM25 vectors when a fact is recorded, so changing
       it there applies to facts recorded afterwards (re-index for the rest).
+    - ``recency_half_life_days`` / ``recency_weight``: an opt-in preference for recent
+      memories: ``recency_weight * 0.5 ** (age_days / half_life)`` is added to each fused
+      score (z-score units; with ``rrf`` use a weight near 0.01), the age counted at the
+      moment asked about (now, or ``as_of``). None (the default): off.
 
     Single-leg modes (``bm25``, ``dense``) return the leg's own ranking: no fusion, no smoothing.
     """
@@ -60,6 +64,8 @@ class RetrievalConfig(BaseModel):
     neighbour_weight: float = Field(0.5, ge=0)
     neighbour_window: int = Field(2, ge=0, le=50)
     date_terms: bool = True
+    recency_half_life_days: float | None = Field(None, gt=0)
+    recency_weight: float = Field(1.0, ge=0)
 
     @field_validator("weights")
     @classmethod

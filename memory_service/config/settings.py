@@ -43,11 +43,20 @@ class LongTermSettings(_Section):
 
     ``retrieval_preset`` names a built-in preset (``memory_service.config.retrieval``) or one
     defined under ``presets`` (in TOML: ``[longterm.presets.mine]`` with ``fusion = "rrf"``
-    and so on; a custom preset may not reuse a built-in name)."""
+    and so on; a custom preset may not reuse a built-in name).
+
+    ``expire_by_importance``: a fact without its own ``expires_at`` expires by importance
+    (below 5: 7 days; 5-9: 30 days; 10: never), hidden from every read at once and deleted by
+    maintenance; False: only ``expires_at`` expires a fact. ``confidence_half_life_days``: each
+    hit's confidence is its stored confidence halved every this many days of age (None: not
+    decayed), never below ``confidence_floor``."""
 
     backend: Literal["files", "qdrant"] = "files"
     retrieval_preset: str = "hybrid"
     presets: dict[str, RetrievalConfig] = Field(default_factory=dict)
+    expire_by_importance: bool = True
+    confidence_half_life_days: float | None = Field(None, gt=0)
+    confidence_floor: float = Field(0.0, ge=0.0, le=1.0)
 
     @model_validator(mode="after")
     def _known_preset(self) -> LongTermSettings:

@@ -13,6 +13,7 @@ from typing import Protocol, runtime_checkable
 
 from memory_service.config.retrieval import Mode
 from memory_service.context import RuntimeContext
+from memory_service.fact_filter import FactFilter
 from memory_service.facts import Fact, Page, Recall, RecordResult
 
 
@@ -23,6 +24,10 @@ class LongTermMemory(Protocol):
     Every method reads and writes only ``ctx``'s tenant and user. ``record`` is idempotent:
     the same text twice is one fact (``duplicate``). A fact with the ``key`` of an active fact
     supersedes it (``superseded``); superseded and expired facts are not recalled.
+    ``filter`` narrows retrieve and list by metadata and asks about a past moment (``as_of``),
+    inside each leg before top-k; a fact past its ``expires_at`` or its importance TTL is
+    never returned by either, whether or not maintenance ran. ``get`` reads by id whatever
+    is stored (superseded and expired facts too: erasure, import and audits read by id).
     ``update`` rewrites the metadata of existing facts by id (maintenance closes and merges
     facts with it); the text, and so the id, never changes.
     """
@@ -37,6 +42,7 @@ class LongTermMemory(Protocol):
         threshold: float = 0.0,
         *,
         mode: Mode = "hybrid",
+        filter: FactFilter | None = None,  # noqa: A002
     ) -> list[Recall]: ...
 
     def get(self, ctx: RuntimeContext, ids: Sequence[str]) -> list[Fact]: ...
@@ -48,6 +54,7 @@ class LongTermMemory(Protocol):
         limit: int = 100,
         cursor: str | None = None,
         include_inactive: bool = False,
+        filter: FactFilter | None = None,  # noqa: A002
     ) -> Page[Fact]: ...
 
     def update(self, ctx: RuntimeContext, facts: Sequence[Fact]) -> int: ...

@@ -25,13 +25,20 @@ from indexing.hashing import content_hash
 from indexing.tokenize import tokenize
 from memory_service.config.retrieval import Leg
 from memory_service.context import RuntimeContext
+from memory_service.fact_filter import ConfidenceDecay, ExpiryPolicy
 from memory_service.facts import Fact, fact_id, utcnow
 from memory_service.fsutil import fsync_dir, read_text, write_atomically
 from memory_service.longterm.files_index import UserIndex, UserIndexes, ledger_files
 from memory_service.longterm.ledger import parse_ledger, render_lines, rewrite_ledger
 from memory_service.longterm.recording import RecordPlan
 from memory_service.longterm.retrieval import LegHit, RetrievalConfig
-from memory_service.longterm.store import NO_CANDIDATES, BaseLongTermMemory, Candidates, StoredFacts
+from memory_service.longterm.store import (
+    NO_CANDIDATES,
+    BaseLongTermMemory,
+    Candidates,
+    ReadView,
+    StoredFacts,
+)
 from memory_service.longterm.vector_cache import cache_path as vector_cache_path
 from memory_service.paths import UserPaths, WorkspacePaths
 
@@ -58,10 +65,14 @@ class FileSystemLongTermMemory(BaseLongTermMemory[_Read]):
         *,
         retrieval: RetrievalConfig | None = None,
         clock: Callable[[], datetime] = utcnow,
+        expiry: ExpiryPolicy | None = None,
+        confidence: ConfidenceDecay | None = None,
     ) -> None:
-        super().__init__(embedder, retrieval=retrieval, clock=clock)
+        super().__init__(
+            embedder, retrieval=retrieval, clock=clock, expiry=expiry, confidence=confidence
+        )
         self.workspace = Path(workspace)
-        self._indexes = UserIndexes()
+        self._indexes = UserIndexes(self.expiry)
 
     # -- paths, locks, writes ---------------------------------------------------------------
 
@@ -163,33 +174,33 @@ class FileSystemLongTermMemory(BaseLongTermMemory[_Read]):
         legs: tuple[Leg, ...],
         depth: int,
         threshold: float,
-        now: datetime,
+        view: ReadView,
     ) -> Candidates:
         index = self._index(ctx)
-        if not index.recallable:
+        corpus = index.corpus(view)
+        if not corpus.facts:
             return NO_CANDIDATES
+        allowed = corpus.mask(view)  # before any top-k: a filter never empties a leg early
+        if not allowed.any():
+            return NO_CANDIDATES
+        facts = corpus.facts
         leg_hits: dict[str, list[LegHit]] = {}
-
-        def live(position: int) -> Fact | None:
-            fact = index.stored[index.recallable[position]].fact
-            return fact if fact.is_active(now) else None
-
         if "bm25" in legs:
-            hits = index.bm25(self.retrieval.date_terms).search(tokenize(query), depth)
+            hits = corpus.bm25(self.retrieval.date_terms).search(tokenize(query), depth, allowed)
+            found = [(facts[h.index], h.score) for h in hits]
             leg_hits["bm25"] = [
-                LegHit(f.id, h.score, f.session_id, f.created_at)
-                for h in hits
-                if (f := live(h.index)) is not None
+                LegHit(f.id, score, f.session_id, f.created_at) for f, score in found
             ]
         if "dense" in legs:
             query_vector = self._embedder.embed([query])[0]
             cache_file = vector_cache_path(self.paths(ctx), self._embedder)
-            sims = index.matrix(self._embedder, cache_file) @ query_vector
+            sims = corpus.matrix(self._embedder, cache_file) @ query_vector
+            sims = np.where(allowed, sims, -np.inf)
             order = np.argsort(-sims, kind="stable")[:depth]
+            kept = [int(i) for i in order if allowed[i] and sims[i] >= threshold]
             leg_hits["dense"] = [
-                LegHit(f.id, float(sims[i]), f.session_id, f.created_at)
-                for i in order
-                if sims[i] >= threshold and (f := live(int(i))) is not None
+                LegHit(facts[i].id, float(sims[i]), facts[i].session_id, facts[i].created_at)
+                for i in kept
             ]
         return Candidates(leg_hits, lambda fid: index.by_id[fid].fact)
 
@@ -197,9 +208,8 @@ class FileSystemLongTermMemory(BaseLongTermMemory[_Read]):
         by_id = self._index(ctx).by_id
         return {i: by_id[i].fact for i in ids if i in by_id}
 
-    def _list(self, ctx: RuntimeContext, *, include_inactive: bool, now: datetime) -> list[Fact]:
-        stored = self._index(ctx).stored
-        return [s.fact for s in stored if include_inactive or s.fact.is_active(now)]
+    def _list(self, ctx: RuntimeContext, *, include_inactive: bool, view: ReadView) -> list[Fact]:
+        return [s.fact for s in self._index(ctx).stored]  # the base applies ``view``
 
     def _read_for_update(self, ctx: RuntimeContext, ids: Sequence[str]) -> _Read:
         index = self._index(ctx)

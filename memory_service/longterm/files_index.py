@@ -21,9 +21,11 @@ from indexing.embeddings import Embedder
 from indexing.hashing import content_hash
 from indexing.lexical import lexical_terms
 from memory_service.context import RuntimeContext
+from memory_service.fact_filter import ExpiryPolicy
 from memory_service.facts import Fact, fact_id
 from memory_service.fsutil import read_text
 from memory_service.longterm.ledger import parse_ledger
+from memory_service.longterm.store import ReadView
 from memory_service.longterm.vector_cache import embed_with_cache
 from memory_service.paths import UserPaths
 
@@ -45,30 +47,72 @@ class ParsedFile:
 
 
 @dataclass(slots=True)
+class Corpus:
+    """A BM25 index and an embedding matrix over some of the stored facts (``positions``
+    into ``UserIndex.stored``), built on first use. ``deadlines``: each fact's expiry time as
+    a POSIX timestamp (inf: never), so expiry is a vectorised mask before any top-k."""
+
+    facts: list[Fact]
+    deadlines: np.ndarray
+    _bm25: BM25Index | None = None
+    _matrix: np.ndarray | None = None
+
+    def bm25(self, with_date: bool) -> BM25Index:
+        if self._bm25 is None:
+            self._bm25 = BM25Index(
+                [lexical_terms(f.text, f.created_at, with_date=with_date) for f in self.facts]
+            )
+        return self._bm25
+
+    def matrix(self, embedder: Embedder, cache_file: Path) -> np.ndarray:
+        if self._matrix is None:
+            self._matrix = embed_with_cache(
+                cache_file,
+                embedder,
+                [f.content_hash for f in self.facts],
+                [f.text for f in self.facts],
+            )
+        return self._matrix
+
+    def mask(self, view: ReadView) -> np.ndarray:
+        """Which of the corpus's facts ``view`` admits: expiry vectorised, the filter and
+        ``as_of`` fact by fact (only when asked for)."""
+        allowed = self.deadlines > view.now.timestamp()
+        if not view.filter.is_empty:
+            allowed &= np.fromiter((view.admits(f) for f in self.facts), bool, len(self.facts))
+        return allowed
+
+
+@dataclass(slots=True)
 class UserIndex:
     signature: Signature
     files: dict[Path, ParsedFile]
     stored: list[StoredFact]  # oldest first
     by_id: dict[str, StoredFact]
     recallable: list[int] = field(default_factory=list)  # positions not superseded
-    _bm25: BM25Index | None = None
-    _matrix: np.ndarray | None = None
+    expiry: ExpiryPolicy = field(default_factory=ExpiryPolicy)
+    _current: Corpus | None = None
+    _history: Corpus | None = None
 
-    def bm25(self, with_date: bool) -> BM25Index:
-        if self._bm25 is None:
-            facts = [self.stored[i].fact for i in self.recallable]
-            self._bm25 = BM25Index(
-                [lexical_terms(f.text, f.created_at, with_date=with_date) for f in facts]
-            )
-        return self._bm25
+    def _corpus(self, positions: list[int]) -> Corpus:
+        facts = [self.stored[i].fact for i in positions]
+        deadlines = np.array(
+            [d.timestamp() if (d := self.expiry.expires_at(f)) else np.inf for f in facts],
+            dtype=float,
+        )
+        return Corpus(facts, deadlines)
 
-    def matrix(self, embedder: Embedder, cache_file: Path) -> np.ndarray:
-        if self._matrix is None:
-            facts = [self.stored[i].fact for i in self.recallable]
-            self._matrix = embed_with_cache(
-                cache_file, embedder, [f.content_hash for f in facts], [f.text for f in facts]
-            )
-        return self._matrix
+    def corpus(self, view: ReadView) -> Corpus:
+        """The open facts for a read about now; every stored fact for one about the past
+        (``as_of``): its BM25 statistics are then over all of the user's facts, as Qdrant's
+        are."""
+        if view.history:
+            if self._history is None:
+                self._history = self._corpus(list(range(len(self.stored))))
+            return self._history
+        if self._current is None:
+            self._current = self._corpus(self.recallable)
+        return self._current
 
 
 def ledger_files(paths: UserPaths) -> list[Path]:
@@ -119,6 +163,7 @@ def build_index(
     paths: UserPaths,
     signature: Signature,
     previous: UserIndex | None,
+    expiry: ExpiryPolicy | None = None,
 ) -> UserIndex:
     """The index of the files in ``signature``, reusing ``previous``'s unchanged files."""
     parsed: dict[Path, ParsedFile] = {}
@@ -140,7 +185,8 @@ def build_index(
                 by_id[fact.id] = StoredFact(fact, path)
     stored = sorted(by_id.values(), key=lambda s: (s.fact.created_at or EPOCH, s.fact.id))
     apply_newest_wins(stored)
-    index = UserIndex(signature, parsed, stored, {s.fact.id: s for s in stored})
+    by_id_map = {s.fact.id: s for s in stored}
+    index = UserIndex(signature, parsed, stored, by_id_map, expiry=expiry or ExpiryPolicy())
     index.recallable = [
         i for i, s in enumerate(stored) if s.fact.superseded_by is None and s.fact.valid_to is None
     ]
@@ -169,7 +215,8 @@ def apply_newest_wins(stored: list[StoredFact]) -> None:
 class UserIndexes:
     """The process's indexes, one per (tenant, user), each kept while its files are unchanged."""
 
-    def __init__(self) -> None:
+    def __init__(self, expiry: ExpiryPolicy | None = None) -> None:
+        self._expiry = expiry or ExpiryPolicy()
         self._indexes: dict[tuple[str, str], UserIndex] = {}
         self._lock = threading.RLock()
 
@@ -181,7 +228,7 @@ class UserIndexes:
             cached = self._indexes.get(key)
             if cached is not None and cached.signature == signature:
                 return cached
-            index = build_index(ctx, paths, signature, cached)
+            index = build_index(ctx, paths, signature, cached, self._expiry)
             self._indexes[key] = index
             return index
 

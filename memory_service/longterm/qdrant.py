@@ -37,6 +37,7 @@ from memory_service.config import QdrantSettings
 from memory_service.config.retrieval import Leg
 from memory_service.context import RuntimeContext, validate_id
 from memory_service.errors import ConfigurationError
+from memory_service.fact_filter import ConfidenceDecay, ExpiryPolicy
 from memory_service.facts import Fact, parse_time, sort_key, utcnow
 from memory_service.longterm.qdrant_engine import (
     DENSE,
@@ -50,7 +51,7 @@ from memory_service.longterm.qdrant_engine import (
 )
 from memory_service.longterm.recording import RecordPlan
 from memory_service.longterm.retrieval import LegHit, RetrievalConfig
-from memory_service.longterm.store import BaseLongTermMemory, Candidates, StoredFacts
+from memory_service.longterm.store import BaseLongTermMemory, Candidates, ReadView, StoredFacts
 from memory_service.paths import WorkspacePaths
 
 _LOCK_STRIPES = 64
@@ -73,8 +74,12 @@ class QdrantLongTermMemory(BaseLongTermMemory[_Read]):
         *,
         retrieval: RetrievalConfig | None = None,
         clock: Callable[[], datetime] = utcnow,
+        expiry: ExpiryPolicy | None = None,
+        confidence: ConfidenceDecay | None = None,
     ) -> None:
-        super().__init__(embedder, retrieval=retrieval, clock=clock)
+        super().__init__(
+            embedder, retrieval=retrieval, clock=clock, expiry=expiry, confidence=confidence
+        )
         self.engine = engine
         self._locks = [threading.Lock() for _ in range(_LOCK_STRIPES)]
 
@@ -133,17 +138,18 @@ class QdrantLongTermMemory(BaseLongTermMemory[_Read]):
         legs: tuple[Leg, ...],
         depth: int,
         threshold: float,
-        now: datetime,
+        view: ReadView,
     ) -> Candidates:
         sparse = query_vector(tokenize(query)) if "bm25" in legs else None
         dense = self._embedder.embed([query])[0].tolist() if "dense" in legs else None
         results = self.engine.query(
-            UserFilter.of(ctx, open_only=True, live_at=now),
+            self._scope(ctx, view),
             dense=dense,
             sparse=sparse if sparse else None,  # no terms: no lexical hit
             limit=depth,
             threshold=threshold,
-            idf_corpus=UserFilter.of(ctx, open_only=True),
+            # IDF over the open facts, or all of them for a read about the past (as files)
+            idf_corpus=UserFilter.of(ctx, open_only=not view.history),
         )
         payloads: dict[str, dict] = {}
         leg_hits: dict[str, list[LegHit]] = {}
@@ -169,11 +175,22 @@ class QdrantLongTermMemory(BaseLongTermMemory[_Read]):
             p.id: fact_of(p.id, p.payload) for p in self.engine.scroll(UserFilter.of(ctx, ids=ids))
         }
 
-    def _list(self, ctx: RuntimeContext, *, include_inactive: bool, now: datetime) -> list[Fact]:
+    def _scope(self, ctx: RuntimeContext, view: ReadView) -> UserFilter:
+        """``view`` as payload conditions, so Qdrant applies it inside each leg."""
+        return UserFilter.of(
+            ctx,
+            open_only=not view.history,
+            live_at=view.now,
+            expiry=self.expiry,
+            valid_at=view.filter.as_of,
+            facts=view.filter,
+        )
+
+    def _list(self, ctx: RuntimeContext, *, include_inactive: bool, view: ReadView) -> list[Fact]:
         if include_inactive:
-            scope = UserFilter.of(ctx)
+            scope = UserFilter.of(ctx, facts=view.filter)
         else:
-            scope = UserFilter.of(ctx, open_only=True, live_at=now)
+            scope = self._scope(ctx, view)
         return [fact_of(p.id, p.payload) for p in self.engine.scroll(scope)]
 
     def _read_for_update(self, ctx: RuntimeContext, ids: Sequence[str]) -> _Read:
@@ -230,6 +247,8 @@ def open_qdrant(
     embedder: Embedder,
     *,
     retrieval: RetrievalConfig | None = None,
+    expiry: ExpiryPolicy | None = None,
+    confidence: ConfidenceDecay | None = None,
 ) -> QdrantLongTermMemory:
     """The configured engine: a server at ``url``, else Qdrant Edge in ``path`` (default
     ``<workspace>/qdrant``), the collection being the folder ``<path>/<collection>``."""
@@ -255,4 +274,6 @@ def open_qdrant(
 
         root = settings.path if settings.path is not None else WorkspacePaths(workspace).qdrant_dir
         engine = EdgeEngine.acquire(Path(root) / settings.collection, embedder.dimension)
-    return QdrantLongTermMemory(engine, embedder, retrieval=retrieval)
+    return QdrantLongTermMemory(
+        engine, embedder, retrieval=retrieval, expiry=expiry, confidence=confidence
+    )

@@ -21,12 +21,14 @@ from qdrant_client import models as qm
 from indexing.sparse import SparseTerms
 from memory_service.context import validate_id
 from memory_service.errors import BackendUnavailableError, ConfigurationError, MemoryServiceError
+from memory_service.fact_filter import FactFilter
 from memory_service.longterm.qdrant_engine import (
     DENSE,
     PAYLOAD_INDEXES,
     SPARSE,
     TENANT_FIELD,
     USER_FIELD,
+    ImportanceTtl,
     ScoredHit,
     StoredPoint,
     UserFilter,
@@ -72,9 +74,64 @@ def _filter(scope: UserFilter) -> qm.Filter:
         ]
     if scope.live_at is not None:
         later = qm.FieldCondition(key="expires_at", range=qm.DatetimeRange(gt=scope.live_at))
-        empty = qm.IsEmptyCondition(is_empty=qm.PayloadField(key="expires_at"))
-        must.append(qm.Filter(should=[empty, later]))
+        must.append(qm.Filter(should=[_no_expiry(scope.ttl), later]))
+    if scope.valid_at is not None:
+        must.append(_created(lte=scope.valid_at))
+        still_open = qm.Filter(must=[_empty("superseded_by"), _empty("valid_to")])
+        closed_later = qm.FieldCondition(key="valid_to", range=qm.DatetimeRange(gt=scope.valid_at))
+        must.append(qm.Filter(should=[still_open, closed_later]))
+    if scope.facts is not None:
+        must += _fact_conditions(scope.facts)
     return qm.Filter(must=must)
+
+
+def _empty(name: str) -> qm.IsEmptyCondition:
+    return qm.IsEmptyCondition(is_empty=qm.PayloadField(key=name))
+
+
+def _importance(gte: int | None = None, lt: int | None = None) -> qm.FieldCondition:
+    return qm.FieldCondition(key="importance", range=qm.Range(gte=gte, lt=lt))
+
+
+def _created(
+    gte: str | None = None, gt: str | None = None, lt: str | None = None, lte: str | None = None
+) -> qm.FieldCondition:
+    return qm.FieldCondition(
+        key="created_at", range=qm.DatetimeRange(gte=gte, gt=gt, lt=lt, lte=lte)
+    )
+
+
+def _no_expiry(ttl: ImportanceTtl | None) -> qm.Filter:
+    """No ``expires_at`` of its own and, with ``ttl``, young enough for its importance."""
+    if ttl is None:
+        return qm.Filter(must=[_empty("expires_at")])
+    young: list[Any] = [
+        _importance(gte=ttl.never_at),
+        qm.Filter(must=[_importance(gte=ttl.long_at), _created(gt=ttl.long_after)]),
+        qm.Filter(must=[_importance(lt=ttl.long_at), _created(gt=ttl.short_after)]),
+    ]
+    return qm.Filter(must=[_empty("expires_at"), qm.Filter(should=young)])
+
+
+def _fact_conditions(facts: FactFilter) -> list[Any]:
+    """A ``FactFilter``'s metadata conditions (``as_of`` is ``valid_at``, above)."""
+    must: list[Any] = []
+    if facts.kinds:
+        must.append(qm.FieldCondition(key="kind", match=qm.MatchAny(any=list(facts.kinds))))
+    if facts.tags_any:
+        must.append(qm.FieldCondition(key="tags", match=qm.MatchAny(any=list(facts.tags_any))))
+    must += [
+        qm.FieldCondition(key="tags", match=qm.MatchValue(value=tag)) for tag in facts.tags_all
+    ]
+    if facts.min_importance is not None:
+        must.append(_importance(gte=facts.min_importance))
+    if facts.key is not None:
+        must.append(qm.FieldCondition(key="key", match=qm.MatchValue(value=facts.key)))
+    if facts.created_after is not None or facts.created_before is not None:
+        after = facts.created_after.isoformat() if facts.created_after else None
+        before = facts.created_before.isoformat() if facts.created_before else None
+        must.append(_created(gte=after, lt=before))
+    return must
 
 
 def _index_schema(kind: str) -> Any:
@@ -82,6 +139,8 @@ def _index_schema(kind: str) -> Any:
         return qm.KeywordIndexParams(type=qm.KeywordIndexType.KEYWORD, is_tenant=True)
     if kind == "datetime":
         return qm.PayloadSchemaType.DATETIME
+    if kind == "integer":
+        return qm.PayloadSchemaType.INTEGER
     return qm.PayloadSchemaType.KEYWORD
 
 

@@ -66,12 +66,15 @@ def fuse_legs(
     leg_hits: Mapping[str, list[LegHit]],
     config: RetrievalConfig,
     top_k: int,
+    *,
+    now: datetime | None = None,
 ) -> list[FusedHit]:
     """Top ``top_k`` after fusing ``leg_hits`` (each leg asked for ``config.depth(top_k)``).
 
     A single-leg mode keeps the leg's own ranking and score (BM25 score or cosine); hybrid
     reports the fused score (RRF, or summed z-scores), after session-neighbour smoothing when
-    the config asks for it. Ranks are 1-based."""
+    the config asks for it, plus the recency bonus when ``recency_half_life_days`` is set
+    (ages counted at ``now``, the moment asked about). Ranks are 1-based."""
     legs = legs_for_mode(mode)
     score_of = {leg: {h.id: h.score for h in leg_hits.get(leg, [])} for leg in legs}
     if len(legs) == 1:
@@ -83,6 +86,8 @@ def fuse_legs(
     fused = _fuse(legs, leg_hits, config, config.depth(top_k))
     if config.neighbour_weight > 0:
         fused = _smooth(fused, leg_hits, config)
+    if config.recency_half_life_days is not None and config.recency_weight > 0:
+        fused = _prefer_recent(fused, leg_hits, config, now or datetime.now(UTC))
     return [
         FusedHit(c.id, c.score, dict(c.ranks), {leg: score_of[leg].get(c.id) for leg in legs})
         for c in fused[:top_k]
@@ -130,6 +135,31 @@ def _smooth(
     )
     order = {c.id: i for i, c in enumerate(fused)}
     out = [FusedCandidate(c.id, smoothed[c.id], c.ranks) for c in fused]
+    return sorted(out, key=lambda c: (-c.score, order[c.id]))
+
+
+def _prefer_recent(
+    fused: list[FusedCandidate],
+    leg_hits: Mapping[str, list[LegHit]],
+    config: RetrievalConfig,
+    now: datetime,
+) -> list[FusedCandidate]:
+    """``recency_weight * 0.5 ** (age / half-life)`` added to each fused score: a memory
+    recorded at ``now`` gains the whole weight, one a half-life old half of it."""
+    half_life = float(config.recency_half_life_days or 0.0)
+    created: dict[str, datetime | None] = {}
+    for hits in leg_hits.values():
+        for h in hits:
+            created.setdefault(h.id, h.created_at)
+    order = {c.id: i for i, c in enumerate(fused)}
+    out = []
+    for c in fused:
+        when = created.get(c.id)
+        bonus = 0.0
+        if when is not None:
+            age_days = max(0.0, (now - when).total_seconds() / 86_400.0)
+            bonus = config.recency_weight * 0.5 ** (age_days / half_life)
+        out.append(FusedCandidate(c.id, c.score + bonus, c.ranks))
     return sorted(out, key=lambda c: (-c.score, order[c.id]))
 
 

@@ -23,7 +23,14 @@ import numpy as np
 from indexing.embeddings import Embedder
 from memory_service.config.retrieval import Leg, Mode
 from memory_service.context import RuntimeContext
-from memory_service.errors import BackendUnavailableError
+from memory_service.errors import BackendUnavailableError, InvalidInputError
+from memory_service.fact_filter import (
+    NO_FILTER,
+    ConfidenceDecay,
+    ExpiryPolicy,
+    FactFilter,
+    valid_at,
+)
 from memory_service.facts import (
     Fact,
     Page,
@@ -64,6 +71,37 @@ class Candidates:
 
     legs: Mapping[str, list[LegHit]]
     fact: Callable[[str], Fact]
+
+
+@dataclass(frozen=True, slots=True)
+class ReadView:
+    """What one read may return: ``filter`` (checked), at ``now``, under ``expiry``.
+
+    A fact is admitted when it matches the filter, is not expired at ``now`` (expiry is
+    never undone by asking about the past: maintenance may already have deleted it), and is
+    valid at the moment asked about: open now, or, with ``as_of``, recorded by then and not
+    closed before then. Backends apply the same rule inside each leg (``admits`` is its
+    definition; Qdrant writes it as payload conditions)."""
+
+    filter: FactFilter
+    now: datetime
+    expiry: ExpiryPolicy
+
+    @property
+    def moment(self) -> datetime:
+        return self.filter.as_of or self.now
+
+    @property
+    def history(self) -> bool:
+        """Asks about the past: superseded facts may be admitted."""
+        return self.filter.as_of is not None
+
+    def admits(self, fact: Fact) -> bool:
+        if self.expiry.expired(fact, self.now) or not self.filter.matches(fact):
+            return False
+        if self.filter.as_of is not None:
+            return valid_at(fact, self.filter.as_of)
+        return fact.superseded_by is None and fact.valid_to is None
 
 
 def _no_fact(fact_id: str) -> Fact:
@@ -116,11 +154,22 @@ class BaseLongTermMemory(ABC, Generic[S]):
         *,
         retrieval: RetrievalConfig | None = None,
         clock: Callable[[], datetime] = utcnow,
+        expiry: ExpiryPolicy | None = None,
+        confidence: ConfidenceDecay | None = None,
     ) -> None:
         self._embedder = embedder
         self.retrieval = retrieval or PRESETS["hybrid"]
         self._clock = clock
+        self.expiry = expiry or ExpiryPolicy()
+        self.confidence = confidence or ConfidenceDecay()
         self._closed = False
+
+    def _view(self, fact_filter: FactFilter | None) -> ReadView:
+        """The checked filter at this moment (``invalid_filter`` before anything is read)."""
+        now = self._clock()
+        if fact_filter is not None and not isinstance(fact_filter, FactFilter):
+            raise InvalidInputError("filter must be a FactFilter", code="invalid_filter")
+        return ReadView((fact_filter or NO_FILTER).check(now), now, self.expiry)
 
     # -- LongTermMemory -------------------------------------------------------------------
 
@@ -147,12 +196,14 @@ class BaseLongTermMemory(ABC, Generic[S]):
         threshold: float = 0.0,
         *,
         mode: Mode = "hybrid",
+        filter: FactFilter | None = None,  # noqa: A002 - the API's word for it
     ) -> list[Recall]:
         validate_query(query, top_k, threshold)
         legs = legs_for_mode(mode)
+        view = self._view(filter)
         self._check_open()
         depth = self.retrieval.depth(top_k)
-        found = self._candidates(ctx, query, legs, depth, float(threshold), self._clock())
+        found = self._candidates(ctx, query, legs, depth, float(threshold), view)
         leg_hits = {
             leg: [h for h in found.legs[leg] if is_hit(leg, h.score, threshold)]
             for leg in legs
@@ -160,8 +211,13 @@ class BaseLongTermMemory(ABC, Generic[S]):
         }
         if not any(leg_hits.values()):
             return []
-        fused = fuse_legs(mode, leg_hits, self.retrieval, top_k)
-        return [Recall(found.fact(h.id), h.score, h.ranks, h.scores) for h in fused]
+        fused = fuse_legs(mode, leg_hits, self.retrieval, top_k, now=view.moment)
+        recalls = []
+        for h in fused:
+            fact = found.fact(h.id)
+            confidence = self.confidence.at(fact, view.moment)
+            recalls.append(Recall(fact, h.score, h.ranks, h.scores, confidence))
+        return recalls
 
     def get(self, ctx: RuntimeContext, ids: Sequence[str]) -> list[Fact]:
         wanted = canonical_ids(ids)
@@ -178,11 +234,24 @@ class BaseLongTermMemory(ABC, Generic[S]):
         limit: int = 100,
         cursor: str | None = None,
         include_inactive: bool = False,
+        filter: FactFilter | None = None,  # noqa: A002 - the API's word for it
     ) -> Page[Fact]:
+        """A page of the user's facts admitted by ``filter`` (see ``ReadView``), oldest
+        first. ``include_inactive``: every stored fact the metadata filter matches, superseded
+        and expired ones too (export and maintenance); it does not combine with ``as_of``."""
         check_page(limit, cursor)  # refuse a bad limit or cursor before reading
+        view = self._view(filter)
+        if include_inactive and view.history:
+            raise InvalidInputError(
+                "as_of: not together with include_inactive", code="invalid_filter"
+            )
         self._check_open()
-        facts = self._list(ctx, include_inactive=include_inactive, now=self._clock())
-        return paginate(list(facts), limit, cursor)
+        facts = self._list(ctx, include_inactive=include_inactive, view=view)
+        if include_inactive:
+            kept = [f for f in facts if view.filter.matches(f)]
+        else:
+            kept = [f for f in facts if view.admits(f)]
+        return paginate(kept, limit, cursor)
 
     def update(self, ctx: RuntimeContext, facts: Sequence[Fact]) -> int:
         """Rewrite the metadata of existing facts, matched by id: the text (so the id, hash and
@@ -259,11 +328,12 @@ class BaseLongTermMemory(ABC, Generic[S]):
         legs: tuple[Leg, ...],
         depth: int,
         threshold: float,
-        now: datetime,
+        view: ReadView,
     ) -> Candidates:
-        """Up to ``depth`` ranked candidates per leg among the user's recallable facts (open,
-        not expired at ``now``). The base keeps only hits (``is_hit``); a backend may use
-        ``threshold`` to cut the dense leg early."""
+        """Up to ``depth`` ranked candidates per leg among the user's facts that ``view``
+        admits, chosen inside each leg before the cut to ``depth`` (a filter never empties a
+        leg that has matching facts further down). The base keeps only hits (``is_hit``); a
+        backend may use ``threshold`` to cut the dense leg early."""
 
     @abstractmethod
     def _get(self, ctx: RuntimeContext, ids: Sequence[str]) -> Mapping[str, Fact]:
@@ -271,9 +341,10 @@ class BaseLongTermMemory(ABC, Generic[S]):
 
     @abstractmethod
     def _list(
-        self, ctx: RuntimeContext, *, include_inactive: bool, now: datetime
+        self, ctx: RuntimeContext, *, include_inactive: bool, view: ReadView
     ) -> Iterable[Fact]:
-        """The user's facts (only those active at ``now`` unless ``include_inactive``)."""
+        """The user's facts: at least those ``view`` admits (all of them when
+        ``include_inactive``); the base applies ``view`` to what this returns."""
 
     @abstractmethod
     def _read_for_update(self, ctx: RuntimeContext, ids: Sequence[str]) -> S:

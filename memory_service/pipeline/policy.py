@@ -8,28 +8,13 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field, replace
-from datetime import datetime, timedelta
+from datetime import datetime
 
 from indexing.hashing import hamming_distance, simhash
+from memory_service.fact_filter import ExpiryPolicy
 from memory_service.facts import Fact
 
-
-@dataclass(frozen=True, slots=True)
-class ExpiryPolicy:
-    """Age after which a fact without its own ``expires_at`` expires, by importance."""
-
-    never_at: int = 10  # importance >= this: never
-    long_at: int = 5  # importance >= this: ``long_days``
-    long_days: int = 30
-    short_days: int = 7
-
-    def expires_at(self, fact: Fact) -> datetime | None:
-        if fact.expires_at is not None:
-            return fact.expires_at
-        if fact.importance >= self.never_at or fact.created_at is None:
-            return None
-        days = self.long_days if fact.importance >= self.long_at else self.short_days
-        return fact.created_at + timedelta(days=days)
+__all__ = ["ExpiryPolicy", "MaintenancePlan", "near_duplicate_groups", "plan_maintenance"]
 
 
 @dataclass(slots=True)

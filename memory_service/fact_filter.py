@@ -1,0 +1,184 @@
+"""What a read may return: the caller's metadata filter, the moment it asks about, expiry.
+
+``FactFilter`` is the one value retrieve and list take for everything a caller narrows by
+(kind, tags, importance, key, creation time) and the moment asked about (``as_of``). It is
+checked once (``check``) and then applied by every backend inside each leg, before top-k
+(Qdrant: payload conditions; files: a candidate mask): ``matches`` is the rule they all follow.
+
+``ExpiryPolicy`` is the importance TTL that maintenance deletes by and that every read hides
+by, so an expired fact is never returned whether or not maintenance ran. ``ConfidenceDecay``
+is the age discount shown on each hit.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, fields, replace
+from datetime import datetime, timedelta
+
+from memory_service.errors import InvalidInputError
+from memory_service.facts import FACT_KINDS, Fact, parse_time
+from memory_service.limits import (
+    MAX_IMPORTANCE,
+    MAX_KEY_CHARS,
+    MAX_TAG_CHARS,
+    MAX_TAGS,
+    MIN_IMPORTANCE,
+)
+
+DAY_SECONDS = 86_400.0
+
+
+def _bad(field: str, message: str) -> InvalidInputError:
+    return InvalidInputError(f"{field}: {message}", code="invalid_filter")
+
+
+def _time(field: str, value: datetime | str | None) -> datetime | None:
+    try:
+        return parse_time(value)
+    except (TypeError, ValueError):
+        raise _bad(field, f"not an ISO-8601 time: {value!r}") from None
+
+
+@dataclass(frozen=True, slots=True)
+class FactFilter:
+    """Narrows retrieve and list. Empty fields do not narrow.
+
+    - ``kinds``: any of these kinds; ``tags_any``: at least one of these tags;
+      ``tags_all``: every one of them; ``min_importance``: importance at least this;
+      ``key``: exactly this subject key;
+    - ``created_after`` (inclusive) / ``created_before`` (exclusive): the creation-time range;
+    - ``as_of``: what was valid at that moment instead of now: facts recorded by then and not
+      yet superseded or closed then (a fact superseded later is returned, one recorded later
+      is not). Never in the future.
+    """
+
+    kinds: tuple[str, ...] = ()
+    tags_any: tuple[str, ...] = ()
+    tags_all: tuple[str, ...] = ()
+    min_importance: int | None = None
+    key: str | None = None
+    created_after: datetime | None = None
+    created_before: datetime | None = None
+    as_of: datetime | None = None
+
+    @property
+    def is_empty(self) -> bool:
+        return all(getattr(self, f.name) in (None, ()) for f in fields(self))
+
+    def check(self, now: datetime) -> FactFilter:
+        """A copy with aware UTC times, or ``InvalidInputError`` (``invalid_filter``) naming
+        the field at fault."""
+        for name in ("kinds", "tags_any", "tags_all"):
+            if isinstance(getattr(self, name), str):
+                raise _bad(name, "a list, not a string")
+        bad_kinds = [k for k in self.kinds if k not in FACT_KINDS]
+        if bad_kinds:
+            raise _bad("kind", f"{bad_kinds[0]!r} is not one of {', '.join(FACT_KINDS)}")
+        for name in ("tags_any", "tags_all"):
+            tags = getattr(self, name)
+            if len(tags) > MAX_TAGS:
+                raise _bad(name, f"at most {MAX_TAGS} tags, not {len(tags)}")
+            if any(not isinstance(t, str) or not t or len(t) > MAX_TAG_CHARS for t in tags):
+                raise _bad(name, f"tags must be 1-{MAX_TAG_CHARS} characters")
+        low, high = MIN_IMPORTANCE, MAX_IMPORTANCE
+        value = self.min_importance
+        if value is not None and (
+            isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high
+        ):
+            raise _bad("min_importance", f"an integer {low}-{high}")
+        if self.key is not None and (
+            not isinstance(self.key, str) or not self.key.strip() or len(self.key) > MAX_KEY_CHARS
+        ):
+            raise _bad("key", f"1-{MAX_KEY_CHARS} characters")
+        after = _time("created_after", self.created_after)
+        before = _time("created_before", self.created_before)
+        if after is not None and before is not None and after >= before:
+            raise _bad("created_before", "must be later than created_after")
+        as_of = _time("as_of", self.as_of)
+        if as_of is not None and as_of > now:
+            raise _bad("as_of", f"{as_of.isoformat()} is in the future")
+        return replace(
+            self,
+            kinds=tuple(dict.fromkeys(self.kinds)),
+            tags_any=tuple(dict.fromkeys(self.tags_any)),
+            tags_all=tuple(dict.fromkeys(self.tags_all)),
+            created_after=after,
+            created_before=before,
+            as_of=as_of,
+        )
+
+    def matches(self, fact: Fact) -> bool:
+        """The metadata conditions (not time validity: see ``valid_at``)."""
+        if self.kinds and fact.kind not in self.kinds:
+            return False
+        if self.tags_any and not set(self.tags_any) & set(fact.tags):
+            return False
+        if self.tags_all and not set(self.tags_all) <= set(fact.tags):
+            return False
+        if self.min_importance is not None and fact.importance < self.min_importance:
+            return False
+        if self.key is not None and fact.key != self.key:
+            return False
+        created = parse_time(fact.created_at)
+        if self.created_after is not None and (created is None or created < self.created_after):
+            return False
+        return not (
+            self.created_before is not None and (created is None or created >= self.created_before)
+        )
+
+
+NO_FILTER = FactFilter()
+
+
+def valid_at(fact: Fact, moment: datetime) -> bool:
+    """Recorded by ``moment`` and not yet closed then. A fact marked superseded without a
+    ``valid_to`` was closed at an unknown time: valid at no past moment."""
+    created = parse_time(fact.created_at)
+    if created is not None and created > moment:
+        return False
+    valid_to = parse_time(fact.valid_to)
+    if valid_to is None:
+        return fact.superseded_by is None
+    return valid_to > moment
+
+
+@dataclass(frozen=True, slots=True)
+class ExpiryPolicy:
+    """Age after which a fact without its own ``expires_at`` expires, by importance.
+    ``by_importance=False``: only a fact's own ``expires_at`` expires it."""
+
+    never_at: int = 10  # importance >= this: never
+    long_at: int = 5  # importance >= this: ``long_days``
+    long_days: int = 30
+    short_days: int = 7
+    by_importance: bool = True
+
+    def expires_at(self, fact: Fact) -> datetime | None:
+        if fact.expires_at is not None:
+            return parse_time(fact.expires_at)
+        if not self.by_importance or fact.importance >= self.never_at or fact.created_at is None:
+            return None
+        days = self.long_days if fact.importance >= self.long_at else self.short_days
+        return parse_time(fact.created_at) + timedelta(days=days)  # type: ignore[operator]
+
+    def expired(self, fact: Fact, now: datetime) -> bool:
+        deadline = self.expires_at(fact)
+        return deadline is not None and deadline <= now
+
+
+@dataclass(frozen=True, slots=True)
+class ConfidenceDecay:
+    """Stored confidence discounted by age: halved every ``half_life_days`` (None: no decay),
+    never below ``floor`` (nor above the stored value)."""
+
+    half_life_days: float | None = None
+    floor: float = 0.0
+
+    def at(self, fact: Fact, moment: datetime) -> float:
+        stored = float(fact.confidence)
+        created = parse_time(fact.created_at)
+        if self.half_life_days is None or created is None:
+            return stored
+        age_days = max(0.0, (moment - created).total_seconds() / DAY_SECONDS)
+        decayed = stored * 0.5 ** (age_days / self.half_life_days)
+        return min(stored, max(self.floor, decayed))
