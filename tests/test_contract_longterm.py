@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import uuid
+from dataclasses import replace
 from datetime import timedelta
 
 import pytest
@@ -10,7 +11,9 @@ import pytest
 from indexing.hashing import content_hash
 from memory_service.context import RuntimeContext
 from memory_service.errors import InvalidInputError
+from memory_service.fact_filter import ConfidenceDecay, FactFilter
 from memory_service.facts import FACT_NAMESPACE, Fact, utcnow
+from memory_service.limits import MAX_TAG_CHARS, MAX_TAGS
 
 ALICE = RuntimeContext("acme", "alice")
 BOB = RuntimeContext("acme", "bob")
@@ -447,3 +450,183 @@ def test_capabilities_are_declared_not_looked_up(memory):
     assert memory.users("acme") == ["alice"]
     files_only = isinstance(memory, SettlesLedgers), isinstance(memory, ArchivesLedgers)
     assert files_only in ((True, True), (False, False))
+
+
+# -- filters, as_of and read-time expiry (issue 17) ---------------------------------------------
+
+CAFES = [
+    Fact(f"Alice drinks coffee every morning at the cafe on street number {i}", tags=("cafe",))
+    for i in range(60)
+]
+GRINDER = Fact(
+    "Alice sets the coffee grinder to fine",
+    kind="procedure",
+    key="grinder",
+    importance=8,
+    tags=("kitchen", "gear"),
+)
+
+
+@pytest.mark.parametrize(
+    "fact_filter",
+    [
+        FactFilter(kinds=("procedure",)),
+        FactFilter(tags_any=("gear", "nothing")),
+        FactFilter(tags_all=("kitchen", "gear")),
+        FactFilter(min_importance=8),
+        FactFilter(key="grinder"),
+        FactFilter(created_before=utcnow() - timedelta(days=1)),
+    ],
+    ids=["kind", "tags-any", "tags-all", "importance", "key", "created-range"],
+)
+def test_a_filter_applies_inside_each_leg_before_top_k(memory, fact_filter):
+    old = replace(GRINDER, created_at=utcnow() - timedelta(days=2))
+    memory.record(ALICE, [old, *CAFES])
+    query = "coffee every morning cafe"
+    # unfiltered, 60 better matches fill every leg's candidate depth (50): the grinder is out
+    for mode in ("bm25", "dense", "hybrid"):
+        assert GRINDER.text not in texts(memory.retrieve(ALICE, query, 5, mode=mode))
+        got = memory.retrieve(ALICE, query, 5, mode=mode, filter=fact_filter)
+        assert texts(got) == [GRINDER.text], mode
+    assert [f.text for f in memory.list(ALICE, filter=fact_filter).items] == [GRINDER.text]
+
+
+def test_tags_all_needs_every_tag_and_filters_combine(memory):
+    memory.record(
+        ALICE, [GRINDER, Fact("Alice keeps the kettle in the kitchen", tags=("kitchen",))]
+    )
+    both = memory.list(ALICE, filter=FactFilter(tags_all=("kitchen", "gear"))).items
+    assert [f.text for f in both] == [GRINDER.text]
+    either = memory.list(ALICE, filter=FactFilter(tags_any=("kitchen",))).items
+    assert len(either) == 2
+    none = FactFilter(tags_any=("kitchen",), kinds=("event",))
+    assert memory.retrieve(ALICE, "kitchen", 5, filter=none) == []
+
+
+def _city_history(memory):
+    """Paris from 20 days ago, Berlin (same key) from 10 days ago, pottery 5 days ago."""
+    now = utcnow()
+    memory.record(
+        ALICE,
+        [Fact("Alice lives in Paris", key="city", importance=10, created_at=now - timedelta(20))],
+    )
+    memory.record(
+        ALICE,
+        [Fact("Alice lives in Berlin", key="city", importance=10, created_at=now - timedelta(10))],
+    )
+    memory.record(
+        ALICE, [Fact("Alice took up pottery", importance=10, created_at=now - timedelta(5))]
+    )
+    return now
+
+
+def test_as_of_returns_what_was_valid_then(memory):
+    now = _city_history(memory)
+    query = "where does Alice live, and her hobby pottery"
+    then = FactFilter(as_of=now - timedelta(days=15))
+    assert texts(memory.retrieve(ALICE, query, 5, filter=then)) == ["Alice lives in Paris"]
+    assert [f.text for f in memory.list(ALICE, filter=then).items] == ["Alice lives in Paris"]
+    later = FactFilter(as_of=now - timedelta(days=7))
+    assert texts(memory.retrieve(ALICE, query, 5, filter=later)) == ["Alice lives in Berlin"]
+    current = sorted(texts(memory.retrieve(ALICE, query, 5)))
+    assert current == ["Alice lives in Berlin", "Alice took up pottery"]
+    superseded = memory.retrieve(ALICE, query, 5, filter=then)[0].fact
+    assert superseded.superseded_by is not None  # superseded later, returned for then
+    before_all = FactFilter(as_of=now - timedelta(days=30))
+    assert memory.retrieve(ALICE, query, 5, filter=before_all) == []
+
+
+def test_as_of_combines_with_metadata_filters(memory):
+    now = _city_history(memory)
+    then = FactFilter(as_of=now - timedelta(days=3), key="city")
+    assert texts(memory.retrieve(ALICE, "Alice", 5, filter=then)) == ["Alice lives in Berlin"]
+
+
+def test_expiry_by_importance_applies_at_read_time(memory):
+    now = utcnow()
+    memory.record(
+        ALICE,
+        [
+            Fact("Alice's parking spot is B7", importance=3, created_at=now - timedelta(days=8)),
+            Fact("Alice's locker is number 12", importance=3, created_at=now - timedelta(days=6)),
+            Fact("Alice's desk is by the window", importance=6, created_at=now - timedelta(31)),
+            Fact("Alice's blood type is A", importance=10, created_at=now - timedelta(400)),
+        ],
+    )
+    query = "Alice parking spot locker desk blood type"
+    alive = ["Alice's blood type is A", "Alice's locker is number 12"]
+    assert sorted(texts(memory.retrieve(ALICE, query, 10))) == alive
+    assert sorted(f.text for f in memory.list(ALICE).items) == alive
+    as_of = FactFilter(as_of=now - timedelta(days=7, hours=12))  # B7 was alive then: still out
+    assert "Alice's parking spot is B7" not in texts(
+        memory.retrieve(ALICE, query, 10, filter=as_of)
+    )
+    stored = memory.list(ALICE, include_inactive=True).items  # maintenance still sees them
+    assert len(stored) == 4
+    assert len(memory.get(ALICE, [f.id for f in stored])) == 4  # get reads by id, as export
+
+
+def test_an_own_expires_at_beats_the_importance_ttl(memory):
+    now = utcnow()
+    old = now - timedelta(days=60)
+    memory.record(
+        ALICE, [Fact("Alice's visa is valid", created_at=old, expires_at=now + timedelta(1))]
+    )
+    assert texts(memory.retrieve(ALICE, "visa", 5)) == ["Alice's visa is valid"]
+
+
+def test_confidence_decays_with_age_on_each_hit(memory):
+    now = utcnow()
+    memory.record(
+        ALICE,
+        [Fact("Alice likes jazz", confidence=0.8, importance=10, created_at=now - timedelta(60))],
+    )
+    assert memory.retrieve(ALICE, "jazz", 5)[0].confidence == pytest.approx(0.8)  # off: stored
+    memory.confidence = ConfidenceDecay(half_life_days=30)
+    assert memory.retrieve(ALICE, "jazz", 5)[0].confidence == pytest.approx(0.2, rel=1e-3)
+    memory.confidence = ConfidenceDecay(half_life_days=30, floor=0.5)
+    assert memory.retrieve(ALICE, "jazz", 5)[0].confidence == pytest.approx(0.5)
+    then = FactFilter(as_of=now - timedelta(days=30))
+    memory.confidence = ConfidenceDecay(half_life_days=30)
+    hit = memory.retrieve(ALICE, "jazz", 5, filter=then)[0]
+    assert hit.confidence == pytest.approx(0.4, rel=1e-3)  # aged at the moment asked about
+    assert hit.fact.confidence == pytest.approx(0.8)  # the stored value is unchanged
+
+
+def test_recency_prefers_the_newer_of_two_open_facts(memory):
+    now = utcnow()
+    memory.record(
+        ALICE,
+        [
+            Fact("Alice lives in Berlin", importance=10, created_at=now - timedelta(days=300)),
+            Fact("Alice lives in Lisbon now", importance=10, created_at=now - timedelta(days=2)),
+        ],
+    )
+    query = "Alice lives in Berlin"
+    assert texts(memory.retrieve(ALICE, query, 1)) == ["Alice lives in Berlin"]
+    memory.retrieval = memory.retrieval.with_changes(recency_half_life_days=30, recency_weight=5)
+    assert texts(memory.retrieve(ALICE, query, 1)) == ["Alice lives in Lisbon now"]
+
+
+@pytest.mark.parametrize(
+    ("fact_filter", "field"),
+    [
+        (FactFilter(as_of=utcnow() + timedelta(days=1)), "as_of"),
+        (FactFilter(as_of="yesterday"), "as_of"),
+        (FactFilter(tags_any=tuple(f"t{i}" for i in range(MAX_TAGS + 1))), "tags_any"),
+        (FactFilter(tags_all=("x" * (MAX_TAG_CHARS + 1),)), "tags_all"),
+        (FactFilter(kinds=("opinion",)), "kind"),
+        (FactFilter(min_importance=11), "min_importance"),
+        (FactFilter(created_after=utcnow(), created_before=utcnow() - timedelta(1)), "created"),
+    ],
+)
+def test_a_bad_filter_gets_one_code_naming_the_field(memory, fact_filter, field):
+    memory.record(ALICE, [GRINDER])
+    for call in (
+        lambda: memory.retrieve(ALICE, "coffee", 5, filter=fact_filter),
+        lambda: memory.list(ALICE, filter=fact_filter),
+    ):
+        with pytest.raises(InvalidInputError) as refused:
+            call()
+        assert refused.value.code == "invalid_filter"
+        assert field in str(refused.value)
