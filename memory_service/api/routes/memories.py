@@ -4,20 +4,24 @@ from __future__ import annotations
 
 from typing import Annotated
 
-from fastapi import APIRouter, Path, Query
+from fastapi import APIRouter, Depends, Path, Query, Request
+from pydantic import ConfigDict
 
 from memory_service.api.deps import LongTermDep, PrincipalDep, ServicesDep, user_context
 from memory_service.api.errors import ApiError
 from memory_service.api.schemas.common import UserId
 from memory_service.api.schemas.memories import (
+    FILTER_FIELDS,
     DeleteReceipt,
     FactOut,
     FactPage,
+    FilterIn,
     RecordRequest,
     RecordResponse,
     SearchRequest,
     SearchResponse,
 )
+from memory_service.fact_filter import FactFilter
 from memory_service.limits import MAX_CURSOR_CHARS, MAX_FACT_ID_CHARS, MAX_PAGE_SIZE
 from memory_service.pipeline.erasure import erase_facts, erase_user
 
@@ -44,8 +48,32 @@ def search_memories(body: SearchRequest, principal: PrincipalDep, memory: LongTe
     ``bm25`` or ``dense`` is one retriever's own ranking. Each hit carries its rank and score
     in each leg."""
     ctx = user_context(principal, body.user_id)
-    recalls = memory.retrieve(ctx, body.query, body.top_k, body.threshold, mode=body.mode)
+    recalls = memory.retrieve(
+        ctx, body.query, body.top_k, body.threshold, mode=body.mode, filter=body.fact_filter()
+    )
     return SearchResponse.model_validate({"hits": recalls})
+
+
+LIST_PARAMETERS = frozenset({"user_id", "limit", "cursor", "include_inactive", *FILTER_FIELDS})
+
+
+class FilterQuery(FilterIn):
+    """``FilterIn`` read from the query string, beside the list's own parameters."""
+
+    model_config = ConfigDict(extra="ignore")
+
+
+def list_filter(request: Request, filter_in: Annotated[FilterQuery, Query()]) -> FactFilter:
+    """The list filter from the query string (``kind`` and the tags repeat). An unknown
+    parameter is refused, so a misspelt filter never silently lists everything."""
+    unknown = sorted(set(request.query_params) - LIST_PARAMETERS)
+    if unknown:
+        raise ApiError(
+            422,
+            "invalid_filter",
+            f"{unknown[0]}: unknown parameter (filters: {', '.join(FILTER_FIELDS)})",
+        )
+    return filter_in.to_filter()
 
 
 @router.get("/memories", response_model=FactPage)
@@ -53,13 +81,18 @@ def list_memories(
     principal: PrincipalDep,
     memory: LongTermDep,
     user_id: UserQuery,
+    fact_filter: Annotated[FactFilter, Depends(list_filter)],
     limit: Annotated[int, Query(ge=1, le=MAX_PAGE_SIZE)] = 100,
     cursor: Annotated[str | None, Query(max_length=MAX_CURSOR_CHARS)] = None,
     include_inactive: bool = False,
 ):
-    """A page of the user's facts, oldest first; pass ``next_cursor`` back for the next."""
+    """A page of the user's facts, oldest first; pass ``next_cursor`` back for the next.
+    The filter parameters narrow it (``FilterIn``; ``kind``, ``tags_any`` and ``tags_all``
+    repeat); an expired fact is listed only with ``include_inactive``."""
     ctx = user_context(principal, user_id)
-    page = memory.list(ctx, limit=limit, cursor=cursor, include_inactive=include_inactive)
+    page = memory.list(
+        ctx, limit=limit, cursor=cursor, include_inactive=include_inactive, filter=fact_filter
+    )
     return FactPage.model_validate(page)
 
 

@@ -10,6 +10,7 @@ from pydantic import AfterValidator, AliasPath, BeforeValidator, Field
 
 from memory_service.api.schemas.common import Out, SessionId, Strict, UserId, max_bytes
 from memory_service.config import LEGS, Mode
+from memory_service.fact_filter import FactFilter
 from memory_service.facts import Fact, FactKind
 from memory_service.limits import (
     MAX_CONFIDENCE,
@@ -74,12 +75,52 @@ class RecordResponse(Out):
     results: list[RecordResultOut]
 
 
+Tags = Annotated[list[Tag], Field(max_length=MAX_TAGS)]
+
+
+class FilterIn(Strict):
+    """Narrows search and list (a ``fact_filter.FactFilter``), inside each retriever before
+    top-k. ``kind``: any of these kinds; ``tags_any``: at least one of these tags;
+    ``tags_all``: every one; ``min_importance``: at least this; ``key``: exactly this key;
+    ``created_after`` (inclusive) / ``created_before`` (exclusive): the creation-time range;
+    ``as_of``: what was valid at that past moment (facts superseded later are included, facts
+    recorded later are not). An unknown field is refused."""
+
+    kind: list[FactKind] = []
+    tags_any: Tags = []
+    tags_all: Tags = []
+    min_importance: Annotated[int, Field(ge=MIN_IMPORTANCE, le=MAX_IMPORTANCE)] | None = None
+    key: Annotated[str, Field(min_length=1, max_length=MAX_KEY_CHARS)] | None = None
+    created_after: datetime | None = None
+    created_before: datetime | None = None
+    as_of: datetime | None = None
+
+    def to_filter(self) -> FactFilter:
+        return FactFilter(
+            kinds=tuple(self.kind),
+            tags_any=tuple(self.tags_any),
+            tags_all=tuple(self.tags_all),
+            min_importance=self.min_importance,
+            key=self.key,
+            created_after=self.created_after,
+            created_before=self.created_before,
+            as_of=self.as_of,
+        )
+
+
+FILTER_FIELDS: tuple[str, ...] = tuple(FilterIn.model_fields)
+
+
 class SearchRequest(Strict):
     user_id: UserId
     query: Query
     top_k: Annotated[int, Field(ge=1, le=MAX_TOP_K)] = 5
     threshold: Annotated[float, Field(ge=MIN_THRESHOLD, le=MAX_THRESHOLD)] = 0.0
     mode: Mode = "hybrid"
+    filter: FilterIn | None = None
+
+    def fact_filter(self) -> FactFilter | None:
+        return self.filter.to_filter() if self.filter is not None else None
 
 
 class FactOut(Out):  # a facts.Fact (its content_hash stays inside)
@@ -111,11 +152,15 @@ def _of_fact(name: str) -> AliasPath:
 
 class Hit(Out):  # a facts.Recall: its fact's fields, flat
     """A recalled fact and its fused ``score``; ``ranks`` says where each retriever placed it
-    (1-based) and ``scores`` what it scored there (null: not found by that retriever)."""
+    (1-based) and ``scores`` what it scored there (null: not found by that retriever).
+    ``confidence``: the stored confidence decayed by the fact's age at the moment asked about
+    (``MEMORY_LONGTERM__CONFIDENCE_HALF_LIFE_DAYS``; the stored value when decay is off);
+    ``valid_to``: set when a newer fact replaced it (seen with ``filter.as_of``)."""
 
     id: str = Field(validation_alias=_of_fact("id"))
     text: str = Field(validation_alias=_of_fact("text"))
     score: float
+    confidence: float
     ranks: Annotated[dict[str, int | None], BeforeValidator(_every_leg)]
     scores: Annotated[dict[str, float | None], BeforeValidator(_every_leg)]
     key: str | None = Field(validation_alias=_of_fact("key"))
@@ -123,6 +168,7 @@ class Hit(Out):  # a facts.Recall: its fact's fields, flat
     importance: int = Field(validation_alias=_of_fact("importance"))
     tags: list[str] = Field(validation_alias=_of_fact("tags"))
     created_at: datetime | None = Field(validation_alias=_of_fact("created_at"))
+    valid_to: datetime | None = Field(validation_alias=_of_fact("valid_to"))
 
 
 class SearchResponse(Out):
