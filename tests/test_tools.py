@@ -12,12 +12,13 @@ from memory_service.config import Settings
 from memory_service.context import RuntimeContext
 from memory_service.errors import InvalidInputError, NotFoundError
 from memory_service.facts import Fact
-from memory_service.limits import MAX_TOOL_QUERY_CHARS
+from memory_service.limits import MAX_TAGS, MAX_TOOL_QUERY_CHARS
 from memory_service.longterm.ledger import render_fact
 from memory_service.messages import MEMORY_TOOL_NAMES, Msg, ToolCall
 from memory_service.paths import UserPaths
 from memory_service.services import build_shortterm
 from memory_service.tools import TOOL_ARGUMENTS, MemoryTools
+from memory_service.tools.arguments import MemorySearchArgs
 
 ALICE = RuntimeContext("acme", "alice", "s1")
 BOB = RuntimeContext("acme", "bob", "s1")
@@ -309,3 +310,27 @@ def test_each_tool_is_described_and_checked_by_its_argument_model(tools, alice_f
         assert not outcome.ok and outcome.text.startswith("error (") and said in outcome.text
     with pytest.raises(InvalidInputError, match="importance must be an integer 1-10"):
         tools.memory_save(ALICE, "The user likes tea.", importance=0)
+
+
+def test_memory_search_filters_its_recall(tools, longterm):
+    longterm.record(
+        ALICE,
+        [
+            Fact("The user sets the coffee grinder to fine", kind="procedure", tags=("gear",)),
+            Fact("The user drinks coffee at the corner cafe", importance=3),
+        ],
+    )
+    got = tools.run(ALICE, call("memory_search", query="coffee", kind="procedure"))
+    assert got.ok and "grinder" in got.text and "corner cafe" not in got.text
+    assert got.text.startswith("Recall: ")  # no literal file lines: they cannot be filtered
+    by_tag = tools.run(ALICE, call("memory_search", query="coffee", tags=["gear"])).text
+    assert "grinder" in by_tag and "corner" not in by_tag
+    important = tools.run(ALICE, call("memory_search", query="coffee", min_importance=5)).text
+    assert "grinder" in important and "corner" not in important
+    future = tools.run(ALICE, call("memory_search", query="coffee", as_of="2999-01-01T00:00:00"))
+    assert future.error_code == "invalid_filter" and "as_of" in future.text
+    bad_kind = tools.run(ALICE, call("memory_search", query="coffee", kind="opinion"))
+    assert not bad_kind.ok and "kind" in bad_kind.text
+    params = MemorySearchArgs.openai_tool()["function"]["parameters"]["properties"]
+    assert params["kind"]["enum"] == ["fact", "preference", "event", "procedure"]
+    assert params["tags"]["maxItems"] == MAX_TAGS

@@ -1,4 +1,5 @@
-"""``memory-service record`` and ``search``: work on a workspace directly, no server."""
+"""``memory-service record``, ``search`` and ``list``: work on a workspace directly, no
+server. ``search`` and ``list`` take the same filter options as the API's ``filter``."""
 
 from __future__ import annotations
 
@@ -12,7 +13,8 @@ from memory_service.commands.common import (
     settings_from,
 )
 from memory_service.errors import InvalidInputError
-from memory_service.facts import FACT_KINDS, Fact
+from memory_service.fact_filter import FactFilter
+from memory_service.facts import FACT_KINDS, Fact, utcnow
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -36,8 +38,47 @@ def register(sub: argparse._SubParsersAction) -> None:
     search.add_argument("--top-k", type=int, default=5)
     search.add_argument("--threshold", type=float, default=0.0)
     search.add_argument("--mode", choices=("hybrid", "bm25", "dense"), default="hybrid")
+    add_filter_arguments(search)
     search.add_argument("--workspace", help="workspace folder")
     search.set_defaults(handler=run_search)
+
+    listing = sub.add_parser("list", help="list a user's facts, oldest first")
+    add_scope_arguments(listing)
+    listing.add_argument("--limit", type=int, default=100, help="facts per page (default 100)")
+    listing.add_argument("--cursor", help="the next_cursor a previous page printed")
+    listing.add_argument(
+        "--include-inactive", action="store_true", help="superseded and expired facts too"
+    )
+    add_filter_arguments(listing)
+    listing.add_argument("--workspace", help="workspace folder")
+    listing.set_defaults(handler=run_list)
+
+
+def add_filter_arguments(parser: argparse.ArgumentParser) -> None:
+    """The ``FactFilter`` options (checked by the backend, before the model loads)."""
+    group = parser.add_argument_group("filters")
+    group.add_argument("--kind", action="append", default=[], help="this kind (repeatable)")
+    group.add_argument("--tag-any", action="append", default=[], help="one of these tags")
+    group.add_argument("--tag-all", action="append", default=[], help="every one of these tags")
+    group.add_argument("--min-importance", type=int, help="importance at least this")
+    group.add_argument("--key", dest="filter_key", help="exactly this subject key")
+    group.add_argument("--created-after", help="created at or after this ISO-8601 time")
+    group.add_argument("--created-before", help="created before this ISO-8601 time")
+    group.add_argument("--as-of", help="what was valid at this past ISO-8601 time")
+
+
+def fact_filter_from(args: argparse.Namespace) -> FactFilter:
+    """The options as a checked filter: a bad one is one error line before any work."""
+    return FactFilter(
+        kinds=tuple(args.kind),
+        tags_any=tuple(args.tag_any),
+        tags_all=tuple(args.tag_all),
+        min_importance=args.min_importance,
+        key=args.filter_key,
+        created_after=args.created_after,
+        created_before=args.created_before,
+        as_of=args.as_of,
+    ).check(utcnow())
 
 
 def run_record(args: argparse.Namespace) -> int:
@@ -77,17 +118,24 @@ def run_search(args: argparse.Namespace) -> int:
 
     ctx = context_from(args)
     validate_query(args.query, args.top_k, args.threshold)
+    fact_filter = fact_filter_from(args)
     services = build_services(settings_from(args))
     try:
         recalls = services.longterm.retrieve(
-            ctx, args.query, args.top_k, args.threshold, mode=args.mode
+            ctx, args.query, args.top_k, args.threshold, mode=args.mode, filter=fact_filter
         )
     finally:
         services.close()
     if args.json:
         print_json(
             [
-                {"id": r.fact.id, "text": r.fact.text, "score": r.score, "ranks": r.ranks}
+                {
+                    "id": r.fact.id,
+                    "text": r.fact.text,
+                    "score": r.score,
+                    "ranks": r.ranks,
+                    "confidence": r.confidence,
+                }
                 for r in recalls
             ]
         )
@@ -95,4 +143,33 @@ def run_search(args: argparse.Namespace) -> int:
         for r in recalls:
             ranks = " ".join(f"{leg}={rank if rank else '-'}" for leg, rank in r.ranks.items())
             print(f"{r.score:.4f}  [{ranks}]  {r.fact.text}")
+    return 0
+
+
+def run_list(args: argparse.Namespace) -> int:
+    from memory_service.facts import check_page
+    from memory_service.services import build_services
+
+    ctx = context_from(args)
+    check_page(args.limit, args.cursor)
+    fact_filter = fact_filter_from(args)
+    services = build_services(settings_from(args))
+    try:
+        page = services.longterm.list(
+            ctx,
+            limit=args.limit,
+            cursor=args.cursor,
+            include_inactive=args.include_inactive,
+            filter=fact_filter,
+        )
+    finally:
+        services.close()
+    if args.json:
+        print_json({"items": [f.to_dict() for f in page.items], "next_cursor": page.next_cursor})
+    else:
+        for fact in page.items:
+            when = fact.created_at.isoformat() if fact.created_at else "-"
+            print(f"{fact.id}  {when}  [{fact.kind}|{fact.importance}]  {fact.text}")
+        if page.next_cursor:
+            print(f"next: --cursor {page.next_cursor}")
     return 0

@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Annotated, Any, ClassVar, Self
+from typing import Annotated, Any, ClassVar, Literal, Self
 
 from pydantic import (
     AfterValidator,
@@ -27,7 +27,8 @@ from pydantic import (
 from pydantic_core import ErrorDetails
 
 from memory_service.errors import InvalidInputError, MemoryServiceError
-from memory_service.limits import MAX_TOOL_QUERY_CHARS
+from memory_service.fact_filter import FactFilter
+from memory_service.limits import MAX_KEY_CHARS, MAX_TAG_CHARS, MAX_TAGS, MAX_TOOL_QUERY_CHARS
 from memory_service.messages import MEMORY_GET, MEMORY_SAVE, MEMORY_SEARCH, SESSION_SEARCH
 from memory_service.tools.paths import memory_path_parts
 
@@ -172,17 +173,51 @@ def _openai_parameters(schema: dict[str, Any]) -> dict[str, Any]:
 # -- the four tools -------------------------------------------------------------------------
 
 
+Kind = Literal["fact", "preference", "event", "procedure"]
+Tag = Annotated[str, StringConstraints(min_length=1, max_length=MAX_TAG_CHARS)]
+
+
 class MemorySearchArgs(ToolArguments):
-    """``memory_search(query)``."""
+    """``memory_search(query, kind?, tags?, min_importance?, key?, as_of?)``; with any
+    filter, only the related memories that match it (the literal file match cannot be
+    filtered)."""
 
     tool: ClassVar[str] = MEMORY_SEARCH
     description: ClassVar[str] = (
         "Search the user's long-term memory: a literal, case-insensitive match over MEMORY.md "
         "and the daily memory files (lines as 'Source: path#line: text'), plus the memories "
-        "most related to the query."
+        "most related to the query. Optional filters (kind, tags, min_importance, key, as_of) "
+        "return only the related memories that match; as_of asks what was true at a past "
+        "moment (superseded facts included)."
     )
 
     query: Query = Field(description="words or a phrase to find")
+    kind: Kind | None = Field(None, description="only memories of this kind")
+    tags: Annotated[
+        list[Tag] | None,
+        Field(max_length=MAX_TAGS),
+        Says(f"tags: at most {MAX_TAGS} of 1-{MAX_TAG_CHARS} characters", "invalid_filter"),
+    ] = Field(None, description="only memories with at least one of these tags")
+    min_importance: Annotated[
+        Importance | None, Says("min_importance must be an integer 1-10", "invalid_filter")
+    ] = Field(None, description="only memories at least this important (1-10)")
+    key: Annotated[
+        str | None,
+        StringConstraints(min_length=1, max_length=MAX_KEY_CHARS),
+        Says(f"key: 1-{MAX_KEY_CHARS} characters", "invalid_filter"),
+    ] = Field(None, description="only memories with this subject key, e.g. user.city")
+    as_of: str | None = Field(None, description="an ISO-8601 time in the past: what was valid then")
+
+    def fact_filter(self) -> FactFilter | None:
+        """The filter the arguments ask for (None: none); times are checked by recall."""
+        fact_filter = FactFilter(
+            kinds=(self.kind,) if self.kind else (),
+            tags_any=tuple(self.tags or ()),
+            min_importance=self.min_importance,
+            key=self.key,
+            as_of=self.as_of,  # type: ignore[arg-type] - FactFilter.check parses it
+        )
+        return None if fact_filter.is_empty else fact_filter
 
 
 class MemoryGetArgs(ToolArguments):

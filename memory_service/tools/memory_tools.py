@@ -161,6 +161,13 @@ class MemoryTools:
     # -- implementations, on validated arguments -------------------------------------------
 
     def _search(self, ctx: RuntimeContext, args: MemorySearchArgs) -> str:
+        fact_filter = args.fact_filter()
+        if fact_filter is not None:  # only recall can filter: no literal file lines
+            recalls = self.longterm.retrieve(ctx, args.query, RECALL_TOP_K, filter=fact_filter)
+            lines = [format_recall(r) for r in recalls]
+            return (
+                "\n".join(lines) if lines else f"No memory matches {args.query!r} and the filter."
+            )
         needle = args.query.casefold()
         lines: list[str] = []
         matches = 0
