@@ -62,6 +62,8 @@ class Fact:
     valid_to: datetime | None = None
     id: str = ""
     content_hash: str = ""
+    access_count: int = 0  # times recalled (batched: see longterm.access)
+    last_accessed_at: datetime | None = None
 
     def validate(self) -> Fact:
         """Raise ``InvalidInputError`` naming the first problem; return self when valid."""
@@ -136,6 +138,8 @@ class Fact:
             "superseded_by": self.superseded_by,
             "valid_to": _iso(self.valid_to),
             "content_hash": self.content_hash,
+            "access_count": self.access_count,
+            "last_accessed_at": _iso(self.last_accessed_at),
         }
 
     @classmethod
@@ -155,6 +159,8 @@ class Fact:
             valid_to=parse_time(data.get("valid_to")),
             id=data.get("id") or "",
             content_hash=data.get("content_hash") or "",
+            access_count=int(data.get("access_count") or 0),
+            last_accessed_at=parse_time(data.get("last_accessed_at")),
         )
 
 

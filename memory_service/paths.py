@@ -113,6 +113,11 @@ class UserPaths:
         return self.root / ".index" / f"vectors-{model_slug}.npz"
 
     @property
+    def access_file(self) -> Path:
+        """Recall counts and last access per fact (files backend; forget removes it)."""
+        return self.root / ".index" / "access.json"
+
+    @property
     def lock_file(self) -> Path:
         return self.root / ".memory.lock"
 

@@ -92,6 +92,8 @@ def build_longterm(settings: Settings, embedder: Embedder) -> LongTermMemory:
         "retrieval": retrieval,
         "expiry": build_expiry(settings),
         "confidence": ConfidenceDecay(cfg.confidence_half_life_days, cfg.confidence_floor),
+        "track_access": cfg.track_access,
+        "access_flush_s": cfg.access_flush_seconds,
     }
     backend = cfg.backend
     if backend == "files":

@@ -630,3 +630,25 @@ def test_a_bad_filter_gets_one_code_naming_the_field(memory, fact_filter, field)
             call()
         assert refused.value.code == "invalid_filter"
         assert field in str(refused.value)
+
+
+def test_recall_counts_accesses_in_batches(memory):
+    memory.record(ALICE, PROFILE)
+    allergy = memory.retrieve(ALICE, "peanuts allergy", 1)[0].fact
+    memory.retrieve(ALICE, "peanuts allergy", 1)
+    stored = memory._get(ALICE, [allergy.id])[allergy.id]  # the backend, without the log
+    assert stored.access_count == 0  # a search is not a write: counted in memory
+    seen = memory.get(ALICE, [allergy.id])[0]
+    assert seen.access_count == 2 and seen.last_accessed_at is not None
+    assert memory.access.flush() == 1  # one batch for the user
+    assert memory._get(ALICE, [allergy.id])[allergy.id].access_count == 2
+    listed = {f.id: f for f in memory.list(ALICE).items}
+    assert listed[allergy.id].access_count == 2  # stored, nothing pending added twice
+    assert sum(f.access_count for f in listed.values()) == 2
+    memory.retrieve(ALICE, "peanuts allergy", 1)
+    memory.access.flush()
+    assert memory.get(ALICE, [allergy.id])[0].access_count == 3
+    assert memory.get(BOB, [allergy.id]) == []
+    memory.delete(ALICE, [allergy.id])
+    memory.access.flush()
+    assert memory.get(ALICE, [allergy.id]) == []  # a deleted fact is not written back

@@ -49,7 +49,9 @@ class LongTermSettings(_Section):
     (below 5: 7 days; 5-9: 30 days; 10: never), hidden from every read at once and deleted by
     maintenance; False: only ``expires_at`` expires a fact. ``confidence_half_life_days``: each
     hit's confidence is its stored confidence halved every this many days of age (None: not
-    decayed), never below ``confidence_floor``."""
+    decayed), never below ``confidence_floor``. ``track_access``: each recall counts its hits
+    (``access_count``, ``last_accessed_at``), in memory, written per user every
+    ``access_flush_seconds`` (0: after every recall) and on close."""
 
     backend: Literal["files", "qdrant"] = "files"
     retrieval_preset: str = "hybrid"
@@ -57,6 +59,8 @@ class LongTermSettings(_Section):
     expire_by_importance: bool = True
     confidence_half_life_days: float | None = Field(None, gt=0)
     confidence_floor: float = Field(0.0, ge=0.0, le=1.0)
+    track_access: bool = True
+    access_flush_seconds: float = Field(30.0, ge=0.0)
 
     @model_validator(mode="after")
     def _known_preset(self) -> LongTermSettings:

@@ -10,12 +10,14 @@ the next retrieve. The memory semantics are ``BaseLongTermMemory``'s.
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from datetime import UTC, date, datetime
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 from filelock import FileLock
@@ -25,9 +27,10 @@ from indexing.hashing import content_hash
 from indexing.tokenize import tokenize
 from memory_service.config.retrieval import Leg
 from memory_service.context import RuntimeContext
-from memory_service.fact_filter import ConfidenceDecay, ExpiryPolicy
-from memory_service.facts import Fact, fact_id, utcnow
+from memory_service.fact_filter import ExpiryPolicy
+from memory_service.facts import Fact, fact_id, parse_time, utcnow
 from memory_service.fsutil import fsync_dir, read_text, write_atomically
+from memory_service.longterm.access import AccessMark
 from memory_service.longterm.files_index import UserIndex, UserIndexes, ledger_files
 from memory_service.longterm.ledger import parse_ledger, render_lines, rewrite_ledger
 from memory_service.longterm.recording import RecordPlan
@@ -50,6 +53,18 @@ class _Read(StoredFacts):
     index: UserIndex  # the index the facts were read from (its paths say where each is)
 
 
+def _accessed(fact: Fact, stored: Mapping[str, dict]) -> Fact:
+    """``fact`` with its stored access metadata (the ledgers never hold it)."""
+    entry = stored.get(fact.id)
+    if not entry:
+        return fact
+    return replace(
+        fact,
+        access_count=int(entry.get("count", 0)),
+        last_accessed_at=parse_time(entry.get("last")),
+    )
+
+
 class FileSystemLongTermMemory(BaseLongTermMemory[_Read]):
     """``LongTermMemory`` over a workspace of Markdown ledgers."""
 
@@ -66,13 +81,12 @@ class FileSystemLongTermMemory(BaseLongTermMemory[_Read]):
         retrieval: RetrievalConfig | None = None,
         clock: Callable[[], datetime] = utcnow,
         expiry: ExpiryPolicy | None = None,
-        confidence: ConfidenceDecay | None = None,
+        **options: Any,  # the base's: confidence, track_access, access_flush_s
     ) -> None:
-        super().__init__(
-            embedder, retrieval=retrieval, clock=clock, expiry=expiry, confidence=confidence
-        )
+        super().__init__(embedder, retrieval=retrieval, clock=clock, expiry=expiry, **options)
         self.workspace = Path(workspace)
         self._indexes = UserIndexes(self.expiry)
+        self._access_files: dict[Path, tuple[tuple[int, int, int], dict[str, dict]]] = {}
 
     # -- paths, locks, writes ---------------------------------------------------------------
 
@@ -202,14 +216,52 @@ class FileSystemLongTermMemory(BaseLongTermMemory[_Read]):
                 LegHit(facts[i].id, float(sims[i]), facts[i].session_id, facts[i].created_at)
                 for i in kept
             ]
-        return Candidates(leg_hits, lambda fid: index.by_id[fid].fact)
+        stored_access = self._stored_access(ctx)
+        return Candidates(leg_hits, lambda fid: _accessed(index.by_id[fid].fact, stored_access))
 
     def _get(self, ctx: RuntimeContext, ids: Sequence[str]) -> Mapping[str, Fact]:
         by_id = self._index(ctx).by_id
-        return {i: by_id[i].fact for i in ids if i in by_id}
+        access = self._stored_access(ctx)
+        return {i: _accessed(by_id[i].fact, access) for i in ids if i in by_id}
 
     def _list(self, ctx: RuntimeContext, *, include_inactive: bool, view: ReadView) -> list[Fact]:
-        return [s.fact for s in self._index(ctx).stored]  # the base applies ``view``
+        access = self._stored_access(ctx)  # the base applies ``view``
+        return [_accessed(s.fact, access) for s in self._index(ctx).stored]
+
+    def _stored_access(self, ctx: RuntimeContext) -> dict[str, dict]:
+        """``.index/access.json``: access metadata by fact id, re-read when it changes."""
+        path = self.paths(ctx).access_file
+        try:
+            st = path.stat()
+        except FileNotFoundError:
+            return {}
+        stamp = (st.st_mtime_ns, st.st_size, st.st_ino)
+        cached = self._access_files.get(path)
+        if cached is not None and cached[0] == stamp:
+            return cached[1]
+        try:
+            data = json.loads(read_text(path) or "{}")
+        except ValueError:  # a torn or hand-broken file: counts are hints, start over
+            data = {}
+        self._access_files[path] = (stamp, data)
+        return data
+
+    def _write_access(self, ctx: RuntimeContext, marks: Mapping[str, AccessMark]) -> None:
+        known = self._index(ctx).by_id
+        stored = {k: v for k, v in self._stored_access(ctx).items() if k in known}
+        for fid, mark in marks.items():
+            if fid not in known:
+                continue
+            old = stored.get(fid) or {}
+            last = parse_time(old.get("last")) if old.get("last") else None
+            newest = mark.last if last is None else max(last, mark.last)
+            stored[fid] = {
+                "count": int(old.get("count", 0)) + mark.count,
+                "last": newest.isoformat(),
+            }
+        path = self.paths(ctx).access_file
+        path.parent.mkdir(parents=True, exist_ok=True)
+        write_atomically(path, json.dumps(stored, separators=(",", ":")))
 
     def _read_for_update(self, ctx: RuntimeContext, ids: Sequence[str]) -> _Read:
         index = self._index(ctx)
@@ -233,6 +285,10 @@ class FileSystemLongTermMemory(BaseLongTermMemory[_Read]):
                 self._rewrite(ctx, path, dict.fromkeys(present))
         if found:  # the vector cache must not outlive the text it was computed from
             vector_cache_path(self.paths(ctx), self._embedder).unlink(missing_ok=True)
+            access = self._stored_access(ctx)
+            if found & access.keys():
+                kept = {k: v for k, v in access.items() if k not in found}
+                write_atomically(self.paths(ctx).access_file, json.dumps(kept))
         self._indexes.invalidate(ctx)
         return len(found)
 

@@ -26,6 +26,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from datetime import datetime
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -37,8 +38,8 @@ from memory_service.config import QdrantSettings
 from memory_service.config.retrieval import Leg
 from memory_service.context import RuntimeContext, validate_id
 from memory_service.errors import ConfigurationError
-from memory_service.fact_filter import ConfidenceDecay, ExpiryPolicy
 from memory_service.facts import Fact, parse_time, sort_key, utcnow
+from memory_service.longterm.access import AccessMark, applied
 from memory_service.longterm.qdrant_engine import (
     DENSE,
     SPARSE,
@@ -74,12 +75,9 @@ class QdrantLongTermMemory(BaseLongTermMemory[_Read]):
         *,
         retrieval: RetrievalConfig | None = None,
         clock: Callable[[], datetime] = utcnow,
-        expiry: ExpiryPolicy | None = None,
-        confidence: ConfidenceDecay | None = None,
+        **options: Any,  # the base's: expiry, confidence, track_access, access_flush_s
     ) -> None:
-        super().__init__(
-            embedder, retrieval=retrieval, clock=clock, expiry=expiry, confidence=confidence
-        )
+        super().__init__(embedder, retrieval=retrieval, clock=clock, **options)
         self.engine = engine
         self._locks = [threading.Lock() for _ in range(_LOCK_STRIPES)]
 
@@ -210,6 +208,15 @@ class QdrantLongTermMemory(BaseLongTermMemory[_Read]):
             ]
         )
 
+    def _write_access(self, ctx: RuntimeContext, marks: Mapping[str, AccessMark]) -> None:
+        stored = self.engine.scroll(UserFilter.of(ctx, ids=list(marks)))  # deleted: skipped
+        updates = {}
+        for point in stored:
+            fact = applied(fact_of(point.id, point.payload), marks[point.id])
+            last = fact.last_accessed_at.isoformat() if fact.last_accessed_at else None
+            updates[point.id] = {"access_count": fact.access_count, "last_accessed_at": last}
+        self.engine.set_payload(UserFilter.of(ctx, ids=list(updates)), updates)
+
     def _delete(self, ctx: RuntimeContext, ids: Sequence[str]) -> int:
         return self._remove(UserFilter.of(ctx, ids=ids))
 
@@ -247,8 +254,7 @@ def open_qdrant(
     embedder: Embedder,
     *,
     retrieval: RetrievalConfig | None = None,
-    expiry: ExpiryPolicy | None = None,
-    confidence: ConfidenceDecay | None = None,
+    **options: Any,
 ) -> QdrantLongTermMemory:
     """The configured engine: a server at ``url``, else Qdrant Edge in ``path`` (default
     ``<workspace>/qdrant``), the collection being the folder ``<path>/<collection>``."""
@@ -274,6 +280,4 @@ def open_qdrant(
 
         root = settings.path if settings.path is not None else WorkspacePaths(workspace).qdrant_dir
         engine = EdgeEngine.acquire(Path(root) / settings.collection, embedder.dimension)
-    return QdrantLongTermMemory(
-        engine, embedder, retrieval=retrieval, expiry=expiry, confidence=confidence
-    )
+    return QdrantLongTermMemory(engine, embedder, retrieval=retrieval, **options)

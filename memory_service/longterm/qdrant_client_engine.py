@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import logging
 import warnings
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from typing import Any
 
@@ -339,6 +339,19 @@ class ClientEngine:
                 out += [_point(r, with_vectors) for r in records]
                 if offset is None:
                     return out
+
+    def set_payload(self, scope: UserFilter, values: Mapping[str, dict[str, Any]]) -> None:
+        if not values:
+            return
+        present = {p.id for p in self.scroll(scope)}  # only the scope's points, never others
+        operations = [
+            qm.SetPayloadOperation(set_payload=qm.SetPayload(payload=payload, points=[pid]))
+            for pid, payload in values.items()
+            if pid in present
+        ]
+        if operations:
+            with self._calls():
+                self._client.batch_update_points(self.collection, operations, wait=True)
 
     def count(self, scope: UserFilter) -> int:
         with self._calls():

@@ -16,7 +16,7 @@ from __future__ import annotations
 import json
 import logging
 import threading
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -362,6 +362,16 @@ class EdgeEngine:
                 out += [_point(r, with_vectors) for r in records]
                 if offset is None:
                     return out
+
+    def set_payload(self, scope: UserFilter, values: Mapping[str, dict[str, Any]]) -> None:
+        if not values:
+            return
+        present = {p.id for p in self.scroll(scope)}  # only the scope's points, never others
+        with self._calls():
+            for point_id, payload in values.items():
+                if point_id in present:
+                    self._shard.update(qe.UpdateOperation.set_payload([point_id], payload))
+            self._shard.flush()
 
     def count(self, scope: UserFilter) -> int:
         with self._calls():

@@ -13,7 +13,7 @@ index, tenant flag) and ``user_id`` (keyword index) plus the fact's fields
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any, Protocol
@@ -166,6 +166,11 @@ class QdrantEngine(Protocol):
         ...
 
     def scroll(self, scope: UserFilter, *, with_vectors: bool = False) -> list[StoredPoint]: ...
+
+    def set_payload(self, scope: UserFilter, values: Mapping[str, dict[str, Any]]) -> None:
+        """Merge ``values[id]`` into the payload of each point of ``scope`` named there, in
+        one batch where the engine allows (vectors untouched)."""
+        ...
 
     def count(self, scope: UserFilter) -> int: ...
 

@@ -10,6 +10,7 @@ error, and one rule gives one result, whatever backend is configured.
 
 from __future__ import annotations
 
+import logging
 import uuid
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterable, Mapping, Sequence
@@ -41,6 +42,7 @@ from memory_service.facts import (
     parse_time,
     utcnow,
 )
+from memory_service.longterm.access import AccessLog, AccessMark
 from memory_service.longterm.recording import RecordPlan, plan_record
 from memory_service.longterm.retrieval import (
     PRESETS,
@@ -111,6 +113,7 @@ def _no_fact(fact_id: str) -> Fact:
 NO_CANDIDATES = Candidates({}, _no_fact)
 
 S = TypeVar("S", bound=StoredFacts)
+log = logging.getLogger(__name__)
 
 
 def canonical_ids(ids: Sequence[str]) -> list[str]:
@@ -156,13 +159,22 @@ class BaseLongTermMemory(ABC, Generic[S]):
         clock: Callable[[], datetime] = utcnow,
         expiry: ExpiryPolicy | None = None,
         confidence: ConfidenceDecay | None = None,
+        track_access: bool = True,
+        access_flush_s: float = 30.0,
     ) -> None:
         self._embedder = embedder
         self.retrieval = retrieval or PRESETS["hybrid"]
         self._clock = clock
         self.expiry = expiry or ExpiryPolicy()
         self.confidence = confidence or ConfidenceDecay()
+        self.access = AccessLog(
+            self._flush_access, flush_every_s=access_flush_s, enabled=track_access
+        )
         self._closed = False
+
+    def _flush_access(self, ctx: RuntimeContext, marks: Mapping[str, AccessMark]) -> None:
+        with self._write_lock(ctx):
+            self._write_access(ctx, marks)
 
     def _view(self, fact_filter: FactFilter | None) -> ReadView:
         """The checked filter at this moment (``invalid_filter`` before anything is read)."""
@@ -217,6 +229,7 @@ class BaseLongTermMemory(ABC, Generic[S]):
             fact = found.fact(h.id)
             confidence = self.confidence.at(fact, view.moment)
             recalls.append(Recall(fact, h.score, h.ranks, h.scores, confidence))
+        self.access.note(ctx, [r.fact.id for r in recalls], view.now)  # batched, not written
         return recalls
 
     def get(self, ctx: RuntimeContext, ids: Sequence[str]) -> list[Fact]:
@@ -225,7 +238,7 @@ class BaseLongTermMemory(ABC, Generic[S]):
             return []
         self._check_open()
         found = self._get(ctx, wanted)
-        return [found[i] for i in wanted if i in found]
+        return self.access.overlay(ctx, [found[i] for i in wanted if i in found])
 
     def list(
         self,
@@ -251,7 +264,7 @@ class BaseLongTermMemory(ABC, Generic[S]):
             kept = [f for f in facts if view.filter.matches(f)]
         else:
             kept = [f for f in facts if view.admits(f)]
-        return paginate(kept, limit, cursor)
+        return paginate(self.access.overlay(ctx, kept), limit, cursor)
 
     def update(self, ctx: RuntimeContext, facts: Sequence[Fact]) -> int:
         """Rewrite the metadata of existing facts, matched by id: the text (so the id, hash and
@@ -278,6 +291,7 @@ class BaseLongTermMemory(ABC, Generic[S]):
         if not wanted:
             return 0
         self._check_open()
+        self.access.forget(ctx, wanted)
         with self._write_lock(ctx):
             return self._delete(ctx, wanted)
 
@@ -285,12 +299,17 @@ class BaseLongTermMemory(ABC, Generic[S]):
         """Every fact of ``ctx``'s user; the backend takes its write lock (and may skip it when
         the user has nothing stored)."""
         self._check_open()
+        self.access.forget(ctx)
         return self._forget(ctx)
 
     def close(self) -> None:
         """Release the backend. A later call raises ``BackendUnavailableError``, unless the
         backend declares ``usable_after_close`` (it holds only what it can rebuild)."""
         if not self._closed:
+            try:
+                self.access.flush()  # the recalls counted since the last flush
+            except Exception as exc:  # closing must not fail over a hint
+                log.warning("access metadata not written on close: %s", exc)
             self._closed = not self.usable_after_close
             self._release()
 
@@ -361,6 +380,11 @@ class BaseLongTermMemory(ABC, Generic[S]):
     @abstractmethod
     def _forget(self, ctx: RuntimeContext) -> int:
         """Remove every fact of the user; how many there were."""
+
+    @abstractmethod
+    def _write_access(self, ctx: RuntimeContext, marks: Mapping[str, AccessMark]) -> None:
+        """Add ``marks`` to the stored access metadata of the facts among them that still
+        exist (under the write lock; one batch per user)."""
 
     def _release(self) -> None:  # noqa: B027 - optional hook
         """Release what the backend holds (called once, by ``close``)."""

@@ -124,7 +124,8 @@ class SearchRequest(Strict):
 
 
 class FactOut(Out):  # a facts.Fact (its content_hash stays inside)
-    """A stored fact; ``superseded_by``/``valid_to`` are set once a newer fact replaced it."""
+    """A stored fact; ``superseded_by``/``valid_to`` are set once a newer fact replaced it;
+    ``access_count``/``last_accessed_at``: how often and when recall returned it."""
 
     id: str
     text: str
@@ -139,6 +140,8 @@ class FactOut(Out):  # a facts.Fact (its content_hash stays inside)
     expires_at: datetime | None
     superseded_by: str | None
     valid_to: datetime | None
+    access_count: int = 0
+    last_accessed_at: datetime | None = None
 
 
 def _every_leg(per_leg: Mapping[str, object]) -> dict[str, object]:
