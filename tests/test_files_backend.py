@@ -110,10 +110,12 @@ def test_two_open_facts_with_one_key_resolve_to_the_newest(files_memory):
     paths = files_memory.paths(ALICE)
     paths.ledger_dir.mkdir(parents=True)
     (paths.ledger_dir / "2026-01-01.md").write_text(
-        '- Lives in Paris <!-- memory {"key":"city","created_at":"2026-01-01T10:00:00+00:00"} -->\n'
+        '- Lives in Paris <!-- memory {"key":"city","importance":10,'
+        '"created_at":"2026-01-01T10:00:00+00:00"} -->\n'
     )
     (paths.ledger_dir / "2026-02-01.md").write_text(
-        '- Lives in Rome <!-- memory {"key":"city","created_at":"2026-02-01T10:00:00+00:00"} -->\n'
+        '- Lives in Rome <!-- memory {"key":"city","importance":10,'
+        '"created_at":"2026-02-01T10:00:00+00:00"} -->\n'
     )
     assert [f.text for f in files_memory.list(ALICE).items] == ["Lives in Rome"]
     assert [r.fact.text for r in files_memory.retrieve(ALICE, "where does she live", 5)] == [

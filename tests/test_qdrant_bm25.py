@@ -23,6 +23,7 @@ from indexing.lexical import lexical_terms
 from indexing.sparse import AVG_DOC_LEN, K1, B, document_vector, query_vector, term_id
 from indexing.tokenize import tokenize
 from memory_service.context import RuntimeContext
+from memory_service.fact_filter import ExpiryPolicy
 from memory_service.facts import Fact
 from tests.conftest import LONGTERM_BACKENDS
 
@@ -137,6 +138,7 @@ def _record(memory, texts: list[str]) -> list[str]:
 @pytest.fixture(params=QDRANT_BACKENDS)
 def qdrant_memory(request, tmp_path, embedder):
     memory = LONGTERM_BACKENDS[request.param](tmp_path, embedder)
+    memory.expiry = ExpiryPolicy(by_importance=False)  # the facts are dated 2024 on purpose
     yield memory
     memory.close()
 
