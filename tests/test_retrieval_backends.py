@@ -7,11 +7,22 @@ from __future__ import annotations
 from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 
+import pytest
+
 from memory_service.context import RuntimeContext
+from memory_service.fact_filter import ExpiryPolicy
 from memory_service.facts import Fact
 from memory_service.longterm.retrieval import LegHit, fuse_legs
 
 ALICE = RuntimeContext("acme", "alice")
+
+
+@pytest.fixture(autouse=True)
+def _no_expiry_by_age(memory):
+    """The chats are dated 2023 (LoCoMo's shape): only ``expires_at`` expires them here."""
+    memory.expiry = ExpiryPolicy(by_importance=False)
+
+
 MAY_8 = datetime(2023, 5, 8, 13, 56, tzinfo=UTC)
 JUNE_9 = datetime(2023, 6, 9, 19, 55, tzinfo=UTC)
 

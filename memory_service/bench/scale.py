@@ -35,6 +35,7 @@ from memory_service.bench.runner import TENANT, WARM_UP_QUERY
 from memory_service.config import Settings
 from memory_service.context import RuntimeContext
 from memory_service.errors import MemoryServiceError
+from memory_service.fact_filter import FactFilter
 from memory_service.facts import Fact
 from memory_service.progress import Progress
 
@@ -87,14 +88,29 @@ def _first_queries(services, users: int, modes: Sequence[str], show: bool) -> li
         for user in range(users):
             t0 = time.perf_counter()
             for mode in modes:
-                services.longterm.retrieve(_user(user), WARM_UP_QUERY, 1, mode=mode)
+                plain, _ = _mode_of(mode)
+                services.longterm.retrieve(_user(user), WARM_UP_QUERY, 1, mode=plain)
             first.append(1000.0 * (time.perf_counter() - t0))
             bar.update()
     return first
 
 
-def _search_over_http(client, user: int, query: str, mode: str, top_k: int) -> None:
+# ``--modes ...,hybrid+filter``: hybrid with a filter every scale fact matches (kind and
+# importance), so its figure is the filters' own cost over the same work as ``hybrid``
+FILTERED = "hybrid+filter"
+SCALE_FILTER = FactFilter(kinds=("fact",), min_importance=1)
+HTTP_FILTER = {"kind": ["fact"], "min_importance": 1}
+
+
+def _mode_of(name: str) -> tuple[str, FactFilter | None]:
+    return ("hybrid", SCALE_FILTER) if name == FILTERED else (name, None)
+
+
+def _search_over_http(client, user: int, query: str, name: str, top_k: int) -> None:
+    mode, fact_filter = _mode_of(name)
     body = {"user_id": _user(user).user_id, "query": query, "top_k": top_k, "mode": mode}
+    if fact_filter is not None:
+        body["filter"] = HTTP_FILTER
     response = client.post("/v1/memories/search", json=body)
     if response.status_code != 200:
         raise MemoryServiceError(f"HTTP search failed: {response.status_code} {response.text}")
@@ -108,8 +124,11 @@ def _measure(services, client, pairs, modes, top_k: int, show: bool) -> tuple[di
     with Progress(len(pairs), "scale: queries", enabled=show) as bar:
         for user, query in pairs:
             for mode in modes:
+                plain, fact_filter = _mode_of(mode)
                 t0 = time.perf_counter()
-                services.longterm.retrieve(_user(user), query, top_k, mode=mode)
+                services.longterm.retrieve(
+                    _user(user), query, top_k, mode=plain, filter=fact_filter
+                )
                 timings.setdefault(("in_process", mode), []).append(
                     1000.0 * (time.perf_counter() - t0)
                 )

@@ -29,9 +29,11 @@ NO_BASELINE = "none"  # --baseline-preset none: no baseline backend
 
 def _modes(raw: str) -> tuple[str, ...]:
     modes = tuple(dict.fromkeys(m.strip() for m in raw.split(",") if m.strip()))
-    unknown = [m for m in modes if m not in ("bm25", "dense", "hybrid")]
+    unknown = [m for m in modes if m not in ("bm25", "dense", "hybrid", "hybrid+filter")]
     if not modes or unknown:
-        raise argparse.ArgumentTypeError("modes are a comma list of bm25, dense, hybrid")
+        raise argparse.ArgumentTypeError(
+            "modes are a comma list of bm25, dense, hybrid (and, with --scale, hybrid+filter)"
+        )
     return modes
 
 
@@ -63,7 +65,13 @@ def register(sub: argparse._SubParsersAction) -> None:
         description="Recall accuracy and latency on synthetic (bundled), LoCoMo or "
         "LongMemEval data, or a latency/scale run with --scale N.",
     )
-    p.add_argument("--dataset", choices=("synthetic", "locomo", "longmemeval"), default="synthetic")
+    p.add_argument(
+        "--dataset",
+        choices=("synthetic", "synthetic-time", "locomo", "longmemeval"),
+        default="synthetic",
+        help="synthetic-time: latest-value and as-of accuracy, default preset and "
+        "hybrid-recency side by side",
+    )
     p.add_argument("--path", help="the dataset file (locomo, longmemeval)")
     p.add_argument(
         "--unit",
@@ -223,7 +231,11 @@ def run(args: argparse.Namespace) -> int:
 
     if args.batch_size < 1:
         raise BenchInputError("--batch-size must be at least 1")
+    if "hybrid+filter" in args.modes and args.scale is None:
+        raise BenchInputError("--modes hybrid+filter is a latency mode: it needs --scale")
     settings = with_backend(load_settings(), args.backend, args.preset)
+    if args.dataset == "synthetic-time":
+        return _time(args, settings)
     baseline = baseline_preset(args, settings.longterm.retrieval_preset, settings.longterm.presets)
     dataset = None
     if args.scale is None:  # read and check the data before loading the model
@@ -265,6 +277,29 @@ def run(args: argparse.Namespace) -> int:
     if dataset is not None:
         _judge(doc)
     _write(doc, args)
+    return 0
+
+
+def _time(args: argparse.Namespace, settings) -> int:
+    """``--dataset synthetic-time``: the configured preset and ``hybrid-recency``."""
+    from memory_service.bench.datasets import synthetic_time
+    from memory_service.bench.report import write_json
+    from memory_service.bench.timeline import print_time_report, run_time
+    from memory_service.services import build_embedder
+
+    if args.scale is not None:
+        raise BenchInputError("--dataset synthetic-time measures accuracy: no --scale")
+    dataset = synthetic_time.generate(
+        users=args.users or synthetic_time.DEFAULT_USERS, seed=args.seed
+    )
+    presets = tuple(dict.fromkeys((settings.longterm.retrieval_preset, "hybrid-recency")))
+    doc = run_time(settings, build_embedder(settings), dataset, presets, workdir=args.workdir)
+    doc["command"] = command_line(args, settings.longterm.retrieval_preset)
+    doc["environment"] = {"load_average": _load_average()}
+    print_time_report(doc, sys.stdout)
+    if args.json:
+        write_json(doc, args.json)
+        print(f"wrote {args.json}")
     return 0
 
 

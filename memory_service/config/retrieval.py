@@ -89,8 +89,12 @@ ZSCORE_PLAIN = RetrievalConfig(
     name="zscore-plain", fusion="zscore", neighbour_weight=0.0, date_terms=False
 )
 
+# hybrid preferring recent memories (off in the default preset: measured by
+# ``memory-service bench --dataset synthetic-time``, benchmarks/RESULTS.md)
+HYBRID_RECENCY = HYBRID.with_changes(name="hybrid-recency", recency_half_life_days=30.0)
+
 PRESETS: Mapping[str, RetrievalConfig] = MappingProxyType(
-    {p.name: p for p in (HYBRID, RRF_PLAIN, ZSCORE_PLAIN)}
+    {p.name: p for p in (HYBRID, RRF_PLAIN, ZSCORE_PLAIN, HYBRID_RECENCY)}
 )
 
 

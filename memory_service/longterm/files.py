@@ -85,7 +85,7 @@ class FileSystemLongTermMemory(BaseLongTermMemory[_Read]):
     ) -> None:
         super().__init__(embedder, retrieval=retrieval, clock=clock, expiry=expiry, **options)
         self.workspace = Path(workspace)
-        self._indexes = UserIndexes(self.expiry)
+        self._indexes = UserIndexes()
         self._access_files: dict[Path, tuple[tuple[int, int, int], dict[str, dict]]] = {}
 
     # -- paths, locks, writes ---------------------------------------------------------------
@@ -100,7 +100,7 @@ class FileSystemLongTermMemory(BaseLongTermMemory[_Read]):
 
     def _index(self, ctx: RuntimeContext) -> UserIndex:
         """The user's index, rebuilt from the files if their signature changed."""
-        return self._indexes.of(ctx, self.paths(ctx))
+        return self._indexes.of(ctx, self.paths(ctx), self.expiry)
 
     def _rewrite(
         self,

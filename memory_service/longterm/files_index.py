@@ -215,20 +215,20 @@ def apply_newest_wins(stored: list[StoredFact]) -> None:
 class UserIndexes:
     """The process's indexes, one per (tenant, user), each kept while its files are unchanged."""
 
-    def __init__(self, expiry: ExpiryPolicy | None = None) -> None:
-        self._expiry = expiry or ExpiryPolicy()
+    def __init__(self) -> None:
         self._indexes: dict[tuple[str, str], UserIndex] = {}
         self._lock = threading.RLock()
 
-    def of(self, ctx: RuntimeContext, paths: UserPaths) -> UserIndex:
-        """The user's index, rebuilt from the files if their signature changed."""
+    def of(self, ctx: RuntimeContext, paths: UserPaths, expiry: ExpiryPolicy) -> UserIndex:
+        """The user's index, rebuilt from the files if their signature (or the expiry rule
+        its deadlines were computed by) changed."""
         key = (ctx.tenant_id, ctx.user_id)
         with self._lock:
             signature = _signature(ledger_files(paths))
             cached = self._indexes.get(key)
-            if cached is not None and cached.signature == signature:
+            if cached is not None and cached.signature == signature and cached.expiry == expiry:
                 return cached
-            index = build_index(ctx, paths, signature, cached, self._expiry)
+            index = build_index(ctx, paths, signature, cached, expiry)
             self._indexes[key] = index
             return index
 

@@ -1,0 +1,89 @@
+"""The time benchmark: latest-value and as-of accuracy, per preset, over fresh backends.
+
+Every user of ``synthetic_time`` is recorded into a fresh backend per preset (the code path
+``serve`` uses, ``FreshBackends``); each question is asked once with ``top_k`` 1 and is right
+when the top hit is its one gold fact. As-of questions carry ``as_of`` and the attribute's
+key as the filter, so they are exact by construction; latest-value questions are asked now,
+unfiltered, where only supersession (keyed) or ranking (unkeyed: every value is still open)
+can pick the newest value: the recency preference's case.
+"""
+
+from __future__ import annotations
+
+import statistics
+import sys
+import time
+from collections import Counter
+from typing import TextIO
+
+from indexing.embeddings import Embedder
+from memory_service.bench.backends import FreshBackends, with_backend
+from memory_service.bench.datasets.synthetic_time import CATEGORIES, TimeDataset
+from memory_service.config import Settings
+from memory_service.context import RuntimeContext
+from memory_service.fact_filter import FactFilter
+
+TENANT = "bench"
+
+
+def run_time(
+    settings: Settings,
+    embedder: Embedder,
+    dataset: TimeDataset,
+    presets: tuple[str, ...],
+    *,
+    workdir=None,
+) -> dict:
+    """Accuracy by category and the median query time, for each preset."""
+    runs = []
+    for preset in presets:
+        backends = FreshBackends(with_backend(settings, None, preset), embedder, workdir)
+        right: Counter[str] = Counter()
+        asked: Counter[str] = Counter()
+        seconds: list[float] = []
+        for user in dataset.users:
+            ctx = RuntimeContext(TENANT, user.user_id)
+            with backends.fresh() as memory:
+                results = memory.record(ctx, [item.fact for item in user.items])
+                id_of = {item.ref: r.id for item, r in zip(user.items, results, strict=True)}
+                for q in user.questions:
+                    fact_filter = FactFilter(as_of=q.as_of, key=q.key) if q.as_of else None
+                    began = time.perf_counter()
+                    hits = memory.retrieve(ctx, q.text, 1, filter=fact_filter)
+                    seconds.append(time.perf_counter() - began)
+                    asked[q.category] += 1
+                    right[q.category] += bool(hits) and hits[0].fact.id == id_of[q.gold]
+        runs.append(
+            {
+                "preset": preset,
+                "accuracy": {c: right[c] / asked[c] if asked[c] else None for c in CATEGORIES},
+                "questions": {c: asked[c] for c in CATEGORIES},
+                "p50_ms": statistics.median(seconds) * 1000 if seconds else None,
+            }
+        )
+    return {
+        "dataset": "synthetic-time",
+        "users": len(dataset.users),
+        "facts": sum(len(u.items) for u in dataset.users),
+        "questions": dataset.question_count,
+        "anchor": dataset.anchor.isoformat(),
+        "runs": runs,
+    }
+
+
+def print_time_report(doc: dict, out: TextIO = sys.stdout) -> None:
+    """One line per preset: accuracy by category (questions in brackets), median query."""
+    print(
+        f"time benchmark ({doc['dataset']}): {doc['users']} users, {doc['facts']} facts, "
+        f"{doc['questions']} questions, top-1 accuracy",
+        file=out,
+    )
+    header = f"{'preset':<18}" + "".join(f"{c:>20}" for c in CATEGORIES) + f"{'p50 ms':>10}"
+    print(header, file=out)
+    for run in doc["runs"]:
+        cells = []
+        for category in CATEGORIES:
+            share, count = run["accuracy"][category], run["questions"][category]
+            cells.append(f"{'-' if share is None else f'{share:.1%}'} ({count})".rjust(20))
+        p50 = run["p50_ms"]
+        print(f"{run['preset']:<18}" + "".join(cells) + f"{p50:>10.2f}", file=out)
