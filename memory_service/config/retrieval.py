@@ -91,7 +91,9 @@ ZSCORE_PLAIN = RetrievalConfig(
 
 # hybrid preferring recent memories (off in the default preset: measured by
 # ``memory-service bench --dataset synthetic-time``, benchmarks/RESULTS.md)
-HYBRID_RECENCY = HYBRID.with_changes(name="hybrid-recency", recency_half_life_days=30.0)
+HYBRID_RECENCY = HYBRID.with_changes(
+    name="hybrid-recency", recency_half_life_days=30.0, recency_weight=2.0
+)
 
 PRESETS: Mapping[str, RetrievalConfig] = MappingProxyType(
     {p.name: p for p in (HYBRID, RRF_PLAIN, ZSCORE_PLAIN, HYBRID_RECENCY)}

@@ -53,7 +53,7 @@ ATTRIBUTES: tuple[Attribute, ...] = (
     Attribute(
         "job",
         "{n} works as a {v}",
-        ("{n} started a new job as a {v}", "{n} retrained and is now a {v}"),
+        ("{n} started a new job as a {v}", "{n} retrained as a {v}"),
         "What is {n}'s job these days?",
         "What was {n}'s job?",
         ("nurse", "teacher", "architect", "accountant", "chef", "pilot", "lawyer", "plumber"),
@@ -83,6 +83,7 @@ class TimeQuestion:
     category: str
     as_of: datetime | None = None
     key: str | None = None
+    stale: tuple[str, ...] = ()  # the attribute's other values: wrong for this moment
 
 
 @dataclass(slots=True)
@@ -121,7 +122,11 @@ def _user(index: int, seed: int, anchor: datetime, distractors: int) -> TimeUser
     for attribute in ATTRIBUTES:
         count = rng.choice((3, 4))
         values = rng.sample(attribute.values, count)
-        days = sorted(rng.sample(range(20, 400), count), reverse=True)  # days before anchor
+        # days before the anchor: the newest value 3-60 days old, each older one 30-150 before
+        days = [rng.randint(3, 60)]
+        while len(days) < count:
+            days.append(days[-1] + rng.randint(30, 150))
+        days.reverse()
         key = f"user.{attribute.name}" if attribute.name in keyed else None
         timeline: list[tuple[str, datetime]] = []
         for number, (value, days_ago) in enumerate(zip(values, days, strict=True)):
@@ -129,12 +134,14 @@ def _user(index: int, seed: int, anchor: datetime, distractors: int) -> TimeUser
             wording = attribute.first if number == 0 else rng.choice(attribute.changes)
             timeline.append((add(wording.format(n=name, v=value), when, key=key), when))
         category = "latest-keyed" if key else "latest-unkeyed"
-        ask(attribute.now.format(n=name), timeline[-1][0], category)
+        refs = [ref for ref, _ in timeline]
+        ask(attribute.now.format(n=name), refs[-1], category, stale=tuple(refs[:-1]))
         if key is None:
             continue
         for (ref, start), (_, end) in zip(timeline, timeline[1:], strict=False):
             moment = start + (end - start) * rng.uniform(0.2, 0.8)
-            ask(attribute.then.format(n=name), ref, "as-of", as_of=moment, key=key)
+            others = tuple(r for r in refs if r != ref)
+            ask(attribute.then.format(n=name), ref, "as-of", as_of=moment, key=key, stale=others)
     texts = {i.fact.text for i in user.items}
     for _ in range(distractors):
         template = rng.choice(DISTRACTORS)
