@@ -9,6 +9,7 @@ every part it wires (see ARCHITECTURE.md), so no part needs to import it back.
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from datetime import timedelta
 
@@ -21,7 +22,9 @@ from memory_service.longterm.base import LongTermMemory
 from memory_service.paths import WorkspacePaths
 from memory_service.pipeline.consolidation import Consolidator
 from memory_service.pipeline.flush import MemoryFlushManager
+from memory_service.pipeline.idle_flush import IdleFlusher
 from memory_service.pipeline.maintenance import MaintenanceSettings, MemoryMaintenance
+from memory_service.pipeline.scheduler import MemoryMaintenanceScheduler, known_users
 from memory_service.shortterm.eviction import ToolResultEvictor
 from memory_service.shortterm.session import ShortTermMemory
 from memory_service.shortterm.session_log import SessionLog
@@ -201,8 +204,9 @@ def build_services(settings: Settings, *, embedder: Embedder | None = None) -> S
 def build_maintenance(services: Services) -> MemoryMaintenance:
     """Maintenance over the running services (serve's scheduler, the CLI, the API)."""
     memory = services.settings.memory
+    model = services.memory_model  # MEMORY_MEMORY__MODEL, if set, names the model to use
     consolidator = Consolidator(
-        model=services.memory_model,
+        model=model.with_model(memory.model) if model is not None else None,
         max_tokens=memory.consolidation_max_tokens,
         prompt=memory.consolidation_prompt,
     )
@@ -216,6 +220,32 @@ def build_maintenance(services: Services) -> MemoryMaintenance:
             session_retention_days=memory.session_retention_days,
             near_duplicate_distance=memory.near_duplicate_distance,
         ),
+    )
+
+
+def build_scheduler(
+    services: Services,
+    maintenance: MemoryMaintenance,
+    tenants: Callable[[], Iterable[str]] = tuple,
+) -> MemoryMaintenanceScheduler:
+    """``serve``'s background work: maintenance passes (without consolidation when
+    ``disable_memory_hooks`` is on), the TTL purge of session states, and the idle flush of
+    sessions that went quiet (``idle_flush_minutes``; needs the flush's model)."""
+    memory = services.settings.memory
+    workspace = services.settings.workspace
+    hooks = not memory.disable_memory_hooks
+    idle = None
+    shortterm, flush = services.shortterm, services.flush
+    if hooks and memory.idle_flush_minutes and shortterm and flush and flush.model:
+        idle = IdleFlusher(shortterm, flush, idle=timedelta(minutes=memory.idle_flush_minutes))
+    return MemoryMaintenanceScheduler(
+        maintenance,
+        lambda: known_users(workspace, services.longterm, tenants()),
+        interval=timedelta(hours=memory.maintenance_interval_hours),
+        consolidate=hooks,
+        purge=shortterm.purge_expired if shortterm is not None else None,
+        idle_flush=idle,
+        sweep_interval=timedelta(minutes=memory.sweep_interval_minutes),
     )
 
 

@@ -175,6 +175,11 @@ class CompactionSettings(_Section):
     max_chars_per_message: int = Field(4_000, ge=200, description="transcript cap per message")
     retry_after_messages: int = Field(3, ge=1, description="messages to wait after a failure")
     retry_after_minutes: float = Field(5.0, gt=0, description="or minutes, whichever is first")
+    flush_before_compaction: bool = Field(
+        True,
+        description="flush the messages about to be compacted away to long-term memory first "
+        "(before a compaction and on a context overflow); False: compact without flushing",
+    )
 
     @model_validator(mode="after")
     def _tail_shorter_than_trigger(self) -> CompactionSettings:
@@ -244,8 +249,9 @@ class MemorySettings(_Section):
     ``MEMORY_LLM__MEMORY_MODEL`` or else ``MEMORY_LLM__MODEL``). ``flush_prompt`` must tell the
     model to answer ``NO_REPLY`` when nothing is worth keeping; ``consolidation_prompt`` must
     hold exactly two ``%d`` (max tokens, then max characters). ``disable_memory_hooks`` turns
-    off the flush (all three paths) and the MEMORY.md/recall injection of the harness;
-    ``disable_memory_tools`` stops offering memory_search/get/save and session_search.
+    off the flush (every path, the idle flush too), the MEMORY.md/recall injection of the
+    harness and the scheduled consolidation; ``disable_memory_tools`` stops offering the
+    memory tools.
     """
 
     model_config = ConfigDict(extra="forbid", validate_assignment=True)
@@ -265,7 +271,21 @@ class MemorySettings(_Section):
         4000, ge=0, description="MEMORY.md tokens put in the system prompt; beyond: a hint"
     )
     recall_by_relevance: int = Field(6, ge=0, le=100)
-    recall_by_importance: int = Field(5, ge=0, le=100)
+    recall_by_importance: int = Field(
+        5, ge=0, le=100, description="plus the relevance slots recall left unused"
+    )
+    recall_importance_floor: int = Field(
+        5, ge=1, le=10, description="facts recalled by importance have at least this importance"
+    )
+    idle_flush_minutes: float | None = Field(
+        30.0,
+        gt=0,
+        description="the scheduler flushes a session idle this long with unflushed messages "
+        "(the background offline flush; with flush_trigger never it is the only one); None: off",
+    )
+    sweep_interval_minutes: float = Field(
+        5.0, gt=0, description="how often the scheduler runs the idle flush and the TTL purge"
+    )
     max_tool_iterations: int = Field(6, ge=1, le=50)
     instructions: str | None = Field(None, min_length=1, description="the agent's own prompt")
     disable_memory_hooks: bool = False

@@ -99,8 +99,10 @@ class PromptBuilder:
     def recall(
         self, ctx: RuntimeContext, query: str, *, exclude: set[str] | None = None
     ) -> list[RecalledFact]:
-        """Facts by relevance to ``query``, then by importance, once each (by id); facts
-        whose text MEMORY.md already shows (``exclude``, content hashes) are left out."""
+        """Facts by relevance to ``query``, then by importance (``recall_by_importance`` plus
+        the relevance slots left unused, only facts of at least ``recall_importance_floor``:
+        a trivia fact is no fallback), once each (by id); facts whose text MEMORY.md already
+        shows (``exclude``, content hashes) are left out."""
         out: list[RecalledFact] = []
         seen: set[str] = set()
         skip = exclude or set()
@@ -113,16 +115,18 @@ class PromptBuilder:
             return True
 
         query = query.encode("utf-8")[:MAX_QUERY_BYTES].decode("utf-8", errors="ignore").strip()
-        if self.config.recall_by_relevance and query:
-            for recall in self.longterm.retrieve(ctx, query, self.config.recall_by_relevance):
+        slots = self.config.recall_by_relevance
+        if slots and query:
+            for recall in self.longterm.retrieve(ctx, query, slots):
                 take(recall.fact, "relevance", round(recall.score, 6))
-        wanted = self.config.recall_by_importance
+        # the relevance slots recall left unused pass to the importance fallback
+        wanted = self.config.recall_by_importance + max(0, slots - len(out))
         if wanted:
             extra = len(seen) + len(skip)  # enough candidates after dedup
             added = 0
             for fact in self._most_important(ctx, wanted + extra):
-                if added >= wanted:
-                    break
+                if added >= wanted or fact.importance < self.config.recall_importance_floor:
+                    break  # most important first: the rest are below the floor too
                 added += take(fact, "importance")
         return out
 

@@ -34,7 +34,7 @@ from memory_service.longterm.base import LongTermMemory
 from memory_service.messages import Msg
 from memory_service.paths import UserPaths
 from memory_service.pipeline.dead_letters import DeadLetterFile, DeadLetterRecord
-from memory_service.pipeline.extraction import DEFAULT_FLUSH_PROMPT, Extractor
+from memory_service.pipeline.extraction import DEFAULT_FLUSH_PROMPT, Extractor, todays_ledger
 from memory_service.pipeline.flush_result import FlushedFact, FlushResult
 from memory_service.pipeline.memory_md import memory_md_for_model
 from memory_service.pipeline.transcript import TranscriptBatch, with_positions
@@ -145,14 +145,15 @@ class MemoryFlushManager:
             return self._report(result)
         paths = UserPaths.of(self.workspace, ctx)
         memory_md, _ = memory_md_for_model(paths, self.config.memory_load_token_budget)
-        batches = self.extractor.batches(pending, memory_md)
+        today = self._today(ctx)
+        batches = self.extractor.batches(pending, memory_md, today)
         if not batches:  # only instructions, hints or memory-tool output: nothing to extract
             state.mark_flushed(max(m.seq for m in pending if m.seq is not None))
             result.through_seq = state.last_flushed_index
             return self._report(result)
         if self.model is None:
             result.status, result.detail = "skipped", "no_model"
-            if reason != "post_call":  # the messages are about to leave the state: keep them
+            if reason not in ("post_call", "idle"):  # about to leave the state: keep them
                 self._fail(result, ctx, paths, pending, "no LLM is configured for the flush")
             return self._report(self._account(result, ctx))
 
@@ -160,7 +161,7 @@ class MemoryFlushManager:
             state.mark_flushed(batch.through_seq)
             result.through_seq = state.last_flushed_index
 
-        failure = self.extractor.record(ctx, batches, memory_md, result, advance)
+        failure = self.extractor.record(ctx, batches, memory_md, result, advance, today)
         if failure is not None:
             self._fail(
                 result,
@@ -190,10 +191,11 @@ class MemoryFlushManager:
         messages = with_positions(messages)
         paths = UserPaths.of(self.workspace, ctx)
         memory_md, _ = memory_md_for_model(paths, self.config.memory_load_token_budget)
-        batches = self.extractor.batches(messages, memory_md)
+        today = self._today(ctx)
+        batches = self.extractor.batches(messages, memory_md, today)
         if not batches:
             return result, []
-        failure = self.extractor.record(ctx, batches, memory_md, result, lambda _batch: None)
+        failure = self.extractor.record(ctx, batches, memory_md, result, lambda _batch: None, today)
         if failure is not None:
             result.status, result.error = "failed", failure.error
         else:
@@ -202,6 +204,17 @@ class MemoryFlushManager:
         return result, failure.rest if failure is not None else []
 
     # -- steps ----------------------------------------------------------------------------
+
+    def _today(self, ctx: RuntimeContext) -> str:
+        """Today's ledger for the model (within the MEMORY.md budget); a backend that cannot
+        list right now leaves it out rather than failing the flush."""
+        try:
+            return todays_ledger(
+                self.longterm, ctx, self._clock(), self.config.memory_load_token_budget
+            )
+        except (MemoryServiceError, OSError) as exc:
+            log.warning("today's ledger left out of the flush for %s: %s", ctx.tenant_id, exc)
+            return ""
 
     def _fail(
         self,

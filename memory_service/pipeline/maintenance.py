@@ -31,6 +31,7 @@ from memory_service.paths import UserPaths
 from memory_service.pipeline.consolidation import ConsolidationResult, Consolidator
 from memory_service.pipeline.policy import ExpiryPolicy, plan_maintenance
 from memory_service.shortterm.session_log import delete_old_session_logs
+from memory_service.usage import UsageLedger
 
 log = logging.getLogger(__name__)
 
@@ -90,15 +91,21 @@ class MemoryMaintenance:
         workspace,
         consolidator: Consolidator,
         settings: MaintenanceSettings | None = None,
+        usage: UsageLedger | None = None,
         clock: Callable[[], datetime] = utcnow,
     ) -> None:
         self.longterm = longterm
         self.workspace = workspace
+        self.usage = usage or UsageLedger(workspace)
         self.consolidator = consolidator
         self.settings = settings or MaintenanceSettings()
         self._clock = clock
 
-    def run_user(self, ctx: RuntimeContext, *, force: bool = False) -> MaintenanceReport:
+    def run_user(
+        self, ctx: RuntimeContext, *, force: bool = False, consolidate: bool = True
+    ) -> MaintenanceReport:
+        """Every step for one user; ``consolidate=False`` leaves MEMORY.md alone (the
+        scheduler's passes when ``disable_memory_hooks`` is on)."""
         paths = UserPaths.of(self.workspace, ctx)
         report = MaintenanceReport(ctx.tenant_id, ctx.user_id, "ran")
         now = self._clock()
@@ -109,14 +116,20 @@ class MemoryMaintenance:
         paths.root.mkdir(parents=True, exist_ok=True)
         try:
             with FileLock(str(paths.maintenance_lock), timeout=0):
-                self._run_steps(ctx, paths, now, report)
+                self._run_steps(ctx, paths, now, report, consolidate=consolidate)
                 self._remember(paths, now, report)
         except Timeout:
             report.status = "busy"
         return report
 
     def _run_steps(
-        self, ctx: RuntimeContext, paths: UserPaths, now: datetime, report: MaintenanceReport
+        self,
+        ctx: RuntimeContext,
+        paths: UserPaths,
+        now: datetime,
+        report: MaintenanceReport,
+        *,
+        consolidate: bool = True,
     ) -> None:
         counts = report.counts
         longterm = self.longterm
@@ -150,6 +163,9 @@ class MemoryMaintenance:
         )
         counts["stale_temp_files_removed"] = len(stale)
 
+        if not consolidate:
+            counts["consolidated"] = 0
+            return
         try:
             result = self.consolidator.consolidate(paths, all_facts(self.longterm, ctx), now)
         except Exception as exc:  # the LLM failed: MEMORY.md is untouched, report it
@@ -159,6 +175,20 @@ class MemoryMaintenance:
             return
         report.consolidation = result
         counts["consolidated"] = 1 if result.written else 0
+        self._account(ctx, result)
+
+    def _account(self, ctx: RuntimeContext, result: ConsolidationResult) -> None:
+        """An LLM consolidation's tokens go to the tenant's usage file, like every call."""
+        if result.usage is None:
+            return
+        try:
+            self.usage.record(
+                ctx.tenant_id,
+                tokens={"consolidation": result.usage},
+                counters={"consolidation_runs": 1},
+            )
+        except (OSError, TimeoutError) as exc:
+            log.warning("could not record consolidation usage for %s: %s", ctx.tenant_id, exc)
 
     def _consolidated_ids(self, ctx: RuntimeContext, paths: UserPaths) -> set[str]:
         """Facts whose text is a MEMORY.md bullet: consolidated facts do not expire."""

@@ -77,8 +77,9 @@ class CompactionHook:
         self.clock = clock
 
     def run_flush(self, state: AgentState, ctx: RuntimeContext, reason: FlushReason) -> dict:
-        """Call the flush callback; a failure is logged and returned, never raised."""
-        if self.flush is None:
+        """Call the flush callback; a failure is logged and returned, never raised. Nothing
+        runs when ``flush_before_compaction`` is off."""
+        if self.flush is None or not self.compactor.config.flush_before_compaction:
             return {}
         try:
             self.flush(state, ctx, reason)

@@ -262,5 +262,9 @@ class ShortTermMemory:
             raise NotFoundError(no_session(ctx))
         return {"state": removed, "tool_results": files, "log": log_removed}
 
+    def purge_expired(self) -> int:
+        """Delete the states past the store's TTL (``ttl_hours``); how many went."""
+        return self.store.purge_expired()
+
     def close(self) -> None:
         self.store.close()
