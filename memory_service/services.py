@@ -260,4 +260,5 @@ def build_harness(services: Services) -> MemoryHarness:
         workspace=services.settings.workspace,
         config=services.settings.memory,
         flush=services.flush,
+        maintenance=build_maintenance(services),  # memory_consolidate and memory_prune
     )

@@ -31,9 +31,11 @@ reciting it unprompted. If something you remember conflicts with what the user s
 trust the user."""
 
 TOOLS_NOTE = """\
-Tools: memory_search finds what you remember (memory_get reads the lines it points to),
-memory_save records something important right away, session_search finds what was said in
-earlier sessions."""
+Tools: memory_search finds what you remember (memory_get reads the lines it points to;
+memory_search "*" lists it all), memory_save records something important right away,
+session_search finds what was said in earlier sessions. memory_extract records a fact under a
+key and says what it replaced, memory_recall reads by key or key prefix, memory_consolidate
+and memory_prune tidy the memory (prune is a dry run unless dry_run is false)."""
 
 MAX_PRIORITY_SCAN = 10_000  # facts read to pick the most important ones
 

@@ -34,6 +34,7 @@ from memory_service.llm import ChatModel, Usage, require_model
 from memory_service.longterm.base import LongTermMemory
 from memory_service.messages import Msg
 from memory_service.pipeline.flush import EXTRA_KEY, FlushResult, MemoryFlushManager
+from memory_service.pipeline.maintenance import MemoryMaintenance
 from memory_service.shortterm.compaction import CompactionResult
 from memory_service.shortterm.session import ShortTermMemory
 from memory_service.shortterm.state import AgentState
@@ -66,6 +67,7 @@ class MemoryHarness:
         config: MemorySettings | None = None,
         flush: MemoryFlushManager | None = None,
         usage: UsageLedger | None = None,
+        maintenance: MemoryMaintenance | None = None,
     ) -> None:
         self.model = model
         self.shortterm = shortterm
@@ -75,7 +77,11 @@ class MemoryHarness:
         self.flush = flush
         self.usage = usage or UsageLedger(self.workspace)
         self.tools = MemoryTools(
-            self.workspace, longterm, shortterm, enabled=not self.config.disable_memory_tools
+            self.workspace,
+            longterm,
+            shortterm,
+            maintenance=maintenance,
+            enabled=not self.config.disable_memory_tools,
         )
         self.prompts = PromptBuilder(
             longterm, self.workspace, self.config, tools_enabled=self.tools.enabled
