@@ -123,8 +123,11 @@ def build_state_store(settings: Settings) -> AgentStateStore:
     raise ConfigurationError(f"MEMORY_SHORTTERM__BACKEND: unknown backend {cfg.backend!r}")
 
 
-def build_shortterm(settings: Settings, memory_model: ChatModel | None) -> ShortTermMemory:
-    """Sessions on the configured store; compaction uses ``memory_model`` (None: no LLM)."""
+def build_shortterm(
+    settings: Settings, memory_model: ChatModel | None, embedder: Embedder | None = None
+) -> ShortTermMemory:
+    """Sessions on the configured store; compaction uses ``memory_model`` (None: no LLM),
+    or ``embedder`` for the importance policy."""
     cfg = settings.shortterm
     return ShortTermMemory(
         build_state_store(settings),
@@ -137,6 +140,7 @@ def build_shortterm(settings: Settings, memory_model: ChatModel | None) -> Short
         config=settings.compaction,
         model=memory_model,
         context_window=settings.llm.context_window,
+        embedder=embedder,
     )
 
 
@@ -190,7 +194,7 @@ def build_services(settings: Settings, *, embedder: Embedder | None = None) -> S
             services.memory_model = services.chat_model.with_model(name)
         else:  # a memory model alone (no chat model) still serves compaction and flush
             services.memory_model = ChatModel.from_settings(settings.llm, memory=True)
-        services.shortterm = build_shortterm(settings, services.memory_model)
+        services.shortterm = build_shortterm(settings, services.memory_model, embedder)
         services.flush = MemoryFlushManager(
             services.longterm, services.memory_model, settings.workspace, config=settings.memory
         )

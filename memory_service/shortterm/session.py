@@ -20,6 +20,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from typing import TypeVar
 
+from indexing.embeddings import Embedder
 from memory_service.config import CompactionSettings
 from memory_service.context import RuntimeContext
 from memory_service.errors import (
@@ -92,6 +93,7 @@ class ShortTermMemory:
         model: ChatModel | None = None,
         context_window: int = 128_000,
         flush: FlushCallback | None = None,
+        embedder: Embedder | None = None,
     ) -> None:
         self.store = store
         self.log = log
@@ -99,7 +101,9 @@ class ShortTermMemory:
         self.config = config or CompactionSettings()
         self.model = model
         self.context_window = self.config.context_window or context_window
-        compactor = build_compactor(self.config, model, context_window=self.context_window)
+        compactor = build_compactor(
+            self.config, model, context_window=self.context_window, embedder=embedder
+        )
         self.hook = CompactionHook(compactor, flush=flush) if compactor else None
         self._turns = KeyedLocks()  # appends to one session, one at a time
 
