@@ -300,11 +300,11 @@ class MemorySettings(_Section):
     recall_importance_floor: int = Field(
         5, ge=1, le=10, description="facts recalled by importance have at least this importance"
     )
-    idle_flush_minutes: float | None = Field(
+    idle_flush_minutes: float = Field(
         30.0,
-        gt=0,
+        ge=0,
         description="the scheduler flushes a session idle this long with unflushed messages "
-        "(the background offline flush; with flush_trigger never it is the only one); None: off",
+        "(the background offline flush; with flush_trigger never it is the only one); 0: off",
     )
     sweep_interval_minutes: float = Field(
         5.0, gt=0, description="how often the scheduler runs the idle flush and the TTL purge"

@@ -6,8 +6,10 @@ read-only context, and records the facts it answers (``pipeline/extraction.py``:
 reply grammar and the recording; ``pipeline/transcript.py``: what the model sees of the
 conversation, in batches that fit its window).
 
-Three paths call it: after each agent call (``after_call``, governed by the ``FlushTrigger``),
-and, as the ``ShortTermMemory`` flush callback, before compaction and on a context overflow.
+Four paths call it: after each agent call (``after_call``, governed by the ``FlushTrigger``);
+as the ``ShortTermMemory`` flush callback, before compaction and on a context overflow; and the
+scheduler's idle flush (``idle_flush.py``) for a session that went quiet. The model reads
+MEMORY.md and today's ledger (``extraction.todays_ledger``) so it does not repeat them.
 A failed or malformed reply is retried (``MemorySettings.flush_retries``); if it still fails the
 watermark stays where it was, so the next flush sends those messages again, and the messages
 are appended to the user's dead-letter file (``pipeline/dead_letters.py``) and counted. Token
