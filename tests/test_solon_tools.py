@@ -61,6 +61,8 @@ def test_the_new_tools_are_offered_to_the_chat_model(rig):
     build_harness(rig.services).call(ALICE, "hello")
     offered = {t["function"]["name"] for t in rig.script.requests["chat"][0].body["tools"]}
     assert {"memory_extract", "memory_recall", "memory_consolidate", "memory_prune"} <= offered
+    system = rig.script.requests["chat"][0].messages[0]["content"]
+    assert "memory_extract" in system and "memory_prune" in system  # and the prompt says so
 
 
 def test_memory_extract_compares_with_the_same_key(rig):

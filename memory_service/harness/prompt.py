@@ -33,9 +33,11 @@ trust the user."""
 TOOLS_NOTE = """\
 Tools: memory_search finds what you remember (memory_get reads the lines it points to;
 memory_search "*" lists it all), memory_save records something important right away,
-session_search finds what was said in earlier sessions. memory_extract records a fact under a
-key and says what it replaced, memory_recall reads by key or key prefix, memory_consolidate
-and memory_prune tidy the memory (prune is a dry run unless dry_run is false)."""
+session_search finds what was said in earlier sessions, memory_extract records a fact under a
+key and says what it replaced, memory_recall reads by key or key prefix."""
+TIDY_NOTE = """\
+memory_consolidate rewrites MEMORY.md now; memory_prune lists expired or unimportant facts
+(a dry run unless dry_run is false)."""
 
 MAX_PRIORITY_SCAN = 10_000  # facts read to pick the most important ones
 
@@ -50,11 +52,13 @@ class PromptBuilder:
         config: MemorySettings,
         *,
         tools_enabled: bool,
+        tidy_tools: bool = False,
     ) -> None:
         self.longterm = longterm
         self.workspace = Path(workspace)
         self.config = config
         self.tools_enabled = tools_enabled
+        self.tidy_tools = tidy_tools  # memory_consolidate and memory_prune are offered
 
     @property
     def hooks(self) -> bool:
@@ -64,7 +68,7 @@ class PromptBuilder:
         """Instructions + MEMORY.md within budget (else a hint) + recalled facts."""
         parts = [self.config.instructions or DEFAULT_INSTRUCTIONS]
         if self.tools_enabled:
-            parts.append(TOOLS_NOTE)
+            parts.append(f"{TOOLS_NOTE}\n{TIDY_NOTE}" if self.tidy_tools else TOOLS_NOTE)
         prompt = MemoryPrompt(text="")
         shown_hashes: set[str] = set()
         if self.hooks:

@@ -32,7 +32,7 @@ from memory_service.harness.outcome import ChatOutcome, MemoryPrompt, RecalledFa
 from memory_service.harness.prompt import PromptBuilder
 from memory_service.llm import ChatModel, Usage, require_model
 from memory_service.longterm.base import LongTermMemory
-from memory_service.messages import Msg
+from memory_service.messages import MEMORY_PRUNE, Msg
 from memory_service.pipeline.flush import EXTRA_KEY, FlushResult, MemoryFlushManager
 from memory_service.pipeline.maintenance import MemoryMaintenance
 from memory_service.shortterm.compaction import CompactionResult
@@ -84,7 +84,11 @@ class MemoryHarness:
             enabled=not self.config.disable_memory_tools,
         )
         self.prompts = PromptBuilder(
-            longterm, self.workspace, self.config, tools_enabled=self.tools.enabled
+            longterm,
+            self.workspace,
+            self.config,
+            tools_enabled=self.tools.enabled,
+            tidy_tools=MEMORY_PRUNE in self.tools.names(),
         )
 
     @property
