@@ -263,3 +263,20 @@ def test_flush_before_compaction_can_be_switched_off(build, llm_server, enabled)
     assert result.compaction is not None and result.compaction.performed
     assert len(script.requests["flush"]) == (1 if enabled else 0)
     assert result.compaction.flushed is enabled
+
+
+def test_the_compaction_of_a_context_overflow_is_in_the_usage_ledger(build, llm_server):
+    from tests.llm_server import context_overflow
+
+    services = build(llm=llm(llm_server))
+    script = Script().chat(context_overflow(), text("Short enough now."))
+    llm_server.responder = script
+    ctx = ALICE.with_session("s1")
+    services.shortterm.append(
+        ctx, [Msg.user(f"question {i}") if i % 2 == 0 else Msg.assistant("ok") for i in range(8)]
+    )
+    outcome = build_harness(services).call(ctx, "and one more")
+    assert outcome.overflow_retry and len(script.requests["summary"]) == 1
+    usage = UsageLedger(services.settings.workspace).report("acme")
+    assert usage["tokens"]["compaction"]["calls"] == 1
+    assert outcome.usage["compaction"].total_tokens == 18

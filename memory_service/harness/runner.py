@@ -160,8 +160,11 @@ class MemoryHarness:
             )
             return turn
 
+        def compacted(result: CompactionResult) -> None:
+            turn.overflow_compaction = result.usage
+
         before = state.compaction_count
-        self.shortterm.force_compact_and_retry(state, ctx, attempt)
+        self.shortterm.force_compact_and_retry(state, ctx, attempt, compacted)
         return turn, state.compaction_count > before
 
     # -- saving ---------------------------------------------------------------------------
@@ -211,10 +214,15 @@ class MemoryHarness:
         usage = {"chat": turn.usage}
         if compaction.usage is not None:
             usage["compaction"] = compaction.usage
+        overflow = turn.overflow_compaction
         try:
             self.usage.record(ctx.tenant_id, tokens=usage)
+            if overflow is not None:  # a second compaction call: counted as one more
+                self.usage.record(ctx.tenant_id, tokens={"compaction": overflow})
         except (OSError, TimeoutError) as exc:
             log.warning("could not record usage for %s: %s", ctx.tenant_id, exc)
+        if overflow is not None:
+            usage["compaction"] = usage.get("compaction", Usage()) + overflow
         flush_usage = sum((f.usage for f in flushes), Usage())
         if flush_usage.total_tokens:
             usage["flush"] = flush_usage

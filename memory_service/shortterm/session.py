@@ -220,13 +220,17 @@ class ShortTermMemory:
         )
 
     def force_compact_and_retry(
-        self, state: AgentState, ctx: RuntimeContext, call: Callable[[AgentState], T]
+        self,
+        state: AgentState,
+        ctx: RuntimeContext,
+        call: Callable[[AgentState], T],
+        on_compacted: Callable[[CompactionResult], None] | None = None,
     ) -> T:
         """``call(state)``; on a context overflow flush, compact ``state`` harder and call
         once more (see ``CompactionHook``). Without a compactor the overflow is raised."""
         if self.hook is None:
             return call(state)
-        return self.hook.force_compact_and_retry(state, ctx, call)
+        return self.hook.force_compact_and_retry(state, ctx, call, on_compacted)
 
     def compact(
         self,
