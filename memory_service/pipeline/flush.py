@@ -147,7 +147,7 @@ class MemoryFlushManager:
             return self._report(result)
         paths = UserPaths.of(self.workspace, ctx)
         memory_md, _ = memory_md_for_model(paths, self.config.memory_load_token_budget)
-        today = self._today(ctx)
+        today = self._today(ctx) if self.model is not None else ""
         batches = self.extractor.batches(pending, memory_md, today)
         if not batches:  # only instructions, hints or memory-tool output: nothing to extract
             state.mark_flushed(max(m.seq for m in pending if m.seq is not None))
