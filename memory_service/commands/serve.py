@@ -25,6 +25,7 @@ def run(args: argparse.Namespace) -> int:
     from memory_service.api import create_app
     from memory_service.api.keys import load_key_ring
     from memory_service.commands.common import settings_from
+    from memory_service.mcp_server.http import mount_mcp
     from memory_service.pipeline.scheduler import MemoryMaintenanceScheduler, known_users
     from memory_service.services import build_services
 
@@ -35,6 +36,7 @@ def run(args: argparse.Namespace) -> int:
     keys = load_key_ring(settings)
     services = build_services(settings)
     app = create_app(services, keys.ring)
+    mount_mcp(app, services, keys.ring, host=host)
     print(banner(f"http://{host}:{port}", services.describe_storage(), keys), flush=True)
     scheduler = MemoryMaintenanceScheduler(
         app.state.maintenance,
