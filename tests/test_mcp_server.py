@@ -85,7 +85,7 @@ def test_stdio_save_search_get_and_refusals(workspace: Path):
 
     async def body(session: ClientSession) -> None:
         tools = {t.name: t for t in (await session.list_tools()).tools}
-        assert CORE_TOOLS <= set(tools)
+        assert set(tools) >= CORE_TOOLS
         # a user key acts for the connection's user: no user (or tenant) argument to steer
         search_props = tools["memory_search"].input_schema["properties"]
         assert "user_id" not in search_props and "tenant_id" not in search_props
@@ -207,7 +207,7 @@ def test_http_save_search_get_and_tenant_isolation(served):
     url = served.base_url + "/mcp"
 
     async def as_acme(session: ClientSession) -> str:
-        assert CORE_TOOLS <= {t.name for t in (await session.list_tools()).tools}
+        assert {t.name for t in (await session.list_tools()).tools} >= CORE_TOOLS
         saved = await _call(session, "memory_save", text=ALLERGY)
         assert not saved.is_error, saved
         hits = (await _call(session, "memory_search", query="peanuts")).structured_content["hits"]
