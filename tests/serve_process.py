@@ -40,8 +40,9 @@ class Served:
 
 
 @contextmanager
-def serve(workspace: Path, keys: dict[str, tuple[str, str]]) -> Iterator[Served]:
-    """``serve`` on ``workspace`` with ``keys`` (name -> (tenant, role)) in its keys file."""
+def serve(workspace: Path, keys: dict[str, tuple[str, str]], **env: str) -> Iterator[Served]:
+    """``serve`` on ``workspace`` with ``keys`` (name -> (tenant, role)) in its keys file,
+    and ``env`` (settings as ``MEMORY_*`` variables) added to a clean environment."""
     workspace.mkdir(parents=True, exist_ok=True)
     store = KeyStore(workspace / "api-keys.json")
     served = Served("", workspace)
@@ -54,7 +55,7 @@ def serve(workspace: Path, keys: dict[str, tuple[str, str]]) -> Iterator[Served]
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,
         text=True,
-        env=clean_env(workspace),
+        env=clean_env(workspace, **env),
     )
     try:
         served.output.append(proc.stdout.readline())
