@@ -48,6 +48,8 @@ def run(args: argparse.Namespace) -> int:
     # The banner says where it listens: uvicorn's own start and stop lines would repeat it.
     # Its warnings and errors (a port in use) still show, and so does the access log.
     logging.getLogger("uvicorn.error").setLevel(logging.WARNING)
+    # and the MCP session manager's start and stop lines (at /mcp) would join them
+    logging.getLogger("mcp.server.streamable_http_manager").setLevel(logging.WARNING)
     try:
         uvicorn.Server(config).run()
     finally:
