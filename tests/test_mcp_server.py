@@ -44,14 +44,17 @@ def over_stdio(params: StdioServerParameters, body: Session) -> Any:
     return anyio.run(main)
 
 
-def over_http(url: str, headers: dict[str, str], body: Session) -> Any:
+def over_http(url: str, headers: dict[str, str], body: Session, *, modern: bool = False) -> Any:
+    """``body`` on a session over streamable HTTP: opened by the ``initialize`` handshake,
+    or by ``server/discover`` (the per-request era of the 2026-07-28 protocol)."""
+
     async def main() -> Any:
         async with (
             create_mcp_http_client(headers=headers) as http,
             streamable_http_client(url, http_client=http) as streams,
             ClientSession(streams[0], streams[1]) as session,
         ):
-            await session.initialize()
+            await (session.discover() if modern else session.initialize())
             return await body(session)
 
     return anyio.run(main)
@@ -240,6 +243,19 @@ def test_http_save_search_get_and_tenant_isolation(served):
         assert [f["id"] for f in listed.structured_content["items"]] == [fact_id]
 
     over_http(url, _headers(served, "acme_admin", user=None), as_acme_admin)
+
+
+def test_http_per_request_era_and_session_ids(served):
+    async def body(session: ClientSession) -> None:
+        saved = await _call(session, "memory_save", text="Alice sails on weekends")
+        assert saved.structured_content["status"] == "created"
+        hits = (await _call(session, "memory_search", query="sailing weekends")).structured_content
+        assert hits["hits"][0]["text"] == "Alice sails on weekends"
+        escape = await _call(session, "session_get", session_id="../../api-keys")
+        assert _code(escape) == "invalid_id"
+        assert _code(await _call(session, "session_get", session_id="never")) == "not_found"
+
+    over_http(served.base_url + "/mcp", _headers(served, "acme", "alice-modern"), body, modern=True)
 
 
 def test_http_user_key_without_a_user_is_told_how(served):
