@@ -31,7 +31,10 @@ def authenticate(
         raise ConfigurationError(
             f"the API key belongs to tenant {principal.tenant_id!r}, not {tenant!r}"
         )
-    return Caller(principal, user)
+    caller = Caller(principal, user)
+    if user is None and not caller.may_choose_user:
+        raise ConfigurationError("a user key acts for one user: name it with --user")
+    return caller
 
 
 async def serve_stdio(services: Services, caller: Caller) -> None:
