@@ -27,6 +27,7 @@ from memory_service.client import (
     NotFoundError,
     PermissionDeniedError,
     ServiceUnavailableError,
+    calls,
 )
 from tests.chat_script import Script
 from tests.llm_server import LlmTestServer
@@ -79,6 +80,17 @@ def test_memories_round_trip_as_the_apis_own_models(client: MemoryClient):
     rest = client.list_memories(user, limit=1, cursor=first.next_cursor)
     assert {first.items[0].text, rest.items[0].text} == {ALLERGY, "Alice lives in Lyon"}
 
+    changed = client.update(user, fact_id, importance=10, tags=["health"])
+    assert (changed.importance, changed.tags, changed.text) == (10, ["health"], ALLERGY)
+    assert client.get(user, fact_id).importance == 10
+    kinded = client.update(user, fact_id, kind="preference", clear_expiry=True)
+    assert (kinded.kind, kinded.importance, kinded.expires_at) == ("preference", 10, None)
+    rewrite = {"user_id": user, "text": "Alice loves peanuts"}  # text never changes
+    with pytest.raises(InvalidRequestError) as bad:
+        client.send(calls.Call("PATCH", f"/v1/memories/{fact_id}", lambda r: r, json=rewrite))
+    assert bad.value.code == "validation_error"
+    assert client.get(user, fact_id).text == ALLERGY
+
     assert client.delete(user, fact_id).deleted == 1
     with pytest.raises(NotFoundError) as missing:
         client.get(user, fact_id)
@@ -109,6 +121,9 @@ def test_tenants_never_see_each_other(served, client: MemoryClient):
         assert other.search("bob", "bees").hits == []
         with pytest.raises(NotFoundError):
             other.get("bob", fact_id)
+        with pytest.raises(NotFoundError):
+            other.update("bob", fact_id, importance=1)
+    assert client.get("bob", fact_id).importance == 5
 
 
 def test_sessions(client: MemoryClient):

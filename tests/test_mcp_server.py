@@ -130,6 +130,13 @@ def test_stdio_save_search_get_and_refusals(workspace: Path):
         read = await _call(session, "memory_read", path="memory/" + _ledger(workspace))
         assert ALLERGY in read.content[0].text
 
+        updated = await _call(session, "memory_update", id=fact_id, importance=10, tags=["food"])
+        assert updated.structured_content["importance"] == 10
+        assert updated.structured_content["tags"] == ["food"]
+        assert _code(await _call(session, "memory_update", id=fact_id, text="x")) == (
+            "invalid_arguments"
+        )
+
         deleted = await _call(session, "memory_delete", id=fact_id)
         assert deleted.structured_content == {"deleted": 1}
         assert _code(await _call(session, "memory_get", id=fact_id)) == "not_found"

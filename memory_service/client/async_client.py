@@ -94,6 +94,7 @@ class AsyncMemoryClient:
     search = _async(calls.search)
     get = _async(calls.get)
     list_memories = _async(calls.list_memories)
+    update = _async(calls.update)
     delete = _async(calls.delete)
     forget = _async(calls.forget)
     append = _async(calls.append)

@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
+from datetime import datetime
 from typing import Any, Generic, Literal, TypeVar
 from urllib.parse import quote
 
@@ -25,6 +26,7 @@ from memory_service.api.schemas.memories import (
     RecordResponse,
     SearchRequest,
     SearchResponse,
+    UpdateRequest,
 )
 from memory_service.api.schemas.sessions import (
     AppendRequest,
@@ -42,9 +44,10 @@ from memory_service.api.schemas.sessions import (
 from memory_service.api.schemas.transfer import ImportSummary
 from memory_service.api.schemas.usage import UsageReport
 from memory_service.config import Mode
+from memory_service.facts import FactKind
 
 T = TypeVar("T")
-Method = Literal["GET", "POST", "PUT", "DELETE"]
+Method = Literal["GET", "POST", "PUT", "PATCH", "DELETE"]
 IDEMPOTENT: frozenset[str] = frozenset({"GET", "PUT", "DELETE"})
 NDJSON = "application/x-ndjson"
 
@@ -148,6 +151,34 @@ def list_memories(
         include_inactive=str(include_inactive).lower(),
     )
     return Call("GET", "/v1/memories", _reads(FactPage), params=params)
+
+
+def update(
+    user_id: str,
+    memory_id: str,
+    *,
+    kind: FactKind | None = None,
+    importance: int | None = None,
+    confidence: float | None = None,
+    tags: Sequence[str] | None = None,
+    expires_at: datetime | None = None,
+    clear_expiry: bool = False,
+) -> Call[FactOut]:
+    """Change one fact's metadata (the arguments given); text and id stay. ``clear_expiry``:
+    it no longer expires."""
+    given = {
+        "kind": kind,
+        "importance": importance,
+        "confidence": confidence,
+        "tags": list(tags) if tags is not None else None,
+        "expires_at": expires_at,
+    }
+    fields = {name: value for name, value in given.items() if value is not None}
+    if clear_expiry:
+        fields["expires_at"] = None
+    body = UpdateRequest(user_id=user_id, **fields)
+    path = f"/v1/memories/{_segment(memory_id)}"
+    return Call("PATCH", path, _reads(FactOut), json=_body(body))
 
 
 def delete(user_id: str, memory_id: str) -> Call[DeleteReceipt]:

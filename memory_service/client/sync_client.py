@@ -93,6 +93,7 @@ class MemoryClient:
     search = _sync(calls.search)
     get = _sync(calls.get)
     list_memories = _sync(calls.list_memories)
+    update = _sync(calls.update)
     delete = _sync(calls.delete)
     forget = _sync(calls.forget)
     append = _sync(calls.append)

@@ -9,7 +9,7 @@ optional ``user_id`` (``arguments_for``). The tenant is never an argument.
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Annotated, Any
 
 from pydantic import BaseModel, Field, create_model
@@ -23,6 +23,7 @@ from memory_service.api.schemas.memories import (
     RecordResultOut,
     SearchRequest,
     SearchResponse,
+    UpdateRequest,
 )
 from memory_service.api.schemas.sessions import (
     SessionList,
@@ -39,6 +40,7 @@ from memory_service.services import Services
 from memory_service.tools import MemoryGetArgs, MemoryTools
 
 MEMORY_DELETE = "memory_delete"
+MEMORY_UPDATE = "memory_update"
 MEMORY_LIST = "memory_list"
 MEMORY_READ = "memory_read"
 SESSION_LIST = "session_list"
@@ -47,14 +49,15 @@ SESSION_GET = "session_get"
 FactId = Annotated[str, Field(min_length=1, max_length=MAX_FACT_ID_CHARS, description="a fact id")]
 
 
-def _without_user(model: type[BaseModel], name: str) -> type[BaseModel]:
-    """``model``'s fields less ``user_id``: the same types, limits and checks as the API."""
+def _without_user(model: type[BaseModel], name: str, **more: tuple[Any, Any]) -> type[BaseModel]:
+    """``model``'s fields less ``user_id`` (and ``more`` first): the same types, limits and
+    checks as the API."""
     fields: dict[str, Any] = {
         field: (info.annotation, info)
         for field, info in model.model_fields.items()
         if field != "user_id"
     }
-    return create_model(name, __base__=Strict, __doc__=model.__doc__, **fields)
+    return create_model(name, __base__=Strict, __doc__=model.__doc__, **more, **fields)
 
 
 class MemoryGetRequest(Strict):
@@ -87,6 +90,7 @@ class MemoryReadRequest(MemoryGetArgs):
 
 MemorySearchRequest = _without_user(SearchRequest, "MemorySearchRequest")
 SessionSearchToolRequest = _without_user(SessionSearchRequest, "SessionSearchRequest")
+MemoryUpdateRequest = _without_user(UpdateRequest, "MemoryUpdateRequest", id=(FactId, ...))
 
 Run = Callable[[Services, RuntimeContext, Any], BaseModel | str]
 
@@ -119,6 +123,22 @@ def _save(services: Services, ctx: RuntimeContext, args: MemorySaveRequest) -> B
     fact_in = FactIn.model_validate(args.model_dump(include=set(FactIn.model_fields)))
     fact = fact_in.to_fact(args.session_id)
     return RecordResultOut.model_validate(services.longterm.record(ctx, [fact])[0])
+
+
+def _update(services: Services, ctx: RuntimeContext, args: Any) -> BaseModel:
+    sent = args.model_dump(exclude_unset=True, exclude={"id", "user_id"})
+    try:
+        changes = UpdateRequest(user_id=ctx.user_id, **sent).changes()
+    except ValueError as exc:
+        raise InvalidInputError(str(exc), code="invalid_arguments") from None
+    memory = services.longterm
+    found = memory.get(ctx, [args.id])
+    if found:
+        memory.update(ctx, [replace(found[0], **changes)])
+        found = memory.get(ctx, [args.id])
+    if not found:
+        raise NotFoundError(f"no memory {args.id!r} for this user")
+    return FactOut.model_validate(found[0])
 
 
 def _delete(services: Services, ctx: RuntimeContext, args: MemoryGetRequest) -> BaseModel:
@@ -194,6 +214,15 @@ TOOLS: tuple[McpTool, ...] = (
         MemorySaveRequest,
         RecordResultOut,
         _save,
+        read_only=False,
+    ),
+    McpTool(
+        MEMORY_UPDATE,
+        "Change one memory's metadata by its id: kind, importance, confidence, tags or "
+        "expires_at (null: never expires). Its text stays: save a new fact for new text.",
+        MemoryUpdateRequest,
+        FactOut,
+        _update,
         read_only=False,
     ),
     McpTool(
