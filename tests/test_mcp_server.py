@@ -149,6 +149,28 @@ def _ledger(workspace: Path) -> str:
     return ledger.name
 
 
+def test_stdio_another_tenants_memory_is_unreachable(workspace: Path):
+    acme, globex = _key(workspace, "acme"), _key(workspace, "globex", "admin")
+
+    async def save(session: ClientSession) -> str:
+        return (await _call(session, "memory_save", text=ALLERGY)).structured_content["id"]
+
+    fact_id = over_stdio(_stdio(workspace, acme, "--user", "alice"), save)
+
+    async def look(session: ClientSession) -> None:
+        # an admin key of another tenant, naming the same user: still its own tenant only
+        hits = await _call(session, "memory_search", query="peanuts", user_id="alice")
+        assert hits.structured_content["hits"] == []
+        assert _code(await _call(session, "memory_get", id=fact_id, user_id="alice")) == (
+            "not_found"
+        )
+        assert _code(
+            await _call(session, "memory_read", path="../../../acme/users/alice/MEMORY.md")
+        ) in (REFUSED_PATH)
+
+    over_stdio(_stdio(workspace, globex, "--user", "alice"), look)
+
+
 def test_stdio_admin_key_may_name_a_user_of_its_tenant(workspace: Path):
     key = _key(workspace, "acme", "admin")
 
