@@ -30,7 +30,7 @@ from memory_service.client import (
     calls,
 )
 from tests.chat_script import Script
-from tests.llm_server import LlmTestServer
+from tests.llm_server import LlmTestServer, text
 from tests.serve_process import free_port, serve
 
 ALLERGY = "Alice is allergic to peanuts"
@@ -147,6 +147,22 @@ def test_sessions(client: MemoryClient):
     assert client.delete_session(user, session, include_log=True).state is True
     with pytest.raises(NotFoundError):
         client.get_session(user, session)
+
+
+def test_compact_and_maintenance_read_back_typed(served, client: MemoryClient, script: Script):
+    user, session = "hank", "s-compact"
+    said = [{"role": "user", "content": f"Message {i} about gardening"} for i in range(6)]
+    client.append(user, session, said, compact=False)
+    compacted = client.compact(user, session, keep_last=2)
+    assert compacted.compaction.performed, compacted.compaction
+    assert compacted.message_count < 6 and compacted.version > 1
+    client.record(user, ["Hank grows tomatoes"])
+    script.chat(text("- Hank grows tomatoes"))  # the consolidation's MEMORY.md rewrite
+    with MemoryClient(served.base_url, served.keys["admin"]) as admin:
+        run = admin.run_maintenance(user, force=True)
+    (report,) = run.reports
+    assert (report.user_id, report.status) == (user, "ran"), report.error
+    assert report.counts
 
 
 def test_chat_answers_with_what_memory_did(client: MemoryClient, script: Script):
