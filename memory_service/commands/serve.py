@@ -24,6 +24,7 @@ def run(args: argparse.Namespace) -> int:
     from memory_service.api import create_app
     from memory_service.api.keys import load_key_ring
     from memory_service.commands.common import settings_from
+    from memory_service.mcp_server.http import mount_mcp
     from memory_service.services import build_scheduler, build_services
 
     settings = settings_from(args)
@@ -33,6 +34,7 @@ def run(args: argparse.Namespace) -> int:
     keys = load_key_ring(settings)
     services = build_services(settings)
     app = create_app(services, keys.ring)
+    mount_mcp(app, services, keys.ring, host=host)
     print(banner(f"http://{host}:{port}", services.describe_storage(), keys), flush=True)
     scheduler = build_scheduler(services, app.state.maintenance, keys.ring.tenants)
     scheduler.start()
@@ -40,6 +42,8 @@ def run(args: argparse.Namespace) -> int:
     # The banner says where it listens: uvicorn's own start and stop lines would repeat it.
     # Its warnings and errors (a port in use) still show, and so does the access log.
     logging.getLogger("uvicorn.error").setLevel(logging.WARNING)
+    # and the MCP session manager's start and stop lines (at /mcp) would join them
+    logging.getLogger("mcp.server.streamable_http_manager").setLevel(logging.WARNING)
     try:
         uvicorn.Server(config).run()
     finally:
