@@ -646,8 +646,10 @@ def test_recall_counts_accesses_in_batches(memory):
     assert listed[allergy.id].access_count == 2  # stored, nothing pending added twice
     assert sum(f.access_count for f in listed.values()) == 2
     memory.retrieve(ALICE, "peanuts allergy", 1)
+    seen = memory.get(ALICE, [allergy.id])[0]  # 3, one of them pending
+    assert memory.update(ALICE, [replace(seen, importance=10)]) == 1  # as maintenance does
     memory.access.flush()
-    assert memory.get(ALICE, [allergy.id])[0].access_count == 3
+    assert memory.get(ALICE, [allergy.id])[0].access_count == 3  # not 4: never counted twice
     assert memory.get(BOB, [allergy.id]) == []
     memory.delete(ALICE, [allergy.id])
     memory.access.flush()

@@ -277,8 +277,16 @@ class BaseLongTermMemory(ABC, Generic[S]):
         self._check_open()
         with self._write_lock(ctx):
             stored = self._read_for_update(ctx, ids)
-            changes = {
-                fid: utc_times(replace(wanted[fid], text=old.text, content_hash=old.content_hash))
+            changes = {  # access metadata is the access log's: never rewritten from outside
+                fid: utc_times(
+                    replace(
+                        wanted[fid],
+                        text=old.text,
+                        content_hash=old.content_hash,
+                        access_count=old.access_count,
+                        last_accessed_at=old.last_accessed_at,
+                    )
+                )
                 for fid, old in stored.by_id.items()
                 if fid in wanted
             }
