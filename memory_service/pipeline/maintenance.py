@@ -23,6 +23,7 @@ from filelock import FileLock, Timeout
 
 from indexing.hashing import content_hash
 from memory_service.context import RuntimeContext
+from memory_service.errors import UserErasedError
 from memory_service.facts import Fact, fact_id, parse_time, utcnow
 from memory_service.fsutil import read_text, remove_stale_temp_files, write_atomically
 from memory_service.longterm.base import ArchivesLedgers, LongTermMemory, SettlesLedgers
@@ -31,6 +32,7 @@ from memory_service.paths import UserPaths
 from memory_service.pipeline.consolidation import ConsolidationResult, Consolidator
 from memory_service.pipeline.policy import ExpiryPolicy, plan_maintenance
 from memory_service.shortterm.session_log import delete_old_session_logs
+from memory_service.tombstones import Tombstones
 
 log = logging.getLogger(__name__)
 
@@ -101,6 +103,10 @@ class MemoryMaintenance:
     def run_user(self, ctx: RuntimeContext, *, force: bool = False) -> MaintenanceReport:
         paths = UserPaths.of(self.workspace, ctx)
         report = MaintenanceReport(ctx.tenant_id, ctx.user_id, "ran")
+        tombstones = Tombstones(self.workspace)
+        if tombstones.refuses(ctx):  # erased since this pass began: nothing to maintain
+            report.status = "erased"
+            return report
         now = self._clock()
         last = self._last_run(paths)
         if not force and last is not None and now - last < self.settings.min_gap:
@@ -110,10 +116,28 @@ class MemoryMaintenance:
         try:
             with FileLock(str(paths.maintenance_lock), timeout=0):
                 self._run_steps(ctx, paths, now, report)
+                tombstones.check(ctx)  # under the lock an erase takes too
                 self._remember(paths, now, report)
         except Timeout:
             report.status = "busy"
+        except UserErasedError:
+            report.status = "erased"
         return report
+
+    def count_user(self, ctx: RuntimeContext) -> int:
+        """The user's maintenance marker (0 or 1)."""
+        return int(UserPaths.of(self.workspace, ctx).maintenance_state.is_file())
+
+    def erase_user(self, ctx: RuntimeContext) -> int:
+        """Delete the user's maintenance marker, after a run in progress; 0 or 1."""
+        paths = UserPaths.of(self.workspace, ctx)
+        if not paths.root.is_dir():
+            return 0
+        with FileLock(str(paths.maintenance_lock), timeout=120):
+            found = paths.maintenance_state.is_file()
+            paths.maintenance_state.unlink(missing_ok=True)
+        paths.maintenance_lock.unlink(missing_ok=True)
+        return int(found)
 
     def _run_steps(
         self, ctx: RuntimeContext, paths: UserPaths, now: datetime, report: MaintenanceReport
@@ -151,7 +175,11 @@ class MemoryMaintenance:
         counts["stale_temp_files_removed"] = len(stale)
 
         try:
-            result = self.consolidator.consolidate(paths, all_facts(self.longterm, ctx), now)
+            result = self.consolidator.consolidate(
+                paths, all_facts(self.longterm, ctx), now, ctx=ctx
+            )
+        except UserErasedError:
+            raise  # erased meanwhile: the run stops (see ``run_user``)
         except Exception as exc:  # the LLM failed: MEMORY.md is untouched, report it
             log.warning("consolidation failed for %s/%s: %s", ctx.tenant_id, ctx.user_id, exc)
             report.status = "failed"
