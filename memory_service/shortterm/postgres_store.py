@@ -194,9 +194,9 @@ class PostgresStateStore:
                       AND (expires_at IS NULL OR expires_at > %(now)s)"""
             ).format(table=self._table)
         with self._conn() as conn:
-            self._user_lock(conn, ctx, shared=True)
-            if self._tombstones is not None:
-                self._tombstones.check(ctx)  # inside the transaction: an erase waits for it
+            if self._tombstones is not None:  # inside the transaction: an erase waits for it
+                self._user_lock(conn, ctx, shared=True)
+                self._tombstones.check(ctx)
             touched = conn.execute(query, params).rowcount
         if touched != 1:
             raise ConflictError(conflict_message(ctx, state.version))
