@@ -386,3 +386,18 @@ def test_cli_erase_prints_one_error_line_or_the_receipt(tmp_path, monkeypatch, c
     assert '"by": "cli"' in out and '"facts.files": 1' in out
     assert not UserPaths(Path(ws), "acme", "alice").root.exists()
     assert main(argv) == 2  # nothing left
+
+
+def test_the_python_client_erases_and_reads_the_receipt(served):
+    from memory_service.client import MemoryClient, NotFoundError, PermissionDeniedError
+
+    _, client = served
+    client.post("/v1/memories", json={"user_id": "carol", "facts": [{"text": "c"}]}, headers=USER)
+    user = MemoryClient("http://testserver", USER_KEY, http_client=client)
+    with pytest.raises(PermissionDeniedError):
+        user.erase_user("carol")
+    with MemoryClient("http://testserver", ADMIN_KEY, http_client=client) as admin:
+        receipt = admin.erase_user("carol")
+        assert receipt.removed["facts.files"] == 1 and receipt.user_id == "carol"
+        with pytest.raises(NotFoundError):
+            admin.erase_user("carol")
