@@ -94,7 +94,12 @@ class EmbeddingSettings(_Section):
     onnx_cache_dir: Path | None = Field(
         None, description="exported ONNX models (default: ~/.cache/memory-service/onnx)"
     )
-    cache_entries: int = Field(200_000, ge=0)
+    cache_entries: int = Field(
+        10_000,
+        ge=0,
+        description="texts whose vectors stay in memory (LRU; 10,000 x 384 dims is ~15 MB): "
+        "repeated queries and re-recorded facts; stored facts' vectors live in the backend",
+    )
 
 
 class ApiSettings(_Section):
