@@ -45,6 +45,7 @@ from memory_service.longterm.store import (
 from memory_service.longterm.vector_cache import add_vectors
 from memory_service.longterm.vector_cache import cache_path as vector_cache_path
 from memory_service.paths import UserPaths, WorkspacePaths
+from memory_service.tombstones import Tombstones
 
 LEDGER_HEADER = "# Memory ledger {day}\n\n"
 
@@ -84,7 +85,14 @@ class FileSystemLongTermMemory(BaseLongTermMemory[_Read]):
         expiry: ExpiryPolicy | None = None,
         **options: Any,  # the base's: confidence, track_access, access_flush_s
     ) -> None:
-        super().__init__(embedder, retrieval=retrieval, clock=clock, expiry=expiry, **options)
+        super().__init__(
+            embedder,
+            retrieval=retrieval,
+            clock=clock,
+            expiry=expiry,
+            tombstones=Tombstones(workspace),
+            **options,
+        )
         self.workspace = Path(workspace)
         self._indexes = UserIndexes()
         self._access_files: dict[Path, tuple[tuple[int, int, int], dict[str, dict]]] = {}
@@ -216,6 +224,8 @@ class FileSystemLongTermMemory(BaseLongTermMemory[_Read]):
             query_vector = self._embedder.embed([query])[0]
             cache_file = vector_cache_path(self.paths(ctx), self._embedder)
             sims = corpus.matrix(self._embedder, cache_file) @ query_vector
+            if self._tombstones is not None and self._tombstones.refuses(ctx):
+                cache_file.unlink(missing_ok=True)  # read before an erase: not to be kept
             sims = np.where(allowed, sims, -np.inf)
             order = np.argsort(-sims, kind="stable")[:depth]
             kept = [int(i) for i in order if allowed[i] and sims[i] >= threshold]
@@ -255,6 +265,8 @@ class FileSystemLongTermMemory(BaseLongTermMemory[_Read]):
 
     def _write_access(self, ctx: RuntimeContext, marks: Mapping[str, AccessMark]) -> None:
         known = self._index(ctx).by_id
+        if not known.keys() & marks.keys():  # all deleted (or the user erased): write nothing
+            return
         stored = {k: v for k, v in self._stored_access(ctx).items() if k in known}
         for fid, mark in marks.items():
             if fid not in known:
@@ -312,6 +324,28 @@ class FileSystemLongTermMemory(BaseLongTermMemory[_Read]):
             fsync_dir(paths.root)
             self._indexes.invalidate(ctx)
         return count
+
+    def _archived_facts(self, paths: UserPaths) -> int:
+        """Facts in the archived ledgers (moved out of recall, still the user's)."""
+        archived = sorted(paths.archive_dir.glob("*.md")) if paths.archive_dir.is_dir() else []
+        return sum(
+            len(parse_ledger(read_text(p), default_created_at=None))
+            for p in archived
+            if not p.name.startswith("MEMORY.")  # MEMORY.md snapshots are not ledgers
+        )
+
+    def count_user(self, ctx: RuntimeContext) -> int:
+        paths = self.paths(ctx)
+        if not paths.root.is_dir():
+            return 0  # reading must not create the folder of a user who has none
+        return super().count_user(ctx) + self._archived_facts(paths)
+
+    def erase_user(self, ctx: RuntimeContext) -> int:
+        """Every ledger of the user, archived ones too (MEMORY.md and the vector cache go
+        with them, as in ``forget``); how many facts they held."""
+        paths = self.paths(ctx)
+        archived = self._archived_facts(paths) if paths.root.is_dir() else 0
+        return archived + self.forget(ctx)  # under the user's write lock
 
     def _release(self) -> None:
         self._indexes.clear()

@@ -52,6 +52,7 @@ from memory_service.longterm.retrieval import (
     legs_for_mode,
     validate_query,
 )
+from memory_service.tombstones import Tombstones
 
 
 @dataclass(slots=True)
@@ -161,6 +162,7 @@ class BaseLongTermMemory(ABC, Generic[S]):
         confidence: ConfidenceDecay | None = None,
         track_access: bool = True,
         access_flush_s: float = 30.0,
+        tombstones: Tombstones | None = None,
     ) -> None:
         self._embedder = embedder
         self.retrieval = retrieval or PRESETS["hybrid"]
@@ -171,6 +173,7 @@ class BaseLongTermMemory(ABC, Generic[S]):
             self._flush_access, flush_every_s=access_flush_s, enabled=track_access
         )
         self._closed = False
+        self._tombstones = tombstones  # None: no erase ever refuses a record (tests, tools)
 
     def _flush_access(self, ctx: RuntimeContext, marks: Mapping[str, AccessMark]) -> None:
         with self._write_lock(ctx):
@@ -194,10 +197,17 @@ class BaseLongTermMemory(ABC, Generic[S]):
         self._check_open()
         vectors = self._embedder.embed([f.text for f in stamped])  # fails before writing
         dense_of = {f.id: vectors[i] for i, f in enumerate(stamped)}
+        self._check_not_erased(ctx)  # before the files backend makes the user's folder again
         with self._write_lock(ctx):
+            self._check_not_erased(ctx)
             stored = self._read_for_record(ctx, stamped, now)
             plan = plan_record(stamped, stored.by_id, stored.open_by_key, now)
             self._write_record(ctx, plan, stored, dense_of, now)
+            if self._tombstones is not None and self._tombstones.refuses(ctx):
+                # an erase in another process began meanwhile (a Qdrant server has no lock
+                # shared with it): take the write back, so nothing of the user remains
+                self._delete(ctx, canonical_ids([*plan.new, *plan.closed]))
+                self._check_not_erased(ctx)
         return plan.results
 
     def retrieve(
@@ -310,6 +320,16 @@ class BaseLongTermMemory(ABC, Generic[S]):
         self.access.forget(ctx)
         return self._forget(ctx)
 
+    def count_user(self, ctx: RuntimeContext) -> int:
+        """How many facts the user has stored, superseded and expired ones included."""
+        self._check_open()
+        view = ReadView(NO_FILTER, self._clock(), self.expiry)
+        return sum(1 for _ in self._list(ctx, include_inactive=True, view=view))
+
+    def erase_user(self, ctx: RuntimeContext) -> int:
+        """Erase every stored fact of the user (``pipeline/erasure.py``); how many there were."""
+        return self.forget(ctx)
+
     def close(self) -> None:
         """Release the backend. A later call raises ``BackendUnavailableError``, unless the
         backend declares ``usable_after_close`` (it holds only what it can rebuild)."""
@@ -320,6 +340,10 @@ class BaseLongTermMemory(ABC, Generic[S]):
                 log.warning("access metadata not written on close: %s", exc)
             self._closed = not self.usable_after_close
             self._release()
+
+    def _check_not_erased(self, ctx: RuntimeContext) -> None:
+        if self._tombstones is not None:
+            self._tombstones.check(ctx)
 
     def _check_open(self) -> None:
         if self._closed:
