@@ -51,7 +51,10 @@ MARKS = {
 
 
 def _services(workspace: Path, embedder, **overrides):
-    settings = load_settings(workspace=workspace, **overrides)
+    # no access counting: these tests compare a user's reads and files before and after,
+    # and a search would otherwise change the user's access counts between the two
+    longterm = {"track_access": False, **overrides.pop("longterm", {})}
+    settings = load_settings(workspace=workspace, longterm=longterm, **overrides)
     services = build_services(settings, embedder=embedder)
     return services, TestClient(create_app(services, ApiKeyRing(KEYS)))
 
