@@ -69,6 +69,29 @@ def test_zscore_fusion_weights_floors_and_flat_legs():
     assert zscore_fusion({"bm25": [], "dense": []}) == []
 
 
+def test_a_flat_bm25_leg_does_not_reorder_the_dense_ranking():
+    # Every memory matched only a word they all contain (the user's name): BM25 scores differ
+    # by length norm alone (0.009 vs 0.0116). Standardised without a minimum spread, that noise
+    # counts as much as dense's real gap and puts the shortest memory first.
+    bm25 = [("short", 0.0116), ("mid", 0.0104), ("gold", 0.0090)]
+    dense = [("gold", 0.55), ("short", 0.50), ("mid", 0.45)]
+    legs = {"bm25": bm25, "dense": dense}
+    assert zscore_fusion(legs, floors={"bm25": 0.0})[0].id == "short"  # the old mechanism
+    fused = zscore_fusion(legs, floors={"bm25": 0.0}, min_spreads={"bm25": math.log(2)})
+    assert [c.id for c in fused] == ["gold", "short", "mid"]
+    # a real lexical match (one rare word, ~3.5) spreads BM25 past ln 2: it counts in full
+    real = {"bm25": [("mid", 3.5), ("short", 0.0116), ("gold", 0.009)], "dense": dense}
+    floored = zscore_fusion(real, floors={"bm25": 0.0}, min_spreads={"bm25": math.log(2)})
+    plain = zscore_fusion(real, floors={"bm25": 0.0})
+    assert [(c.id, c.score) for c in floored] == [(c.id, c.score) for c in plain]
+
+
+def test_the_default_presets_floor_the_bm25_spread_at_ln_2():
+    for name in ("hybrid", "rrf", "zscore-plain"):
+        assert PRESETS[name].min_spread == {"bm25": pytest.approx(math.log(2)), "dense": 0.0}
+    assert RetrievalConfig(min_spread={"dense": 0.01}).min_spread == {"bm25": 0.0, "dense": 0.01}
+
+
 def test_zscore_fusion_counts_a_repeated_id_once_at_its_best_rank():
     fused = zscore_fusion({"bm25": [("a", 3.0), ("b", 2.0), ("a", 1.0)]})
     assert [c.id for c in fused] == ["a", "b"]
@@ -199,3 +222,7 @@ def test_config_refuses_nonsense():
         RetrievalConfig(neighbour_weight=-0.1)
     with pytest.raises(ValueError):
         RetrievalConfig(weights={"bm25": -1.0, "dense": 1.0})
+    with pytest.raises(ValueError):
+        RetrievalConfig(min_spread={"bm25": -0.5})
+    with pytest.raises(ValueError):
+        RetrievalConfig(min_spread={"bm25": float("nan")})
