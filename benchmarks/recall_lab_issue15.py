@@ -142,20 +142,33 @@ def diagnose(convs: list[Conv]) -> None:
         print(f"BM25 list length ({what} questions): median {np.median(values):.0f}")
 
 
-def snowball_stem():
-    import Stemmer
+_VOWELS = set("aeiouy")
 
-    stemmer = Stemmer.Stemmer("english")
-    light = tokenize_module.stem
 
-    def stem(word: str) -> str:
-        if word.endswith("'s"):
-            word = word[:-2]
-        if not word.isascii() or not word.isalpha():
-            return light(word)
-        return stemmer.stemWord(word)
-
-    return stem
+def light_stem(word: str) -> str:
+    """The hand-written light English stemmer ``indexing.tokenize`` had before issue 15 (plurals,
+    -ing, -ed, -ly, -ies), kept here to measure against the Snowball stemmer that replaced it."""
+    if word.endswith("'s"):
+        word = word[:-2]
+    if len(word) <= 3 or not word.isascii() or not word.isalpha():
+        return word
+    if word.endswith("ies") and len(word) > 4:
+        return word[:-3] + "y"
+    if word.endswith("sses"):
+        return word[:-2]
+    if word.endswith("s") and not word.endswith(("ss", "us", "is")):
+        word = word[:-1]
+    for suffix in ("ingly", "edly", "ing", "ed"):
+        if word.endswith(suffix) and len(word) - len(suffix) >= 3:
+            root = word[: -len(suffix)]
+            if not _VOWELS.intersection(root):
+                return word
+            if len(root) >= 4 and root[-1] == root[-2] and root[-1] not in "lsz":
+                root = root[:-1]  # running -> run, stopped -> stop
+            return root
+    if word.endswith("ly") and len(word) > 5:
+        return word[:-2]
+    return word
 
 
 def zscore_floor_variant(relative: float = 0.0, legs_with_floor=("bm25",), absolute=None):
@@ -317,12 +330,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         variants(sets)
         return 0
     if args.stemmers:
-        light = tokenize_module.stem
-        for label, stem in (("light", light), ("snowball", snowball_stem())):
+        snowball = tokenize_module.stem
+        for label, stem in (("light (before)", light_stem), ("snowball (PyStemmer)", snowball)):
             tokenize_module.stem = stem
             print(f"\n=== stemmer: {label}")
             table(sets, configs[:1], ("bm25", "hybrid"))
-        tokenize_module.stem = light
+        tokenize_module.stem = snowball
         return 0
     table(sets, configs, ("bm25", "dense", "hybrid"))
     return 0

@@ -109,3 +109,11 @@ def test_a_name_every_memory_shares_does_not_outvote_the_dense_leg(memory):
     answer = BRUNO_FACTS[4]  # the insulin injections
     assert memory.retrieve(BRUNO, question, 1, mode="dense")[0].fact.text == answer
     assert memory.retrieve(BRUNO, question, 3, mode="hybrid")[0].fact.text == answer
+
+
+def test_the_lexical_leg_meets_derived_word_forms(memory):
+    # Snowball stems "adoption", "adopted" and "adopting" to one term, in every backend (Qdrant's
+    # sparse ids are hashed terms of the same tokenizer); the light stemmer kept "adoption".
+    memory.record(ALICE, [Fact("Alice adopted a greyhound last spring"), Fact("Alice likes tea")])
+    hits = memory.retrieve(ALICE, "adoption", 5, mode="bm25")
+    assert [h.fact.text for h in hits] == ["Alice adopted a greyhound last spring"]
