@@ -194,6 +194,23 @@ def test_hybrid_preset_is_zscore_with_smoothing_and_dates():
     assert hits[2].score == pytest.approx(plain[1].score - low)
 
 
+def test_rrf_preset_is_rrf_with_the_defaults_dates_and_neighbours():
+    rrf, hybrid = PRESETS["rrf"], PRESETS["hybrid"]
+    assert (rrf.fusion, rrf.rrf_k, rrf.date_terms) == ("rrf", 60.0, True)
+    assert rrf.neighbour_window == hybrid.neighbour_window
+    assert 0 < rrf.neighbour_weight < hybrid.neighbour_weight  # RRF's flat scores: RESULTS.md
+    # b (dense only) and e (BM25 only) tie under plain RRF; b was said right after a, the top
+    # hit of both legs, in a's session: rrf's smoothing lifts it, plain RRF keeps first seen.
+    legs = {
+        "bm25": [LegHit("a", 6.0, "s1", T0), LegHit("e", 3.0, "s2", T0)],
+        "dense": [LegHit("a", 0.7, "s1", T0), LegHit("b", 0.5, "s1", T0 + timedelta(seconds=1))],
+    }
+    assert [h.id for h in fuse_legs("hybrid", legs, PRESETS["rrf-plain"], 5)] == ["a", "e", "b"]
+    hits = fuse_legs("hybrid", legs, rrf, 5)
+    assert [h.id for h in hits] == ["a", "b", "e"]
+    assert hits[1].ranks == {"bm25": None, "dense": 2}
+
+
 def test_single_leg_modes_are_never_fused_or_smoothed():
     for name in PRESETS:
         hits = fuse_legs("bm25", _legs(), PRESETS[name], 5)

@@ -100,8 +100,12 @@ class RetrievalConfig(BaseModel):
 
 HYBRID = RetrievalConfig()
 # Reciprocal Rank Fusion with the default preset's date terms and session neighbours: what a
-# user who expects "hybrid search = RRF" should choose, without losing those two gains.
-RRF = RetrievalConfig(name="rrf", fusion="rrf")
+# user who expects "hybrid search = RRF" should choose, without losing those two gains. RRF's
+# scores are flat (1/(60 + rank)), so the default's neighbour weight (0.5, on z-scores) would
+# lift a neighbour many ranks further than it does there: 0.1 is its RRF-scale counterpart
+# (LoCoMo dev: better than plain RRF at every k on both units; 0.25 and 0.5 lose facts R@5 or
+# MRR; ``benchmarks/RESULTS.md``, issue 15).
+RRF = RetrievalConfig(name="rrf", fusion="rrf", neighbour_weight=0.1)
 RRF_PLAIN = RetrievalConfig(name="rrf-plain", fusion="rrf", neighbour_weight=0.0, date_terms=False)
 ZSCORE_PLAIN = RetrievalConfig(
     name="zscore-plain", fusion="zscore", neighbour_weight=0.0, date_terms=False
