@@ -39,9 +39,11 @@ def utcnow() -> datetime:
     return datetime.now(UTC)
 
 
-def fact_id(tenant_id: str, user_id: str, text_hash: str) -> str:
-    """``uuid5(tenant, user, content_hash)``: the same fact of the same user has one id."""
-    return str(uuid.uuid5(FACT_NAMESPACE, f"{tenant_id}\x1f{user_id}\x1f{text_hash}"))
+def fact_id(tenant_id: str, owner: str, text_hash: str) -> str:
+    """``uuid5(tenant, owner, content_hash)``: the same fact of the same owner has one id.
+    ``owner`` is ``RuntimeContext.owner``: the user id for a user's fact (so ids recorded
+    before scopes existed stay), a marker for an agent's or the tenant's."""
+    return str(uuid.uuid5(FACT_NAMESPACE, f"{tenant_id}\x1f{owner}\x1f{text_hash}"))
 
 
 @dataclass(frozen=True, slots=True)
@@ -62,6 +64,8 @@ class Fact:
     valid_to: datetime | None = None
     id: str = ""
     content_hash: str = ""
+    scope: str | None = None  # None: the recording context's; set on every stored fact
+    agent_id: str | None = None  # the agent whose fact it is (agent scope only)
 
     def validate(self) -> Fact:
         """Raise ``InvalidInputError`` naming the first problem; return self when valid."""
@@ -105,7 +109,9 @@ class Fact:
         return replace(
             self,
             content_hash=text_hash,
-            id=fact_id(ctx.tenant_id, ctx.user_id, text_hash),
+            id=fact_id(ctx.tenant_id, ctx.owner, text_hash),
+            scope=ctx.scope,
+            agent_id=ctx.agent_id if ctx.scope == "agent" else None,
             created_at=parse_time(self.created_at) or now or utcnow(),
             expires_at=parse_time(self.expires_at),
             valid_to=parse_time(self.valid_to),
@@ -136,6 +142,8 @@ class Fact:
             "superseded_by": self.superseded_by,
             "valid_to": _iso(self.valid_to),
             "content_hash": self.content_hash,
+            "scope": self.scope or "user",
+            "agent_id": self.agent_id,
         }
 
     @classmethod
@@ -155,6 +163,8 @@ class Fact:
             valid_to=parse_time(data.get("valid_to")),
             id=data.get("id") or "",
             content_hash=data.get("content_hash") or "",
+            scope=data.get("scope") or "user",
+            agent_id=data.get("agent_id"),
         )
 
 
