@@ -156,3 +156,43 @@ def test_bad_scopes_are_refused_before_anything_is_written(memory):
         memory.retrieve(ALICE, "anything", scopes=["everyone"])
     with pytest.raises(InvalidInputError, match="agent_id"):
         memory.retrieve(RuntimeContext("acme", "dave"), "anything", scopes=["agent"])
+
+
+def test_export_and_import_carry_every_scope(memory, tmp_path, embedder):
+    import json
+
+    from memory_service.longterm.files import FileSystemLongTermMemory
+    from memory_service.transfer import export_records, import_records, parse_import
+
+    memory.record(ALICE, [Fact("Alice's cat is Tom")])
+    memory.record(ALICE, [Fact("Support closes at five", key="hours", scope="agent")])
+    memory.record(ALICE, [Fact("Lunch is at noon", scope="tenant")])
+    lines = [json.dumps(r) for r in export_records(memory, "acme")]
+    owners = sorted((r["scope"], r["user_id"], r["agent_id"]) for r in map(json.loads, lines))
+    assert owners == [("agent", None, "support"), ("tenant", None, None), ("user", "alice", None)]
+
+    fresh = FileSystemLongTermMemory(tmp_path / "fresh", embedder)
+    parsed, bad = parse_import(lines)
+    assert bad == []
+    assert dict(import_records(fresh, parsed)) == {"created": 3}
+    assert dict(import_records(fresh, parse_import(lines)[0])) == {"duplicate": 3}
+    before = sorted((r.fact.id, r.fact.scope) for r in memory.retrieve(BOB, "support lunch", 5))
+    after = sorted((r.fact.id, r.fact.scope) for r in fresh.retrieve(BOB, "support lunch", 5))
+    assert after == before and len(after) == 2
+
+
+def test_import_refuses_a_bad_scope_line(memory):
+    from memory_service.transfer import parse_import
+
+    good = '{"tenant_id": "acme", "text": "Lunch is at noon", "scope": "tenant"}'
+    lines = [
+        good,
+        '{"tenant_id": "acme", "text": "x", "scope": "planet"}',
+        '{"tenant_id": "acme", "text": "x", "scope": "agent"}',
+        '{"tenant_id": "acme", "text": "x"}',
+    ]
+    parsed, bad = parse_import(lines)
+    assert [p.ctx.scope for p in parsed] == ["tenant"]
+    assert [b.line_no for b in bad] == [2, 3, 4]
+    assert "scope" in bad[0].message and "agent_id" in bad[1].message
+    assert "user_id" in bad[2].message
