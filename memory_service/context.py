@@ -106,4 +106,5 @@ SCOPE_OWNER_USER = "system"
 
 def scope_context(tenant_id: str, scope: str, agent_id: str | None = None) -> RuntimeContext:
     """A context addressing the agent's or the tenant's memory itself, for no user."""
-    return RuntimeContext(tenant_id, SCOPE_OWNER_USER, agent_id=agent_id, scope=check_scope(scope))
+    agent = agent_id if check_scope(scope) == "agent" else None
+    return RuntimeContext(tenant_id, SCOPE_OWNER_USER, agent_id=agent, scope=scope)
