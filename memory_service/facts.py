@@ -180,6 +180,24 @@ def parse_time(value: str | datetime | None) -> datetime | None:
     return parsed.replace(tzinfo=UTC) if parsed.tzinfo is None else parsed.astimezone(UTC)
 
 
+SCOPE_ORDER = {"user": 0, "agent": 1, "tenant": 2}  # narrowest first: it wins on a key
+
+
+def hide_shadowed(facts: Sequence[Fact]) -> list[Fact]:
+    """``facts`` without those a narrower scope's active fact overrides on the same ``key``
+    (user over agent over tenant): the rule recall applies, for callers that list scopes."""
+    narrowest: dict[str, int] = {}
+    for fact in facts:
+        if fact.key is not None and fact.is_active():
+            rank = SCOPE_ORDER.get(fact.scope or "user", 0)
+            narrowest[fact.key] = min(rank, narrowest.get(fact.key, rank))
+    return [
+        f
+        for f in facts
+        if f.key is None or SCOPE_ORDER.get(f.scope or "user", 0) <= narrowest.get(f.key, 9)
+    ]
+
+
 @dataclass(frozen=True, slots=True)
 class Recall:
     """A retrieved fact, its fused score, and the rank it had in each retriever (1-based)."""
