@@ -109,6 +109,14 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--top-k", type=int, default=10, help="--scale: top_k per query (default 10)")
     p.add_argument("--no-http", action="store_true", help="--scale: skip the HTTP measurement")
     p.add_argument(
+        "--shared-facts",
+        type=int,
+        default=0,
+        metavar="N",
+        help="--scale: N facts in an agent's and in the tenant's shared memory too, and each "
+        "query timed in-process with the user's scope alone, +tenant and +agent+tenant",
+    )
+    p.add_argument(
         "--embedders",
         type=_embedders,
         metavar="LIST",
@@ -284,6 +292,7 @@ def _scale(args: argparse.Namespace, settings, embedder) -> dict:
         "workdir": args.workdir,
         "seed": args.seed,
         "show_progress": not args.no_progress,
+        "shared_facts": args.shared_facts,
     }
     if embedder is None:
         return run_scale_per_embedder(settings, args.embedders, **options)
