@@ -96,6 +96,10 @@ class RuntimeContext:
         default the user's, the agent's (when the context names an agent) and the tenant's."""
         if scopes is None:
             scopes = [s for s in SCOPES if s != "agent" or self.agent_id is not None]
+        elif not scopes:
+            raise InvalidInputError(
+                f"scopes must name at least one of {', '.join(SCOPES)}", code="invalid_scope"
+            )
         return [self.in_scope(s) for s in SCOPES if s in {check_scope(x) for x in scopes}]
 
 

@@ -154,6 +154,8 @@ def test_bad_scopes_are_refused_before_anything_is_written(memory):
     assert memory.list(ALICE, scopes=["user", "agent", "tenant"]).items == []
     with pytest.raises(InvalidInputError, match="scope"):
         memory.retrieve(ALICE, "anything", scopes=["everyone"])
+    with pytest.raises(InvalidInputError, match="at least one"):
+        memory.retrieve(ALICE, "anything", scopes=[])
     with pytest.raises(InvalidInputError, match="agent_id"):
         memory.retrieve(RuntimeContext("acme", "dave"), "anything", scopes=["agent"])
 
@@ -196,3 +198,33 @@ def test_import_refuses_a_bad_scope_line(memory):
     assert [b.line_no for b in bad] == [2, 3, 4]
     assert "scope" in bad[0].message and "agent_id" in bad[1].message
     assert "user_id" in bad[2].message
+
+
+class _Counting:
+    """The real embedder, counting the query texts it embeds."""
+
+    def __init__(self, inner, query: str) -> None:
+        self._inner, self._query, self.query_embeds = inner, query, 0
+        self.name, self.dimension = inner.name, inner.dimension
+
+    def embed(self, texts):
+        self.query_embeds += list(texts) == [self._query]
+        return self._inner.embed(texts)
+
+
+@pytest.mark.parametrize("backend", ["files", "qdrant-edge"])
+def test_a_query_over_three_scopes_is_embedded_once(backend, tmp_path, embedder):
+    from tests.conftest import LONGTERM_BACKENDS
+
+    query = "where do refunds go?"
+    counting = _Counting(embedder, query)
+    memory = LONGTERM_BACKENDS[backend](tmp_path, counting)
+    try:
+        memory.record(ALICE, [Fact("Alice wants refunds by bank transfer")])
+        memory.record(ALICE, [Fact("Refunds go to billing", scope="agent")])
+        memory.record(ALICE, [Fact("Refunds take a week", scope="tenant")])
+        assert len(memory.retrieve(ALICE, query, 5, mode="dense")) == 3
+        assert len(memory.retrieve(ALICE, query, 5, mode="hybrid")) == 3
+        assert counting.query_embeds == 2  # once per call, not once per scope
+    finally:
+        memory.close()

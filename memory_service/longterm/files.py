@@ -182,7 +182,7 @@ class FileSystemLongTermMemory(BaseLongTermMemory[_Read]):
                 if (f := live(h.index)) is not None
             ]
         if "dense" in legs:
-            query_vector = self._embedder.embed([query])[0]
+            query_vector = self._query_vector(query)
             cache_file = vector_cache_path(self.paths(ctx), self._embedder)
             sims = index.matrix(self._embedder, cache_file) @ query_vector
             order = np.argsort(-sims, kind="stable")[:depth]

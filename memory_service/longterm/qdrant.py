@@ -136,7 +136,7 @@ class QdrantLongTermMemory(BaseLongTermMemory[_Read]):
         now: datetime,
     ) -> Candidates:
         sparse = query_vector(tokenize(query)) if "bm25" in legs else None
-        dense = self._embedder.embed([query])[0].tolist() if "dense" in legs else None
+        dense = self._query_vector(query).tolist() if "dense" in legs else None
         results = self.engine.query(
             UserFilter.of(ctx, open_only=True, live_at=now),
             dense=dense,

@@ -10,6 +10,7 @@ error, and one rule gives one result, whatever backend is configured.
 
 from __future__ import annotations
 
+import threading
 import uuid
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterable, Mapping, Sequence
@@ -121,6 +122,7 @@ class BaseLongTermMemory(ABC, Generic[S]):
         self.retrieval = retrieval or PRESETS["hybrid"]
         self._clock = clock
         self._closed = False
+        self._retrieving = threading.local()  # the query vectors of this thread's retrieve
 
     # -- LongTermMemory -------------------------------------------------------------------
 
@@ -190,7 +192,11 @@ class BaseLongTermMemory(ABC, Generic[S]):
         ``key`` an active fact of a narrower named scope holds is hidden (not deleted) before
         the cut, so the user's own value wins over the agent's, and the agent's over the
         tenant's."""
-        found = [self._candidates(o, query, legs, depth, threshold, now) for o in owners]
+        self._retrieving.vectors = {}
+        try:
+            found = [self._candidates(o, query, legs, depth, threshold, now) for o in owners]
+        finally:
+            self._retrieving.vectors = None
         if len(found) == 1:
             return found[0]
         loader: dict[str, Callable[[str], Fact]] = {}
@@ -213,6 +219,16 @@ class BaseLongTermMemory(ABC, Generic[S]):
             for leg in legs
         }
         return Candidates(merged, lambda fid: loader[fid](fid))
+
+    def _query_vector(self, query: str) -> np.ndarray:
+        """The query's dense vector for ``_candidates``: embedded once per retrieve, however
+        many scopes it reads (never cached across calls: that is the embedder's business)."""
+        memo = getattr(self._retrieving, "vectors", None)
+        if memo is None:
+            return self._embedder.embed([query])[0]
+        if query not in memo:
+            memo[query] = self._embedder.embed([query])[0]
+        return memo[query]
 
     @staticmethod
     def _candidate_keys(
