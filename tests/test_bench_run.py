@@ -126,7 +126,7 @@ def test_bench_scale_with_shared_facts_times_each_scope_variant(tmp_path: Path):
     args = ["bench", "--scale", "40", "--users", "4", "--queries", "4", "--shared-facts", "12"]
     assert main([*args, "--modes", "hybrid", "--json", str(out), "--no-progress"]) == 0
     doc = json.loads(out.read_text())
-    assert doc["shared_facts"] == 12
+    assert doc["shared_facts"] == 12 and "--shared-facts 12" in doc["command"]
     rows = {r["mode"]: r for r in doc["results"]}
     assert list(rows) == ["hybrid", "hybrid+tenant", "hybrid+agent+tenant"]
     assert all(r["latency_ms"]["p50"] > 0 for r in rows.values())

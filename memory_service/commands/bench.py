@@ -160,6 +160,8 @@ def command_line(args: argparse.Namespace, preset: str | None = None) -> str:
         parts += ["--queries", str(args.queries), "--top-k", str(args.top_k)]
         if getattr(args, "embedders", None):
             parts += ["--embedders", ",".join(args.embedders)]
+        if getattr(args, "shared_facts", 0):
+            parts += ["--shared-facts", str(args.shared_facts)]
     else:
         parts += ["--dataset", args.dataset]
         for flag, value in (
