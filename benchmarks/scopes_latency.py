@@ -1,13 +1,14 @@
 """What reading shared scopes adds to one recall, without the query embedding's noise.
 
 One user with ``--facts`` facts, an agent and the tenant with ``--shared`` facts each (the
-bundled scale bank), files backend, the service's cached embedder (so each query is embedded
+bundled scale bank; 0: empty shared scopes), the files backend or Qdrant Edge
+(``--backend``), the service's cached embedder (so each query is embedded
 once, before timing: what is left is the search itself). Each query is asked with the user's
 scope alone, +tenant and +agent+tenant, interleaved; medians and p95 go to ``--json``. Add the
 embedding of a new query (8-11 ms on an idle core, ``RESULTS.md``) to see the share of a
 whole call.
 
-    python benchmarks/scopes_latency.py --json scopes-latency.json
+    python benchmarks/scopes_latency.py [--backend qdrant-edge] [--shared 0] --json out.json
 """
 
 from __future__ import annotations
@@ -21,10 +22,11 @@ from pathlib import Path
 
 from memory_service.bench import metrics
 from memory_service.bench.datasets.synthetic import scale_texts
-from memory_service.config import load_settings
+from memory_service.config import QdrantSettings, load_settings
 from memory_service.context import RuntimeContext
 from memory_service.facts import Fact
 from memory_service.longterm.files import FileSystemLongTermMemory
+from memory_service.longterm.qdrant import open_qdrant
 from memory_service.services import build_embedder
 
 VARIANTS = {
@@ -39,16 +41,20 @@ def main() -> None:
     parser.add_argument("--facts", type=int, default=100, help="the user's facts (default 100)")
     parser.add_argument("--shared", type=int, default=100, help="facts per shared scope")
     parser.add_argument("--rounds", type=int, default=20, help="passes over the questions")
+    parser.add_argument("--backend", choices=("files", "qdrant-edge"), default="files")
     parser.add_argument("--json", type=Path, required=True)
     args = parser.parse_args()
     embedder = build_embedder(load_settings())
     with tempfile.TemporaryDirectory() as tmp:
-        memory = FileSystemLongTermMemory(Path(tmp), embedder)
+        if args.backend == "files":
+            memory = FileSystemLongTermMemory(Path(tmp), embedder)
+        else:
+            memory = open_qdrant(QdrantSettings(path=Path(tmp) / "qdrant"), Path(tmp), embedder)
         ctx = RuntimeContext("bench", "user-1", agent_id="agent-1")
         texts, questions = scale_texts(1, args.facts, seed=7)
         memory.record(ctx, [Fact(t) for t in texts])
         for index, scope in ((2, "agent"), (3, "tenant")):
-            shared, _ = scale_texts(index, args.shared, seed=7)
+            shared, _ = scale_texts(index, args.shared, seed=7) if args.shared else ([], [])
             memory.record(ctx, [Fact(t, scope=scope) for t in shared])
         embedder.embed(questions)  # cached: the timings below are the search alone
         for scopes in VARIANTS.values():
@@ -60,7 +66,9 @@ def main() -> None:
                     began = time.perf_counter()
                     memory.retrieve(ctx, question, 10, scopes=scopes)
                     timings[name].append(1000.0 * (time.perf_counter() - began))
+        memory.close()
     doc = {
+        "backend": args.backend,
         "facts": args.facts,
         "shared_facts_per_scope": args.shared,
         "queries_per_variant": len(timings["user"]),
