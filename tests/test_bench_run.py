@@ -122,6 +122,19 @@ def test_bench_scale_measures_in_process_and_over_http(tmp_path: Path):
         assert result["http_latency_ms"]["p95"] >= result["http_latency_ms"]["p50"] > 0
 
 
+def test_bench_scale_with_shared_facts_times_each_scope_variant(tmp_path: Path):
+    out = tmp_path / "scale.json"
+    args = ["bench", "--scale", "40", "--users", "4", "--queries", "4", "--shared-facts", "12"]
+    assert main([*args, "--modes", "hybrid", "--json", str(out), "--no-progress"]) == 0
+    doc = json.loads(out.read_text())
+    assert doc["shared_facts"] == 12 and "--shared-facts 12" in doc["command"]
+    rows = {r["mode"]: r for r in doc["results"]}
+    assert list(rows) == ["hybrid", "hybrid+tenant", "hybrid+agent+tenant"]
+    assert all(r["latency_ms"]["p50"] > 0 for r in rows.values())
+    assert "http_latency_ms" in rows["hybrid"]  # HTTP: the user's scope row only
+    assert "http_latency_ms" not in rows["hybrid+tenant"]
+
+
 def test_bench_refuses_public_data_without_a_path(capsys):
     assert main(["bench", "--dataset", "locomo"]) == 2
     assert "--path" in capsys.readouterr().err

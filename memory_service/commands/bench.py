@@ -114,6 +114,14 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--top-k", type=int, default=10, help="--scale: top_k per query (default 10)")
     p.add_argument("--no-http", action="store_true", help="--scale: skip the HTTP measurement")
     p.add_argument(
+        "--shared-facts",
+        type=int,
+        default=0,
+        metavar="N",
+        help="--scale: N facts in an agent's and in the tenant's shared memory too, and each "
+        "query timed in-process with the user's scope alone, +tenant and +agent+tenant",
+    )
+    p.add_argument(
         "--embedders",
         type=_embedders,
         metavar="LIST",
@@ -167,6 +175,8 @@ def command_line(args: argparse.Namespace, preset: str | None = None) -> str:
         parts += ["--queries", str(args.queries), "--top-k", str(args.top_k)]
         if getattr(args, "embedders", None):
             parts += ["--embedders", ",".join(args.embedders)]
+        if getattr(args, "shared_facts", 0):
+            parts += ["--shared-facts", str(args.shared_facts)]
     else:
         parts += ["--dataset", args.dataset]
         for flag, value in (
@@ -297,6 +307,7 @@ def _scale(args: argparse.Namespace, settings, embedder) -> dict:
         "workdir": args.workdir,
         "seed": args.seed,
         "show_progress": not args.no_progress,
+        "shared_facts": args.shared_facts,
     }
     if embedder is None:
         return run_scale_per_embedder(settings, args.embedders, **options)
