@@ -346,3 +346,17 @@ def test_memory_search_filters_its_recall(tools, longterm):
     params = MemorySearchArgs.openai_tool()["function"]["parameters"]["properties"]
     assert params["kind"]["enum"] == ["fact", "preference", "event", "procedure"]
     assert params["tags"]["maxItems"] == MAX_TAGS
+
+
+def test_memory_search_recalls_the_agents_and_tenants_memory_and_says_so(tools, longterm):
+    from memory_service.context import RuntimeContext
+
+    carol = RuntimeContext("acme", "carol", "s1", agent_id="support")
+    longterm.record(carol, [Fact("Parking badges are at the front desk", scope="tenant")])
+    longterm.record(carol, [Fact("Parking refunds need a receipt", scope="agent")])
+    out = tools.memory_search(carol, "parking")
+    assert "Parking badges are at the front desk" in out and "tenant memory" in out
+    assert "Parking refunds need a receipt" in out and "agent memory" in out
+    no_agent = tools.memory_search(RuntimeContext("acme", "dan", "s1"), "parking")
+    assert "front desk" in no_agent and "receipt" not in no_agent
+    assert "front desk" not in tools.memory_search(RuntimeContext("globex", "carol"), "parking")

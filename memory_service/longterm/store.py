@@ -11,6 +11,7 @@ error, and one rule gives one result, whatever backend is configured.
 from __future__ import annotations
 
 import logging
+import threading
 import uuid
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterable, Mapping, Sequence
@@ -174,6 +175,7 @@ class BaseLongTermMemory(ABC, Generic[S]):
         )
         self._closed = False
         self._tombstones = tombstones  # None: no erase ever refuses a record (tests, tools)
+        self._retrieving = threading.local()  # the query vectors of this thread's retrieve
 
     def _flush_access(self, ctx: RuntimeContext, marks: Mapping[str, AccessMark]) -> None:
         with self._write_lock(ctx):
@@ -189,26 +191,36 @@ class BaseLongTermMemory(ABC, Generic[S]):
     # -- LongTermMemory -------------------------------------------------------------------
 
     def record(self, ctx: RuntimeContext, facts: Sequence[Fact]) -> list[RecordResult]:
+        """Each fact goes to its ``scope`` (None: ``ctx``'s); one write per scope, in scope
+        order, each atomic. Results come back in the order of ``facts``."""
         now = self._clock()
         # all validated before anything is written; times made aware (naive = UTC)
-        stamped = [utc_times(f.stamped(ctx, now)) for f in facts]
+        owners = [ctx if f.scope is None else ctx.in_scope(f.scope, f.agent_id) for f in facts]
+        stamped = [utc_times(f.stamped(o, now)) for f, o in zip(facts, owners, strict=True)]
         if not stamped:
             return []
         self._check_open()
         vectors = self._embedder.embed([f.text for f in stamped])  # fails before writing
         dense_of = {f.id: vectors[i] for i, f in enumerate(stamped)}
         self._check_not_erased(ctx)  # before the files backend makes the user's folder again
-        with self._write_lock(ctx):
-            self._check_not_erased(ctx)
-            stored = self._read_for_record(ctx, stamped, now)
-            plan = plan_record(stamped, stored.by_id, stored.open_by_key, now)
-            self._write_record(ctx, plan, stored, dense_of, now)
-            if self._tombstones is not None and self._tombstones.refuses(ctx):
-                # an erase in another process began meanwhile (a Qdrant server has no lock
-                # shared with it): take the write back, so nothing of the user remains
-                self._delete(ctx, canonical_ids([*plan.new, *plan.closed]))
+        groups: dict[RuntimeContext, list[int]] = {}
+        for i, owner in enumerate(owners):
+            groups.setdefault(owner, []).append(i)
+        results: dict[int, RecordResult] = {}
+        for owner, positions in groups.items():
+            batch = [stamped[i] for i in positions]
+            with self._write_lock(owner):
                 self._check_not_erased(ctx)
-        return plan.results
+                stored = self._read_for_record(owner, batch, now)
+                plan = plan_record(batch, stored.by_id, stored.open_by_key, now)
+                self._write_record(owner, plan, stored, dense_of, now)
+                if self._tombstones is not None and self._tombstones.refuses(ctx):
+                    # an erase in another process began meanwhile (a Qdrant server has no lock
+                    # shared with it): take the write back, so nothing of the user remains
+                    self._delete(owner, canonical_ids([*plan.new, *plan.closed]))
+                    self._check_not_erased(ctx)
+            results.update(zip(positions, plan.results, strict=True))
+        return [results[i] for i in range(len(stamped))]
 
     def retrieve(
         self,
@@ -219,13 +231,15 @@ class BaseLongTermMemory(ABC, Generic[S]):
         *,
         mode: Mode = "hybrid",
         filter: FactFilter | None = None,  # noqa: A002 - the API's word for it
+        scopes: Sequence[str] | None = None,
     ) -> list[Recall]:
         validate_query(query, top_k, threshold)
         legs = legs_for_mode(mode)
         view = self._view(filter)
+        owners = ctx.visible_scopes(scopes)
         self._check_open()
         depth = self.retrieval.depth(top_k)
-        found = self._candidates(ctx, query, legs, depth, float(threshold), view)
+        found = self._scoped_candidates(owners, query, legs, depth, float(threshold), view)
         leg_hits = {
             leg: [h for h in found.legs[leg] if is_hit(leg, h.score, threshold)]
             for leg in legs
@@ -241,6 +255,73 @@ class BaseLongTermMemory(ABC, Generic[S]):
             recalls.append(Recall(fact, h.score, h.ranks, h.scores, confidence))
         self.access.note(ctx, [r.fact.id for r in recalls], view.now)  # batched, not written
         return recalls
+
+    def _scoped_candidates(
+        self,
+        owners: Sequence[RuntimeContext],
+        query: str,
+        legs: tuple[Leg, ...],
+        depth: int,
+        threshold: float,
+        view: ReadView,
+    ) -> Candidates:
+        """Each leg's candidates over every scope in ``owners`` (narrowest first), merged by
+        score (ties: the narrower scope first) and cut to ``depth``. A wider scope's fact whose
+        ``key`` an active fact of a narrower named scope holds is hidden (not deleted) before
+        the cut, so the user's own value wins over the agent's, and the agent's over the
+        tenant's."""
+        self._retrieving.vectors = {}
+        try:
+            found = [self._candidates(o, query, legs, depth, threshold, view) for o in owners]
+        finally:
+            self._retrieving.vectors = None
+        if len(found) == 1:
+            return found[0]
+        loader: dict[str, Callable[[str], Fact]] = {}
+        hidden: set[str] = set()
+        held: set[str] = set()  # keys held by the narrower scopes seen so far
+        for owner, cands in zip(owners, found, strict=True):
+            ids = {h.id for hits in cands.legs.values() for h in hits}
+            loader.update(dict.fromkeys(ids, cands.fact))
+            if held:
+                keyed = {i: k for i in ids if (k := cands.fact(i).key) is not None}
+                hidden |= {i for i, k in keyed.items() if k in held}
+            wider_keys = self._candidate_keys(found, owner, owners)
+            if wider_keys:
+                held |= self._open_keys(owner, wider_keys, view.now)
+        merged = {
+            leg: sorted(
+                (h for cands in found for h in cands.legs.get(leg, ()) if h.id not in hidden),
+                key=lambda h: -h.score,  # stable: narrower scopes first on a tie
+            )[:depth]
+            for leg in legs
+        }
+        return Candidates(merged, lambda fid: loader[fid](fid))
+
+    def _query_vector(self, query: str) -> np.ndarray:
+        """The query's dense vector for ``_candidates``: embedded once per retrieve, however
+        many scopes it reads (never cached across calls: that is the embedder's business)."""
+        memo = getattr(self._retrieving, "vectors", None)
+        if memo is None:
+            return self._embedder.embed([query])[0]
+        if query not in memo:
+            memo[query] = self._embedder.embed([query])[0]
+        return memo[query]
+
+    @staticmethod
+    def _candidate_keys(
+        found: Sequence[Candidates], owner: RuntimeContext, owners: Sequence[RuntimeContext]
+    ) -> list[str]:
+        """The keys of the wider scopes' candidates: the only ones a narrower fact can hide."""
+        wider = found[list(owners).index(owner) + 1 :]
+        keys = {
+            k
+            for cands in wider
+            for hits in cands.legs.values()
+            for h in hits
+            if (k := cands.fact(h.id).key) is not None
+        }
+        return sorted(keys)
 
     def get(self, ctx: RuntimeContext, ids: Sequence[str]) -> list[Fact]:
         wanted = canonical_ids(ids)
@@ -258,18 +339,24 @@ class BaseLongTermMemory(ABC, Generic[S]):
         cursor: str | None = None,
         include_inactive: bool = False,
         filter: FactFilter | None = None,  # noqa: A002 - the API's word for it
+        scopes: Sequence[str] | None = None,
     ) -> Page[Fact]:
-        """A page of the user's facts admitted by ``filter`` (see ``ReadView``), oldest
-        first. ``include_inactive``: every stored fact the metadata filter matches, superseded
-        and expired ones too (export and maintenance); it does not combine with ``as_of``."""
+        """A page of the facts of ``scopes`` (default: ``ctx``'s own scope only) admitted by
+        ``filter`` (see ``ReadView``), oldest first: listing hides nothing a narrower scope
+        overrides (recall does). ``include_inactive``: every stored fact the metadata filter
+        matches, superseded and expired ones too (export and maintenance); it does not
+        combine with ``as_of``."""
         check_page(limit, cursor)  # refuse a bad limit or cursor before reading
         view = self._view(filter)
         if include_inactive and view.history:
             raise InvalidInputError(
                 "as_of: not together with include_inactive", code="invalid_filter"
             )
+        owners = [ctx] if scopes is None else ctx.visible_scopes(scopes)
         self._check_open()
-        facts = self._list(ctx, include_inactive=include_inactive, view=view)
+        facts = [
+            f for o in owners for f in self._list(o, include_inactive=include_inactive, view=view)
+        ]
         if include_inactive:
             kept = [f for f in facts if view.filter.matches(f)]
         else:
@@ -385,6 +472,10 @@ class BaseLongTermMemory(ABC, Generic[S]):
         admits, chosen inside each leg before the cut to ``depth`` (a filter never empties a
         leg that has matching facts further down). The base keeps only hits (``is_hit``); a
         backend may use ``threshold`` to cut the dense leg early."""
+
+    @abstractmethod
+    def _open_keys(self, ctx: RuntimeContext, keys: Sequence[str], now: datetime) -> set[str]:
+        """Which of ``keys`` an active fact (open, not expired at ``now``) of ``ctx`` holds."""
 
     @abstractmethod
     def _get(self, ctx: RuntimeContext, ids: Sequence[str]) -> Mapping[str, Fact]:
