@@ -78,7 +78,9 @@ def search_memories(body: SearchRequest, principal: PrincipalDep, memory: LongTe
     return SearchResponse.model_validate({"hits": recalls})
 
 
-LIST_PARAMETERS = frozenset({"user_id", "limit", "cursor", "include_inactive", *FILTER_FIELDS})
+LIST_PARAMETERS = frozenset(
+    {"user_id", "agent_id", "scope", "limit", "cursor", "include_inactive", *FILTER_FIELDS}
+)
 
 
 class FilterQuery(FilterIn):
