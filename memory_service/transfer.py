@@ -105,7 +105,8 @@ _JSON_PROBLEMS = {
     "Invalid \\uXXXX escape": "a bad \\u escape",
 }
 _JSON_KINDS = {list: "a list", str: "a string", int: "a number", float: "a number"}
-_TEXT_FIELDS = ("key", "kind", "source", "session_id", "id", "content_hash", "superseded_by")
+# ``source`` is an object or an old export's string: ``Source.coerce`` checks it
+_TEXT_FIELDS = ("key", "kind", "session_id", "id", "content_hash", "superseded_by")
 _TIME_FIELDS = ("created_at", "expires_at", "valid_to")
 _TIME_EXAMPLE = "2025-01-31T09:30:00Z"
 

@@ -10,7 +10,7 @@ import pytest
 from indexing.hashing import content_hash
 from memory_service.context import RuntimeContext
 from memory_service.errors import InvalidInputError
-from memory_service.facts import FACT_NAMESPACE, Fact, utcnow
+from memory_service.facts import FACT_NAMESPACE, Fact, Source, utcnow
 
 ALICE = RuntimeContext("acme", "alice")
 BOB = RuntimeContext("acme", "bob")
@@ -218,7 +218,7 @@ def test_metadata_round_trips(memory):
         0.5,
     )
     assert stored.tags == ("work", "wiki")
-    assert (stored.source, stored.session_id) == ("chat", "s-1")
+    assert (stored.source, stored.session_id) == (Source("chat"), "s-1")  # a string: the origin
     assert stored.created_at is not None and stored.content_hash == content_hash(fact.text)
 
 

@@ -12,7 +12,7 @@ from memory_service.commands.common import (
     settings_from,
 )
 from memory_service.errors import InvalidInputError
-from memory_service.facts import FACT_KINDS, Fact
+from memory_service.facts import FACT_KINDS, Fact, Source
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -27,6 +27,21 @@ def register(sub: argparse._SubParsersAction) -> None:
     record.add_argument("--kind", choices=FACT_KINDS, default="fact")
     record.add_argument("--importance", type=int, default=5, help="1-10 (default 5)")
     record.add_argument("--tag", action="append", default=[], help="a tag (repeatable)")
+    record.add_argument(
+        "--source-text",
+        help="what was said that the fact comes from (recall searches it beside the fact)",
+    )
+    record.add_argument(
+        "--source-session", help="the session the fact comes from (one of the user's own)"
+    )
+    record.add_argument(
+        "--source-message",
+        type=int,
+        action="append",
+        default=[],
+        help="a sequence number of a source message in that session (repeatable)",
+    )
+    record.add_argument("--source-origin", help="a label for where it came from (e.g. crm)")
     record.add_argument("--workspace", help="workspace folder")
     record.set_defaults(handler=run_record)
 
@@ -41,6 +56,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def run_record(args: argparse.Namespace) -> int:
+    from memory_service.pipeline.provenance import check_source_sessions
     from memory_service.services import build_services
 
     texts = args.text or [line.strip() for line in sys.stdin if line.strip()]
@@ -51,8 +67,16 @@ def run_record(args: argparse.Namespace) -> int:
             f"--key takes one text, got {len(texts)} (with one key each text would supersede "
             "the one before it): record each keyed text with its own command, or drop --key"
         )
+    source = _source_from(args)
     facts = [
-        Fact(t, key=args.key, kind=args.kind, importance=args.importance, tags=tuple(args.tag))
+        Fact(
+            t,
+            key=args.key,
+            kind=args.kind,
+            importance=args.importance,
+            tags=tuple(args.tag),
+            source=source,
+        )
         for t in texts
     ]
     ctx = context_from(args)
@@ -60,6 +84,7 @@ def run_record(args: argparse.Namespace) -> int:
         fact.stamped(ctx)
     services = build_services(settings_from(args))
     try:
+        check_source_sessions(services.shortterm, ctx, facts)
         results = services.longterm.record(ctx, facts)
     finally:
         services.close()
@@ -69,6 +94,17 @@ def run_record(args: argparse.Namespace) -> int:
         for result, fact in zip(results, facts, strict=True):
             print(f"{result.status:<10} {result.id}  {fact.text}")
     return 0
+
+
+def _source_from(args: argparse.Namespace) -> Source | None:
+    """The ``--source-*`` options as one source (None when none is given)."""
+    source = Source(
+        origin=args.source_origin,
+        session_id=args.source_session,
+        messages=tuple(args.source_message),
+        text=args.source_text,
+    )
+    return None if source.is_empty() else source
 
 
 def run_search(args: argparse.Namespace) -> int:
@@ -87,7 +123,13 @@ def run_search(args: argparse.Namespace) -> int:
     if args.json:
         print_json(
             [
-                {"id": r.fact.id, "text": r.fact.text, "score": r.score, "ranks": r.ranks}
+                {
+                    "id": r.fact.id,
+                    "text": r.fact.text,
+                    "score": r.score,
+                    "ranks": r.ranks,
+                    "source": r.fact.source.to_dict() if r.fact.source else None,
+                }
                 for r in recalls
             ]
         )

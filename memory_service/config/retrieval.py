@@ -45,6 +45,8 @@ class RetrievalConfig(BaseModel):
     - ``date_terms``: the lexical leg also indexes each memory's ``created_at`` day as words
       (``indexing.lexical``). Qdrant stores BM25 vectors when a fact is recorded, so changing
       it there applies to facts recorded afterwards (re-index for the rest).
+    - ``source_terms``: the lexical leg also indexes each fact's source text (the message it
+      came from, ``Fact.source``) beside its own words; the same re-index note applies.
 
     Single-leg modes (``bm25``, ``dense``) return the leg's own ranking: no fusion, no smoothing.
     """
@@ -60,6 +62,7 @@ class RetrievalConfig(BaseModel):
     neighbour_weight: float = Field(0.5, ge=0)
     neighbour_window: int = Field(2, ge=0, le=50)
     date_terms: bool = True
+    source_terms: bool = True
 
     @field_validator("weights")
     @classmethod

@@ -175,7 +175,7 @@ class FileSystemLongTermMemory(BaseLongTermMemory[_Read]):
             return fact if fact.is_active(now) else None
 
         if "bm25" in legs:
-            hits = index.bm25(self.retrieval.date_terms).search(tokenize(query), depth)
+            hits = index.bm25(self.retrieval).search(tokenize(query), depth)
             leg_hits["bm25"] = [
                 LegHit(f.id, h.score, f.session_id, f.created_at)
                 for h in hits

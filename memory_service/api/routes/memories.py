@@ -20,6 +20,7 @@ from memory_service.api.schemas.memories import (
 )
 from memory_service.limits import MAX_CURSOR_CHARS, MAX_FACT_ID_CHARS, MAX_PAGE_SIZE
 from memory_service.pipeline.erasure import erase_facts, erase_user
+from memory_service.pipeline.provenance import check_source_sessions
 
 router = APIRouter(prefix="/v1", tags=["memories"])
 
@@ -28,11 +29,15 @@ UserPath = Annotated[UserId, Path(description="the user whose memories these are
 
 
 @router.post("/memories", response_model=RecordResponse)
-def record_memories(body: RecordRequest, principal: PrincipalDep, memory: LongTermDep):
-    """Record facts. Idempotent: the same text twice is one fact (``duplicate``); a fact with
-    the ``key`` of an active fact replaces it (``superseded``). All or nothing."""
+def record_memories(body: RecordRequest, principal: PrincipalDep, services: ServicesDep):
+    """Record facts. Idempotent: the same text twice is one fact (``duplicate``, its first
+    ``source`` kept); a fact with the ``key`` of an active fact replaces it (``superseded``).
+    A ``source`` says where the fact came from (its session must be the user's). All or
+    nothing."""
     ctx = user_context(principal, body.user_id, body.session_id)
-    results = memory.record(ctx, [f.to_fact(body.session_id) for f in body.facts])
+    facts = [f.to_fact(body.session_id) for f in body.facts]
+    check_source_sessions(services.shortterm, ctx, facts)
+    results = services.longterm.record(ctx, facts)
     return RecordResponse.model_validate({"results": results})
 
 

@@ -6,11 +6,19 @@ from collections.abc import Mapping
 from datetime import datetime
 from typing import Annotated, Literal
 
-from pydantic import AfterValidator, AliasPath, BeforeValidator, Field
+from pydantic import AfterValidator, AliasPath, BeforeValidator, Field, model_validator
 
-from memory_service.api.schemas.common import Out, SessionId, Strict, UserId, max_bytes
+from memory_service.api.schemas.common import (
+    Out,
+    SessionId,
+    Strict,
+    UserId,
+    coded,
+    max_bytes,
+)
 from memory_service.config import LEGS, Mode
-from memory_service.facts import Fact, FactKind
+from memory_service.errors import InvalidInputError
+from memory_service.facts import Fact, FactKind, Source
 from memory_service.limits import (
     MAX_CONFIDENCE,
     MAX_FACT_TEXT_BYTES,
@@ -19,6 +27,8 @@ from memory_service.limits import (
     MAX_KEY_CHARS,
     MAX_QUERY_BYTES,
     MAX_SOURCE_CHARS,
+    MAX_SOURCE_MESSAGES,
+    MAX_SOURCE_TEXT_BYTES,
     MAX_TAG_CHARS,
     MAX_TAGS,
     MAX_THRESHOLD,
@@ -33,6 +43,40 @@ Query = Annotated[str, Field(min_length=1), AfterValidator(max_bytes(MAX_QUERY_B
 Tag = Annotated[str, Field(min_length=1, max_length=MAX_TAG_CHARS)]
 
 
+class SourceIn(Strict):
+    """Where a fact came from: ``origin`` (a label such as ``chat`` or ``crm``), the session
+    and the messages' sequence numbers in it, and what was said (``text``, at most
+    ``MAX_SOURCE_TEXT_BYTES``, no control characters but newline and tab), which recall
+    searches beside the fact. ``session_id`` must name one of the user's own sessions."""
+
+    origin: Annotated[str, Field(min_length=1, max_length=MAX_SOURCE_CHARS)] | None = None
+    session_id: SessionId | None = None
+    messages: Annotated[
+        list[Annotated[int, Field(ge=0)]], Field(max_length=MAX_SOURCE_MESSAGES)
+    ] = []
+    text: Annotated[str, Field(min_length=1, max_length=MAX_SOURCE_TEXT_BYTES)] | None = None
+
+    @model_validator(mode="after")
+    def _as_the_service_checks(self) -> SourceIn:
+        try:
+            self.to_source().validate()
+        except InvalidInputError as exc:
+            raise coded(exc) from None
+        return self
+
+    def to_source(self) -> Source:
+        return Source(self.origin, self.session_id, tuple(self.messages), self.text)
+
+
+class SourceOut(Out):  # a facts.Source
+    """Where the fact came from (null fields: not known)."""
+
+    origin: str | None
+    session_id: str | None
+    messages: list[int]
+    text: str | None
+
+
 class FactIn(Strict):
     text: FactText
     key: Annotated[str, Field(min_length=1, max_length=MAX_KEY_CHARS)] | None = None
@@ -40,13 +84,16 @@ class FactIn(Strict):
     importance: Annotated[int, Field(ge=MIN_IMPORTANCE, le=MAX_IMPORTANCE)] = 5
     confidence: Annotated[float, Field(ge=MIN_CONFIDENCE, le=MAX_CONFIDENCE)] = 1.0
     tags: Annotated[list[Tag], Field(max_length=MAX_TAGS)] = []
-    source: Annotated[str, Field(max_length=MAX_SOURCE_CHARS)] | None = None
+    source: SourceIn | Annotated[str, Field(min_length=1, max_length=MAX_SOURCE_CHARS)] | None = (
+        Field(None, description="provenance; a plain string is the origin label (as before)")
+    )
     expires_at: datetime | None = None
 
     def to_fact(self, session_id: str | None) -> Fact:
         """The fact to record; id, hash and creation time are derived when it is."""
-        fields = self.model_dump(exclude={"tags"})
-        return Fact(**fields, tags=tuple(self.tags), session_id=session_id)
+        fields = self.model_dump(exclude={"tags", "source"})
+        source = self.source.to_source() if isinstance(self.source, SourceIn) else self.source
+        return Fact(**fields, tags=tuple(self.tags), source=source, session_id=session_id)
 
 
 class RecordRequest(Strict):
@@ -92,7 +139,7 @@ class FactOut(Out):  # a facts.Fact (its content_hash stays inside)
     importance: int
     confidence: float
     tags: list[str]
-    source: str | None
+    source: SourceOut | None
     session_id: str | None
     created_at: datetime | None
     expires_at: datetime | None
@@ -122,6 +169,8 @@ class Hit(Out):  # a facts.Recall: its fact's fields, flat
     kind: str = Field(validation_alias=_of_fact("kind"))
     importance: int = Field(validation_alias=_of_fact("importance"))
     tags: list[str] = Field(validation_alias=_of_fact("tags"))
+    source: SourceOut | None = Field(validation_alias=_of_fact("source"))
+    session_id: str | None = Field(validation_alias=_of_fact("session_id"))
     created_at: datetime | None = Field(validation_alias=_of_fact("created_at"))
 
 
