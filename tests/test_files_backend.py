@@ -85,7 +85,15 @@ def test_memory_md_facts_are_recalled(files_memory):
 )
 def test_hostile_text_round_trips_through_the_ledger(files_memory, text):
     fid = files_memory.record(
-        ALICE, [Fact(text, key="k-->\n<!--", tags=("a\nb", "-->"), source=Source("x-->", text="x\ny <!-- -->"))]
+        ALICE,
+        [
+            Fact(
+                text,
+                key="k-->\n<!--",
+                tags=("a\nb", "-->"),
+                source=Source("x-->", text="x\ny <!-- -->"),
+            )
+        ],
     )[0].id
     [ledger] = _ledgers(files_memory)
     lines = ledger.read_text().split("\n")

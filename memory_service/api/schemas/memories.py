@@ -68,6 +68,11 @@ class SourceIn(Strict):
         return Source(self.origin, self.session_id, tuple(self.messages), self.text)
 
 
+def _label_as_origin(value: object) -> object:
+    """A plain string ``source`` (the field's form before provenance) is the origin label."""
+    return {"origin": value} if isinstance(value, str) else value
+
+
 class SourceOut(Out):  # a facts.Source
     """Where the fact came from (null fields: not known)."""
 
@@ -84,15 +89,15 @@ class FactIn(Strict):
     importance: Annotated[int, Field(ge=MIN_IMPORTANCE, le=MAX_IMPORTANCE)] = 5
     confidence: Annotated[float, Field(ge=MIN_CONFIDENCE, le=MAX_CONFIDENCE)] = 1.0
     tags: Annotated[list[Tag], Field(max_length=MAX_TAGS)] = []
-    source: SourceIn | Annotated[str, Field(min_length=1, max_length=MAX_SOURCE_CHARS)] | None = (
-        Field(None, description="provenance; a plain string is the origin label (as before)")
+    source: Annotated[SourceIn | None, BeforeValidator(_label_as_origin)] = Field(
+        None, description="provenance; a plain string is taken as the origin label (as before)"
     )
     expires_at: datetime | None = None
 
     def to_fact(self, session_id: str | None) -> Fact:
         """The fact to record; id, hash and creation time are derived when it is."""
         fields = self.model_dump(exclude={"tags", "source"})
-        source = self.source.to_source() if isinstance(self.source, SourceIn) else self.source
+        source = self.source.to_source() if self.source is not None else None
         return Fact(**fields, tags=tuple(self.tags), source=source, session_id=session_id)
 
 
