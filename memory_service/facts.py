@@ -227,6 +227,10 @@ class Fact:
         """Validated copy with derived hash and id, creation time and session filled in."""
         self.validate()
         text_hash = content_hash(self.text)
+        session_id = self.session_id or ctx.session_id
+        source = self.source
+        if source is not None and source.session_id is None and session_id is not None:
+            source = replace(source, session_id=session_id)  # it came from this session
         return replace(
             self,
             content_hash=text_hash,
@@ -234,7 +238,8 @@ class Fact:
             created_at=parse_time(self.created_at) or now or utcnow(),
             expires_at=parse_time(self.expires_at),
             valid_to=parse_time(self.valid_to),
-            session_id=self.session_id or ctx.session_id,
+            session_id=session_id,
+            source=source,
             tags=tuple(dict.fromkeys(self.tags)),
         )
 

@@ -1,7 +1,10 @@
 """``--scale N``: N facts over many users in one backend, then retrieve latency in-process and
 over HTTP, record throughput and peak memory.
 
-Facts come from the synthetic bank with dates to keep them distinct; queries are questions
+Facts come from the synthetic bank with dates to keep them distinct, each with a source text
+(unless ``--no-source``): the message it came from, here its own text and the next fact's, as
+a message often says more than one thing (the length the lexical leg then indexes); queries
+are questions
 about each user's slot facts, sampled with a fixed seed. The first query per user is timed on
 its own (it builds that user's index); the latency figures after it are steady state, each
 query asked in every mode in-process and over HTTP, interleaved. ``qps`` is serial: one caller,
@@ -35,7 +38,7 @@ from memory_service.bench.runner import TENANT, WARM_UP_QUERY
 from memory_service.config import Settings
 from memory_service.context import RuntimeContext
 from memory_service.errors import MemoryServiceError
-from memory_service.facts import Fact
+from memory_service.facts import Fact, Source, clip_source_text
 from memory_service.progress import Progress
 
 log = logging.getLogger("memory_service.bench")
@@ -63,7 +66,17 @@ def _latency(values: Sequence[float]) -> dict:
     }
 
 
-def _record(services, counts: list[int], batch_size: int, seed: int, show: bool):
+def scale_facts(texts: Sequence[str], with_source: bool) -> list[Fact]:
+    """The user's facts; with a source, each fact's message is its text and the next one's."""
+    if not with_source:
+        return [Fact(t) for t in texts]
+    return [
+        Fact(t, source=Source("scale", text=clip_source_text(f"{t} {texts[(i + 1) % len(texts)]}")))
+        for i, t in enumerate(texts)
+    ]
+
+
+def _record(services, counts: list[int], batch_size: int, seed: int, show: bool, with_source: bool):
     questions: dict[int, list[str]] = {}
     record_s = 0.0
     with Progress(sum(counts), "scale: record", enabled=show) as bar:
@@ -71,8 +84,9 @@ def _record(services, counts: list[int], batch_size: int, seed: int, show: bool)
             texts, asked = scale_texts(user, count, seed=seed)
             questions[user] = asked
             ctx = _user(user)
-            for start in range(0, len(texts), batch_size):
-                batch = [Fact(t) for t in texts[start : start + batch_size]]
+            facts = scale_facts(texts, with_source)
+            for start in range(0, len(facts), batch_size):
+                batch = facts[start : start + batch_size]
                 began = time.perf_counter()
                 services.longterm.record(ctx, batch)
                 record_s += time.perf_counter() - began
@@ -150,6 +164,7 @@ def run_scale(
     workdir: Path | None = None,
     seed: int = 7,
     show_progress: bool = True,
+    with_source: bool = True,
 ) -> dict:
     """Fill one backend with ``facts`` facts over ``users`` users and measure it."""
     if facts < 1 or not 1 <= users <= facts:
@@ -166,7 +181,9 @@ def run_scale(
         services = build_services(settings_for(settings, Path(tmp)), embedder=embedder)
         try:
             counts = _counts(facts, users)
-            questions, record_s = _record(services, counts, batch_size, seed, show_progress)
+            questions, record_s = _record(
+                services, counts, batch_size, seed, show_progress, with_source
+            )
             rss_after_ingest = peak_rss_mb()
             rng = random.Random(seed)
             pairs = [
@@ -193,6 +210,7 @@ def run_scale(
         "facts": facts,
         "users": users,
         "facts_per_user": facts / users,
+        "source": with_source,
         "batch_size": batch_size,
         "queries": len(pairs),
         "top_k": top_k,

@@ -98,6 +98,12 @@ def register(sub: argparse._SubParsersAction) -> None:
         default="speaker",
         help="locomo turns: 'Name: text' (default), the text alone, or with the image caption",
     )
+    p.add_argument(
+        "--no-source",
+        action="store_true",
+        help="record facts without their provenance (locomo facts: the source turns' text; "
+        "--scale: a source message per fact), for comparison",
+    )
     p.add_argument("--seed", type=int, default=7, help="synthetic data seed (default 7)")
     p.add_argument(
         "--users",
@@ -165,6 +171,8 @@ def command_line(args: argparse.Namespace, preset: str | None = None) -> str:
         if args.turn_text != "speaker":
             parts += ["--turn-text", args.turn_text]
         parts += ["--k", ",".join(map(str, args.k))]
+    if getattr(args, "no_source", False):
+        parts += ["--no-source"]
     parts += ["--modes", ",".join(args.modes)]
     for flag, value in (("--backend", args.backend), ("--preset", args.preset)):
         if value:
@@ -234,6 +242,7 @@ def run(args: argparse.Namespace) -> int:
             users=args.users,
             seed=args.seed,
             turn_text=args.turn_text,
+            with_source=not args.no_source,
         ).limited(args.limit_conversations)
     if args.embedders and dataset is not None:
         raise BenchInputError("--embedders needs --scale")
@@ -284,6 +293,7 @@ def _scale(args: argparse.Namespace, settings, embedder) -> dict:
         "workdir": args.workdir,
         "seed": args.seed,
         "show_progress": not args.no_progress,
+        "with_source": not args.no_source,
     }
     if embedder is None:
         return run_scale_per_embedder(settings, args.embedders, **options)
