@@ -116,6 +116,7 @@ def test_bench_scale_measures_in_process_and_over_http(tmp_path: Path):
     doc = json.loads(out.read_text())
     assert doc["dataset"] == "scale" and doc["facts"] == 40 and doc["users"] == 4
     assert doc["ingest_per_s"] > 0 and doc["peak_rss_mb"] > 0
+    assert doc["source"] is True  # each fact with a source message, unless --no-source
     for result in doc["results"]:
         assert result["latency_ms"]["p95"] >= result["latency_ms"]["p50"] > 0
         assert result["http_latency_ms"]["p95"] >= result["http_latency_ms"]["p50"] > 0
@@ -222,6 +223,23 @@ def test_command_line_names_the_baseline_only_when_not_the_default(argv, preset,
         assert "--baseline-preset" not in line
     else:
         assert line.endswith(f"--baseline-preset {shown}")
+
+
+def test_command_line_says_when_provenance_was_left_out():
+    bare = build_parser().parse_args(["bench", "--dataset", "locomo", "--no-source"])
+    assert "--no-source" in command_line(bare, "hybrid")
+    assert "--no-source" not in command_line(build_parser().parse_args(["bench"]), "hybrid")
+
+
+def test_scale_facts_carry_a_source_message_unless_left_out():
+    from memory_service.bench.scale import scale_facts
+
+    facts = scale_facts(["Likes tea", "Rows on Sundays"], with_source=True)
+    assert [f.source.text for f in facts] == [
+        "Likes tea Rows on Sundays",
+        "Rows on Sundays Likes tea",
+    ]
+    assert [f.source for f in scale_facts(["Likes tea"], with_source=False)] == [None]
 
 
 # --- the targets, judged on hand-written result documents --------------------------------------
