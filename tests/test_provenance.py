@@ -272,3 +272,22 @@ def test_the_flush_numbers_its_transcript_and_records_the_cited_messages(
     }
     hit = longterm.retrieve(ctx, "keep answers short", 1, mode="bm25")[0]
     assert hit.fact.text == "The user is allergic to peanuts."  # its source said so
+
+
+# -- memory_save: the user's message of the turn ---------------------------------------------
+
+
+def test_memory_save_records_the_users_message_as_its_source(longterm, workspace):
+    from memory_service.messages import MEMORY_SAVE, ToolCall
+    from memory_service.tools import MemoryTools
+
+    ctx = RuntimeContext("acme", "alice", "s1")
+    tools = MemoryTools(workspace, longterm)
+    said = Msg.user("Remember that I\tam vegetarian\x07 now, please.").with_seq(7)
+    call = ToolCall("call_1", MEMORY_SAVE, json.dumps({"text": "The user is vegetarian."}))
+    outcome = tools.run(ctx, call, said=said)
+    assert outcome.ok, outcome.text
+    [fact] = longterm.list(ctx).items
+    assert fact.source == Source(
+        "memory_save", "s1", (7,), "Remember that I am vegetarian now, please."
+    )
