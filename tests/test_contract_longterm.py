@@ -218,7 +218,8 @@ def test_metadata_round_trips(memory):
         0.5,
     )
     assert stored.tags == ("work", "wiki")
-    assert (stored.source, stored.session_id) == (Source("chat"), "s-1")  # a string: the origin
+    # a string is the origin; a source without a session is the fact's session's
+    assert (stored.source, stored.session_id) == (Source("chat", "s-1"), "s-1")
     assert stored.created_at is not None and stored.content_hash == content_hash(fact.text)
 
 
