@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import argparse
 import logging
-from datetime import timedelta
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
@@ -25,8 +24,8 @@ def run(args: argparse.Namespace) -> int:
     from memory_service.api import create_app
     from memory_service.api.keys import load_key_ring
     from memory_service.commands.common import settings_from
-    from memory_service.pipeline.scheduler import MemoryMaintenanceScheduler, known_users
-    from memory_service.services import build_services
+    from memory_service.mcp_server.http import mount_mcp
+    from memory_service.services import build_scheduler, build_services
 
     settings = settings_from(args)
     host = args.host or settings.api.host
@@ -35,17 +34,16 @@ def run(args: argparse.Namespace) -> int:
     keys = load_key_ring(settings)
     services = build_services(settings)
     app = create_app(services, keys.ring)
+    mount_mcp(app, services, keys.ring, host=host)
     print(banner(f"http://{host}:{port}", services.describe_storage(), keys), flush=True)
-    scheduler = MemoryMaintenanceScheduler(
-        app.state.maintenance,
-        lambda: known_users(settings.workspace, services.longterm, keys.ring.tenants()),
-        interval=timedelta(hours=_interval_hours(settings)),
-    )
+    scheduler = build_scheduler(services, app.state.maintenance, keys.ring.tenants)
     scheduler.start()
     config = uvicorn.Config(app, host=host, port=port, log_level="info")
     # The banner says where it listens: uvicorn's own start and stop lines would repeat it.
     # Its warnings and errors (a port in use) still show, and so does the access log.
     logging.getLogger("uvicorn.error").setLevel(logging.WARNING)
+    # and the MCP session manager's start and stop lines (at /mcp) would join them
+    logging.getLogger("mcp.server.streamable_http_manager").setLevel(logging.WARNING)
     try:
         uvicorn.Server(config).run()
     finally:
@@ -64,7 +62,3 @@ def banner(url: str, storage: str, keys: KeySource) -> str:
             "(role admin)"
         )
     return f"memory-service listening on {url} (docs: {url}/docs) | {storage} | API keys: {origin}"
-
-
-def _interval_hours(settings) -> float:
-    return float(settings.memory.maintenance_interval_hours)

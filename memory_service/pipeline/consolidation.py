@@ -198,7 +198,7 @@ class Consolidator:
         messages = [{"role": "system", "content": system}, {"role": "user", "content": user}]
         usage = Usage()
         for attempt in range(2):
-            reply = self.model.complete(messages, temperature=0.0)
+            reply = self.model.complete(messages, temperature=0.0, max_tokens=self.max_tokens)
             usage = usage + reply.usage
             text = _strip_fences(reply.text or "")
             if memory_bullets(text):
