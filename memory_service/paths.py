@@ -3,6 +3,7 @@
     <workspace>/api-keys.json          API keys (development default)
     <workspace>/qdrant/                Qdrant Edge folders (default MEMORY_QDRANT__PATH)
     <workspace>/tenants/<tenant>/usage.json  token usage of the tenant's LLM calls
+    <workspace>/tenants/<tenant>/erased/<digest>.json  an erased user's tombstone (no user id)
     <workspace>/tenants/<tenant>/users/<user>/
         MEMORY.md                      consolidated long-term memory
         memory/YYYY-MM-DD.md           daily ledgers (facts as Markdown bullets)
@@ -14,6 +15,9 @@
         state/<session>.json (+ .lock) short-term AgentState
         tool-results/<session>/<id>.txt  evicted tool results
         dead-letters/flush.jsonl       flushes that failed (messages kept for a replay)
+    <workspace>/tenants/<tenant>/agents/<agent>/   an agent's shared long-term memory
+    <workspace>/tenants/<tenant>/shared/           the tenant's shared long-term memory
+        (each: MEMORY.md, memory/, .index/, .memory.lock, .maintenance.json, as a user's)
 
 Ids are validated by ``RuntimeContext`` before they get here; ``UserPaths`` checks again that
 every path stays inside the user's folder.
@@ -21,6 +25,7 @@ every path stays inside the user's folder.
 
 from __future__ import annotations
 
+import hashlib
 from dataclasses import dataclass
 from datetime import date
 from pathlib import Path
@@ -56,9 +61,22 @@ class WorkspacePaths:
     def users_dir(self, tenant_id: str) -> Path:
         return self.tenant_root(tenant_id) / "users"
 
+    def agents_dir(self, tenant_id: str) -> Path:
+        """The tenant's agents' shared memories, a folder per agent (beside ``users/``)."""
+        return self.tenant_root(tenant_id) / "agents"
+
+    def shared_dir(self, tenant_id: str) -> Path:
+        """The tenant's own shared memory (the ``tenant`` scope)."""
+        return self.tenant_root(tenant_id) / "shared"
+
     def usage_file(self, tenant_id: str) -> Path:
         """The tenant's token usage, shared by its users."""
         return self.tenant_root(tenant_id) / "usage.json"
+
+    def tombstone(self, tenant_id: str, user_id: str) -> Path:
+        """The erased user's tombstone, named by a digest so the file names no user."""
+        digest = hashlib.sha256(validate_id(user_id, "user_id").encode()).hexdigest()[:32]
+        return self.tenant_root(tenant_id) / "erased" / f"{digest}.json"
 
     def all_state_files(self) -> list[Path]:
         """Every session-state file of every user (the TTL sweep)."""
@@ -67,13 +85,18 @@ class WorkspacePaths:
 
 @dataclass(frozen=True, slots=True)
 class UserPaths:
+    """The files of one memory owner: a user (the default), or, for a context in the agent
+    or tenant scope, that agent's or the tenant's folder (long-term files only live there)."""
+
     workspace: Path
     tenant_id: str
     user_id: str
+    scope: str = "user"
+    agent_id: str | None = None
 
     @classmethod
     def of(cls, workspace: Path, ctx: RuntimeContext) -> UserPaths:
-        return cls(Path(workspace), ctx.tenant_id, ctx.user_id)
+        return cls(Path(workspace), ctx.tenant_id, ctx.user_id, ctx.scope, ctx.agent_id)
 
     @property
     def tenant_root(self) -> Path:
@@ -81,6 +104,11 @@ class UserPaths:
 
     @property
     def root(self) -> Path:
+        workspace = WorkspacePaths(self.workspace)
+        if self.scope == "agent":
+            return workspace.agents_dir(self.tenant_id) / validate_id(self.agent_id, "agent_id")
+        if self.scope == "tenant":
+            return workspace.shared_dir(self.tenant_id)
         return self.tenant_root / "users" / validate_id(self.user_id, "user_id")
 
     @property
@@ -109,8 +137,17 @@ class UserPaths:
         """A copy of MEMORY.md taken before consolidation rewrote it."""
         return self.archive_dir / f"MEMORY.{stamp}.md"
 
+    @property
+    def index_dir(self) -> Path:
+        """Derived per-user index files (the vector caches of every embedding model)."""
+        return self.root / ".index"
+
     def vector_cache(self, model_slug: str) -> Path:
-        return self.root / ".index" / f"vectors-{model_slug}.npz"
+        return self.index_dir / f"vectors-{model_slug}.npz"
+
+    def vector_caches(self) -> list[Path]:
+        """The vector caches of every model, in name order."""
+        return sorted(self.index_dir.glob("vectors-*.npz"))
 
     @property
     def lock_file(self) -> Path:

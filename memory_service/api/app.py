@@ -9,7 +9,15 @@ from memory_service.api.body_size import BodySizeLimit
 from memory_service.api.content_type import require_json_body
 from memory_service.api.errors import install_error_handlers
 from memory_service.api.keys import ApiKeyRing
-from memory_service.api.routes import chat, maintenance, memories, sessions, transfer, usage
+from memory_service.api.routes import (
+    chat,
+    maintenance,
+    memories,
+    sessions,
+    transfer,
+    usage,
+    users,
+)
 from memory_service.api.schemas.common import Health
 from memory_service.services import Services, build_maintenance
 
@@ -20,6 +28,7 @@ ROUTERS = [
     chat.router,
     usage.router,
     transfer.router,
+    users.router,
 ]
 
 

@@ -24,7 +24,7 @@ from indexing.embeddings import Embedder
 from indexing.hashing import content_hash
 from indexing.tokenize import tokenize
 from memory_service.config.retrieval import Leg
-from memory_service.context import RuntimeContext
+from memory_service.context import RuntimeContext, scope_context
 from memory_service.facts import Fact, fact_id, utcnow
 from memory_service.fsutil import fsync_dir, read_text, write_atomically
 from memory_service.longterm.files_index import UserIndex, UserIndexes, ledger_files
@@ -35,6 +35,7 @@ from memory_service.longterm.store import NO_CANDIDATES, BaseLongTermMemory, Can
 from memory_service.longterm.vector_cache import add_vectors
 from memory_service.longterm.vector_cache import cache_path as vector_cache_path
 from memory_service.paths import UserPaths, WorkspacePaths
+from memory_service.tombstones import Tombstones
 
 LEDGER_HEADER = "# Memory ledger {day}\n\n"
 
@@ -60,7 +61,9 @@ class FileSystemLongTermMemory(BaseLongTermMemory[_Read]):
         retrieval: RetrievalConfig | None = None,
         clock: Callable[[], datetime] = utcnow,
     ) -> None:
-        super().__init__(embedder, retrieval=retrieval, clock=clock)
+        super().__init__(
+            embedder, retrieval=retrieval, clock=clock, tombstones=Tombstones(workspace)
+        )
         self.workspace = Path(workspace)
         self._indexes = UserIndexes()
 
@@ -91,7 +94,7 @@ class FileSystemLongTermMemory(BaseLongTermMemory[_Read]):
         content = read_text(path)
         replacements: dict[int, Fact | None] = {}
         for line in parse_ledger(content, default_created_at=None) if changes else ():
-            fid = fact_id(ctx.tenant_id, ctx.user_id, content_hash(line.fact.text))
+            fid = fact_id(ctx.tenant_id, ctx.owner, content_hash(line.fact.text))
             if fid in changes:
                 replacements[line.line_no] = changes[fid]
         if replacements or append:
@@ -189,9 +192,11 @@ class FileSystemLongTermMemory(BaseLongTermMemory[_Read]):
                 if (f := live(h.index)) is not None
             ]
         if "dense" in legs:
-            query_vector = self._embedder.embed([query])[0]
+            query_vector = self._query_vector(query)
             cache_file = vector_cache_path(self.paths(ctx), self._embedder)
             sims = index.matrix(self._embedder, cache_file) @ query_vector
+            if self._tombstones is not None and self._tombstones.refuses(ctx):
+                cache_file.unlink(missing_ok=True)  # read before an erase: not to be kept
             order = np.argsort(-sims, kind="stable")[:depth]
             leg_hits["dense"] = [
                 LegHit(f.id, float(sims[i]), f.session_id, f.created_at)
@@ -199,6 +204,11 @@ class FileSystemLongTermMemory(BaseLongTermMemory[_Read]):
                 if sims[i] >= threshold and (f := live(int(i))) is not None
             ]
         return Candidates(leg_hits, lambda fid: index.by_id[fid].fact)
+
+    def _open_keys(self, ctx: RuntimeContext, keys: Sequence[str], now: datetime) -> set[str]:
+        wanted = set(keys)
+        stored = self._index(ctx).stored
+        return {s.fact.key for s in stored if s.fact.key in wanted and s.fact.is_active(now)}
 
     def _get(self, ctx: RuntimeContext, ids: Sequence[str]) -> Mapping[str, Fact]:
         by_id = self._index(ctx).by_id
@@ -247,10 +257,32 @@ class FileSystemLongTermMemory(BaseLongTermMemory[_Read]):
             self._indexes.invalidate(ctx)
         return count
 
+    def _archived_facts(self, paths: UserPaths) -> int:
+        """Facts in the archived ledgers (moved out of recall, still the user's)."""
+        archived = sorted(paths.archive_dir.glob("*.md")) if paths.archive_dir.is_dir() else []
+        return sum(
+            len(parse_ledger(read_text(p), default_created_at=None))
+            for p in archived
+            if not p.name.startswith("MEMORY.")  # MEMORY.md snapshots are not ledgers
+        )
+
+    def count_user(self, ctx: RuntimeContext) -> int:
+        paths = self.paths(ctx)
+        if not paths.root.is_dir():
+            return 0  # reading must not create the folder of a user who has none
+        return super().count_user(ctx) + self._archived_facts(paths)
+
+    def erase_user(self, ctx: RuntimeContext) -> int:
+        """Every ledger of the user, archived ones too (MEMORY.md and the vector cache go
+        with them, as in ``forget``); how many facts they held."""
+        paths = self.paths(ctx)
+        archived = self._archived_facts(paths) if paths.root.is_dir() else 0
+        return archived + self.forget(ctx)  # under the user's write lock
+
     def _release(self) -> None:
         self._indexes.clear()
 
-    # -- capabilities: SettlesLedgers, ArchivesLedgers, ListsUsers -------------------------
+    # -- capabilities: SettlesLedgers, ArchivesLedgers, ListsUsers, ListsAgents ------------
 
     def settle_ledgers(self, ctx: RuntimeContext) -> dict[str, int]:
         """Write down what reading resolves on the fly, so the files say what recall does:
@@ -270,7 +302,7 @@ class FileSystemLongTermMemory(BaseLongTermMemory[_Read]):
                 content = read_text(path)
                 changes: dict[int, Fact | None] = {}
                 for line in parse_ledger(content, default_created_at=None):
-                    fid = fact_id(ctx.tenant_id, ctx.user_id, content_hash(line.fact.text))
+                    fid = fact_id(ctx.tenant_id, ctx.owner, content_hash(line.fact.text))
                     effective = index.by_id[fid].fact if fid in index.by_id else None
                     if fid in seen:
                         changes[line.line_no] = None
@@ -327,5 +359,20 @@ class FileSystemLongTermMemory(BaseLongTermMemory[_Read]):
             except ValueError:  # not a user folder (InvalidIdError)
                 continue
             if ledger_files(paths):
+                found.append(folder.name)
+        return found
+
+    def agents(self, tenant_id: str) -> list[str]:
+        """Agents of ``tenant_id`` that have shared memory files (export, maintenance)."""
+        agents_dir = WorkspacePaths(self.workspace).agents_dir(tenant_id)
+        if not agents_dir.is_dir():
+            return []
+        found = []
+        for folder in sorted(p for p in agents_dir.iterdir() if p.is_dir()):
+            try:
+                ctx = scope_context(tenant_id, "agent", folder.name)
+            except ValueError:  # not an agent folder (InvalidIdError)
+                continue
+            if ledger_files(self.paths(ctx)):
                 found.append(folder.name)
         return found

@@ -48,6 +48,7 @@ from memory_service.longterm.qdrant_engine import (
     DENSE,
     SPARSE,
     QdrantEngine,
+    RewritesDeleted,
     ScoredHit,
     StoredPoint,
     UserFilter,
@@ -58,6 +59,7 @@ from memory_service.longterm.recording import RecordPlan
 from memory_service.longterm.retrieval import LegHit, RetrievalConfig, fact_terms
 from memory_service.longterm.store import BaseLongTermMemory, Candidates, StoredFacts
 from memory_service.paths import WorkspacePaths
+from memory_service.tombstones import Tombstones
 
 _LOCK_STRIPES = 64
 
@@ -79,8 +81,9 @@ class QdrantLongTermMemory(BaseLongTermMemory[_Read]):
         *,
         retrieval: RetrievalConfig | None = None,
         clock: Callable[[], datetime] = utcnow,
+        tombstones: Tombstones | None = None,
     ) -> None:
-        super().__init__(embedder, retrieval=retrieval, clock=clock)
+        super().__init__(embedder, retrieval=retrieval, clock=clock, tombstones=tombstones)
         self.engine = engine
         self._locks = [threading.Lock() for _ in range(_LOCK_STRIPES)]
 
@@ -96,7 +99,7 @@ class QdrantLongTermMemory(BaseLongTermMemory[_Read]):
         return document_vector(fact_terms(fact, config), avg_len=avg_len)
 
     def _write_lock(self, ctx: RuntimeContext) -> threading.Lock:
-        return self._locks[hash((ctx.tenant_id, ctx.user_id)) % _LOCK_STRIPES]
+        return self._locks[hash((ctx.tenant_id, ctx.owner)) % _LOCK_STRIPES]
 
     # -- BaseLongTermMemory hooks ---------------------------------------------------------
 
@@ -147,7 +150,7 @@ class QdrantLongTermMemory(BaseLongTermMemory[_Read]):
         now: datetime,
     ) -> Candidates:
         sparse = query_vector(tokenize(query)) if "bm25" in legs else None
-        dense = self._embedder.embed([query])[0].tolist() if "dense" in legs else None
+        dense = self._query_vector(query).tolist() if "dense" in legs else None
         results = self.engine.query(
             UserFilter.of(ctx, open_only=True, live_at=now),
             dense=dense,
@@ -174,6 +177,10 @@ class QdrantLongTermMemory(BaseLongTermMemory[_Read]):
                 for h in _ordered(hits)
             ]
         return Candidates(leg_hits, lambda fid: fact_of(fid, payloads[fid]))
+
+    def _open_keys(self, ctx: RuntimeContext, keys: Sequence[str], now: datetime) -> set[str]:
+        scope = UserFilter.of(ctx, keys=keys, open_only=True, live_at=now)
+        return {str(p.payload.get("key")) for p in self.engine.scroll(scope)}
 
     def _get(self, ctx: RuntimeContext, ids: Sequence[str]) -> Mapping[str, Fact]:
         return {
@@ -211,6 +218,18 @@ class QdrantLongTermMemory(BaseLongTermMemory[_Read]):
         with self._write_lock(ctx):
             return self._remove(UserFilter.of(ctx))
 
+    def count_user(self, ctx: RuntimeContext) -> int:
+        self._check_open()
+        return self.engine.count(UserFilter.of(ctx))
+
+    def erase_user(self, ctx: RuntimeContext) -> int:
+        """``forget``, then (an engine that keeps deleted payloads in its files) a rewrite of
+        the collection without them, every time: an erase that died before it left them."""
+        count = self.forget(ctx)
+        if isinstance(self.engine, RewritesDeleted):
+            self.engine.rewrite_without_deleted()
+        return count
+
     def _remove(self, scope: UserFilter) -> int:
         count = self.engine.count(scope)
         if count:
@@ -220,12 +239,17 @@ class QdrantLongTermMemory(BaseLongTermMemory[_Read]):
     def _release(self) -> None:
         self.engine.close()
 
-    # -- capabilities: ListsUsers ---------------------------------------------------------
+    # -- capabilities: ListsUsers, ListsAgents -------------------------------------------
 
     def users(self, tenant_id: str) -> list[str]:
         """Users of ``tenant_id`` with at least one stored fact (for export)."""
         self._check_open()
         return self.engine.users(validate_id(tenant_id, "tenant_id"))
+
+    def agents(self, tenant_id: str) -> list[str]:
+        """Agents of ``tenant_id`` with at least one shared fact (export, maintenance)."""
+        self._check_open()
+        return self.engine.agents(validate_id(tenant_id, "tenant_id"))
 
 
 def _ordered(hits: list[ScoredHit]) -> list[ScoredHit]:
@@ -266,4 +290,6 @@ def open_qdrant(
 
         root = settings.path if settings.path is not None else WorkspacePaths(workspace).qdrant_dir
         engine = EdgeEngine.acquire(Path(root) / settings.collection, embedder.dimension)
-    return QdrantLongTermMemory(engine, embedder, retrieval=retrieval)
+    return QdrantLongTermMemory(
+        engine, embedder, retrieval=retrieval, tombstones=Tombstones(workspace)
+    )

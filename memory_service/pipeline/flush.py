@@ -242,7 +242,7 @@ class MemoryFlushManager:
             reply=reply,
             at=self._clock(),
         )
-        letters.append(record)
+        letters.append(record, ctx)  # refused once the user is erased: nothing to keep
         result.dead_letter = letters.relative
         log.error(
             "flush of %s/%s/%s failed (%s); %d messages kept in %s",

@@ -1,4 +1,4 @@
-"""Scheduled maintenance of one user's long-term memory, step by step, with counts.
+"""Scheduled maintenance of one user's (or one shared scope's) long-term memory, step by step.
 
 Steps, in order: exact duplicates (repeated ledger bullets), near-duplicates (SimHash), newest
 wins per key, expiry by importance, daily ledgers past retention to ``memory/archive/``, session
@@ -23,7 +23,7 @@ from filelock import FileLock, Timeout
 
 from indexing.hashing import content_hash
 from memory_service.context import RuntimeContext
-from memory_service.errors import BackendUnavailableError
+from memory_service.errors import BackendUnavailableError, UserErasedError
 from memory_service.facts import Fact, fact_id, parse_time, utcnow
 from memory_service.fsutil import read_text, remove_stale_temp_files, write_atomically
 from memory_service.longterm.base import ArchivesLedgers, LongTermMemory, SettlesLedgers
@@ -33,6 +33,7 @@ from memory_service.pipeline.consolidation import ConsolidationResult, Consolida
 from memory_service.pipeline.erasure import erase_facts
 from memory_service.pipeline.policy import ExpiryPolicy, plan_maintenance, plan_prune
 from memory_service.shortterm.session_log import delete_old_session_logs
+from memory_service.tombstones import Tombstones
 from memory_service.usage import UsageLedger
 
 log = logging.getLogger(__name__)
@@ -51,19 +52,37 @@ class MaintenanceSettings:
 
 @dataclass(slots=True)
 class MaintenanceReport:
-    """What one run did for one user: ``status`` ran | skipped_recent | busy | failed."""
+    """What one run did for one user (or one shared scope: ``scope`` agent | tenant, with
+    ``user_id`` None): ``status`` ran | skipped_recent | busy | failed."""
 
     tenant_id: str
-    user_id: str
+    user_id: str | None
     status: str
     counts: dict[str, int] = field(default_factory=dict)
     consolidation: ConsolidationResult | None = None
     error: str | None = None
+    scope: str = "user"
+    agent_id: str | None = None
+
+    @classmethod
+    def of(cls, ctx: RuntimeContext, status: str, **fields) -> MaintenanceReport:
+        user = ctx.user_id if ctx.scope == "user" else None
+        agent = ctx.agent_id if ctx.scope == "agent" else None
+        return cls(ctx.tenant_id, user, status, scope=ctx.scope, agent_id=agent, **fields)
+
+    @property
+    def owner(self) -> str:
+        """Whose memory, for messages: the user id, ``agent:<id>`` or ``tenant``."""
+        if self.scope == "agent":
+            return f"agent:{self.agent_id}"
+        return "tenant" if self.scope == "tenant" else str(self.user_id)
 
     def to_dict(self) -> dict:
         return {
             "tenant_id": self.tenant_id,
             "user_id": self.user_id,
+            "scope": self.scope,
+            "agent_id": self.agent_id,
             "status": self.status,
             "counts": dict(self.counts),
             "consolidation": self.consolidation.to_dict() if self.consolidation else None,
@@ -109,7 +128,11 @@ class MemoryMaintenance:
         """Every step for one user; ``consolidate=False`` leaves MEMORY.md alone (the
         scheduler's passes when ``disable_memory_hooks`` is on)."""
         paths = UserPaths.of(self.workspace, ctx)
-        report = MaintenanceReport(ctx.tenant_id, ctx.user_id, "ran")
+        report = MaintenanceReport.of(ctx, "ran")
+        tombstones = Tombstones(self.workspace)
+        if tombstones.refuses(ctx):  # erased since this pass began: nothing to maintain
+            report.status = "erased"
+            return report
         now = self._clock()
         last = self._last_run(paths)
         if not force and last is not None and now - last < self.settings.min_gap:
@@ -119,10 +142,28 @@ class MemoryMaintenance:
         try:
             with FileLock(str(paths.maintenance_lock), timeout=0):
                 self._run_steps(ctx, paths, now, report, consolidate=consolidate)
+                tombstones.check(ctx)  # under the lock an erase takes too
                 self._remember(paths, now, report)
         except Timeout:
             report.status = "busy"
+        except UserErasedError:
+            report.status = "erased"
         return report
+
+    def count_user(self, ctx: RuntimeContext) -> int:
+        """The user's maintenance marker (0 or 1)."""
+        return int(UserPaths.of(self.workspace, ctx).maintenance_state.is_file())
+
+    def erase_user(self, ctx: RuntimeContext) -> int:
+        """Delete the user's maintenance marker, after a run in progress; 0 or 1."""
+        paths = UserPaths.of(self.workspace, ctx)
+        if not paths.root.is_dir():
+            return 0
+        with FileLock(str(paths.maintenance_lock), timeout=120):
+            found = paths.maintenance_state.is_file()
+            paths.maintenance_state.unlink(missing_ok=True)
+        paths.maintenance_lock.unlink(missing_ok=True)
+        return int(found)
 
     def _run_steps(
         self,
@@ -169,9 +210,13 @@ class MemoryMaintenance:
             counts["consolidated"] = 0
             return
         try:
-            result = self.consolidator.consolidate(paths, all_facts(self.longterm, ctx), now)
+            result = self.consolidator.consolidate(
+                paths, all_facts(self.longterm, ctx), now, ctx=ctx
+            )
+        except UserErasedError:
+            raise  # erased meanwhile: the run stops (see ``run_user``)
         except Exception as exc:  # the LLM failed: MEMORY.md is untouched, report it
-            log.warning("consolidation failed for %s/%s: %s", ctx.tenant_id, ctx.user_id, exc)
+            log.warning("consolidation failed for %s/%s: %s", ctx.tenant_id, report.owner, exc)
             report.status = "failed"
             report.error = f"consolidation: {exc}"
             return
@@ -198,11 +243,12 @@ class MemoryMaintenance:
         """Consolidate one user's MEMORY.md now, under the per-user maintenance lock (a
         running maintenance answers ``BackendUnavailableError`` ``busy``); usage counted."""
         paths = UserPaths.of(self.workspace, ctx)
+        Tombstones(self.workspace).check(ctx)  # before the folder is made again
         paths.root.mkdir(parents=True, exist_ok=True)
         try:
             with FileLock(str(paths.maintenance_lock), timeout=0):
                 result = self.consolidator.consolidate(
-                    paths, all_facts(self.longterm, ctx), self._clock()
+                    paths, all_facts(self.longterm, ctx), self._clock(), ctx=ctx
                 )
         except Timeout:
             raise BackendUnavailableError(
@@ -232,7 +278,7 @@ class MemoryMaintenance:
         """Facts whose text is a MEMORY.md bullet: consolidated facts do not expire."""
         text = read_text(paths.memory_md)
         return {
-            fact_id(ctx.tenant_id, ctx.user_id, content_hash(line.fact.text))
+            fact_id(ctx.tenant_id, ctx.owner, content_hash(line.fact.text))
             for line in parse_ledger(text, default_created_at=None)
         }
 
