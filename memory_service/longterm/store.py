@@ -43,6 +43,7 @@ from memory_service.longterm.retrieval import (
     legs_for_mode,
     validate_query,
 )
+from memory_service.observe.telemetry import sink, timed_stage
 
 
 @dataclass(slots=True)
@@ -98,6 +99,17 @@ def utc_times(fact: Fact) -> Fact:
     )
 
 
+def _count_records(plan: RecordPlan) -> None:
+    """Records by status for the metrics; created and superseding facts are new facts."""
+    target = sink()
+    counts: dict[str, int] = {}
+    for result in plan.results:
+        counts[result.status] = counts.get(result.status, 0) + 1
+    for status, count in counts.items():
+        target.records(status, count)
+    target.facts_changed(counts.get("created", 0) + counts.get("superseded", 0))
+
+
 def is_hit(leg: str, score: float, threshold: float) -> bool:
     """What a leg's candidate must score to be a hit: the dense cosine at least ``threshold``;
     a BM25 score above 0, i.e. at least one shared term."""
@@ -137,6 +149,7 @@ class BaseLongTermMemory(ABC, Generic[S]):
             stored = self._read_for_record(ctx, stamped, now)
             plan = plan_record(stamped, stored.by_id, stored.open_by_key, now)
             self._write_record(ctx, plan, stored, dense_of, now)
+        _count_records(plan)
         return plan.results
 
     def retrieve(
@@ -151,6 +164,18 @@ class BaseLongTermMemory(ABC, Generic[S]):
         validate_query(query, top_k, threshold)
         legs = legs_for_mode(mode)
         self._check_open()
+        with timed_stage("retrieve"):
+            return self._retrieve(ctx, query, top_k, threshold, mode, legs)
+
+    def _retrieve(
+        self,
+        ctx: RuntimeContext,
+        query: str,
+        top_k: int,
+        threshold: float,
+        mode: Mode,
+        legs: tuple[Leg, ...],
+    ) -> list[Recall]:
         depth = self.retrieval.depth(top_k)
         found = self._candidates(ctx, query, legs, depth, float(threshold), self._clock())
         leg_hits = {
@@ -160,7 +185,8 @@ class BaseLongTermMemory(ABC, Generic[S]):
         }
         if not any(leg_hits.values()):
             return []
-        fused = fuse_legs(mode, leg_hits, self.retrieval, top_k)
+        with timed_stage("fusion"):
+            fused = fuse_legs(mode, leg_hits, self.retrieval, top_k)
         return [Recall(found.fact(h.id), h.score, h.ranks, h.scores) for h in fused]
 
     def get(self, ctx: RuntimeContext, ids: Sequence[str]) -> list[Fact]:
@@ -210,13 +236,17 @@ class BaseLongTermMemory(ABC, Generic[S]):
             return 0
         self._check_open()
         with self._write_lock(ctx):
-            return self._delete(ctx, wanted)
+            deleted = self._delete(ctx, wanted)
+        sink().facts_changed(-deleted)
+        return deleted
 
     def forget(self, ctx: RuntimeContext) -> int:
         """Every fact of ``ctx``'s user; the backend takes its write lock (and may skip it when
         the user has nothing stored)."""
         self._check_open()
-        return self._forget(ctx)
+        forgotten = self._forget(ctx)
+        sink().facts_changed(-forgotten)
+        return forgotten
 
     def close(self) -> None:
         """Release the backend. A later call raises ``BackendUnavailableError``, unless the

@@ -34,6 +34,7 @@ from filelock import FileLock, Timeout
 from memory_service.context import RuntimeContext
 from memory_service.fsutil import append_durably, write_bytes_atomically
 from memory_service.messages import Msg
+from memory_service.observe.telemetry import sink
 from memory_service.paths import UserPaths
 
 log = logging.getLogger(__name__)
@@ -292,6 +293,7 @@ class DeadLetterFile:
         self.path.parent.mkdir(parents=True, exist_ok=True)
         with self.lock():
             append_durably(self.path, record.to_json() + "\n")
+        sink().dead_letter("flush")
 
     def read(self, owner: RuntimeContext) -> DeadLetterRead:
         """The entries of ``owner`` (tenant and user; the session comes from each entry) and

@@ -27,6 +27,8 @@ from memory_service.facts import Fact, fact_id, parse_time, utcnow
 from memory_service.fsutil import read_text, remove_stale_temp_files, write_atomically
 from memory_service.longterm.base import ArchivesLedgers, LongTermMemory, SettlesLedgers
 from memory_service.longterm.ledger import parse_ledger
+from memory_service.observe.telemetry import sink
+from memory_service.observe.tracing import using_ids
 from memory_service.paths import UserPaths
 from memory_service.pipeline.consolidation import ConsolidationResult, Consolidator
 from memory_service.pipeline.policy import ExpiryPolicy, plan_maintenance
@@ -99,6 +101,20 @@ class MemoryMaintenance:
         self._clock = clock
 
     def run_user(self, ctx: RuntimeContext, *, force: bool = False) -> MaintenanceReport:
+        """Maintain one user (under the trace ``ctx`` carries, else the current one)."""
+        with using_ids(ctx.trace_id, ctx.span_id):
+            report = self._run_user(ctx, force=force)
+        sink().pipeline("maintenance", report.status)
+        log.info(
+            "maintenance of %s/%s: %s",
+            ctx.tenant_id,
+            ctx.user_id,
+            report.status,
+            extra={"tenant_id": ctx.tenant_id, "user_id": ctx.user_id, "status": report.status},
+        )
+        return report
+
+    def _run_user(self, ctx: RuntimeContext, *, force: bool) -> MaintenanceReport:
         paths = UserPaths.of(self.workspace, ctx)
         report = MaintenanceReport(ctx.tenant_id, ctx.user_id, "ran")
         now = self._clock()
@@ -153,11 +169,13 @@ class MemoryMaintenance:
         try:
             result = self.consolidator.consolidate(paths, all_facts(self.longterm, ctx), now)
         except Exception as exc:  # the LLM failed: MEMORY.md is untouched, report it
+            sink().pipeline("consolidation", "failed")
             log.warning("consolidation failed for %s/%s: %s", ctx.tenant_id, ctx.user_id, exc)
             report.status = "failed"
             report.error = f"consolidation: {exc}"
             return
         report.consolidation = result
+        sink().pipeline("consolidation", "ok")
         counts["consolidated"] = 1 if result.written else 0
 
     def _consolidated_ids(self, ctx: RuntimeContext, paths: UserPaths) -> set[str]:

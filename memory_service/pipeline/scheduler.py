@@ -8,6 +8,7 @@ running this scheduler never maintain one user twice at once.
 
 from __future__ import annotations
 
+import contextvars
 import logging
 import threading
 from collections.abc import Callable, Iterable, Iterator
@@ -17,6 +18,7 @@ from pathlib import Path
 from memory_service.context import RuntimeContext, validate_id
 from memory_service.errors import InvalidIdError
 from memory_service.longterm.base import ListsUsers
+from memory_service.observe.tracing import new_trace, using_trace
 from memory_service.paths import WorkspacePaths
 from memory_service.pipeline.maintenance import MaintenanceReport, MemoryMaintenance
 from memory_service.progress import Progress
@@ -98,8 +100,13 @@ class MemoryMaintenanceScheduler:
         self._thread: threading.Thread | None = None
 
     def start(self) -> None:
+        """Start the thread in a copy of this context: the metrics sink current here (serve
+        installs the app's) receives the passes' measurements."""
         if self._thread is None:
-            self._thread = threading.Thread(target=self._loop, name="maintenance", daemon=True)
+            context = contextvars.copy_context()
+            self._thread = threading.Thread(
+                target=context.run, args=(self._loop,), name="maintenance", daemon=True
+            )
             self._thread.start()
 
     def stop(self, timeout: float = 30.0) -> None:
@@ -109,10 +116,12 @@ class MemoryMaintenanceScheduler:
             self._thread = None
 
     def run_once(self) -> list[MaintenanceReport]:
-        reports = run_all(self.maintenance, self.contexts(), progress=False)
-        self.passes += 1
-        ran = sum(1 for r in reports if r.status == "ran")
-        log.info("maintenance pass %d: %d users, %d maintained", self.passes, len(reports), ran)
+        """One pass, under a trace of its own (its log lines share one ``trace_id``)."""
+        with using_trace(new_trace()):
+            reports = run_all(self.maintenance, self.contexts(), progress=False)
+            self.passes += 1
+            ran = sum(1 for r in reports if r.status == "ran")
+            log.info("maintenance pass %d: %d users, %d maintained", self.passes, len(reports), ran)
         return reports
 
     def _loop(self) -> None:

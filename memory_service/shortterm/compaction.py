@@ -21,6 +21,7 @@ from memory_service.config import CompactionSettings
 from memory_service.errors import MemoryServiceError
 from memory_service.llm import ChatModel, Usage
 from memory_service.messages import Msg, estimate_tokens
+from memory_service.observe.telemetry import sink
 from memory_service.shortterm.state import AgentState
 from memory_service.shortterm.summary import (
     DEFAULT_SUMMARY_PROMPT,
@@ -166,6 +167,7 @@ class ConversationCompactor:
         reply = self.model.complete(
             [Msg.system(self.prompt), Msg.user(self._request(state, head))]
         )  # raises: nothing has been changed yet
+        sink().tokens("compaction", reply.usage.prompt_tokens, reply.usage.completion_tokens)
         blocks = parse_summary(reply.text)
 
         summary = Msg(
