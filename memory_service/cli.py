@@ -12,6 +12,7 @@ import sys
 from collections.abc import Sequence
 
 from memory_service.errors import MemoryServiceError
+from memory_service.observe.logs import configure_logging
 
 COMMAND_MODULES: tuple[str, ...] = (
     "memory_service.commands.serve",
@@ -42,9 +43,7 @@ def _one_line(message: str) -> str:
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
-    logging.basicConfig(
-        level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
-    )
+    configure_logging("text", logging.INFO)  # serve applies MEMORY_OBSERVABILITY__LOG_*
     for noisy in ("sentence_transformers", "httpx", "transformers"):
         logging.getLogger(noisy).setLevel(logging.WARNING)
     try:

@@ -11,6 +11,7 @@ from memory_service.api.errors import ApiError
 from memory_service.api.keys import ApiKeyRing, Principal
 from memory_service.context import RuntimeContext
 from memory_service.longterm.base import LongTermMemory
+from memory_service.observe.tracing import current_ids
 from memory_service.services import Services
 
 _bearer = HTTPBearer(auto_error=False, description="API key as a bearer token")
@@ -50,8 +51,9 @@ def get_longterm(services: Annotated[Services, Depends(get_services)]) -> LongTe
 def user_context(
     principal: Principal, user_id: str, session_id: str | None = None
 ) -> RuntimeContext:
-    """The context of a request: tenant from the key, never from the body."""
-    return RuntimeContext(principal.tenant_id, user_id, session_id)
+    """The context of a request: tenant from the key, never from the body; the request's
+    trace and span, so the work it hands on (flush, compaction) logs under them."""
+    return RuntimeContext(principal.tenant_id, user_id, session_id, *current_ids())
 
 
 PrincipalDep = Annotated[Principal, Depends(get_principal)]
