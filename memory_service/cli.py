@@ -44,7 +44,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     configure_logging("text", logging.INFO)  # serve applies MEMORY_OBSERVABILITY__LOG_*
-    for noisy in ("sentence_transformers", "httpx", "transformers"):
+    for noisy in ("sentence_transformers", "httpx", "httpx2", "transformers"):
         logging.getLogger(noisy).setLevel(logging.WARNING)
     try:
         return int(args.handler(args) or 0)

@@ -211,3 +211,30 @@ def test_serve_logs_json_lines_under_the_request_trace_without_secrets(
     assert any(
         e["message"].startswith("maintenance of default/alice") for e in traced(maintain_trace)
     )
+
+
+def test_the_access_log_is_one_line_per_request_unless_turned_off(
+    tmp_path, embedder, monkeypatch, caplog
+):
+    monkeypatch.delenv("MEMORY_CONFIG", raising=False)
+    ring = ApiKeyRing({KEY: {"tenant": "acme", "role": "user"}})
+    for access_log, expected in ((True, 2), (False, 0)):
+        settings = load_settings(
+            workspace=tmp_path / f"ws-{access_log}", observability={"access_log": access_log}
+        )
+        services = build_services(settings, embedder=embedder)
+        try:
+            with TestClient(create_app(services, ring)) as client, caplog.at_level("INFO"):
+                caplog.clear()
+                client.get("/healthz")
+                client.get("/v1/memories/abc", params={"user_id": "a"}, headers={"X-API-Key": KEY})
+                lines = [r for r in caplog.records if r.name == "memory_service.access"]
+        finally:
+            services.close()
+        assert len(lines) == expected
+        if expected:
+            assert [(r.route, r.status) for r in lines] == [
+                ("/healthz", 200),
+                ("/v1/memories/{memory_id}", 404),
+            ]
+            assert "abc" not in " ".join(r.getMessage() for r in lines)

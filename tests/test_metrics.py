@@ -223,3 +223,39 @@ def test_metrics_turned_off_is_not_served(tmp_path, embedder, monkeypatch):
         assert "/metrics" not in client.get("/openapi.json").json()["paths"]
     finally:
         services.close()
+
+
+def test_the_maintenance_scheduler_counts_into_the_app_it_was_started_for(
+    tmp_path, embedder, monkeypatch
+):
+    """``serve`` starts the scheduler inside the app's sink: its thread's passes are scraped."""
+    import time
+    from datetime import timedelta
+
+    from memory_service.observe.telemetry import using_sink
+    from memory_service.pipeline.scheduler import MemoryMaintenanceScheduler, known_users
+
+    services, client = make(tmp_path, embedder, monkeypatch)
+    try:
+        record(client, "Alice is allergic to peanuts")
+        app = client.app
+        scheduler = MemoryMaintenanceScheduler(
+            app.state.maintenance,
+            lambda: known_users(services.settings.workspace, services.longterm, ["acme"]),
+            interval=timedelta(hours=1),
+            first_delay=timedelta(seconds=0),
+        )
+        with using_sink(app.state.metrics):
+            scheduler.start()
+        try:
+            for _ in range(300):
+                if scheduler.passes:
+                    break
+                time.sleep(0.1)
+        finally:
+            scheduler.stop()
+        assert scheduler.passes == 1
+        samples = scrape(client)
+        assert value(samples, "memory_pipeline_runs_total", job="maintenance", outcome="ran") == 1
+    finally:
+        services.close()

@@ -16,6 +16,7 @@ from memory_service.api.openapi import document_errors
 from memory_service.api.routes import chat, maintenance, memories, sessions, transfer, usage
 from memory_service.api.routes.metrics import metrics_router
 from memory_service.api.schemas.common import Health
+from memory_service.config.settings import ObservabilitySettings
 from memory_service.services import Services, build_maintenance
 
 ROUTERS = [
@@ -28,7 +29,14 @@ ROUTERS = [
 ]
 
 
-def create_app(services: Services, key_ring: ApiKeyRing) -> FastAPI:
+def create_app(
+    services: Services,
+    key_ring: ApiKeyRing,
+    *,
+    observability: ObservabilitySettings | None = None,
+) -> FastAPI:
+    """The app over ``services``; ``observability`` replaces the settings' section (the
+    benchmark serves one app with metrics and the access log, one without, side by side)."""
     app = FastAPI(
         title="memory-service",
         version=__version__,
@@ -51,9 +59,11 @@ def create_app(services: Services, key_ring: ApiKeyRing) -> FastAPI:
         max_bytes=api.max_body_bytes,
         per_path={transfer.IMPORT_PATH: api.max_import_bytes},
     )
-    observability = services.settings.observability
+    observability = observability or services.settings.observability
     app.state.metrics = AppMetrics(services.describe_backend()) if observability.metrics else None
-    app.add_middleware(RequestObservability, metrics=app.state.metrics)  # outermost: sees 413s
+    app.add_middleware(  # outermost: it sees the 413s too
+        RequestObservability, metrics=app.state.metrics, log_requests=observability.access_log
+    )
 
     @app.get("/healthz", response_model=Health, tags=["health"])
     def healthz() -> Health:

@@ -29,11 +29,15 @@ def route_template(scope: Scope) -> str:
 
 
 class RequestObservability:
-    """Trace, metrics (``metrics`` None: turned off) and one access log line per request."""
+    """Trace, metrics (``metrics`` None: turned off) and one access log line per request
+    (``log_requests``)."""
 
-    def __init__(self, app: ASGIApp, metrics: AppMetrics | None) -> None:
+    def __init__(
+        self, app: ASGIApp, metrics: AppMetrics | None, *, log_requests: bool = True
+    ) -> None:
         self.app = app
         self.metrics = metrics
+        self.log_requests = log_requests
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
@@ -64,16 +68,21 @@ class RequestObservability:
                 route, method = route_template(scope), scope.get("method", "")
                 if self.metrics is not None:
                     self.metrics.request(method, route, status, seconds)
-                log.info(
-                    "%s %s %d %.1f ms",
-                    method,
-                    route,
-                    status,
-                    seconds * 1000,
-                    extra={
-                        "method": method,
-                        "route": route,
-                        "status": status,
-                        "duration_ms": round(seconds * 1000, 3),
-                    },
-                )
+                if self.log_requests:
+                    self._log(method, route, status, seconds)
+
+    @staticmethod
+    def _log(method: str, route: str, status: int, seconds: float) -> None:
+        log.info(
+            "%s %s %d %.1f ms",
+            method,
+            route,
+            status,
+            seconds * 1000,
+            extra={
+                "method": method,
+                "route": route,
+                "status": status,
+                "duration_ms": round(seconds * 1000, 3),
+            },
+        )

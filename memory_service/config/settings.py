@@ -316,6 +316,7 @@ class ObservabilitySettings(_Section):
         "auto", description="json: one JSON object per line; text; auto: text on a terminal"
     )
     log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = "INFO"
+    access_log: bool = Field(True, description="one line per request (route, status, time)")
 
 
 class Settings(BaseSettings):
