@@ -7,6 +7,8 @@ module. One registry per app: two apps in a process (tests) never count each oth
 
 from __future__ import annotations
 
+from typing import Any
+
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
 from prometheus_client.exposition import CONTENT_TYPE_LATEST
 
@@ -85,38 +87,48 @@ class AppMetrics(Sink):
             registry=r,
         )
         self.facts.labels(backend)  # present from the first scrape
+        # labelled children by label values: ``labels()`` validates and locks on every call,
+        # a dict read does not (the request path pays for this on every request)
+        self._children: dict[tuple, Any] = {}
+
+    def _child(self, metric: Any, *values: str) -> Any:
+        key = (id(metric), *values)
+        child = self._children.get(key)
+        if child is None:
+            child = self._children.setdefault(key, metric.labels(*values))
+        return child
 
     # -- Sink -------------------------------------------------------------------------------
 
     def request(self, method: str, route: str, status: int, seconds: float) -> None:
         labels = (method, route, str(status))
-        self.http_requests.labels(*labels).inc()
-        self.http_latency.labels(*labels).observe(seconds)
+        self._child(self.http_requests, *labels).inc()
+        self._child(self.http_latency, *labels).observe(seconds)
 
     def retrieval_stage(self, stage: str, seconds: float) -> None:
-        self.retrieval.labels(stage).observe(seconds)
+        self._child(self.retrieval, stage).observe(seconds)
 
     def embedding(self, seconds: float, batch: int) -> None:
         self.embedding_seconds.observe(seconds)
         self.embedding_batch.observe(batch)
 
     def records(self, status: str, count: int) -> None:
-        self.records_total.labels(status).inc(count)
+        self._child(self.records_total, status).inc(count)
 
     def pipeline(self, job: str, outcome: str) -> None:
-        self.pipeline_runs.labels(job, outcome).inc()
+        self._child(self.pipeline_runs, job, outcome).inc()
 
     def dead_letter(self, kind: str) -> None:
-        self.dead_letters.labels(kind).inc()
+        self._child(self.dead_letters, kind).inc()
 
     def tokens(self, purpose: str, prompt: int, completion: int) -> None:
         if prompt:
-            self.llm_tokens.labels(purpose, "prompt").inc(prompt)
+            self._child(self.llm_tokens, purpose, "prompt").inc(prompt)
         if completion:
-            self.llm_tokens.labels(purpose, "completion").inc(completion)
+            self._child(self.llm_tokens, purpose, "completion").inc(completion)
 
     def facts_changed(self, delta: int) -> None:
-        self.facts.labels(self.backend).inc(delta)
+        self._child(self.facts, self.backend).inc(delta)
 
     def exposition(self) -> bytes:
         """The text format a Prometheus scrape reads."""

@@ -103,15 +103,19 @@ class MemoryMaintenance:
     def run_user(self, ctx: RuntimeContext, *, force: bool = False) -> MaintenanceReport:
         """Maintain one user (under the trace ``ctx`` carries, else the current one)."""
         with using_ids(ctx.trace_id, ctx.span_id):
-            report = self._run_user(ctx, force=force)
-        sink().pipeline("maintenance", report.status)
-        log.info(
-            "maintenance of %s/%s: %s",
-            ctx.tenant_id,
-            ctx.user_id,
-            report.status,
-            extra={"tenant_id": ctx.tenant_id, "user_id": ctx.user_id, "status": report.status},
-        )
+            try:
+                report = self._run_user(ctx, force=force)
+            except Exception:
+                sink().pipeline("maintenance", "failed")  # the caller logs and reports it
+                raise
+            sink().pipeline("maintenance", report.status)
+            log.info(
+                "maintenance of %s/%s: %s",
+                ctx.tenant_id,
+                ctx.user_id,
+                report.status,
+                extra={"tenant_id": ctx.tenant_id, "user_id": ctx.user_id, "status": report.status},
+            )
         return report
 
     def _run_user(self, ctx: RuntimeContext, *, force: bool) -> MaintenanceReport:
