@@ -9,6 +9,7 @@ same IDF that Qdrant's ``Modifier.IDF`` applies to the sparse leg, so both backe
 from __future__ import annotations
 
 import math
+import sys
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -31,16 +32,17 @@ class BM25Hit:
 
 
 class BM25Index:
-    """BM25 over a fixed list of token lists; rebuild it when the list changes."""
+    """BM25 over a fixed list of token lists; rebuild it when the list changes.
+
+    Memory is rank-bm25's own (one term-frequency dict per document) and nothing more: the
+    documents matching a query are exactly those with a positive score, because the Lucene IDF
+    above is positive for every term, so no postings lists are kept beside it. Terms are
+    interned: the same word in ten thousand documents is one string, not ten thousand."""
 
     def __init__(self, documents: Sequence[Sequence[str]], *, k1: float = 1.2, b: float = 0.75):
         self._size = len(documents)
-        self._postings: dict[str, set[int]] = {}
-        for i, doc in enumerate(documents):
-            for term in doc:
-                self._postings.setdefault(term, set()).add(i)
         # rank-bm25 divides by the average length: an all-empty corpus needs a placeholder.
-        corpus = [list(doc) if doc else [""] for doc in documents]
+        corpus = [[sys.intern(t) for t in doc] if doc else [""] for doc in documents]
         self._bm25 = _LuceneIdfBM25(corpus, k1=k1, b=b) if corpus else None
 
     def __len__(self) -> int:
@@ -54,14 +56,13 @@ class BM25Index:
         return np.asarray(self._bm25.get_scores(list(query_terms)), dtype=np.float64)
 
     def search(self, query_terms: Sequence[str], limit: int) -> list[BM25Hit]:
-        """Documents sharing at least one term with the query, best first."""
-        if self._bm25 is None or not query_terms:
+        """Documents sharing at least one term with the query, best first (ties by position)."""
+        if self._bm25 is None or not query_terms or limit <= 0:
             return []
-        matching: set[int] = set()
-        for term in set(query_terms):
-            matching |= self._postings.get(term, set())
-        if not matching:
+        scores = self.scores(query_terms)
+        matching = np.flatnonzero(scores > 0.0)
+        if matching.size == 0:
             return []
-        scores = np.asarray(self._bm25.get_scores(list(query_terms)))
-        ranked = sorted(matching, key=lambda i: (-scores[i], i))[:limit]
-        return [BM25Hit(index=i, score=float(scores[i])) for i in ranked]
+        # stable sort on -score keeps the lower position first among equal scores
+        ranked = matching[np.argsort(-scores[matching], kind="stable")][:limit]
+        return [BM25Hit(index=int(i), score=float(scores[i])) for i in ranked]

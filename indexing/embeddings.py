@@ -178,7 +178,7 @@ class CachedEmbedder:
             self.misses += len(first)
             with self._lock:
                 for (h, positions), vector in zip(missing.items(), vectors, strict=True):
-                    self._cache[h] = vector
+                    self._cache[h] = vector.copy()  # a row view would pin its whole batch
                     for i in positions:
                         out[i] = vector
                 while len(self._cache) > self._max:

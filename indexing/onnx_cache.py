@@ -78,22 +78,29 @@ class OnnxCache:
     def path(self, key: str) -> Path:
         return self.folder / f"{key}.onnx"
 
-    def read_verified(self, key: str) -> bytes | None:
-        """The entry's bytes if present and matching its digest; None (and a warning) if not."""
+    def verified_path(self, key: str) -> Path | None:
+        """The entry's file if present and matching its digest; None (and a warning) if not.
+
+        The digest is computed in chunks and the caller loads the file by path: holding the
+        model's bytes while onnxruntime builds its session from them cost ~150 MB of peak
+        memory (and ~60 MB for good: a session made from bytes keeps its own copy)."""
         path = self.path(key)
         digest_path = path.with_name(path.name + ".sha256")
         try:
-            data = path.read_bytes()
             expected = digest_path.read_text(encoding="ascii").strip()
+            digest = hashlib.sha256()
+            with path.open("rb") as handle:
+                while chunk := handle.read(1 << 20):
+                    digest.update(chunk)
         except FileNotFoundError:
             return None
         except (OSError, UnicodeDecodeError) as exc:
             log.warning("onnx cache: cannot read %s (%s): rebuilding it", path, exc)
             return None
-        if hashlib.sha256(data).hexdigest() != expected:
+        if digest.hexdigest() != expected:
             log.warning("onnx cache: %s does not match its digest: rebuilding it", path)
             return None
-        return data
+        return path
 
     def write(self, key: str, data: bytes) -> None:
         """The model first, then its digest: a crash between leaves an entry that fails to
@@ -103,11 +110,11 @@ class OnnxCache:
         digest = hashlib.sha256(data).hexdigest()
         write_atomically(path.with_name(path.name + ".sha256"), f"{digest}\n".encode("ascii"))
 
-    def get_or_build(self, key: str, build: Callable[[], bytes]) -> bytes:
-        """The verified entry, else ``build()``'s bytes, stored (one builder at a time)."""
-        data = self.read_verified(key)
-        if data is not None:
-            return data
+    def get_or_build(self, key: str, build: Callable[[], bytes]) -> Path:
+        """The verified entry's file, else ``build()``'s bytes stored (one builder at a time)."""
+        path = self.verified_path(key)
+        if path is not None:
+            return path
         from filelock import FileLock
 
         try:
@@ -117,13 +124,14 @@ class OnnxCache:
         except OSError as exc:
             raise CacheDirError(f"cannot write the cache folder {self.folder}: {exc}") from exc
         try:
-            data = self.read_verified(key)  # another process may have built it meanwhile
-            if data is None:
+            path = self.verified_path(key)  # another process may have built it meanwhile
+            if path is None:
                 data = build()
                 try:
                     self.write(key, data)
                 except OSError as exc:
                     raise CacheDirError(f"cannot write {self.path(key)}: {exc}") from exc
-            return data
+                path = self.path(key)
+            return path
         finally:
             lock.release()

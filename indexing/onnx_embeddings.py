@@ -35,15 +35,17 @@ def model_directory(model: str) -> Path:
     return bundled_model_path() if model == BUNDLED_MODEL else Path(model).expanduser()
 
 
-def load_model_bytes(spec: SentenceModelSpec, cache: OnnxCache, *, quantize: bool) -> bytes:
-    """The verified fp32 (or int8) ONNX bytes of ``spec``, exported on a cache miss."""
+def cached_model(spec: SentenceModelSpec, cache: OnnxCache, *, quantize: bool) -> Path:
+    """The verified fp32 (or int8) ONNX file of ``spec``, exported on a cache miss."""
     key = files_digest(spec.weight_files(), spec.transformer_dir, salt=EXPORT_FORMAT)
     fp32_key = f"{key}-fp32"
 
-    def fp32() -> bytes:
+    def fp32() -> Path:
         return cache.get_or_build(fp32_key, lambda: export_onnx(spec))
 
-    return cache.get_or_build(f"{key}-int8", lambda: quantize_int8(fp32())) if quantize else fp32()
+    if not quantize:
+        return fp32()
+    return cache.get_or_build(f"{key}-int8", lambda: quantize_int8(fp32().read_bytes()))
 
 
 def _tokenizer(spec: SentenceModelSpec):
@@ -66,7 +68,7 @@ def _tokenizer(spec: SentenceModelSpec):
     return tokenizer
 
 
-def _session(data: bytes, threads: int):
+def _session(model_file: Path, threads: int):
     import onnxruntime as ort
 
     options = ort.SessionOptions()
@@ -74,9 +76,12 @@ def _session(data: bytes, threads: int):
     options.inter_op_num_threads = 1
     options.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
     options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
+    # every batch has its own (size, length) shape: a memory pattern planned per shape only
+    # accumulates (measured: ~40 MB less after a few hundred batches without it)
+    options.enable_mem_pattern = False
     options.log_severity_level = 3  # errors only
     try:
-        return ort.InferenceSession(data, options, providers=["CPUExecutionProvider"])
+        return ort.InferenceSession(str(model_file), options, providers=["CPUExecutionProvider"])
     except Exception as exc:  # onnxruntime raises its own kinds
         raise ModelLoadError(f"onnxruntime cannot load the exported model: {exc}") from exc
 
@@ -114,11 +119,10 @@ class OnnxEmbedder:
         limit_blas_threads()
         self._spec = read_model_spec(model_directory(model))
         self._tokenizer = _tokenizer(self._spec)
-        data = load_model_bytes(
+        model_file = cached_model(
             self._spec, OnnxCache(cache_dir or default_cache_dir()), quantize=quantize
         )
-        self._session = _session(data, threads or default_threads())
-        del data
+        self._session = _session(model_file, threads or default_threads())
         self._inputs = {i.name for i in self._session.get_inputs()}
         self._name = f"{model}#int8" if quantize else model  # fp32 vectors are torch's vectors
         self._batch_size = batch_size

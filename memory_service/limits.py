@@ -48,3 +48,5 @@ MAX_TOOL_PATH_CHARS = 512
 MAX_TOOL_SEARCH_LINES = 50
 MAX_TOOL_GET_LINES = 400
 MAX_TOOL_GET_CHARS = 20_000
+MAX_TOOL_RECALL_FACTS = 50  # memory_recall: facts shown for one key or prefix
+MAX_TOOL_PRUNE_FACTS = 200  # memory_prune: facts pruned (or listed) in one call

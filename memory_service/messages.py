@@ -27,7 +27,22 @@ MEMORY_SEARCH = "memory_search"
 MEMORY_GET = "memory_get"
 MEMORY_SAVE = "memory_save"
 SESSION_SEARCH = "session_search"
-MEMORY_TOOL_NAMES = frozenset({MEMORY_SEARCH, MEMORY_GET, MEMORY_SAVE, SESSION_SEARCH})
+MEMORY_EXTRACT = "memory_extract"  # Solon's tools: record with same-key comparison, ...
+MEMORY_RECALL = "memory_recall"
+MEMORY_CONSOLIDATE = "memory_consolidate"
+MEMORY_PRUNE = "memory_prune"
+MEMORY_TOOL_NAMES = frozenset(
+    {
+        MEMORY_SEARCH,
+        MEMORY_GET,
+        MEMORY_SAVE,
+        SESSION_SEARCH,
+        MEMORY_EXTRACT,
+        MEMORY_RECALL,
+        MEMORY_CONSOLIDATE,
+        MEMORY_PRUNE,
+    }
+)
 
 # NUL is refused in a message with the code a fact with NUL gets (``facts.Fact.validate``): one
 # mistake, one code, whichever entry point it comes through. PostgreSQL's jsonb cannot hold it.

@@ -9,6 +9,7 @@ every part it wires (see ARCHITECTURE.md), so no part needs to import it back.
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from datetime import timedelta
 
@@ -22,7 +23,9 @@ from memory_service.observe.telemetry import TimedEmbedder
 from memory_service.paths import WorkspacePaths
 from memory_service.pipeline.consolidation import Consolidator
 from memory_service.pipeline.flush import MemoryFlushManager
+from memory_service.pipeline.idle_flush import IdleFlusher
 from memory_service.pipeline.maintenance import MaintenanceSettings, MemoryMaintenance
+from memory_service.pipeline.scheduler import MemoryMaintenanceScheduler, known_users
 from memory_service.shortterm.eviction import ToolResultEvictor
 from memory_service.shortterm.session import ShortTermMemory
 from memory_service.shortterm.session_log import SessionLog
@@ -122,8 +125,11 @@ def build_state_store(settings: Settings) -> AgentStateStore:
     raise ConfigurationError(f"MEMORY_SHORTTERM__BACKEND: unknown backend {cfg.backend!r}")
 
 
-def build_shortterm(settings: Settings, memory_model: ChatModel | None) -> ShortTermMemory:
-    """Sessions on the configured store; compaction uses ``memory_model`` (None: no LLM)."""
+def build_shortterm(
+    settings: Settings, memory_model: ChatModel | None, embedder: Embedder | None = None
+) -> ShortTermMemory:
+    """Sessions on the configured store; compaction uses ``memory_model`` (None: no LLM),
+    or ``embedder`` for the importance policy."""
     cfg = settings.shortterm
     return ShortTermMemory(
         build_state_store(settings),
@@ -136,6 +142,7 @@ def build_shortterm(settings: Settings, memory_model: ChatModel | None) -> Short
         config=settings.compaction,
         model=memory_model,
         context_window=settings.llm.context_window,
+        embedder=embedder,
     )
 
 
@@ -190,7 +197,7 @@ def build_services(settings: Settings, *, embedder: Embedder | None = None) -> S
             services.memory_model = services.chat_model.with_model(name)
         else:  # a memory model alone (no chat model) still serves compaction and flush
             services.memory_model = ChatModel.from_settings(settings.llm, memory=True)
-        services.shortterm = build_shortterm(settings, services.memory_model)
+        services.shortterm = build_shortterm(settings, services.memory_model, embedder)
         services.flush = MemoryFlushManager(
             services.longterm, services.memory_model, settings.workspace, config=settings.memory
         )
@@ -204,8 +211,9 @@ def build_services(settings: Settings, *, embedder: Embedder | None = None) -> S
 def build_maintenance(services: Services) -> MemoryMaintenance:
     """Maintenance over the running services (serve's scheduler, the CLI, the API)."""
     memory = services.settings.memory
+    model = services.memory_model  # MEMORY_MEMORY__MODEL, if set, names the model to use
     consolidator = Consolidator(
-        model=services.memory_model,
+        model=model.with_model(memory.model) if model is not None else None,
         max_tokens=memory.consolidation_max_tokens,
         prompt=memory.consolidation_prompt,
     )
@@ -222,6 +230,32 @@ def build_maintenance(services: Services) -> MemoryMaintenance:
     )
 
 
+def build_scheduler(
+    services: Services,
+    maintenance: MemoryMaintenance,
+    tenants: Callable[[], Iterable[str]] = tuple,
+) -> MemoryMaintenanceScheduler:
+    """``serve``'s background work: maintenance passes (without consolidation when
+    ``disable_memory_hooks`` is on), the TTL purge of session states, and the idle flush of
+    sessions that went quiet (``idle_flush_minutes``; needs the flush's model)."""
+    memory = services.settings.memory
+    workspace = services.settings.workspace
+    hooks = not memory.disable_memory_hooks
+    idle = None
+    shortterm, flush = services.shortterm, services.flush
+    if hooks and memory.idle_flush_minutes and shortterm and flush and flush.model:
+        idle = IdleFlusher(shortterm, flush, idle=timedelta(minutes=memory.idle_flush_minutes))
+    return MemoryMaintenanceScheduler(
+        maintenance,
+        lambda: known_users(workspace, services.longterm, tenants()),
+        interval=timedelta(hours=memory.maintenance_interval_hours),
+        consolidate=hooks,
+        purge=shortterm.purge_expired if shortterm is not None else None,
+        idle_flush=idle,
+        sweep_interval=timedelta(minutes=memory.sweep_interval_minutes),
+    )
+
+
 def build_harness(services: Services) -> MemoryHarness:
     """The harness over the running services (cheap: build one per request)."""
     if services.shortterm is None:
@@ -233,4 +267,5 @@ def build_harness(services: Services) -> MemoryHarness:
         workspace=services.settings.workspace,
         config=services.settings.memory,
         flush=services.flush,
+        maintenance=build_maintenance(services),  # memory_consolidate and memory_prune
     )

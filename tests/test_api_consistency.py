@@ -49,7 +49,15 @@ JSON_ROUTES = {  # path -> a body the route would accept
     "/v1/sessions/{session_id}/compact": {"user_id": "alice"},
     "/v1/chat": {"user_id": "alice", "session_id": "s1", "message": "hi"},
     "/v1/maintenance/run": {"user_id": "alice"},
+    "/v1/memories/{memory_id}": {"user_id": "alice", "importance": 7},
 }
+METHODS = {"/v1/memories/{memory_id}": "PATCH"}  # the rest are POST
+SOME_FACT_ID = "00000000-0000-0000-0000-000000000000"
+
+
+def _send(client, path: str, **kwargs):
+    url = path.format(session_id="s1", memory_id=SOME_FACT_ID)
+    return client.request(METHODS.get(path, "POST"), url, **kwargs)
 
 
 def test_every_json_route_is_listed_here():
@@ -63,7 +71,7 @@ def test_every_json_route_is_listed_here():
 def test_a_json_body_without_a_json_content_type_is_415(client, path, content_type):
     headers = auth(ACME_ADMIN_KEY) | ({"Content-Type": content_type} if content_type else {})
     body = json.dumps(JSON_ROUTES[path]).encode()
-    response = client.post(path.format(session_id="s1"), content=body, headers=headers)
+    response = _send(client, path, content=body, headers=headers)
     assert_error(response, 415, "unsupported_media_type")
     assert "application/json" in response.json()["error"]["message"]
 
@@ -88,11 +96,7 @@ BAD_IDS = ["../bob", "a" * 200, "bad id", ""]
 @pytest.mark.parametrize("bad", BAD_IDS)
 def test_a_bad_user_id_is_invalid_id_in_every_body(client, bad):
     for path, body in JSON_ROUTES.items():
-        response = client.post(
-            path.format(session_id="s1"),
-            json={**body, "user_id": bad},
-            headers=auth(ACME_ADMIN_KEY),
-        )
+        response = _send(client, path, json={**body, "user_id": bad}, headers=auth(ACME_ADMIN_KEY))
         assert_error(response, 422, "invalid_id")
         assert "user_id" in response.json()["error"]["message"], path
 

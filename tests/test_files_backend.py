@@ -183,3 +183,20 @@ def test_symlinked_ledgers_are_never_read(tmp_path, files_memory):
     for mode in ("hybrid", "bm25", "dense"):
         got = files_memory.retrieve(ALICE, "bank PIN secret outside", 5, mode=mode)
         assert [r.fact.text for r in got] in ([], ["Alice likes tea"])
+
+
+def test_recorded_vectors_are_kept_so_search_embeds_only_the_query(tmp_path, embedder):
+    """Record embeds each fact once; the next search must not embed them again, with no
+    in-memory cache holding them (one held every recorded fact: ~150 MB at 100k facts)."""
+    from indexing.embeddings import CachedEmbedder
+
+    counting = CachedEmbedder(embedder, max_entries=0)  # counts every text sent to the model
+    memory = FileSystemLongTermMemory(tmp_path / "ws", counting)
+    memory.record(ALICE, [Fact(f"Alice planted {n} tulips in spring") for n in range(5)])
+    assert counting.misses == 5
+    memory.record(ALICE, [Fact("Alice repaired the garden fence")])
+    assert counting.misses == 6
+    hits = memory.retrieve(ALICE, "fence repair", 1, mode="dense")
+    assert hits[0].fact.text == "Alice repaired the garden fence"
+    assert counting.misses == 7  # the query only
+    memory.close()

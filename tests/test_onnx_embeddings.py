@@ -94,7 +94,7 @@ def test_a_corrupt_cached_model_is_rebuilt_never_served(tmp_path: Path, onnx, em
     rebuilt = OnnxEmbedder(cache_dir=cache, threads=1)
     assert model_file.read_bytes() != bytes(data)
     key = model_file.name[: -len(".onnx")]
-    assert OnnxCache(cache).read_verified(key) is not None  # the new entry verifies
+    assert OnnxCache(cache).verified_path(key) is not None  # the new entry verifies
     reference = _torch_model(embedder).encode(TEXTS[:3], normalize_embeddings=True)
     assert _cosines(rebuilt.embed(TEXTS[:3]), reference).min() >= 0.9999
 
@@ -106,13 +106,13 @@ def test_the_cache_verifies_before_it_returns(tmp_path: Path):
         built.append(1)
         return b"model bytes"
 
-    assert cache.get_or_build("k", build) == b"model bytes" and len(built) == 1
-    assert cache.get_or_build("k", build) == b"model bytes" and len(built) == 1
+    assert cache.get_or_build("k", build).read_bytes() == b"model bytes" and len(built) == 1
+    assert cache.get_or_build("k", build).read_bytes() == b"model bytes" and len(built) == 1
     cache.path("k").write_bytes(b"model bytez")  # corrupted in place
-    assert cache.read_verified("k") is None
-    assert cache.get_or_build("k", build) == b"model bytes" and len(built) == 2
+    assert cache.verified_path("k") is None
+    assert cache.get_or_build("k", build).read_bytes() == b"model bytes" and len(built) == 2
     cache.path("k").with_name("k.onnx.sha256").unlink()  # a crash between the two writes
-    assert cache.get_or_build("k", build) == b"model bytes" and len(built) == 3
+    assert cache.get_or_build("k", build).read_bytes() == b"model bytes" and len(built) == 3
     assert not [p for p in (tmp_path / "c").iterdir() if p.name.endswith(".tmp")]
 
 

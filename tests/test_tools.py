@@ -55,18 +55,28 @@ def call(name: str, **arguments) -> ToolCall:
 
 
 def test_schemas_are_openai_functions_and_can_be_switched_off(workspace, longterm, shortterm):
-    schemas = MemoryTools(workspace, longterm, shortterm).schemas()
+    from memory_service.pipeline.consolidation import Consolidator
+    from memory_service.pipeline.maintenance import MemoryMaintenance
+
+    maintenance = MemoryMaintenance(
+        longterm=longterm, workspace=workspace, consolidator=Consolidator(model=None)
+    )
+    schemas = MemoryTools(workspace, longterm, shortterm, maintenance=maintenance).schemas()
     assert [s["function"]["name"] for s in schemas] == [
         "memory_search",
         "memory_get",
         "memory_save",
         "session_search",
+        "memory_extract",
+        "memory_recall",
+        "memory_consolidate",
+        "memory_prune",
     ]
     assert set(MEMORY_TOOL_NAMES) == {s["function"]["name"] for s in schemas}
     for schema in schemas:
         assert schema["type"] == "function"
         params = schema["function"]["parameters"]
-        assert params["type"] == "object" and params["required"]
+        assert params["type"] == "object" and params["additionalProperties"] is False
         assert set(params["required"]) <= set(params["properties"])
     get = next(s for s in schemas if s["function"]["name"] == "memory_get")
     assert get["function"]["parameters"]["required"] == ["path"]
@@ -78,6 +88,8 @@ def test_schemas_are_openai_functions_and_can_be_switched_off(workspace, longter
         "memory_search",
         "memory_get",
         "memory_save",
+        "memory_extract",
+        "memory_recall",
     ]
 
 

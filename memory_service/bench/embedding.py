@@ -56,11 +56,17 @@ def with_embedder(settings: Settings, choice: str) -> Settings:
     return settings.model_copy(update={"embedding": embedding})
 
 
-def cold_embedder(settings: Settings, *, documents: int) -> ColdQueryEmbedder:
-    """The configured model, uncached underneath, with room for ``documents`` cached vectors."""
+# A recall run embeds each conversation once per mode and backend: it keeps them all.
+RECALL_CACHE_ENTRIES = 200_000
+
+
+def cold_embedder(settings: Settings, *, cache_entries: int | None = None) -> ColdQueryEmbedder:
+    """The configured model, uncached underneath, with ``cache_entries`` cached document
+    vectors: by default the configured cache, so ``--scale`` measures memory as it serves."""
     from memory_service.services import build_embedder
 
-    cache = max(settings.embedding.cache_entries, documents + 1000)
+    if cache_entries is None:
+        cache_entries = settings.embedding.cache_entries
     uncached = settings.embedding.model_copy(update={"cache_entries": 0})
     raw = build_embedder(settings.model_copy(update={"embedding": uncached}))
-    return ColdQueryEmbedder(raw, max_entries=cache)
+    return ColdQueryEmbedder(raw, max_entries=cache_entries)

@@ -289,7 +289,7 @@ def _scale_in_child(settings: Settings, choice: str, options: dict) -> dict:
         logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(message)s")
     load_at_start = _load_average()
     chosen = with_embedder(settings, choice)
-    embedder = cold_embedder(chosen, documents=options["facts"])
+    embedder = cold_embedder(chosen)
     doc = run_scale(chosen, embedder, **options)
     heavy = [m for m in ("torch", "sentence_transformers") if m in sys.modules]
     doc.update(

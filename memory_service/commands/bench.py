@@ -225,9 +225,8 @@ def _environment(
 def run(args: argparse.Namespace) -> int:
     from memory_service.bench.backends import with_backend
     from memory_service.bench.datasets import load_dataset
-    from memory_service.bench.embedding import ColdQueryEmbedder
+    from memory_service.bench.embedding import RECALL_CACHE_ENTRIES, cold_embedder
     from memory_service.config import load_settings
-    from memory_service.services import build_embedder
 
     if args.batch_size < 1:
         raise BenchInputError("--batch-size must be at least 1")
@@ -252,10 +251,8 @@ def run(args: argparse.Namespace) -> int:
         name = ", ".join(r["embedder_name"] for r in doc["embedders"])
         backend = ",".join(args.embedders)
     else:
-        cache = max(settings.embedding.cache_entries, (args.scale or 0) + 1000)
-        uncached = settings.embedding.model_copy(update={"cache_entries": 0})
-        raw = build_embedder(settings.model_copy(update={"embedding": uncached}))
-        embedder = ColdQueryEmbedder(raw, max_entries=cache)
+        cache = None if args.scale else RECALL_CACHE_ENTRIES  # --scale: as it would serve
+        embedder = cold_embedder(settings, cache_entries=cache)
         name, backend = embedder.name, settings.embedding.backend
         if dataset is None:
             doc = _scale(args, settings, embedder)

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import argparse
 import logging
-from datetime import timedelta
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
@@ -25,10 +24,10 @@ def run(args: argparse.Namespace) -> int:
     from memory_service.api import create_app
     from memory_service.api.keys import load_key_ring
     from memory_service.commands.common import settings_from
+    from memory_service.mcp_server.http import mount_mcp
     from memory_service.observe.logs import configure_logging
     from memory_service.observe.telemetry import NULL_SINK, using_sink
-    from memory_service.pipeline.scheduler import MemoryMaintenanceScheduler, known_users
-    from memory_service.services import build_services
+    from memory_service.services import build_scheduler, build_services
 
     settings = settings_from(args)
     observability = settings.observability
@@ -39,12 +38,9 @@ def run(args: argparse.Namespace) -> int:
     keys = load_key_ring(settings)
     services = build_services(settings)
     app = create_app(services, keys.ring)
+    mount_mcp(app, services, keys.ring, host=host)
     print(banner(f"http://{host}:{port}", services.describe_storage(), keys), flush=True)
-    scheduler = MemoryMaintenanceScheduler(
-        app.state.maintenance,
-        lambda: known_users(settings.workspace, services.longterm, keys.ring.tenants()),
-        interval=timedelta(hours=_interval_hours(settings)),
-    )
+    scheduler = build_scheduler(services, app.state.maintenance, keys.ring.tenants)
     with using_sink(app.state.metrics or NULL_SINK):  # the scheduler's thread counts there
         scheduler.start()
     # The service logs each request itself (route template, status, time, trace): uvicorn's
@@ -54,6 +50,8 @@ def run(args: argparse.Namespace) -> int:
         app, host=host, port=port, log_level="info", access_log=False, log_config=None
     )
     logging.getLogger("uvicorn.error").setLevel(logging.WARNING)
+    # and the MCP session manager's start and stop lines (at /mcp) would join them
+    logging.getLogger("mcp.server.streamable_http_manager").setLevel(logging.WARNING)
     try:
         uvicorn.Server(config).run()
     finally:
@@ -72,7 +70,3 @@ def banner(url: str, storage: str, keys: KeySource) -> str:
             "(role admin)"
         )
     return f"memory-service listening on {url} (docs: {url}/docs) | {storage} | API keys: {origin}"
-
-
-def _interval_hours(settings) -> float:
-    return float(settings.memory.maintenance_interval_hours)

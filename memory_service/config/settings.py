@@ -94,7 +94,12 @@ class EmbeddingSettings(_Section):
     onnx_cache_dir: Path | None = Field(
         None, description="exported ONNX models (default: ~/.cache/memory-service/onnx)"
     )
-    cache_entries: int = Field(200_000, ge=0)
+    cache_entries: int = Field(
+        10_000,
+        ge=0,
+        description="texts whose vectors stay in memory (LRU; 10,000 x 384 dims is ~15 MB): "
+        "repeated queries and re-recorded facts; stored facts' vectors live in the backend",
+    )
 
 
 class ApiSettings(_Section):
@@ -150,20 +155,39 @@ class LlmSettings(_Section):
     context_window: int = Field(128_000, ge=1024)
 
 
+class ImportanceWeights(_Section):
+    """How the ``importance`` compaction policy scores a message (the higher, the longer it is
+    kept): ``relevance`` × cosine similarity to the current turn (the embedder; 0 to 1) +
+    ``recency`` × 0.5^(messages after it / ``half_life_messages``) + ``role`` × the role's
+    weight (``user``, ``assistant``, ``tool``). Defaults after the architecture article:
+    relevance first, then recency, then who said it; the user's own words weigh most."""
+
+    relevance: float = Field(0.5, ge=0)
+    recency: float = Field(0.3, ge=0)
+    role: float = Field(0.2, ge=0)
+    half_life_messages: float = Field(10.0, gt=0)
+    user: float = Field(1.0, ge=0, le=1)
+    assistant: float = Field(0.6, ge=0, le=1)
+    tool: float = Field(0.4, ge=0, le=1)
+
+
 class CompactionSettings(_Section):
     """When and how a session's messages are compacted (defaults from AgentScope's harness).
 
     Trigger at ``trigger_messages`` messages or when the token estimate passes
     ``trigger_ratio`` of the model window; keep the last ``keep_last`` messages verbatim and
-    summarise the rest (``policy="summary"``), or drop whole old user rounds
-    (``policy="sliding_window"``, no LLM). On a context overflow the tail shrinks to
-    ``overflow_keep_last``. After a failed compaction (the model down, or a reply without
-    the five blocks) the session waits ``retry_after_messages`` more messages or
-    ``retry_after_minutes``, whichever comes first, before the next flush and summary; the
-    wait doubles with each failure in a row (up to 16 times).
+    summarise the rest (``policy="summary"``), drop whole old user rounds
+    (``policy="sliding_window"``, no LLM), or drop the lowest-scored messages
+    (``policy="importance"``, no LLM: relevance to the current turn by the embedder, recency
+    decay and role weight, weighted by ``importance_weights``; at most ``keep_last``
+    conversation messages and ``trim_token_ratio`` of the window are kept). On a context
+    overflow the tail shrinks to ``overflow_keep_last``. After a failed compaction (the model
+    down, or a reply without the five blocks) the session waits ``retry_after_messages``
+    more messages or ``retry_after_minutes``, whichever comes first, before the next flush
+    and summary; the wait doubles with each failure in a row (up to 16 times).
     """
 
-    policy: Literal["summary", "sliding_window"] = "summary"
+    policy: Literal["summary", "sliding_window", "importance"] = "summary"
     trigger_messages: int = Field(30, ge=2)
     trigger_ratio: float = Field(0.75, gt=0, le=1)
     keep_last: int = Field(10, ge=1)
@@ -175,6 +199,15 @@ class CompactionSettings(_Section):
     max_chars_per_message: int = Field(4_000, ge=200, description="transcript cap per message")
     retry_after_messages: int = Field(3, ge=1, description="messages to wait after a failure")
     retry_after_minutes: float = Field(5.0, gt=0, description="or minutes, whichever is first")
+    importance_weights: ImportanceWeights = ImportanceWeights()
+    trim_token_ratio: float = Field(
+        0.5, gt=0, le=1, description="importance policy: tokens kept, as a share of the window"
+    )
+    flush_before_compaction: bool = Field(
+        True,
+        description="flush the messages about to be compacted away to long-term memory first "
+        "(before a compaction and on a context overflow); False: compact without flushing",
+    )
 
     @model_validator(mode="after")
     def _tail_shorter_than_trigger(self) -> CompactionSettings:
@@ -244,8 +277,9 @@ class MemorySettings(_Section):
     ``MEMORY_LLM__MEMORY_MODEL`` or else ``MEMORY_LLM__MODEL``). ``flush_prompt`` must tell the
     model to answer ``NO_REPLY`` when nothing is worth keeping; ``consolidation_prompt`` must
     hold exactly two ``%d`` (max tokens, then max characters). ``disable_memory_hooks`` turns
-    off the flush (all three paths) and the MEMORY.md/recall injection of the harness;
-    ``disable_memory_tools`` stops offering memory_search/get/save and session_search.
+    off the flush (every path, the idle flush too), the MEMORY.md/recall injection of the
+    harness and the scheduled consolidation; ``disable_memory_tools`` stops offering the
+    memory tools.
     """
 
     model_config = ConfigDict(extra="forbid", validate_assignment=True)
@@ -265,7 +299,21 @@ class MemorySettings(_Section):
         4000, ge=0, description="MEMORY.md tokens put in the system prompt; beyond: a hint"
     )
     recall_by_relevance: int = Field(6, ge=0, le=100)
-    recall_by_importance: int = Field(5, ge=0, le=100)
+    recall_by_importance: int = Field(
+        5, ge=0, le=100, description="plus the relevance slots recall left unused"
+    )
+    recall_importance_floor: int = Field(
+        5, ge=1, le=10, description="facts recalled by importance have at least this importance"
+    )
+    idle_flush_minutes: float = Field(
+        30.0,
+        ge=0,
+        description="the scheduler flushes a session idle this long with unflushed messages "
+        "(the background offline flush; with flush_trigger never it is the only one); 0: off",
+    )
+    sweep_interval_minutes: float = Field(
+        5.0, gt=0, description="how often the scheduler runs the idle flush and the TTL purge"
+    )
     max_tool_iterations: int = Field(6, ge=1, le=50)
     instructions: str | None = Field(None, min_length=1, description="the agent's own prompt")
     disable_memory_hooks: bool = False

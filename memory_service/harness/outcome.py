@@ -46,6 +46,7 @@ class Turn:
     usage: Usage = field(default_factory=Usage)
     tools: list[ToolOutcome] = field(default_factory=list)
     iterations: int = 0
+    overflow_compaction: Usage | None = None  # the summary of an overflow's compaction
 
 
 @dataclass(slots=True)

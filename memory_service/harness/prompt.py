@@ -31,9 +31,13 @@ reciting it unprompted. If something you remember conflicts with what the user s
 trust the user."""
 
 TOOLS_NOTE = """\
-Tools: memory_search finds what you remember (memory_get reads the lines it points to),
-memory_save records something important right away, session_search finds what was said in
-earlier sessions."""
+Tools: memory_search finds what you remember (memory_get reads the lines it points to;
+memory_search "*" lists it all), memory_save records something important right away,
+session_search finds what was said in earlier sessions, memory_extract records a fact under a
+key and says what it replaced, memory_recall reads by key or key prefix."""
+TIDY_NOTE = """\
+memory_consolidate rewrites MEMORY.md now; memory_prune lists expired or unimportant facts
+(a dry run unless dry_run is false)."""
 
 MAX_PRIORITY_SCAN = 10_000  # facts read to pick the most important ones
 
@@ -48,11 +52,13 @@ class PromptBuilder:
         config: MemorySettings,
         *,
         tools_enabled: bool,
+        tidy_tools: bool = False,
     ) -> None:
         self.longterm = longterm
         self.workspace = Path(workspace)
         self.config = config
         self.tools_enabled = tools_enabled
+        self.tidy_tools = tidy_tools  # memory_consolidate and memory_prune are offered
 
     @property
     def hooks(self) -> bool:
@@ -62,7 +68,7 @@ class PromptBuilder:
         """Instructions + MEMORY.md within budget (else a hint) + recalled facts."""
         parts = [self.config.instructions or DEFAULT_INSTRUCTIONS]
         if self.tools_enabled:
-            parts.append(TOOLS_NOTE)
+            parts.append(f"{TOOLS_NOTE}\n{TIDY_NOTE}" if self.tidy_tools else TOOLS_NOTE)
         prompt = MemoryPrompt(text="")
         shown_hashes: set[str] = set()
         if self.hooks:
@@ -99,8 +105,10 @@ class PromptBuilder:
     def recall(
         self, ctx: RuntimeContext, query: str, *, exclude: set[str] | None = None
     ) -> list[RecalledFact]:
-        """Facts by relevance to ``query``, then by importance, once each (by id); facts
-        whose text MEMORY.md already shows (``exclude``, content hashes) are left out."""
+        """Facts by relevance to ``query``, then by importance (``recall_by_importance`` plus
+        the relevance slots left unused, only facts of at least ``recall_importance_floor``:
+        a trivia fact is no fallback), once each (by id); facts whose text MEMORY.md already
+        shows (``exclude``, content hashes) are left out."""
         out: list[RecalledFact] = []
         seen: set[str] = set()
         skip = exclude or set()
@@ -113,16 +121,18 @@ class PromptBuilder:
             return True
 
         query = query.encode("utf-8")[:MAX_QUERY_BYTES].decode("utf-8", errors="ignore").strip()
-        if self.config.recall_by_relevance and query:
-            for recall in self.longterm.retrieve(ctx, query, self.config.recall_by_relevance):
+        slots = self.config.recall_by_relevance
+        if slots and query:
+            for recall in self.longterm.retrieve(ctx, query, slots):
                 take(recall.fact, "relevance", round(recall.score, 6))
-        wanted = self.config.recall_by_importance
+        # the relevance slots recall left unused pass to the importance fallback
+        wanted = self.config.recall_by_importance + max(0, slots - len(out))
         if wanted:
             extra = len(seen) + len(skip)  # enough candidates after dedup
             added = 0
             for fact in self._most_important(ctx, wanted + extra):
-                if added >= wanted:
-                    break
+                if added >= wanted or fact.importance < self.config.recall_importance_floor:
+                    break  # most important first: the rest are below the floor too
                 added += take(fact, "importance")
         return out
 

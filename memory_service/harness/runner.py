@@ -32,9 +32,10 @@ from memory_service.harness.outcome import ChatOutcome, MemoryPrompt, RecalledFa
 from memory_service.harness.prompt import PromptBuilder
 from memory_service.llm import ChatModel, Usage, require_model
 from memory_service.longterm.base import LongTermMemory
-from memory_service.messages import Msg
+from memory_service.messages import MEMORY_PRUNE, Msg
 from memory_service.observe.telemetry import sink
 from memory_service.pipeline.flush import EXTRA_KEY, FlushResult, MemoryFlushManager
+from memory_service.pipeline.maintenance import MemoryMaintenance
 from memory_service.shortterm.compaction import CompactionResult
 from memory_service.shortterm.session import ShortTermMemory
 from memory_service.shortterm.state import AgentState
@@ -67,6 +68,7 @@ class MemoryHarness:
         config: MemorySettings | None = None,
         flush: MemoryFlushManager | None = None,
         usage: UsageLedger | None = None,
+        maintenance: MemoryMaintenance | None = None,
     ) -> None:
         self.model = model
         self.shortterm = shortterm
@@ -76,10 +78,18 @@ class MemoryHarness:
         self.flush = flush
         self.usage = usage or UsageLedger(self.workspace)
         self.tools = MemoryTools(
-            self.workspace, longterm, shortterm, enabled=not self.config.disable_memory_tools
+            self.workspace,
+            longterm,
+            shortterm,
+            maintenance=maintenance,
+            enabled=not self.config.disable_memory_tools,
         )
         self.prompts = PromptBuilder(
-            longterm, self.workspace, self.config, tools_enabled=self.tools.enabled
+            longterm,
+            self.workspace,
+            self.config,
+            tools_enabled=self.tools.enabled,
+            tidy_tools=MEMORY_PRUNE in self.tools.names(),
         )
 
     @property
@@ -151,8 +161,11 @@ class MemoryHarness:
             )
             return turn
 
+        def compacted(result: CompactionResult) -> None:
+            turn.overflow_compaction = result.usage
+
         before = state.compaction_count
-        self.shortterm.force_compact_and_retry(state, ctx, attempt)
+        self.shortterm.force_compact_and_retry(state, ctx, attempt, compacted)
         return turn, state.compaction_count > before
 
     # -- saving ---------------------------------------------------------------------------
@@ -203,10 +216,15 @@ class MemoryHarness:
         sink().tokens("chat", turn.usage.prompt_tokens, turn.usage.completion_tokens)
         if compaction.usage is not None:
             usage["compaction"] = compaction.usage
+        overflow = turn.overflow_compaction
         try:
             self.usage.record(ctx.tenant_id, tokens=usage)
+            if overflow is not None:  # a second compaction call: counted as one more
+                self.usage.record(ctx.tenant_id, tokens={"compaction": overflow})
         except (OSError, TimeoutError) as exc:
             log.warning("could not record usage for %s: %s", ctx.tenant_id, exc)
+        if overflow is not None:
+            usage["compaction"] = usage.get("compaction", Usage()) + overflow
         flush_usage = sum((f.usage for f in flushes), Usage())
         if flush_usage.total_tokens:
             usage["flush"] = flush_usage

@@ -32,6 +32,7 @@ from memory_service.longterm.ledger import parse_ledger, render_lines, rewrite_l
 from memory_service.longterm.recording import RecordPlan
 from memory_service.longterm.retrieval import LegHit, RetrievalConfig
 from memory_service.longterm.store import NO_CANDIDATES, BaseLongTermMemory, Candidates, StoredFacts
+from memory_service.longterm.vector_cache import add_vectors
 from memory_service.longterm.vector_cache import cache_path as vector_cache_path
 from memory_service.observe.telemetry import timed_stage
 from memory_service.paths import UserPaths, WorkspacePaths
@@ -148,13 +149,19 @@ class FileSystemLongTermMemory(BaseLongTermMemory[_Read]):
         dense_of: Mapping[str, np.ndarray],
         now: datetime,
     ) -> None:
-        # the vectors are not stored here: embedding them warmed the embedder's cache
         changes: dict[Path, dict[str, Fact | None]] = {}
         for fid in plan.revived:  # its old line goes; the new one is appended
             changes.setdefault(stored.index.by_id[fid].path, {})[fid] = None
         for fid, fact in plan.closed.items():
             changes.setdefault(stored.index.by_id[fid].path, {})[fid] = fact
-        self._write(ctx, self.paths(ctx), now, list(plan.new.values()), changes)
+        paths = self.paths(ctx)
+        self._write(ctx, paths, now, list(plan.new.values()), changes)
+        # the vectors record computed go to the user's vector cache, read by the next search
+        add_vectors(
+            vector_cache_path(paths, self._embedder),
+            self._embedder.dimension,
+            {f.content_hash: dense_of[fid] for fid, f in plan.new.items() if fid in dense_of},
+        )
         self._indexes.invalidate(ctx)
 
     def _candidates(

@@ -13,7 +13,7 @@ import hashlib
 import io
 import logging
 import zipfile
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 import numpy as np
@@ -62,8 +62,26 @@ def embed_with_cache(
     for i, h in enumerate(hashes):
         matrix[i] = known[h]
     if missing:
-        buffer = io.BytesIO()
-        np.savez(buffer, hashes=np.asarray(hashes, dtype="U64"), vectors=matrix)
-        ensure_dir(path.parent)
-        write_bytes_atomically(path, buffer.getvalue())
+        _save(path, hashes, matrix)
     return matrix
+
+
+def add_vectors(path: Path, dimension: int, vectors: Mapping[str, np.ndarray]) -> None:
+    """Add freshly embedded vectors (content hash -> vector) to the cache file at ``path``.
+
+    Record embeds every new fact before it writes; keeping those vectors here means the next
+    index build reads them back instead of embedding again, so no in-memory cache has to hold
+    every recorded fact until its user is next searched (it held 100k vectors at 100k facts)."""
+    if not vectors:
+        return
+    known = _load(path, dimension)
+    known.update(vectors)
+    hashes = list(known)
+    _save(path, hashes, np.stack([known[h] for h in hashes]).astype(np.float32, copy=False))
+
+
+def _save(path: Path, hashes: Sequence[str], matrix: np.ndarray) -> None:
+    buffer = io.BytesIO()
+    np.savez(buffer, hashes=np.asarray(hashes, dtype="U64"), vectors=matrix)
+    ensure_dir(path.parent)
+    write_bytes_atomically(path, buffer.getvalue())

@@ -199,7 +199,7 @@ class Consolidator:
         messages = [{"role": "system", "content": system}, {"role": "user", "content": user}]
         usage = Usage()
         for attempt in range(2):
-            reply = self.model.complete(messages, temperature=0.0)
+            reply = self.model.complete(messages, temperature=0.0, max_tokens=self.max_tokens)
             usage = usage + reply.usage
             sink().tokens("consolidation", reply.usage.prompt_tokens, reply.usage.completion_tokens)
             text = _strip_fences(reply.text or "")

@@ -12,7 +12,8 @@ The annotation is ``[...]`` with ``|``-separated parts in any order, each option
 (fact, preference, event, procedure), an importance 1-10, and a key (a subject such as
 ``user.diet``; a newer fact with the same key supersedes the older one). A bracket that is not
 a valid annotation stays part of the text. Bullets are cleaned (metadata comments, emphasis and
-extra whitespace removed), exact duplicates dropped (within the reply and against MEMORY.md),
+extra whitespace removed), exact duplicates dropped (within the reply and against MEMORY.md
+and today's ledger, which the model also reads),
 and the rest recorded through ``LongTermMemory.record`` (today's ledger in the files backend).
 A failed or malformed reply is retried; what to do when it still fails is the caller's.
 """
@@ -23,15 +24,17 @@ import logging
 import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from typing import Any
 
 from indexing.hashing import content_hash
 from memory_service.context import RuntimeContext
 from memory_service.errors import InvalidInputError, MemoryServiceError
 from memory_service.facts import FACT_KINDS, Fact
+from memory_service.limits import MAX_PAGE_SIZE
 from memory_service.llm import ChatModel, LlmBadResponseError, LlmError
 from memory_service.longterm.base import LongTermMemory
-from memory_service.messages import Msg
+from memory_service.messages import Msg, estimate_tokens
 from memory_service.pipeline.flush_result import FlushedFact, FlushResult
 from memory_service.pipeline.memory_md import known_hashes
 from memory_service.pipeline.transcript import (
@@ -44,6 +47,7 @@ from memory_service.pipeline.transcript import (
 log = logging.getLogger(__name__)
 
 NO_REPLY = "NO_REPLY"
+MAX_TODAY_SCAN = 10_000  # facts read to find the ones recorded today
 
 DEFAULT_FLUSH_PROMPT = """\
 You extract long-term memories from a conversation between a user and an AI assistant.
@@ -53,9 +57,9 @@ Keep only what will still matter in future conversations:
 - decisions that were made, with their reasons when given;
 - commitments and plans: who will do what, and by when.
 Do not keep small talk, greetings, questions that were fully answered, transient tool output,
-or anything the assistant merely suggested. MEMORY.md, given below, is what is already
-remembered. It is read-only context: do not repeat what it holds; write a memory only for
-something new or changed.
+or anything the assistant merely suggested. MEMORY.md and today's ledger (the memories
+already recorded today), given below, are what is already remembered. They are read-only
+context: do not repeat what they hold; write a memory only for something new or changed.
 
 Answer with one Markdown bullet per memory and nothing else:
 - [kind|importance|key] The memory, as one self-contained sentence.
@@ -79,12 +83,15 @@ _QUOTES = "\"'\u201c\u201d\u2018\u2019"
 # -- the request and the reply -------------------------------------------------------------
 
 
-def flush_request(lines: Sequence[str], memory_md: str) -> str:
-    """The user message of one extraction request: MEMORY.md, then the transcript."""
+def flush_request(lines: Sequence[str], memory_md: str, today: str = "") -> str:
+    """The user message of one extraction request: MEMORY.md, today's ledger, then the
+    transcript."""
     return (
         '<memory_md read_only="true">\n'
         + (memory_md or "(empty)")
-        + "\n</memory_md>\n\n<conversation>\n"
+        + '\n</memory_md>\n\n<today_ledger read_only="true">\n'
+        + (today or "(nothing recorded today)")
+        + "\n</today_ledger>\n\n<conversation>\n"
         + "\n".join(lines)
         + "\n</conversation>\n\n"
         + f"Write the new memories as bullets now, or {NO_REPLY}."
@@ -159,6 +166,37 @@ def distinct(facts: Sequence[Fact], known_hashes: set[str]) -> list[Fact]:
     return out
 
 
+def todays_ledger(
+    longterm: LongTermMemory, ctx: RuntimeContext, now: datetime, budget_tokens: int
+) -> str:
+    """The user's active facts recorded on ``now``'s (UTC) day, as bullets, newest kept
+    within ``budget_tokens``: what the flush must not write again. At most
+    ``MAX_TODAY_SCAN`` facts are read."""
+    day = now.astimezone(UTC).date()
+    today: list[Fact] = []
+    cursor: str | None = None
+    scanned = 0
+    while scanned < MAX_TODAY_SCAN:
+        page = longterm.list(ctx, limit=MAX_PAGE_SIZE, cursor=cursor)
+        scanned += len(page.items)
+        today += [
+            f for f in page.items if f.created_at and f.created_at.astimezone(UTC).date() == day
+        ]
+        cursor = page.next_cursor
+        if cursor is None:
+            break
+    today.sort(key=lambda f: f.created_at or now, reverse=True)
+    lines: list[str] = []
+    used = 0
+    for fact in today:
+        line = f"- {fact.text}"
+        used += estimate_tokens(line)
+        if used > budget_tokens:
+            break
+        lines.append(line)
+    return "\n".join(reversed(lines))
+
+
 # -- extracting and recording --------------------------------------------------------------
 
 
@@ -183,10 +221,13 @@ class Extractor:
         self.prompt = prompt
         self.retries = retries
 
-    def batches(self, messages: Sequence[Msg], memory_md: str) -> list[TranscriptBatch]:
+    def batches(
+        self, messages: Sequence[Msg], memory_md: str, today: str = ""
+    ) -> list[TranscriptBatch]:
         """Transcript lines in batches that fit the memory model's window."""
         window = self.model.context_window if self.model is not None else DEFAULT_WINDOW
-        return batch_transcript(messages, transcript_budget(window, self.prompt, memory_md))
+        context = f"{memory_md}\n{today}"
+        return batch_transcript(messages, transcript_budget(window, self.prompt, context))
 
     def record(
         self,
@@ -195,13 +236,15 @@ class Extractor:
         memory_md: str,
         result: FlushResult,
         advance: Callable[[TranscriptBatch], None],
+        today: str = "",
     ) -> ExtractionFailure | None:
         """Extract and record batch after batch, calling ``advance`` after each recorded one;
         stops at the first failure (later batches are not sent: their messages stay pending).
-        Exact duplicates of MEMORY.md and of earlier batches are dropped before ``record``."""
-        known = known_hashes(memory_md)
+        Exact duplicates of MEMORY.md, of today's ledger and of earlier batches are dropped
+        before ``record``."""
+        known = known_hashes(memory_md) | known_hashes(today)
         for index, batch in enumerate(batches):
-            facts, error, reply = self._extract(batch, memory_md, result)
+            facts, error, reply = self._extract(batch, memory_md, today, result)
             if error is None:
                 try:
                     fresh = distinct(facts, known)
@@ -218,11 +261,12 @@ class Extractor:
         return None
 
     def _extract(
-        self, batch: TranscriptBatch, memory_md: str, result: FlushResult
+        self, batch: TranscriptBatch, memory_md: str, today: str, result: FlushResult
     ) -> tuple[list[Fact], str | None, str | None]:
         """Ask the model, retrying failures; (facts, error, last reply text)."""
         assert self.model is not None
-        request = [Msg.system(self.prompt), Msg.user(flush_request(batch.lines, memory_md))]
+        prompt = flush_request(batch.lines, memory_md, today)
+        request = [Msg.system(self.prompt), Msg.user(prompt)]
         result.messages += len(batch.lines)
         error: str | None = None
         reply_text: str | None = None

@@ -6,8 +6,10 @@ read-only context, and records the facts it answers (``pipeline/extraction.py``:
 reply grammar and the recording; ``pipeline/transcript.py``: what the model sees of the
 conversation, in batches that fit its window).
 
-Three paths call it: after each agent call (``after_call``, governed by the ``FlushTrigger``),
-and, as the ``ShortTermMemory`` flush callback, before compaction and on a context overflow.
+Four paths call it: after each agent call (``after_call``, governed by the ``FlushTrigger``);
+as the ``ShortTermMemory`` flush callback, before compaction and on a context overflow; and the
+scheduler's idle flush (``idle_flush.py``) for a session that went quiet. The model reads
+MEMORY.md and today's ledger (``extraction.todays_ledger``) so it does not repeat them.
 A failed or malformed reply is retried (``MemorySettings.flush_retries``); if it still fails the
 watermark stays where it was, so the next flush sends those messages again, and the messages
 are appended to the user's dead-letter file (``pipeline/dead_letters.py``) and counted. Token
@@ -36,7 +38,7 @@ from memory_service.observe.telemetry import sink
 from memory_service.observe.tracing import using_ids
 from memory_service.paths import UserPaths
 from memory_service.pipeline.dead_letters import DeadLetterFile, DeadLetterRecord
-from memory_service.pipeline.extraction import DEFAULT_FLUSH_PROMPT, Extractor
+from memory_service.pipeline.extraction import DEFAULT_FLUSH_PROMPT, Extractor, todays_ledger
 from memory_service.pipeline.flush_result import FlushedFact, FlushResult
 from memory_service.pipeline.memory_md import memory_md_for_model
 from memory_service.pipeline.transcript import TranscriptBatch, with_positions
@@ -164,14 +166,15 @@ class MemoryFlushManager:
             return self._report(result)
         paths = UserPaths.of(self.workspace, ctx)
         memory_md, _ = memory_md_for_model(paths, self.config.memory_load_token_budget)
-        batches = self.extractor.batches(pending, memory_md)
+        today = self._today(ctx) if self.model is not None else ""
+        batches = self.extractor.batches(pending, memory_md, today)
         if not batches:  # only instructions, hints or memory-tool output: nothing to extract
             state.mark_flushed(max(m.seq for m in pending if m.seq is not None))
             result.through_seq = state.last_flushed_index
             return self._report(result)
         if self.model is None:
             result.status, result.detail = "skipped", "no_model"
-            if reason != "post_call":  # the messages are about to leave the state: keep them
+            if reason not in ("post_call", "idle"):  # about to leave the state: keep them
                 self._fail(result, ctx, paths, pending, "no LLM is configured for the flush")
             return self._report(self._account(result, ctx))
 
@@ -179,7 +182,7 @@ class MemoryFlushManager:
             state.mark_flushed(batch.through_seq)
             result.through_seq = state.last_flushed_index
 
-        failure = self.extractor.record(ctx, batches, memory_md, result, advance)
+        failure = self.extractor.record(ctx, batches, memory_md, result, advance, today)
         if failure is not None:
             self._fail(
                 result,
@@ -209,10 +212,11 @@ class MemoryFlushManager:
         messages = with_positions(messages)
         paths = UserPaths.of(self.workspace, ctx)
         memory_md, _ = memory_md_for_model(paths, self.config.memory_load_token_budget)
-        batches = self.extractor.batches(messages, memory_md)
+        today = self._today(ctx)
+        batches = self.extractor.batches(messages, memory_md, today)
         if not batches:
             return result, []
-        failure = self.extractor.record(ctx, batches, memory_md, result, lambda _batch: None)
+        failure = self.extractor.record(ctx, batches, memory_md, result, lambda _batch: None, today)
         if failure is not None:
             result.status, result.error = "failed", failure.error
         else:
@@ -221,6 +225,17 @@ class MemoryFlushManager:
         return result, failure.rest if failure is not None else []
 
     # -- steps ----------------------------------------------------------------------------
+
+    def _today(self, ctx: RuntimeContext) -> str:
+        """Today's ledger for the model (within the MEMORY.md budget); a backend that cannot
+        list right now leaves it out rather than failing the flush."""
+        try:
+            return todays_ledger(
+                self.longterm, ctx, self._clock(), self.config.memory_load_token_budget
+            )
+        except (MemoryServiceError, OSError) as exc:
+            log.warning("today's ledger left out of the flush for %s: %s", ctx.tenant_id, exc)
+            return ""
 
     def _fail(
         self,

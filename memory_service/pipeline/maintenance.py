@@ -23,6 +23,7 @@ from filelock import FileLock, Timeout
 
 from indexing.hashing import content_hash
 from memory_service.context import RuntimeContext
+from memory_service.errors import BackendUnavailableError
 from memory_service.facts import Fact, fact_id, parse_time, utcnow
 from memory_service.fsutil import read_text, remove_stale_temp_files, write_atomically
 from memory_service.longterm.base import ArchivesLedgers, LongTermMemory, SettlesLedgers
@@ -31,8 +32,10 @@ from memory_service.observe.telemetry import sink
 from memory_service.observe.tracing import using_ids
 from memory_service.paths import UserPaths
 from memory_service.pipeline.consolidation import ConsolidationResult, Consolidator
-from memory_service.pipeline.policy import ExpiryPolicy, plan_maintenance
+from memory_service.pipeline.erasure import erase_facts
+from memory_service.pipeline.policy import ExpiryPolicy, plan_maintenance, plan_prune
 from memory_service.shortterm.session_log import delete_old_session_logs
+from memory_service.usage import UsageLedger
 
 log = logging.getLogger(__name__)
 
@@ -92,19 +95,25 @@ class MemoryMaintenance:
         workspace,
         consolidator: Consolidator,
         settings: MaintenanceSettings | None = None,
+        usage: UsageLedger | None = None,
         clock: Callable[[], datetime] = utcnow,
     ) -> None:
         self.longterm = longterm
         self.workspace = workspace
+        self.usage = usage or UsageLedger(workspace)
         self.consolidator = consolidator
         self.settings = settings or MaintenanceSettings()
         self._clock = clock
 
-    def run_user(self, ctx: RuntimeContext, *, force: bool = False) -> MaintenanceReport:
-        """Maintain one user (under the trace ``ctx`` carries, else the current one)."""
+    def run_user(
+        self, ctx: RuntimeContext, *, force: bool = False, consolidate: bool = True
+    ) -> MaintenanceReport:
+        """Every step for one user; ``consolidate=False`` leaves MEMORY.md alone (the
+        scheduler's passes when ``disable_memory_hooks`` is on). Runs under the trace ``ctx``
+        carries, else the current one."""
         with using_ids(ctx.trace_id, ctx.span_id):
             try:
-                report = self._run_user(ctx, force=force)
+                report = self._run_user(ctx, force=force, consolidate=consolidate)
             except Exception:
                 sink().pipeline("maintenance", "failed")  # the caller logs and reports it
                 raise
@@ -118,7 +127,9 @@ class MemoryMaintenance:
             )
         return report
 
-    def _run_user(self, ctx: RuntimeContext, *, force: bool) -> MaintenanceReport:
+    def _run_user(
+        self, ctx: RuntimeContext, *, force: bool, consolidate: bool
+    ) -> MaintenanceReport:
         paths = UserPaths.of(self.workspace, ctx)
         report = MaintenanceReport(ctx.tenant_id, ctx.user_id, "ran")
         now = self._clock()
@@ -129,14 +140,20 @@ class MemoryMaintenance:
         paths.root.mkdir(parents=True, exist_ok=True)
         try:
             with FileLock(str(paths.maintenance_lock), timeout=0):
-                self._run_steps(ctx, paths, now, report)
+                self._run_steps(ctx, paths, now, report, consolidate=consolidate)
                 self._remember(paths, now, report)
         except Timeout:
             report.status = "busy"
         return report
 
     def _run_steps(
-        self, ctx: RuntimeContext, paths: UserPaths, now: datetime, report: MaintenanceReport
+        self,
+        ctx: RuntimeContext,
+        paths: UserPaths,
+        now: datetime,
+        report: MaintenanceReport,
+        *,
+        consolidate: bool = True,
     ) -> None:
         counts = report.counts
         longterm = self.longterm
@@ -170,6 +187,9 @@ class MemoryMaintenance:
         )
         counts["stale_temp_files_removed"] = len(stale)
 
+        if not consolidate:
+            counts["consolidated"] = 0
+            return
         try:
             result = self.consolidator.consolidate(paths, all_facts(self.longterm, ctx), now)
         except Exception as exc:  # the LLM failed: MEMORY.md is untouched, report it
@@ -181,6 +201,61 @@ class MemoryMaintenance:
         report.consolidation = result
         sink().pipeline("consolidation", "ok")
         counts["consolidated"] = 1 if result.written else 0
+        self._account(ctx, result)
+
+    def _account(self, ctx: RuntimeContext, result: ConsolidationResult) -> None:
+        """An LLM consolidation's tokens go to the tenant's usage file, like every call."""
+        if result.usage is None:
+            return
+        try:
+            self.usage.record(
+                ctx.tenant_id,
+                tokens={"consolidation": result.usage},
+                counters={"consolidation_runs": 1},
+            )
+        except (OSError, TimeoutError) as exc:
+            log.warning("could not record consolidation usage for %s: %s", ctx.tenant_id, exc)
+
+    # -- on request (the memory_consolidate and memory_prune tools) ----------------------
+
+    def consolidate_user(self, ctx: RuntimeContext) -> ConsolidationResult:
+        """Consolidate one user's MEMORY.md now, under the per-user maintenance lock (a
+        running maintenance answers ``BackendUnavailableError`` ``busy``); usage counted."""
+        paths = UserPaths.of(self.workspace, ctx)
+        paths.root.mkdir(parents=True, exist_ok=True)
+        try:
+            with FileLock(str(paths.maintenance_lock), timeout=0):
+                try:
+                    result = self.consolidator.consolidate(
+                        paths, all_facts(self.longterm, ctx), self._clock()
+                    )
+                except Exception:
+                    sink().pipeline("consolidation", "failed")
+                    raise
+        except Timeout:
+            raise BackendUnavailableError(
+                "maintenance is running for this user; try again in a minute", code="busy"
+            ) from None
+        sink().pipeline("consolidation", "ok")
+        self._account(ctx, result)
+        return result
+
+    def prune_plan(
+        self, ctx: RuntimeContext, *, max_importance: int | None = None
+    ) -> list[tuple[Fact, str]]:
+        """The facts ``prune`` would remove (``policy.plan_prune``), with why."""
+        paths = UserPaths.of(self.workspace, ctx)
+        return plan_prune(
+            all_facts(self.longterm, ctx),
+            self._clock(),
+            expiry=self.settings.expiry,
+            max_importance=max_importance,
+            protected_ids=frozenset(self._consolidated_ids(ctx, paths)),
+        )
+
+    def prune(self, ctx: RuntimeContext, ids: list[str]) -> int:
+        """Delete ``ids`` from the backend and from MEMORY.md (``erasure.erase_facts``)."""
+        return erase_facts(self.longterm, self.workspace, ctx, ids) if ids else 0
 
     def _consolidated_ids(self, ctx: RuntimeContext, paths: UserPaths) -> set[str]:
         """Facts whose text is a MEMORY.md bullet: consolidated facts do not expire."""

@@ -124,3 +124,29 @@ def plan_maintenance(
             current.pop(fact.id)
             plan.counts["expired"] += 1
     return plan
+
+
+def plan_prune(
+    facts: Sequence[Fact],
+    now: datetime,
+    *,
+    expiry: ExpiryPolicy,
+    max_importance: int | None = None,
+    protected_ids: frozenset[str] = frozenset(),
+) -> list[tuple[Fact, str]]:
+    """What ``memory_prune`` would forget, with why: ``expired`` (the fact's own expiry, or
+    its age for its importance; facts MEMORY.md holds, ``protected_ids``, do not age out) or
+    ``low_importance`` (``max_importance`` or less). Superseded facts are history, not noise:
+    they stay. Least important and oldest first."""
+    out: list[tuple[Fact, str]] = []
+    for fact in facts:
+        if fact.superseded_by is not None or fact.valid_to is not None:
+            continue
+        own = fact.expires_at is not None and fact.expires_at <= now
+        aged = expiry.expires_at(fact)
+        if own or (fact.id not in protected_ids and aged is not None and aged <= now):
+            out.append((fact, "expired"))
+        elif max_importance is not None and fact.importance <= max_importance:
+            out.append((fact, "low_importance"))
+    oldest = datetime.min.replace(tzinfo=now.tzinfo)
+    return sorted(out, key=lambda pair: (pair[0].importance, pair[0].created_at or oldest))

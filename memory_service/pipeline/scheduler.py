@@ -1,4 +1,5 @@
-"""Runs maintenance for every user on a schedule (default every 6 hours) inside ``serve``.
+"""Runs maintenance for every user on a schedule (default every 6 hours) inside ``serve``,
+and a sweep every few minutes: expired session states purged, idle sessions flushed.
 
 Who exists is asked of the workspace (tenant and user folders) and of the long-term backend
 (``users(tenant)``), so users whose facts live only in Qdrant are maintained too. Each user is
@@ -11,7 +12,9 @@ from __future__ import annotations
 import contextvars
 import logging
 import threading
+import time
 from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass
 from datetime import timedelta
 from pathlib import Path
 
@@ -20,6 +23,7 @@ from memory_service.errors import InvalidIdError
 from memory_service.longterm.base import ListsUsers
 from memory_service.observe.tracing import new_trace, using_trace
 from memory_service.paths import WorkspacePaths
+from memory_service.pipeline.idle_flush import IdleFlusher, IdleFlushReport
 from memory_service.pipeline.maintenance import MaintenanceReport, MemoryMaintenance
 from memory_service.progress import Progress
 
@@ -59,6 +63,7 @@ def run_all(
     *,
     force: bool = False,
     progress: bool = True,
+    consolidate: bool = True,
 ) -> list[MaintenanceReport]:
     """Maintain each context in turn; one user's failure never stops the others."""
     targets = list(contexts)
@@ -68,7 +73,7 @@ def run_all(
         for ctx in targets:
             bar.stage(f"{ctx.tenant_id}/{ctx.user_id}")
             try:
-                reports.append(maintenance.run_user(ctx, force=force))
+                reports.append(maintenance.run_user(ctx, force=force, consolidate=consolidate))
             except Exception as exc:  # noqa: BLE001 - reported per user, never fatal
                 log.exception("maintenance failed for %s/%s", ctx.tenant_id, ctx.user_id)
                 reports.append(
@@ -80,8 +85,19 @@ def run_all(
     return reports
 
 
+@dataclass(slots=True)
+class SweepReport:
+    """One sweep: expired session states purged, and the idle flush's counts."""
+
+    purged: int = 0
+    idle: IdleFlushReport | None = None
+
+
 class MemoryMaintenanceScheduler:
-    """A daemon thread: the first pass after ``first_delay``, then one every ``interval``."""
+    """A daemon thread with two clocks: a maintenance pass after ``first_delay`` and then
+    every ``interval``; a sweep (expired session states purged through the store, idle
+    sessions flushed) every ``sweep_interval``. ``consolidate=False`` (hooks disabled) runs
+    the passes without consolidation."""
 
     def __init__(
         self,
@@ -90,12 +106,21 @@ class MemoryMaintenanceScheduler:
         *,
         interval: timedelta = timedelta(hours=6),
         first_delay: timedelta = timedelta(minutes=1),
+        consolidate: bool = True,
+        purge: Callable[[], int] | None = None,
+        idle_flush: IdleFlusher | None = None,
+        sweep_interval: timedelta = timedelta(minutes=5),
     ) -> None:
         self.maintenance = maintenance
         self.contexts = contexts
         self.interval = interval
         self.first_delay = first_delay
+        self.consolidate = consolidate
+        self.purge = purge
+        self.idle_flush = idle_flush
+        self.sweep_interval = sweep_interval
         self.passes = 0
+        self.sweeps = 0
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
 
@@ -118,17 +143,42 @@ class MemoryMaintenanceScheduler:
     def run_once(self) -> list[MaintenanceReport]:
         """One pass, under a trace of its own (its log lines share one ``trace_id``)."""
         with using_trace(new_trace()):
-            reports = run_all(self.maintenance, self.contexts(), progress=False)
+            reports = run_all(
+                self.maintenance, self.contexts(), progress=False, consolidate=self.consolidate
+            )
             self.passes += 1
             ran = sum(1 for r in reports if r.status == "ran")
             log.info("maintenance pass %d: %d users, %d maintained", self.passes, len(reports), ran)
         return reports
 
+    def sweep_once(self) -> SweepReport:
+        """Purge expired session states, then flush the sessions that went quiet (under a
+        trace of its own, like a pass)."""
+        report = SweepReport()
+        with using_trace(new_trace()):
+            if self.purge is not None:
+                try:
+                    report.purged = self.purge()
+                except Exception:  # noqa: BLE001 - the flush below must still run
+                    log.exception("purging expired session states failed")
+            if self.idle_flush is not None:
+                report.idle = self.idle_flush.run(self.contexts())
+            self.sweeps += 1
+            if report.purged or (report.idle and report.idle.sessions):
+                log.info("sweep %d: %s", self.sweeps, report)
+        return report
+
     def _loop(self) -> None:
-        wait = self.first_delay.total_seconds()
-        while not self._stop.wait(wait):
-            try:
-                self.run_once()
-            except Exception:  # noqa: BLE001 - the schedule must survive a bad pass
-                log.exception("maintenance pass failed")
-            wait = self.interval.total_seconds()
+        first = time.monotonic() + self.first_delay.total_seconds()
+        due = {"pass": first, "sweep": first}
+        every = {"pass": self.interval, "sweep": self.sweep_interval}
+        jobs = {"pass": self.run_once, "sweep": self.sweep_once}
+        if self.purge is None and self.idle_flush is None:
+            del due["sweep"]
+        while not self._stop.wait(max(0.0, min(due.values()) - time.monotonic())):
+            for name in [n for n, at in due.items() if at <= time.monotonic()]:
+                try:
+                    jobs[name]()
+                except Exception:  # noqa: BLE001 - the schedule must survive a bad pass
+                    log.exception("scheduled %s failed", name)
+                due[name] = time.monotonic() + every[name].total_seconds()

@@ -8,20 +8,28 @@ messages, previous summary included, into five blocks and keeps the tail verbati
 The tail never starts with a tool result whose call was cut off: call and results stay
 together. A failed LLM call changes nothing; the error is raised (``compact``) or reported
 (``CompactionHook``, in ``compaction_hook``). ``SlidingWindow`` is the LLM-free alternative:
-drop whole old user rounds. The summary's prompt and its parsing live in ``summary``.
+drop whole old user rounds; ``ImportanceTrimmer`` (``trimming``) drops the lowest-scored
+messages instead. What the policies share is in ``compaction_base``. The summary's prompt
+and its parsing live in ``summary``.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
-from typing import Protocol
 
+from indexing.embeddings import Embedder
 from memory_service.config import CompactionSettings
-from memory_service.errors import MemoryServiceError
-from memory_service.llm import ChatModel, Usage
+from memory_service.errors import ConfigurationError
+from memory_service.llm import ChatModel
 from memory_service.messages import Msg, estimate_tokens
 from memory_service.observe.telemetry import sink
+from memory_service.shortterm.compaction_base import (
+    CompactionResult,
+    Compactor,
+    summary_trigger,
+    token_trigger,
+)
+from memory_service.shortterm.compaction_base import pinned as _pinned
 from memory_service.shortterm.state import AgentState
 from memory_service.shortterm.summary import (
     DEFAULT_SUMMARY_PROMPT,
@@ -30,6 +38,7 @@ from memory_service.shortterm.summary import (
     render_line,
     render_summary,
 )
+from memory_service.shortterm.trimming import ImportanceTrimmer
 
 __all__ = [  # the summary's names stay importable from here (the flush uses render_line)
     "DEFAULT_SUMMARY_PROMPT",
@@ -37,6 +46,7 @@ __all__ = [  # the summary's names stay importable from here (the flush uses ren
     "CompactionResult",
     "Compactor",
     "ConversationCompactor",
+    "ImportanceTrimmer",
     "SlidingWindow",
     "build_compactor",
     "parse_summary",
@@ -47,60 +57,6 @@ __all__ = [  # the summary's names stay importable from here (the flush uses ren
 ]
 
 TRANSCRIPT_SHARE = 0.6  # of the window, at most, for the transcript sent to the summariser
-
-# why a compaction ran, or did not: messages | tokens | rounds (triggers), forced, overflow,
-# not_needed, nothing_to_compact, no_model, failed, backoff (waiting after a failure)
-
-
-@dataclass(frozen=True, slots=True)
-class CompactionResult:
-    """What a compaction did (or why it did not), for logs and API replies."""
-
-    performed: bool
-    reason: str
-    removed: int = 0  # messages replaced by the summary (or dropped by the window)
-    kept: int = 0  # messages kept verbatim
-    tokens_before: int = 0
-    tokens_after: int = 0
-    summary: dict[str, str] | None = None
-    usage: Usage | None = None
-    error: MemoryServiceError | None = None
-    flushed: bool = False  # the flush callback ran (and did not raise)
-    flush_error: str | None = None
-
-
-class Compactor(Protocol):
-    config: CompactionSettings
-
-    def needs_compaction(self, state: AgentState) -> str | None:
-        """The trigger that fired ("messages", "tokens", "rounds"), or None."""
-        ...
-
-    def compact(
-        self, state: AgentState, *, reason: str = "forced", aggressive: bool = False
-    ) -> CompactionResult:
-        """Compact ``state`` in place; on failure raise and leave it untouched."""
-        ...
-
-
-def _pinned(message: Msg) -> bool:
-    """System messages are instructions, not conversation: never summarised or dropped."""
-    return message.role == "system" and message.mark is None
-
-
-def _token_trigger(state: AgentState, config: CompactionSettings, window: int) -> bool:
-    return state.token_estimate > config.trigger_ratio * window
-
-
-def summary_trigger(state: AgentState, config: CompactionSettings, window: int) -> str | None:
-    """The summary policy's trigger: ``trigger_messages`` conversation messages (system
-    messages not counted), or a token estimate over ``trigger_ratio`` of the window."""
-    conversation = [m for m in state.messages if not _pinned(m)]
-    if len(conversation) >= config.trigger_messages:
-        return "messages"
-    if _token_trigger(state, config, window):
-        return "tokens"
-    return None
 
 
 # -- splitting -----------------------------------------------------------------------------
@@ -236,7 +192,7 @@ class SlidingWindow:
     def needs_compaction(self, state: AgentState) -> str | None:
         if len(self._round_starts(state.messages)) > self.config.window_rounds:
             return "rounds"
-        if _token_trigger(state, self.config, self.window):
+        if token_trigger(state, self.config, self.window):
             return "tokens"
         return None
 
@@ -265,11 +221,22 @@ class SlidingWindow:
 
 
 def build_compactor(
-    config: CompactionSettings, model: ChatModel | None, *, context_window: int
+    config: CompactionSettings,
+    model: ChatModel | None,
+    *,
+    context_window: int,
+    embedder: Embedder | None = None,
 ) -> Compactor | None:
-    """The configured policy; None when it needs an LLM and none is configured."""
+    """The configured policy; None when it needs an LLM and none is configured. The
+    ``importance`` policy needs the embedder instead."""
     if config.policy == "sliding_window":
         return SlidingWindow(config, context_window=context_window)
+    if config.policy == "importance":
+        if embedder is None:
+            raise ConfigurationError(
+                "MEMORY_COMPACTION__POLICY: the importance policy needs the embedder"
+            )
+        return ImportanceTrimmer(embedder, config, context_window=context_window)
     if model is None:
         return None
     return ConversationCompactor(model, config, context_window=context_window)

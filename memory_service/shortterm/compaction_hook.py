@@ -95,8 +95,9 @@ class CompactionHook:
         self.clock = clock
 
     def run_flush(self, state: AgentState, ctx: RuntimeContext, reason: FlushReason) -> dict:
-        """Call the flush callback; a failure is logged and returned, never raised."""
-        if self.flush is None:
+        """Call the flush callback; a failure is logged and returned, never raised. Nothing
+        runs when ``flush_before_compaction`` is off."""
+        if self.flush is None or not self.compactor.config.flush_before_compaction:
             return {}
         try:
             self.flush(state, ctx, reason)
@@ -146,16 +147,23 @@ class CompactionHook:
         return replace(result, **flushed)
 
     def force_compact_and_retry(
-        self, state: AgentState, ctx: RuntimeContext, call: Callable[[AgentState], T]
+        self,
+        state: AgentState,
+        ctx: RuntimeContext,
+        call: Callable[[AgentState], T],
+        on_compacted: Callable[[CompactionResult], None] | None = None,
     ) -> T:
         """``call(state)``; on ``ContextOverflowError`` flush, compact with the smaller tail,
-        and call once more. A second overflow, or a compaction failure, is raised."""
+        and call once more. A second overflow, or a compaction failure, is raised.
+        ``on_compacted`` gets the overflow's compaction (its usage is the caller's to count)."""
         try:
             return call(state)
         except ContextOverflowError as overflow:
             self.run_flush(state, ctx, "overflow")
             result = self.compactor.compact(state, reason="overflow", aggressive=True)
             count_compaction(result, ctx)
+            if on_compacted is not None:
+                on_compacted(result)
             if not result.performed:
                 raise overflow
             log.info("context overflow in %s: compacted, retrying", ctx.session_id)

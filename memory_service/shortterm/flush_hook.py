@@ -12,8 +12,9 @@ from typing import Literal, Protocol
 from memory_service.context import RuntimeContext
 from memory_service.shortterm.state import AgentState
 
-# Why a flush runs: after a call, before compaction, on a context overflow, or asked for.
-FlushReason = Literal["post_call", "pre_compaction", "overflow", "manual"]
+# Why a flush runs: after a call, before compaction, on a context overflow, asked for, or
+# by the scheduler for a session that went quiet (``idle``).
+FlushReason = Literal["post_call", "pre_compaction", "overflow", "manual", "idle"]
 
 
 class FlushCallback(Protocol):

@@ -20,6 +20,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from typing import TypeVar
 
+from indexing.embeddings import Embedder
 from memory_service.config import CompactionSettings
 from memory_service.context import RuntimeContext
 from memory_service.errors import (
@@ -93,6 +94,7 @@ class ShortTermMemory:
         model: ChatModel | None = None,
         context_window: int = 128_000,
         flush: FlushCallback | None = None,
+        embedder: Embedder | None = None,
     ) -> None:
         self.store = store
         self.log = log
@@ -100,7 +102,9 @@ class ShortTermMemory:
         self.config = config or CompactionSettings()
         self.model = model
         self.context_window = self.config.context_window or context_window
-        compactor = build_compactor(self.config, model, context_window=self.context_window)
+        compactor = build_compactor(
+            self.config, model, context_window=self.context_window, embedder=embedder
+        )
         self.hook = CompactionHook(compactor, flush=flush) if compactor else None
         self._turns = KeyedLocks()  # appends to one session, one at a time
 
@@ -217,13 +221,17 @@ class ShortTermMemory:
         )
 
     def force_compact_and_retry(
-        self, state: AgentState, ctx: RuntimeContext, call: Callable[[AgentState], T]
+        self,
+        state: AgentState,
+        ctx: RuntimeContext,
+        call: Callable[[AgentState], T],
+        on_compacted: Callable[[CompactionResult], None] | None = None,
     ) -> T:
         """``call(state)``; on a context overflow flush, compact ``state`` harder and call
         once more (see ``CompactionHook``). Without a compactor the overflow is raised."""
         if self.hook is None:
             return call(state)
-        return self.hook.force_compact_and_retry(state, ctx, call)
+        return self.hook.force_compact_and_retry(state, ctx, call, on_compacted)
 
     def compact(
         self,
@@ -264,6 +272,10 @@ class ShortTermMemory:
         if not (removed or files or log_removed):
             raise NotFoundError(no_session(ctx))
         return {"state": removed, "tool_results": files, "log": log_removed}
+
+    def purge_expired(self) -> int:
+        """Delete the states past the store's TTL (``ttl_hours``); how many went."""
+        return self.store.purge_expired()
 
     def close(self) -> None:
         self.store.close()

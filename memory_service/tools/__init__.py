@@ -1,5 +1,6 @@
-"""The memory tools an agent can call: ``memory_search``, ``memory_get``, ``memory_save`` and
-``session_search``.
+"""The memory tools an agent can call: ``memory_search``, ``memory_get``, ``memory_save``,
+``session_search``, and Solon's ``memory_extract``, ``memory_recall``, ``memory_consolidate``
+and ``memory_prune``.
 
 ``arguments`` holds one pydantic model per tool (its OpenAI schema and its validation),
 ``paths`` the rules for which files the model may read, ``memory_tools`` the tools themselves.
@@ -7,7 +8,11 @@
 
 from memory_service.tools.arguments import (
     TOOL_ARGUMENTS,
+    MemoryConsolidateArgs,
+    MemoryExtractArgs,
     MemoryGetArgs,
+    MemoryPruneArgs,
+    MemoryRecallArgs,
     MemorySaveArgs,
     MemorySearchArgs,
     SessionSearchArgs,
@@ -18,7 +23,11 @@ from memory_service.tools.paths import memory_path_parts
 
 __all__ = [
     "TOOL_ARGUMENTS",
+    "MemoryConsolidateArgs",
+    "MemoryExtractArgs",
     "MemoryGetArgs",
+    "MemoryPruneArgs",
+    "MemoryRecallArgs",
     "MemorySaveArgs",
     "MemorySearchArgs",
     "MemoryTools",

@@ -27,8 +27,18 @@ from pydantic import (
 from pydantic_core import ErrorDetails
 
 from memory_service.errors import InvalidInputError, MemoryServiceError
-from memory_service.limits import MAX_TOOL_QUERY_CHARS
-from memory_service.messages import MEMORY_GET, MEMORY_SAVE, MEMORY_SEARCH, SESSION_SEARCH
+from memory_service.facts import FACT_KINDS
+from memory_service.limits import MAX_KEY_CHARS, MAX_TOOL_QUERY_CHARS
+from memory_service.messages import (
+    MEMORY_CONSOLIDATE,
+    MEMORY_EXTRACT,
+    MEMORY_GET,
+    MEMORY_PRUNE,
+    MEMORY_RECALL,
+    MEMORY_SAVE,
+    MEMORY_SEARCH,
+    SESSION_SEARCH,
+)
 from memory_service.tools.paths import memory_path_parts
 
 
@@ -57,6 +67,12 @@ def _no_nul(value: str) -> str:
     return value
 
 
+def _one_of(value: str, allowed: tuple[str, ...]) -> str:
+    if value not in allowed:
+        raise ValueError(value)
+    return value
+
+
 def _memory_path(value: str) -> str:
     memory_path_parts(value)  # raises the path's own error (code invalid_path, ...)
     return value
@@ -72,6 +88,13 @@ Query = Annotated[
     AfterValidator(_no_nul),
     Says(f"query must be non-empty text of at most {MAX_TOOL_QUERY_CHARS} characters, no NUL"),
 ]
+Key = Annotated[
+    str,
+    StringConstraints(strip_whitespace=True, min_length=1, max_length=MAX_KEY_CHARS),
+    AfterValidator(_no_nul),
+    Says(f"key must be 1-{MAX_KEY_CHARS} characters, no NUL", code="invalid_fact"),
+]
+Kind = Annotated[str, AfterValidator(lambda v: _one_of(v, FACT_KINDS))]
 _TYPE_ERRORS = {
     "int_type": "an integer",
     "int_parsing": "an integer",
@@ -179,10 +202,11 @@ class MemorySearchArgs(ToolArguments):
     description: ClassVar[str] = (
         "Search the user's long-term memory: a literal, case-insensitive match over MEMORY.md "
         "and the daily memory files (lines as 'Source: path#line: text'), plus the memories "
-        "most related to the query."
+        "most related to the query. The query '*' lists the remembered facts instead, "
+        "most important first."
     )
 
-    query: Query = Field(description="words or a phrase to find")
+    query: Query = Field(description="words or a phrase to find; '*' lists what is remembered")
 
 
 class MemoryGetArgs(ToolArguments):
@@ -243,7 +267,78 @@ class SessionSearchArgs(ToolArguments):
     query: Query = Field(description="words to find")
 
 
+# -- Solon's tools ----------------------------------------------------------------------------
+
+
+class MemoryExtractArgs(ToolArguments):
+    """``memory_extract(key, text, importance?, kind?)``: record, compared with the same key."""
+
+    tool: ClassVar[str] = MEMORY_EXTRACT
+    description: ClassVar[str] = (
+        "Record one fact under a key (a subject such as user.diet) and compare it with what "
+        "is remembered under that key: the answer says created (nothing was), unchanged (the "
+        "same fact is already kept) or superseded (the older fact, shown, is replaced)."
+    )
+
+    key: Key = Field(description="the subject, e.g. user.diet or project.deadline")
+    text: str = Field(description="the fact, one self-contained sentence")
+    importance: Annotated[
+        Importance | None, Says("importance must be an integer 1-10", code="invalid_fact")
+    ] = Field(None, description="10: never forget; 1: trivia (default 5)")
+    kind: Annotated[
+        Kind | None, Says(f"kind must be one of {', '.join(FACT_KINDS)}", code="invalid_fact")
+    ] = Field(None, description="fact, preference, event or procedure")
+
+
+class MemoryRecallArgs(ToolArguments):
+    """``memory_recall(key, prefix?)``: the facts kept under a key, or a key prefix."""
+
+    tool: ClassVar[str] = MEMORY_RECALL
+    description: ClassVar[str] = (
+        "Read what is remembered under a key (exact), or under every key that starts with "
+        "it (prefix=true, e.g. 'user.' for all facts about the user's own subjects)."
+    )
+
+    key: Key = Field(description="a key such as user.diet, or a prefix such as user.")
+    prefix: bool = Field(False, description="match every key starting with key")
+
+
+class MemoryConsolidateArgs(ToolArguments):
+    """``memory_consolidate()``: rewrite the caller's MEMORY.md now."""
+
+    tool: ClassVar[str] = MEMORY_CONSOLIDATE
+    description: ClassVar[str] = (
+        "Consolidate the user's long-term memory now: MEMORY.md is rewritten from the facts "
+        "that are still true (the previous file is kept as a snapshot)."
+    )
+
+
+class MemoryPruneArgs(ToolArguments):
+    """``memory_prune(dry_run?, max_importance?)``: expired (and low-importance) facts."""
+
+    tool: ClassVar[str] = MEMORY_PRUNE
+    description: ClassVar[str] = (
+        "Find facts to forget: expired ones (their own expiry, or their age for their "
+        "importance) and, with max_importance, every fact of that importance or less. "
+        "A dry run (the default) only lists them; dry_run=false deletes them."
+    )
+
+    dry_run: bool = Field(True, description="list only (default); false: delete")
+    max_importance: Annotated[Importance | None, Says("max_importance must be an integer 1-10")] = (
+        Field(None, description="also prune facts of this importance or less")
+    )
+
+
 TOOL_ARGUMENTS: dict[str, type[ToolArguments]] = {
     model.tool: model
-    for model in (MemorySearchArgs, MemoryGetArgs, MemorySaveArgs, SessionSearchArgs)
+    for model in (
+        MemorySearchArgs,
+        MemoryGetArgs,
+        MemorySaveArgs,
+        SessionSearchArgs,
+        MemoryExtractArgs,
+        MemoryRecallArgs,
+        MemoryConsolidateArgs,
+        MemoryPruneArgs,
+    )
 }

@@ -5,7 +5,12 @@
 - ``memory_get(path, start_line, end_line)``: lines of one memory file, 1-based and inclusive
   (which paths are allowed: ``tools.paths``);
 - ``memory_save(text, key?, importance?)``: record one fact directly (no LLM involved);
-- ``session_search(query)``: past messages of the user's sessions (the session logs).
+- ``session_search(query)``: past messages of the user's sessions (the session logs);
+- Solon's tools: ``memory_extract(key, text, ...)`` records with the same-key comparison
+  (created / unchanged / superseded, with the old text), ``memory_recall(key, prefix?)`` reads
+  by key or key prefix, ``memory_consolidate()`` rewrites the caller's MEMORY.md now and
+  ``memory_prune(dry_run?, max_importance?)`` forgets expired (and low-importance) facts, a
+  dry run by default; ``memory_search("*")`` is their list view.
 
 Arguments are validated by each tool's model (``tools.arguments``). Every call is scoped to the
 ``RuntimeContext``'s tenant and user. Errors are returned to the model as text (``run``) so it
@@ -21,23 +26,40 @@ from pathlib import Path
 from typing import Any
 
 from memory_service.context import RuntimeContext
-from memory_service.errors import InvalidInputError, NotFoundError
+from memory_service.errors import InvalidInputError, MemoryServiceError, NotFoundError
 from memory_service.facts import Fact, Recall
 from memory_service.fsutil import read_text
-from memory_service.limits import MAX_TOOL_GET_CHARS, MAX_TOOL_GET_LINES, MAX_TOOL_SEARCH_LINES
+from memory_service.limits import (
+    MAX_PAGE_SIZE,
+    MAX_TOOL_GET_CHARS,
+    MAX_TOOL_GET_LINES,
+    MAX_TOOL_PRUNE_FACTS,
+    MAX_TOOL_RECALL_FACTS,
+    MAX_TOOL_SEARCH_LINES,
+)
 from memory_service.longterm.base import LongTermMemory
 from memory_service.messages import (
+    MEMORY_CONSOLIDATE,
+    MEMORY_EXTRACT,
     MEMORY_GET,
+    MEMORY_PRUNE,
+    MEMORY_RECALL,
     MEMORY_SAVE,
     MEMORY_SEARCH,
     SESSION_SEARCH,
     ToolCall,
 )
+from memory_service.pipeline.consolidation import priority
+from memory_service.pipeline.maintenance import MemoryMaintenance
 from memory_service.pipeline.memory_md import plain_memory
 from memory_service.shortterm.session import ShortTermMemory
 from memory_service.tools.arguments import (
     TOOL_ARGUMENTS,
+    MemoryConsolidateArgs,
+    MemoryExtractArgs,
     MemoryGetArgs,
+    MemoryPruneArgs,
+    MemoryRecallArgs,
     MemorySaveArgs,
     MemorySearchArgs,
     SessionSearchArgs,
@@ -46,6 +68,8 @@ from memory_service.tools.paths import memory_files, memory_path_parts, resolve
 
 RECALL_TOP_K = 5  # long-term recalls appended to memory_search's literal matches
 SESSION_HITS = 10
+LIST_ALL = "*"  # memory_search's query for the list view
+MAX_FACT_SCAN = 10_000  # facts read by the list view and memory_recall
 
 _BULLET_MARK = re.compile(r"^\s*[-*+]\s+")
 
@@ -65,13 +89,22 @@ def _plain_line(line: str) -> str:
     return plain_memory(line).strip()
 
 
+def format_fact(fact: Fact) -> str:
+    """One fact as the list view and memory_recall show it."""
+    tags = "|".join(p for p in (fact.kind, str(fact.importance), fact.key) if p)
+    day = f", {fact.created_at:%Y-%m-%d}" if fact.created_at else ""
+    return f"- [{tags}] {fact.text} (id={fact.id}{day})"
+
+
 def format_recall(recall: Recall) -> str:
     legs = ", ".join(f"{leg} #{rank}" for leg, rank in recall.ranks.items() if rank is not None)
     return f"Recall: {recall.fact.text} (id={recall.fact.id}, score={recall.score:.4f}, {legs})"
 
 
 class MemoryTools:
-    """The four tools over one workspace; ``schemas()`` is empty when they are disabled."""
+    """The memory tools over one workspace; ``schemas()`` is empty when they are disabled.
+    ``session_search`` needs ``shortterm``; ``memory_consolidate`` and ``memory_prune`` need
+    ``maintenance``."""
 
     def __init__(
         self,
@@ -79,24 +112,35 @@ class MemoryTools:
         longterm: LongTermMemory,
         shortterm: ShortTermMemory | None = None,
         *,
+        maintenance: MemoryMaintenance | None = None,
         enabled: bool = True,
     ) -> None:
         self.workspace = Path(workspace)
         self.longterm = longterm
         self.shortterm = shortterm
+        self.maintenance = maintenance
         self.enabled = enabled
         self._handlers: dict[str, Callable[[RuntimeContext, Any], str]] = {
             MEMORY_SEARCH: self._search,
             MEMORY_GET: self._get,
             MEMORY_SAVE: self._save,
             SESSION_SEARCH: self._session_search,
+            MEMORY_EXTRACT: self._extract,
+            MEMORY_RECALL: self._recall,
+            MEMORY_CONSOLIDATE: self._consolidate,
+            MEMORY_PRUNE: self._prune,
         }
 
     def names(self) -> list[str]:
         if not self.enabled:
             return []
         names = [MEMORY_SEARCH, MEMORY_GET, MEMORY_SAVE]
-        return [*names, SESSION_SEARCH] if self.shortterm is not None else names
+        if self.shortterm is not None:
+            names.append(SESSION_SEARCH)
+        names += [MEMORY_EXTRACT, MEMORY_RECALL]
+        if self.maintenance is not None:
+            names += [MEMORY_CONSOLIDATE, MEMORY_PRUNE]
+        return names
 
     def schemas(self) -> list[dict[str, Any]]:
         """The OpenAI ``tools`` list to send with a completion."""
@@ -119,6 +163,9 @@ class MemoryTools:
             return ToolOutcome(call.id, call.name, f"error ({code}): {message}", False, code)
         except NotFoundError as exc:
             return ToolOutcome(call.id, call.name, f"error: {exc.message}", False, exc.code)
+        except MemoryServiceError as exc:  # the model down (consolidate), busy, ...
+            text = f"error ({exc.code}): {exc.message}"
+            return ToolOutcome(call.id, call.name, text, False, exc.code)
         return ToolOutcome(call.id, call.name, text)
 
     # -- the tools, called directly (arguments validated as for the model) -----------------
@@ -154,13 +201,63 @@ class MemoryTools:
         """Past messages of the user's sessions that match ``query``."""
         return self._session_search(ctx, SessionSearchArgs.parse({"query": query}))
 
+    def memory_extract(
+        self,
+        ctx: RuntimeContext,
+        key: str,
+        text: str,
+        importance: int | None = None,
+        kind: str | None = None,
+    ) -> str:
+        """Record under ``key``; says created / unchanged / superseded (with the old text)."""
+        arguments = {"key": key, "text": text, "importance": importance, "kind": kind}
+        return self._extract(ctx, MemoryExtractArgs.parse(arguments))
+
+    def memory_recall(self, ctx: RuntimeContext, key: str, prefix: bool = False) -> str:
+        """The active facts under ``key`` (or every key starting with it), newest first."""
+        return self._recall(ctx, MemoryRecallArgs.parse({"key": key, "prefix": prefix}))
+
+    def memory_consolidate(self, ctx: RuntimeContext) -> str:
+        """Rewrite the caller's MEMORY.md now."""
+        return self._consolidate(ctx, MemoryConsolidateArgs.parse({}))
+
+    def memory_prune(
+        self, ctx: RuntimeContext, dry_run: bool = True, max_importance: int | None = None
+    ) -> str:
+        """List (dry run, the default) or delete expired and low-importance facts."""
+        arguments = {"dry_run": dry_run, "max_importance": max_importance}
+        return self._prune(ctx, MemoryPruneArgs.parse(arguments))
+
     def resolve(self, ctx: RuntimeContext, path: str) -> Path:
         """The memory file ``path`` names, refused unless it really is one of the user's."""
         return resolve(self.workspace, ctx, path)
 
     # -- implementations, on validated arguments -------------------------------------------
 
+    def _active_facts(self, ctx: RuntimeContext) -> list[Fact]:
+        """The user's active facts, at most ``MAX_FACT_SCAN`` of them."""
+        facts: list[Fact] = []
+        cursor: str | None = None
+        while len(facts) < MAX_FACT_SCAN:
+            page = self.longterm.list(ctx, limit=MAX_PAGE_SIZE, cursor=cursor)
+            facts += page.items
+            cursor = page.next_cursor
+            if cursor is None:
+                break
+        return facts
+
+    def _list_view(self, ctx: RuntimeContext) -> str:
+        facts = sorted(self._active_facts(ctx), key=priority)
+        if not facts:
+            return "Nothing is remembered about the user yet."
+        shown = [format_fact(f) for f in facts[:MAX_TOOL_SEARCH_LINES]]
+        if len(facts) > len(shown):
+            shown.append(f"({len(facts) - len(shown)} more facts not shown: search by words)")
+        return f"{len(facts)} facts remembered, most important first:\n" + "\n".join(shown)
+
     def _search(self, ctx: RuntimeContext, args: MemorySearchArgs) -> str:
+        if args.query == LIST_ALL:
+            return self._list_view(ctx)
         needle = args.query.casefold()
         lines: list[str] = []
         matches = 0
@@ -223,3 +320,74 @@ class MemoryTools:
             f"Session {h.session_id}#{h.seq} ({h.role}, {h.at:%Y-%m-%d %H:%M}): {h.snippet}"
             for h in hits
         )
+
+    # -- Solon's tools ---------------------------------------------------------------------
+
+    def _extract(self, ctx: RuntimeContext, args: MemoryExtractArgs) -> str:
+        fact = Fact(
+            text=args.text.strip(),
+            key=args.key,
+            kind=args.kind or "fact",
+            importance=5 if args.importance is None else args.importance,
+            source="memory_extract",
+            session_id=ctx.session_id,
+        )
+        result = self.longterm.record(ctx, [fact])[0]
+        if result.status == "duplicate":
+            return f"unchanged (id={result.id}): this fact is already kept under {args.key!r}."
+        if result.status == "superseded":
+            old = self.longterm.get(ctx, list(result.superseded_ids))
+            lines = "\n".join(f"- {f.text} (id={f.id})" for f in old)
+            return f"superseded (id={result.id}): it replaces under {args.key!r}:\n{lines}"
+        return f"created (id={result.id}): nothing was kept under {args.key!r} before."
+
+    def _recall(self, ctx: RuntimeContext, args: MemoryRecallArgs) -> str:
+        def matches(fact: Fact) -> bool:
+            if fact.key is None:
+                return False
+            return fact.key.startswith(args.key) if args.prefix else fact.key == args.key
+
+        found = [f for f in self._active_facts(ctx) if matches(f)]
+        found.sort(key=lambda f: (f.key or "", -(f.created_at.timestamp() if f.created_at else 0)))
+        what = f"keys starting with {args.key!r}" if args.prefix else f"key {args.key!r}"
+        if not found:
+            return f"Nothing is remembered under {what}."
+        shown = [format_fact(f) for f in found[:MAX_TOOL_RECALL_FACTS]]
+        if len(found) > len(shown):
+            shown.append(f"({len(found) - len(shown)} more not shown: use a longer prefix)")
+        return f"{len(found)} facts under {what}:\n" + "\n".join(shown)
+
+    def _require_maintenance(self) -> MemoryMaintenance:
+        if self.maintenance is None:
+            raise InvalidInputError("maintenance is not available in this service")
+        return self.maintenance
+
+    def _consolidate(self, ctx: RuntimeContext, args: MemoryConsolidateArgs) -> str:
+        result = self._require_maintenance().consolidate_user(ctx)
+        if result.refused:
+            return f"MEMORY.md unchanged: {result.refused}"
+        if not result.written:
+            return f"MEMORY.md is already up to date ({result.facts_in} facts)."
+        return (
+            f"MEMORY.md rewritten ({result.method}): {result.facts_in} facts in, "
+            f"{result.bullets_out} bullets out; the previous file was kept as a snapshot."
+        )
+
+    def _prune(self, ctx: RuntimeContext, args: MemoryPruneArgs) -> str:
+        maintenance = self._require_maintenance()
+        plan = maintenance.prune_plan(ctx, max_importance=args.max_importance)
+        if not plan:
+            return "Nothing to prune."
+        chosen = plan[:MAX_TOOL_PRUNE_FACTS]
+        lines = [f"- [{why}] {f.text} (id={f.id}, importance={f.importance})" for f, why in chosen]
+        more = len(plan) - len(chosen)
+        if more:
+            lines.append(f"({more} more: prune again after this)")
+        listing = "\n".join(lines)
+        if args.dry_run:
+            return (
+                f"Would prune {len(plan)} facts (dry run: nothing deleted; call again with "
+                f"dry_run=false to delete them):\n{listing}"
+            )
+        deleted = maintenance.prune(ctx, [f.id for f, _ in chosen if f.id])
+        return f"Pruned {deleted} facts:\n{listing}"

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Annotated
 
 from fastapi import APIRouter, Path, Query
@@ -17,6 +18,7 @@ from memory_service.api.schemas.memories import (
     RecordResponse,
     SearchRequest,
     SearchResponse,
+    UpdateRequest,
 )
 from memory_service.limits import MAX_CURSOR_CHARS, MAX_FACT_ID_CHARS, MAX_PAGE_SIZE
 from memory_service.pipeline.erasure import erase_facts, erase_user
@@ -75,6 +77,30 @@ def get_memory(
     if not found:
         raise ApiError(404, "not_found", f"no memory {memory_id!r} for this user")
     return FactOut.model_validate(found[0])
+
+
+@router.patch("/memories/{memory_id}", response_model=FactOut)
+def update_memory(
+    body: UpdateRequest,
+    principal: PrincipalDep,
+    memory: LongTermDep,
+    memory_id: Annotated[str, Path(max_length=MAX_FACT_ID_CHARS)],
+):
+    """Change one fact's metadata (``kind``, ``importance``, ``confidence``, ``tags``,
+    ``expires_at``): the fields sent replace the stored ones; its text and id stay."""
+    ctx = user_context(principal, body.user_id)
+    try:
+        changes = body.changes()
+    except ValueError as exc:
+        raise ApiError(422, "validation_error", str(exc)) from None
+    found = memory.get(ctx, [memory_id])
+    if not found:
+        raise ApiError(404, "not_found", f"no memory {memory_id!r} for this user")
+    memory.update(ctx, [replace(found[0], **changes)])
+    updated = memory.get(ctx, [memory_id])
+    if not updated:  # deleted meanwhile
+        raise ApiError(404, "not_found", f"no memory {memory_id!r} for this user")
+    return FactOut.model_validate(updated[0])
 
 
 @router.delete("/memories/{memory_id}", response_model=DeleteReceipt)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 from typing import Annotated
 
 from fastapi import APIRouter, Depends, Path, Query
@@ -22,7 +23,12 @@ from memory_service.api.schemas.sessions import (
     ToolResultText,
 )
 from memory_service.limits import MAX_TOOL_RESULT_REF_CHARS
+from memory_service.services import Services
+from memory_service.shortterm.compaction import CompactionResult
 from memory_service.shortterm.session import ShortTermMemory
+from memory_service.usage import UsageLedger
+
+log = logging.getLogger(__name__)
 
 router = APIRouter(prefix="/v1", tags=["sessions"])
 
@@ -37,6 +43,18 @@ def get_shortterm(services: ServicesDep) -> ShortTermMemory:
 
 
 ShortTermDep = Annotated[ShortTermMemory, Depends(get_shortterm)]
+
+
+def account_compaction(services: Services, tenant_id: str, result: CompactionResult | None):
+    """A compaction's summary tokens go to the tenant's usage file, as a chat call's do."""
+    if result is None or result.usage is None:
+        return
+    try:
+        UsageLedger(services.settings.workspace).record(
+            tenant_id, tokens={"compaction": result.usage}
+        )
+    except (OSError, TimeoutError) as exc:
+        log.warning("could not record compaction usage for %s: %s", tenant_id, exc)
 
 
 @router.post("/sessions/search", response_model=SessionSearchResponse)
@@ -56,7 +74,11 @@ def list_sessions(principal: PrincipalDep, memory: ShortTermDep, user_id: UserQu
 
 @router.post("/sessions/{session_id}/messages", response_model=AppendResponse)
 def append_messages(
-    body: AppendRequest, session_id: SessionPath, principal: PrincipalDep, memory: ShortTermDep
+    body: AppendRequest,
+    session_id: SessionPath,
+    principal: PrincipalDep,
+    memory: ShortTermDep,
+    services: ServicesDep,
 ):
     """Append messages (logged, big tool results evicted), then run the compaction check.
     Appending works without an LLM; compaction then reports ``reason: no_model``. With
@@ -68,6 +90,7 @@ def append_messages(
         expected_version=body.expected_version,
         compact=body.compact,
     )
+    account_compaction(services, ctx.tenant_id, result.compaction)
     return AppendResponse.model_validate(Merged(result, session_id=session_id))
 
 
@@ -86,7 +109,11 @@ def get_session(
 
 @router.post("/sessions/{session_id}/compact", response_model=CompactResponse)
 def compact_session(
-    body: CompactRequest, session_id: SessionPath, principal: PrincipalDep, memory: ShortTermDep
+    body: CompactRequest,
+    session_id: SessionPath,
+    principal: PrincipalDep,
+    memory: ShortTermDep,
+    services: ServicesDep,
 ):
     """Compact now (flush first). Needs an LLM for the summary policy (503 otherwise); a
     model failure leaves the session as it was."""
@@ -94,6 +121,7 @@ def compact_session(
     state, result = memory.compact(
         ctx, expected_version=body.expected_version, keep_last=body.keep_last
     )
+    account_compaction(services, ctx.tenant_id, result)
     return CompactResponse.model_validate(
         Merged(session_id=session_id, state=state, compaction=result)
     )

@@ -91,8 +91,13 @@ class ToolCallOut(Out):  # a tools.ToolOutcome
     error: str | None = Field(validation_alias="error_code")
 
 
-def _facts_of(flushes: Sequence[FlushResult]) -> list[FlushedFact]:
-    return [fact for flush in flushes for fact in flush.facts]
+def _facts_of(flushes: Sequence[FlushResult | Mapping[str, Any]]) -> list[FlushedFact | Any]:
+    """The facts of every flush: of ``FlushResult``s, or of their JSON (the client's)."""
+    return [
+        fact
+        for flush in flushes
+        for fact in (flush["facts"] if isinstance(flush, Mapping) else flush.facts)
+    ]
 
 
 class MemoryActivity(Out):  # read from the harness.ChatOutcome itself
@@ -111,7 +116,10 @@ class MemoryActivity(Out):  # read from the harness.ChatOutcome itself
     evicted: list[str]
 
 
-def _with_total(usage: Mapping[str, Usage]) -> dict[str, Usage]:
+def _with_total(usage: Mapping[str, Any]) -> dict[str, Any]:
+    """Tokens by purpose and their total (already there in the JSON the client reads)."""
+    if "total" in usage:
+        return dict(usage)
     return {**usage, "total": sum(usage.values(), Usage())}
 
 

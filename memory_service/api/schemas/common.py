@@ -28,9 +28,11 @@ class Strict(BaseModel):
 
 class Out(BaseModel):
     """A response body read from a domain object's attributes (``from_attributes``): fields
-    that need shaping say so with ``validation_alias`` or a ``BeforeValidator``."""
+    that need shaping say so with ``validation_alias`` or a ``BeforeValidator``. It reads its
+    own JSON back too (by field name; shaping validators pass wire values through), so the
+    Python client returns these very models."""
 
-    model_config = ConfigDict(from_attributes=True)
+    model_config = ConfigDict(from_attributes=True, validate_by_name=True, validate_by_alias=True)
 
 
 class Merged:

@@ -55,6 +55,29 @@ class RecordRequest(Strict):
     facts: Annotated[list[FactIn], Field(min_length=1, max_length=MAX_FACTS_PER_RECORD)]
 
 
+class UpdateRequest(Strict):
+    """New metadata for one fact: the fields sent replace the stored ones (``expires_at:
+    null`` clears the expiry); text, key and id never change (a new text is a new fact)."""
+
+    user_id: UserId
+    kind: FactKind | None = None
+    importance: Annotated[int, Field(ge=MIN_IMPORTANCE, le=MAX_IMPORTANCE)] | None = None
+    confidence: Annotated[float, Field(ge=MIN_CONFIDENCE, le=MAX_CONFIDENCE)] | None = None
+    tags: Annotated[list[Tag], Field(max_length=MAX_TAGS)] | None = None
+    expires_at: datetime | None = None
+
+    def changes(self) -> dict[str, object]:
+        """The fields to replace on the stored ``Fact`` (only those sent, nulls refused but
+        for ``expires_at``)."""
+        sent = {name: getattr(self, name) for name in self.model_fields_set - {"user_id"}}
+        for name, value in sent.items():
+            if value is None and name != "expires_at":
+                raise ValueError(f"{name} cannot be null")
+        if "tags" in sent:
+            sent["tags"] = tuple(sent["tags"])
+        return sent
+
+
 class RecordResultOut(Out):  # a facts.RecordResult
     """What recording one fact did. ``created``: stored and recalled from now on;
     ``duplicate``: already stored, nothing written; ``superseded``: its ``key`` is shared with

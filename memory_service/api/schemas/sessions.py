@@ -43,7 +43,13 @@ NoNul = AfterValidator(no_nul("text"))
 Content = Annotated[str, AfterValidator(max_bytes(MAX_SESSION_MESSAGE_BYTES)), NoNul]
 ShortText = Annotated[str, Field(min_length=1, max_length=MAX_NAME_CHARS), NoNul]
 Name = Annotated[str, Field(max_length=MAX_NAME_CHARS), NoNul]
-Count = Annotated[int, BeforeValidator(len)]  # read from the sequence it counts
+
+
+def _count(value: Any) -> Any:
+    return value if isinstance(value, int) else len(value)
+
+
+Count = Annotated[int, BeforeValidator(_count)]  # read from the sequence it counts (or JSON)
 # The state's own times (tool trail) keep Python's ISO form, "+00:00" and not "Z".
 IsoTime = Annotated[datetime, PlainSerializer(datetime.isoformat, return_type=str)]
 

@@ -1,0 +1,43 @@
+"""``memory-service mcp``: the MCP server over stdio, for desktop agents.
+
+The key comes from the environment and is looked up in the API's key store, like the HTTP
+API: no key, or an unknown one, and the server does not start. The process serves one caller,
+so the caller (tenant from the key, the user from ``--user``) is fixed at start.
+"""
+
+from __future__ import annotations
+
+from mcp.server.stdio import stdio_server
+
+from memory_service.api.keys import ApiKeyRing
+from memory_service.errors import ConfigurationError
+from memory_service.mcp_server.caller import Caller
+from memory_service.mcp_server.server import build_server
+from memory_service.services import Services
+
+KEY_VARIABLE = "MEMORY_API_KEY"
+
+
+def authenticate(
+    ring: ApiKeyRing, key: str | None, *, tenant: str | None, user: str | None
+) -> Caller:
+    """The caller of ``key``; a ``tenant`` given as well must be the key's own."""
+    if not key:
+        raise ConfigurationError(f"no API key: set {KEY_VARIABLE} (see memory-service keys add)")
+    principal = ring.lookup(key)
+    if principal is None:
+        raise ConfigurationError(f"{KEY_VARIABLE}: unknown API key")
+    if tenant is not None and tenant != principal.tenant_id:
+        raise ConfigurationError(
+            f"the API key belongs to tenant {principal.tenant_id!r}, not {tenant!r}"
+        )
+    caller = Caller(principal, user)
+    if user is None and not caller.may_choose_user:
+        raise ConfigurationError("a user key acts for one user: name it with --user")
+    return caller
+
+
+async def serve_stdio(services: Services, caller: Caller) -> None:
+    server = build_server(services, lambda _ctx: caller)
+    async with stdio_server() as (read_stream, write_stream):
+        await server.run(read_stream, write_stream, server.create_initialization_options())

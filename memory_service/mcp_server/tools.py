@@ -1,0 +1,299 @@
+"""The MCP tools: their argument models (the HTTP API's own, less ``user_id``), their result
+models (the API's responses) and what each runs on ``Services``.
+
+The user is not an argument of a user key's tools: it is the connection's (``Caller``), so a
+model steered by a prompt cannot read another user's memory. An admin key's tools take an
+optional ``user_id`` (``arguments_for``). The tenant is never an argument.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, replace
+from typing import Annotated, Any
+
+from pydantic import BaseModel, Field, create_model
+
+from memory_service.api.schemas.common import Merged, SessionId, Strict, UserId
+from memory_service.api.schemas.memories import (
+    DeleteReceipt,
+    FactIn,
+    FactOut,
+    FactPage,
+    RecordResultOut,
+    SearchRequest,
+    SearchResponse,
+    UpdateRequest,
+)
+from memory_service.api.schemas.sessions import (
+    SessionList,
+    SessionOut,
+    SessionSearchRequest,
+    SessionSearchResponse,
+)
+from memory_service.context import RuntimeContext
+from memory_service.errors import InvalidInputError, NotFoundError
+from memory_service.limits import MAX_CURSOR_CHARS, MAX_FACT_ID_CHARS, MAX_PAGE_SIZE
+from memory_service.messages import MEMORY_GET, MEMORY_SAVE, MEMORY_SEARCH, SESSION_SEARCH
+from memory_service.pipeline.erasure import erase_facts
+from memory_service.services import Services
+from memory_service.tools import MemoryGetArgs, MemoryTools
+
+MEMORY_DELETE = "memory_delete"
+MEMORY_UPDATE = "memory_update"
+MEMORY_LIST = "memory_list"
+MEMORY_READ = "memory_read"
+SESSION_LIST = "session_list"
+SESSION_GET = "session_get"
+
+FactId = Annotated[str, Field(min_length=1, max_length=MAX_FACT_ID_CHARS, description="a fact id")]
+
+
+def _without_user(model: type[BaseModel], name: str, **more: tuple[Any, Any]) -> type[BaseModel]:
+    """``model``'s fields less ``user_id`` (and ``more`` first): the same types, limits and
+    checks as the API."""
+    fields: dict[str, Any] = {
+        field: (info.annotation, info)
+        for field, info in model.model_fields.items()
+        if field != "user_id"
+    }
+    return create_model(name, __base__=Strict, __doc__=model.__doc__, **more, **fields)
+
+
+class MemoryGetRequest(Strict):
+    id: FactId
+
+
+class MemorySaveRequest(FactIn):
+    """One fact, as ``POST /v1/memories`` takes it, and the session it came from."""
+
+    session_id: SessionId | None = None
+
+
+class MemoryListRequest(Strict):
+    limit: Annotated[int, Field(ge=1, le=MAX_PAGE_SIZE)] = 100
+    cursor: Annotated[str, Field(max_length=MAX_CURSOR_CHARS)] | None = None
+    include_inactive: bool = False
+
+
+class NoArguments(Strict):
+    pass
+
+
+class SessionGetRequest(Strict):
+    session_id: SessionId
+
+
+class MemoryReadRequest(MemoryGetArgs):
+    """The harness's ``memory_get`` arguments: a memory file's path and a line range."""
+
+
+MemorySearchRequest = _without_user(SearchRequest, "MemorySearchRequest")
+SessionSearchToolRequest = _without_user(SessionSearchRequest, "SessionSearchRequest")
+MemoryUpdateRequest = _without_user(UpdateRequest, "MemoryUpdateRequest", id=(FactId, ...))
+
+Run = Callable[[Services, RuntimeContext, Any], BaseModel | str]
+
+
+@dataclass(frozen=True, slots=True)
+class McpTool:
+    name: str
+    description: str
+    arguments: type[BaseModel]  # never with user_id: see ``arguments_for``
+    result: type[BaseModel] | None  # None: the result is text
+    run: Run
+    read_only: bool = True
+    needs_sessions: bool = False
+
+
+def _search(services: Services, ctx: RuntimeContext, args: Any) -> BaseModel:
+    memory = services.longterm
+    recalls = memory.retrieve(ctx, args.query, args.top_k, args.threshold, mode=args.mode)
+    return SearchResponse.model_validate({"hits": recalls})
+
+
+def _get(services: Services, ctx: RuntimeContext, args: MemoryGetRequest) -> BaseModel:
+    found = services.longterm.get(ctx, [args.id])
+    if not found:
+        raise NotFoundError(f"no memory {args.id!r} for this user")
+    return FactOut.model_validate(found[0])
+
+
+def _save(services: Services, ctx: RuntimeContext, args: MemorySaveRequest) -> BaseModel:
+    fact_in = FactIn.model_validate(args.model_dump(include=set(FactIn.model_fields)))
+    fact = fact_in.to_fact(args.session_id)
+    return RecordResultOut.model_validate(services.longterm.record(ctx, [fact])[0])
+
+
+def _update(services: Services, ctx: RuntimeContext, args: Any) -> BaseModel:
+    sent = args.model_dump(exclude_unset=True, exclude={"id", "user_id"})
+    try:
+        changes = UpdateRequest(user_id=ctx.user_id, **sent).changes()
+    except ValueError as exc:
+        raise InvalidInputError(str(exc), code="invalid_arguments") from None
+    memory = services.longterm
+    found = memory.get(ctx, [args.id])
+    if found:
+        memory.update(ctx, [replace(found[0], **changes)])
+        found = memory.get(ctx, [args.id])
+    if not found:
+        raise NotFoundError(f"no memory {args.id!r} for this user")
+    return FactOut.model_validate(found[0])
+
+
+def _delete(services: Services, ctx: RuntimeContext, args: MemoryGetRequest) -> BaseModel:
+    deleted = erase_facts(services.longterm, services.settings.workspace, ctx, [args.id])
+    if not deleted:
+        raise NotFoundError(f"no memory {args.id!r} for this user")
+    return DeleteReceipt(deleted=deleted)
+
+
+def _list(services: Services, ctx: RuntimeContext, args: MemoryListRequest) -> BaseModel:
+    page = services.longterm.list(
+        ctx, limit=args.limit, cursor=args.cursor, include_inactive=args.include_inactive
+    )
+    return FactPage.model_validate(page)
+
+
+def _read(services: Services, ctx: RuntimeContext, args: MemoryReadRequest) -> str:
+    tools = MemoryTools(services.settings.workspace, services.longterm, services.shortterm)
+    return tools.memory_get(ctx, args.path, args.start_line, args.end_line)
+
+
+def _shortterm(services: Services):
+    if services.shortterm is None:  # the tool is not listed then; a stale client may still call
+        raise InvalidInputError("short-term memory is not configured in this service")
+    return services.shortterm
+
+
+def _session_search(services: Services, ctx: RuntimeContext, args: Any) -> BaseModel:
+    hits = _shortterm(services).search(ctx, args.query, limit=args.limit)
+    return SessionSearchResponse.model_validate({"hits": hits})
+
+
+def _session_list(services: Services, ctx: RuntimeContext, _: NoArguments) -> BaseModel:
+    return SessionList.model_validate({"sessions": _shortterm(services).list_sessions(ctx)})
+
+
+def _session_get(services: Services, ctx: RuntimeContext, args: SessionGetRequest) -> BaseModel:
+    memory = _shortterm(services)
+    session_ctx = RuntimeContext(ctx.tenant_id, ctx.user_id, args.session_id)
+    state = memory.get(session_ctx)
+    return SessionOut.model_validate(
+        Merged(
+            state,
+            context=state.context_openai(),
+            session_id=args.session_id,
+            user_id=ctx.user_id,
+            context_window=memory.context_window,
+        )
+    )
+
+
+TOOLS: tuple[McpTool, ...] = (
+    McpTool(
+        MEMORY_SEARCH,
+        "Recall the user's long-term memories most related to a query (hybrid BM25 + dense "
+        "search); each hit has its id, text, fused score and each retriever's rank.",
+        MemorySearchRequest,
+        SearchResponse,
+        _search,
+    ),
+    McpTool(
+        MEMORY_GET,
+        "One stored memory by its id (as memory_search or memory_list return it).",
+        MemoryGetRequest,
+        FactOut,
+        _get,
+    ),
+    McpTool(
+        MEMORY_SAVE,
+        "Remember one durable fact about the user (a stable fact, preference, decision or "
+        "commitment) as one self-contained sentence. Saving the same text twice is one "
+        "memory; a fact with the key of an older one replaces it.",
+        MemorySaveRequest,
+        RecordResultOut,
+        _save,
+        read_only=False,
+    ),
+    McpTool(
+        MEMORY_UPDATE,
+        "Change one memory's metadata by its id: kind, importance, confidence, tags or "
+        "expires_at (null: never expires). Its text stays: save a new fact for new text.",
+        MemoryUpdateRequest,
+        FactOut,
+        _update,
+        read_only=False,
+    ),
+    McpTool(
+        MEMORY_DELETE,
+        "Delete one memory by its id, from the store and from the user's MEMORY.md.",
+        MemoryGetRequest,
+        DeleteReceipt,
+        _delete,
+        read_only=False,
+    ),
+    McpTool(
+        MEMORY_LIST,
+        "A page of the user's memories, oldest first; pass next_cursor back for the next page.",
+        MemoryListRequest,
+        FactPage,
+        _list,
+    ),
+    McpTool(
+        MEMORY_READ,
+        "Read lines of one of the user's memory files: MEMORY.md or memory/YYYY-MM-DD.md "
+        "(relative paths only).",
+        MemoryReadRequest,
+        None,
+        _read,
+    ),
+    McpTool(
+        SESSION_SEARCH,
+        "Find messages said in the user's past sessions (verbatim history, not curated memory).",
+        SessionSearchToolRequest,
+        SessionSearchResponse,
+        _session_search,
+        needs_sessions=True,
+    ),
+    McpTool(
+        SESSION_LIST,
+        "The user's stored sessions, most recently updated first.",
+        NoArguments,
+        SessionList,
+        _session_list,
+        needs_sessions=True,
+    ),
+    McpTool(
+        SESSION_GET,
+        "One session's state: its messages, summary and the context the model is sent.",
+        SessionGetRequest,
+        SessionOut,
+        _session_get,
+        needs_sessions=True,
+    ),
+)
+
+
+def available(services: Services) -> dict[str, McpTool]:
+    """The tools this service offers: the session tools only with short-term memory."""
+    return {t.name: t for t in TOOLS if services.shortterm is not None or not t.needs_sessions}
+
+
+_ADMIN_MODELS: dict[str, type[BaseModel]] = {}
+
+
+def arguments_for(tool: McpTool, may_choose_user: bool) -> type[BaseModel]:
+    """The tool's arguments for this caller: an admin key's also take ``user_id``."""
+    if not may_choose_user:
+        return tool.arguments
+    if tool.name not in _ADMIN_MODELS:
+        _ADMIN_MODELS[tool.name] = create_model(
+            f"{tool.arguments.__name__}ForAdmin",
+            __base__=tool.arguments,
+            user_id=(
+                UserId | None,
+                Field(None, description="another user of the key's tenant (admin keys only)"),
+            ),
+        )
+    return _ADMIN_MODELS[tool.name]

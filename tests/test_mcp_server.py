@@ -1,0 +1,312 @@
+"""The MCP server driven by the SDK's own client: over stdio (``memory-service mcp`` as a
+subprocess) and over streamable HTTP (``/mcp`` on a real ``serve`` process)."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+from typing import Any
+
+import anyio
+import pytest
+from mcp import ClientSession
+from mcp.client.stdio import StdioServerParameters, stdio_client
+from mcp.client.streamable_http import create_mcp_http_client, streamable_http_client
+from mcp.shared.exceptions import MCPError
+
+from memory_service.api.key_store import KeyStore
+from tests.serve_process import clean_env, serve
+
+ALLERGY = "Alice is allergic to peanuts"
+CORE_TOOLS = {"memory_search", "memory_get", "memory_save", "memory_delete", "session_search"}
+
+REFUSED_PATH = {"invalid_path", "path_outside_user"}  # tools.paths' codes
+Session = Callable[[ClientSession], Awaitable[Any]]
+
+
+def _stdio(workspace: Path, key: str | None, *args: str) -> StdioServerParameters:
+    env = clean_env(workspace)
+    if key is not None:
+        env["MEMORY_API_KEY"] = key
+    return StdioServerParameters(
+        command=sys.executable, args=["-m", "memory_service.cli", "mcp", *args], env=env
+    )
+
+
+def over_stdio(params: StdioServerParameters, body: Session) -> Any:
+    async def main() -> Any:
+        async with stdio_client(params) as (read, write), ClientSession(read, write) as session:
+            await session.initialize()
+            return await body(session)
+
+    return anyio.run(main)
+
+
+def over_http(url: str, headers: dict[str, str], body: Session, *, modern: bool = False) -> Any:
+    """``body`` on a session over streamable HTTP: opened by the ``initialize`` handshake,
+    or by ``server/discover`` (the per-request era of the 2026-07-28 protocol)."""
+
+    async def main() -> Any:
+        async with (
+            create_mcp_http_client(headers=headers) as http,
+            streamable_http_client(url, http_client=http) as streams,
+            ClientSession(streams[0], streams[1]) as session,
+        ):
+            await (session.discover() if modern else session.initialize())
+            return await body(session)
+
+    return anyio.run(main)
+
+
+async def _call(session: ClientSession, name: str, **arguments: Any):
+    return await session.call_tool(name, arguments)
+
+
+def _code(result) -> str:
+    assert result.is_error, result
+    return result.structured_content["error"]["code"]
+
+
+@pytest.fixture
+def workspace(tmp_path: Path) -> Path:
+    ws = tmp_path / "ws"
+    ws.mkdir()
+    return ws
+
+
+def _key(workspace: Path, tenant: str, role: str = "user") -> str:
+    return KeyStore(workspace / "api-keys.json").add(tenant, role)
+
+
+# -- stdio -----------------------------------------------------------------------------------
+
+
+def test_stdio_save_search_get_and_refusals(workspace: Path):
+    key = _key(workspace, "acme")
+
+    async def body(session: ClientSession) -> None:
+        tools = {t.name: t for t in (await session.list_tools()).tools}
+        assert set(tools) >= CORE_TOOLS
+        # a user key acts for the connection's user: no user (or tenant) argument to steer
+        search_props = tools["memory_search"].input_schema["properties"]
+        assert "user_id" not in search_props and "tenant_id" not in search_props
+        assert search_props["top_k"]["maximum"] == 100  # the API's own limit
+
+        saved = await _call(session, "memory_save", text=ALLERGY, importance=9)
+        assert not saved.is_error, saved
+        fact_id = saved.structured_content["id"]
+        assert saved.structured_content["status"] == "created"
+
+        hits = (await _call(session, "memory_search", query="peanut allergy")).structured_content
+        assert hits["hits"][0]["text"] == ALLERGY and hits["hits"][0]["id"] == fact_id
+
+        got = await _call(session, "memory_get", id=fact_id)
+        assert got.structured_content["text"] == ALLERGY
+        assert got.structured_content["importance"] == 9
+
+        # traversal: a file path outside the user's memory, and a path as a fact id
+        escape = await _call(session, "memory_read", path="../../api-keys.json")
+        assert escape.is_error and "sha256" not in escape.content[0].text
+        assert _code(escape) in REFUSED_PATH
+        assert _code(await _call(session, "memory_get", id="../../api-keys.json")) == "not_found"
+        absolute = await _call(session, "memory_read", path=str(workspace / "api-keys.json"))
+        assert _code(absolute) in REFUSED_PATH
+
+        # wrong argument types and unknown arguments: a tool error the model can read
+        wrong = await _call(session, "memory_search", query="peanut", top_k="many")
+        assert _code(wrong) == "invalid_arguments" and "top_k" in wrong.content[0].text
+        assert _code(await _call(session, "memory_search", query="x", user_id="bob")) == (
+            "invalid_arguments"
+        )
+        # an unknown tool: the protocol's error (-32602), and the server carries on
+        with pytest.raises(MCPError) as unknown:
+            await _call(session, "memory_format_disk")
+        assert unknown.value.code == -32602
+        listed = await _call(session, "memory_list")
+        assert [f["text"] for f in listed.structured_content["items"]] == [ALLERGY]
+
+        read = await _call(session, "memory_read", path="memory/" + _ledger(workspace))
+        assert ALLERGY in read.content[0].text
+
+        updated = await _call(session, "memory_update", id=fact_id, importance=10, tags=["food"])
+        assert updated.structured_content["importance"] == 10
+        assert updated.structured_content["tags"] == ["food"]
+        assert _code(await _call(session, "memory_update", id=fact_id, text="x")) == (
+            "invalid_arguments"
+        )
+
+        deleted = await _call(session, "memory_delete", id=fact_id)
+        assert deleted.structured_content == {"deleted": 1}
+        assert _code(await _call(session, "memory_get", id=fact_id)) == "not_found"
+
+    over_stdio(_stdio(workspace, key, "--user", "alice"), body)
+
+
+def _ledger(workspace: Path) -> str:
+    (ledger,) = (workspace / "tenants" / "acme" / "users" / "alice" / "memory").glob("*.md")
+    return ledger.name
+
+
+def test_stdio_another_tenants_memory_is_unreachable(workspace: Path):
+    acme, globex = _key(workspace, "acme"), _key(workspace, "globex", "admin")
+
+    async def save(session: ClientSession) -> str:
+        return (await _call(session, "memory_save", text=ALLERGY)).structured_content["id"]
+
+    fact_id = over_stdio(_stdio(workspace, acme, "--user", "alice"), save)
+
+    async def look(session: ClientSession) -> None:
+        # an admin key of another tenant, naming the same user: still its own tenant only
+        hits = await _call(session, "memory_search", query="peanuts", user_id="alice")
+        assert hits.structured_content["hits"] == []
+        assert _code(await _call(session, "memory_get", id=fact_id, user_id="alice")) == (
+            "not_found"
+        )
+        assert _code(
+            await _call(session, "memory_read", path="../../../acme/users/alice/MEMORY.md")
+        ) in (REFUSED_PATH)
+
+    over_stdio(_stdio(workspace, globex, "--user", "alice"), look)
+
+
+def test_stdio_admin_key_may_name_a_user_of_its_tenant(workspace: Path):
+    key = _key(workspace, "acme", "admin")
+
+    async def body(session: ClientSession) -> None:
+        tools = {t.name: t for t in (await session.list_tools()).tools}
+        assert "user_id" in tools["memory_save"].input_schema["properties"]
+        saved = await _call(session, "memory_save", text="Bob runs marathons", user_id="bob")
+        assert not saved.is_error, saved
+        mine = await _call(session, "memory_list")
+        assert mine.structured_content["items"] == []  # the connection's user: alice
+        bobs = await _call(session, "memory_list", user_id="bob")
+        assert [f["text"] for f in bobs.structured_content["items"]] == ["Bob runs marathons"]
+        assert _code(await _call(session, "memory_list", user_id="../bob")) == "invalid_id"
+
+    over_stdio(_stdio(workspace, key, "--user", "alice"), body)
+
+
+@pytest.mark.parametrize(
+    ("key", "args", "said"),
+    [
+        (None, ["--user", "alice"], "no API key: set MEMORY_API_KEY"),
+        ("msk_not_a_key_of_this_store", ["--user", "alice"], "unknown API key"),
+        ("acme", ["--user", "alice", "--tenant", "globex"], "belongs to tenant 'acme'"),
+        ("acme", [], "a user key acts for one user: name it with --user"),
+        ("acme", ["--user", "../alice"], "invalid user '../alice'"),
+    ],
+)
+def test_stdio_refuses_to_start_without_a_good_key(workspace: Path, key, args, said):
+    good = _key(workspace, "acme")
+    params = _stdio(workspace, good if key == "acme" else key, *args)
+    done = subprocess.run(
+        [params.command, *params.args],
+        env=params.env,
+        stdin=subprocess.DEVNULL,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 2
+    errors = [line for line in done.stderr.splitlines() if "error" in line]
+    assert errors == [f"memory-service: error: {errors[0].split('error: ', 1)[1]}"]
+    assert said in errors[0] and "Traceback" not in done.stderr
+    assert done.stdout == ""
+
+
+# -- streamable HTTP on serve ------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def served(tmp_path_factory):
+    keys = {
+        "acme": ("acme", "user"),
+        "acme_admin": ("acme", "admin"),
+        "globex": ("globex", "user"),
+    }
+    with serve(tmp_path_factory.mktemp("mcp") / "ws", keys) as running:
+        yield running
+
+
+def _headers(served, name: str, user: str | None = "alice") -> dict[str, str]:
+    headers = {"Authorization": f"Bearer {served.keys[name]}"}
+    if user is not None:
+        headers["X-Memory-User"] = user
+    return headers
+
+
+def test_http_save_search_get_and_tenant_isolation(served):
+    url = served.base_url + "/mcp"
+
+    async def as_acme(session: ClientSession) -> str:
+        assert {t.name for t in (await session.list_tools()).tools} >= CORE_TOOLS
+        saved = await _call(session, "memory_save", text=ALLERGY)
+        assert not saved.is_error, saved
+        hits = (await _call(session, "memory_search", query="peanuts")).structured_content["hits"]
+        assert hits[0]["text"] == ALLERGY
+        got = await _call(session, "memory_get", id=saved.structured_content["id"])
+        assert got.structured_content["text"] == ALLERGY
+        wrong = await _call(session, "memory_search", query=["not", "text"])
+        assert _code(wrong) == "invalid_arguments"
+        with pytest.raises(MCPError) as unknown:
+            await _call(session, "no_such_tool")
+        assert unknown.value.code == -32602
+        escape = await _call(session, "memory_read", path="../../../api-keys.json")
+        assert _code(escape) in REFUSED_PATH
+        return saved.structured_content["id"]
+
+    fact_id = over_http(url, _headers(served, "acme"), as_acme)
+
+    async def as_globex(session: ClientSession) -> None:
+        # the same user id in another tenant: nothing of acme's is reachable
+        hits = await _call(session, "memory_search", query="peanuts")
+        assert hits.structured_content["hits"] == []
+        assert _code(await _call(session, "memory_get", id=fact_id)) == "not_found"
+        assert _code(await _call(session, "memory_delete", id=fact_id)) == "not_found"
+        assert (await _call(session, "memory_list")).structured_content["items"] == []
+
+    over_http(url, _headers(served, "globex"), as_globex)
+
+    async def as_acme_admin(session: ClientSession) -> None:
+        listed = await _call(session, "memory_list", user_id="alice")
+        assert [f["id"] for f in listed.structured_content["items"]] == [fact_id]
+
+    over_http(url, _headers(served, "acme_admin", user=None), as_acme_admin)
+
+
+def test_http_per_request_era_and_session_ids(served):
+    async def body(session: ClientSession) -> None:
+        saved = await _call(session, "memory_save", text="Alice sails on weekends")
+        assert saved.structured_content["status"] == "created"
+        hits = (await _call(session, "memory_search", query="sailing weekends")).structured_content
+        assert hits["hits"][0]["text"] == "Alice sails on weekends"
+        escape = await _call(session, "session_get", session_id="../../api-keys")
+        assert _code(escape) == "invalid_id"
+        assert _code(await _call(session, "session_get", session_id="never")) == "not_found"
+
+    over_http(served.base_url + "/mcp", _headers(served, "acme", "alice-modern"), body, modern=True)
+
+
+def test_http_user_key_without_a_user_is_told_how(served):
+    async def body(session: ClientSession) -> None:
+        assert _code(await _call(session, "memory_list")) == "no_user"
+
+    over_http(served.base_url + "/mcp", _headers(served, "acme", user=None), body)
+
+
+@pytest.mark.parametrize("headers", [{}, {"Authorization": "Bearer msk_wrong"}])
+def test_http_without_a_known_key_is_401_and_serve_carries_on(served, headers):
+    import httpx
+
+    answer = httpx.post(
+        served.base_url + "/mcp",
+        json={"jsonrpc": "2.0", "id": 1, "method": "tools/list"},
+        headers={**headers, "Accept": "application/json, text/event-stream"},
+    )
+    assert answer.status_code == 401
+    assert answer.json()["error"]["code"] == "unauthorized"
+    with pytest.raises(Exception):  # noqa: B017 - the SDK client's own error for a 401
+        over_http(served.base_url + "/mcp", headers, lambda s: s.list_tools())
+    assert httpx.get(served.base_url + "/healthz").status_code == 200
