@@ -21,6 +21,7 @@ COMMAND_MODULES: tuple[str, ...] = (
     "memory_service.commands.transfer",
     "memory_service.commands.maintain",
     "memory_service.commands.keys",
+    "memory_service.commands.erase",
     "memory_service.commands.mcp",
 )
 

@@ -7,7 +7,8 @@ filesystem paths and Qdrant filters, so they are validated here, once, before th
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
+from datetime import UTC, datetime
 
 from memory_service.errors import InvalidIdError
 from memory_service.limits import MAX_ID_CHARS
@@ -26,15 +27,25 @@ def validate_id(value: object, what: str = "id") -> str:
     return value
 
 
+def _now() -> datetime:
+    return datetime.now(UTC)
+
+
 @dataclass(frozen=True, slots=True)
 class RuntimeContext:
-    """Who is asking: tenant and user always; session, trace and span when known."""
+    """Who is asking: tenant and user always; session, trace and span when known.
+
+    ``started_at`` is when the work this context addresses began (its request, command or
+    flush; kept by ``with_session``). It is not part of the key (equality and hash ignore
+    it): a write for a user erased after it began is refused (``tombstones``), so a request
+    that was running during an erase cannot bring the user's data back."""
 
     tenant_id: str
     user_id: str
     session_id: str | None = None
     trace_id: str | None = None
     span_id: str | None = None
+    started_at: datetime = field(default_factory=_now, compare=False, repr=False)
 
     def __post_init__(self) -> None:
         validate_id(self.tenant_id, "tenant_id")

@@ -37,6 +37,15 @@ class ConflictError(MemoryServiceError):
     http_status = 409
 
 
+class UserErasedError(MemoryServiceError):
+    """A write for a user who is being erased, or was erased after the write's work began:
+    refused, so nothing of an erased user comes back. Not a ``ConflictError``: reloading and
+    trying again must not bring the data back either."""
+
+    code = "user_erased"
+    http_status = 409
+
+
 class BackendUnavailableError(MemoryServiceError):
     code = "backend_unavailable"
     http_status = 503

@@ -3,6 +3,7 @@
     <workspace>/api-keys.json          API keys (development default)
     <workspace>/qdrant/                Qdrant Edge folders (default MEMORY_QDRANT__PATH)
     <workspace>/tenants/<tenant>/usage.json  token usage of the tenant's LLM calls
+    <workspace>/tenants/<tenant>/erased/<digest>.json  an erased user's tombstone (no user id)
     <workspace>/tenants/<tenant>/users/<user>/
         MEMORY.md                      consolidated long-term memory
         memory/YYYY-MM-DD.md           daily ledgers (facts as Markdown bullets)
@@ -21,6 +22,7 @@ every path stays inside the user's folder.
 
 from __future__ import annotations
 
+import hashlib
 from dataclasses import dataclass
 from datetime import date
 from pathlib import Path
@@ -59,6 +61,11 @@ class WorkspacePaths:
     def usage_file(self, tenant_id: str) -> Path:
         """The tenant's token usage, shared by its users."""
         return self.tenant_root(tenant_id) / "usage.json"
+
+    def tombstone(self, tenant_id: str, user_id: str) -> Path:
+        """The erased user's tombstone, named by a digest so the file names no user."""
+        digest = hashlib.sha256(validate_id(user_id, "user_id").encode()).hexdigest()[:32]
+        return self.tenant_root(tenant_id) / "erased" / f"{digest}.json"
 
     def all_state_files(self) -> list[Path]:
         """Every session-state file of every user (the TTL sweep)."""
@@ -109,8 +116,17 @@ class UserPaths:
         """A copy of MEMORY.md taken before consolidation rewrote it."""
         return self.archive_dir / f"MEMORY.{stamp}.md"
 
+    @property
+    def index_dir(self) -> Path:
+        """Derived per-user index files (the vector caches of every embedding model)."""
+        return self.root / ".index"
+
     def vector_cache(self, model_slug: str) -> Path:
-        return self.root / ".index" / f"vectors-{model_slug}.npz"
+        return self.index_dir / f"vectors-{model_slug}.npz"
+
+    def vector_caches(self) -> list[Path]:
+        """The vector caches of every model, in name order."""
+        return sorted(self.index_dir.glob("vectors-*.npz"))
 
     @property
     def lock_file(self) -> Path:

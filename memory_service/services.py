@@ -19,9 +19,12 @@ from memory_service.errors import BackendUnavailableError, ConfigurationError
 from memory_service.harness import MemoryHarness
 from memory_service.llm import ChatModel
 from memory_service.longterm.base import LongTermMemory
+from memory_service.longterm.vector_cache import VectorCaches
 from memory_service.observe.telemetry import TimedEmbedder
 from memory_service.paths import WorkspacePaths
-from memory_service.pipeline.consolidation import Consolidator
+from memory_service.pipeline.consolidation import Consolidator, MemoryMdFiles
+from memory_service.pipeline.dead_letters import FlushDeadLetters
+from memory_service.pipeline.erasure import UserData, UserErasure
 from memory_service.pipeline.flush import MemoryFlushManager
 from memory_service.pipeline.idle_flush import IdleFlusher
 from memory_service.pipeline.maintenance import MaintenanceSettings, MemoryMaintenance
@@ -30,6 +33,7 @@ from memory_service.shortterm.eviction import ToolResultEvictor
 from memory_service.shortterm.session import ShortTermMemory
 from memory_service.shortterm.session_log import SessionLog
 from memory_service.shortterm.store import AgentStateStore
+from memory_service.tombstones import Tombstones
 
 log = logging.getLogger(__name__)
 
@@ -109,20 +113,26 @@ def build_state_store(settings: Settings) -> AgentStateStore:
 
         return FileStateStore(settings.workspace, ttl=ttl)
     if cfg.backend == "postgres":
-        if not settings.postgres.dsn:
-            raise ConfigurationError(
-                "MEMORY_POSTGRES__DSN: required when MEMORY_SHORTTERM__BACKEND=postgres"
-            )
-        from memory_service.shortterm.postgres_store import PostgresStateStore
-
-        return PostgresStateStore(
-            settings.postgres.dsn,
-            table=cfg.postgres_table,
-            ttl=ttl,
-            pool_min=settings.postgres.pool_min,
-            pool_max=settings.postgres.pool_max,
-        )
+        return _postgres_store(settings)
     raise ConfigurationError(f"MEMORY_SHORTTERM__BACKEND: unknown backend {cfg.backend!r}")
+
+
+def _postgres_store(settings: Settings) -> AgentStateStore:
+    cfg = settings.shortterm
+    if not settings.postgres.dsn:
+        raise ConfigurationError(
+            "MEMORY_POSTGRES__DSN: required when MEMORY_SHORTTERM__BACKEND=postgres"
+        )
+    from memory_service.shortterm.postgres_store import PostgresStateStore
+
+    return PostgresStateStore(
+        settings.postgres.dsn,
+        table=cfg.postgres_table,
+        ttl=timedelta(hours=cfg.ttl_hours) if cfg.ttl_hours else None,
+        pool_min=settings.postgres.pool_min,
+        pool_max=settings.postgres.pool_max,
+        tombstones=Tombstones(settings.workspace),
+    )
 
 
 def build_shortterm(
@@ -269,3 +279,64 @@ def build_harness(services: Services) -> MemoryHarness:
         flush=services.flush,
         maintenance=build_maintenance(services),  # memory_consolidate and memory_prune
     )
+
+
+def build_erasure(services: Services) -> UserErasure:
+    """Every store that can hold data of a user, in the order an erase empties them: the
+    configured ones, and the other backends whose data this configuration can still reach
+    (files ledgers and state files in the workspace, the Qdrant folder or server it names,
+    the PostgreSQL DSN it names), so a user is erased from a backend used before a switch
+    too. Close it after use: it releases the stores it opened. A new store of user data joins
+    here (``pipeline/erasure.py``: ``UserData``)."""
+    settings, workspace = services.settings, services.settings.workspace
+    if services.shortterm is None:
+        raise BackendUnavailableError("erasing a user needs short-term memory")
+    opened: list[LongTermMemory | AgentStateStore] = []
+    try:
+        longterm: dict[str, UserData] = {settings.longterm.backend: services.longterm}
+        if "files" not in longterm:
+            from memory_service.longterm.files import FileSystemLongTermMemory
+
+            files = FileSystemLongTermMemory(workspace, services.embedder)
+            opened.append(files)
+            longterm["files"] = files
+        if "qdrant" not in longterm and _qdrant_reachable(settings):
+            from memory_service.longterm.qdrant import open_qdrant
+
+            qdrant = open_qdrant(settings.qdrant, workspace, services.embedder)
+            opened.append(qdrant)
+            longterm["qdrant"] = qdrant
+        sessions: dict[str, UserData] = {settings.shortterm.backend: services.shortterm.store}
+        if "files" not in sessions:
+            from memory_service.shortterm.files_store import FileStateStore
+
+            sessions["files"] = FileStateStore(workspace)
+        if "postgres" not in sessions and settings.postgres.dsn:
+            other = _postgres_store(settings)
+            opened.append(other)
+            sessions["postgres"] = other
+    except BaseException:
+        for store in opened:
+            store.close()
+        raise
+    stores: list[tuple[str, UserData]] = [
+        ("memory_md", MemoryMdFiles(workspace)),  # before the ledgers: not counted as facts
+        ("vector_caches", VectorCaches(workspace)),
+        *((f"facts.{name}", store) for name, store in longterm.items()),
+        *((f"sessions.{name}", store) for name, store in sessions.items()),
+        ("session_logs", services.shortterm.log),
+        ("tool_results", services.shortterm.evictor),
+        ("dead_letters", FlushDeadLetters(workspace)),
+        ("maintenance", build_maintenance(services)),
+    ]
+    return UserErasure(workspace, stores, on_close=[store.close for store in opened])
+
+
+def _qdrant_reachable(settings: Settings) -> bool:
+    """Whether this configuration names Qdrant data that outlives a process: a server, or an
+    Edge folder that exists (qdrant-client's ``:memory:`` mode keeps nothing)."""
+    cfg = settings.qdrant
+    if cfg.url:
+        return cfg.url != ":memory:"
+    root = cfg.path if cfg.path is not None else WorkspacePaths(settings.workspace).qdrant_dir
+    return (root / cfg.collection).is_dir()

@@ -13,7 +13,15 @@ from memory_service.api.keys import ApiKeyRing
 from memory_service.api.metrics import AppMetrics
 from memory_service.api.observability import RequestObservability
 from memory_service.api.openapi import document_errors
-from memory_service.api.routes import chat, maintenance, memories, sessions, transfer, usage
+from memory_service.api.routes import (
+    chat,
+    maintenance,
+    memories,
+    sessions,
+    transfer,
+    usage,
+    users,
+)
 from memory_service.api.routes.metrics import metrics_router
 from memory_service.api.schemas.common import Health
 from memory_service.config.settings import ObservabilitySettings
@@ -26,6 +34,7 @@ ROUTERS = [
     chat.router,
     usage.router,
     transfer.router,
+    users.router,
 ]
 
 

@@ -21,7 +21,8 @@ ERRORS: dict[int, str] = {
     401: "missing or unknown API key (code unauthorized)",
     403: "the key's role may not do this: it needs an admin key (code forbidden)",
     404: "nothing stored under this id for this user (code not_found)",
-    409: "the session changed meanwhile (expected_version: conflict) or is busy (session_busy)",
+    409: "the session changed meanwhile (expected_version: conflict), or the user is being "
+    "erased (user_erased)",
     413: "the request body is over MEMORY_API__MAX_BODY_BYTES, or a model's context window "
     "(payload_too_large, context_overflow)",
     415: "the body is not sent as JSON (code unsupported_media_type)",
@@ -35,6 +36,7 @@ _LLM = {502, 503, 504}
 
 # (method, path template) -> the statuses a route's own logic adds to the derived ones.
 ROUTE_ERRORS: dict[tuple[str, str], set[int]] = {
+    ("post", "/v1/memories"): {409},
     ("get", "/v1/memories/{memory_id}"): {404},
     ("delete", "/v1/memories/{memory_id}"): {404},
     ("post", "/v1/sessions/{session_id}/messages"): {409} | _LLM,
@@ -44,7 +46,8 @@ ROUTE_ERRORS: dict[tuple[str, str], set[int]] = {
     ("delete", "/v1/sessions/{session_id}"): {404},
     ("post", "/v1/chat"): _LLM | {409, 413},
     ("post", "/v1/maintenance/run"): _LLM | {403},
-    ("post", "/v1/import"): {403, 413, 415},
+    ("post", "/v1/import"): {403, 409, 413, 415},
+    ("delete", "/v1/users/{user_id}"): {403, 404},
 }
 
 _METHODS = ("get", "put", "post", "delete", "patch")

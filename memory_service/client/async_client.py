@@ -97,6 +97,7 @@ class AsyncMemoryClient:
     update = _async(calls.update)
     delete = _async(calls.delete)
     forget = _async(calls.forget)
+    erase_user = _async(calls.erase_user)
     append = _async(calls.append)
     get_session = _async(calls.get_session)
     list_sessions = _async(calls.list_sessions)

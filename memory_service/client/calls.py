@@ -43,6 +43,7 @@ from memory_service.api.schemas.sessions import (
 )
 from memory_service.api.schemas.transfer import ImportSummary
 from memory_service.api.schemas.usage import UsageReport
+from memory_service.api.schemas.users import EraseReceiptOut
 from memory_service.config import Mode
 from memory_service.facts import FactKind
 
@@ -190,6 +191,11 @@ def delete(user_id: str, memory_id: str) -> Call[DeleteReceipt]:
 def forget(user_id: str) -> Call[DeleteReceipt]:
     """Every long-term fact of the user, gone."""
     return Call("DELETE", f"/v1/users/{_segment(user_id)}/memories", _reads(DeleteReceipt))
+
+
+def erase_user(user_id: str) -> Call[EraseReceiptOut]:
+    """Everything the service keeps of the user, gone (admin key); the receipt."""
+    return Call("DELETE", f"/v1/users/{_segment(user_id)}", _reads(EraseReceiptOut))
 
 
 # -- sessions ---------------------------------------------------------------------------------

@@ -96,6 +96,7 @@ class MemoryClient:
     update = _sync(calls.update)
     delete = _sync(calls.delete)
     forget = _sync(calls.forget)
+    erase_user = _sync(calls.erase_user)
     append = _sync(calls.append)
     get_session = _sync(calls.get_session)
     list_sessions = _sync(calls.list_sessions)

@@ -36,6 +36,7 @@ from memory_service.longterm.vector_cache import add_vectors
 from memory_service.longterm.vector_cache import cache_path as vector_cache_path
 from memory_service.observe.telemetry import timed_stage
 from memory_service.paths import UserPaths, WorkspacePaths
+from memory_service.tombstones import Tombstones
 
 LEDGER_HEADER = "# Memory ledger {day}\n\n"
 
@@ -61,7 +62,9 @@ class FileSystemLongTermMemory(BaseLongTermMemory[_Read]):
         retrieval: RetrievalConfig | None = None,
         clock: Callable[[], datetime] = utcnow,
     ) -> None:
-        super().__init__(embedder, retrieval=retrieval, clock=clock)
+        super().__init__(
+            embedder, retrieval=retrieval, clock=clock, tombstones=Tombstones(workspace)
+        )
         self.workspace = Path(workspace)
         self._indexes = UserIndexes()
 
@@ -195,6 +198,8 @@ class FileSystemLongTermMemory(BaseLongTermMemory[_Read]):
                 query_vector = self._embedder.embed([query])[0]
                 cache_file = vector_cache_path(self.paths(ctx), self._embedder)
                 sims = index.matrix(self._embedder, cache_file) @ query_vector
+                if self._tombstones is not None and self._tombstones.refuses(ctx):
+                    cache_file.unlink(missing_ok=True)  # read before an erase: not to be kept
                 order = np.argsort(-sims, kind="stable")[:depth]
             leg_hits["dense"] = [
                 LegHit(f.id, float(sims[i]), f.session_id, f.created_at)
@@ -249,6 +254,28 @@ class FileSystemLongTermMemory(BaseLongTermMemory[_Read]):
             fsync_dir(paths.root)
             self._indexes.invalidate(ctx)
         return count
+
+    def _archived_facts(self, paths: UserPaths) -> int:
+        """Facts in the archived ledgers (moved out of recall, still the user's)."""
+        archived = sorted(paths.archive_dir.glob("*.md")) if paths.archive_dir.is_dir() else []
+        return sum(
+            len(parse_ledger(read_text(p), default_created_at=None))
+            for p in archived
+            if not p.name.startswith("MEMORY.")  # MEMORY.md snapshots are not ledgers
+        )
+
+    def count_user(self, ctx: RuntimeContext) -> int:
+        paths = self.paths(ctx)
+        if not paths.root.is_dir():
+            return 0  # reading must not create the folder of a user who has none
+        return super().count_user(ctx) + self._archived_facts(paths)
+
+    def erase_user(self, ctx: RuntimeContext) -> int:
+        """Every ledger of the user, archived ones too (MEMORY.md and the vector cache go
+        with them, as in ``forget``); how many facts they held."""
+        paths = self.paths(ctx)
+        archived = self._archived_facts(paths) if paths.root.is_dir() else 0
+        return archived + self.forget(ctx)  # under the user's write lock
 
     def _release(self) -> None:
         self._indexes.clear()

@@ -42,6 +42,7 @@ from memory_service.longterm.qdrant_engine import (
     DENSE,
     SPARSE,
     QdrantEngine,
+    RewritesDeleted,
     ScoredHit,
     StoredPoint,
     UserFilter,
@@ -53,6 +54,7 @@ from memory_service.longterm.retrieval import LegHit, RetrievalConfig
 from memory_service.longterm.store import BaseLongTermMemory, Candidates, StoredFacts
 from memory_service.observe.telemetry import timed_stage
 from memory_service.paths import WorkspacePaths
+from memory_service.tombstones import Tombstones
 
 _LOCK_STRIPES = 64
 
@@ -74,8 +76,9 @@ class QdrantLongTermMemory(BaseLongTermMemory[_Read]):
         *,
         retrieval: RetrievalConfig | None = None,
         clock: Callable[[], datetime] = utcnow,
+        tombstones: Tombstones | None = None,
     ) -> None:
-        super().__init__(embedder, retrieval=retrieval, clock=clock)
+        super().__init__(embedder, retrieval=retrieval, clock=clock, tombstones=tombstones)
         self.engine = engine
         self._locks = [threading.Lock() for _ in range(_LOCK_STRIPES)]
 
@@ -202,6 +205,18 @@ class QdrantLongTermMemory(BaseLongTermMemory[_Read]):
         with self._write_lock(ctx):
             return self._remove(UserFilter.of(ctx))
 
+    def count_user(self, ctx: RuntimeContext) -> int:
+        self._check_open()
+        return self.engine.count(UserFilter.of(ctx))
+
+    def erase_user(self, ctx: RuntimeContext) -> int:
+        """``forget``, then (an engine that keeps deleted payloads in its files) a rewrite of
+        the collection without them, every time: an erase that died before it left them."""
+        count = self.forget(ctx)
+        if isinstance(self.engine, RewritesDeleted):
+            self.engine.rewrite_without_deleted()
+        return count
+
     def _remove(self, scope: UserFilter) -> int:
         count = self.engine.count(scope)
         if count:
@@ -257,4 +272,6 @@ def open_qdrant(
 
         root = settings.path if settings.path is not None else WorkspacePaths(workspace).qdrant_dir
         engine = EdgeEngine.acquire(Path(root) / settings.collection, embedder.dimension)
-    return QdrantLongTermMemory(engine, embedder, retrieval=retrieval)
+    return QdrantLongTermMemory(
+        engine, embedder, retrieval=retrieval, tombstones=Tombstones(workspace)
+    )

@@ -15,6 +15,8 @@ from __future__ import annotations
 
 import json
 import logging
+import os
+import shutil
 import threading
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
@@ -26,6 +28,7 @@ import qdrant_edge as qe
 from indexing.sparse import SparseTerms
 from memory_service.context import validate_id
 from memory_service.errors import BackendUnavailableError, ConfigurationError, MemoryServiceError
+from memory_service.fsutil import fsync_dir
 from memory_service.longterm.edge_folder_lock import FolderLock, FolderOwnedError, FolderOwner
 from memory_service.longterm.qdrant_engine import (
     DENSE,
@@ -43,6 +46,8 @@ from memory_service.longterm.qdrant_engine import (
 
 CONFIG_FILE = "edge_config.json"
 SCROLL_PAGE = 1000
+REWRITE_SUFFIX = ".rewrite"  # the new shard while a rewrite builds it
+REPLACED_SUFFIX = ".replaced"  # the old shard between the two renames of a rewrite
 
 log = logging.getLogger(__name__)
 _registry: dict[Path, EdgeEngine] = {}
@@ -154,6 +159,11 @@ def _sparse(terms: SparseTerms) -> qe.SparseVector:
     return qe.SparseVector(list(terms.indices), list(terms.values))
 
 
+def _vectors(point: StoredPoint) -> dict[str, Any]:
+    assert point.dense is not None and point.sparse is not None
+    return {DENSE: as_floats(point.dense), SPARSE: _sparse(point.sparse)}
+
+
 def _point(record: Any, with_vectors: bool) -> StoredPoint:
     dense = sparse = None
     if with_vectors:
@@ -162,6 +172,56 @@ def _point(record: Any, with_vectors: bool) -> StoredPoint:
         stored = vectors[SPARSE]
         sparse = SparseTerms(tuple(stored.indices), tuple(stored.values))
     return StoredPoint(str(record.id), dict(record.payload or {}), dense, sparse)
+
+
+class _SharedLock:
+    """Many calls share the shard; a rewrite, which replaces it, waits for them and holds
+    them off."""
+
+    def __init__(self) -> None:
+        self._cond = threading.Condition()
+        self._readers = 0
+        self._writing = False
+
+    @contextmanager
+    def shared(self) -> Iterator[None]:
+        with self._cond:
+            self._cond.wait_for(lambda: not self._writing)
+            self._readers += 1
+        try:
+            yield
+        finally:
+            with self._cond:
+                self._readers -= 1
+                self._cond.notify_all()
+
+    @contextmanager
+    def exclusive(self) -> Iterator[None]:
+        with self._cond:
+            self._cond.wait_for(lambda: not self._writing)
+            self._writing = True
+            self._cond.wait_for(lambda: self._readers == 0)
+        try:
+            yield
+        finally:
+            with self._cond:
+                self._writing = False
+                self._cond.notify_all()
+
+
+def _sibling(folder: Path, suffix: str) -> Path:
+    return folder.with_name(folder.name + suffix)
+
+
+def _recover_rewrite(folder: Path) -> None:
+    """Finish what a rewrite killed half-way left: the old shard back if the new one never
+    took its place, and no copy of a replaced shard kept (it holds what was erased)."""
+    replaced, building = _sibling(folder, REPLACED_SUFFIX), _sibling(folder, REWRITE_SUFFIX)
+    if not folder.exists() and replaced.is_dir():
+        os.rename(replaced, folder)
+    for leftover in (building, replaced):
+        if leftover.exists():
+            shutil.rmtree(leftover)
 
 
 class EdgeEngine:
@@ -174,6 +234,7 @@ class EdgeEngine:
         self._shard = shard
         self._lock = lock
         self._users = 0
+        self._swap = _SharedLock()
 
     @classmethod
     def acquire(cls, folder: Path, dimension: int) -> EdgeEngine:
@@ -200,6 +261,7 @@ class EdgeEngine:
             message = f"cannot lock the Qdrant Edge folder {folder}: {exc}"
             raise BackendUnavailableError(message) from exc
         try:
+            _recover_rewrite(folder)
             return cls(folder, _open_shard(folder, dimension), dimension, lock)
         except BaseException:
             lock.release()
@@ -222,7 +284,8 @@ class EdgeEngine:
     @contextmanager
     def _calls(self) -> Iterator[None]:
         try:
-            yield
+            with self._swap.shared():
+                yield
         except MemoryServiceError:
             raise
         except Exception as exc:  # Edge's text names the folder's files: the log only
@@ -239,8 +302,7 @@ class EdgeEngine:
         for p in points:  # refused like the client engine: no point without both vectors
             if p.dense is None or p.sparse is None:
                 raise ValueError("every upserted point needs both vectors")
-            vectors = {DENSE: as_floats(p.dense), SPARSE: _sparse(p.sparse)}
-            batch.append(qe.Point(p.id, vectors, p.payload))
+            batch.append(qe.Point(p.id, _vectors(p), p.payload))
         with self._calls():
             self._shard.update(qe.UpdateOperation.upsert_points(batch))
             self._shard.flush()
@@ -316,6 +378,61 @@ class EdgeEngine:
         with self._calls():
             self._shard.update(qe.UpdateOperation.delete_points_by_filter(_filter(scope)))
             self._shard.flush()
+
+    def rewrite_without_deleted(self) -> None:
+        """Rebuild the shard from its live points. Edge keeps a deleted point's payload in its
+        write-ahead log and in segments not yet vacuumed, so the text of an erased user would
+        stay in the folder's bytes until then: erasure calls this after deleting the user's
+        points. The new shard is built beside the folder and swapped in by two renames;
+        ``_recover_rewrite`` finishes a swap a kill interrupted. Calls wait meanwhile; it
+        costs a copy of the collection (about a minute per 100k points on 2 loaded cores:
+        ``benchmarks/erase_cost.py``)."""
+        building = _sibling(self.folder, REWRITE_SUFFIX)
+        replaced = _sibling(self.folder, REPLACED_SUFFIX)
+        with self._swap.exclusive(), self._calls_errors():
+            for leftover in (building, replaced):
+                if leftover.exists():
+                    shutil.rmtree(leftover)
+            fresh = _open_shard(building, self.dimension)
+            try:
+                offset = None
+                while True:
+                    request = qe.ScrollRequest(
+                        offset=offset, limit=SCROLL_PAGE, with_payload=True, with_vector=True
+                    )
+                    records, offset = self._shard.scroll(request)
+                    if records:
+                        stored = [_point(r, True) for r in records]
+                        points = [qe.Point(p.id, _vectors(p), p.payload) for p in stored]
+                        fresh.update(qe.UpdateOperation.upsert_points(points))
+                    if offset is None:
+                        break
+                fresh.flush()
+            finally:
+                fresh.close()
+            self._shard.flush()
+            self._shard.close()
+            try:
+                os.rename(self.folder, replaced)
+                os.rename(building, self.folder)
+                fsync_dir(self.folder.parent)
+            finally:  # swapped or not: no copy left behind, and a shard open again
+                _recover_rewrite(self.folder)
+                self._shard = _open_shard(self.folder, self.dimension)
+
+    @contextmanager
+    def _calls_errors(self) -> Iterator[None]:
+        """``_calls``'s error mapping, without taking the shared lock."""
+        try:
+            yield
+        except MemoryServiceError:
+            raise
+        except Exception as exc:
+            log.error("Qdrant Edge %s failed: %s", self.folder, exc)
+            raise BackendUnavailableError(
+                f"Qdrant Edge failed on the collection {self.folder.name!r}; "
+                "the service log has the details"
+            ) from exc
 
     def users(self, tenant_id: str) -> list[str]:
         tenant = qe.Filter(

@@ -16,7 +16,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import Any, Protocol
+from typing import Any, Protocol, runtime_checkable
 
 from indexing.sparse import SparseTerms
 from memory_service.context import RuntimeContext, validate_id
@@ -127,6 +127,15 @@ class QdrantEngine(Protocol):
     def users(self, tenant_id: str) -> list[str]: ...
 
     def close(self) -> None: ...
+
+
+@runtime_checkable
+class RewritesDeleted(Protocol):
+    """An engine whose files keep what was deleted (a write-ahead log, segments not yet
+    vacuumed) and that can rewrite them from the live points alone: erasing a user calls it,
+    so the user's text is not left in the engine's bytes."""
+
+    def rewrite_without_deleted(self) -> None: ...
 
 
 def as_floats(vector: Sequence[float]) -> list[float]:

@@ -44,6 +44,7 @@ from memory_service.longterm.retrieval import (
     validate_query,
 )
 from memory_service.observe.telemetry import sink, timed_stage
+from memory_service.tombstones import Tombstones
 
 
 @dataclass(slots=True)
@@ -128,11 +129,13 @@ class BaseLongTermMemory(ABC, Generic[S]):
         *,
         retrieval: RetrievalConfig | None = None,
         clock: Callable[[], datetime] = utcnow,
+        tombstones: Tombstones | None = None,
     ) -> None:
         self._embedder = embedder
         self.retrieval = retrieval or PRESETS["hybrid"]
         self._clock = clock
         self._closed = False
+        self._tombstones = tombstones  # None: no erase ever refuses a record (tests, tools)
 
     # -- LongTermMemory -------------------------------------------------------------------
 
@@ -145,10 +148,17 @@ class BaseLongTermMemory(ABC, Generic[S]):
         self._check_open()
         vectors = self._embedder.embed([f.text for f in stamped])  # fails before writing
         dense_of = {f.id: vectors[i] for i, f in enumerate(stamped)}
+        self._check_not_erased(ctx)  # before the files backend makes the user's folder again
         with self._write_lock(ctx):
+            self._check_not_erased(ctx)
             stored = self._read_for_record(ctx, stamped, now)
             plan = plan_record(stamped, stored.by_id, stored.open_by_key, now)
             self._write_record(ctx, plan, stored, dense_of, now)
+            if self._tombstones is not None and self._tombstones.refuses(ctx):
+                # an erase in another process began meanwhile (a Qdrant server has no lock
+                # shared with it): take the write back, so nothing of the user remains
+                self._delete(ctx, canonical_ids([*plan.new, *plan.closed]))
+                self._check_not_erased(ctx)
         _count_records(plan)
         return plan.results
 
@@ -248,12 +258,25 @@ class BaseLongTermMemory(ABC, Generic[S]):
         sink().facts_changed(-forgotten)
         return forgotten
 
+    def count_user(self, ctx: RuntimeContext) -> int:
+        """How many facts the user has stored, superseded and expired ones included."""
+        self._check_open()
+        return sum(1 for _ in self._list(ctx, include_inactive=True, now=self._clock()))
+
+    def erase_user(self, ctx: RuntimeContext) -> int:
+        """Erase every stored fact of the user (``pipeline/erasure.py``); how many there were."""
+        return self.forget(ctx)
+
     def close(self) -> None:
         """Release the backend. A later call raises ``BackendUnavailableError``, unless the
         backend declares ``usable_after_close`` (it holds only what it can rebuild)."""
         if not self._closed:
             self._closed = not self.usable_after_close
             self._release()
+
+    def _check_not_erased(self, ctx: RuntimeContext) -> None:
+        if self._tombstones is not None:
+            self._tombstones.check(ctx)
 
     def _check_open(self) -> None:
         if self._closed:

@@ -9,6 +9,7 @@ hash and is embedded again.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import io
 import logging
@@ -19,6 +20,7 @@ from pathlib import Path
 import numpy as np
 
 from indexing.embeddings import Embedder
+from memory_service.context import RuntimeContext
 from memory_service.fsutil import ensure_dir, write_bytes_atomically
 from memory_service.paths import UserPaths
 
@@ -85,3 +87,23 @@ def _save(path: Path, hashes: Sequence[str], matrix: np.ndarray) -> None:
     np.savez(buffer, hashes=np.asarray(hashes, dtype="U64"), vectors=matrix)
     ensure_dir(path.parent)
     write_bytes_atomically(path, buffer.getvalue())
+
+
+class VectorCaches:
+    """A workspace's vector caches, as erasure sees them (every model's of one user)."""
+
+    def __init__(self, workspace: Path) -> None:
+        self.workspace = Path(workspace)
+
+    def count_user(self, ctx: RuntimeContext) -> int:
+        return len(UserPaths.of(self.workspace, ctx).vector_caches())
+
+    def erase_user(self, ctx: RuntimeContext) -> int:
+        """Delete the user's vector caches (and their folder when it is left empty)."""
+        paths = UserPaths.of(self.workspace, ctx)
+        found = paths.vector_caches()
+        for path in found:
+            path.unlink(missing_ok=True)
+        with contextlib.suppress(OSError):  # absent, or holding something else
+            paths.index_dir.rmdir()
+        return len(found)

@@ -22,6 +22,7 @@ from filelock import FileLock
 from indexing.hashing import content_hash
 from indexing.tokenize import tokenize
 from memory_service.config import validate_consolidation_prompt
+from memory_service.context import RuntimeContext
 from memory_service.facts import FACT_KINDS, Fact
 from memory_service.fsutil import read_text, write_atomically
 from memory_service.llm import ChatModel, LlmBadResponseError, LlmError, Usage
@@ -30,6 +31,7 @@ from memory_service.messages import estimate_tokens
 from memory_service.observe.telemetry import sink
 from memory_service.paths import UserPaths
 from memory_service.pipeline.memory_md import memory_bullets, plain_memory
+from memory_service.tombstones import Tombstones
 
 log = logging.getLogger(__name__)
 
@@ -151,9 +153,16 @@ class Consolidator:
         self.max_loss = max_loss
 
     def consolidate(
-        self, paths: UserPaths, facts: Sequence[Fact], now: datetime
+        self,
+        paths: UserPaths,
+        facts: Sequence[Fact],
+        now: datetime,
+        *,
+        ctx: RuntimeContext | None = None,
     ) -> ConsolidationResult:
         """Rewrite ``paths.memory_md`` from ``facts`` (all of the user's, active or not).
+        With ``ctx`` (the caller's), the write is refused (``UserErasedError``) when the user
+        was erased since its work began: ``facts`` were read before the erase.
 
         The loss guard counts the bullets of the old MEMORY.md that are still true: a bullet
         whose fact has since been superseded, expired or deleted may go. Raises the
@@ -183,7 +192,7 @@ class Consolidator:
             return ConsolidationResult(written=False, lost=len(lost), refused=reason, **result)
         if _undated(new_text) == _undated(old_text):
             return ConsolidationResult(written=False, lost=0, **result)  # nothing but the date
-        snapshot = self._write(paths, old_text, new_text, now)
+        snapshot = self._write(paths, old_text, new_text, now, ctx)
         return ConsolidationResult(written=True, lost=len(lost), snapshot=snapshot, **result)
 
     def _ask_model(self, old_text: str, active: Sequence[Fact]) -> tuple[str, Usage]:
@@ -208,10 +217,22 @@ class Consolidator:
             log.warning("consolidation reply had no bullets (attempt %d)", attempt + 1)
         raise LlmBadResponseError("the model's MEMORY.md rewrite had no '- ' bullets, twice")
 
-    def _write(self, paths: UserPaths, old_text: str, new_text: str, now: datetime) -> str | None:
+    def _write(
+        self,
+        paths: UserPaths,
+        old_text: str,
+        new_text: str,
+        now: datetime,
+        ctx: RuntimeContext | None,
+    ) -> str | None:
         snapshot: Path | None = None
+        tombstones = Tombstones(paths.workspace)
+        if ctx is not None:
+            tombstones.check(ctx)  # before the folder is made again
         paths.root.mkdir(parents=True, exist_ok=True)
         with FileLock(str(paths.lock_file), timeout=60):
+            if ctx is not None:
+                tombstones.check(ctx)  # under the lock an erase takes too
             if old_text:
                 stamp = now.strftime("%Y%m%dT%H%M%S")
                 snapshot = paths.memory_snapshot(stamp)
@@ -220,8 +241,39 @@ class Consolidator:
         return str(snapshot) if snapshot else None
 
 
+class MemoryMdFiles:
+    """A workspace's MEMORY.md files and their snapshots, as erasure sees them: consolidation
+    writes both, under the user's long-term lock."""
+
+    def __init__(self, workspace: Path) -> None:
+        self.workspace = Path(workspace)
+
+    @staticmethod
+    def _files(paths: UserPaths) -> list[Path]:
+        found = [paths.memory_md] if paths.memory_md.is_file() else []
+        if paths.archive_dir.is_dir() and not paths.archive_dir.is_symlink():
+            found += sorted(paths.archive_dir.glob("MEMORY.*.md"))
+        return found
+
+    def count_user(self, ctx: RuntimeContext) -> int:
+        """MEMORY.md (0 or 1) plus its snapshots."""
+        return len(self._files(UserPaths.of(self.workspace, ctx)))
+
+    def erase_user(self, ctx: RuntimeContext) -> int:
+        """Delete MEMORY.md and every snapshot of it; how many files went."""
+        paths = UserPaths.of(self.workspace, ctx)
+        if not paths.root.is_dir():
+            return 0
+        with FileLock(str(paths.lock_file), timeout=60):
+            files = self._files(paths)
+            for path in files:
+                path.unlink(missing_ok=True)
+        return len(files)
+
+
 __all__ = [
     "ConsolidationResult",
+    "MemoryMdFiles",
     "Consolidator",
     "DEFAULT_CONSOLIDATION_PROMPT",
     "LlmError",

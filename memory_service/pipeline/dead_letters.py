@@ -36,6 +36,7 @@ from memory_service.fsutil import append_durably, write_bytes_atomically
 from memory_service.messages import Msg
 from memory_service.observe.telemetry import sink
 from memory_service.paths import UserPaths
+from memory_service.tombstones import Tombstones
 
 log = logging.getLogger(__name__)
 
@@ -288,12 +289,36 @@ class DeadLetterFile:
         finally:
             lock.release()
 
-    def append(self, record: DeadLetterRecord) -> None:
-        """Add one line, flushed and fsynced before this returns."""
+    def append(self, record: DeadLetterRecord, ctx: RuntimeContext | None = None) -> None:
+        """Add one line, flushed and fsynced before this returns. With ``ctx`` (the flush's),
+        refused with ``UserErasedError`` when the user was erased since its work began."""
+        tombstones = Tombstones(self.paths.workspace) if ctx is not None else None
+        if tombstones is not None and ctx is not None:
+            tombstones.check(ctx)  # before the folder is made again
         self.path.parent.mkdir(parents=True, exist_ok=True)
         with self.lock():
+            if tombstones is not None and ctx is not None:
+                tombstones.check(ctx)  # under the lock an erase takes too
             append_durably(self.path, record.to_json() + "\n")
         sink().dead_letter("flush")
+
+    def remove_user(self, owner: RuntimeContext) -> int:
+        """Remove the records of ``owner`` (tenant and user, whatever their version or
+        session), under the lock, as one atomic rewrite; the file goes when nothing else is
+        left in it. Returns how many records went."""
+        if not self.exists():
+            return 0
+        with self.lock():
+            lines = self._lines()
+            kept = [line for line in lines if not _owned_by(line, owner)]
+            removed = sum(1 for line in lines if line.strip()) - sum(
+                1 for line in kept if line.strip()
+            )
+            if not any(line.strip() for line in kept):
+                self.path.unlink(missing_ok=True)
+            elif removed:
+                write_bytes_atomically(self.path, b"".join(line + b"\n" for line in kept))
+        return removed
 
     def read(self, owner: RuntimeContext) -> DeadLetterRead:
         """The entries of ``owner`` (tenant and user; the session comes from each entry) and
@@ -357,6 +382,35 @@ class DeadLetterFile:
         if lines and lines[-1] == b"":
             lines.pop()
         return lines
+
+
+def _owned_by(line: bytes, owner: RuntimeContext) -> bool:
+    """Whether ``line`` is a record of ``owner``: a JSON object naming its tenant and user."""
+    try:
+        data = json.loads(line.decode("utf-8", errors="replace"))
+    except ValueError:
+        return False
+    return isinstance(data, dict) and (data.get("tenant_id"), data.get("user_id")) == (
+        owner.tenant_id,
+        owner.user_id,
+    )
+
+
+class FlushDeadLetters:
+    """The flush dead letters of a workspace's users, as erasure sees them."""
+
+    def __init__(self, workspace: Path) -> None:
+        self.workspace = Path(workspace)
+
+    def count_user(self, ctx: RuntimeContext) -> int:
+        """How many of the user's records the dead-letter file holds (read without the lock)."""
+        paths = UserPaths.of(self.workspace, ctx)
+        if not has_dead_letters(paths):
+            return 0
+        return sum(1 for line in DeadLetterFile(paths)._lines() if _owned_by(line, ctx))
+
+    def erase_user(self, ctx: RuntimeContext) -> int:
+        return DeadLetterFile.of(self.workspace, ctx).remove_user(ctx)
 
 
 def _letter(index: int, line: bytes, text: str, owner: RuntimeContext) -> DeadLetter:

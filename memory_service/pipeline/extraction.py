@@ -29,7 +29,7 @@ from typing import Any
 
 from indexing.hashing import content_hash
 from memory_service.context import RuntimeContext
-from memory_service.errors import InvalidInputError, MemoryServiceError
+from memory_service.errors import InvalidInputError, MemoryServiceError, UserErasedError
 from memory_service.facts import FACT_KINDS, Fact
 from memory_service.limits import MAX_PAGE_SIZE
 from memory_service.llm import ChatModel, LlmBadResponseError, LlmError
@@ -249,6 +249,8 @@ class Extractor:
                 try:
                     fresh = distinct(facts, known)
                     recorded = self.longterm.record(ctx, fresh) if fresh else []
+                except UserErasedError:
+                    raise  # the user was erased meanwhile: nothing to keep, no dead letter
                 except (MemoryServiceError, OSError) as exc:
                     error = f"recording failed: {type(exc).__name__}: {exc}"
                 else:

@@ -261,7 +261,7 @@ class MemoryFlushManager:
             reply=reply,
             at=self._clock(),
         )
-        letters.append(record)
+        letters.append(record, ctx)  # refused once the user is erased: nothing to keep
         result.dead_letter = letters.relative
         log.error(  # the error may quote the model's reply: its code only
             "flush of %s/%s/%s failed (%s); %d messages kept in %s",

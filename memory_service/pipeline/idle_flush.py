@@ -16,7 +16,7 @@ from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 
 from memory_service.context import RuntimeContext
-from memory_service.errors import ConflictError
+from memory_service.errors import ConflictError, UserErasedError
 from memory_service.facts import utcnow
 from memory_service.pipeline.flush import EXTRA_KEY, MemoryFlushManager
 from memory_service.shortterm.session import ShortTermMemory
@@ -63,6 +63,9 @@ class IdleFlusher:
                 ctx = replace(user, session_id=info.session_id)
                 try:
                     status = self._flush_session(ctx)
+                except UserErasedError:  # erased during the sweep: nothing to flush
+                    log.info("idle flush of %s/%s: the user was erased", *_who(ctx))
+                    status = "nothing"
                 except Exception:  # noqa: BLE001 - the sweep must go on
                     log.exception("idle flush of %s failed", ctx)
                     status = "failed"
@@ -88,3 +91,7 @@ class IdleFlusher:
         except ConflictError:  # the session woke up: its own flushes take it from here
             log.info("idle flush of %s: the session changed meanwhile", ctx)
         return "failed" if result.status == "failed" else "flushed"
+
+
+def _who(ctx: RuntimeContext) -> tuple[str, str]:
+    return ctx.tenant_id, ctx.user_id

@@ -23,7 +23,7 @@ from filelock import FileLock, Timeout
 
 from indexing.hashing import content_hash
 from memory_service.context import RuntimeContext
-from memory_service.errors import BackendUnavailableError
+from memory_service.errors import BackendUnavailableError, UserErasedError
 from memory_service.facts import Fact, fact_id, parse_time, utcnow
 from memory_service.fsutil import read_text, remove_stale_temp_files, write_atomically
 from memory_service.longterm.base import ArchivesLedgers, LongTermMemory, SettlesLedgers
@@ -35,6 +35,7 @@ from memory_service.pipeline.consolidation import ConsolidationResult, Consolida
 from memory_service.pipeline.erasure import erase_facts
 from memory_service.pipeline.policy import ExpiryPolicy, plan_maintenance, plan_prune
 from memory_service.shortterm.session_log import delete_old_session_logs
+from memory_service.tombstones import Tombstones
 from memory_service.usage import UsageLedger
 
 log = logging.getLogger(__name__)
@@ -132,6 +133,10 @@ class MemoryMaintenance:
     ) -> MaintenanceReport:
         paths = UserPaths.of(self.workspace, ctx)
         report = MaintenanceReport(ctx.tenant_id, ctx.user_id, "ran")
+        tombstones = Tombstones(self.workspace)
+        if tombstones.refuses(ctx):  # erased since this pass began: nothing to maintain
+            report.status = "erased"
+            return report
         now = self._clock()
         last = self._last_run(paths)
         if not force and last is not None and now - last < self.settings.min_gap:
@@ -141,10 +146,28 @@ class MemoryMaintenance:
         try:
             with FileLock(str(paths.maintenance_lock), timeout=0):
                 self._run_steps(ctx, paths, now, report, consolidate=consolidate)
+                tombstones.check(ctx)  # under the lock an erase takes too
                 self._remember(paths, now, report)
         except Timeout:
             report.status = "busy"
+        except UserErasedError:
+            report.status = "erased"
         return report
+
+    def count_user(self, ctx: RuntimeContext) -> int:
+        """The user's maintenance marker (0 or 1)."""
+        return int(UserPaths.of(self.workspace, ctx).maintenance_state.is_file())
+
+    def erase_user(self, ctx: RuntimeContext) -> int:
+        """Delete the user's maintenance marker, after a run in progress; 0 or 1."""
+        paths = UserPaths.of(self.workspace, ctx)
+        if not paths.root.is_dir():
+            return 0
+        with FileLock(str(paths.maintenance_lock), timeout=120):
+            found = paths.maintenance_state.is_file()
+            paths.maintenance_state.unlink(missing_ok=True)
+        paths.maintenance_lock.unlink(missing_ok=True)
+        return int(found)
 
     def _run_steps(
         self,
@@ -191,7 +214,11 @@ class MemoryMaintenance:
             counts["consolidated"] = 0
             return
         try:
-            result = self.consolidator.consolidate(paths, all_facts(self.longterm, ctx), now)
+            result = self.consolidator.consolidate(
+                paths, all_facts(self.longterm, ctx), now, ctx=ctx
+            )
+        except UserErasedError:
+            raise  # erased meanwhile: the run stops (see ``run_user``)
         except Exception as exc:  # the LLM failed: MEMORY.md is untouched, report it
             sink().pipeline("consolidation", "failed")
             log.warning("consolidation failed for %s/%s: %s", ctx.tenant_id, ctx.user_id, exc)
@@ -222,12 +249,13 @@ class MemoryMaintenance:
         """Consolidate one user's MEMORY.md now, under the per-user maintenance lock (a
         running maintenance answers ``BackendUnavailableError`` ``busy``); usage counted."""
         paths = UserPaths.of(self.workspace, ctx)
+        Tombstones(self.workspace).check(ctx)  # before the folder is made again
         paths.root.mkdir(parents=True, exist_ok=True)
         try:
             with FileLock(str(paths.maintenance_lock), timeout=0):
                 try:
                     result = self.consolidator.consolidate(
-                        paths, all_facts(self.longterm, ctx), self._clock()
+                        paths, all_facts(self.longterm, ctx), self._clock(), ctx=ctx
                     )
                 except Exception:
                     sink().pipeline("consolidation", "failed")

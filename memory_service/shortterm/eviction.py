@@ -24,6 +24,7 @@ from memory_service.fsutil import write_atomically
 from memory_service.messages import Msg
 from memory_service.paths import TOOL_RESULTS_DIR, UserPaths
 from memory_service.shortterm.store import session_of
+from memory_service.tombstones import Tombstones
 
 _NO_SUCH_FILE = {errno.ENOENT, errno.EISDIR, errno.ENOTDIR, errno.ENAMETOOLONG, errno.ELOOP}
 
@@ -39,6 +40,7 @@ class ToolResultEvictor:
         self.workspace = Path(workspace)
         self.max_chars = max_chars
         self.preview_chars = min(preview_chars, max_chars)
+        self._tombstones = Tombstones(self.workspace)
 
     def _paths(self, ctx: RuntimeContext) -> UserPaths:
         return UserPaths.of(self.workspace, ctx)
@@ -57,7 +59,11 @@ class ToolResultEvictor:
         paths = self._paths(ctx)
         session = session_of(ctx)
         path = paths.inside(paths.tool_result(session, self._file_id(paths, session, message)))
+        self._tombstones.check(ctx)
         write_atomically(path, message.content)
+        if self._tombstones.refuses(ctx):  # no lock is shared with an erase: take it back
+            path.unlink(missing_ok=True)
+            self._tombstones.check(ctx)
         ref = PurePosixPath(path.relative_to(paths.root.resolve())).as_posix()
         lines = message.content.count("\n") + 1
         preview = message.content[: self.preview_chars]
@@ -151,6 +157,25 @@ class ToolResultEvictor:
             return 0
         count = sum(1 for _ in folder.glob("*.txt"))
         shutil.rmtree(folder)
+        return count
+
+    def count_user(self, ctx: RuntimeContext) -> int:
+        """How many evicted tool results the user has, in every session."""
+        root = self._paths(ctx).tool_results_root
+        if root.is_symlink() or not root.is_dir():
+            return 0
+        return sum(1 for p in root.rglob("*") if p.is_file())
+
+    def erase_user(self, ctx: RuntimeContext) -> int:
+        """Delete the user's evicted tool results, every session's; how many files went."""
+        paths = self._paths(ctx)
+        root = paths.tool_results_root
+        if root.is_symlink():
+            root.unlink()  # a link planted there: never followed out of the user's folder
+            return 0
+        count = self.count_user(ctx)
+        if root.is_dir():
+            shutil.rmtree(paths.inside(root))
         return count
 
     def discard(self, ctx: RuntimeContext, messages: list[Msg]) -> None:

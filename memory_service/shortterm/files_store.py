@@ -29,6 +29,7 @@ from memory_service.shortterm.store import (
     is_expired,
     session_of,
 )
+from memory_service.tombstones import Tombstones
 
 
 class FileStateStore:
@@ -46,6 +47,7 @@ class FileStateStore:
         self.ttl = ttl
         self._clock = clock
         self._lock_timeout_s = lock_timeout_s
+        self._tombstones = Tombstones(self.workspace)
 
     # -- paths ----------------------------------------------------------------------------
 
@@ -88,8 +90,10 @@ class FileStateStore:
 
     def save(self, state: AgentState, ctx: RuntimeContext) -> None:
         _, path = self._file(ctx)
+        self._tombstones.check(ctx)  # before the folder is made again
         try:
             with self._lock(path):
+                self._tombstones.check(ctx)  # under the lock an erase takes too
                 now = self._clock()
                 record = self._read(path)
                 live = record is not None and not is_expired(record["expires_at"], now)
@@ -143,6 +147,22 @@ class FileStateStore:
             )
         found.sort(key=lambda info: info.updated_at, reverse=True)
         return found
+
+    def count_user(self, ctx: RuntimeContext) -> int:
+        """How many session states the user has stored, expired ones included."""
+        return len(UserPaths.of(self.workspace, ctx).state_files())
+
+    def erase_user(self, ctx: RuntimeContext) -> int:
+        """Delete every session state of the user, each under its lock; how many there were."""
+        paths = UserPaths.of(self.workspace, ctx)
+        removed = 0
+        for path in paths.state_files().values():
+            with self._lock(path):
+                if path.exists():
+                    path.unlink()
+                    removed += 1
+            lock_for(path).unlink(missing_ok=True)
+        return removed
 
     def purge_expired(self) -> int:
         """Delete every expired state file in the workspace; returns how many."""

@@ -8,6 +8,10 @@ Optimistic concurrency lives in the SQL itself: an update carries ``version = <l
 state's incarnation) in its WHERE clause, a first save is an INSERT that only overwrites an
 expired row. Zero rows touched means another writer got there first: ``ConflictError``.
 Timestamps come from the store's clock, not the database's, so TTLs are testable.
+
+Erasing a user and saving one of the user's sessions meet on a transaction-level advisory lock
+per user: every save takes it shared and checks the user's tombstone inside its transaction,
+``erase_user`` takes it exclusively, so no save begun before an erase commits after it.
 """
 
 from __future__ import annotations
@@ -35,6 +39,7 @@ from memory_service.shortterm.store import (
     expiry,
     session_of,
 )
+from memory_service.tombstones import Tombstones
 
 TABLE_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,62}")
 
@@ -63,12 +68,14 @@ class PostgresStateStore:
         pool_min: int = 1,
         pool_max: int = 10,
         connect_timeout_s: float = 10.0,
+        tombstones: Tombstones | None = None,
     ) -> None:
         for name, value in (("table", table), ("schema", schema)):
             if value is not None and not TABLE_NAME.fullmatch(value):
                 raise ConfigurationError(f"MEMORY_SHORTTERM__POSTGRES_TABLE: bad {name} {value!r}")
         self.ttl = ttl
         self._clock = clock
+        self._tombstones = tombstones  # None: no erase refuses a save (a store on its own)
         self._where = describe_dsn(dsn)
         self._table = sql.Identifier(schema, table) if schema else sql.Identifier(table)
         self._index = sql.Identifier(f"{table}_expires_at")
@@ -187,6 +194,9 @@ class PostgresStateStore:
                       AND (expires_at IS NULL OR expires_at > %(now)s)"""
             ).format(table=self._table)
         with self._conn() as conn:
+            if self._tombstones is not None:  # inside the transaction: an erase waits for it
+                self._user_lock(conn, ctx, shared=True)
+                self._tombstones.check(ctx)
             touched = conn.execute(query, params).rowcount
         if touched != 1:
             raise ConflictError(conflict_message(ctx, state.version))
@@ -215,6 +225,30 @@ class PostgresStateStore:
         with self._conn() as conn:
             rows = conn.execute(query, params).fetchall()
         return [SessionInfo(r[0], int(r[1]), r[2], r[3], int(r[4])) for r in rows]
+
+    def _user_lock(self, conn: psycopg.Connection, ctx: RuntimeContext, *, shared: bool) -> None:
+        """The user's advisory lock, until the transaction ends (see the module docstring)."""
+        name = "pg_advisory_xact_lock_shared" if shared else "pg_advisory_xact_lock"
+        key = f"{self._lock_key}:user:{ctx.tenant_id}/{ctx.user_id}"
+        conn.execute(sql.SQL("SELECT {}(hashtext(%s))").format(sql.Identifier(name)), (key,))
+
+    def count_user(self, ctx: RuntimeContext) -> int:
+        """How many session states the user has stored, expired ones included."""
+        query = sql.SQL(
+            "SELECT count(*) FROM {table} WHERE tenant_id = %(tenant)s AND user_id = %(user)s"
+        ).format(table=self._table)
+        with self._conn() as conn:
+            row = conn.execute(query, {"tenant": ctx.tenant_id, "user": ctx.user_id}).fetchone()
+        return int(row[0]) if row else 0
+
+    def erase_user(self, ctx: RuntimeContext) -> int:
+        """Delete every session state of the user, after the saves in flight; how many."""
+        query = sql.SQL(
+            "DELETE FROM {table} WHERE tenant_id = %(tenant)s AND user_id = %(user)s"
+        ).format(table=self._table)
+        with self._conn() as conn:
+            self._user_lock(conn, ctx, shared=False)
+            return conn.execute(query, {"tenant": ctx.tenant_id, "user": ctx.user_id}).rowcount
 
     def purge_expired(self) -> int:
         query = sql.SQL("DELETE FROM {table} WHERE expires_at <= %(now)s").format(table=self._table)

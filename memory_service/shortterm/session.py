@@ -159,7 +159,14 @@ class ShortTermMemory:
     ) -> AppendResult:
         """Append ``messages`` to the session and save it; see the module docstring."""
         originals = list(messages)
-        prepared = [self.evictor.evict(ctx, m) for m in originals]
+        prepared: list[Msg] = []
+        try:
+            for message in originals:
+                prepared.append(self.evictor.evict(ctx, message))
+        except BaseException:  # e.g. the user erased meanwhile: no file of this append stays
+            done = zip(prepared, originals[: len(prepared)], strict=True)
+            self.evictor.discard(ctx, [m for m, o in done if m is not o])
+            raise
         moved = [m for m, o in zip(prepared, originals, strict=True) if m is not o]
         evicted = [m.metadata["ref"] for m in moved]
         try:

@@ -25,6 +25,7 @@ from memory_service.fsutil import append_durably, ensure_dir
 from memory_service.messages import Msg
 from memory_service.paths import UserPaths, lock_for
 from memory_service.shortterm.store import Clock, session_of
+from memory_service.tombstones import Tombstones
 
 DEFAULT_RETENTION_DAYS = 180
 SNIPPET_CHARS = 300
@@ -55,6 +56,7 @@ class SessionLog:
     def __init__(self, workspace: Path, *, clock: Clock = utcnow) -> None:
         self.workspace = Path(workspace)
         self._clock = clock
+        self._tombstones = Tombstones(self.workspace)
 
     def _path(self, ctx: RuntimeContext, session_id: str | None = None) -> Path:
         paths = UserPaths.of(self.workspace, ctx)
@@ -69,8 +71,10 @@ class SessionLog:
         text = "".join(
             json.dumps({"at": at, **m.to_dict()}, ensure_ascii=False) + "\n" for m in messages
         )
+        self._tombstones.check(ctx)  # before the folder is made again
         ensure_dir(path.parent)
         with FileLock(str(lock_for(path)), timeout=30):
+            self._tombstones.check(ctx)  # under the lock an erase takes too
             append_durably(path, text)
 
     def read(self, ctx: RuntimeContext, session_id: str | None = None) -> list[LogEntry]:
@@ -131,6 +135,21 @@ class SessionLog:
                 )
         hits.sort(key=lambda h: (h.score, h.at, h.seq or 0), reverse=True)
         return hits[:limit]
+
+    def count_user(self, ctx: RuntimeContext) -> int:
+        """How many session logs the user has."""
+        return len(UserPaths.of(self.workspace, ctx).session_logs())
+
+    def erase_user(self, ctx: RuntimeContext) -> int:
+        """Delete every session log of the user, each under its lock; how many there were."""
+        removed = 0
+        for path in UserPaths.of(self.workspace, ctx).session_logs().values():
+            with FileLock(str(lock_for(path)), timeout=30):
+                if path.exists():
+                    path.unlink()
+                    removed += 1
+            lock_for(path).unlink(missing_ok=True)
+        return removed
 
     def delete_session(self, ctx: RuntimeContext) -> bool:
         path = self._path(ctx)

@@ -21,7 +21,7 @@ from memory_service.api.schemas.memories import (
     UpdateRequest,
 )
 from memory_service.limits import MAX_CURSOR_CHARS, MAX_FACT_ID_CHARS, MAX_PAGE_SIZE
-from memory_service.pipeline.erasure import erase_facts, erase_user
+from memory_service.pipeline.erasure import erase_facts, forget_user
 
 router = APIRouter(prefix="/v1", tags=["memories"])
 
@@ -119,8 +119,9 @@ def delete_memory(
 
 
 @router.delete("/users/{user_id}/memories", response_model=DeleteReceipt)
-def forget_user(principal: PrincipalDep, services: ServicesDep, user_id: UserPath):
-    """Every long-term fact of the user, gone (the right to be forgotten): the store,
-    MEMORY.md, its snapshots and archived ledgers."""
+def forget_memories(principal: PrincipalDep, services: ServicesDep, user_id: UserPath):
+    """Every long-term fact of the user, gone: the store, MEMORY.md, its snapshots and
+    archived ledgers. Facts only: the user's sessions, logs, tool results and dead letters
+    stay; ``DELETE /v1/users/{user_id}`` (admin key) erases all of it."""
     ctx = user_context(principal, user_id)
-    return DeleteReceipt(deleted=erase_user(services.longterm, services.settings.workspace, ctx))
+    return DeleteReceipt(deleted=forget_user(services.longterm, services.settings.workspace, ctx))

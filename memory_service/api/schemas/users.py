@@ -1,0 +1,32 @@
+"""Body of ``DELETE /v1/users/{user_id}``: the receipt of an erase
+(``pipeline.erasure.EraseReceipt``)."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Annotated
+
+from pydantic import Field
+
+from memory_service.api.schemas.common import Out
+
+
+class EraseReceiptOut(Out):  # a pipeline.erasure.EraseReceipt
+    """What was removed of the user, per store, when the erase finished and by which key."""
+
+    tenant_id: str
+    user_id: str
+    erased_at: datetime
+    by: Annotated[str, Field(description="'key:<fingerprint>' of the admin key, or 'cli'")]
+    removed: Annotated[
+        dict[str, int],
+        Field(
+            description="items removed per store: facts.<backend>, memory_md (MEMORY.md and "
+            "its snapshots), vector_caches, sessions.<store>, session_logs, tool_results, "
+            "dead_letters, maintenance (the last-run marker)"
+        ),
+    ]
+    total: int
+    left_behind: Annotated[
+        int, Field(description="files in the user's folder that no store claims (kept, logged)")
+    ]
