@@ -7,6 +7,10 @@
   union of all legs' candidates, then summed with weights. A candidate a leg did not return gets
   that leg's ``floor`` (the score below which it stopped). On LoCoMo it beat RRF by 0.05-0.08
   recall@10 (``benchmarks/RESULTS.md``).
+  Standardising is scale-free: a leg whose scores barely differ (every memory matched only by a
+  word they all contain, such as the user's name) would be stretched to the same spread as a
+  leg that tells memories apart, and its noise would reorder the other's ranking. So a leg may
+  have a ``min_spread``, in its own units: differences below it are not treated as evidence.
 
 Every fused candidate keeps its rank in each leg, so a caller can explain why a memory was
 recalled.
@@ -55,11 +59,13 @@ def zscore_fusion(
     *,
     weights: Mapping[str, float] | None = None,
     floors: Mapping[str, float] | None = None,
+    min_spreads: Mapping[str, float] | None = None,
 ) -> list[FusedCandidate]:
     """Fuse ranked ``(id, score)`` lists (best first) by summed, weighted z-scores.
 
     Each leg is standardised over the union of candidates, a candidate it did not return taking
-    ``floors[leg]`` (default: the leg's lowest returned score). A leg whose values are all equal
+    ``floors[leg]`` (default: the leg's lowest returned score), dividing by its standard
+    deviation or by ``min_spreads[leg]`` when that is larger. A leg whose values are all equal
     (no hits, or one hit and a floor equal to it) adds nothing. Ties keep first appearance."""
     order: dict[str, int] = {}
     ranks: dict[str, dict[str, int | None]] = {}
@@ -82,8 +88,9 @@ def zscore_fusion(
         values = [best.get(item, floor) for item in order]
         mean = sum(values) / len(values)
         spread = math.sqrt(sum((v - mean) ** 2 for v in values) / len(values))
-        if spread <= 1e-12:
+        if spread <= 1e-12:  # all equal: nothing to tell apart, whatever the minimum spread
             continue
+        spread = max(spread, float(min_spreads.get(leg, 0.0)) if min_spreads else 0.0)
         for item, value in zip(order, values, strict=True):
             total[item] += weight * (value - mean) / spread
     fused = [FusedCandidate(item, total[item], ranks[item]) for item in order]

@@ -2,15 +2,18 @@
 
 Both backends must see the same terms, or the same query would rank differently depending on
 where facts are stored. Rules: Unicode NFKC, case folding, Latin/Cyrillic/... words and numbers,
-light English stemming, English stop words removed; CJK runs become overlapping character
-bigrams (a single CJK character stays a unigram), so "花生" finds "用户对花生过敏".
+English Snowball stemming (PyStemmer), English stop words removed; CJK runs become overlapping
+character bigrams (a single CJK character stays a unigram), so "花生" finds "用户对花生过敏".
 """
 
 from __future__ import annotations
 
 import re
+import threading
 import unicodedata
 from collections.abc import Iterable
+
+import Stemmer
 
 # Han, Hiragana, Katakana, Hangul: scripts written without spaces between words.
 _CJK = (
@@ -39,7 +42,7 @@ _STOP_WORDS_TEXT = """
 """
 STOP_WORDS: frozenset[str] = frozenset(_STOP_WORDS_TEXT.split())
 
-_VOWELS = set("aeiouy")
+_STEMMER = threading.local()  # PyStemmer's stemmers are not thread-safe: one per thread
 
 
 def normalize(text: str) -> str:
@@ -48,32 +51,19 @@ def normalize(text: str) -> str:
 
 
 def stem(word: str) -> str:
-    """Light English suffix stripping: plurals, -ing, -ed, -ly, -ies.
-
-    Deliberately conservative (no Porter step 2-5): a wrong merge costs precision in every query,
-    while a missed one only costs one variant. Non-ASCII words are returned unchanged.
-    """
+    """English Snowball ("Porter 2", the stemmer family of Lucene and Elasticsearch) through
+    PyStemmer, for ASCII words; a possessive ``'s`` is dropped first. Other words (accents,
+    other scripts, inner apostrophes) are returned unchanged: an English stemmer would only
+    mangle them. Measured against the hand-written light stemmer it replaced in
+    ``benchmarks/RESULTS.md`` (issue 15)."""
     if word.endswith("'s"):
         word = word[:-2]
-    if len(word) <= 3 or not word.isascii() or not word.isalpha():
+    if not word.isascii() or not word.isalpha():
         return word
-    if word.endswith("ies") and len(word) > 4:
-        return word[:-3] + "y"
-    if word.endswith("sses"):
-        return word[:-2]
-    if word.endswith("s") and not word.endswith(("ss", "us", "is")):
-        word = word[:-1]
-    for suffix in ("ingly", "edly", "ing", "ed"):
-        if word.endswith(suffix) and len(word) - len(suffix) >= 3:
-            root = word[: -len(suffix)]
-            if not _VOWELS.intersection(root):
-                return word
-            if len(root) >= 4 and root[-1] == root[-2] and root[-1] not in "lsz":
-                root = root[:-1]  # running -> run, stopped -> stop
-            return root
-    if word.endswith("ly") and len(word) > 5:
-        return word[:-2]
-    return word
+    stemmer = getattr(_STEMMER, "english", None)
+    if stemmer is None:
+        stemmer = _STEMMER.english = Stemmer.Stemmer("english")
+    return stemmer.stemWord(word)
 
 
 def _cjk_grams(run: str) -> list[str]:

@@ -39,9 +39,11 @@ def utcnow() -> datetime:
     return datetime.now(UTC)
 
 
-def fact_id(tenant_id: str, user_id: str, text_hash: str) -> str:
-    """``uuid5(tenant, user, content_hash)``: the same fact of the same user has one id."""
-    return str(uuid.uuid5(FACT_NAMESPACE, f"{tenant_id}\x1f{user_id}\x1f{text_hash}"))
+def fact_id(tenant_id: str, owner: str, text_hash: str) -> str:
+    """``uuid5(tenant, owner, content_hash)``: the same fact of the same owner has one id.
+    ``owner`` is ``RuntimeContext.owner``: the user id for a user's fact (so ids recorded
+    before scopes existed stay), a marker for an agent's or the tenant's."""
+    return str(uuid.uuid5(FACT_NAMESPACE, f"{tenant_id}\x1f{owner}\x1f{text_hash}"))
 
 
 @dataclass(frozen=True, slots=True)
@@ -62,6 +64,8 @@ class Fact:
     valid_to: datetime | None = None
     id: str = ""
     content_hash: str = ""
+    scope: str | None = None  # None: the recording context's; set on every stored fact
+    agent_id: str | None = None  # the agent whose fact it is (agent scope only)
 
     def validate(self) -> Fact:
         """Raise ``InvalidInputError`` naming the first problem; return self when valid."""
@@ -105,7 +109,9 @@ class Fact:
         return replace(
             self,
             content_hash=text_hash,
-            id=fact_id(ctx.tenant_id, ctx.user_id, text_hash),
+            id=fact_id(ctx.tenant_id, ctx.owner, text_hash),
+            scope=ctx.scope,
+            agent_id=ctx.agent_id if ctx.scope == "agent" else None,
             created_at=parse_time(self.created_at) or now or utcnow(),
             expires_at=parse_time(self.expires_at),
             valid_to=parse_time(self.valid_to),
@@ -136,6 +142,8 @@ class Fact:
             "superseded_by": self.superseded_by,
             "valid_to": _iso(self.valid_to),
             "content_hash": self.content_hash,
+            "scope": self.scope or "user",
+            "agent_id": self.agent_id,
         }
 
     @classmethod
@@ -155,6 +163,8 @@ class Fact:
             valid_to=parse_time(data.get("valid_to")),
             id=data.get("id") or "",
             content_hash=data.get("content_hash") or "",
+            scope=data.get("scope") or "user",
+            agent_id=data.get("agent_id"),
         )
 
 
@@ -168,6 +178,24 @@ def parse_time(value: str | datetime | None) -> datetime | None:
         return None
     parsed = value if isinstance(value, datetime) else datetime.fromisoformat(value)
     return parsed.replace(tzinfo=UTC) if parsed.tzinfo is None else parsed.astimezone(UTC)
+
+
+SCOPE_ORDER = {"user": 0, "agent": 1, "tenant": 2}  # narrowest first: it wins on a key
+
+
+def hide_shadowed(facts: Sequence[Fact]) -> list[Fact]:
+    """``facts`` without those a narrower scope's active fact overrides on the same ``key``
+    (user over agent over tenant): the rule recall applies, for callers that list scopes."""
+    narrowest: dict[str, int] = {}
+    for fact in facts:
+        if fact.key is not None and fact.is_active():
+            rank = SCOPE_ORDER.get(fact.scope or "user", 0)
+            narrowest[fact.key] = min(rank, narrowest.get(fact.key, rank))
+    return [
+        f
+        for f in facts
+        if f.key is None or SCOPE_ORDER.get(f.scope or "user", 0) <= narrowest.get(f.key, 9)
+    ]
 
 
 @dataclass(frozen=True, slots=True)

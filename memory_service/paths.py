@@ -15,6 +15,9 @@
         state/<session>.json (+ .lock) short-term AgentState
         tool-results/<session>/<id>.txt  evicted tool results
         dead-letters/flush.jsonl       flushes that failed (messages kept for a replay)
+    <workspace>/tenants/<tenant>/agents/<agent>/   an agent's shared long-term memory
+    <workspace>/tenants/<tenant>/shared/           the tenant's shared long-term memory
+        (each: MEMORY.md, memory/, .index/, .memory.lock, .maintenance.json, as a user's)
 
 Ids are validated by ``RuntimeContext`` before they get here; ``UserPaths`` checks again that
 every path stays inside the user's folder.
@@ -58,6 +61,14 @@ class WorkspacePaths:
     def users_dir(self, tenant_id: str) -> Path:
         return self.tenant_root(tenant_id) / "users"
 
+    def agents_dir(self, tenant_id: str) -> Path:
+        """The tenant's agents' shared memories, a folder per agent (beside ``users/``)."""
+        return self.tenant_root(tenant_id) / "agents"
+
+    def shared_dir(self, tenant_id: str) -> Path:
+        """The tenant's own shared memory (the ``tenant`` scope)."""
+        return self.tenant_root(tenant_id) / "shared"
+
     def usage_file(self, tenant_id: str) -> Path:
         """The tenant's token usage, shared by its users."""
         return self.tenant_root(tenant_id) / "usage.json"
@@ -74,13 +85,18 @@ class WorkspacePaths:
 
 @dataclass(frozen=True, slots=True)
 class UserPaths:
+    """The files of one memory owner: a user (the default), or, for a context in the agent
+    or tenant scope, that agent's or the tenant's folder (long-term files only live there)."""
+
     workspace: Path
     tenant_id: str
     user_id: str
+    scope: str = "user"
+    agent_id: str | None = None
 
     @classmethod
     def of(cls, workspace: Path, ctx: RuntimeContext) -> UserPaths:
-        return cls(Path(workspace), ctx.tenant_id, ctx.user_id)
+        return cls(Path(workspace), ctx.tenant_id, ctx.user_id, ctx.scope, ctx.agent_id)
 
     @property
     def tenant_root(self) -> Path:
@@ -88,6 +104,11 @@ class UserPaths:
 
     @property
     def root(self) -> Path:
+        workspace = WorkspacePaths(self.workspace)
+        if self.scope == "agent":
+            return workspace.agents_dir(self.tenant_id) / validate_id(self.agent_id, "agent_id")
+        if self.scope == "tenant":
+            return workspace.shared_dir(self.tenant_id)
         return self.tenant_root / "users" / validate_id(self.user_id, "user_id")
 
     @property

@@ -1,9 +1,11 @@
 """Facts in and out of a backend as JSON lines: shared by the CLI and the HTTP API.
 
-One line per fact: ``{"tenant_id": ..., "user_id": ..., **Fact.to_dict()}``. Export lists every
+One line per fact: ``{"tenant_id": ..., "user_id": ..., **Fact.to_dict()}`` (``scope`` and
+``agent_id`` included; a shared fact of an agent or of the tenant has ``user_id`` null). A
+tenant's export covers its users, then its agents' and its own shared memory. Export lists every
 fact, superseded and expired ones included, so history survives the move. Import checks every
 line before writing anything (a bad file writes nothing and names its bad lines), then records
-each user's facts with ``record()``: ids are derived from tenant, user and text, so they come
+each owner's facts with ``record()``: ids are derived from tenant, owner and text, so they come
 out equal, and importing a file twice changes nothing (every line ``duplicate``).
 """
 
@@ -15,11 +17,11 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
-from memory_service.context import RuntimeContext, validate_id
+from memory_service.context import RuntimeContext, check_scope, scope_context, validate_id
 from memory_service.errors import InvalidInputError
 from memory_service.facts import Fact, parse_time
 from memory_service.limits import MAX_CONFIDENCE, MAX_IMPORTANCE, MIN_CONFIDENCE, MIN_IMPORTANCE
-from memory_service.longterm.base import ListsUsers, LongTermMemory
+from memory_service.longterm.base import ListsAgents, ListsUsers, LongTermMemory
 
 PAGE = 1000
 RECORD_BATCH = 500
@@ -40,7 +42,7 @@ class BadLine:
     message: str
 
 
-def check_scope(tenant_id: str, user_id: str | None) -> None:
+def check_ids(tenant_id: str, user_id: str | None) -> None:
     validate_id(tenant_id, "tenant_id")
     if user_id is not None:
         validate_id(user_id, "user_id")
@@ -56,18 +58,26 @@ def _users(longterm: LongTermMemory, tenant_id: str) -> list[str]:
     return longterm.users(tenant_id)
 
 
-def export_users(longterm: LongTermMemory, tenant_id: str, user_id: str | None = None) -> list[str]:
-    """The users an export covers. Called eagerly, so a bad scope fails before any output."""
-    check_scope(tenant_id, user_id)
-    return [user_id] if user_id else _users(longterm, tenant_id)
+def export_users(
+    longterm: LongTermMemory, tenant_id: str, user_id: str | None = None
+) -> list[RuntimeContext]:
+    """The memories an export covers: one user's, or the tenant's users' and then its shared
+    memory (each agent's, the tenant's). Called eagerly, so a bad id fails before any output."""
+    check_ids(tenant_id, user_id)
+    if user_id:
+        return [RuntimeContext(tenant_id, user_id)]
+    owners = [RuntimeContext(tenant_id, u) for u in _users(longterm, tenant_id)]
+    if isinstance(longterm, ListsAgents):
+        owners += [scope_context(tenant_id, "agent", a) for a in longterm.agents(tenant_id)]
+    return [*owners, scope_context(tenant_id, "tenant")]
 
 
 def export_pages(
-    longterm: LongTermMemory, tenant_id: str, users: Iterable[str]
+    longterm: LongTermMemory, tenant_id: str, owners: Iterable[RuntimeContext]
 ) -> Iterator[list[dict[str, Any]]]:
-    """The users' facts, inactive ones included, one backend page at a time (bounded memory)."""
-    for user in users:
-        ctx = RuntimeContext(tenant_id, user)
+    """The owners' facts, inactive ones included, one backend page at a time (bounded memory)."""
+    for ctx in owners:
+        user = ctx.user_id if ctx.scope == "user" else None
         cursor = None
         while True:
             page = longterm.list(ctx, limit=PAGE, cursor=cursor, include_inactive=True)
@@ -81,7 +91,7 @@ def export_pages(
 def export_records(
     longterm: LongTermMemory, tenant_id: str, user_id: str | None = None
 ) -> Iterator[dict[str, Any]]:
-    """Every fact of the tenant (or of one user), inactive ones included, user by user."""
+    """Every fact of the tenant (or of one user), inactive ones included, owner by owner."""
     users = export_users(longterm, tenant_id, user_id)
     return (record for page in export_pages(longterm, tenant_id, users) for record in page)
 
@@ -105,7 +115,17 @@ _JSON_PROBLEMS = {
     "Invalid \\uXXXX escape": "a bad \\u escape",
 }
 _JSON_KINDS = {list: "a list", str: "a string", int: "a number", float: "a number"}
-_TEXT_FIELDS = ("key", "kind", "source", "session_id", "id", "content_hash", "superseded_by")
+_TEXT_FIELDS = (
+    "key",
+    "kind",
+    "source",
+    "session_id",
+    "id",
+    "content_hash",
+    "superseded_by",
+    "scope",
+    "agent_id",
+)
 _TIME_FIELDS = ("created_at", "expires_at", "valid_to")
 _TIME_EXAMPLE = "2025-01-31T09:30:00Z"
 
@@ -126,7 +146,8 @@ def _loads(raw: str) -> dict[str, Any]:
 
 def _check_fields(data: dict[str, Any]) -> None:
     """Every field the line has is of a type ``Fact.from_dict`` reads; else says which."""
-    for name in ("tenant_id", "user_id", "text"):
+    shared = data.get("scope") not in (None, "user")
+    for name in ("tenant_id", "text") if shared else ("tenant_id", "user_id", "text"):
         if data.get(name) is None:
             raise InvalidInputError(f"{name} is missing")
     if not isinstance(data["text"], str):
@@ -163,7 +184,11 @@ def _is_number(value: object, kind: type[int] | type[float]) -> bool:
 def _parse_line(line_no: int, raw: str, tenant_id: str | None) -> ImportLine:
     data = _loads(raw)
     _check_fields(data)
-    ctx = RuntimeContext(data["tenant_id"], data["user_id"])
+    scope = check_scope(data.get("scope") or "user")
+    if scope == "user":
+        ctx = RuntimeContext(data["tenant_id"], data["user_id"])
+    else:
+        ctx = scope_context(data["tenant_id"], scope, data.get("agent_id"))
     if tenant_id is not None and ctx.tenant_id != tenant_id:
         raise InvalidInputError(
             f"tenant_id {ctx.tenant_id!r} is not the importing tenant {tenant_id!r}",
@@ -173,7 +198,7 @@ def _parse_line(line_no: int, raw: str, tenant_id: str | None) -> ImportLine:
     stamped = fact.stamped(ctx)
     if fact.id and fact.id != stamped.id:
         raise InvalidInputError(
-            f"id {fact.id} does not belong to this tenant, user and text (ids are derived: "
+            f"id {fact.id} does not belong to this tenant, owner and text (ids are derived: "
             "leave 'id' out to record edited text as a new fact)"
         )
     if fact.content_hash and fact.content_hash != stamped.content_hash:
@@ -209,13 +234,13 @@ def _already_there(stored: Fact | None, incoming: Fact) -> bool:
 
 
 def import_records(longterm: LongTermMemory, lines: list[ImportLine]) -> Counter[str]:
-    """Record parsed lines user by user; count statuses (created, superseded, duplicate)."""
-    by_user: dict[tuple[str, str], list[ImportLine]] = {}
+    """Record parsed lines owner by owner (a user, an agent, the tenant); count statuses
+    (created, superseded, duplicate)."""
+    by_owner: dict[RuntimeContext, list[ImportLine]] = {}
     for line in lines:
-        by_user.setdefault((line.ctx.tenant_id, line.ctx.user_id), []).append(line)
+        by_owner.setdefault(line.ctx, []).append(line)
     statuses: Counter[str] = Counter()
-    for (tenant_id, user_id), items in by_user.items():
-        ctx = RuntimeContext(tenant_id, user_id)
+    for ctx, items in by_owner.items():
         for start in range(0, len(items), RECORD_BATCH):
             chunk = [line.fact for line in items[start : start + RECORD_BATCH]]
             stored = {f.id: f for f in longterm.get(ctx, [f.id for f in chunk])}

@@ -25,6 +25,7 @@ from memory_service.config import Settings
 FIXTURES = Path(__file__).parent / "fixtures"
 MODES = ("bm25", "dense", "hybrid")
 PLAIN = "hybrid (rrf-plain)"
+RRF = "hybrid (rrf)"
 
 
 @pytest.fixture
@@ -78,7 +79,7 @@ def test_bench_synthetic_end_to_end(tmp_path: Path):
     doc = json.loads(out.read_text())
     assert doc["dataset"] == "synthetic" and doc["unit"] == "facts"
     assert doc["backend"] == "files" and doc["memories"] == 3
-    assert [r["mode"] for r in doc["results"]] == [*MODES, PLAIN]  # the default baseline
+    assert [r["mode"] for r in doc["results"]] == [*MODES, PLAIN, RRF]  # the default baselines
     for result in doc["results"][:3]:
         assert set(result["recall"]) == {"5", "10", "25"}
         assert set(result["recall_all"]) == {"5", "10", "25"}
@@ -98,7 +99,7 @@ def test_bench_locomo_facts_end_to_end(tmp_path: Path, capsys):
     assert main([*args, "--k", "1,3", "--modes", "dense,hybrid", "--json", str(out)]) == 0
     doc = json.loads(out.read_text())
     assert doc["unit"] == "facts" and doc["k"] == [1, 3]
-    assert [r["mode"] for r in doc["results"]] == ["dense", "hybrid", PLAIN]
+    assert [r["mode"] for r in doc["results"]] == ["dense", "hybrid", PLAIN, RRF]
     assert doc["skipped"]["no evidence id resolves to a turn"] == 1
     assert doc["notes"]["observations linked to no turn"] == 1
     printed = capsys.readouterr().out
@@ -134,6 +135,19 @@ def test_bench_scale_times_http_search_with_observability_off_too(tmp_path: Path
     printed = capsys.readouterr().out
     assert "observability on (metrics + JSON access log) vs off" in printed
     assert re.search(r"hybrid .* [+-]\d+\.\d%", printed), printed
+
+
+def test_bench_scale_with_shared_facts_times_each_scope_variant(tmp_path: Path):
+    out = tmp_path / "scale.json"
+    args = ["bench", "--scale", "40", "--users", "4", "--queries", "4", "--shared-facts", "12"]
+    assert main([*args, "--modes", "hybrid", "--json", str(out), "--no-progress"]) == 0
+    doc = json.loads(out.read_text())
+    assert doc["shared_facts"] == 12 and "--shared-facts 12" in doc["command"]
+    rows = {r["mode"]: r for r in doc["results"]}
+    assert list(rows) == ["hybrid", "hybrid+tenant", "hybrid+agent+tenant"]
+    assert all(r["latency_ms"]["p50"] > 0 for r in rows.values())
+    assert "http_latency_ms" in rows["hybrid"]  # HTTP: the user's scope row only
+    assert "http_latency_ms" not in rows["hybrid+tenant"]
 
 
 def test_bench_refuses_public_data_without_a_path(capsys):
@@ -189,12 +203,46 @@ def test_baseline_asks_hybrid_on_its_own_backend_every_query_cold(tmp_path: Path
     assert legs["bm25_better"] + legs["dense_better"] + legs["tie"] == 7
 
 
+def test_each_baseline_asks_on_a_backend_of_its_own(tmp_path: Path, embedder):
+    model = CountingEmbedder(embedder)
+    cold = ColdQueryEmbedder(model)
+    settings = Settings()
+    work = tmp_path / "work"
+    others = [
+        FreshBackends(with_backend(settings, None, p), cold, work) for p in ("rrf-plain", "rrf")
+    ]
+    dataset = load_dataset(
+        "locomo", path=FIXTURES / "locomo_mini.json", unit="turns", turn_text="plain"
+    )
+    result = run(
+        dataset,
+        FreshBackends(settings, cold, work),
+        modes=MODES,
+        ks=(1, 3),
+        baseline=others,
+        show_progress=False,
+    )
+    assert Counter(o.mode for o in result.outcomes) == dict.fromkeys([*MODES, PLAIN, RRF], 7)
+    asked = Counter(q.text for c in dataset.conversations for q in c.questions if q.gold)
+    for text, times in asked.items():  # dense, hybrid and two baselines' hybrid: 4 model calls
+        assert model.seen[text] == 4 * times, text
+    doc = summarise(result, (1, 3))
+    assert [r["mode"] for r in doc["results"]] == [*MODES, PLAIN, RRF]
+    assert doc["baseline"] == {"preset": "rrf-plain", "mode": PLAIN}  # the latency target's
+    assert doc["baselines"] == [
+        {"preset": "rrf-plain", "mode": PLAIN},
+        {"preset": "rrf", "mode": RRF},
+    ]
+    assert list(work.iterdir()) == []
+
+
 def test_bench_prints_targets_and_the_plain_hybrid_row(tmp_path: Path, capsys):
     out = tmp_path / "synthetic.json"
     args = ["bench", "--users", "2", "--json", str(out), "--no-progress"]
     assert main([*args, "--workdir", str(tmp_path / "work")]) == 0
     printed = capsys.readouterr().out
     assert "\nhybrid (rrf-plain) " in printed  # a result row like any mode
+    assert "\nhybrid (rrf) " in printed  # RRF with dates and neighbours, beside it
     assert "\ntargets (hybrid against the single legs" in printed
     assert "hybrid p50 <= 2x plain hybrid (rrf-plain) p50" in printed
     assert "\ntargets met: " in printed and " of 5\n" in printed
@@ -218,11 +266,20 @@ def test_baseline_preset_without_hybrid_is_refused(capsys):
     assert "--baseline-preset" in capsys.readouterr().err
 
 
+@pytest.mark.parametrize("names", ["rrf,nope", "none,rrf"])
+def test_a_bad_baseline_list_is_one_error_line(names, capsys):
+    assert main(["bench", "--baseline-preset", names]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and ("nope" in err[0] or "none" in err[0])
+
+
 @pytest.mark.parametrize(
     ("argv", "preset", "shown"),
     [
         ([], "hybrid", None),
-        (["--baseline-preset", "rrf-plain"], "hybrid", None),  # the default, spelt out
+        (["--baseline-preset", "rrf-plain,rrf"], "hybrid", None),  # the default, spelt out
+        (["--baseline-preset", "rrf-plain"], "hybrid", "rrf-plain"),
+        (["--baseline-preset", "rrf, zscore-plain,rrf"], "hybrid", "rrf,zscore-plain"),
         (["--baseline-preset", "none"], "hybrid", "none"),
         (["--baseline-preset", "zscore-plain"], "hybrid", "zscore-plain"),
         (["--baseline-preset", "rrf-plain"], "rrf-plain", "rrf-plain"),  # no default there

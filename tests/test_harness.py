@@ -146,6 +146,35 @@ def test_recall_takes_relevant_then_important_facts_once_each(rig, script):
     assert "Swiss stamps" not in system
 
 
+@pytest.mark.parametrize("backend", sorted(LONGTERM_BACKENDS))
+def test_recall_merges_the_agents_and_the_tenants_memory_the_users_own_wins(rig, script, backend):
+    built = rig(backend)
+    bob = RuntimeContext("acme", "bob", "s1", agent_id="support")
+    built.longterm.record(
+        bob,
+        [
+            Fact("Replies are written in English", key="lang", importance=9, scope="tenant"),
+            Fact("The office closes at six", importance=9, scope="tenant"),
+            Fact("Refund requests go to the billing team", importance=9, scope="agent"),
+            Fact("Bob's replies are written in Dutch", key="lang", importance=9),
+        ],
+    )
+    built.longterm.record(RuntimeContext("acme", "sam", agent_id="sales"),
+                          [Fact("Sales closes deals on Fridays", scope="agent")])  # fmt: skip
+
+    outcome = built.harness.call(bob, "Which language, and where do refunds go?")
+
+    recalled = {r.text for r in outcome.prompt.recalled}
+    system = system_of(script.requests["chat"][0])
+    assert {"Bob's replies are written in Dutch", "Refund requests go to the billing team",
+            "The office closes at six"} <= recalled  # fmt: skip
+    assert "English" not in system  # the tenant's value is hidden by Bob's own
+    assert "Sales closes deals" not in system  # another agent's memory
+    other = built.harness.call(RuntimeContext("acme", "cy", "s1"), "Which language?")
+    assert "Replies are written in English" in {r.text for r in other.prompt.recalled}
+    assert "Refund requests" not in system_of(script.requests["chat"][1])  # no agent named
+
+
 def test_memory_md_over_budget_is_cut_with_a_hint(rig, script):
     built = rig(memory=MemorySettings(memory_load_token_budget=120))
     paths = UserPaths.of(built.workspace, ALICE)

@@ -310,3 +310,25 @@ def test_http_without_a_known_key_is_401_and_serve_carries_on(served, headers):
     with pytest.raises(Exception):  # noqa: B017 - the SDK client's own error for a 401
         over_http(served.base_url + "/mcp", headers, lambda s: s.list_tools())
     assert httpx.get(served.base_url + "/healthz").status_code == 200
+
+
+def test_stdio_search_reads_shared_memory_and_save_cannot_write_it(workspace: Path):
+    key = _key(workspace, "acme")
+    from memory_service.cli import main
+
+    assert main(["record", "--workspace", str(workspace), "--tenant", "acme", "--scope",
+                 "agent", "--agent", "support", "Refunds go to the billing team"]) == 0  # fmt: skip
+
+    async def body(session: ClientSession) -> None:
+        shared = await _call(session, "memory_search", query="refunds", agent_id="support")
+        assert [(h["text"], h["scope"]) for h in shared.structured_content["hits"]] == [
+            ("Refunds go to the billing team", "agent")
+        ]
+        mine = await _call(session, "memory_search", query="refunds", scopes=["user"])
+        assert mine.structured_content["hits"] == []
+        refused = await _call(session, "memory_save", text="Lunch is at noon", scope="tenant")
+        assert _code(refused) == "invalid_arguments" and "scope" in refused.content[0].text
+        listed = await _call(session, "memory_list")
+        assert listed.structured_content["items"] == []
+
+    over_stdio(_stdio(workspace, key, "--user", "alice"), body)

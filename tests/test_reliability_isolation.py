@@ -71,3 +71,79 @@ def test_guessing_another_tenants_fact_id_gives_404_not_the_fact(tmp_path, embed
             assert mine.status_code == 200 and mine.json()["text"] == "Alice's PIN is 4321"
     finally:
         services.close()
+
+
+def test_random_scoped_reads_over_http_never_leak_across_tenants_agents_users(
+    tmp_path, embedder, monkeypatch
+):
+    """3 tenants x 2 agents x 3 users, every owner with the same texts plus its own marker;
+    curators write the shared memory, user keys make 300 random reads: each sees its own,
+    its agent's and its tenant's facts, nothing else."""
+    import random
+
+    monkeypatch.delenv("MEMORY_CONFIG", raising=False)
+    tenants, agents, users = ("acme", "globex", "initech"), ("support", "sales"), ("al", "bo", "cy")
+    keys = {f"{t}-user-0123456789abcdef": {"tenant": t, "role": "user"} for t in tenants}
+    keys |= {f"{t}-curator-0123456789abcdef": {"tenant": t, "role": "curator"} for t in tenants}
+    services = build_services(load_settings(workspace=tmp_path / "ws"), embedder=embedder)
+
+    def auth(tenant: str, role: str) -> dict[str, str]:
+        return {"Authorization": f"Bearer {tenant}-{role}-0123456789abcdef"}
+
+    owner_of: dict[str, tuple] = {}  # marker text -> its owner
+    try:
+        with TestClient(create_app(services, ApiKeyRing(keys))) as client:
+            for t in tenants:
+                owners = [("user", u, None) for u in users] + [("agent", None, a) for a in agents]
+                for scope, user, agent in [*owners, ("tenant", None, None)]:
+                    marker = f"note {t} {scope} {user or agent or 'all'} parking badge lunch"
+                    facts = [{"text": marker, "scope": scope}, {"text": "lunch is at noon",
+                                                                 "scope": scope}]  # fmt: skip
+                    body = {"user_id": user or "curator", "agent_id": agent, "facts": facts}
+                    role = "user" if scope == "user" else "curator"
+                    assert (
+                        client.post("/v1/memories", json=body, headers=auth(t, role)).status_code
+                        == 200
+                    )
+                    owner_of[marker] = (t, scope, user or agent)  # tenant: (t, "tenant", None)
+            rng = random.Random(17)
+            leaks, seen = [], 0
+            for _ in range(300):
+                t, user = rng.choice(tenants), rng.choice(users)
+                agent = rng.choice((*agents, None))
+                named = ["user", "tenant", *(["agent"] if agent else [])]
+                scopes = rng.choice([None, rng.sample(named, rng.randint(1, len(named)))])
+                allowed = {(t, "user", user), (t, "tenant", "all")}
+                allowed = {o for o in allowed if o[1] in (scopes or named)}
+                if agent and "agent" in (scopes or named):
+                    allowed.add((t, "agent", agent))
+                body = {"user_id": user, "query": rng.choice(["parking badge", "lunch note"]),
+                        "top_k": 50, "mode": rng.choice(["hybrid", "bm25", "dense"])}  # fmt: skip
+                body |= {"agent_id": agent} if agent else {}
+                body |= {"scopes": scopes} if scopes else {}
+                hits = client.post("/v1/memories/search", json=body, headers=auth(t, "user"))
+                assert hits.status_code == 200, hits.text
+                listed = client.get(
+                    "/v1/memories",
+                    params={"user_id": user, "scope": scopes or named}
+                    | ({"agent_id": agent} if agent else {}),
+                    headers=auth(t, "user"),
+                )
+                assert listed.status_code == 200, listed.text
+                for via, found in (
+                    ("search", hits.json()["hits"]),
+                    ("list", listed.json()["items"]),
+                ):
+                    for item in found:
+                        seen += 1
+                        owner = owner_of.get(item["text"])
+                        if owner is None:  # the text every owner has: its scope must be asked
+                            ok = item["scope"] in (scopes or named)
+                        else:
+                            ok = (owner[0], owner[1], owner[2] or "all") in allowed
+                        if not ok:
+                            leaks.append((via, t, user, agent, scopes, item["text"]))
+            assert seen > 300
+            assert leaks == []
+    finally:
+        services.close()

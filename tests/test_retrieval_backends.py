@@ -85,3 +85,35 @@ def test_hybrid_is_fuse_legs_over_the_backends_own_legs(memory):
     # that does: smoothing brings it into the top 3
     top3 = [r.fact.text for r in got[:3]]
     assert "Alice: Adoption agencies! I want to give a kid a loving home." in top3
+
+
+BRUNO = RuntimeContext("acme", "bruno")
+# Every memory names the user, as facts about a user do; the question shares only the name.
+BRUNO_FACTS = [
+    "Bruno is vegan.",
+    "Bruno lives in Lisbon.",
+    "Bruno plays chess.",
+    "Bruno owns a red bicycle.",
+    "Bruno takes insulin injections for his diabetes every single morning before breakfast.",
+    "Bruno visited his grandmother in the countryside during the long summer holidays last year.",
+]
+
+
+def test_a_name_every_memory_shares_does_not_outvote_the_dense_leg(memory):
+    # BM25 ranks these by length alone (the shortest first); dense finds the medicine. Before
+    # BM25's minimum spread, hybrid put "Bruno is vegan." first and the answer out of the top 3.
+    memory.record(BRUNO, [Fact(text) for text in BRUNO_FACTS])
+    question = "Is Bruno on any regular medicine?"
+    [bm25_top] = memory.retrieve(BRUNO, question, 1, mode="bm25")
+    assert bm25_top.fact.text == "Bruno is vegan."
+    answer = BRUNO_FACTS[4]  # the insulin injections
+    assert memory.retrieve(BRUNO, question, 1, mode="dense")[0].fact.text == answer
+    assert memory.retrieve(BRUNO, question, 3, mode="hybrid")[0].fact.text == answer
+
+
+def test_the_lexical_leg_meets_derived_word_forms(memory):
+    # Snowball stems "adoption", "adopted" and "adopting" to one term, in every backend (Qdrant's
+    # sparse ids are hashed terms of the same tokenizer); the light stemmer kept "adoption".
+    memory.record(ALICE, [Fact("Alice adopted a greyhound last spring"), Fact("Alice likes tea")])
+    hits = memory.retrieve(ALICE, "adoption", 5, mode="bm25")
+    assert [h.fact.text for h in hits] == ["Alice adopted a greyhound last spring"]

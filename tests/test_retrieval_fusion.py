@@ -69,6 +69,29 @@ def test_zscore_fusion_weights_floors_and_flat_legs():
     assert zscore_fusion({"bm25": [], "dense": []}) == []
 
 
+def test_a_flat_bm25_leg_does_not_reorder_the_dense_ranking():
+    # Every memory matched only a word they all contain (the user's name): BM25 scores differ
+    # by length norm alone (0.009 vs 0.0116). Standardised without a minimum spread, that noise
+    # counts as much as dense's real gap and puts the shortest memory first.
+    bm25 = [("short", 0.0116), ("mid", 0.0104), ("gold", 0.0090)]
+    dense = [("gold", 0.55), ("short", 0.50), ("mid", 0.45)]
+    legs = {"bm25": bm25, "dense": dense}
+    assert zscore_fusion(legs, floors={"bm25": 0.0})[0].id == "short"  # the old mechanism
+    fused = zscore_fusion(legs, floors={"bm25": 0.0}, min_spreads={"bm25": math.log(2)})
+    assert [c.id for c in fused] == ["gold", "short", "mid"]
+    # a real lexical match (one rare word, ~3.5) spreads BM25 past ln 2: it counts in full
+    real = {"bm25": [("mid", 3.5), ("short", 0.0116), ("gold", 0.009)], "dense": dense}
+    floored = zscore_fusion(real, floors={"bm25": 0.0}, min_spreads={"bm25": math.log(2)})
+    plain = zscore_fusion(real, floors={"bm25": 0.0})
+    assert [(c.id, c.score) for c in floored] == [(c.id, c.score) for c in plain]
+
+
+def test_the_default_presets_floor_the_bm25_spread_at_ln_2():
+    for name in ("hybrid", "rrf", "zscore-plain"):
+        assert PRESETS[name].min_spread == {"bm25": pytest.approx(math.log(2)), "dense": 0.0}
+    assert RetrievalConfig(min_spread={"dense": 0.01}).min_spread == {"bm25": 0.0, "dense": 0.01}
+
+
 def test_zscore_fusion_counts_a_repeated_id_once_at_its_best_rank():
     fused = zscore_fusion({"bm25": [("a", 3.0), ("b", 2.0), ("a", 1.0)]})
     assert [c.id for c in fused] == ["a", "b"]
@@ -125,9 +148,9 @@ def test_the_date_adds_a_fixed_number_of_terms_which_the_length_norm_counts():
 
 
 def test_lexical_terms_add_the_date_only_when_asked():
-    assert lexical_terms("Went hiking", T0) == ["went", "hik"]
-    assert lexical_terms("Went hiking", T0, with_date=True) == ["went", "hik", "8", "may", "2023"]
-    assert lexical_terms("Went hiking", None, with_date=True) == ["went", "hik"]
+    assert lexical_terms("Went hiking", T0) == ["went", "hike"]
+    assert lexical_terms("Went hiking", T0, with_date=True) == ["went", "hike", "8", "may", "2023"]
+    assert lexical_terms("Went hiking", None, with_date=True) == ["went", "hike"]
 
 
 # -- fuse_legs and the presets ----------------------------------------------------------------
@@ -171,6 +194,23 @@ def test_hybrid_preset_is_zscore_with_smoothing_and_dates():
     assert hits[2].score == pytest.approx(plain[1].score - low)
 
 
+def test_rrf_preset_is_rrf_with_the_defaults_dates_and_neighbours():
+    rrf, hybrid = PRESETS["rrf"], PRESETS["hybrid"]
+    assert (rrf.fusion, rrf.rrf_k, rrf.date_terms) == ("rrf", 60.0, True)
+    assert rrf.neighbour_window == hybrid.neighbour_window
+    assert 0 < rrf.neighbour_weight < hybrid.neighbour_weight  # RRF's flat scores: RESULTS.md
+    # b (dense only) and e (BM25 only) tie under plain RRF; b was said right after a, the top
+    # hit of both legs, in a's session: rrf's smoothing lifts it, plain RRF keeps first seen.
+    legs = {
+        "bm25": [LegHit("a", 6.0, "s1", T0), LegHit("e", 3.0, "s2", T0)],
+        "dense": [LegHit("a", 0.7, "s1", T0), LegHit("b", 0.5, "s1", T0 + timedelta(seconds=1))],
+    }
+    assert [h.id for h in fuse_legs("hybrid", legs, PRESETS["rrf-plain"], 5)] == ["a", "e", "b"]
+    hits = fuse_legs("hybrid", legs, rrf, 5)
+    assert [h.id for h in hits] == ["a", "b", "e"]
+    assert hits[1].ranks == {"bm25": None, "dense": 2}
+
+
 def test_single_leg_modes_are_never_fused_or_smoothed():
     for name in PRESETS:
         hits = fuse_legs("bm25", _legs(), PRESETS[name], 5)
@@ -199,3 +239,7 @@ def test_config_refuses_nonsense():
         RetrievalConfig(neighbour_weight=-0.1)
     with pytest.raises(ValueError):
         RetrievalConfig(weights={"bm25": -1.0, "dense": 1.0})
+    with pytest.raises(ValueError):
+        RetrievalConfig(min_spread={"bm25": -0.5})
+    with pytest.raises(ValueError):
+        RetrievalConfig(min_spread={"bm25": float("nan")})

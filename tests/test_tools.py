@@ -321,3 +321,17 @@ def test_each_tool_is_described_and_checked_by_its_argument_model(tools, alice_f
         assert not outcome.ok and outcome.text.startswith("error (") and said in outcome.text
     with pytest.raises(InvalidInputError, match="importance must be an integer 1-10"):
         tools.memory_save(ALICE, "The user likes tea.", importance=0)
+
+
+def test_memory_search_recalls_the_agents_and_tenants_memory_and_says_so(tools, longterm):
+    from memory_service.context import RuntimeContext
+
+    carol = RuntimeContext("acme", "carol", "s1", agent_id="support")
+    longterm.record(carol, [Fact("Parking badges are at the front desk", scope="tenant")])
+    longterm.record(carol, [Fact("Parking refunds need a receipt", scope="agent")])
+    out = tools.memory_search(carol, "parking")
+    assert "Parking badges are at the front desk" in out and "tenant memory" in out
+    assert "Parking refunds need a receipt" in out and "agent memory" in out
+    no_agent = tools.memory_search(RuntimeContext("acme", "dan", "s1"), "parking")
+    assert "front desk" in no_agent and "receipt" not in no_agent
+    assert "front desk" not in tools.memory_search(RuntimeContext("globex", "carol"), "parking")

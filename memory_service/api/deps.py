@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from typing import Annotated
 
 from fastapi import Depends, Request, Security
 from fastapi.security import APIKeyHeader, HTTPAuthorizationCredentials, HTTPBearer
 
 from memory_service.api.errors import ApiError
+from memory_service.api.key_store import SHARED_MEMORY_ROLES
 from memory_service.api.keys import ApiKeyRing, Principal
 from memory_service.context import RuntimeContext
 from memory_service.longterm.base import LongTermMemory
@@ -49,11 +51,36 @@ def get_longterm(services: Annotated[Services, Depends(get_services)]) -> LongTe
 
 
 def user_context(
-    principal: Principal, user_id: str, session_id: str | None = None
+    principal: Principal,
+    user_id: str,
+    session_id: str | None = None,
+    *,
+    agent_id: str | None = None,
 ) -> RuntimeContext:
     """The context of a request: tenant from the key, never from the body; the request's
     trace and span, so the work it hands on (flush, compaction) logs under them."""
-    return RuntimeContext(principal.tenant_id, user_id, session_id, *current_ids())
+    trace_id, span_id = current_ids()
+    return RuntimeContext(
+        principal.tenant_id,
+        user_id,
+        session_id,
+        agent_id=agent_id,
+        trace_id=trace_id,
+        span_id=span_id,
+    )
+
+
+def require_scope_writer(principal: Principal, scopes: Iterable[str | None]) -> None:
+    """403 unless the key may write every scope named: a user's own memory takes any key;
+    the shared agent and tenant memory a ``curator`` or ``admin`` key."""
+    shared = sorted({s for s in scopes if s not in (None, "user")})
+    if shared and principal.role not in SHARED_MEMORY_ROLES:
+        raise ApiError(
+            403,
+            "forbidden",
+            f"writing {' and '.join(shared)} memory needs a curator or admin key "
+            f"(this key's role: {principal.role})",
+        )
 
 
 PrincipalDep = Annotated[Principal, Depends(get_principal)]

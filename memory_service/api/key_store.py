@@ -32,8 +32,11 @@ from memory_service.fsutil import write_atomically
 from memory_service.limits import MIN_API_KEY_CHARS
 from memory_service.paths import lock_for
 
-Role = Literal["user", "admin"]
-ROLES: tuple[str, ...] = ("user", "admin")
+# user: a tenant's users' own memory; curator: also the shared agent and tenant memory;
+# admin: everything, the admin-only routes (export, import, maintenance) included.
+Role = Literal["user", "curator", "admin"]
+ROLES: tuple[str, ...] = ("user", "curator", "admin")
+SHARED_MEMORY_ROLES: tuple[str, ...] = ("curator", "admin")  # may write agent/tenant scope
 SETTING = "MEMORY_API_KEYS_FILE"
 DIGEST_PREFIX = "sha256:"
 FINGERPRINT_CHARS = 12  # shown by `keys list`; the prefix of the key's SHA-256, in hex
@@ -100,7 +103,7 @@ def _entry(name: object, spec: object) -> KeyEntry:
         raise ConfigurationError(f"{SETTING}: {exc.message}") from exc
     role = spec.get("role", "user")
     if role not in ROLES:
-        raise ConfigurationError(f"{SETTING}: role {role!r} is not user|admin")
+        raise ConfigurationError(f"{SETTING}: role {role!r} is not {'|'.join(ROLES)}")
     created = spec.get("created_at")
     return KeyEntry(digest, tenant, role, str(created) if created else None, plaintext)
 
@@ -148,7 +151,7 @@ class KeyStore:
         """Mint a key for ``tenant``, store its digest, return the key (shown only now)."""
         tenant = validate_id(tenant, "tenant")
         if role not in ROLES:
-            raise InvalidInputError(f"role {role!r} is not user|admin")
+            raise InvalidInputError(f"role {role!r} is not {'|'.join(ROLES)}")
         key = new_key(prefix)
         entry = KeyEntry(digest_of(key), tenant, role, utcnow().isoformat())
         with self._lock():

@@ -6,10 +6,11 @@ with one text (merged into one fact) carry both refs. Timing: ``record`` calls (
 included) make the ingest rate; the first retrieve per memory (the index build) is timed on its
 own; then every question is asked once per mode, modes interleaved so noise hits all alike.
 
-With a baseline (``--baseline-preset``), each memory is also recorded into a second fresh
-backend of the same kind built with that preset, and every question is asked there in hybrid
-mode too, right after the run's own modes: plain hybrid measured on the same data, under the
-same machine noise. Its outcomes carry the label ``hybrid (<preset>)``; its ingest is not timed.
+With baselines (``--baseline-preset``, by default ``rrf-plain`` and ``rrf``), each memory is
+also recorded into one more fresh backend of the same kind per baseline preset, and every
+question is asked there in hybrid mode too, right after the run's own modes: other fusions
+measured on the same data, under the same machine noise. Their outcomes carry the label
+``hybrid (<preset>)``; their ingest is not timed.
 """
 
 from __future__ import annotations
@@ -30,9 +31,16 @@ from memory_service.longterm.base import LongTermMemory
 from memory_service.progress import Progress
 
 TENANT = "bench"
-# The baseline's own tenant: on a shared Qdrant server both backends use one collection, and
-# the baseline must not find (and merge into) facts the main backend recorded with its preset.
+# The baselines' own tenants: on a shared Qdrant server every backend uses one collection, and a
+# baseline must not find (and merge into) facts another backend recorded with its preset.
 BASELINE_TENANT = "bench-baseline"
+
+
+def baseline_tenant(index: int) -> str:
+    """The tenant of the ``index``-th baseline (0: ``bench-baseline``, then ``-2``, ``-3``...)."""
+    return BASELINE_TENANT if index == 0 else f"{BASELINE_TENANT}-{index + 1}"
+
+
 WARM_UP_QUERY = "index warm-up"
 
 
@@ -66,20 +74,29 @@ class RunResult:
     reachable: dict[str, float] = field(default_factory=dict)
     skipped: Counter[str] = field(default_factory=Counter)
     wall_s: float = 0.0
-    baseline_preset: str | None = None
+    baseline_presets: tuple[str, ...] = ()
 
     @property
     def ingest_per_s(self) -> float | None:
         return self.items_recorded / self.record_s if self.record_s > 0 else None
 
     @property
+    def baseline_preset(self) -> str | None:
+        """The first baseline's preset (the latency target's), or None."""
+        return self.baseline_presets[0] if self.baseline_presets else None
+
+    @property
     def baseline_mode(self) -> str | None:
         return baseline_mode(self.baseline_preset) if self.baseline_preset else None
 
     @property
+    def baseline_modes(self) -> tuple[str, ...]:
+        return tuple(baseline_mode(p) for p in self.baseline_presets)
+
+    @property
     def labels(self) -> tuple[str, ...]:
-        """Every result row: the run's modes, then the baseline (which is not a mode)."""
-        return (*self.modes, self.baseline_mode) if self.baseline_mode else self.modes
+        """Every result row: the run's modes, then the baselines (which are not modes)."""
+        return (*self.modes, *self.baseline_modes)
 
 
 @dataclass(frozen=True, slots=True)
@@ -190,10 +207,11 @@ def _baseline_lane(
     conversation: Conversation,
     batch_size: int,
     label: str,
+    tenant: str = BASELINE_TENANT,
 ) -> _Lane:
     """The conversation recorded into a fresh baseline backend, its index built, untimed."""
     memory = stack.enter_context(baseline.fresh())
-    ctx = RuntimeContext(BASELINE_TENANT, conversation.user_id)
+    ctx = RuntimeContext(tenant, conversation.user_id)
     refs_by_fact = _ingest(memory, ctx, conversation, batch_size)
     _build_indexes(memory, ctx, (HYBRID,))
     return _Lane(memory, ctx, HYBRID, label, refs_by_fact)
@@ -208,14 +226,19 @@ def run(
     batch_size: int = 64,
     threshold: float = 0.0,
     show_progress: bool = True,
-    baseline: FreshBackends | None = None,
+    baseline: FreshBackends | Sequence[FreshBackends] | None = None,
 ) -> RunResult:
     """Every conversation of ``dataset`` through a fresh backend; every question in every mode,
-    and in hybrid mode on a fresh ``baseline`` backend too when one is given."""
+    and in hybrid mode on a fresh backend of each ``baseline`` too when given."""
     depth = max(*ks, 10)  # nDCG@10 is always reported
     result = RunResult(dataset, tuple(modes), depth)
-    if baseline is not None:
-        result.baseline_preset = baseline.settings.longterm.retrieval_preset
+    if baseline is None:
+        baselines: tuple[FreshBackends, ...] = ()
+    elif isinstance(baseline, FreshBackends):
+        baselines = (baseline,)
+    else:
+        baselines = tuple(baseline)
+    result.baseline_presets = tuple(b.settings.longterm.retrieval_preset for b in baselines)
     conversations = [c for c in dataset.conversations if c.questions]
     if dropped := len(dataset.conversations) - len(conversations):
         result.skipped["memories without questions (not ingested)"] = dropped
@@ -224,7 +247,7 @@ def run(
     with Progress(total, f"bench {dataset.name}/{dataset.unit}", enabled=show_progress) as bar:
         for conversation in conversations:
             ctx = RuntimeContext(TENANT, conversation.user_id)
-            _mark_queries(conversation, backends.embedder, baseline and baseline.embedder)
+            _mark_queries(conversation, backends.embedder, *(b.embedder for b in baselines))
             with ExitStack() as stack:
                 memory = stack.enter_context(backends.fresh())
                 bar.stage(f"ingest {conversation.id}")
@@ -232,11 +255,13 @@ def run(
                 result.facts_stored += len(refs_by_fact)
                 result.index_build_ms.append(_build_indexes(memory, ctx, result.modes))
                 lanes = [_Lane(memory, ctx, m, m, refs_by_fact) for m in result.modes]
-                if baseline is not None and result.baseline_mode is not None:
-                    bar.stage(f"baseline ingest {conversation.id}")
+                for n, (other, label) in enumerate(
+                    zip(baselines, result.baseline_modes, strict=True)
+                ):
+                    bar.stage(f"baseline ingest {conversation.id} ({label})")
                     lanes.append(
                         _baseline_lane(
-                            stack, baseline, conversation, batch_size, result.baseline_mode
+                            stack, other, conversation, batch_size, label, baseline_tenant(n)
                         )
                     )
                 bar.stage(f"query {conversation.id}")

@@ -48,8 +48,30 @@ def peak_rss_mb() -> float:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0
 
 
-def _user(index: int) -> RuntimeContext:
-    return RuntimeContext(TENANT, f"scale-user-{index:06d}")
+BENCH_AGENT = "scale-agent"
+# ``--scopes``: each query is also asked naming the tenant (no agent) and the agent and the
+# tenant, beside the user's own scope alone (the path before scopes existed).
+SCOPE_VARIANTS: dict[str, tuple[str, ...]] = {
+    "": ("user",),
+    "+tenant": ("user", "tenant"),
+    "+agent+tenant": ("user", "agent", "tenant"),
+}
+
+
+def _user(index: int, agent: str | None = None) -> RuntimeContext:
+    return RuntimeContext(TENANT, f"scale-user-{index:06d}", agent_id=agent)
+
+
+def _record_shared(services, count: int, seed: int) -> None:
+    """``count`` facts in the agent's and in the tenant's shared memory (the same bank)."""
+    for offset, scope in enumerate(("agent", "tenant")):
+        texts, _ = scale_texts(10_000_000 + offset, count, seed=seed)
+        ctx = RuntimeContext(TENANT, "scale-curator", agent_id=BENCH_AGENT)
+        for start in range(0, len(texts), 100):
+            services.longterm.record(
+                ctx, [Fact(t, scope=scope) for t in texts[start : start + 100]]
+            )
+    services.longterm.retrieve(ctx, WARM_UP_QUERY, 1, scopes=["agent", "tenant"])  # indexes
 
 
 def _counts(facts: int, users: int) -> list[int]:
@@ -103,21 +125,33 @@ def _search_over_http(client, user: int, query: str, mode: str, top_k: int) -> N
 
 
 def _measure(
-    services, clients: dict, pairs, modes, top_k: int, show: bool
+    services,
+    clients: dict,
+    pairs,
+    modes,
+    top_k: int,
+    show: bool,
+    scopes: bool = False,
 ) -> tuple[dict, str | None]:
     """Each query in every mode, in-process then over HTTP (each of ``clients``: ``http``,
     and ``http_plain`` with ``--observability-off-too``), interleaved: load from elsewhere on
-    the machine then skews every mode and path alike instead of whichever ran last."""
+    the machine then skews every mode and path alike instead of whichever ran last. With
+    ``scopes``, the in-process query is asked once per ``SCOPE_VARIANTS`` entry (rows
+    ``<mode>``: the user's scope alone, ``<mode>+tenant``, ``<mode>+agent+tenant``)."""
     timings: dict[tuple[str, str], list[float]] = {}
     http_error = None
+    variants = SCOPE_VARIANTS if scopes else {"": None}  # None: the default scopes
+    agent = BENCH_AGENT if scopes else None
     with Progress(len(pairs), "scale: queries", enabled=show) as bar:
         for turn, (user, query) in enumerate(pairs):
             for mode in modes:
-                t0 = time.perf_counter()
-                services.longterm.retrieve(_user(user), query, top_k, mode=mode)
-                timings.setdefault(("in_process", mode), []).append(
-                    1000.0 * (time.perf_counter() - t0)
-                )
+                for suffix, named in variants.items():
+                    t0 = time.perf_counter()
+                    ctx = _user(user, agent)
+                    services.longterm.retrieve(ctx, query, top_k, mode=mode, scopes=named)
+                    timings.setdefault(("in_process", mode + suffix), []).append(
+                        1000.0 * (time.perf_counter() - t0)
+                    )
                 order = list(clients.items())
                 if turn % 2:  # which app goes first alternates: no app always follows the
                     order.reverse()  # in-process call (measured: that one is slower)
@@ -132,7 +166,7 @@ def _measure(
                     timings.setdefault((path, mode), []).append(1000.0 * (time.perf_counter() - t0))
             bar.update()
     results = []
-    for mode in modes:
+    for mode in [m + suffix for m in modes for suffix in variants]:
         in_process = timings.get(("in_process", mode), [])
         result = {"mode": mode, "latency_ms": _latency(in_process)}
         result["qps"] = 1000.0 * len(in_process) / sum(in_process) if in_process else None
@@ -159,8 +193,11 @@ def run_scale(
     workdir: Path | None = None,
     seed: int = 7,
     show_progress: bool = True,
+    shared_facts: int = 0,
 ) -> dict:
-    """Fill one backend with ``facts`` facts over ``users`` users and measure it; with
+    """Fill one backend with ``facts`` facts over ``users`` users and measure it. With
+    ``shared_facts``, that many facts go to an agent's and to the tenant's shared memory too,
+    and every query is timed with and without the shared scopes (``SCOPE_VARIANTS``); with
     ``observability_off_too``, HTTP search also on an app without metrics or access log."""
     if facts < 1 or not 1 <= users <= facts:
         raise BenchInputError("--scale N needs N >= 1 and 1 <= --users <= N")
@@ -177,6 +214,8 @@ def run_scale(
         try:
             counts = _counts(facts, users)
             questions, record_s = _record(services, counts, batch_size, seed, show_progress)
+            if shared_facts:
+                _record_shared(services, shared_facts, seed)
             rss_after_ingest = peak_rss_mb()
             rng = random.Random(seed)
             pairs = [
@@ -201,7 +240,9 @@ def run_scale(
                         log.exception("scale: the HTTP server did not come up")
                         http_error = f"{type(exc).__name__}: {exc}"
                         clients = {}
-                results, failed = _measure(services, clients, pairs, modes, top_k, show_progress)
+                results, failed = _measure(
+                    services, clients, pairs, modes, top_k, show_progress, bool(shared_facts)
+                )
                 http_error = http_error or failed
         finally:
             services.close()
@@ -213,6 +254,7 @@ def run_scale(
         "batch_size": batch_size,
         "queries": len(pairs),
         "top_k": top_k,
+        "shared_facts": shared_facts,
         "record_s": record_s,
         "ingest_per_s": facts / record_s if record_s > 0 else None,
         "first_query_ms": {

@@ -167,8 +167,12 @@ def summarise(run: RunResult, ks: Sequence[int], *, details: bool = False) -> di
     }
     if run.reachable:
         doc["recall_ceiling"] = metrics.mean(list(run.reachable.values()))
-    if run.baseline_preset is not None:
+    if run.baseline_preset is not None:  # the first: the latency target's
         doc["baseline"] = {"preset": run.baseline_preset, "mode": run.baseline_mode}
+        doc["baselines"] = [
+            {"preset": p, "mode": m}
+            for p, m in zip(run.baseline_presets, run.baseline_modes, strict=True)
+        ]
     if (legs := compare_legs(run, ks, categories)) is not None:
         doc["legs"] = legs
     if details:

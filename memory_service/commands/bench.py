@@ -1,8 +1,9 @@
 """``memory-service bench``: recall accuracy and latency, on bundled or public data.
 
 Recall runs (``--dataset``) ingest each memory into a fresh temporary backend and ask every
-question in each ``--modes`` side by side (and, with ``--baseline-preset``, in hybrid mode on a
-second backend with that preset, the latency baseline of the targets); ``--scale N`` fills one
+question in each ``--modes`` side by side (and in hybrid mode on one more backend per
+``--baseline-preset``, by default ``rrf-plain``, the latency baseline of the targets, and
+``rrf``); ``--scale N`` fills one
 backend with N facts and measures latency in-process and over HTTP. See ``benchmarks/README.md``.
 """
 
@@ -25,6 +26,9 @@ DEFAULT_MODES = "bm25,dense,hybrid"
 DEFAULT_KS = "5,10,25"
 DEFAULT_SCALE_USERS = 1000
 NO_BASELINE = "none"  # --baseline-preset none: no baseline backend
+# Beside the run's hybrid by default: plain RRF (the latency target's baseline) and RRF with the
+# default preset's date terms and session neighbours, so the fusions are compared in one run.
+DEFAULT_BASELINES: tuple[str, ...] = (PLAIN_PRESET, "rrf")
 
 
 def _modes(raw: str) -> tuple[str, ...]:
@@ -80,9 +84,10 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--preset", help="retrieval preset (default: MEMORY_LONGTERM__RETRIEVAL_PRESET)")
     p.add_argument(
         "--baseline-preset",
-        metavar="NAME",
-        help=f"also ask hybrid on a second backend with this preset, as row 'hybrid (NAME)' "
-        f"(default {PLAIN_PRESET} when hybrid is asked under another preset; "
+        metavar="NAMES",
+        help=f"also ask hybrid on one more backend per preset of this comma list, as rows "
+        f"'hybrid (NAME)' (default {','.join(DEFAULT_BASELINES)}, less the run's own preset, "
+        f"when hybrid is asked under a preset other than {PLAIN_PRESET}; "
         f"'{NO_BASELINE}': no baseline)",
     )
     p.add_argument("--limit-conversations", type=int, metavar="N", help="first N memories only")
@@ -115,6 +120,14 @@ def register(sub: argparse._SubParsersAction) -> None:
         "interleaved, side by side (the overhead of /metrics and the request log)",
     )
     p.add_argument(
+        "--shared-facts",
+        type=int,
+        default=0,
+        metavar="N",
+        help="--scale: N facts in an agent's and in the tenant's shared memory too, and each "
+        "query timed in-process with the user's scope alone, +tenant and +agent+tenant",
+    )
+    p.add_argument(
         "--embedders",
         type=_embedders,
         metavar="LIST",
@@ -126,26 +139,36 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.set_defaults(handler=run)
 
 
-def _auto_baseline(args: argparse.Namespace, preset: str | None) -> str | None:
-    """What ``--baseline-preset`` means when not given: plain hybrid beside any other hybrid."""
+def _auto_baseline(args: argparse.Namespace, preset: str | None) -> tuple[str, ...]:
+    """What ``--baseline-preset`` means when not given: plain RRF and RRF beside any hybrid but
+    plain RRF's own (the run's own preset is not asked twice)."""
     if args.scale is not None or "hybrid" not in args.modes or preset == PLAIN_PRESET:
-        return None
-    return PLAIN_PRESET
+        return ()
+    return tuple(p for p in DEFAULT_BASELINES if p != preset)
 
 
-def baseline_preset(
+def _named(raw: str) -> tuple[str, ...]:
+    """``--baseline-preset``'s comma list, in order, once each; ``none`` is the empty list."""
+    names = tuple(dict.fromkeys(n.strip() for n in raw.split(",") if n.strip()))
+    return () if names == (NO_BASELINE,) else names
+
+
+def baseline_presets(
     args: argparse.Namespace, preset: str, custom: Mapping[str, RetrievalConfig] | None = None
-) -> str | None:
-    """The baseline preset of this run (``preset`` is the run's own; ``custom`` the settings'
-    own presets), or None for none."""
-    chosen = args.baseline_preset
-    if chosen is None:
+) -> tuple[str, ...]:
+    """The baseline presets of this run (``preset`` is the run's own; ``custom`` the settings'
+    own presets), in order; empty for none."""
+    if args.baseline_preset is None:
         return _auto_baseline(args, preset)
-    if chosen == NO_BASELINE:
-        return None
+    chosen = _named(args.baseline_preset)
+    if not chosen:
+        return ()
+    if NO_BASELINE in chosen:
+        raise BenchInputError(f"--baseline-preset {NO_BASELINE} cannot be listed with presets")
     if args.scale is not None or "hybrid" not in args.modes:
         raise BenchInputError("--baseline-preset needs a recall run whose --modes has hybrid")
-    lookup(chosen, custom)  # unknown name: a clear error now, not after loading data
+    for name in chosen:
+        lookup(name, custom)  # unknown name: a clear error now, not after loading data
     return chosen
 
 
@@ -160,6 +183,8 @@ def command_line(args: argparse.Namespace, preset: str | None = None) -> str:
             parts += ["--embedders", ",".join(args.embedders)]
         if getattr(args, "observability_off_too", False):
             parts.append("--observability-off-too")
+        if getattr(args, "shared_facts", 0):
+            parts += ["--shared-facts", str(args.shared_facts)]
     else:
         parts += ["--dataset", args.dataset]
         for flag, value in (
@@ -178,9 +203,8 @@ def command_line(args: argparse.Namespace, preset: str | None = None) -> str:
         if value:
             parts += [flag, value]
     chosen = getattr(args, "baseline_preset", None)
-    auto = _auto_baseline(args, args.preset or preset) or NO_BASELINE
-    if chosen is not None and chosen != auto:
-        parts += ["--baseline-preset", chosen]
+    if chosen is not None and _named(chosen) != _auto_baseline(args, args.preset or preset):
+        parts += ["--baseline-preset", ",".join(_named(chosen)) or NO_BASELINE]
     if args.batch_size != 64:
         parts += ["--batch-size", str(args.batch_size)]
     return " ".join(parts)
@@ -231,7 +255,9 @@ def run(args: argparse.Namespace) -> int:
     if args.batch_size < 1:
         raise BenchInputError("--batch-size must be at least 1")
     settings = with_backend(load_settings(), args.backend, args.preset)
-    baseline = baseline_preset(args, settings.longterm.retrieval_preset, settings.longterm.presets)
+    baselines = baseline_presets(
+        args, settings.longterm.retrieval_preset, settings.longterm.presets
+    )
     dataset = None
     if args.scale is None:  # read and check the data before loading the model
         dataset = load_dataset(
@@ -257,7 +283,7 @@ def run(args: argparse.Namespace) -> int:
         if dataset is None:
             doc = _scale(args, settings, embedder)
         else:
-            doc = _recall(args, settings, embedder, dataset, baseline)
+            doc = _recall(args, settings, embedder, dataset, baselines)
     doc = {
         **{k: doc[k] for k in ("dataset", "unit") if k in doc},
         "backend": settings.longterm.backend,
@@ -290,21 +316,25 @@ def _scale(args: argparse.Namespace, settings, embedder) -> dict:
         "workdir": args.workdir,
         "seed": args.seed,
         "show_progress": not args.no_progress,
+        "shared_facts": args.shared_facts,
     }
     if embedder is None:
         return run_scale_per_embedder(settings, args.embedders, **options)
     return run_scale(settings, embedder, **options)
 
 
-def _recall(args: argparse.Namespace, settings, embedder, dataset, baseline: str | None) -> dict:
+def _recall(
+    args: argparse.Namespace, settings, embedder, dataset, baselines: tuple[str, ...]
+) -> dict:
     from memory_service.bench.backends import FreshBackends, with_backend
     from memory_service.bench.runner import run as run_recall
     from memory_service.bench.scale import peak_rss_mb
     from memory_service.bench.summary import summarise
 
-    second = None
-    if baseline is not None:  # the same backend kind and embedder, another preset
-        second = FreshBackends(with_backend(settings, None, baseline), embedder, args.workdir)
+    others = [  # the same backend kind and embedder, another preset each
+        FreshBackends(with_backend(settings, None, name), embedder, args.workdir)
+        for name in baselines
+    ]
     result = run_recall(
         dataset,
         FreshBackends(settings, embedder, args.workdir),
@@ -313,7 +343,7 @@ def _recall(args: argparse.Namespace, settings, embedder, dataset, baseline: str
         batch_size=args.batch_size,
         threshold=args.threshold,
         show_progress=not args.no_progress,
-        baseline=second,
+        baseline=others,
     )
     doc = summarise(result, args.k, details=args.details)
     doc["peak_rss_mb"] = peak_rss_mb()

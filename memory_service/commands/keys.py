@@ -25,7 +25,12 @@ def register(sub: argparse._SubParsersAction) -> None:
 
     add = actions.add_parser("add", help="mint a key for a tenant (printed once)")
     add.add_argument("--tenant", required=True, help="the tenant the key acts for")
-    add.add_argument("--role", choices=("user", "admin"), default="user", help="default: user")
+    add.add_argument(
+        "--role",
+        choices=("user", "curator", "admin"),
+        default="user",
+        help="user; curator (also writes agent and tenant memory); admin. Default: user",
+    )
     add.set_defaults(handler=run_add)
 
     listing = actions.add_parser("list", help="tenant, role, fingerprint, created_at per key")
@@ -82,10 +87,10 @@ def run_list(args: argparse.Namespace) -> int:
     if args.json:
         print_json(rows)
         return 0
-    print(f"{'FINGERPRINT':<14}{'TENANT':<20}{'ROLE':<7}{'CREATED_AT':<34}STORED")
+    print(f"{'FINGERPRINT':<14}{'TENANT':<20}{'ROLE':<9}{'CREATED_AT':<34}STORED")
     for row in rows:
         print(
-            f"{row['fingerprint']:<14}{row['tenant']:<20}{row['role']:<7}"
+            f"{row['fingerprint']:<14}{row['tenant']:<20}{row['role']:<9}"
             f"{row['created_at'] or '-':<34}{row['stored']}"
         )
     return 0

@@ -90,7 +90,7 @@ def _print(reports: Sequence[Any], as_json: bool, line: Callable[[Any], str]) ->
 def _maintenance_line(r: Any) -> str:
     counts = " ".join(f"{k}={v}" for k, v in r.counts.items() if v)
     note = f"  ({r.error})" if r.error else ""
-    return f"{r.status:<14} {r.tenant_id}/{r.user_id}  {counts or '-'}{note}"
+    return f"{r.status:<14} {r.tenant_id}/{r.owner}  {counts or '-'}{note}"
 
 
 def run_replay(args: argparse.Namespace, only: RuntimeContext | None) -> int:

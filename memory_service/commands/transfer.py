@@ -17,7 +17,7 @@ from memory_service.errors import InvalidInputError, NotFoundError
 from memory_service.transfer import (
     SHOWN_BAD_LINES,
     BadLine,
-    check_scope,
+    check_ids,
     export_records,
     import_records,
     parse_import,
@@ -43,7 +43,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 def run_export(args: argparse.Namespace) -> int:
     from memory_service.services import build_services
 
-    check_scope(args.tenant, args.user)  # refuse a bad id before loading the model
+    check_ids(args.tenant, args.user)  # refuse a bad id before loading the model
     services = build_services(settings_from(args))
     count = 0
     try:

@@ -13,7 +13,7 @@ from pathlib import Path
 from indexing.hashing import content_hash
 from memory_service.config import MemorySettings
 from memory_service.context import RuntimeContext
-from memory_service.facts import Fact
+from memory_service.facts import Fact, hide_shadowed
 from memory_service.harness.outcome import MemoryPrompt, RecalledFact
 from memory_service.limits import MAX_PAGE_SIZE, MAX_QUERY_BYTES
 from memory_service.longterm.base import LongTermMemory
@@ -137,15 +137,16 @@ class PromptBuilder:
         return out
 
     def _most_important(self, ctx: RuntimeContext, count: int) -> list[Fact]:
-        """The ``count`` most important active facts (newest first among equals)."""
-        best: list[Fact] = []
+        """The ``count`` most important active facts (newest first among equals) of the
+        scopes recall reads (the user's, the agent's, the tenant's), a wider scope's fact
+        left out where a narrower one holds its key, as recall does."""
+        scopes = [c.scope for c in ctx.visible_scopes()]
+        scanned: list[Fact] = []
         cursor: str | None = None
-        scanned = 0
-        while scanned < MAX_PRIORITY_SCAN:
-            page = self.longterm.list(ctx, limit=MAX_PAGE_SIZE, cursor=cursor)
-            scanned += len(page.items)
-            best = heapq.nsmallest(count, [*best, *page.items], key=priority)
+        while len(scanned) < MAX_PRIORITY_SCAN:
+            page = self.longterm.list(ctx, limit=MAX_PAGE_SIZE, cursor=cursor, scopes=scopes)
+            scanned += page.items
             cursor = page.next_cursor
             if cursor is None:
                 break
-        return best
+        return heapq.nsmallest(count, hide_shadowed(scanned), key=priority)

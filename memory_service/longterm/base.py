@@ -20,7 +20,12 @@ from memory_service.facts import Fact, Page, Recall, RecordResult
 class LongTermMemory(Protocol):
     """Stable facts about one user of one tenant, addressed by a ``RuntimeContext``.
 
-    Every method reads and writes only ``ctx``'s tenant and user. ``record`` is idempotent:
+    Every method reads and writes only ``ctx``'s tenant and user (or, for a context in the
+    agent or tenant scope, that agent's or the tenant's shared memory). ``record`` sends each
+    fact to its ``scope`` (default: ``ctx``'s). ``retrieve`` reads ``scopes`` (default: the
+    user's, the agent's when ``ctx`` names one, the tenant's) and prefers the narrower scope on
+    the same ``key``: user over agent over tenant; ``list`` reads ``ctx``'s own scope unless
+    ``scopes`` names others. ``record`` is idempotent:
     the same text twice is one fact (``duplicate``). A fact with the ``key`` of an active fact
     supersedes it (``superseded``); superseded and expired facts are not recalled.
     ``update`` rewrites the metadata of existing facts by id (maintenance closes and merges
@@ -37,6 +42,7 @@ class LongTermMemory(Protocol):
         threshold: float = 0.0,
         *,
         mode: Mode = "hybrid",
+        scopes: Sequence[str] | None = None,
     ) -> list[Recall]: ...
 
     def get(self, ctx: RuntimeContext, ids: Sequence[str]) -> list[Fact]: ...
@@ -48,6 +54,7 @@ class LongTermMemory(Protocol):
         limit: int = 100,
         cursor: str | None = None,
         include_inactive: bool = False,
+        scopes: Sequence[str] | None = None,
     ) -> Page[Fact]: ...
 
     def update(self, ctx: RuntimeContext, facts: Sequence[Fact]) -> int: ...
@@ -64,6 +71,14 @@ class ListsUsers(Protocol):
     """A backend that can say which users of a tenant have facts (export, the scheduler)."""
 
     def users(self, tenant_id: str) -> list[str]: ...
+
+
+@runtime_checkable
+class ListsAgents(Protocol):
+    """A backend that can say which agents of a tenant have shared facts (export, the
+    scheduler)."""
+
+    def agents(self, tenant_id: str) -> list[str]: ...
 
 
 @runtime_checkable

@@ -24,7 +24,7 @@ from indexing.embeddings import Embedder
 from indexing.hashing import content_hash
 from indexing.tokenize import tokenize
 from memory_service.config.retrieval import Leg
-from memory_service.context import RuntimeContext
+from memory_service.context import RuntimeContext, scope_context
 from memory_service.facts import Fact, fact_id, utcnow
 from memory_service.fsutil import fsync_dir, read_text, write_atomically
 from memory_service.longterm.files_index import UserIndex, UserIndexes, ledger_files
@@ -95,7 +95,7 @@ class FileSystemLongTermMemory(BaseLongTermMemory[_Read]):
         content = read_text(path)
         replacements: dict[int, Fact | None] = {}
         for line in parse_ledger(content, default_created_at=None) if changes else ():
-            fid = fact_id(ctx.tenant_id, ctx.user_id, content_hash(line.fact.text))
+            fid = fact_id(ctx.tenant_id, ctx.owner, content_hash(line.fact.text))
             if fid in changes:
                 replacements[line.line_no] = changes[fid]
         if replacements or append:
@@ -195,7 +195,7 @@ class FileSystemLongTermMemory(BaseLongTermMemory[_Read]):
             ]
         if "dense" in legs:
             with timed_stage("dense"):
-                query_vector = self._embedder.embed([query])[0]
+                query_vector = self._query_vector(query)
                 cache_file = vector_cache_path(self.paths(ctx), self._embedder)
                 sims = index.matrix(self._embedder, cache_file) @ query_vector
                 if self._tombstones is not None and self._tombstones.refuses(ctx):
@@ -207,6 +207,11 @@ class FileSystemLongTermMemory(BaseLongTermMemory[_Read]):
                 if sims[i] >= threshold and (f := live(int(i))) is not None
             ]
         return Candidates(leg_hits, lambda fid: index.by_id[fid].fact)
+
+    def _open_keys(self, ctx: RuntimeContext, keys: Sequence[str], now: datetime) -> set[str]:
+        wanted = set(keys)
+        stored = self._index(ctx).stored
+        return {s.fact.key for s in stored if s.fact.key in wanted and s.fact.is_active(now)}
 
     def _get(self, ctx: RuntimeContext, ids: Sequence[str]) -> Mapping[str, Fact]:
         by_id = self._index(ctx).by_id
@@ -280,7 +285,7 @@ class FileSystemLongTermMemory(BaseLongTermMemory[_Read]):
     def _release(self) -> None:
         self._indexes.clear()
 
-    # -- capabilities: SettlesLedgers, ArchivesLedgers, ListsUsers -------------------------
+    # -- capabilities: SettlesLedgers, ArchivesLedgers, ListsUsers, ListsAgents ------------
 
     def settle_ledgers(self, ctx: RuntimeContext) -> dict[str, int]:
         """Write down what reading resolves on the fly, so the files say what recall does:
@@ -300,7 +305,7 @@ class FileSystemLongTermMemory(BaseLongTermMemory[_Read]):
                 content = read_text(path)
                 changes: dict[int, Fact | None] = {}
                 for line in parse_ledger(content, default_created_at=None):
-                    fid = fact_id(ctx.tenant_id, ctx.user_id, content_hash(line.fact.text))
+                    fid = fact_id(ctx.tenant_id, ctx.owner, content_hash(line.fact.text))
                     effective = index.by_id[fid].fact if fid in index.by_id else None
                     if fid in seen:
                         changes[line.line_no] = None
@@ -357,5 +362,20 @@ class FileSystemLongTermMemory(BaseLongTermMemory[_Read]):
             except ValueError:  # not a user folder (InvalidIdError)
                 continue
             if ledger_files(paths):
+                found.append(folder.name)
+        return found
+
+    def agents(self, tenant_id: str) -> list[str]:
+        """Agents of ``tenant_id`` that have shared memory files (export, maintenance)."""
+        agents_dir = WorkspacePaths(self.workspace).agents_dir(tenant_id)
+        if not agents_dir.is_dir():
+            return []
+        found = []
+        for folder in sorted(p for p in agents_dir.iterdir() if p.is_dir()):
+            try:
+                ctx = scope_context(tenant_id, "agent", folder.name)
+            except ValueError:  # not an agent folder (InvalidIdError)
+                continue
+            if ledger_files(self.paths(ctx)):
                 found.append(folder.name)
         return found

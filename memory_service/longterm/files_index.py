@@ -109,8 +109,11 @@ def parse_file(ctx: RuntimeContext, path: Path, paths: UserPaths) -> list[Fact]:
     out = []
     for line in parse_ledger(read_text(path), default_created_at=default):
         text_hash = content_hash(line.fact.text)
-        fid = fact_id(ctx.tenant_id, ctx.user_id, text_hash)
-        out.append(replace(line.fact, content_hash=text_hash, id=fid))
+        fid = fact_id(ctx.tenant_id, ctx.owner, text_hash)
+        agent = ctx.agent_id if ctx.scope == "agent" else None  # the folder says whose it is
+        out.append(
+            replace(line.fact, content_hash=text_hash, id=fid, scope=ctx.scope, agent_id=agent)
+        )
     return out
 
 
@@ -167,7 +170,7 @@ def apply_newest_wins(stored: list[StoredFact]) -> None:
 
 
 class UserIndexes:
-    """The process's indexes, one per (tenant, user), each kept while its files are unchanged."""
+    """The process's indexes, one per (tenant, owner), each kept while its files are unchanged."""
 
     def __init__(self) -> None:
         self._indexes: dict[tuple[str, str], UserIndex] = {}
@@ -175,7 +178,7 @@ class UserIndexes:
 
     def of(self, ctx: RuntimeContext, paths: UserPaths) -> UserIndex:
         """The user's index, rebuilt from the files if their signature changed."""
-        key = (ctx.tenant_id, ctx.user_id)
+        key = (ctx.tenant_id, ctx.owner)
         with self._lock:
             signature = _signature(ledger_files(paths))
             cached = self._indexes.get(key)
@@ -187,7 +190,7 @@ class UserIndexes:
 
     def invalidate(self, ctx: RuntimeContext) -> None:
         with self._lock:
-            self._indexes.pop((ctx.tenant_id, ctx.user_id), None)
+            self._indexes.pop((ctx.tenant_id, ctx.owner), None)
 
     def clear(self) -> None:
         with self._lock:

@@ -89,7 +89,7 @@ class QdrantLongTermMemory(BaseLongTermMemory[_Read]):
         return document_vector(terms, avg_len=average_length(AVG_DOC_LEN, with_date=with_date))
 
     def _write_lock(self, ctx: RuntimeContext) -> threading.Lock:
-        return self._locks[hash((ctx.tenant_id, ctx.user_id)) % _LOCK_STRIPES]
+        return self._locks[hash((ctx.tenant_id, ctx.owner)) % _LOCK_STRIPES]
 
     # -- BaseLongTermMemory hooks ---------------------------------------------------------
 
@@ -141,7 +141,7 @@ class QdrantLongTermMemory(BaseLongTermMemory[_Read]):
     ) -> Candidates:
         with timed_stage("engine"):  # both legs in one engine query: timed together
             sparse = query_vector(tokenize(query)) if "bm25" in legs else None
-            dense = self._embedder.embed([query])[0].tolist() if "dense" in legs else None
+            dense = self._query_vector(query).tolist() if "dense" in legs else None
             results = self.engine.query(
                 UserFilter.of(ctx, open_only=True, live_at=now),
                 dense=dense,
@@ -168,6 +168,10 @@ class QdrantLongTermMemory(BaseLongTermMemory[_Read]):
                 for h in _ordered(hits)
             ]
         return Candidates(leg_hits, lambda fid: fact_of(fid, payloads[fid]))
+
+    def _open_keys(self, ctx: RuntimeContext, keys: Sequence[str], now: datetime) -> set[str]:
+        scope = UserFilter.of(ctx, keys=keys, open_only=True, live_at=now)
+        return {str(p.payload.get("key")) for p in self.engine.scroll(scope)}
 
     def _get(self, ctx: RuntimeContext, ids: Sequence[str]) -> Mapping[str, Fact]:
         return {
@@ -226,12 +230,17 @@ class QdrantLongTermMemory(BaseLongTermMemory[_Read]):
     def _release(self) -> None:
         self.engine.close()
 
-    # -- capabilities: ListsUsers ---------------------------------------------------------
+    # -- capabilities: ListsUsers, ListsAgents -------------------------------------------
 
     def users(self, tenant_id: str) -> list[str]:
         """Users of ``tenant_id`` with at least one stored fact (for export)."""
         self._check_open()
         return self.engine.users(validate_id(tenant_id, "tenant_id"))
+
+    def agents(self, tenant_id: str) -> list[str]:
+        """Agents of ``tenant_id`` with at least one shared fact (export, maintenance)."""
+        self._check_open()
+        return self.engine.agents(validate_id(tenant_id, "tenant_id"))
 
 
 def _ordered(hits: list[ScoredHit]) -> list[ScoredHit]:

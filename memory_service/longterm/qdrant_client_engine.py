@@ -22,6 +22,7 @@ from indexing.sparse import SparseTerms
 from memory_service.context import validate_id
 from memory_service.errors import BackendUnavailableError, ConfigurationError, MemoryServiceError
 from memory_service.longterm.qdrant_engine import (
+    AGENT_FIELD,
     DENSE,
     PAYLOAD_INDEXES,
     SPARSE,
@@ -58,8 +59,8 @@ def _failure(exc: Exception) -> str:
 def _filter(scope: UserFilter) -> qm.Filter:
     """The one translation of a ``UserFilter``: tenant and user first, always."""
     must: list[Any] = [
-        qm.FieldCondition(key=TENANT_FIELD, match=qm.MatchValue(value=scope.tenant_id)),
-        qm.FieldCondition(key=USER_FIELD, match=qm.MatchValue(value=scope.user_id)),
+        qm.FieldCondition(key=name, match=qm.MatchValue(value=value))
+        for name, value in scope.owner_conditions()
     ]
     if scope.ids is not None:
         must.append(qm.HasIdCondition(has_id=list(scope.ids)))
@@ -293,6 +294,13 @@ class ClientEngine:
             self._client.delete(self.collection, points_selector=selector, wait=True)
 
     def users(self, tenant_id: str) -> list[str]:
+        return self._values(tenant_id, USER_FIELD)
+
+    def agents(self, tenant_id: str) -> list[str]:
+        return self._values(tenant_id, AGENT_FIELD)
+
+    def _values(self, tenant_id: str, field: str) -> list[str]:
+        """The distinct values of ``field`` among the tenant's points."""
         match = qm.MatchValue(value=validate_id(tenant_id, "tenant_id"))
         tenant = qm.Filter(must=[qm.FieldCondition(key=TENANT_FIELD, match=match)])
         with self._calls():
@@ -300,6 +308,6 @@ class ClientEngine:
             if points == 0:
                 return []
             hits = self._client.facet(
-                self.collection, key=USER_FIELD, facet_filter=tenant, limit=points, exact=True
+                self.collection, key=field, facet_filter=tenant, limit=points, exact=True
             ).hits
         return sorted(str(hit.value) for hit in hits)

@@ -31,6 +31,7 @@ from memory_service.errors import BackendUnavailableError, ConfigurationError, M
 from memory_service.fsutil import fsync_dir
 from memory_service.longterm.edge_folder_lock import FolderLock, FolderOwnedError, FolderOwner
 from memory_service.longterm.qdrant_engine import (
+    AGENT_FIELD,
     DENSE,
     PAYLOAD_INDEXES,
     SPARSE,
@@ -140,8 +141,8 @@ def _open_shard(folder: Path, dimension: int) -> qe.EdgeShard:
 def _filter(scope: UserFilter) -> qe.Filter:
     """The one translation of a ``UserFilter``: tenant and user first, always."""
     must: list[Any] = [
-        qe.FieldCondition(TENANT_FIELD, match=qe.MatchValue(scope.tenant_id)),
-        qe.FieldCondition(USER_FIELD, match=qe.MatchValue(scope.user_id)),
+        qe.FieldCondition(name, match=qe.MatchValue(value))
+        for name, value in scope.owner_conditions()
     ]
     if scope.ids is not None:
         must.append(qe.HasIdCondition(set(scope.ids)))
@@ -435,6 +436,13 @@ class EdgeEngine:
             ) from exc
 
     def users(self, tenant_id: str) -> list[str]:
+        return self._values(tenant_id, USER_FIELD)
+
+    def agents(self, tenant_id: str) -> list[str]:
+        return self._values(tenant_id, AGENT_FIELD)
+
+    def _values(self, tenant_id: str, field: str) -> list[str]:
+        """The distinct values of ``field`` among the tenant's points."""
         tenant = qe.Filter(
             must=[qe.FieldCondition(TENANT_FIELD, match=qe.MatchValue(validate_id(tenant_id)))]
         )
@@ -442,5 +450,5 @@ class EdgeEngine:
             points = int(self._shard.count(qe.CountRequest(exact=True, filter=tenant)))
             if points == 0:
                 return []
-            request = qe.FacetRequest(USER_FIELD, limit=points, exact=True, filter=tenant)
+            request = qe.FacetRequest(field, limit=points, exact=True, filter=tenant)
             return sorted(str(hit.value) for hit in self._shard.facet(request))

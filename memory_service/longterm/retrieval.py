@@ -112,6 +112,7 @@ def _fuse(
         {leg: [(h.id, h.score) for h in leg_hits.get(leg, [])] for leg in legs},
         weights=config.weights,
         floors=floors,
+        min_spreads=config.min_spread,
     )
 
 

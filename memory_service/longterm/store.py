@@ -10,6 +10,7 @@ error, and one rule gives one result, whatever backend is configured.
 
 from __future__ import annotations
 
+import threading
 import uuid
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterable, Mapping, Sequence
@@ -136,31 +137,42 @@ class BaseLongTermMemory(ABC, Generic[S]):
         self._clock = clock
         self._closed = False
         self._tombstones = tombstones  # None: no erase ever refuses a record (tests, tools)
+        self._retrieving = threading.local()  # the query vectors of this thread's retrieve
 
     # -- LongTermMemory -------------------------------------------------------------------
 
     def record(self, ctx: RuntimeContext, facts: Sequence[Fact]) -> list[RecordResult]:
+        """Each fact goes to its ``scope`` (None: ``ctx``'s); one write per scope, in scope
+        order, each atomic. Results come back in the order of ``facts``."""
         now = self._clock()
         # all validated before anything is written; times made aware (naive = UTC)
-        stamped = [utc_times(f.stamped(ctx, now)) for f in facts]
+        owners = [ctx if f.scope is None else ctx.in_scope(f.scope, f.agent_id) for f in facts]
+        stamped = [utc_times(f.stamped(o, now)) for f, o in zip(facts, owners, strict=True)]
         if not stamped:
             return []
         self._check_open()
         vectors = self._embedder.embed([f.text for f in stamped])  # fails before writing
         dense_of = {f.id: vectors[i] for i, f in enumerate(stamped)}
         self._check_not_erased(ctx)  # before the files backend makes the user's folder again
-        with self._write_lock(ctx):
-            self._check_not_erased(ctx)
-            stored = self._read_for_record(ctx, stamped, now)
-            plan = plan_record(stamped, stored.by_id, stored.open_by_key, now)
-            self._write_record(ctx, plan, stored, dense_of, now)
-            if self._tombstones is not None and self._tombstones.refuses(ctx):
-                # an erase in another process began meanwhile (a Qdrant server has no lock
-                # shared with it): take the write back, so nothing of the user remains
-                self._delete(ctx, canonical_ids([*plan.new, *plan.closed]))
+        groups: dict[RuntimeContext, list[int]] = {}
+        for i, owner in enumerate(owners):
+            groups.setdefault(owner, []).append(i)
+        results: dict[int, RecordResult] = {}
+        for owner, positions in groups.items():
+            batch = [stamped[i] for i in positions]
+            with self._write_lock(owner):
                 self._check_not_erased(ctx)
-        _count_records(plan)
-        return plan.results
+                stored = self._read_for_record(owner, batch, now)
+                plan = plan_record(batch, stored.by_id, stored.open_by_key, now)
+                self._write_record(owner, plan, stored, dense_of, now)
+                if self._tombstones is not None and self._tombstones.refuses(ctx):
+                    # an erase in another process began meanwhile (a Qdrant server has no lock
+                    # shared with it): take the write back, so nothing of the user remains
+                    self._delete(owner, canonical_ids([*plan.new, *plan.closed]))
+                    self._check_not_erased(ctx)
+            _count_records(plan)
+            results.update(zip(positions, plan.results, strict=True))
+        return [results[i] for i in range(len(stamped))]
 
     def retrieve(
         self,
@@ -170,16 +182,18 @@ class BaseLongTermMemory(ABC, Generic[S]):
         threshold: float = 0.0,
         *,
         mode: Mode = "hybrid",
+        scopes: Sequence[str] | None = None,
     ) -> list[Recall]:
         validate_query(query, top_k, threshold)
         legs = legs_for_mode(mode)
+        owners = ctx.visible_scopes(scopes)
         self._check_open()
         with timed_stage("retrieve"):
-            return self._retrieve(ctx, query, top_k, threshold, mode, legs)
+            return self._retrieve(owners, query, top_k, threshold, mode, legs)
 
     def _retrieve(
         self,
-        ctx: RuntimeContext,
+        owners: Sequence[RuntimeContext],
         query: str,
         top_k: int,
         threshold: float,
@@ -187,7 +201,8 @@ class BaseLongTermMemory(ABC, Generic[S]):
         legs: tuple[Leg, ...],
     ) -> list[Recall]:
         depth = self.retrieval.depth(top_k)
-        found = self._candidates(ctx, query, legs, depth, float(threshold), self._clock())
+        now = self._clock()
+        found = self._scoped_candidates(owners, query, legs, depth, float(threshold), now)
         leg_hits = {
             leg: [h for h in found.legs[leg] if is_hit(leg, h.score, threshold)]
             for leg in legs
@@ -198,6 +213,73 @@ class BaseLongTermMemory(ABC, Generic[S]):
         with timed_stage("fusion"):
             fused = fuse_legs(mode, leg_hits, self.retrieval, top_k)
         return [Recall(found.fact(h.id), h.score, h.ranks, h.scores) for h in fused]
+
+    def _scoped_candidates(
+        self,
+        owners: Sequence[RuntimeContext],
+        query: str,
+        legs: tuple[Leg, ...],
+        depth: int,
+        threshold: float,
+        now: datetime,
+    ) -> Candidates:
+        """Each leg's candidates over every scope in ``owners`` (narrowest first), merged by
+        score (ties: the narrower scope first) and cut to ``depth``. A wider scope's fact whose
+        ``key`` an active fact of a narrower named scope holds is hidden (not deleted) before
+        the cut, so the user's own value wins over the agent's, and the agent's over the
+        tenant's."""
+        self._retrieving.vectors = {}
+        try:
+            found = [self._candidates(o, query, legs, depth, threshold, now) for o in owners]
+        finally:
+            self._retrieving.vectors = None
+        if len(found) == 1:
+            return found[0]
+        loader: dict[str, Callable[[str], Fact]] = {}
+        hidden: set[str] = set()
+        held: set[str] = set()  # keys held by the narrower scopes seen so far
+        for owner, cands in zip(owners, found, strict=True):
+            ids = {h.id for hits in cands.legs.values() for h in hits}
+            loader.update(dict.fromkeys(ids, cands.fact))
+            if held:
+                keyed = {i: k for i in ids if (k := cands.fact(i).key) is not None}
+                hidden |= {i for i, k in keyed.items() if k in held}
+            wider_keys = self._candidate_keys(found, owner, owners)
+            if wider_keys:
+                held |= self._open_keys(owner, wider_keys, now)
+        merged = {
+            leg: sorted(
+                (h for cands in found for h in cands.legs.get(leg, ()) if h.id not in hidden),
+                key=lambda h: -h.score,  # stable: narrower scopes first on a tie
+            )[:depth]
+            for leg in legs
+        }
+        return Candidates(merged, lambda fid: loader[fid](fid))
+
+    def _query_vector(self, query: str) -> np.ndarray:
+        """The query's dense vector for ``_candidates``: embedded once per retrieve, however
+        many scopes it reads (never cached across calls: that is the embedder's business)."""
+        memo = getattr(self._retrieving, "vectors", None)
+        if memo is None:
+            return self._embedder.embed([query])[0]
+        if query not in memo:
+            memo[query] = self._embedder.embed([query])[0]
+        return memo[query]
+
+    @staticmethod
+    def _candidate_keys(
+        found: Sequence[Candidates], owner: RuntimeContext, owners: Sequence[RuntimeContext]
+    ) -> list[str]:
+        """The keys of the wider scopes' candidates: the only ones a narrower fact can hide."""
+        wider = found[list(owners).index(owner) + 1 :]
+        keys = {
+            k
+            for cands in wider
+            for hits in cands.legs.values()
+            for h in hits
+            if (k := cands.fact(h.id).key) is not None
+        }
+        return sorted(keys)
 
     def get(self, ctx: RuntimeContext, ids: Sequence[str]) -> list[Fact]:
         wanted = canonical_ids(ids)
@@ -214,11 +296,18 @@ class BaseLongTermMemory(ABC, Generic[S]):
         limit: int = 100,
         cursor: str | None = None,
         include_inactive: bool = False,
+        scopes: Sequence[str] | None = None,
     ) -> Page[Fact]:
+        """A page of the facts of ``scopes`` (default: ``ctx``'s own scope only), all of
+        them: listing hides nothing a narrower scope overrides (recall does)."""
         check_page(limit, cursor)  # refuse a bad limit or cursor before reading
+        owners = [ctx] if scopes is None else ctx.visible_scopes(scopes)
         self._check_open()
-        facts = self._list(ctx, include_inactive=include_inactive, now=self._clock())
-        return paginate(list(facts), limit, cursor)
+        now = self._clock()
+        facts = [
+            f for o in owners for f in self._list(o, include_inactive=include_inactive, now=now)
+        ]
+        return paginate(facts, limit, cursor)
 
     def update(self, ctx: RuntimeContext, facts: Sequence[Fact]) -> int:
         """Rewrite the metadata of existing facts, matched by id: the text (so the id, hash and
@@ -317,6 +406,10 @@ class BaseLongTermMemory(ABC, Generic[S]):
         """Up to ``depth`` ranked candidates per leg among the user's recallable facts (open,
         not expired at ``now``). The base keeps only hits (``is_hit``); a backend may use
         ``threshold`` to cut the dense leg early."""
+
+    @abstractmethod
+    def _open_keys(self, ctx: RuntimeContext, keys: Sequence[str], now: datetime) -> set[str]:
+        """Which of ``keys`` an active fact (open, not expired at ``now``) of ``ctx`` holds."""
 
     @abstractmethod
     def _get(self, ctx: RuntimeContext, ids: Sequence[str]) -> Mapping[str, Fact]:

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, replace
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, Field, create_model
 
@@ -65,9 +65,11 @@ class MemoryGetRequest(Strict):
 
 
 class MemorySaveRequest(FactIn):
-    """One fact, as ``POST /v1/memories`` takes it, and the session it came from."""
+    """One fact, as ``POST /v1/memories`` takes it, and the session it came from. Always the
+    user's own: shared (agent, tenant) memory is written over HTTP with a curator key."""
 
     session_id: SessionId | None = None
+    scope: Literal["user"] = "user"
 
 
 class MemoryListRequest(Strict):
@@ -108,7 +110,10 @@ class McpTool:
 
 def _search(services: Services, ctx: RuntimeContext, args: Any) -> BaseModel:
     memory = services.longterm
-    recalls = memory.retrieve(ctx, args.query, args.top_k, args.threshold, mode=args.mode)
+    ctx = replace(ctx, agent_id=args.agent_id) if args.agent_id else ctx
+    recalls = memory.retrieve(
+        ctx, args.query, args.top_k, args.threshold, mode=args.mode, scopes=args.scopes
+    )
     return SearchResponse.model_validate({"hits": recalls})
 
 

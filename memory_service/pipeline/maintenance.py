@@ -1,4 +1,4 @@
-"""Scheduled maintenance of one user's long-term memory, step by step, with counts.
+"""Scheduled maintenance of one user's (or one shared scope's) long-term memory, step by step.
 
 Steps, in order: exact duplicates (repeated ledger bullets), near-duplicates (SimHash), newest
 wins per key, expiry by importance, daily ledgers past retention to ``memory/archive/``, session
@@ -54,19 +54,37 @@ class MaintenanceSettings:
 
 @dataclass(slots=True)
 class MaintenanceReport:
-    """What one run did for one user: ``status`` ran | skipped_recent | busy | failed."""
+    """What one run did for one user (or one shared scope: ``scope`` agent | tenant, with
+    ``user_id`` None): ``status`` ran | skipped_recent | busy | failed."""
 
     tenant_id: str
-    user_id: str
+    user_id: str | None
     status: str
     counts: dict[str, int] = field(default_factory=dict)
     consolidation: ConsolidationResult | None = None
     error: str | None = None
+    scope: str = "user"
+    agent_id: str | None = None
+
+    @classmethod
+    def of(cls, ctx: RuntimeContext, status: str, **fields) -> MaintenanceReport:
+        user = ctx.user_id if ctx.scope == "user" else None
+        agent = ctx.agent_id if ctx.scope == "agent" else None
+        return cls(ctx.tenant_id, user, status, scope=ctx.scope, agent_id=agent, **fields)
+
+    @property
+    def owner(self) -> str:
+        """Whose memory, for messages: the user id, ``agent:<id>`` or ``tenant``."""
+        if self.scope == "agent":
+            return f"agent:{self.agent_id}"
+        return "tenant" if self.scope == "tenant" else str(self.user_id)
 
     def to_dict(self) -> dict:
         return {
             "tenant_id": self.tenant_id,
             "user_id": self.user_id,
+            "scope": self.scope,
+            "agent_id": self.agent_id,
             "status": self.status,
             "counts": dict(self.counts),
             "consolidation": self.consolidation.to_dict() if self.consolidation else None,
@@ -132,7 +150,7 @@ class MemoryMaintenance:
         self, ctx: RuntimeContext, *, force: bool, consolidate: bool
     ) -> MaintenanceReport:
         paths = UserPaths.of(self.workspace, ctx)
-        report = MaintenanceReport(ctx.tenant_id, ctx.user_id, "ran")
+        report = MaintenanceReport.of(ctx, "ran")
         tombstones = Tombstones(self.workspace)
         if tombstones.refuses(ctx):  # erased since this pass began: nothing to maintain
             report.status = "erased"
@@ -221,7 +239,7 @@ class MemoryMaintenance:
             raise  # erased meanwhile: the run stops (see ``run_user``)
         except Exception as exc:  # the LLM failed: MEMORY.md is untouched, report it
             sink().pipeline("consolidation", "failed")
-            log.warning("consolidation failed for %s/%s: %s", ctx.tenant_id, ctx.user_id, exc)
+            log.warning("consolidation failed for %s/%s: %s", ctx.tenant_id, report.owner, exc)
             report.status = "failed"
             report.error = f"consolidation: {exc}"
             return
@@ -289,7 +307,7 @@ class MemoryMaintenance:
         """Facts whose text is a MEMORY.md bullet: consolidated facts do not expire."""
         text = read_text(paths.memory_md)
         return {
-            fact_id(ctx.tenant_id, ctx.user_id, content_hash(line.fact.text))
+            fact_id(ctx.tenant_id, ctx.owner, content_hash(line.fact.text))
             for line in parse_ledger(text, default_created_at=None)
         }
 

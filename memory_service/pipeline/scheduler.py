@@ -1,5 +1,6 @@
-"""Runs maintenance for every user on a schedule (default every 6 hours) inside ``serve``,
-and a sweep every few minutes: expired session states purged, idle sessions flushed.
+"""Runs maintenance for every user (and shared scope) on a schedule (default every 6 hours)
+inside ``serve``, and a sweep every few minutes: expired session states purged, idle sessions
+flushed.
 
 Who exists is asked of the workspace (tenant and user folders) and of the long-term backend
 (``users(tenant)``), so users whose facts live only in Qdrant are maintained too. Each user is
@@ -18,9 +19,9 @@ from dataclasses import dataclass
 from datetime import timedelta
 from pathlib import Path
 
-from memory_service.context import RuntimeContext, validate_id
+from memory_service.context import RuntimeContext, scope_context, validate_id
 from memory_service.errors import InvalidIdError
-from memory_service.longterm.base import ListsUsers
+from memory_service.longterm.base import ListsAgents, ListsUsers, LongTermMemory
 from memory_service.observe.tracing import new_trace, using_trace
 from memory_service.paths import WorkspacePaths
 from memory_service.pipeline.idle_flush import IdleFlusher, IdleFlushReport
@@ -46,7 +47,8 @@ def _folders(path: Path) -> list[str]:
 def known_users(
     workspace: Path, longterm: object, tenants: Iterable[str] = ()
 ) -> Iterator[RuntimeContext]:
-    """Every (tenant, user) with a folder in the workspace or facts in the backend."""
+    """Every (tenant, user) with a folder in the workspace or facts in the backend, then the
+    tenant's shared memories (each agent's, the tenant's own) that have a folder or facts."""
     where = WorkspacePaths(workspace)
     all_tenants = sorted(set(tenants) | set(_folders(where.tenants_dir)))
     for tenant in all_tenants:
@@ -55,6 +57,22 @@ def known_users(
             users |= set(longterm.users(tenant))
         for user in sorted(users):
             yield RuntimeContext(tenant, user)
+        yield from shared_scopes(where, longterm, tenant)
+
+
+def shared_scopes(where: WorkspacePaths, longterm: object, tenant: str) -> Iterator[RuntimeContext]:
+    """The tenant's agent and tenant scopes that hold something (a folder, or a fact)."""
+    agents = set(_folders(where.agents_dir(tenant)))
+    if isinstance(longterm, ListsAgents):
+        agents |= set(longterm.agents(tenant))
+    for agent in sorted(agents):
+        yield scope_context(tenant, "agent", agent)
+    shared = scope_context(tenant, "tenant")
+    if where.shared_dir(tenant).is_dir() or (
+        isinstance(longterm, LongTermMemory)
+        and longterm.list(shared, limit=1, include_inactive=True).items
+    ):
+        yield shared
 
 
 def run_all(
@@ -71,14 +89,14 @@ def run_all(
     reports = []
     try:
         for ctx in targets:
-            bar.stage(f"{ctx.tenant_id}/{ctx.user_id}")
+            failed = MaintenanceReport.of(ctx, "failed")
+            bar.stage(f"{ctx.tenant_id}/{failed.owner}")
             try:
                 reports.append(maintenance.run_user(ctx, force=force, consolidate=consolidate))
             except Exception as exc:  # noqa: BLE001 - reported per user, never fatal
-                log.exception("maintenance failed for %s/%s", ctx.tenant_id, ctx.user_id)
-                reports.append(
-                    MaintenanceReport(ctx.tenant_id, ctx.user_id, "failed", error=str(exc))
-                )
+                log.exception("maintenance failed for %s/%s", ctx.tenant_id, failed.owner)
+                failed.error = str(exc)
+                reports.append(failed)
             bar.update()
     finally:
         bar.close()
@@ -162,7 +180,8 @@ class MemoryMaintenanceScheduler:
                 except Exception:  # noqa: BLE001 - the flush below must still run
                     log.exception("purging expired session states failed")
             if self.idle_flush is not None:
-                report.idle = self.idle_flush.run(self.contexts())
+                users = (c for c in self.contexts() if c.scope == "user")  # sessions are users'
+                report.idle = self.idle_flush.run(users)
             self.sweeps += 1
             if report.purged or (report.idle and report.idle.sessions):
                 log.info("sweep %d: %s", self.sweeps, report)

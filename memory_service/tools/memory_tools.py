@@ -98,7 +98,9 @@ def format_fact(fact: Fact) -> str:
 
 def format_recall(recall: Recall) -> str:
     legs = ", ".join(f"{leg} #{rank}" for leg, rank in recall.ranks.items() if rank is not None)
-    return f"Recall: {recall.fact.text} (id={recall.fact.id}, score={recall.score:.4f}, {legs})"
+    fact = recall.fact
+    shared = f", {fact.scope} memory" if fact.scope not in (None, "user") else ""
+    return f"Recall: {fact.text} (id={fact.id}, score={recall.score:.4f}, {legs}{shared})"
 
 
 class MemoryTools:

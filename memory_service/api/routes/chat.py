@@ -17,6 +17,6 @@ def chat(body: ChatRequest, principal: PrincipalDep, services: ServicesDep):
     (and why), MEMORY.md's share of it, the facts flushed out of the conversation, whether
     the session was compacted, tool calls, and tokens by purpose. Without a configured model
     it answers 503 ``llm_not_configured``; the rest of the API keeps working."""
-    ctx = user_context(principal, body.user_id, body.session_id)
+    ctx = user_context(principal, body.user_id, body.session_id, agent_id=body.agent_id)
     outcome = build_harness(services).call(ctx, body.message)
     return ChatResponse.model_validate(outcome)

@@ -7,9 +7,15 @@ from typing import Annotated
 
 from fastapi import APIRouter, Path, Query
 
-from memory_service.api.deps import LongTermDep, PrincipalDep, ServicesDep, user_context
+from memory_service.api.deps import (
+    LongTermDep,
+    PrincipalDep,
+    ServicesDep,
+    require_scope_writer,
+    user_context,
+)
 from memory_service.api.errors import ApiError
-from memory_service.api.schemas.common import UserId
+from memory_service.api.schemas.common import AgentId, UserId
 from memory_service.api.schemas.memories import (
     DeleteReceipt,
     FactOut,
@@ -20,6 +26,7 @@ from memory_service.api.schemas.memories import (
     SearchResponse,
     UpdateRequest,
 )
+from memory_service.context import SCOPES, Scope
 from memory_service.limits import MAX_CURSOR_CHARS, MAX_FACT_ID_CHARS, MAX_PAGE_SIZE
 from memory_service.pipeline.erasure import erase_facts, forget_user
 
@@ -27,13 +34,20 @@ router = APIRouter(prefix="/v1", tags=["memories"])
 
 UserQuery = Annotated[UserId, Query(description="the user whose memories these are")]
 UserPath = Annotated[UserId, Path(description="the user whose memories these are")]
+AgentQuery = Annotated[AgentId | None, Query(description="the agent the call is made for")]
+ScopeQuery = Annotated[
+    Scope, Query(description="whose memory the fact is in: user (default), agent or tenant")
+]
 
 
 @router.post("/memories", response_model=RecordResponse)
 def record_memories(body: RecordRequest, principal: PrincipalDep, memory: LongTermDep):
     """Record facts. Idempotent: the same text twice is one fact (``duplicate``); a fact with
-    the ``key`` of an active fact replaces it (``superseded``). All or nothing."""
-    ctx = user_context(principal, body.user_id, body.session_id)
+    the ``key`` of an active fact replaces it (``superseded``). All or nothing. Each fact
+    goes to its ``scope``: the user's own, the agent's (``agent_id``) or the tenant's; the
+    shared scopes need a curator or admin key (403 otherwise, nothing written)."""
+    require_scope_writer(principal, [f.scope for f in body.facts])
+    ctx = user_context(principal, body.user_id, body.session_id, agent_id=body.agent_id)
     results = memory.record(ctx, [f.to_fact(body.session_id) for f in body.facts])
     return RecordResponse.model_validate({"results": results})
 
@@ -44,9 +58,12 @@ def search_memories(body: SearchRequest, principal: PrincipalDep, memory: LongTe
     them as the configured retrieval strategy says (by default: standardised scores summed,
     with session neighbours and date terms; ``rrf-plain`` is Reciprocal Rank Fusion);
     ``bm25`` or ``dense`` is one retriever's own ranking. Each hit carries its rank and score
-    in each leg."""
-    ctx = user_context(principal, body.user_id)
-    recalls = memory.retrieve(ctx, body.query, body.top_k, body.threshold, mode=body.mode)
+    in each leg. ``scopes`` (default: user, agent when ``agent_id`` is given, tenant) are
+    merged; on the same ``key`` the narrower scope's fact wins and the wider one is hidden."""
+    ctx = user_context(principal, body.user_id, agent_id=body.agent_id)
+    recalls = memory.retrieve(
+        ctx, body.query, body.top_k, body.threshold, mode=body.mode, scopes=body.scopes
+    )
     return SearchResponse.model_validate({"hits": recalls})
 
 
@@ -58,10 +75,21 @@ def list_memories(
     limit: Annotated[int, Query(ge=1, le=MAX_PAGE_SIZE)] = 100,
     cursor: Annotated[str | None, Query(max_length=MAX_CURSOR_CHARS)] = None,
     include_inactive: bool = False,
+    agent_id: AgentQuery = None,
+    scope: Annotated[
+        list[Scope] | None,
+        Query(
+            max_length=len(SCOPES),
+            description="scopes to list (repeat the parameter); default: the user's own",
+        ),
+    ] = None,
 ):
-    """A page of the user's facts, oldest first; pass ``next_cursor`` back for the next."""
-    ctx = user_context(principal, user_id)
-    page = memory.list(ctx, limit=limit, cursor=cursor, include_inactive=include_inactive)
+    """A page of the user's facts (or those of the named ``scope``s, none hidden), oldest
+    first; pass ``next_cursor`` back for the next."""
+    ctx = user_context(principal, user_id, agent_id=agent_id)
+    page = memory.list(
+        ctx, limit=limit, cursor=cursor, include_inactive=include_inactive, scopes=scope
+    )
     return FactPage.model_validate(page)
 
 
@@ -71,8 +99,10 @@ def get_memory(
     memory: LongTermDep,
     memory_id: Annotated[str, Path(max_length=MAX_FACT_ID_CHARS)],
     user_id: UserQuery,
+    agent_id: AgentQuery = None,
+    scope: ScopeQuery = "user",
 ):
-    ctx = user_context(principal, user_id)
+    ctx = user_context(principal, user_id, agent_id=agent_id).in_scope(scope)
     found = memory.get(ctx, [memory_id])
     if not found:
         raise ApiError(404, "not_found", f"no memory {memory_id!r} for this user")
@@ -109,9 +139,13 @@ def delete_memory(
     services: ServicesDep,
     memory_id: Annotated[str, Path(max_length=MAX_FACT_ID_CHARS)],
     user_id: UserQuery,
+    agent_id: AgentQuery = None,
+    scope: ScopeQuery = "user",
 ):
-    """Delete one fact, from the store and from the user's MEMORY.md."""
-    ctx = user_context(principal, user_id)
+    """Delete one fact, from the store and from its scope's MEMORY.md (a shared scope's
+    fact needs a curator or admin key)."""
+    require_scope_writer(principal, [scope])
+    ctx = user_context(principal, user_id, agent_id=agent_id).in_scope(scope)
     deleted = erase_facts(services.longterm, services.settings.workspace, ctx, [memory_id])
     if not deleted:
         raise ApiError(404, "not_found", f"no memory {memory_id!r} for this user")

@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 from pydantic import AfterValidator, AliasPath, BeforeValidator, Field, model_validator
 
 from memory_service.api.schemas.common import (
+    AgentId,
     Merged,
     Out,
     SessionId,
@@ -36,6 +37,9 @@ class ChatRequest(Strict):
     user_id: UserId
     session_id: SessionId
     message: Message
+    agent_id: AgentId | None = Field(
+        None, description="the agent answering: its shared memory is recalled too"
+    )
 
 
 class RecalledOut(Out):  # a harness.RecalledFact

@@ -104,6 +104,7 @@ def _id_of(what: str) -> Callable[[object], object]:
 # ``invalid_id``, as ``RuntimeContext`` would say.
 UserId = Annotated[str, BeforeValidator(_id_of("user_id"))]
 SessionId = Annotated[str, BeforeValidator(_id_of("session_id"))]
+AgentId = Annotated[str, BeforeValidator(_id_of("agent_id"))]
 
 
 class TokenUsage(Out):  # an llm.Usage

@@ -33,11 +33,13 @@ class ConsolidationOut(Out):  # a pipeline.consolidation.ConsolidationResult
 
 
 class MaintenanceReportOut(Out):  # a pipeline.maintenance.MaintenanceReport
-    """What one run did for one user: ``status`` ran | skipped_recent | busy | failed, with a
-    count per step."""
+    """What one run did for one user (or a shared scope: ``scope`` agent | tenant, with
+    ``user_id`` null): ``status`` ran | skipped_recent | busy | failed, with a count per step."""
 
     tenant_id: str
-    user_id: str
+    user_id: str | None
+    scope: str
+    agent_id: str | None
     status: str
     counts: dict[str, int]
     consolidation: ConsolidationOut | None

@@ -8,8 +8,16 @@ from typing import Annotated, Literal
 
 from pydantic import AfterValidator, AliasPath, BeforeValidator, Field
 
-from memory_service.api.schemas.common import Out, SessionId, Strict, UserId, max_bytes
+from memory_service.api.schemas.common import (
+    AgentId,
+    Out,
+    SessionId,
+    Strict,
+    UserId,
+    max_bytes,
+)
 from memory_service.config import LEGS, Mode
+from memory_service.context import SCOPES, Scope
 from memory_service.facts import Fact, FactKind
 from memory_service.limits import (
     MAX_CONFIDENCE,
@@ -31,6 +39,15 @@ from memory_service.limits import (
 FactText = Annotated[str, Field(min_length=1), AfterValidator(max_bytes(MAX_FACT_TEXT_BYTES))]
 Query = Annotated[str, Field(min_length=1), AfterValidator(max_bytes(MAX_QUERY_BYTES))]
 Tag = Annotated[str, Field(min_length=1, max_length=MAX_TAG_CHARS)]
+Scopes = Annotated[
+    list[Scope],
+    Field(
+        min_length=1,
+        max_length=len(SCOPES),
+        description="the scopes to read (user, agent, tenant); default: the user's, the "
+        "agent's when agent_id is given, and the tenant's",
+    ),
+]
 
 
 class FactIn(Strict):
@@ -42,6 +59,12 @@ class FactIn(Strict):
     tags: Annotated[list[Tag], Field(max_length=MAX_TAGS)] = []
     source: Annotated[str, Field(max_length=MAX_SOURCE_CHARS)] | None = None
     expires_at: datetime | None = None
+    scope: Scope = Field(
+        "user",
+        description="whose memory: the user's own (default), the agent's (the request's "
+        "agent_id; shared by the agent's users) or the tenant's (shared by all its users); "
+        "agent and tenant need a curator or admin key",
+    )
 
     def to_fact(self, session_id: str | None) -> Fact:
         """The fact to record; id, hash and creation time are derived when it is."""
@@ -52,6 +75,7 @@ class FactIn(Strict):
 class RecordRequest(Strict):
     user_id: UserId
     session_id: SessionId | None = None
+    agent_id: AgentId | None = None
     facts: Annotated[list[FactIn], Field(min_length=1, max_length=MAX_FACTS_PER_RECORD)]
 
 
@@ -103,6 +127,8 @@ class SearchRequest(Strict):
     top_k: Annotated[int, Field(ge=1, le=MAX_TOP_K)] = 5
     threshold: Annotated[float, Field(ge=MIN_THRESHOLD, le=MAX_THRESHOLD)] = 0.0
     mode: Mode = "hybrid"
+    agent_id: AgentId | None = None
+    scopes: Scopes | None = None
 
 
 class FactOut(Out):  # a facts.Fact (its content_hash stays inside)
@@ -121,6 +147,8 @@ class FactOut(Out):  # a facts.Fact (its content_hash stays inside)
     expires_at: datetime | None
     superseded_by: str | None
     valid_to: datetime | None
+    scope: Scope
+    agent_id: str | None
 
 
 def _every_leg(per_leg: Mapping[str, object]) -> dict[str, object]:
@@ -146,6 +174,8 @@ class Hit(Out):  # a facts.Recall: its fact's fields, flat
     importance: int = Field(validation_alias=_of_fact("importance"))
     tags: list[str] = Field(validation_alias=_of_fact("tags"))
     created_at: datetime | None = Field(validation_alias=_of_fact("created_at"))
+    scope: Scope = Field(validation_alias=_of_fact("scope"))
+    agent_id: str | None = Field(validation_alias=_of_fact("agent_id"))
 
 
 class SearchResponse(Out):
