@@ -19,7 +19,8 @@ from memory_service.api.schemas.errors import ErrorResponse
 
 ERRORS: dict[int, str] = {
     401: "missing or unknown API key (code unauthorized)",
-    403: "the key's role may not do this: it needs an admin key (code forbidden)",
+    403: "the key's role may not do this: an admin key, or a curator key for shared memory "
+    "(code forbidden)",
     404: "nothing stored under this id for this user (code not_found)",
     409: "the session changed meanwhile (expected_version: conflict), or the user is being "
     "erased (user_erased)",
@@ -36,9 +37,9 @@ _LLM = {502, 503, 504}
 
 # (method, path template) -> the statuses a route's own logic adds to the derived ones.
 ROUTE_ERRORS: dict[tuple[str, str], set[int]] = {
-    ("post", "/v1/memories"): {409},
+    ("post", "/v1/memories"): {403, 409},  # 403: agent or tenant scope with a user key
     ("get", "/v1/memories/{memory_id}"): {404},
-    ("delete", "/v1/memories/{memory_id}"): {404},
+    ("delete", "/v1/memories/{memory_id}"): {403, 404},
     ("post", "/v1/sessions/{session_id}/messages"): {409} | _LLM,
     ("get", "/v1/sessions/{session_id}"): {404},
     ("post", "/v1/sessions/{session_id}/compact"): {409, 413} | _LLM,
