@@ -4,6 +4,7 @@ the targets' verdicts on hand-written result documents."""
 from __future__ import annotations
 
 import json
+import re
 from collections import Counter
 from collections.abc import Sequence
 from pathlib import Path
@@ -121,6 +122,20 @@ def test_bench_scale_measures_in_process_and_over_http(tmp_path: Path):
     for result in doc["results"]:
         assert result["latency_ms"]["p95"] >= result["latency_ms"]["p50"] > 0
         assert result["http_latency_ms"]["p95"] >= result["http_latency_ms"]["p50"] > 0
+
+
+def test_bench_scale_times_http_search_with_observability_off_too(tmp_path: Path, capsys):
+    out = tmp_path / "scale.json"
+    args = ["bench", "--scale", "30", "--users", "3", "--queries", "5", "--modes", "hybrid"]
+    assert main([*args, "--observability-off-too", "--json", str(out), "--no-progress"]) == 0
+    doc = json.loads(out.read_text())
+    [result] = doc["results"]
+    for path in ("http_latency_ms", "http_plain_latency_ms"):
+        assert result[path]["p95"] >= result[path]["p50"] > 0, path
+    assert "--observability-off-too" in doc["command"]
+    printed = capsys.readouterr().out
+    assert "observability on (metrics + JSON access log) vs off" in printed
+    assert re.search(r"hybrid .* [+-]\d+\.\d%", printed), printed
 
 
 def test_bench_scale_with_shared_facts_times_each_scope_variant(tmp_path: Path):

@@ -8,7 +8,7 @@ from memory_service.facts import Fact
 from memory_service.longterm.files import FileSystemLongTermMemory
 from memory_service.paths import UserPaths
 from memory_service.pipeline.consolidation import Consolidator
-from memory_service.pipeline.erasure import erase_facts, erase_user
+from memory_service.pipeline.erasure import erase_facts, forget_user
 from memory_service.pipeline.maintenance import MemoryMaintenance
 from memory_service.pipeline.scheduler import known_users, run_all
 
@@ -63,7 +63,7 @@ def test_erasing_a_user_leaves_shared_memory_and_a_shared_delete_leaves_the_user
     run_all(
         _maintenance(memory, workspace), known_users(workspace, memory, ["acme"]), progress=False
     )
-    assert erase_user(memory, workspace, ALICE) == 1
+    assert forget_user(memory, workspace, ALICE) == 1
     assert not UserPaths.of(workspace, ALICE).memory_md.exists()
     assert "Lunch" in UserPaths.of(workspace, TENANT).memory_md.read_text()
 

@@ -120,6 +120,12 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--top-k", type=int, default=10, help="--scale: top_k per query (default 10)")
     p.add_argument("--no-http", action="store_true", help="--scale: skip the HTTP measurement")
     p.add_argument(
+        "--observability-off-too",
+        action="store_true",
+        help="--scale: also time HTTP search on an app without metrics or access log, "
+        "interleaved, side by side (the overhead of /metrics and the request log)",
+    )
+    p.add_argument(
         "--shared-facts",
         type=int,
         default=0,
@@ -181,6 +187,8 @@ def command_line(args: argparse.Namespace, preset: str | None = None) -> str:
         parts += ["--queries", str(args.queries), "--top-k", str(args.top_k)]
         if getattr(args, "embedders", None):
             parts += ["--embedders", ",".join(args.embedders)]
+        if getattr(args, "observability_off_too", False):
+            parts.append("--observability-off-too")
         if getattr(args, "shared_facts", 0):
             parts += ["--shared-facts", str(args.shared_facts)]
     else:
@@ -313,6 +321,7 @@ def _scale(args: argparse.Namespace, settings, embedder) -> dict:
         "top_k": args.top_k,
         "batch_size": args.batch_size,
         "http": not args.no_http,
+        "observability_off_too": args.observability_off_too,
         "workdir": args.workdir,
         "seed": args.seed,
         "show_progress": not args.no_progress,

@@ -34,6 +34,7 @@ from memory_service.longterm.retrieval import LegHit, RetrievalConfig
 from memory_service.longterm.store import NO_CANDIDATES, BaseLongTermMemory, Candidates, StoredFacts
 from memory_service.longterm.vector_cache import add_vectors
 from memory_service.longterm.vector_cache import cache_path as vector_cache_path
+from memory_service.observe.telemetry import timed_stage
 from memory_service.paths import UserPaths, WorkspacePaths
 from memory_service.tombstones import Tombstones
 
@@ -185,19 +186,21 @@ class FileSystemLongTermMemory(BaseLongTermMemory[_Read]):
             return fact if fact.is_active(now) else None
 
         if "bm25" in legs:
-            hits = index.bm25(self.retrieval).search(tokenize(query), depth)
+            with timed_stage("bm25"):
+                hits = index.bm25(self.retrieval).search(tokenize(query), depth)
             leg_hits["bm25"] = [
                 LegHit(f.id, h.score, f.session_id, f.created_at)
                 for h in hits
                 if (f := live(h.index)) is not None
             ]
         if "dense" in legs:
-            query_vector = self._query_vector(query)
-            cache_file = vector_cache_path(self.paths(ctx), self._embedder)
-            sims = index.matrix(self._embedder, cache_file) @ query_vector
-            if self._tombstones is not None and self._tombstones.refuses(ctx):
-                cache_file.unlink(missing_ok=True)  # read before an erase: not to be kept
-            order = np.argsort(-sims, kind="stable")[:depth]
+            with timed_stage("dense"):
+                query_vector = self._query_vector(query)
+                cache_file = vector_cache_path(self.paths(ctx), self._embedder)
+                sims = index.matrix(self._embedder, cache_file) @ query_vector
+                if self._tombstones is not None and self._tombstones.refuses(ctx):
+                    cache_file.unlink(missing_ok=True)  # read before an erase: not to be kept
+                order = np.argsort(-sims, kind="stable")[:depth]
             leg_hits["dense"] = [
                 LegHit(f.id, float(sims[i]), f.session_id, f.created_at)
                 for i in order

@@ -58,6 +58,7 @@ from memory_service.longterm.qdrant_engine import (
 from memory_service.longterm.recording import RecordPlan
 from memory_service.longterm.retrieval import LegHit, RetrievalConfig, fact_terms
 from memory_service.longterm.store import BaseLongTermMemory, Candidates, StoredFacts
+from memory_service.observe.telemetry import timed_stage
 from memory_service.paths import WorkspacePaths
 from memory_service.tombstones import Tombstones
 
@@ -149,16 +150,17 @@ class QdrantLongTermMemory(BaseLongTermMemory[_Read]):
         threshold: float,
         now: datetime,
     ) -> Candidates:
-        sparse = query_vector(tokenize(query)) if "bm25" in legs else None
-        dense = self._query_vector(query).tolist() if "dense" in legs else None
-        results = self.engine.query(
-            UserFilter.of(ctx, open_only=True, live_at=now),
-            dense=dense,
-            sparse=sparse if sparse else None,  # no terms: no lexical hit
-            limit=depth,
-            threshold=threshold,
-            idf_corpus=UserFilter.of(ctx, open_only=True),
-        )
+        with timed_stage("engine"):  # both legs in one engine query: timed together
+            sparse = query_vector(tokenize(query)) if "bm25" in legs else None
+            dense = self._query_vector(query).tolist() if "dense" in legs else None
+            results = self.engine.query(
+                UserFilter.of(ctx, open_only=True, live_at=now),
+                dense=dense,
+                sparse=sparse if sparse else None,  # no terms: no lexical hit
+                limit=depth,
+                threshold=threshold,
+                idf_corpus=UserFilter.of(ctx, open_only=True),
+            )
         payloads: dict[str, dict] = {}
         leg_hits: dict[str, list[LegHit]] = {}
         for leg, engine_leg in (("bm25", SPARSE), ("dense", DENSE)):

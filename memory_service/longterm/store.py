@@ -44,6 +44,7 @@ from memory_service.longterm.retrieval import (
     legs_for_mode,
     validate_query,
 )
+from memory_service.observe.telemetry import sink, timed_stage
 from memory_service.tombstones import Tombstones
 
 
@@ -98,6 +99,17 @@ def utc_times(fact: Fact) -> Fact:
         expires_at=parse_time(fact.expires_at),
         valid_to=parse_time(fact.valid_to),
     )
+
+
+def _count_records(plan: RecordPlan) -> None:
+    """Records by status for the metrics; created and superseding facts are new facts."""
+    target = sink()
+    counts: dict[str, int] = {}
+    for result in plan.results:
+        counts[result.status] = counts.get(result.status, 0) + 1
+    for status, count in counts.items():
+        target.records(status, count)
+    target.facts_changed(counts.get("created", 0) + counts.get("superseded", 0))
 
 
 def is_hit(leg: str, score: float, threshold: float) -> bool:
@@ -158,6 +170,7 @@ class BaseLongTermMemory(ABC, Generic[S]):
                     # shared with it): take the write back, so nothing of the user remains
                     self._delete(owner, canonical_ids([*plan.new, *plan.closed]))
                     self._check_not_erased(ctx)
+            _count_records(plan)
             results.update(zip(positions, plan.results, strict=True))
         return [results[i] for i in range(len(stamped))]
 
@@ -175,6 +188,18 @@ class BaseLongTermMemory(ABC, Generic[S]):
         legs = legs_for_mode(mode)
         owners = ctx.visible_scopes(scopes)
         self._check_open()
+        with timed_stage("retrieve"):
+            return self._retrieve(owners, query, top_k, threshold, mode, legs)
+
+    def _retrieve(
+        self,
+        owners: Sequence[RuntimeContext],
+        query: str,
+        top_k: int,
+        threshold: float,
+        mode: Mode,
+        legs: tuple[Leg, ...],
+    ) -> list[Recall]:
         depth = self.retrieval.depth(top_k)
         now = self._clock()
         found = self._scoped_candidates(owners, query, legs, depth, float(threshold), now)
@@ -185,7 +210,8 @@ class BaseLongTermMemory(ABC, Generic[S]):
         }
         if not any(leg_hits.values()):
             return []
-        fused = fuse_legs(mode, leg_hits, self.retrieval, top_k)
+        with timed_stage("fusion"):
+            fused = fuse_legs(mode, leg_hits, self.retrieval, top_k)
         return [Recall(found.fact(h.id), h.score, h.ranks, h.scores) for h in fused]
 
     def _scoped_candidates(
@@ -309,13 +335,17 @@ class BaseLongTermMemory(ABC, Generic[S]):
             return 0
         self._check_open()
         with self._write_lock(ctx):
-            return self._delete(ctx, wanted)
+            deleted = self._delete(ctx, wanted)
+        sink().facts_changed(-deleted)
+        return deleted
 
     def forget(self, ctx: RuntimeContext) -> int:
         """Every fact of ``ctx``'s user; the backend takes its write lock (and may skip it when
         the user has nothing stored)."""
         self._check_open()
-        return self._forget(ctx)
+        forgotten = self._forget(ctx)
+        sink().facts_changed(-forgotten)
+        return forgotten
 
     def count_user(self, ctx: RuntimeContext) -> int:
         """How many facts the user has stored, superseded and expired ones included."""

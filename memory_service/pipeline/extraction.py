@@ -189,7 +189,8 @@ def parse_flush_reply(text: str, span: Span | None = None) -> list[Fact]:
         try:
             facts.append(Fact(text=cleaned, source=source, **meta).validate())
         except InvalidInputError as exc:
-            log.warning("flush bullet refused (%s): %.80r", exc.message, cleaned)
+            # the bullet's text is the user's: the log names the reason and the size only
+            log.warning("flush bullet refused (%s, %d characters)", exc.code, len(cleaned))
     if bullets == 0 and NO_REPLY not in (text or ""):
         shown = (text or "").strip()[:200]
         raise LlmBadResponseError(
@@ -327,13 +328,14 @@ class Extractor:
             try:
                 reply = self.model.complete(request, temperature=0.0)
             except LlmError as exc:
-                error = f"{exc.code}: {exc.message}"
+                error, code = f"{exc.code}: {exc.message}", exc.code
             else:
                 result.usage = result.usage + reply.usage
                 reply_text = reply.text
                 try:
                     return parse_flush_reply(reply.text, span), None, reply_text
                 except LlmBadResponseError as exc:
-                    error = f"{exc.code}: {exc.message}"
-            log.warning("flush attempt %d failed: %s", attempt + 1, error)
+                    error, code = f"{exc.code}: {exc.message}", exc.code
+            # the message may quote the reply (the user's facts): the log gets the code only
+            log.warning("flush attempt %d failed: %s", attempt + 1, code)
         return [], error, reply_text
