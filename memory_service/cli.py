@@ -12,6 +12,7 @@ import sys
 from collections.abc import Sequence
 
 from memory_service.errors import MemoryServiceError
+from memory_service.observe.logs import configure_logging
 
 COMMAND_MODULES: tuple[str, ...] = (
     "memory_service.commands.serve",
@@ -44,10 +45,8 @@ def _one_line(message: str) -> str:
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
-    logging.basicConfig(
-        level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
-    )
-    for noisy in ("sentence_transformers", "httpx", "transformers"):
+    configure_logging("text", logging.INFO)  # serve applies MEMORY_OBSERVABILITY__LOG_*
+    for noisy in ("sentence_transformers", "httpx", "httpx2", "transformers"):
         logging.getLogger(noisy).setLevel(logging.WARNING)
     try:
         return int(args.handler(args) or 0)

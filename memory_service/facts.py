@@ -5,6 +5,7 @@ from __future__ import annotations
 import base64
 import binascii
 import json
+import unicodedata
 import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
@@ -12,13 +13,16 @@ from datetime import UTC, datetime
 from typing import Generic, Literal, TypeVar
 
 from indexing.hashing import content_hash
-from memory_service.context import RuntimeContext
+from memory_service.context import RuntimeContext, validate_id
 from memory_service.errors import InvalidInputError
 from memory_service.limits import (
     MAX_CONFIDENCE,
     MAX_IMPORTANCE,
     MAX_KEY_CHARS,
     MAX_PAGE_SIZE,
+    MAX_SOURCE_CHARS,
+    MAX_SOURCE_MESSAGES,
+    MAX_SOURCE_TEXT_BYTES,
     MAX_TAG_CHARS,
     MAX_TAGS,
     MIN_CONFIDENCE,
@@ -46,6 +50,116 @@ def fact_id(tenant_id: str, owner: str, text_hash: str) -> str:
     return str(uuid.uuid5(FACT_NAMESPACE, f"{tenant_id}\x1f{owner}\x1f{text_hash}"))
 
 
+def clip_source_text(text: str, limit: int = MAX_SOURCE_TEXT_BYTES) -> str:
+    """``text`` with whitespace runs made single spaces, cut at a word boundary to at most
+    ``limit`` UTF-8 bytes: what producers (the flush, ``memory_save``, the benchmarks) store,
+    so a long message never makes a fact's source refused."""
+    flat = " ".join("".join(" " if _is_control(ch) else ch for ch in text).split())
+    if len(flat.encode("utf-8")) <= limit:
+        return flat
+    cut = flat.encode("utf-8")[: limit + 1].decode("utf-8", errors="ignore")
+    head = cut[: cut.rfind(" ")] if " " in cut else cut[:-1]
+    while len(head.encode("utf-8")) > limit:
+        head = head[:-1]
+    return head.rstrip()
+
+
+def _is_control(ch: str) -> bool:
+    return unicodedata.category(ch) == "Cc"
+
+
+def _has_control(text: str, allowed: str = "") -> bool:
+    return any(_is_control(ch) and ch not in allowed for ch in text)
+
+
+@dataclass(frozen=True, slots=True)
+class Source:
+    """Where a fact came from: personal data, stored, recalled and deleted with the fact.
+
+    ``origin`` is how it came in (``flush``, ``memory_save``, or a caller's label: what the
+    whole ``source`` string was before provenance); ``session_id`` and ``messages`` (the
+    messages' sequence numbers in that session) say which conversation; ``text`` is what was
+    said there (at most ``MAX_SOURCE_TEXT_BYTES``), which the lexical leg indexes beside the
+    fact."""
+
+    origin: str | None = None
+    session_id: str | None = None
+    messages: tuple[int, ...] = ()
+    text: str | None = None
+
+    def validate(self) -> Source:
+        """Raise ``InvalidInputError`` (code ``invalid_source``) naming the first problem."""
+        if self.origin is not None:
+            if not self.origin.strip() or len(self.origin) > MAX_SOURCE_CHARS:
+                raise _bad_source(f"source origin must be 1-{MAX_SOURCE_CHARS} characters")
+            if _has_control(self.origin):
+                raise _bad_source("source origin must not contain control characters")
+        if self.session_id is not None:
+            try:
+                validate_id(self.session_id, "source session_id")
+            except InvalidInputError as exc:
+                raise _bad_source(exc.message) from None
+        if len(self.messages) > MAX_SOURCE_MESSAGES or any(
+            isinstance(m, bool) or not isinstance(m, int) or m < 0 for m in self.messages
+        ):
+            raise _bad_source(
+                f"source messages must be at most {MAX_SOURCE_MESSAGES} sequence numbers >= 0"
+            )
+        if self.text is not None:
+            if len(self.text.encode("utf-8")) > MAX_SOURCE_TEXT_BYTES:
+                raise _bad_source(f"source text is over {MAX_SOURCE_TEXT_BYTES} bytes")
+            if _has_control(self.text, allowed="\n\t"):
+                raise _bad_source("source text must not contain control characters")
+        return self
+
+    def is_empty(self) -> bool:
+        return (
+            self.origin is None
+            and self.session_id is None
+            and not self.messages
+            and not (self.text)
+        )
+
+    def to_dict(self) -> dict:
+        return {
+            "origin": self.origin,
+            "session_id": self.session_id,
+            "messages": list(self.messages),
+            "text": self.text,
+        }
+
+    @classmethod
+    def coerce(cls, value: object) -> Source | None:
+        """A ``Source`` from what is stored or sent: a ``Source``, its dict, or a plain string
+        (an old ledger's or export's ``source``: the origin label); None stays None."""
+        if value is None or isinstance(value, Source):
+            return value
+        if isinstance(value, str):
+            return cls(origin=value) if value else None
+        if isinstance(value, dict):
+            messages = value.get("messages") or ()
+            if not isinstance(messages, list | tuple):
+                raise _bad_source("source messages must be a list of sequence numbers")
+            found = cls(
+                origin=_opt_str(value.get("origin"), "origin"),
+                session_id=_opt_str(value.get("session_id"), "session_id"),
+                messages=tuple(messages),
+                text=_opt_str(value.get("text"), "text"),
+            )
+            return None if found.is_empty() else found
+        raise _bad_source("source must be an object (or a string label)")
+
+
+def _opt_str(value: object, name: str) -> str | None:
+    if value is None or isinstance(value, str):
+        return value or None
+    raise _bad_source(f"source {name} must be a string")
+
+
+def _bad_source(message: str) -> InvalidInputError:
+    return InvalidInputError(message, code="invalid_source")
+
+
 @dataclass(frozen=True, slots=True)
 class Fact:
     """One long-term memory. ``id`` and ``content_hash`` are derived when it is recorded."""
@@ -56,7 +170,7 @@ class Fact:
     importance: int = 5
     confidence: float = 1.0
     tags: tuple[str, ...] = ()
-    source: str | None = None
+    source: Source | None = None  # a plain string is taken as the origin label
     session_id: str | None = None
     created_at: datetime | None = None
     expires_at: datetime | None = None
@@ -68,6 +182,15 @@ class Fact:
     last_accessed_at: datetime | None = None
     scope: str | None = None  # None: the recording context's; set on every stored fact
     agent_id: str | None = None  # the agent whose fact it is (agent scope only)
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.source, Source | None):
+            object.__setattr__(self, "source", Source.coerce(self.source))
+
+    @property
+    def source_text(self) -> str:
+        """What the lexical leg indexes beside the fact's text ("" without a source text)."""
+        return (self.source.text or "") if self.source is not None else ""
 
     def validate(self) -> Fact:
         """Raise ``InvalidInputError`` naming the first problem; return self when valid."""
@@ -102,12 +225,18 @@ class Fact:
             raise InvalidInputError(
                 f"at most {MAX_TAGS} tags of 1-{MAX_TAG_CHARS} characters", code="invalid_fact"
             )
+        if self.source is not None:
+            self.source.validate()
         return self
 
     def stamped(self, ctx: RuntimeContext, now: datetime | None = None) -> Fact:
         """Validated copy with derived hash and id, creation time and session filled in."""
         self.validate()
         text_hash = content_hash(self.text)
+        session_id = self.session_id or ctx.session_id
+        source = self.source
+        if source is not None and source.session_id is None and session_id is not None:
+            source = replace(source, session_id=session_id)  # it came from this session
         return replace(
             self,
             content_hash=text_hash,
@@ -117,7 +246,8 @@ class Fact:
             created_at=parse_time(self.created_at) or now or utcnow(),
             expires_at=parse_time(self.expires_at),
             valid_to=parse_time(self.valid_to),
-            session_id=self.session_id or ctx.session_id,
+            session_id=session_id,
+            source=source,
             tags=tuple(dict.fromkeys(self.tags)),
         )
 
@@ -137,7 +267,7 @@ class Fact:
             "importance": self.importance,
             "confidence": self.confidence,
             "tags": list(self.tags),
-            "source": self.source,
+            "source": self.source.to_dict() if self.source is not None else None,
             "session_id": self.session_id,
             "created_at": _iso(self.created_at),
             "expires_at": _iso(self.expires_at),
@@ -159,7 +289,7 @@ class Fact:
             importance=int(data.get("importance", 5)),
             confidence=float(data.get("confidence", 1.0)),
             tags=tuple(data.get("tags") or ()),
-            source=data.get("source"),
+            source=Source.coerce(data.get("source")),
             session_id=data.get("session_id"),
             created_at=parse_time(data.get("created_at")),
             expires_at=parse_time(data.get("expires_at")),

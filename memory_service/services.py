@@ -21,6 +21,7 @@ from memory_service.harness import MemoryHarness
 from memory_service.llm import ChatModel
 from memory_service.longterm.base import LongTermMemory
 from memory_service.longterm.vector_cache import VectorCaches
+from memory_service.observe.telemetry import TimedEmbedder
 from memory_service.paths import WorkspacePaths
 from memory_service.pipeline.consolidation import Consolidator, MemoryMdFiles
 from memory_service.pipeline.dead_letters import FlushDeadLetters
@@ -56,6 +57,7 @@ def build_embedder(settings: Settings) -> Embedder:
         except (OSError, ValueError) as exc:
             message = f"MEMORY_EMBEDDING__MODEL: cannot load {cfg.model!r}: {exc}"
             raise ConfigurationError(message) from exc
+    inner = TimedEmbedder(inner)  # model time and batch sizes for /metrics, beneath the cache
     return CachedEmbedder(inner, max_entries=cfg.cache_entries) if cfg.cache_entries else inner
 
 
@@ -209,7 +211,8 @@ class Services:
 
 
 def build_services(settings: Settings, *, embedder: Embedder | None = None) -> Services:
-    embedder = embedder or build_embedder(settings)
+    # an embedder handed in (tests, benchmarks) is timed too; build_embedder times its model
+    embedder = TimedEmbedder(embedder) if embedder is not None else build_embedder(settings)
     services = Services(settings, embedder, build_longterm(settings, embedder))
     try:
         services.chat_model = ChatModel.from_settings(settings.llm)

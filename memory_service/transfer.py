@@ -115,10 +115,10 @@ _JSON_PROBLEMS = {
     "Invalid \\uXXXX escape": "a bad \\u escape",
 }
 _JSON_KINDS = {list: "a list", str: "a string", int: "a number", float: "a number"}
+# ``source`` is an object or an old export's string: ``Source.coerce`` checks it
 _TEXT_FIELDS = (
     "key",
     "kind",
-    "source",
     "session_id",
     "id",
     "content_hash",

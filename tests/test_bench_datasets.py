@@ -12,10 +12,15 @@ from memory_service.bench.datasets import load_dataset
 from memory_service.bench.datasets.locomo import load_locomo, parse_evidence
 from memory_service.bench.datasets.longmemeval import load_longmemeval
 from memory_service.bench.datasets.synthetic import generate
+from memory_service.facts import Source
 
 FIXTURES = Path(__file__).parent / "fixtures"
 LOCOMO = FIXTURES / "locomo_mini.json"
 LONGMEMEVAL = FIXTURES / "longmemeval_mini.json"
+CELLO_TURNS = (
+    "Nora: I started cello lessons last month, it is harder than it looks. "
+    "Nora: My teacher says I should practise scales every morning."
+)
 
 
 def _questions(dataset):
@@ -89,6 +94,26 @@ def test_locomo_observation_facts_link_to_their_turns():
     assert items["Nora likes quiet evenings."].refs == ()  # D8:1 is no turn
     assert dataset.notes["observations linked to no turn"] == 1
     assert dataset.question_count == 7  # questions do not depend on the unit
+
+
+def test_locomo_facts_carry_their_source_turns_unless_asked_not_to():
+    items = {
+        i.text: i for i in load_dataset("locomo", path=LOCOMO, unit="facts").conversations[0].items
+    }
+    cello = items["Nora takes cello lessons and practises scales every morning."].to_fact()
+    assert cello.source == Source("locomo", "session_2", (1, 3), CELLO_TURNS)
+    assert items["Nora likes quiet evenings."].source is None  # D8:1 is no turn: no text
+    bare = load_dataset("locomo", path=LOCOMO, unit="facts", with_source=False)
+    assert all(i.source is None for c in bare.conversations for i in c.items)
+    assert [i.text for i in bare.conversations[0].items] == list(items)  # the same facts
+    turns = load_dataset("locomo", path=LOCOMO, unit="turns")
+    assert all(i.source is None for c in turns.conversations for i in c.items)
+
+
+def test_longmemeval_turns_name_their_session_and_position():
+    multi = load_dataset("longmemeval", path=LONGMEMEVAL).conversations[0]
+    assert {i.source for i in multi.items} >= {Source("longmemeval", "answer_fx0001_2", (2,))}
+    assert all(i.source.text is None for i in multi.items)  # the memory is the message
 
 
 def test_locomo_bad_input_is_a_clear_error(tmp_path):

@@ -4,6 +4,7 @@ the targets' verdicts on hand-written result documents."""
 from __future__ import annotations
 
 import json
+import re
 from collections import Counter
 from collections.abc import Sequence
 from pathlib import Path
@@ -117,9 +118,24 @@ def test_bench_scale_measures_in_process_and_over_http(tmp_path: Path):
     doc = json.loads(out.read_text())
     assert doc["dataset"] == "scale" and doc["facts"] == 40 and doc["users"] == 4
     assert doc["ingest_per_s"] > 0 and doc["peak_rss_mb"] > 0
+    assert doc["source"] is True  # each fact with a source message, unless --no-source
     for result in doc["results"]:
         assert result["latency_ms"]["p95"] >= result["latency_ms"]["p50"] > 0
         assert result["http_latency_ms"]["p95"] >= result["http_latency_ms"]["p50"] > 0
+
+
+def test_bench_scale_times_http_search_with_observability_off_too(tmp_path: Path, capsys):
+    out = tmp_path / "scale.json"
+    args = ["bench", "--scale", "30", "--users", "3", "--queries", "5", "--modes", "hybrid"]
+    assert main([*args, "--observability-off-too", "--json", str(out), "--no-progress"]) == 0
+    doc = json.loads(out.read_text())
+    [result] = doc["results"]
+    for path in ("http_latency_ms", "http_plain_latency_ms"):
+        assert result[path]["p95"] >= result[path]["p50"] > 0, path
+    assert "--observability-off-too" in doc["command"]
+    printed = capsys.readouterr().out
+    assert "observability on (metrics + JSON access log) vs off" in printed
+    assert re.search(r"hybrid .* [+-]\d+\.\d%", printed), printed
 
 
 def test_bench_scale_with_shared_facts_times_each_scope_variant(tmp_path: Path):
@@ -279,6 +295,23 @@ def test_command_line_names_the_baseline_only_when_not_the_default(argv, preset,
         assert "--baseline-preset" not in line
     else:
         assert line.endswith(f"--baseline-preset {shown}")
+
+
+def test_command_line_says_when_provenance_was_left_out():
+    bare = build_parser().parse_args(["bench", "--dataset", "locomo", "--no-source"])
+    assert "--no-source" in command_line(bare, "hybrid")
+    assert "--no-source" not in command_line(build_parser().parse_args(["bench"]), "hybrid")
+
+
+def test_scale_facts_carry_a_source_message_unless_left_out():
+    from memory_service.bench.scale import scale_facts
+
+    facts = scale_facts(["Likes tea", "Rows on Sundays"], with_source=True)
+    assert [f.source.text for f in facts] == [
+        "Likes tea Rows on Sundays",
+        "Rows on Sundays Likes tea",
+    ]
+    assert [f.source for f in scale_facts(["Likes tea"], with_source=False)] == [None]
 
 
 # --- the targets, judged on hand-written result documents --------------------------------------

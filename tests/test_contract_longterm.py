@@ -12,7 +12,7 @@ from indexing.hashing import content_hash
 from memory_service.context import RuntimeContext
 from memory_service.errors import InvalidInputError
 from memory_service.fact_filter import ConfidenceDecay, FactFilter
-from memory_service.facts import FACT_NAMESPACE, Fact, utcnow
+from memory_service.facts import FACT_NAMESPACE, Fact, Source, utcnow
 from memory_service.limits import MAX_TAG_CHARS, MAX_TAGS
 
 ALICE = RuntimeContext("acme", "alice")
@@ -221,7 +221,8 @@ def test_metadata_round_trips(memory):
         0.5,
     )
     assert stored.tags == ("work", "wiki")
-    assert (stored.source, stored.session_id) == ("chat", "s-1")
+    # a string is the origin; a source without a session is the fact's session's
+    assert (stored.source, stored.session_id) == (Source("chat", "s-1"), "s-1")
     assert stored.created_at is not None and stored.content_hash == content_hash(fact.text)
 
 
@@ -347,6 +348,11 @@ BAD_FACTS = [
     (Fact("x", tags=("",)), "invalid_fact"),
     (Fact("nul \x00 inside"), "invalid_fact"),
     (Fact("x" * 20_000), "fact_too_large"),
+    (Fact("x", source=Source(text="y" * 3000)), "invalid_source"),
+    (Fact("x", source=Source(text="bell \x07 inside")), "invalid_source"),
+    (Fact("x", source=Source(origin="a\nb")), "invalid_source"),
+    (Fact("x", source=Source(session_id="../s")), "invalid_source"),
+    (Fact("x", source=Source(messages=(-1,))), "invalid_source"),
 ]
 
 
@@ -654,3 +660,65 @@ def test_recall_counts_accesses_in_batches(memory):
     memory.delete(ALICE, [allergy.id])
     memory.access.flush()
     assert memory.get(ALICE, [allergy.id]) == []  # a deleted fact is not written back
+
+
+# -- provenance: a fact's source --------------------------------------------------------------
+
+PET = Fact(
+    "Alice has a new pet",
+    source=Source(
+        origin="chat",
+        session_id="s-7",
+        messages=(3, 5),
+        text="I adopted a beagle called Waffles yesterday.\nHe loves the park.",
+    ),
+)
+
+
+def test_source_round_trips_in_get_list_and_every_hit(memory):
+    fid = memory.record(ALICE, [PET])[0].id
+    assert memory.get(ALICE, [fid])[0].source == PET.source
+    assert [f.source for f in memory.list(ALICE).items] == [PET.source]
+    for mode in ("hybrid", "bm25", "dense"):
+        hits = memory.retrieve(ALICE, "Alice's new pet", 1, mode=mode)
+        assert [h.fact.source for h in hits] == [PET.source]
+
+
+def test_recall_finds_a_fact_by_its_source_words(memory):
+    memory.record(ALICE, [PET, *PROFILE])
+    lexical = memory.retrieve(ALICE, "Waffles the beagle", 3, mode="bm25")
+    assert texts(lexical) == ["Alice has a new pet"]  # the fact's own text says neither word
+    hybrid = {r.fact.text: r for r in memory.retrieve(ALICE, "the beagle called Waffles", 3)}
+    assert hybrid["Alice has a new pet"].ranks["bm25"] == 1  # in hybrid too, by its source
+
+
+def test_dedup_is_by_fact_text_not_by_source(memory):
+    first = memory.record(ALICE, [PET])[0]
+    other = Fact("alice has a NEW pet", source=Source(text="Something else entirely"))
+    again = memory.record(ALICE, [other])[0]
+    assert (again.status, again.id) == ("duplicate", first.id)
+    assert memory.get(ALICE, [first.id])[0].source == PET.source  # the first source stays
+    same_source = memory.record(ALICE, [Fact("Alice walks in the park", source=PET.source)])
+    assert same_source[0].status == "created"  # a shared source is not a duplicate
+
+
+def test_delete_forget_and_supersede_take_the_source_along(memory):
+    keyed = Fact("Alice has a dog", key="user.pet", source=PET.source)
+    fid = memory.record(ALICE, [keyed])[0].id
+    memory.record(ALICE, [Fact("Alice has a cat", key="user.pet", source=Source(text="A cat!"))])
+    assert memory.retrieve(ALICE, "Waffles", 5, mode="bm25") == []  # superseded: not recalled
+    memory.record(BOB, [Fact("Bob has a hamster", source=PET.source)])
+    memory.record(ALICE, [Fact("Alice likes parks", source=PET.source)])
+    [kept] = memory.retrieve(ALICE, "Waffles", 5, mode="bm25")
+    assert memory.delete(ALICE, [kept.fact.id, fid]) == 2
+    assert memory.retrieve(ALICE, "Waffles", 5, mode="bm25") == []
+    assert all(f.source != PET.source for f in memory.list(ALICE, include_inactive=True).items)
+    assert len(memory.retrieve(BOB, "Waffles", 5, mode="bm25")) == 1  # Bob's own is untouched
+    memory.forget(BOB)
+    assert memory.retrieve(BOB, "Waffles", 5, mode="bm25") == []
+    assert memory.list(BOB, include_inactive=True).items == []
+
+
+def test_a_source_given_as_a_string_is_its_origin(memory):
+    fid = memory.record(ALICE, [Fact("Alice sings", source="crm")])[0].id
+    assert memory.get(ALICE, [fid])[0].source == Source(origin="crm")

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from memory_service.context import RuntimeContext
-from memory_service.facts import Fact
+from memory_service.facts import Fact, Source
 from memory_service.longterm.files import FileSystemLongTermMemory
 from memory_service.longterm.ledger import parse_ledger, render_fact
 
@@ -85,7 +85,15 @@ def test_memory_md_facts_are_recalled(files_memory):
 )
 def test_hostile_text_round_trips_through_the_ledger(files_memory, text):
     fid = files_memory.record(
-        ALICE, [Fact(text, key="k-->\n<!--", tags=("a\nb", "-->"), source="x\ny")]
+        ALICE,
+        [
+            Fact(
+                text,
+                key="k-->\n<!--",
+                tags=("a\nb", "-->"),
+                source=Source("x-->", text="x\ny <!-- -->"),
+            )
+        ],
     )[0].id
     [ledger] = _ledgers(files_memory)
     lines = ledger.read_text().split("\n")
@@ -95,7 +103,7 @@ def test_hostile_text_round_trips_through_the_ledger(files_memory, text):
     assert stored.text == text.strip()
     assert stored.key == "k-->\n<!--"
     assert stored.tags == ("a\nb", "-->")
-    assert stored.source == "x\ny"
+    assert stored.source == Source("x-->", text="x\ny <!-- -->")
 
 
 def test_render_and_parse_are_inverse():

@@ -243,7 +243,12 @@ def test_the_model_can_search_and_save_memory_with_tools(rig, script):
     assert "Source: memory/" in second[3]["content"]
     assert "allergic to peanuts" in second[3]["content"]
     assert second[4]["content"].startswith("Saved (id=")
-    assert "The user's daughter is Ana." in {f.text for f in built.longterm.list(ALICE).items}
+    saved = {f.text: f for f in built.longterm.list(ALICE).items}["The user's daughter is Ana."]
+    assert (saved.source.origin, saved.source.session_id, saved.source.text) == (
+        "memory_save",
+        ALICE.session_id,
+        "What am I allergic to? Also, my daughter is Ana.",  # the user's message of the turn
+    )
     state = built.shortterm.load(ALICE)
     assert [m.role for m in state.messages] == ["user", "assistant", "tool", "tool", "assistant"]
     assert state.messages[2].name == "memory_search"

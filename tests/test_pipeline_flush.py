@@ -10,7 +10,7 @@ import pytest
 
 from memory_service.config import CompactionSettings, FlushTrigger, MemorySettings, Settings
 from memory_service.context import RuntimeContext
-from memory_service.facts import Fact, utcnow
+from memory_service.facts import Fact, Source, utcnow
 from memory_service.llm import ChatModel, ContextOverflowError, LlmBadResponseError
 from memory_service.longterm.ledger import render_fact
 from memory_service.messages import Msg, ToolCall
@@ -69,7 +69,7 @@ def test_bullets_with_annotations_become_facts():
         ("[Important] Bracket that is not an annotation stays text.", "fact", 5, None),
         ("Plain bullet", "fact", 5, None),
     ]
-    assert {f.source for f in facts} == {"flush"}
+    assert {f.source for f in facts} == {Source("flush")}  # no span: origin only
 
 
 @pytest.mark.parametrize("reply", ["NO_REPLY", " `NO_REPLY` ", "NO_REPLY.", "```\nNO_REPLY\n```"])
@@ -108,7 +108,7 @@ def test_flush_records_facts_in_the_daily_ledger_and_moves_the_watermark(
     assert state.last_flushed_index == 1 == result.through_seq
     ledger = UserPaths.of(workspace, CTX).ledger(utcnow().date()).read_text()
     assert "The user is allergic to peanuts." in ledger
-    assert '"key":"user.allergy"' in ledger and '"source":"flush"' in ledger
+    assert '"key":"user.allergy"' in ledger and '"source":{"origin":"flush"' in ledger
     sent = flush_prompt(script.requests["flush"][0])
     assert "[user] I am allergic to peanuts. Keep answers short." in sent
     assert "[assistant] Noted!" in sent

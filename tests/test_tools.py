@@ -11,7 +11,7 @@ import pytest
 from memory_service.config import Settings
 from memory_service.context import RuntimeContext
 from memory_service.errors import InvalidInputError, NotFoundError
-from memory_service.facts import Fact
+from memory_service.facts import Fact, Source
 from memory_service.limits import MAX_TAGS, MAX_TOOL_QUERY_CHARS
 from memory_service.longterm.ledger import render_fact
 from memory_service.messages import MEMORY_TOOL_NAMES, Msg, ToolCall
@@ -247,7 +247,7 @@ def test_memory_save_writes_directly_without_a_model(tools, longterm, workspace)
         "The user is vegetarian.",
         "user.diet",
         8,
-        "memory_save",
+        Source("memory_save", "s1"),  # called directly: no user message to cite
     )
     assert fact.session_id == "s1"
     assert (

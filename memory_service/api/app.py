@@ -7,8 +7,12 @@ from fastapi import Depends, FastAPI
 from memory_service import __version__
 from memory_service.api.body_size import BodySizeLimit
 from memory_service.api.content_type import require_json_body
+from memory_service.api.docs import install_docs
 from memory_service.api.errors import install_error_handlers
 from memory_service.api.keys import ApiKeyRing
+from memory_service.api.metrics import AppMetrics
+from memory_service.api.observability import RequestObservability
+from memory_service.api.openapi import document_errors
 from memory_service.api.routes import (
     chat,
     maintenance,
@@ -18,7 +22,9 @@ from memory_service.api.routes import (
     usage,
     users,
 )
+from memory_service.api.routes.metrics import metrics_router
 from memory_service.api.schemas.common import Health
+from memory_service.config.settings import ObservabilitySettings
 from memory_service.services import Services, build_maintenance
 
 ROUTERS = [
@@ -32,7 +38,14 @@ ROUTERS = [
 ]
 
 
-def create_app(services: Services, key_ring: ApiKeyRing) -> FastAPI:
+def create_app(
+    services: Services,
+    key_ring: ApiKeyRing,
+    *,
+    observability: ObservabilitySettings | None = None,
+) -> FastAPI:
+    """The app over ``services``; ``observability`` replaces the settings' section (the
+    benchmark serves one app with metrics and the access log, one without, side by side)."""
     app = FastAPI(
         title="memory-service",
         version=__version__,
@@ -42,6 +55,8 @@ def create_app(services: Services, key_ring: ApiKeyRing) -> FastAPI:
         "keep each session's short-term memory. Every call is scoped to the tenant of its "
         "API key.",
         dependencies=[Depends(require_json_body)],
+        docs_url=None,  # install_docs: Swagger UI from the package, not a CDN
+        redoc_url=None,
     )
     app.state.services = services
     app.state.key_ring = key_ring
@@ -53,6 +68,11 @@ def create_app(services: Services, key_ring: ApiKeyRing) -> FastAPI:
         max_bytes=api.max_body_bytes,
         per_path={transfer.IMPORT_PATH: api.max_import_bytes},
     )
+    observability = observability or services.settings.observability
+    app.state.metrics = AppMetrics(services.describe_backend()) if observability.metrics else None
+    app.add_middleware(  # outermost: it sees the 413s too
+        RequestObservability, metrics=app.state.metrics, log_requests=observability.access_log
+    )
 
     @app.get("/healthz", response_model=Health, tags=["health"])
     def healthz() -> Health:
@@ -60,4 +80,8 @@ def create_app(services: Services, key_ring: ApiKeyRing) -> FastAPI:
 
     for router in ROUTERS:
         app.include_router(router)
+    if app.state.metrics is not None:
+        app.include_router(metrics_router(require_key=observability.metrics_require_key))
+    install_docs(app)
+    document_errors(app)
     return app

@@ -13,6 +13,7 @@ from memory_service.api.key_store import SHARED_MEMORY_ROLES
 from memory_service.api.keys import ApiKeyRing, Principal
 from memory_service.context import RuntimeContext
 from memory_service.longterm.base import LongTermMemory
+from memory_service.observe.tracing import current_ids
 from memory_service.services import Services
 
 _bearer = HTTPBearer(auto_error=False, description="API key as a bearer token")
@@ -56,8 +57,17 @@ def user_context(
     *,
     agent_id: str | None = None,
 ) -> RuntimeContext:
-    """The context of a request: tenant from the key, never from the body."""
-    return RuntimeContext(principal.tenant_id, user_id, session_id, agent_id=agent_id)
+    """The context of a request: tenant from the key, never from the body; the request's
+    trace and span, so the work it hands on (flush, compaction) logs under them."""
+    trace_id, span_id = current_ids()
+    return RuntimeContext(
+        principal.tenant_id,
+        user_id,
+        session_id,
+        agent_id=agent_id,
+        trace_id=trace_id,
+        span_id=span_id,
+    )
 
 
 def require_scope_writer(principal: Principal, scopes: Iterable[str | None]) -> None:

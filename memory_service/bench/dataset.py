@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 
 from memory_service.errors import MemoryServiceError
-from memory_service.facts import MAX_TEXT_BYTES, Fact
+from memory_service.facts import MAX_TEXT_BYTES, Fact, Source
 
 
 class BenchInputError(MemoryServiceError):
@@ -32,6 +32,7 @@ class MemoryItem:
     kind: str = "fact"
     created_at: datetime | None = None
     session_id: str | None = None  # the conversation session it was said in, as a client records
+    source: Source | None = None  # where it came from, where the data says (provenance)
 
     def to_fact(self) -> Fact:
         return Fact(
@@ -40,6 +41,7 @@ class MemoryItem:
             kind=self.kind,
             created_at=self.created_at,
             session_id=self.session_id,
+            source=self.source,
         )
 
 

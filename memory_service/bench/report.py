@@ -169,6 +169,7 @@ def print_scale(doc: dict, out: TextIO) -> None:
             ]
         )
     _table(header, rows, out)
+    _print_observability(doc, out)
     first = doc["first_query_ms"]
     print(
         f"record: {doc['facts']:,} facts in {doc['record_s']:.1f} s ({_rate(doc['ingest_per_s'])}"
@@ -179,6 +180,38 @@ def print_scale(doc: dict, out: TextIO) -> None:
     )
     if doc.get("http_error"):
         print(f"HTTP measurement failed: {doc['http_error']}", file=out)
+
+
+def observability_rows(doc: dict) -> list[list[str]]:
+    """Per mode, HTTP search with metrics and the access log (the default app) and without
+    (``--observability-off-too``), measured interleaved, and the difference of the p50s."""
+    rows = []
+    for r in doc["results"]:
+        on, off = r.get("http_latency_ms"), r.get("http_plain_latency_ms")
+        if not on or not off:
+            continue
+        overhead = 100.0 * (on["p50"] / off["p50"] - 1.0) if off["p50"] else None
+        rows.append(
+            [
+                r["mode"],
+                _ms(on["p50"]),
+                _ms(on["p95"]),
+                _ms(off["p50"]),
+                _ms(off["p95"]),
+                "-" if overhead is None else f"{overhead:+.1f}%",
+            ]
+        )
+    return rows
+
+
+OBSERVABILITY_HEADER = ["mode", "on p50", "on p95", "off p50", "off p95", "p50 overhead"]
+
+
+def _print_observability(doc: dict, out: TextIO) -> None:
+    rows = observability_rows(doc)
+    if rows:
+        print("HTTP search, observability on (metrics + JSON access log) vs off:", file=out)
+        _table(OBSERVABILITY_HEADER, rows, out)
 
 
 def print_report(doc: dict, out: TextIO) -> None:
@@ -263,6 +296,10 @@ def to_markdown(doc: dict) -> str:
                 f" | {_ms(http.get('p50'))} | {_ms(http.get('p95'))} | {_rate(r.get('qps'))}"
                 f" | {_rate(r.get('http_qps'))} |"
             )
+        if rows := observability_rows(doc):
+            head = "| " + " | ".join(OBSERVABILITY_HEADER) + " |"
+            lines += ["", head, "|---" * len(OBSERVABILITY_HEADER) + "|"]
+            lines += ["| " + " | ".join(row) + " |" for row in rows]
         return "\n".join(lines) + "\n"
     ks = [str(k) for k in doc["k"]]
     head = [*(f"R@{k}" for k in ks), *(f"Rall@{k}" for k in ks), "MRR", "nDCG@10"]

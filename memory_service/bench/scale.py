@@ -1,7 +1,10 @@
 """``--scale N``: N facts over many users in one backend, then retrieve latency in-process and
 over HTTP, record throughput and peak memory.
 
-Facts come from the synthetic bank with dates to keep them distinct; queries are questions
+Facts come from the synthetic bank with dates to keep them distinct, each with a source text
+(unless ``--no-source``): the message it came from, here its own text and the next fact's, as
+a message often says more than one thing (the length the lexical leg then indexes); queries
+are questions
 about each user's slot facts, sampled with a fixed seed. The first query per user is timed on
 its own (it builds that user's index); the latency figures after it are steady state, each
 query asked in every mode in-process and over HTTP, interleaved. ``qps`` is serial: one caller,
@@ -16,6 +19,7 @@ import multiprocessing
 import os
 import random
 import resource
+import secrets
 import sys
 import tempfile
 import time
@@ -33,10 +37,11 @@ from memory_service.bench.embedding import ColdQueryEmbedder, cold_embedder, wit
 from memory_service.bench.http_server import LoopbackServer, write_key_file
 from memory_service.bench.runner import TENANT, WARM_UP_QUERY
 from memory_service.config import Settings
+from memory_service.config.settings import ObservabilitySettings
 from memory_service.context import RuntimeContext
 from memory_service.errors import MemoryServiceError
 from memory_service.fact_filter import FactFilter
-from memory_service.facts import Fact
+from memory_service.facts import Fact, Source, clip_source_text
 from memory_service.progress import Progress
 
 log = logging.getLogger("memory_service.bench")
@@ -86,7 +91,17 @@ def _latency(values: Sequence[float]) -> dict:
     }
 
 
-def _record(services, counts: list[int], batch_size: int, seed: int, show: bool):
+def scale_facts(texts: Sequence[str], with_source: bool) -> list[Fact]:
+    """The user's facts; with a source, each fact's message is its text and the next one's."""
+    if not with_source:
+        return [Fact(t) for t in texts]
+    return [
+        Fact(t, source=Source("scale", text=clip_source_text(f"{t} {texts[(i + 1) % len(texts)]}")))
+        for i, t in enumerate(texts)
+    ]
+
+
+def _record(services, counts: list[int], batch_size: int, seed: int, show: bool, with_source: bool):
     questions: dict[int, list[str]] = {}
     record_s = 0.0
     with Progress(sum(counts), "scale: record", enabled=show) as bar:
@@ -94,8 +109,9 @@ def _record(services, counts: list[int], batch_size: int, seed: int, show: bool)
             texts, asked = scale_texts(user, count, seed=seed)
             questions[user] = asked
             ctx = _user(user)
-            for start in range(0, len(texts), batch_size):
-                batch = [Fact(t) for t in texts[start : start + batch_size]]
+            facts = scale_facts(texts, with_source)
+            for start in range(0, len(facts), batch_size):
+                batch = facts[start : start + batch_size]
                 began = time.perf_counter()
                 services.longterm.record(ctx, batch)
                 record_s += time.perf_counter() - began
@@ -139,10 +155,17 @@ def _search_over_http(client, user: int, query: str, name: str, top_k: int) -> N
 
 
 def _measure(
-    services, client, pairs, modes, top_k: int, show: bool, scopes: bool = False
+    services,
+    clients: dict,
+    pairs,
+    modes,
+    top_k: int,
+    show: bool,
+    scopes: bool = False,
 ) -> tuple[dict, str | None]:
-    """Each query in every mode, in-process then over HTTP, interleaved: load from elsewhere
-    on the machine then skews every mode and path alike instead of whichever ran last. With
+    """Each query in every mode, in-process then over HTTP (each of ``clients``: ``http``,
+    and ``http_plain`` with ``--observability-off-too``), interleaved: load from elsewhere on
+    the machine then skews every mode and path alike instead of whichever ran last. With
     ``scopes``, the in-process query is asked once per ``SCOPE_VARIANTS`` entry (rows
     ``<mode>``: the user's scope alone, ``<mode>+tenant``, ``<mode>+agent+tenant``)."""
     timings: dict[tuple[str, str], list[float]] = {}
@@ -150,7 +173,7 @@ def _measure(
     variants = SCOPE_VARIANTS if scopes else {"": None}  # None: the default scopes
     agent = BENCH_AGENT if scopes else None
     with Progress(len(pairs), "scale: queries", enabled=show) as bar:
-        for user, query in pairs:
+        for turn, (user, query) in enumerate(pairs):
             for mode in modes:
                 plain, fact_filter = _mode_of(mode)
                 for suffix, named in variants.items():
@@ -162,25 +185,28 @@ def _measure(
                     timings.setdefault(("in_process", mode + suffix), []).append(
                         1000.0 * (time.perf_counter() - t0)
                     )
-                if client is None:
-                    continue
-                t0 = time.perf_counter()
-                try:
-                    _search_over_http(client, user, query, mode, top_k)
-                except Exception as exc:  # keep the in-process figures of a long run
-                    log.exception("scale: HTTP measurement failed; going on in-process only")
-                    http_error, client = f"{type(exc).__name__}: {exc}", None
-                    continue
-                timings.setdefault(("http", mode), []).append(1000.0 * (time.perf_counter() - t0))
+                order = list(clients.items())
+                if turn % 2:  # which app goes first alternates: no app always follows the
+                    order.reverse()  # in-process call (measured: that one is slower)
+                for path, client in order:
+                    t0 = time.perf_counter()
+                    try:
+                        _search_over_http(client, user, query, mode, top_k)
+                    except Exception as exc:  # keep the in-process figures of a long run
+                        log.exception("scale: HTTP measurement failed; going on in-process only")
+                        http_error, clients = f"{type(exc).__name__}: {exc}", {}
+                        break
+                    timings.setdefault((path, mode), []).append(1000.0 * (time.perf_counter() - t0))
             bar.update()
     results = []
     for mode in [m + suffix for m in modes for suffix in variants]:
         in_process = timings.get(("in_process", mode), [])
         result = {"mode": mode, "latency_ms": _latency(in_process)}
         result["qps"] = 1000.0 * len(in_process) / sum(in_process) if in_process else None
-        if http_error is None and (over_http := timings.get(("http", mode))):
-            result["http_latency_ms"] = _latency(over_http)
-            result["http_qps"] = 1000.0 * len(over_http) / sum(over_http)
+        for path in ("http", "http_plain"):
+            if http_error is None and (over_http := timings.get((path, mode))):
+                result[f"{path}_latency_ms"] = _latency(over_http)
+                result[f"{path}_qps"] = 1000.0 * len(over_http) / sum(over_http)
         results.append(result)
     return results, http_error
 
@@ -196,14 +222,17 @@ def run_scale(
     top_k: int = 10,
     batch_size: int = 100,
     http: bool = True,
+    observability_off_too: bool = False,
     workdir: Path | None = None,
     seed: int = 7,
     show_progress: bool = True,
     shared_facts: int = 0,
+    with_source: bool = True,
 ) -> dict:
     """Fill one backend with ``facts`` facts over ``users`` users and measure it. With
     ``shared_facts``, that many facts go to an agent's and to the tenant's shared memory too,
-    and every query is timed with and without the shared scopes (``SCOPE_VARIANTS``)."""
+    and every query is timed with and without the shared scopes (``SCOPE_VARIANTS``); with
+    ``observability_off_too``, HTTP search also on an app without metrics or access log."""
     if facts < 1 or not 1 <= users <= facts:
         raise BenchInputError("--scale N needs N >= 1 and 1 <= --users <= N")
     from memory_service.services import build_services
@@ -218,7 +247,9 @@ def run_scale(
         services = build_services(settings_for(settings, Path(tmp)), embedder=embedder)
         try:
             counts = _counts(facts, users)
-            questions, record_s = _record(services, counts, batch_size, seed, show_progress)
+            questions, record_s = _record(
+                services, counts, batch_size, seed, show_progress, with_source
+            )
             if shared_facts:
                 _record_shared(services, shared_facts, seed)
             rss_after_ingest = peak_rss_mb()
@@ -231,15 +262,22 @@ def run_scale(
             embedder.mark_queries(query for _, query in pairs)
             first = _first_queries(services, users, modes, show_progress)
             with ExitStack() as stack:
-                client, http_error = None, None
+                clients, http_error = {}, None
                 if http:
                     try:
-                        client = stack.enter_context(_http_client(services, Path(tmp)))
+                        stack.enter_context(_access_log_to(Path(tmp) / "access.jsonl"))
+                        clients["http"] = stack.enter_context(_http_client(services, Path(tmp)))
+                        if observability_off_too:
+                            off = ObservabilitySettings(metrics=False, access_log=False)
+                            clients["http_plain"] = stack.enter_context(
+                                _http_client(services, Path(tmp), observability=off)
+                            )
                     except Exception as exc:  # keep the in-process figures of a long run
                         log.exception("scale: the HTTP server did not come up")
                         http_error = f"{type(exc).__name__}: {exc}"
+                        clients = {}
                 results, failed = _measure(
-                    services, client, pairs, modes, top_k, show_progress, bool(shared_facts)
+                    services, clients, pairs, modes, top_k, show_progress, bool(shared_facts)
                 )
                 http_error = http_error or failed
         finally:
@@ -249,6 +287,7 @@ def run_scale(
         "facts": facts,
         "users": users,
         "facts_per_user": facts / users,
+        "source": with_source,
         "batch_size": batch_size,
         "queries": len(pairs),
         "top_k": top_k,
@@ -271,16 +310,39 @@ def run_scale(
 
 
 @contextmanager
-def _http_client(services, tmp: Path) -> Iterator:
-    """An httpx client on the real app, served on loopback with a temporary API key file."""
+def _access_log_to(path: Path) -> Iterator[None]:
+    """The access lines of the HTTP measurement, as JSON lines in ``path``: written and
+    formatted as a served app writes them, without flooding the terminal."""
+    from memory_service.observe.logs import JsonFormatter, TraceFilter
+
+    access = logging.getLogger("memory_service.access")
+    handler = logging.FileHandler(path, encoding="utf-8")
+    handler.addFilter(TraceFilter())
+    handler.setFormatter(JsonFormatter())
+    saved = access.propagate, access.level
+    access.addHandler(handler)
+    access.propagate = False
+    access.setLevel(logging.INFO)
+    try:
+        yield
+    finally:
+        access.removeHandler(handler)
+        access.propagate, access.level = saved
+        handler.close()
+
+
+@contextmanager
+def _http_client(services, tmp: Path, *, observability=None) -> Iterator:
+    """An httpx client on the real app, served on loopback with a temporary API key file;
+    ``observability`` replaces the settings' section (metrics, the access log)."""
     import httpx
 
     from memory_service.api import create_app
     from memory_service.api.keys import ApiKeyRing
 
-    key_file = tmp / "bench-api-keys.json"
+    key_file = tmp / f"bench-api-keys-{secrets.token_hex(4)}.json"
     key = write_key_file(key_file, TENANT)
-    app = create_app(services, ApiKeyRing.from_file(key_file))
+    app = create_app(services, ApiKeyRing.from_file(key_file), observability=observability)
     headers = {"Authorization": f"Bearer {key}"}
     with (
         LoopbackServer(app) as base_url,

@@ -111,6 +111,12 @@ def register(sub: argparse._SubParsersAction) -> None:
         default="speaker",
         help="locomo turns: 'Name: text' (default), the text alone, or with the image caption",
     )
+    p.add_argument(
+        "--no-source",
+        action="store_true",
+        help="record facts without their provenance (locomo facts: the source turns' text; "
+        "--scale: a source message per fact), for comparison",
+    )
     p.add_argument("--seed", type=int, default=7, help="synthetic data seed (default 7)")
     p.add_argument(
         "--users",
@@ -121,6 +127,12 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--queries", type=int, default=300, help="--scale: queries per mode and path")
     p.add_argument("--top-k", type=int, default=10, help="--scale: top_k per query (default 10)")
     p.add_argument("--no-http", action="store_true", help="--scale: skip the HTTP measurement")
+    p.add_argument(
+        "--observability-off-too",
+        action="store_true",
+        help="--scale: also time HTTP search on an app without metrics or access log, "
+        "interleaved, side by side (the overhead of /metrics and the request log)",
+    )
     p.add_argument(
         "--shared-facts",
         type=int,
@@ -183,6 +195,8 @@ def command_line(args: argparse.Namespace, preset: str | None = None) -> str:
         parts += ["--queries", str(args.queries), "--top-k", str(args.top_k)]
         if getattr(args, "embedders", None):
             parts += ["--embedders", ",".join(args.embedders)]
+        if getattr(args, "observability_off_too", False):
+            parts.append("--observability-off-too")
         if getattr(args, "shared_facts", 0):
             parts += ["--shared-facts", str(args.shared_facts)]
     else:
@@ -198,6 +212,8 @@ def command_line(args: argparse.Namespace, preset: str | None = None) -> str:
         if args.turn_text != "speaker":
             parts += ["--turn-text", args.turn_text]
         parts += ["--k", ",".join(map(str, args.k))]
+    if getattr(args, "no_source", False):
+        parts += ["--no-source"]
     parts += ["--modes", ",".join(args.modes)]
     for flag, value in (("--backend", args.backend), ("--preset", args.preset)):
         if value:
@@ -271,6 +287,7 @@ def run(args: argparse.Namespace) -> int:
             users=args.users,
             seed=args.seed,
             turn_text=args.turn_text,
+            with_source=not args.no_source,
         ).limited(args.limit_conversations)
     if args.embedders and dataset is not None:
         raise BenchInputError("--embedders needs --scale")
@@ -339,10 +356,12 @@ def _scale(args: argparse.Namespace, settings, embedder) -> dict:
         "top_k": args.top_k,
         "batch_size": args.batch_size,
         "http": not args.no_http,
+        "observability_off_too": args.observability_off_too,
         "workdir": args.workdir,
         "seed": args.seed,
         "show_progress": not args.no_progress,
         "shared_facts": args.shared_facts,
+        "with_source": not args.no_source,
     }
     if embedder is None:
         return run_scale_per_embedder(settings, args.embedders, **options)

@@ -16,7 +16,7 @@ from memory_service.commands.common import (
 from memory_service.context import SCOPES, scope_context
 from memory_service.errors import InvalidInputError
 from memory_service.fact_filter import FactFilter
-from memory_service.facts import FACT_KINDS, Fact, utcnow
+from memory_service.facts import FACT_KINDS, Fact, Source, utcnow
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -39,6 +39,21 @@ def register(sub: argparse._SubParsersAction) -> None:
     record.add_argument("--kind", choices=FACT_KINDS, default="fact")
     record.add_argument("--importance", type=int, default=5, help="1-10 (default 5)")
     record.add_argument("--tag", action="append", default=[], help="a tag (repeatable)")
+    record.add_argument(
+        "--source-text",
+        help="what was said that the fact comes from (recall searches it beside the fact)",
+    )
+    record.add_argument(
+        "--source-session", help="the session the fact comes from (one of the user's own)"
+    )
+    record.add_argument(
+        "--source-message",
+        type=int,
+        action="append",
+        default=[],
+        help="a sequence number of a source message in that session (repeatable)",
+    )
+    record.add_argument("--source-origin", help="a label for where it came from (e.g. crm)")
     record.add_argument("--workspace", help="workspace folder")
     record.set_defaults(handler=run_record)
 
@@ -99,6 +114,7 @@ def fact_filter_from(args: argparse.Namespace) -> FactFilter:
 
 
 def run_record(args: argparse.Namespace) -> int:
+    from memory_service.pipeline.provenance import check_source_sessions
     from memory_service.services import build_services
 
     texts = args.text or [line.strip() for line in sys.stdin if line.strip()]
@@ -109,8 +125,16 @@ def run_record(args: argparse.Namespace) -> int:
             f"--key takes one text, got {len(texts)} (with one key each text would supersede "
             "the one before it): record each keyed text with its own command, or drop --key"
         )
+    source = _source_from(args)
     facts = [
-        Fact(t, key=args.key, kind=args.kind, importance=args.importance, tags=tuple(args.tag))
+        Fact(
+            t,
+            key=args.key,
+            kind=args.kind,
+            importance=args.importance,
+            tags=tuple(args.tag),
+            source=source,
+        )
         for t in texts
     ]
     if args.scope == "user":
@@ -123,6 +147,7 @@ def run_record(args: argparse.Namespace) -> int:
         fact.stamped(ctx)
     services = build_services(settings_from(args))
     try:
+        check_source_sessions(services.shortterm, ctx, facts)
         results = services.longterm.record(ctx, facts)
     finally:
         services.close()
@@ -132,6 +157,17 @@ def run_record(args: argparse.Namespace) -> int:
         for result, fact in zip(results, facts, strict=True):
             print(f"{result.status:<10} {result.id}  {fact.text}")
     return 0
+
+
+def _source_from(args: argparse.Namespace) -> Source | None:
+    """The ``--source-*`` options as one source (None when none is given)."""
+    source = Source(
+        origin=args.source_origin,
+        session_id=args.source_session,
+        messages=tuple(args.source_message),
+        text=args.source_text,
+    )
+    return None if source.is_empty() else source
 
 
 def run_search(args: argparse.Namespace) -> int:
@@ -166,6 +202,7 @@ def run_search(args: argparse.Namespace) -> int:
                     "confidence": r.confidence,
                     "scope": r.fact.scope,
                     "agent_id": r.fact.agent_id,
+                    "source": r.fact.source.to_dict() if r.fact.source else None,
                 }
                 for r in recalls
             ]

@@ -25,9 +25,13 @@ def run(args: argparse.Namespace) -> int:
     from memory_service.api.keys import load_key_ring
     from memory_service.commands.common import settings_from
     from memory_service.mcp_server.http import mount_mcp
+    from memory_service.observe.logs import configure_logging
+    from memory_service.observe.telemetry import NULL_SINK, using_sink
     from memory_service.services import build_scheduler, build_services
 
     settings = settings_from(args)
+    observability = settings.observability
+    configure_logging(observability.log_format, observability.log_level)
     host = args.host or settings.api.host
     port = args.port or settings.api.port
     settings.workspace.mkdir(parents=True, exist_ok=True)
@@ -37,10 +41,14 @@ def run(args: argparse.Namespace) -> int:
     mount_mcp(app, services, keys.ring, host=host)
     print(banner(f"http://{host}:{port}", services.describe_storage(), keys), flush=True)
     scheduler = build_scheduler(services, app.state.maintenance, keys.ring.tenants)
-    scheduler.start()
-    config = uvicorn.Config(app, host=host, port=port, log_level="info")
-    # The banner says where it listens: uvicorn's own start and stop lines would repeat it.
-    # Its warnings and errors (a port in use) still show, and so does the access log.
+    with using_sink(app.state.metrics or NULL_SINK):  # the scheduler's thread counts there
+        scheduler.start()
+    # The service logs each request itself (route template, status, time, trace): uvicorn's
+    # access line would add the raw path and query. The banner says where it listens:
+    # uvicorn's own start and stop lines would repeat it; its warnings and errors still show.
+    config = uvicorn.Config(
+        app, host=host, port=port, log_level="info", access_log=False, log_config=None
+    )
     logging.getLogger("uvicorn.error").setLevel(logging.WARNING)
     # and the MCP session manager's start and stop lines (at /mcp) would join them
     logging.getLogger("mcp.server.streamable_http_manager").setLevel(logging.WARNING)

@@ -60,6 +60,8 @@ class RetrievalConfig(BaseModel):
       memories: ``recency_weight * 0.5 ** (age_days / half_life)`` is added to each fused
       score (z-score units; with ``rrf`` use a weight near 0.01), the age counted at the
       moment asked about (now, or ``as_of``). None (the default): off.
+    - ``source_terms``: the lexical leg also indexes each fact's source text (the message it
+      came from, ``Fact.source``) beside its own words; the same re-index note applies.
 
     Single-leg modes (``bm25``, ``dense``) return the leg's own ranking: no fusion, no smoothing.
     """
@@ -80,6 +82,7 @@ class RetrievalConfig(BaseModel):
     date_terms: bool = True
     recency_half_life_days: float | None = Field(None, gt=0)
     recency_weight: float = Field(1.0, ge=0)
+    source_terms: bool = True
 
     @field_validator("weights")
     @classmethod

@@ -366,6 +366,20 @@ class MemorySettings(_Section):
         return value
 
 
+class ObservabilitySettings(_Section):
+    """``/metrics`` and the log lines (README: Observability)."""
+
+    metrics: bool = Field(True, description="serve Prometheus metrics at /metrics")
+    metrics_require_key: bool = Field(
+        False, description="/metrics answers only with an API key (any role); default: open"
+    )
+    log_format: Literal["auto", "json", "text"] = Field(
+        "auto", description="json: one JSON object per line; text; auto: text on a terminal"
+    )
+    log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = "INFO"
+    access_log: bool = Field(True, description="one line per request (route, status, time)")
+
+
 class Settings(BaseSettings):
     """Every setting of the service. ``MEMORY_CONFIG=path.toml`` adds a file layer."""
 
@@ -387,6 +401,7 @@ class Settings(BaseSettings):
     llm: LlmSettings = LlmSettings()
     compaction: CompactionSettings = CompactionSettings()
     memory: MemorySettings = MemorySettings()
+    observability: ObservabilitySettings = ObservabilitySettings()
 
     @classmethod
     def settings_customise_sources(

@@ -26,6 +26,7 @@ def run_tool_loop(
 ) -> None:
     """Add to ``turn`` what the model says after ``context``, tool rounds included."""
     schemas = tools.schemas()
+    said = next((m for m in reversed(context) if m.role == "user"), None)  # this turn's input
     for iteration in range(1, limit + 1):
         last = iteration == limit
         reply = model.complete(
@@ -43,6 +44,6 @@ def run_tool_loop(
             return
         turn.messages.append(reply.message)
         for call in reply.tool_calls:
-            outcome = tools.run(ctx, call)
+            outcome = tools.run(ctx, call, said=said)
             turn.tools.append(outcome)
             turn.messages.append(Msg.tool(call.id, outcome.text, name=call.name))

@@ -33,6 +33,7 @@ from memory_service.harness.prompt import PromptBuilder
 from memory_service.llm import ChatModel, Usage, require_model
 from memory_service.longterm.base import LongTermMemory
 from memory_service.messages import MEMORY_PRUNE, Msg
+from memory_service.observe.telemetry import sink
 from memory_service.pipeline.flush import EXTRA_KEY, FlushResult, MemoryFlushManager
 from memory_service.pipeline.maintenance import MemoryMaintenance
 from memory_service.shortterm.compaction import CompactionResult
@@ -212,6 +213,7 @@ class MemoryHarness:
         """Tokens of this call by purpose; chat and compaction are added to the tenant's
         usage file here (each flush adds its own)."""
         usage = {"chat": turn.usage}
+        sink().tokens("chat", turn.usage.prompt_tokens, turn.usage.completion_tokens)
         if compaction.usage is not None:
             usage["compaction"] = compaction.usage
         overflow = turn.overflow_compaction

@@ -44,6 +44,7 @@ from memory_service.longterm.store import (
 )
 from memory_service.longterm.vector_cache import add_vectors
 from memory_service.longterm.vector_cache import cache_path as vector_cache_path
+from memory_service.observe.telemetry import timed_stage
 from memory_service.paths import UserPaths, WorkspacePaths
 from memory_service.tombstones import Tombstones
 
@@ -215,19 +216,21 @@ class FileSystemLongTermMemory(BaseLongTermMemory[_Read]):
         facts = corpus.facts
         leg_hits: dict[str, list[LegHit]] = {}
         if "bm25" in legs:
-            hits = corpus.bm25(self.retrieval.date_terms).search(tokenize(query), depth, allowed)
+            with timed_stage("bm25"):
+                hits = corpus.bm25(self.retrieval).search(tokenize(query), depth, allowed)
             found = [(facts[h.index], h.score) for h in hits]
             leg_hits["bm25"] = [
                 LegHit(f.id, score, f.session_id, f.created_at) for f, score in found
             ]
         if "dense" in legs:
-            query_vector = self._query_vector(query)
-            cache_file = vector_cache_path(self.paths(ctx), self._embedder)
-            sims = corpus.matrix(self._embedder, cache_file) @ query_vector
-            if self._tombstones is not None and self._tombstones.refuses(ctx):
-                cache_file.unlink(missing_ok=True)  # read before an erase: not to be kept
-            sims = np.where(allowed, sims, -np.inf)
-            order = np.argsort(-sims, kind="stable")[:depth]
+            with timed_stage("dense"):
+                query_vector = self._query_vector(query)
+                cache_file = vector_cache_path(self.paths(ctx), self._embedder)
+                sims = corpus.matrix(self._embedder, cache_file) @ query_vector
+                if self._tombstones is not None and self._tombstones.refuses(ctx):
+                    cache_file.unlink(missing_ok=True)  # read before an erase: not to be kept
+                sims = np.where(allowed, sims, -np.inf)
+                order = np.argsort(-sims, kind="stable")[:depth]
             kept = [int(i) for i in order if allowed[i] and sims[i] >= threshold]
             leg_hits["dense"] = [
                 LegHit(facts[i].id, float(sims[i]), facts[i].session_id, facts[i].created_at)

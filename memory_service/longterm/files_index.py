@@ -19,12 +19,12 @@ import numpy as np
 from indexing.bm25 import BM25Index
 from indexing.embeddings import Embedder
 from indexing.hashing import content_hash
-from indexing.lexical import lexical_terms
 from memory_service.context import RuntimeContext
 from memory_service.fact_filter import ExpiryPolicy
 from memory_service.facts import Fact, fact_id
 from memory_service.fsutil import read_text
 from memory_service.longterm.ledger import parse_ledger
+from memory_service.longterm.retrieval import RetrievalConfig, fact_terms
 from memory_service.longterm.store import ReadView
 from memory_service.longterm.vector_cache import embed_with_cache
 from memory_service.paths import UserPaths
@@ -57,11 +57,11 @@ class Corpus:
     _bm25: BM25Index | None = None
     _matrix: np.ndarray | None = None
 
-    def bm25(self, with_date: bool) -> BM25Index:
+    def bm25(self, config: RetrievalConfig) -> BM25Index:
+        """The lexical index (``fact_terms``: text, source, date); a backend has one
+        retrieval config, so the index built first is the one it needs."""
         if self._bm25 is None:
-            self._bm25 = BM25Index(
-                [lexical_terms(f.text, f.created_at, with_date=with_date) for f in self.facts]
-            )
+            self._bm25 = BM25Index([fact_terms(f, config) for f in self.facts])
         return self._bm25
 
     def matrix(self, embedder: Embedder, cache_file: Path) -> np.ndarray:

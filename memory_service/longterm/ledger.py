@@ -2,6 +2,9 @@
 
     - User is allergic to peanuts <!-- memory {"key":"user.allergy","importance":8,...} -->
 
+The fact's ``source`` (origin, session, message numbers, source text) is an object in that
+comment; an older ledger's plain-string ``source`` reads as its origin label.
+
 A person can read and edit these files; a bullet written by hand without the comment is a fact
 too (kind ``fact``, created on the ledger's date). Text is escaped so a fact can never break
 its line or forge a comment: backslash, line breaks and ``<!--`` are written as escapes, and
@@ -17,7 +20,8 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import datetime
 
-from memory_service.facts import Fact, parse_time
+from memory_service.errors import InvalidInputError
+from memory_service.facts import Fact, Source, parse_time
 
 _BULLET = re.compile(r"^\s*[-*+]\s+(?P<body>.*?)\s*$")
 _META = re.compile(r"^(?P<text>.*?)\s*<!--\s*memory\s+(?P<json>\{.*\})\s*-->$")
@@ -66,7 +70,9 @@ def render_fact(fact: Fact) -> str:
         meta["confidence"] = fact.confidence
     if fact.tags:
         meta["tags"] = list(fact.tags)
-    for name in ("source", "session_id", "superseded_by"):
+    if fact.source is not None:
+        meta["source"] = {k: v for k, v in fact.source.to_dict().items() if v}
+    for name in ("session_id", "superseded_by"):
         value = getattr(fact, name)
         if value is not None:
             meta[name] = value
@@ -113,7 +119,7 @@ def parse_line(line: str, *, default_created_at: datetime | None) -> Fact | None
             importance=_clamp_int(meta.get("importance", 5), 1, 10),
             confidence=float(meta.get("confidence", 1.0)),
             tags=tuple(str(t) for t in tags) if isinstance(tags, list | tuple) else (),
-            source=_str_or_none(meta.get("source")),
+            source=_source_or_none(meta.get("source")),
             session_id=_str_or_none(meta.get("session_id")),
             created_at=parse_time(meta.get("created_at")) or default_created_at,
             expires_at=parse_time(meta.get("expires_at")),
@@ -149,6 +155,15 @@ def rewrite_ledger(content: str, replacements: dict[int, Fact | None]) -> str:
 
 def render_lines(facts: Iterable[Fact]) -> str:
     return "".join(render_fact(f) + "\n" for f in facts)
+
+
+def _source_or_none(value: object) -> Source | None:
+    """The bullet's source: an object, or an old ledger's plain string (its origin label); a
+    hand-broken one is dropped rather than losing the fact's other metadata."""
+    try:
+        return Source.coerce(value)
+    except InvalidInputError:
+        return None
 
 
 def _str_or_none(value: object) -> str | None:

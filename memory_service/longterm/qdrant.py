@@ -31,8 +31,14 @@ from typing import Any
 import numpy as np
 
 from indexing.embeddings import Embedder
-from indexing.lexical import average_length, lexical_terms
-from indexing.sparse import AVG_DOC_LEN, SparseTerms, document_vector, query_vector
+from indexing.lexical import average_length
+from indexing.sparse import (
+    AVG_DOC_LEN,
+    AVG_SOURCE_LEN,
+    SparseTerms,
+    document_vector,
+    query_vector,
+)
 from indexing.tokenize import tokenize
 from memory_service.config import QdrantSettings
 from memory_service.config.retrieval import Leg
@@ -52,8 +58,9 @@ from memory_service.longterm.qdrant_engine import (
     payload_of,
 )
 from memory_service.longterm.recording import RecordPlan
-from memory_service.longterm.retrieval import LegHit, RetrievalConfig
+from memory_service.longterm.retrieval import LegHit, RetrievalConfig, fact_terms
 from memory_service.longterm.store import BaseLongTermMemory, Candidates, ReadView, StoredFacts
+from memory_service.observe.telemetry import timed_stage
 from memory_service.paths import WorkspacePaths
 from memory_service.tombstones import Tombstones
 
@@ -84,10 +91,15 @@ class QdrantLongTermMemory(BaseLongTermMemory[_Read]):
         self._locks = [threading.Lock() for _ in range(_LOCK_STRIPES)]
 
     def _lexical(self, fact: Fact) -> SparseTerms:
-        """The fact's BM25 document vector: its terms, and its day when ``date_terms``."""
-        with_date = self.retrieval.date_terms
-        terms = lexical_terms(fact.text, fact.created_at, with_date=with_date)
-        return document_vector(terms, avg_len=average_length(AVG_DOC_LEN, with_date=with_date))
+        """The fact's BM25 document vector (``fact_terms``: its words, its source text's, its
+        day). The fixed length norm counts a typical source message when the fact has one, so
+        a fact with a source is not penalised for it against one without."""
+        config = self.retrieval
+        base = AVG_DOC_LEN
+        if config.source_terms and fact.source_text:
+            base += AVG_SOURCE_LEN
+        avg_len = average_length(base, with_date=config.date_terms)
+        return document_vector(fact_terms(fact, config), avg_len=avg_len)
 
     def _write_lock(self, ctx: RuntimeContext) -> threading.Lock:
         return self._locks[hash((ctx.tenant_id, ctx.owner)) % _LOCK_STRIPES]
@@ -140,17 +152,18 @@ class QdrantLongTermMemory(BaseLongTermMemory[_Read]):
         threshold: float,
         view: ReadView,
     ) -> Candidates:
-        sparse = query_vector(tokenize(query)) if "bm25" in legs else None
-        dense = self._query_vector(query).tolist() if "dense" in legs else None
-        results = self.engine.query(
-            self._scope(ctx, view),
-            dense=dense,
-            sparse=sparse if sparse else None,  # no terms: no lexical hit
-            limit=depth,
-            threshold=threshold,
-            # IDF over the open facts, or all of them for a read about the past (as files)
-            idf_corpus=UserFilter.of(ctx, open_only=not view.history),
-        )
+        with timed_stage("engine"):  # both legs in one engine query: timed together
+            sparse = query_vector(tokenize(query)) if "bm25" in legs else None
+            dense = self._query_vector(query).tolist() if "dense" in legs else None
+            results = self.engine.query(
+                self._scope(ctx, view),
+                dense=dense,
+                sparse=sparse if sparse else None,  # no terms: no lexical hit
+                limit=depth,
+                threshold=threshold,
+                # IDF over the open facts, or all of them for a read about the past (as files)
+                idf_corpus=UserFilter.of(ctx, open_only=not view.history),
+            )
         payloads: dict[str, dict] = {}
         leg_hits: dict[str, list[LegHit]] = {}
         for leg, engine_leg in (("bm25", SPARSE), ("dense", DENSE)):

@@ -15,6 +15,7 @@ from datetime import UTC, datetime
 from types import MappingProxyType
 
 from indexing.fusion import FusedCandidate, reciprocal_rank_fusion, zscore_fusion
+from indexing.lexical import lexical_terms
 from indexing.neighbours import smooth_by_session
 from memory_service.config.retrieval import (
     PRESETS,
@@ -23,6 +24,7 @@ from memory_service.config.retrieval import (
     preset,
 )
 from memory_service.errors import InvalidInputError
+from memory_service.facts import Fact
 from memory_service.limits import MAX_QUERY_BYTES, MAX_THRESHOLD, MAX_TOP_K, MIN_THRESHOLD
 
 __all__ = [
@@ -30,6 +32,7 @@ __all__ = [
     "FusedHit",
     "LegHit",
     "RetrievalConfig",
+    "fact_terms",
     "fuse_legs",
     "legs_for_mode",
     "preset",
@@ -59,6 +62,16 @@ class FusedHit:
     score: float
     ranks: dict[str, int | None]
     scores: dict[str, float | None]
+
+
+def fact_terms(fact: Fact, config: RetrievalConfig) -> list[str]:
+    """What the lexical leg indexes for ``fact``, in every backend: its words, its source
+    text's words (``source_terms``: a fact is phrased by the model, its source in the user's
+    own words, which the question often repeats) and its day (``date_terms``)."""
+    text = fact.text
+    if config.source_terms and fact.source_text:
+        text = f"{text}\n{fact.source_text}"
+    return lexical_terms(text, fact.created_at, with_date=config.date_terms)
 
 
 def fuse_legs(

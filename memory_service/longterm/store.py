@@ -53,6 +53,7 @@ from memory_service.longterm.retrieval import (
     legs_for_mode,
     validate_query,
 )
+from memory_service.observe.telemetry import sink, timed_stage
 from memory_service.tombstones import Tombstones
 
 
@@ -141,6 +142,17 @@ def utc_times(fact: Fact) -> Fact:
     )
 
 
+def _count_records(plan: RecordPlan) -> None:
+    """Records by status for the metrics; created and superseding facts are new facts."""
+    target = sink()
+    counts: dict[str, int] = {}
+    for result in plan.results:
+        counts[result.status] = counts.get(result.status, 0) + 1
+    for status, count in counts.items():
+        target.records(status, count)
+    target.facts_changed(counts.get("created", 0) + counts.get("superseded", 0))
+
+
 def is_hit(leg: str, score: float, threshold: float) -> bool:
     """What a leg's candidate must score to be a hit: the dense cosine at least ``threshold``;
     a BM25 score above 0, i.e. at least one shared term."""
@@ -219,6 +231,7 @@ class BaseLongTermMemory(ABC, Generic[S]):
                     # shared with it): take the write back, so nothing of the user remains
                     self._delete(owner, canonical_ids([*plan.new, *plan.closed]))
                     self._check_not_erased(ctx)
+            _count_records(plan)
             results.update(zip(positions, plan.results, strict=True))
         return [results[i] for i in range(len(stamped))]
 
@@ -238,6 +251,21 @@ class BaseLongTermMemory(ABC, Generic[S]):
         view = self._view(filter)
         owners = ctx.visible_scopes(scopes)
         self._check_open()
+        with timed_stage("retrieve"):
+            recalls = self._retrieve(owners, query, top_k, threshold, mode, legs, view)
+        self.access.note(ctx, [r.fact.id for r in recalls], view.now)  # batched, not written
+        return recalls
+
+    def _retrieve(
+        self,
+        owners: Sequence[RuntimeContext],
+        query: str,
+        top_k: int,
+        threshold: float,
+        mode: Mode,
+        legs: tuple[Leg, ...],
+        view: ReadView,
+    ) -> list[Recall]:
         depth = self.retrieval.depth(top_k)
         found = self._scoped_candidates(owners, query, legs, depth, float(threshold), view)
         leg_hits = {
@@ -247,13 +275,13 @@ class BaseLongTermMemory(ABC, Generic[S]):
         }
         if not any(leg_hits.values()):
             return []
-        fused = fuse_legs(mode, leg_hits, self.retrieval, top_k, now=view.moment)
+        with timed_stage("fusion"):
+            fused = fuse_legs(mode, leg_hits, self.retrieval, top_k, now=view.moment)
         recalls = []
         for h in fused:
             fact = found.fact(h.id)
             confidence = self.confidence.at(fact, view.moment)
             recalls.append(Recall(fact, h.score, h.ranks, h.scores, confidence))
-        self.access.note(ctx, [r.fact.id for r in recalls], view.now)  # batched, not written
         return recalls
 
     def _scoped_candidates(
@@ -398,14 +426,18 @@ class BaseLongTermMemory(ABC, Generic[S]):
         self._check_open()
         self.access.forget(ctx, wanted)
         with self._write_lock(ctx):
-            return self._delete(ctx, wanted)
+            deleted = self._delete(ctx, wanted)
+        sink().facts_changed(-deleted)
+        return deleted
 
     def forget(self, ctx: RuntimeContext) -> int:
         """Every fact of ``ctx``'s user; the backend takes its write lock (and may skip it when
         the user has nothing stored)."""
         self._check_open()
         self.access.forget(ctx)
-        return self._forget(ctx)
+        forgotten = self._forget(ctx)
+        sink().facts_changed(-forgotten)
+        return forgotten
 
     def count_user(self, ctx: RuntimeContext) -> int:
         """How many facts the user has stored, superseded and expired ones included."""

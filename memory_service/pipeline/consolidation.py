@@ -28,6 +28,7 @@ from memory_service.fsutil import read_text, write_atomically
 from memory_service.llm import ChatModel, LlmBadResponseError, LlmError, Usage
 from memory_service.longterm.ledger import render_fact
 from memory_service.messages import estimate_tokens
+from memory_service.observe.telemetry import sink
 from memory_service.paths import UserPaths
 from memory_service.pipeline.memory_md import memory_bullets, plain_memory
 from memory_service.tombstones import Tombstones
@@ -209,6 +210,7 @@ class Consolidator:
         for attempt in range(2):
             reply = self.model.complete(messages, temperature=0.0, max_tokens=self.max_tokens)
             usage = usage + reply.usage
+            sink().tokens("consolidation", reply.usage.prompt_tokens, reply.usage.completion_tokens)
             text = _strip_fences(reply.text or "")
             if memory_bullets(text):
                 return text, usage

@@ -34,6 +34,7 @@ from filelock import FileLock, Timeout
 from memory_service.context import RuntimeContext
 from memory_service.fsutil import append_durably, write_bytes_atomically
 from memory_service.messages import Msg
+from memory_service.observe.telemetry import sink
 from memory_service.paths import UserPaths
 from memory_service.tombstones import Tombstones
 
@@ -299,6 +300,7 @@ class DeadLetterFile:
             if tombstones is not None and ctx is not None:
                 tombstones.check(ctx)  # under the lock an erase takes too
             append_durably(self.path, record.to_json() + "\n")
+        sink().dead_letter("flush")
 
     def remove_user(self, owner: RuntimeContext) -> int:
         """Remove the records of ``owner`` (tenant and user, whatever their version or

@@ -11,7 +11,15 @@ start with an annotation::
 The annotation is ``[...]`` with ``|``-separated parts in any order, each optional: a kind
 (fact, preference, event, procedure), an importance 1-10, and a key (a subject such as
 ``user.diet``; a newer fact with the same key supersedes the older one). A bracket that is not
-a valid annotation stays part of the text. Bullets are cleaned (metadata comments, emphasis and
+a valid annotation stays part of the text.
+
+Provenance: the transcript numbers its messages (``#12 [user] ...``) and a bullet ends with the
+numbers it came from, ``- [fact|7|user.diet] The user is vegetarian. (#12, #14)``. The fact's
+``source`` is then those messages: the session, their numbers and their text (cut to
+``MAX_SOURCE_TEXT_BYTES``). A citation is never an error: numbers outside the batch are
+ignored, and a bullet with no valid number (none, ``(#x)``, ``(#99)`` for a batch of 3) gets
+the whole batch as its source, numbers only: the text of a whole span would match every word
+of the conversation. Bullets are cleaned (metadata comments, emphasis and
 extra whitespace removed), exact duplicates dropped (within the reply and against MEMORY.md
 and today's ledger, which the model also reads),
 and the rest recorded through ``LongTermMemory.record`` (today's ledger in the files backend).
@@ -22,16 +30,16 @@ from __future__ import annotations
 
 import logging
 import re
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
 from indexing.hashing import content_hash
 from memory_service.context import RuntimeContext
 from memory_service.errors import InvalidInputError, MemoryServiceError, UserErasedError
-from memory_service.facts import FACT_KINDS, Fact
-from memory_service.limits import MAX_PAGE_SIZE
+from memory_service.facts import FACT_KINDS, Fact, Source, clip_source_text
+from memory_service.limits import MAX_PAGE_SIZE, MAX_SOURCE_MESSAGES
 from memory_service.llm import ChatModel, LlmBadResponseError, LlmError
 from memory_service.longterm.base import LongTermMemory
 from memory_service.messages import Msg, estimate_tokens
@@ -61,8 +69,9 @@ or anything the assistant merely suggested. MEMORY.md and today's ledger (the me
 already recorded today), given below, are what is already remembered. They are read-only
 context: do not repeat what they hold; write a memory only for something new or changed.
 
-Answer with one Markdown bullet per memory and nothing else:
-- [kind|importance|key] The memory, as one self-contained sentence.
+The conversation's messages are numbered (#12 [user] ...). Answer with one Markdown bullet
+per memory and nothing else, each ending with the numbers of the messages it comes from:
+- [kind|importance|key] The memory, as one self-contained sentence. (#12, #14)
 kind is fact, preference, event or procedure; importance is 1-10 (10: must never be
 forgotten, such as an allergy; 1: trivia); key is an optional subject such as user.diet, given
 when a newer memory should replace an older one on the same subject (leave it out when unsure:
@@ -78,6 +87,9 @@ _EMPHASIS = re.compile(r"\*\*|__")
 _WS = re.compile(r"\s+")
 _KEY = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.:/-]{0,255}")
 _QUOTES = "\"'\u201c\u201d\u2018\u2019"
+# a trailing "(#12, #14)", before or after the sentence's final stop
+_CITATION = re.compile(r"\s*\((?P<refs>\s*#[^()\n]{0,200})\)\s*(?P<stop>[.!?]?)\s*$")
+_CITED_NUMBER = re.compile(r"#\s*(\d{1,9})\b")
 
 
 # -- the request and the reply -------------------------------------------------------------
@@ -122,9 +134,40 @@ def clean_text(text: str) -> str:
     return _WS.sub(" ", text).strip().strip(_QUOTES).strip()
 
 
-def parse_flush_reply(text: str) -> list[Fact]:
+@dataclass(frozen=True, slots=True)
+class Span:
+    """What one flush request showed the model: its session and, per numbered message, what
+    the message said (the source a bullet may cite)."""
+
+    session_id: str | None = None
+    said: Mapping[int, str] = field(default_factory=dict)
+
+    def source(self, cited: Sequence[int]) -> Source:
+        """The source of a bullet citing ``cited``: the valid numbers' messages, or (none
+        valid) the whole span by number."""
+        valid = sorted({n for n in cited if n in self.said})
+        if valid:
+            spoken = clip_source_text(" ".join(self.said[n] for n in valid))
+            return Source(
+                "flush", self.session_id, tuple(valid[:MAX_SOURCE_MESSAGES]), spoken or None
+            )
+        return Source("flush", self.session_id, tuple(sorted(self.said)[:MAX_SOURCE_MESSAGES]))
+
+
+def split_citation(body: str) -> tuple[str, list[int]]:
+    """A bullet's text without its trailing ``(#n, ...)`` citation, and the numbers cited
+    (``[]`` for no citation or a malformed one, which is dropped from the text all the same)."""
+    match = _CITATION.search(body)
+    if not match:
+        return body, []
+    numbers = [int(n) for n in _CITED_NUMBER.findall(match.group("refs"))]
+    return body[: match.start()] + match.group("stop"), numbers
+
+
+def parse_flush_reply(text: str, span: Span | None = None) -> list[Fact]:
     """The facts in a flush reply; ``[]`` for ``NO_REPLY``. A reply with neither bullets nor
-    ``NO_REPLY`` is malformed (``LlmBadResponseError``). Facts carry no ids yet."""
+    ``NO_REPLY`` is malformed (``LlmBadResponseError``). Facts carry no ids yet; each has the
+    ``source`` its citation names within ``span`` (origin ``flush`` only, without a span)."""
     lines = [line for line in (text or "").split("\n") if not _FENCE.match(line)]
     facts: list[Fact] = []
     bullets = 0
@@ -138,13 +181,16 @@ def parse_flush_reply(text: str) -> list[Fact]:
         annotated = _ANNOTATION.match(body)
         if annotated and (parsed := _annotation(annotated.group("inner"))) is not None:
             meta, body = parsed, body[annotated.end() :]
+        body, cited = split_citation(body)
         cleaned = clean_text(body)
         if len(cleaned) < 3 or cleaned.upper().strip(".! ") == NO_REPLY:
             continue
+        source = span.source(cited) if span is not None else Source("flush")
         try:
-            facts.append(Fact(text=cleaned, source="flush", **meta).validate())
+            facts.append(Fact(text=cleaned, source=source, **meta).validate())
         except InvalidInputError as exc:
-            log.warning("flush bullet refused (%s): %.80r", exc.message, cleaned)
+            # the bullet's text is the user's: the log names the reason and the size only
+            log.warning("flush bullet refused (%s, %d characters)", exc.code, len(cleaned))
     if bullets == 0 and NO_REPLY not in (text or ""):
         shown = (text or "").strip()[:200]
         raise LlmBadResponseError(
@@ -243,7 +289,8 @@ class Extractor:
         before ``record``."""
         known = known_hashes(memory_md) | known_hashes(today)
         for index, batch in enumerate(batches):
-            facts, error, reply = self._extract(batch, memory_md, today, result)
+            span = Span(ctx.session_id, batch.said)
+            facts, error, reply = self._extract(batch, memory_md, today, result, span)
             if error is None:
                 try:
                     fresh = distinct(facts, known)
@@ -262,7 +309,12 @@ class Extractor:
         return None
 
     def _extract(
-        self, batch: TranscriptBatch, memory_md: str, today: str, result: FlushResult
+        self,
+        batch: TranscriptBatch,
+        memory_md: str,
+        today: str,
+        result: FlushResult,
+        span: Span,
     ) -> tuple[list[Fact], str | None, str | None]:
         """Ask the model, retrying failures; (facts, error, last reply text)."""
         assert self.model is not None
@@ -276,13 +328,14 @@ class Extractor:
             try:
                 reply = self.model.complete(request, temperature=0.0)
             except LlmError as exc:
-                error = f"{exc.code}: {exc.message}"
+                error, code = f"{exc.code}: {exc.message}", exc.code
             else:
                 result.usage = result.usage + reply.usage
                 reply_text = reply.text
                 try:
-                    return parse_flush_reply(reply.text), None, reply_text
+                    return parse_flush_reply(reply.text, span), None, reply_text
                 except LlmBadResponseError as exc:
-                    error = f"{exc.code}: {exc.message}"
-            log.warning("flush attempt %d failed: %s", attempt + 1, error)
+                    error, code = f"{exc.code}: {exc.message}", exc.code
+            # the message may quote the reply (the user's facts): the log gets the code only
+            log.warning("flush attempt %d failed: %s", attempt + 1, code)
         return [], error, reply_text

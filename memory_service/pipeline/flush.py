@@ -34,6 +34,8 @@ from memory_service.facts import Fact, parse_time, utcnow
 from memory_service.llm import ChatModel
 from memory_service.longterm.base import LongTermMemory
 from memory_service.messages import Msg
+from memory_service.observe.telemetry import sink
+from memory_service.observe.tracing import using_ids
 from memory_service.paths import UserPaths
 from memory_service.pipeline.dead_letters import DeadLetterFile, DeadLetterRecord
 from memory_service.pipeline.extraction import DEFAULT_FLUSH_PROMPT, Extractor, todays_ledger
@@ -137,7 +139,24 @@ class MemoryFlushManager:
         return result
 
     def flush(self, state: AgentState, ctx: RuntimeContext, reason: FlushReason) -> FlushResult:
-        """Flush ``state.unflushed()``; moves the watermark only past what was recorded."""
+        """Flush ``state.unflushed()``; moves the watermark only past what was recorded. Runs
+        under the trace ``ctx`` carries, so its log lines name the request that caused it."""
+        with using_ids(ctx.trace_id, ctx.span_id):
+            result = self._flush(state, ctx, reason)
+            if result.status not in ("nothing_to_flush", "skipped", "failed"):  # failed: _fail
+                log.info(
+                    "flush of %s/%s/%s (%s): %s, %d facts created",
+                    ctx.tenant_id,
+                    ctx.user_id,
+                    ctx.session_id,
+                    reason,
+                    result.status,
+                    result.facts_created,
+                    extra={"flush_status": result.status, "facts_created": result.facts_created},
+                )
+        return result
+
+    def _flush(self, state: AgentState, ctx: RuntimeContext, reason: FlushReason) -> FlushResult:
         result = FlushResult(reason, through_seq=state.last_flushed_index)
         if self.config.disable_memory_hooks:
             result.status, result.detail = "skipped", "disabled"
@@ -244,12 +263,12 @@ class MemoryFlushManager:
         )
         letters.append(record, ctx)  # refused once the user is erased: nothing to keep
         result.dead_letter = letters.relative
-        log.error(
+        log.error(  # the error may quote the model's reply: its code only
             "flush of %s/%s/%s failed (%s); %d messages kept in %s",
             ctx.tenant_id,
             ctx.user_id,
             ctx.session_id,
-            error,
+            (error or "").split(":", 1)[0],
             len(messages),
             letters.path,
         )
@@ -268,6 +287,8 @@ class MemoryFlushManager:
             f"{purpose}_dead_letters": int(result.dead_letter is not None),
         }
         tokens = {purpose: result.usage} if result.attempts else {}
+        if result.attempts:
+            sink().tokens(purpose, result.usage.prompt_tokens, result.usage.completion_tokens)
         try:
             self.usage.record(ctx.tenant_id, tokens=tokens, counters=counters)
         except (OSError, TimeoutError) as exc:
@@ -276,6 +297,7 @@ class MemoryFlushManager:
 
     @staticmethod
     def _report(result: FlushResult) -> FlushResult:
+        sink().pipeline("flush", result.status)
         collected = _collector.get()
         if collected is not None:
             collected.append(result)

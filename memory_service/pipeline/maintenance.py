@@ -28,6 +28,8 @@ from memory_service.facts import Fact, fact_id, parse_time, utcnow
 from memory_service.fsutil import read_text, remove_stale_temp_files, write_atomically
 from memory_service.longterm.base import ArchivesLedgers, LongTermMemory, SettlesLedgers
 from memory_service.longterm.ledger import parse_ledger
+from memory_service.observe.telemetry import sink
+from memory_service.observe.tracing import using_ids
 from memory_service.paths import UserPaths
 from memory_service.pipeline.consolidation import ConsolidationResult, Consolidator
 from memory_service.pipeline.erasure import erase_facts
@@ -126,7 +128,27 @@ class MemoryMaintenance:
         self, ctx: RuntimeContext, *, force: bool = False, consolidate: bool = True
     ) -> MaintenanceReport:
         """Every step for one user; ``consolidate=False`` leaves MEMORY.md alone (the
-        scheduler's passes when ``disable_memory_hooks`` is on)."""
+        scheduler's passes when ``disable_memory_hooks`` is on). Runs under the trace ``ctx``
+        carries, else the current one."""
+        with using_ids(ctx.trace_id, ctx.span_id):
+            try:
+                report = self._run_user(ctx, force=force, consolidate=consolidate)
+            except Exception:
+                sink().pipeline("maintenance", "failed")  # the caller logs and reports it
+                raise
+            sink().pipeline("maintenance", report.status)
+            log.info(
+                "maintenance of %s/%s: %s",
+                ctx.tenant_id,
+                ctx.user_id,
+                report.status,
+                extra={"tenant_id": ctx.tenant_id, "user_id": ctx.user_id, "status": report.status},
+            )
+        return report
+
+    def _run_user(
+        self, ctx: RuntimeContext, *, force: bool, consolidate: bool
+    ) -> MaintenanceReport:
         paths = UserPaths.of(self.workspace, ctx)
         report = MaintenanceReport.of(ctx, "ran")
         tombstones = Tombstones(self.workspace)
@@ -216,11 +238,13 @@ class MemoryMaintenance:
         except UserErasedError:
             raise  # erased meanwhile: the run stops (see ``run_user``)
         except Exception as exc:  # the LLM failed: MEMORY.md is untouched, report it
+            sink().pipeline("consolidation", "failed")
             log.warning("consolidation failed for %s/%s: %s", ctx.tenant_id, report.owner, exc)
             report.status = "failed"
             report.error = f"consolidation: {exc}"
             return
         report.consolidation = result
+        sink().pipeline("consolidation", "ok")
         counts["consolidated"] = 1 if result.written else 0
         self._account(ctx, result)
 
@@ -247,13 +271,18 @@ class MemoryMaintenance:
         paths.root.mkdir(parents=True, exist_ok=True)
         try:
             with FileLock(str(paths.maintenance_lock), timeout=0):
-                result = self.consolidator.consolidate(
-                    paths, all_facts(self.longterm, ctx), self._clock(), ctx=ctx
-                )
+                try:
+                    result = self.consolidator.consolidate(
+                        paths, all_facts(self.longterm, ctx), self._clock(), ctx=ctx
+                    )
+                except Exception:
+                    sink().pipeline("consolidation", "failed")
+                    raise
         except Timeout:
             raise BackendUnavailableError(
                 "maintenance is running for this user; try again in a minute", code="busy"
             ) from None
+        sink().pipeline("consolidation", "ok")
         self._account(ctx, result)
         return result
 

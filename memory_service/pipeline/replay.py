@@ -43,6 +43,7 @@ from typing import Any
 from memory_service.context import RuntimeContext
 from memory_service.facts import utcnow
 from memory_service.llm import require_model
+from memory_service.observe.telemetry import sink
 from memory_service.paths import UserPaths
 from memory_service.pipeline.dead_letters import (
     DeadLetter,
@@ -235,6 +236,7 @@ def _replay_one(
     except Exception as exc:  # noqa: BLE001 - one bad entry never stops the others
         log.exception("replay of a dead letter of %s/%s failed", *_who(letter.ctx))
         rest, error = list(messages), f"{type(exc).__name__}: {exc}"
+    sink().pipeline("replay", "ok" if error is None else "failed")
     if error is None:
         report.counts["replayed"] += 1
         report.counts["facts"] += result.facts_created

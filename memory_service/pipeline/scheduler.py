@@ -10,6 +10,7 @@ running this scheduler never maintain one user twice at once.
 
 from __future__ import annotations
 
+import contextvars
 import logging
 import threading
 import time
@@ -21,6 +22,7 @@ from pathlib import Path
 from memory_service.context import RuntimeContext, scope_context, validate_id
 from memory_service.errors import InvalidIdError
 from memory_service.longterm.base import ListsAgents, ListsUsers, LongTermMemory
+from memory_service.observe.tracing import new_trace, using_trace
 from memory_service.paths import WorkspacePaths
 from memory_service.pipeline.idle_flush import IdleFlusher, IdleFlushReport
 from memory_service.pipeline.maintenance import MaintenanceReport, MemoryMaintenance
@@ -141,8 +143,13 @@ class MemoryMaintenanceScheduler:
         self._thread: threading.Thread | None = None
 
     def start(self) -> None:
+        """Start the thread in a copy of this context: the metrics sink current here (serve
+        installs the app's) receives the passes' measurements."""
         if self._thread is None:
-            self._thread = threading.Thread(target=self._loop, name="maintenance", daemon=True)
+            context = contextvars.copy_context()
+            self._thread = threading.Thread(
+                target=context.run, args=(self._loop,), name="maintenance", daemon=True
+            )
             self._thread.start()
 
     def stop(self, timeout: float = 30.0) -> None:
@@ -152,28 +159,32 @@ class MemoryMaintenanceScheduler:
             self._thread = None
 
     def run_once(self) -> list[MaintenanceReport]:
-        reports = run_all(
-            self.maintenance, self.contexts(), progress=False, consolidate=self.consolidate
-        )
-        self.passes += 1
-        ran = sum(1 for r in reports if r.status == "ran")
-        log.info("maintenance pass %d: %d users, %d maintained", self.passes, len(reports), ran)
+        """One pass, under a trace of its own (its log lines share one ``trace_id``)."""
+        with using_trace(new_trace()):
+            reports = run_all(
+                self.maintenance, self.contexts(), progress=False, consolidate=self.consolidate
+            )
+            self.passes += 1
+            ran = sum(1 for r in reports if r.status == "ran")
+            log.info("maintenance pass %d: %d users, %d maintained", self.passes, len(reports), ran)
         return reports
 
     def sweep_once(self) -> SweepReport:
-        """Purge expired session states, then flush the sessions that went quiet."""
+        """Purge expired session states, then flush the sessions that went quiet (under a
+        trace of its own, like a pass)."""
         report = SweepReport()
-        if self.purge is not None:
-            try:
-                report.purged = self.purge()
-            except Exception:  # noqa: BLE001 - the flush below must still run
-                log.exception("purging expired session states failed")
-        if self.idle_flush is not None:
-            users = (c for c in self.contexts() if c.scope == "user")  # sessions are users'
-            report.idle = self.idle_flush.run(users)
-        self.sweeps += 1
-        if report.purged or (report.idle and report.idle.sessions):
-            log.info("sweep %d: %s", self.sweeps, report)
+        with using_trace(new_trace()):
+            if self.purge is not None:
+                try:
+                    report.purged = self.purge()
+                except Exception:  # noqa: BLE001 - the flush below must still run
+                    log.exception("purging expired session states failed")
+            if self.idle_flush is not None:
+                users = (c for c in self.contexts() if c.scope == "user")  # sessions are users'
+                report.idle = self.idle_flush.run(users)
+            self.sweeps += 1
+            if report.purged or (report.idle and report.idle.sessions):
+                log.info("sweep %d: %s", self.sweeps, report)
         return report
 
     def _loop(self) -> None:

@@ -4,13 +4,15 @@ Only what can hold a new fact is sent: instructions, hints, summaries and the me
 output are left out (a recalled memory must not be extracted again), and each message is cut
 (a tool result to a glimpse). Lines are grouped into batches that fit the memory model's
 window next to the prompt and MEMORY.md; every unflushed message belongs to one batch, sent or
-not, so the watermark can move past a batch once its facts are recorded.
+not, so the watermark can move past a batch once its facts are recorded. Each line starts with
+its message's number (``#12``, the ``seq``), which the model cites after a memory so the fact
+keeps its source (``pipeline/extraction.py``).
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from memory_service.messages import MEMORY_TOOL_NAMES, Msg, estimate_tokens
 from memory_service.shortterm.compaction import render_line
@@ -29,6 +31,7 @@ class TranscriptBatch:
     lines: list[str]
     messages: list[Msg]  # every unflushed message the batch covers (sent or not)
     through_seq: int
+    said: dict[int, str] = field(default_factory=dict)  # seq -> content, of the numbered lines
 
 
 def transcript_line(message: Msg) -> str | None:
@@ -64,19 +67,24 @@ def batch_transcript(pending: Sequence[Msg], budget: int) -> list[TranscriptBatc
     batches: list[TranscriptBatch] = []
     lines: list[str] = []
     covered: list[Msg] = []
+    said: dict[int, str] = {}
     used = 0
     for message in pending:
         line = transcript_line(message)
+        if line and message.seq is not None:
+            line = f"#{message.seq} {line}"
         cost = estimate_tokens(line) if line else 0
         if line and lines and used + cost > budget:
-            batches.append(TranscriptBatch(lines, covered, last_seq(covered)))
-            lines, covered, used = [], [], 0
+            batches.append(TranscriptBatch(lines, covered, last_seq(covered), said))
+            lines, covered, said, used = [], [], {}, 0
         covered.append(message)
         if line:
             lines.append(line)
             used += cost
+            if message.seq is not None:
+                said[message.seq] = message.content
     if lines:
-        batches.append(TranscriptBatch(lines, covered, last_seq(covered)))
+        batches.append(TranscriptBatch(lines, covered, last_seq(covered), said))
     elif batches:  # trailing messages with nothing to say ride with the last batch
         batches[-1].messages += covered
         batches[-1].through_seq = last_seq(batches[-1].messages)

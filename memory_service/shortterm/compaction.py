@@ -22,6 +22,7 @@ from memory_service.config import CompactionSettings
 from memory_service.errors import ConfigurationError
 from memory_service.llm import ChatModel
 from memory_service.messages import Msg, estimate_tokens
+from memory_service.observe.telemetry import sink
 from memory_service.shortterm.compaction_base import (
     CompactionResult,
     Compactor,
@@ -122,6 +123,7 @@ class ConversationCompactor:
         reply = self.model.complete(
             [Msg.system(self.prompt), Msg.user(self._request(state, head))]
         )  # raises: nothing has been changed yet
+        sink().tokens("compaction", reply.usage.prompt_tokens, reply.usage.completion_tokens)
         blocks = parse_summary(reply.text)
 
         summary = Msg(

@@ -22,6 +22,8 @@ from memory_service.context import RuntimeContext
 from memory_service.errors import MemoryServiceError
 from memory_service.facts import utcnow
 from memory_service.llm import ContextOverflowError
+from memory_service.observe.telemetry import sink
+from memory_service.observe.tracing import using_ids
 from memory_service.shortterm.compaction import CompactionResult, Compactor
 from memory_service.shortterm.flush_hook import FlushCallback, FlushReason
 from memory_service.shortterm.state import AgentState, CompactionBackoff
@@ -59,6 +61,22 @@ def waiting_error(backoff: CompactionBackoff) -> MemoryServiceError:
         f"backing off: next try once the session has {backoff.retry_at_seq} messages in all, "
         f"or after {backoff.retry_after.isoformat()}, whichever comes first)",
         code=backoff.error_code or None,
+    )
+
+
+def count_compaction(result: CompactionResult, ctx: RuntimeContext) -> None:
+    """A compaction that was attempted, in the metrics and the log (sizes, never text)."""
+    outcome = "ok" if result.performed else result.reason
+    sink().pipeline("compaction", outcome)
+    log.info(
+        "compaction of %s/%s/%s: %s, %d messages summarised, %d kept",
+        ctx.tenant_id,
+        ctx.user_id,
+        ctx.session_id,
+        outcome,
+        result.removed,
+        result.kept,
+        extra={"compaction": outcome, "removed": result.removed, "kept": result.kept},
     )
 
 
@@ -102,6 +120,14 @@ class CompactionHook:
             return CompactionResult(
                 False, "backoff", 0, len(state.messages), tokens, tokens, error=error
             )
+        with using_ids(ctx.trace_id, ctx.span_id):
+            result = self._compact(state, ctx, trigger, now)
+            count_compaction(result, ctx)
+        return result
+
+    def _compact(
+        self, state: AgentState, ctx: RuntimeContext, trigger: str, now: datetime
+    ) -> CompactionResult:
         flushed = self.run_flush(state, ctx, "pre_compaction")
         try:
             result = self.compactor.compact(state, reason=trigger)
@@ -135,6 +161,7 @@ class CompactionHook:
         except ContextOverflowError as overflow:
             self.run_flush(state, ctx, "overflow")
             result = self.compactor.compact(state, reason="overflow", aggressive=True)
+            count_compaction(result, ctx)
             if on_compacted is not None:
                 on_compacted(result)
             if not result.performed:

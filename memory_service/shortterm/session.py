@@ -31,13 +31,14 @@ from memory_service.errors import (
 )
 from memory_service.llm import NOT_CONFIGURED_MESSAGE, ChatModel, LlmNotConfiguredError
 from memory_service.messages import Msg
+from memory_service.observe.telemetry import sink
 from memory_service.shortterm.compaction import (
     CompactionResult,
     ConversationCompactor,
     build_compactor,
     summary_trigger,
 )
-from memory_service.shortterm.compaction_hook import CompactionHook
+from memory_service.shortterm.compaction_hook import CompactionHook, count_compaction
 from memory_service.shortterm.eviction import ToolResultEvictor
 from memory_service.shortterm.flush_hook import FlushCallback
 from memory_service.shortterm.session_locks import KeyedLocks
@@ -260,9 +261,11 @@ class ShortTermMemory:
             else:
                 result = hook.compactor.compact(state, reason="forced")
         except MemoryServiceError:
+            sink().pipeline("compaction", "failed")
             if flushed.get("flushed"):
                 self.store.save(state, ctx)  # keep the flush watermark; messages unchanged
             raise
+        count_compaction(result, ctx)
         if result.performed or flushed.get("flushed"):
             self.store.save(state, ctx)
         return state, replace(result, **flushed)

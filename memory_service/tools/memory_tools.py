@@ -28,7 +28,7 @@ from typing import Any
 from memory_service.context import RuntimeContext
 from memory_service.errors import InvalidInputError, MemoryServiceError, NotFoundError
 from memory_service.fact_filter import FactFilter
-from memory_service.facts import Fact, Recall
+from memory_service.facts import Fact, Recall, Source, clip_source_text
 from memory_service.fsutil import read_text
 from memory_service.limits import (
     MAX_PAGE_SIZE,
@@ -48,6 +48,7 @@ from memory_service.messages import (
     MEMORY_SAVE,
     MEMORY_SEARCH,
     SESSION_SEARCH,
+    Msg,
     ToolCall,
 )
 from memory_service.pipeline.consolidation import priority
@@ -151,15 +152,20 @@ class MemoryTools:
 
     # -- dispatch -------------------------------------------------------------------------
 
-    def run(self, ctx: RuntimeContext, call: ToolCall) -> ToolOutcome:
-        """Run one tool call; refusals and bad arguments come back as text for the model."""
+    def run(self, ctx: RuntimeContext, call: ToolCall, *, said: Msg | None = None) -> ToolOutcome:
+        """Run one tool call; refusals and bad arguments come back as text for the model.
+        ``said`` is the user's message of this turn: ``memory_save`` records it as the
+        fact's source."""
         if call.name not in self.names():
             available = ", ".join(self.names()) or "none"
             message = f"error (unknown_tool): no tool {call.name!r}; available: {available}"
             return ToolOutcome(call.id, call.name, message, False, "unknown_tool")
         try:
             arguments = TOOL_ARGUMENTS[call.name].parse_json(call.arguments)
-            text = self._handlers[call.name](ctx, arguments)
+            if call.name == MEMORY_SAVE:
+                text = self._save(ctx, arguments, said)
+            else:
+                text = self._handlers[call.name](ctx, arguments)
         except (ValueError, TypeError) as exc:  # InvalidInputError is a ValueError
             code = getattr(exc, "code", "invalid_arguments")
             message = getattr(exc, "message", None) or f"bad arguments: {exc}"
@@ -195,10 +201,13 @@ class MemoryTools:
         text: str,
         key: str | None = None,
         importance: int | None = None,
+        *,
+        said: Msg | None = None,
     ) -> str:
-        """Record one fact now: no LLM, the same path as ``POST /v1/memories``."""
+        """Record one fact now: no LLM, the same path as ``POST /v1/memories``; ``said`` (the
+        user's message it comes from) becomes its source."""
         arguments = {"text": text, "key": key, "importance": importance}
-        return self._save(ctx, MemorySaveArgs.parse(arguments))
+        return self._save(ctx, MemorySaveArgs.parse(arguments), said)
 
     def session_search(self, ctx: RuntimeContext, query: str) -> str:
         """Past messages of the user's sessions that match ``query``."""
@@ -305,12 +314,19 @@ class MemoryTools:
         more = f" (more: start_line={last + 1})" if last < total else ""
         return f"{rel} lines {first}-{last} of {total}{more}:\n{body}"
 
-    def _save(self, ctx: RuntimeContext, args: MemorySaveArgs) -> str:
+    def _save(self, ctx: RuntimeContext, args: MemorySaveArgs, said: Msg | None = None) -> str:
+        spoken = clip_source_text(said.content) if said is not None else ""
+        source = Source(
+            origin="memory_save",
+            session_id=ctx.session_id,
+            messages=(said.seq,) if said is not None and said.seq is not None else (),
+            text=spoken or None,
+        )
         fact = Fact(
             text=args.text.strip(),
             key=args.key.strip() if args.key else None,
             importance=5 if args.importance is None else args.importance,
-            source="memory_save",
+            source=source,
             session_id=ctx.session_id,
         )
         result = self.longterm.record(ctx, [fact])[0]

@@ -33,6 +33,7 @@ from memory_service.context import SCOPES, Scope
 from memory_service.fact_filter import FactFilter
 from memory_service.limits import MAX_CURSOR_CHARS, MAX_FACT_ID_CHARS, MAX_PAGE_SIZE
 from memory_service.pipeline.erasure import erase_facts, forget_user
+from memory_service.pipeline.provenance import check_source_sessions
 
 router = APIRouter(prefix="/v1", tags=["memories"])
 
@@ -45,14 +46,18 @@ ScopeQuery = Annotated[
 
 
 @router.post("/memories", response_model=RecordResponse)
-def record_memories(body: RecordRequest, principal: PrincipalDep, memory: LongTermDep):
-    """Record facts. Idempotent: the same text twice is one fact (``duplicate``); a fact with
-    the ``key`` of an active fact replaces it (``superseded``). All or nothing. Each fact
-    goes to its ``scope``: the user's own, the agent's (``agent_id``) or the tenant's; the
-    shared scopes need a curator or admin key (403 otherwise, nothing written)."""
+def record_memories(body: RecordRequest, principal: PrincipalDep, services: ServicesDep):
+    """Record facts. Idempotent: the same text twice is one fact (``duplicate``, its first
+    ``source`` kept); a fact with the ``key`` of an active fact replaces it (``superseded``).
+    All or nothing. Each fact goes to its ``scope``: the user's own, the agent's
+    (``agent_id``) or the tenant's; the shared scopes need a curator or admin key (403
+    otherwise, nothing written). A ``source`` says where the fact came from (its session must
+    be the user's)."""
     require_scope_writer(principal, [f.scope for f in body.facts])
     ctx = user_context(principal, body.user_id, body.session_id, agent_id=body.agent_id)
-    results = memory.record(ctx, [f.to_fact(body.session_id) for f in body.facts])
+    facts = [f.to_fact(body.session_id) for f in body.facts]
+    check_source_sessions(services.shortterm, ctx, facts)
+    results = services.longterm.record(ctx, facts)
     return RecordResponse.model_validate({"results": results})
 
 

@@ -6,7 +6,7 @@ from collections.abc import Mapping
 from datetime import datetime
 from typing import Annotated, Literal
 
-from pydantic import AfterValidator, AliasPath, BeforeValidator, Field
+from pydantic import AfterValidator, AliasPath, BeforeValidator, Field, model_validator
 
 from memory_service.api.schemas.common import (
     AgentId,
@@ -14,12 +14,14 @@ from memory_service.api.schemas.common import (
     SessionId,
     Strict,
     UserId,
+    coded,
     max_bytes,
 )
 from memory_service.config import LEGS, Mode
 from memory_service.context import SCOPES, Scope
+from memory_service.errors import InvalidInputError
 from memory_service.fact_filter import FactFilter
-from memory_service.facts import Fact, FactKind
+from memory_service.facts import Fact, FactKind, Source
 from memory_service.limits import (
     MAX_CONFIDENCE,
     MAX_FACT_TEXT_BYTES,
@@ -28,6 +30,8 @@ from memory_service.limits import (
     MAX_KEY_CHARS,
     MAX_QUERY_BYTES,
     MAX_SOURCE_CHARS,
+    MAX_SOURCE_MESSAGES,
+    MAX_SOURCE_TEXT_BYTES,
     MAX_TAG_CHARS,
     MAX_TAGS,
     MAX_THRESHOLD,
@@ -51,6 +55,45 @@ Scopes = Annotated[
 ]
 
 
+class SourceIn(Strict):
+    """Where a fact came from: ``origin`` (a label such as ``chat`` or ``crm``), the session
+    and the messages' sequence numbers in it, and what was said (``text``, at most
+    ``MAX_SOURCE_TEXT_BYTES``, no control characters but newline and tab), which recall
+    searches beside the fact. ``session_id`` must name one of the user's own sessions."""
+
+    origin: Annotated[str, Field(min_length=1, max_length=MAX_SOURCE_CHARS)] | None = None
+    session_id: SessionId | None = None
+    messages: Annotated[
+        list[Annotated[int, Field(ge=0)]], Field(max_length=MAX_SOURCE_MESSAGES)
+    ] = []
+    text: Annotated[str, Field(min_length=1, max_length=MAX_SOURCE_TEXT_BYTES)] | None = None
+
+    @model_validator(mode="after")
+    def _as_the_service_checks(self) -> SourceIn:
+        try:
+            self.to_source().validate()
+        except InvalidInputError as exc:
+            raise coded(exc) from None
+        return self
+
+    def to_source(self) -> Source:
+        return Source(self.origin, self.session_id, tuple(self.messages), self.text)
+
+
+def _label_as_origin(value: object) -> object:
+    """A plain string ``source`` (the field's form before provenance) is the origin label."""
+    return {"origin": value} if isinstance(value, str) else value
+
+
+class SourceOut(Out):  # a facts.Source
+    """Where the fact came from (null fields: not known)."""
+
+    origin: str | None
+    session_id: str | None
+    messages: list[int]
+    text: str | None
+
+
 class FactIn(Strict):
     text: FactText
     key: Annotated[str, Field(min_length=1, max_length=MAX_KEY_CHARS)] | None = None
@@ -58,7 +101,9 @@ class FactIn(Strict):
     importance: Annotated[int, Field(ge=MIN_IMPORTANCE, le=MAX_IMPORTANCE)] = 5
     confidence: Annotated[float, Field(ge=MIN_CONFIDENCE, le=MAX_CONFIDENCE)] = 1.0
     tags: Annotated[list[Tag], Field(max_length=MAX_TAGS)] = []
-    source: Annotated[str, Field(max_length=MAX_SOURCE_CHARS)] | None = None
+    source: Annotated[SourceIn | None, BeforeValidator(_label_as_origin)] = Field(
+        None, description="provenance; a plain string is taken as the origin label (as before)"
+    )
     expires_at: datetime | None = None
     scope: Scope = Field(
         "user",
@@ -69,8 +114,9 @@ class FactIn(Strict):
 
     def to_fact(self, session_id: str | None) -> Fact:
         """The fact to record; id, hash and creation time are derived when it is."""
-        fields = self.model_dump(exclude={"tags"})
-        return Fact(**fields, tags=tuple(self.tags), session_id=session_id)
+        fields = self.model_dump(exclude={"tags", "source"})
+        source = self.source.to_source() if self.source is not None else None
+        return Fact(**fields, tags=tuple(self.tags), source=source, session_id=session_id)
 
 
 class RecordRequest(Strict):
@@ -184,7 +230,7 @@ class FactOut(Out):  # a facts.Fact (its content_hash stays inside)
     importance: int
     confidence: float
     tags: list[str]
-    source: str | None
+    source: SourceOut | None
     session_id: str | None
     created_at: datetime | None
     expires_at: datetime | None
@@ -222,6 +268,8 @@ class Hit(Out):  # a facts.Recall: its fact's fields, flat
     kind: str = Field(validation_alias=_of_fact("kind"))
     importance: int = Field(validation_alias=_of_fact("importance"))
     tags: list[str] = Field(validation_alias=_of_fact("tags"))
+    source: SourceOut | None = Field(validation_alias=_of_fact("source"))
+    session_id: str | None = Field(validation_alias=_of_fact("session_id"))
     created_at: datetime | None = Field(validation_alias=_of_fact("created_at"))
     valid_to: datetime | None = Field(validation_alias=_of_fact("valid_to"))
     scope: Scope = Field(validation_alias=_of_fact("scope"))

@@ -34,8 +34,10 @@ def load_dataset(
     users: int | None = None,
     seed: int = 7,
     turn_text: str = "speaker",
+    with_source: bool = True,
 ) -> Dataset:
-    """Load ``name`` (one of ``DATASETS``); ``unit`` None means the dataset's default."""
+    """Load ``name`` (one of ``DATASETS``); ``unit`` None means the dataset's default;
+    ``with_source``: record facts with their provenance where the data has it."""
     if name == "synthetic":
         from memory_service.bench.datasets import synthetic
 
@@ -45,9 +47,16 @@ def load_dataset(
     if name == "locomo":
         from memory_service.bench.datasets import locomo
 
-        return locomo.load_locomo(read_json(path, name), unit=unit or "turns", turn_text=turn_text)
+        return locomo.load_locomo(
+            read_json(path, name),
+            unit=unit or "turns",
+            turn_text=turn_text,
+            with_source=with_source,
+        )
     if name == "longmemeval":
         from memory_service.bench.datasets import longmemeval
 
-        return longmemeval.load_longmemeval(read_json(path, name), unit=unit or "turns")
+        return longmemeval.load_longmemeval(
+            read_json(path, name), unit=unit or "turns", with_source=with_source
+        )
     raise BenchInputError(f"unknown dataset {name!r}; known: {', '.join(DATASETS)}")

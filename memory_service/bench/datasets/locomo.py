@@ -1,7 +1,11 @@
 """LoCoMo (Maharana et al., ACL 2024) as one memory per conversation.
 
 Units: ``turns`` (each dialog turn is a memory, carrying its dia_id) or ``facts`` (each
-``observation`` fact, carrying the dia_id(s) it was written from). Evidence ids are normalised
+``observation`` fact, carrying the dia_id(s) it was written from). A fact is recorded with its
+provenance by default: ``source`` names the session and turn numbers of those dia_ids and holds
+their text (as ``--turn-text`` renders a turn, cut to ``MAX_SOURCE_TEXT_BYTES``), what a flush
+that cites its messages records; ``with_source=False`` (``bench --no-source``) leaves it out.
+Evidence ids are normalised
 ("D8:6; D9:17" -> two ids, "D:11:26" -> "D11:26", "D30:05" -> "D30:5"); ids that resolve to no
 turn of the conversation are dropped and counted, and a question left with none is skipped.
 Category 5 (adversarial: no answer exists) is left out, as in the paper's recall figures.
@@ -11,7 +15,7 @@ from __future__ import annotations
 
 import re
 from collections import Counter
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Sequence
 from datetime import UTC, datetime, timedelta
 
 from memory_service.bench.dataset import (
@@ -22,6 +26,7 @@ from memory_service.bench.dataset import (
     Question,
     fit_text,
 )
+from memory_service.facts import Source, clip_source_text
 
 CATEGORIES: dict[int, str] = {
     1: "1 multi-hop",
@@ -113,7 +118,32 @@ def _turn_items(sample: dict, style: str, notes: Counter[str]) -> list[MemoryIte
     return items
 
 
-def _fact_items(sample: dict, turn_ids: set[str], notes: Counter[str]) -> list[MemoryItem]:
+def said_by_turn(conversation: dict, style: str) -> dict[str, str]:
+    """Each turn's text (as ``turn_text`` renders it) by its normalised dia_id."""
+    out = {}
+    for turn in iter_turns(conversation):
+        ids = parse_evidence(turn.get("dia_id"))
+        if ids:
+            out.setdefault(ids[0], turn_text(turn, style))
+    return out
+
+
+def source_of(refs: Sequence[str], said: dict[str, str]) -> Source | None:
+    """The provenance of a fact written from the turns ``refs``: their session, their turn
+    numbers in it, and their text (None when no ref has text)."""
+    spoken = clip_source_text(" ".join(said[r] for r in refs if said.get(r)))
+    if not refs or not spoken:
+        return None
+    first = _DIA_ID.match(refs[0])
+    assert first is not None  # refs are normalised dia_ids
+    session = first.group(1)
+    numbers = [int(m.group(2)) for r in refs if (m := _DIA_ID.match(r)) and m.group(1) == session]
+    return Source("locomo", f"session_{int(session)}", tuple(numbers), spoken)
+
+
+def _fact_items(
+    sample: dict, turn_ids: set[str], notes: Counter[str], said: dict[str, str] | None
+) -> list[MemoryItem]:
     items = []
     conversation = sample.get("conversation") or {}
     observation = sample.get("observation") or {}
@@ -142,7 +172,12 @@ def _fact_items(sample: dict, turn_ids: set[str], notes: Counter[str]) -> list[M
                     notes["texts truncated to 8 KiB"] += 1
                 when = _stamp(start, position)
                 position += 1
-                items.append(MemoryItem(text, tuple(refs), created_at=when, session_id=session_id))
+                source = source_of(refs, said) if said is not None else None
+                items.append(
+                    MemoryItem(
+                        text, tuple(refs), created_at=when, session_id=session_id, source=source
+                    )
+                )
     return items
 
 
@@ -196,8 +231,11 @@ def _questions(
     return out
 
 
-def load_locomo(data: object, *, unit: str = "turns", turn_text: str = "speaker") -> Dataset:
-    """LoCoMo's JSON (a list of samples) as a ``Dataset`` of the given unit."""
+def load_locomo(
+    data: object, *, unit: str = "turns", turn_text: str = "speaker", with_source: bool = True
+) -> Dataset:
+    """LoCoMo's JSON (a list of samples) as a ``Dataset`` of the given unit (``facts`` with
+    their source turns unless ``with_source`` is False)."""
     if unit not in UNITS:
         raise BenchInputError(f"--unit for locomo is one of {', '.join(UNITS)}, not {unit!r}")
     if turn_text not in TURN_TEXTS:
@@ -214,7 +252,9 @@ def load_locomo(data: object, *, unit: str = "turns", turn_text: str = "speaker"
         if unit == "turns":
             items = _turn_items(sample, turn_text, notes)
         else:
-            items = _fact_items(sample, turn_ids, notes)
+            conversation = sample.get("conversation") or {}
+            said = said_by_turn(conversation, turn_text) if with_source else None
+            items = _fact_items(sample, turn_ids, notes, said)
         questions = _questions(sample, sample_id, turn_ids, skipped, notes)
         conversations.append(Conversation(sample_id, items, questions))
     name = "locomo"

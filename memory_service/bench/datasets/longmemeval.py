@@ -8,7 +8,8 @@ One memory per question, built from that question's haystack; only user turns ar
   are reached through their turns.)
 Abstention questions (``question_id`` ending in ``_abs``) have no evidence and are skipped, as
 are questions whose evidence sits only in assistant turns. Metrics: recall_any / recall_all /
-nDCG at k.
+nDCG at k. Provenance (``with_source``): each memory's ``source`` names its session and turn
+position, without text (the memory *is* the message; indexing it twice would only double it).
 """
 
 from __future__ import annotations
@@ -23,6 +24,8 @@ from memory_service.bench.dataset import (
     Question,
     fit_text,
 )
+from memory_service.context import ID_PATTERN
+from memory_service.facts import Source
 
 UNITS: tuple[str, ...] = ("turns", "sessions")
 CATEGORIES: tuple[str, ...] = (
@@ -41,8 +44,15 @@ def turn_id(session_id: str, index: int) -> str:
     return f"{session_id}_{index + 1}"
 
 
+def _source(session_id: str, index: int) -> Source:
+    """The turn's provenance: its session (when the id is one this service accepts) and its
+    position in it."""
+    usable = ID_PATTERN.fullmatch(session_id) and ".." not in session_id
+    return Source("longmemeval", session_id if usable else None, (index,))
+
+
 def _entry(
-    entry: dict, unit: str, skipped: Counter[str], notes: Counter[str]
+    entry: dict, unit: str, skipped: Counter[str], notes: Counter[str], with_source: bool = True
 ) -> Conversation | None:
     missing = [name for name in _REQUIRED if name not in entry]
     if missing:
@@ -67,7 +77,8 @@ def _entry(
             if cut:
                 notes["texts truncated to 8 KiB"] += 1
             ref = turn_id(session_id, index) if unit == "turns" else session_id
-            items.append(MemoryItem(text, (ref,)))
+            source = _source(session_id, index) if with_source else None
+            items.append(MemoryItem(text, (ref,), source=source))
             if session_id in answer_sessions and turn.get("has_answer"):
                 gold.add(ref)
     if not gold:
@@ -78,7 +89,7 @@ def _entry(
     return Conversation(qid, items, [question])
 
 
-def load_longmemeval(data: object, *, unit: str = "turns") -> Dataset:
+def load_longmemeval(data: object, *, unit: str = "turns", with_source: bool = True) -> Dataset:
     """LongMemEval's JSON (a list of question entries) as a ``Dataset``."""
     if unit not in UNITS:
         raise BenchInputError(f"--unit for longmemeval is one of {', '.join(UNITS)}, not {unit!r}")
@@ -89,7 +100,7 @@ def load_longmemeval(data: object, *, unit: str = "turns") -> Dataset:
     conversations = []
     for entry in data:
         try:
-            conversation = _entry(entry, unit, skipped, notes)
+            conversation = _entry(entry, unit, skipped, notes, with_source)
         except ValueError as exc:  # zip(strict=True): ids and sessions of different lengths
             raise BenchInputError(f"LongMemEval entry {entry.get('question_id')!r}: {exc}") from exc
         if conversation is not None:
