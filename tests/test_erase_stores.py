@@ -18,7 +18,8 @@ from memory_service.longterm.qdrant import open_qdrant
 from memory_service.longterm.qdrant_edge_engine import REPLACED_SUFFIX, EdgeEngine
 from memory_service.messages import Msg
 from memory_service.paths import UserPaths
-from memory_service.pipeline.dead_letters import DeadLetterFile, DeadLetterRecord, FlushDeadLetters
+from memory_service.pipeline.dead_letter_record import DeadLetterRecord
+from memory_service.pipeline.dead_letters import DeadLetterFile, FlushDeadLetters
 from memory_service.pipeline.erasure import UserErasure
 from memory_service.shortterm.files_store import FileStateStore
 from memory_service.shortterm.postgres_store import PostgresStateStore

@@ -10,11 +10,8 @@ from datetime import UTC, datetime
 from memory_service.context import RuntimeContext
 from memory_service.messages import Msg
 from memory_service.paths import UserPaths
-from memory_service.pipeline.dead_letters import (
-    DeadLetterFile,
-    DeadLetterRecord,
-    has_dead_letters,
-)
+from memory_service.pipeline.dead_letter_record import DeadLetterRecord
+from memory_service.pipeline.dead_letters import DeadLetterFile, has_dead_letters
 
 OWNER = RuntimeContext("acme", "alice")
 CTX = OWNER.with_session("s1")

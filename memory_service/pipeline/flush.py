@@ -37,7 +37,8 @@ from memory_service.messages import Msg
 from memory_service.observe.telemetry import sink
 from memory_service.observe.tracing import using_ids
 from memory_service.paths import UserPaths
-from memory_service.pipeline.dead_letters import DeadLetterFile, DeadLetterRecord
+from memory_service.pipeline.dead_letter_record import DeadLetterRecord
+from memory_service.pipeline.dead_letters import DeadLetterFile
 from memory_service.pipeline.extraction import DEFAULT_FLUSH_PROMPT, Extractor, todays_ledger
 from memory_service.pipeline.flush_result import FlushedFact, FlushResult
 from memory_service.pipeline.memory_md import memory_md_for_model

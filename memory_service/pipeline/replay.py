@@ -45,11 +45,11 @@ from memory_service.facts import utcnow
 from memory_service.llm import require_model
 from memory_service.observe.telemetry import sink
 from memory_service.paths import UserPaths
+from memory_service.pipeline.dead_letter_record import DeadLetterRecord
 from memory_service.pipeline.dead_letters import (
     DeadLetter,
     DeadLetterFile,
     DeadLetterRead,
-    DeadLetterRecord,
     has_dead_letters,
 )
 from memory_service.pipeline.flush import MemoryFlushManager
