@@ -1,10 +1,18 @@
 """Settings: the leaf every other part reads its configuration from.
 
-``settings`` holds the sections (``MEMORY_*`` environment variables, nested with ``__``, and
-an optional TOML file); ``retrieval`` the declarative retrieval strategy and its presets. This
+``settings`` assembles the sections (``MEMORY_*`` environment variables, nested with ``__``,
+and an optional TOML file; the memory pipeline's sections are in ``memory_settings``);
+``retrieval`` the declarative retrieval strategy and its presets. This
 package imports nothing of the service but ``errors``, so anything may import it.
 """
 
+from memory_service.config.memory_settings import (
+    CompactionSettings,
+    FlushTrigger,
+    ImportanceWeights,
+    MemorySettings,
+    validate_consolidation_prompt,
+)
 from memory_service.config.retrieval import (
     FUSIONS,
     LEGS,
@@ -19,20 +27,15 @@ from memory_service.config.retrieval import (
 )
 from memory_service.config.settings import (
     ApiSettings,
-    CompactionSettings,
     EmbeddingSettings,
-    FlushTrigger,
-    ImportanceWeights,
     LlmSettings,
     LongTermSettings,
-    MemorySettings,
     PostgresSettings,
     QdrantSettings,
     Settings,
     ShortTermSettings,
     load_settings,
     setting_name,
-    validate_consolidation_prompt,
 )
 
 __all__ = [
