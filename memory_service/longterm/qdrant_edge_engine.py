@@ -13,7 +13,6 @@ its owner before anything of the folder is touched. Errors of a call name only t
 
 from __future__ import annotations
 
-import json
 import logging
 import os
 import shutil
@@ -27,27 +26,24 @@ import qdrant_edge as qe
 
 from indexing.sparse import SparseTerms
 from memory_service.context import validate_id
-from memory_service.errors import BackendUnavailableError, ConfigurationError, MemoryServiceError
-from memory_service.fact_filter import FactFilter
+from memory_service.errors import BackendUnavailableError, MemoryServiceError
 from memory_service.fsutil import fsync_dir
-from memory_service.longterm.edge_folder_lock import FolderLock, FolderOwnedError, FolderOwner
+from memory_service.longterm.edge_folder_lock import FolderLock, FolderOwnedError
+from memory_service.longterm.qdrant_edge_filters import edge_filter
+from memory_service.longterm.qdrant_edge_shard import in_use_error, open_shard
 from memory_service.longterm.qdrant_engine import (
     AGENT_FIELD,
     DENSE,
-    PAYLOAD_INDEXES,
     SPARSE,
     TENANT_FIELD,
     USER_FIELD,
-    ImportanceTtl,
     ScoredHit,
     StoredPoint,
     UserFilter,
     as_floats,
     check_dense_size,
-    reindex_hint,
 )
 
-CONFIG_FILE = "edge_config.json"
 SCROLL_PAGE = 1000
 REWRITE_SUFFIX = ".rewrite"  # the new shard while a rewrite builds it
 REPLACED_SUFFIX = ".replaced"  # the old shard between the two renames of a rewrite
@@ -55,160 +51,6 @@ REPLACED_SUFFIX = ".replaced"  # the old shard between the two renames of a rewr
 log = logging.getLogger(__name__)
 _registry: dict[Path, EdgeEngine] = {}
 _registry_lock = threading.Lock()
-
-
-def _config(dimension: int) -> qe.EdgeConfig:
-    return qe.EdgeConfig(
-        vectors={DENSE: qe.EdgeVectorParams(size=dimension, distance=qe.Distance.Cosine)},
-        sparse_vectors={SPARSE: qe.EdgeSparseVectorParams(modifier=qe.Modifier.Idf)},
-    )
-
-
-def _stored_layout(folder: Path) -> dict[str, Any]:
-    try:
-        return json.loads((folder / CONFIG_FILE).read_text(encoding="utf-8"))
-    except (OSError, ValueError) as exc:
-        raise ConfigurationError(f"cannot read the Qdrant Edge config in {folder}: {exc}") from exc
-
-
-def _check_layout(folder: Path, dimension: int) -> None:
-    layout = _stored_layout(folder)
-    where = f"the Qdrant Edge folder {folder}"
-    dense = (layout.get("vectors") or {}).get(DENSE) or {}
-    check_dense_size(dense.get("size"), dimension, where)
-    sparse = (layout.get("sparse_vectors") or {}).get(SPARSE)
-    if sparse is None or str(sparse.get("modifier", "")).lower() != "idf":
-        raise ConfigurationError(
-            f"{where} has no sparse '{SPARSE}' vector with the IDF modifier; {reindex_hint(where)}"
-        )
-
-
-def _in_use_error(folder: Path, owner: FolderOwner) -> BackendUnavailableError:
-    """One line for the operator who started a second process on the folder (never an API
-    client: engines open before a server serves)."""
-    who = f", {owner.describe()}," if owner.pid is not None else ""
-    todo = "stop it or do this through its HTTP API" if owner.is_server else "let it finish"
-    return BackendUnavailableError(
-        f"the Qdrant Edge folder {folder} is in use by another process{who} and one process "
-        f"owns an Edge folder: {todo}; to run both, set MEMORY_QDRANT__URL to a Qdrant server "
-        "(shared by many processes) or give each its own MEMORY_QDRANT__PATH"
-    )
-
-
-def _open_error(folder: Path, exc: Exception) -> MemoryServiceError:
-    message = str(exc)
-    if "WouldBlock" in message or "Can't init WAL" in message:  # an owner without our lock
-        return _in_use_error(folder, FolderOwner())
-    if "ncompatible" in message:
-        where = f"the Qdrant Edge folder {folder}"
-        return ConfigurationError(
-            f"{where} does not match this configuration ({message}); {reindex_hint(where)}"
-        )
-    return BackendUnavailableError(f"cannot open the Qdrant Edge folder {folder}: {message}")
-
-
-def _index_schema(kind: str) -> Any:
-    if kind == "tenant":
-        return qe.KeywordIndexParams(is_tenant=True)
-    if kind == "datetime":
-        return qe.PayloadSchemaType.Datetime
-    if kind == "integer":
-        return qe.PayloadSchemaType.Integer
-    return qe.PayloadSchemaType.Keyword
-
-
-def _open_shard(folder: Path, dimension: int) -> qe.EdgeShard:
-    """Load the shard in ``folder`` after checking its layout, or create it."""
-    try:
-        if (folder / CONFIG_FILE).is_file():
-            _check_layout(folder, dimension)
-            shard = qe.EdgeShard.load(str(folder), _config(dimension))
-        else:
-            folder.mkdir(parents=True, exist_ok=True)
-            shard = qe.EdgeShard.create(str(folder), _config(dimension))
-    except MemoryServiceError:
-        raise
-    except Exception as exc:  # qdrant_edge raises plain Exception
-        raise _open_error(folder, exc) from exc
-    try:
-        indexed = set(shard.info().payload_schema)
-        for name, kind in PAYLOAD_INDEXES.items():
-            if name not in indexed:
-                shard.update(qe.UpdateOperation.create_field_index(name, _index_schema(kind)))
-        shard.flush()
-    except Exception:
-        shard.close()
-        raise
-    return shard
-
-
-def _filter(scope: UserFilter) -> qe.Filter:
-    """The one translation of a ``UserFilter``: tenant and user first, always."""
-    must: list[Any] = [
-        qe.FieldCondition(name, match=qe.MatchValue(value))
-        for name, value in scope.owner_conditions()
-    ]
-    if scope.ids is not None:
-        must.append(qe.HasIdCondition(set(scope.ids)))
-    if scope.keys is not None:
-        must.append(qe.FieldCondition("key", match=qe.MatchAny(list(scope.keys))))
-    if scope.open_only:
-        must += [qe.IsEmptyCondition("superseded_by"), qe.IsEmptyCondition("valid_to")]
-    if scope.live_at is not None:
-        later = qe.FieldCondition("expires_at", range=qe.RangeDateTime(gt=scope.live_at))
-        must.append(qe.Filter(should=[_no_expiry(scope.ttl), later]))
-    if scope.valid_at is not None:
-        must.append(qe.FieldCondition("created_at", range=qe.RangeDateTime(lte=scope.valid_at)))
-        still_open = qe.Filter(
-            must=[qe.IsEmptyCondition("superseded_by"), qe.IsEmptyCondition("valid_to")]
-        )
-        closed_later = qe.FieldCondition("valid_to", range=qe.RangeDateTime(gt=scope.valid_at))
-        must.append(qe.Filter(should=[still_open, closed_later]))
-    if scope.facts is not None:
-        must += _fact_conditions(scope.facts)
-    return qe.Filter(must=must)
-
-
-def _importance(gte: int | None = None, lt: int | None = None) -> qe.FieldCondition:
-    low = float(gte) if gte is not None else None
-    high = float(lt) if lt is not None else None
-    return qe.FieldCondition("importance", range=qe.RangeFloat(gte=low, lt=high))
-
-
-def _created(gte: str | None = None, gt: str | None = None, lt: str | None = None) -> Any:
-    return qe.FieldCondition("created_at", range=qe.RangeDateTime(gte=gte, gt=gt, lt=lt))
-
-
-def _no_expiry(ttl: ImportanceTtl | None) -> qe.Filter:
-    """No ``expires_at`` of its own and, with ``ttl``, young enough for its importance."""
-    empty = qe.IsEmptyCondition("expires_at")
-    if ttl is None:
-        return qe.Filter(must=[empty])
-    young = [
-        _importance(gte=ttl.never_at),
-        qe.Filter(must=[_importance(gte=ttl.long_at), _created(gt=ttl.long_after)]),
-        qe.Filter(must=[_importance(lt=ttl.long_at), _created(gt=ttl.short_after)]),
-    ]
-    return qe.Filter(must=[empty, qe.Filter(should=young)])
-
-
-def _fact_conditions(facts: FactFilter) -> list[Any]:
-    """A ``FactFilter``'s metadata conditions (``as_of`` is ``valid_at``, above)."""
-    must: list[Any] = []
-    if facts.kinds:
-        must.append(qe.FieldCondition("kind", match=qe.MatchAny(list(facts.kinds))))
-    if facts.tags_any:
-        must.append(qe.FieldCondition("tags", match=qe.MatchAny(list(facts.tags_any))))
-    must += [qe.FieldCondition("tags", match=qe.MatchValue(tag)) for tag in facts.tags_all]
-    if facts.min_importance is not None:
-        must.append(_importance(gte=facts.min_importance))
-    if facts.key is not None:
-        must.append(qe.FieldCondition("key", match=qe.MatchValue(facts.key)))
-    if facts.created_after is not None or facts.created_before is not None:
-        after = facts.created_after.isoformat() if facts.created_after else None
-        before = facts.created_before.isoformat() if facts.created_before else None
-        must.append(_created(gte=after, lt=before))
-    return must
 
 
 def _sparse(terms: SparseTerms) -> qe.SparseVector:
@@ -312,13 +154,13 @@ class EdgeEngine:
         try:
             lock = FolderLock.take(folder)
         except FolderOwnedError as exc:
-            raise _in_use_error(folder, exc.owner) from None
+            raise in_use_error(folder, exc.owner) from None
         except OSError as exc:
             message = f"cannot lock the Qdrant Edge folder {folder}: {exc}"
             raise BackendUnavailableError(message) from exc
         try:
             _recover_rewrite(folder)
-            return cls(folder, _open_shard(folder, dimension), dimension, lock)
+            return cls(folder, open_shard(folder, dimension), dimension, lock)
         except BaseException:
             lock.release()
             raise
@@ -373,7 +215,7 @@ class EdgeEngine:
         threshold: float,
         idf_corpus: UserFilter,
     ) -> dict[str, list[ScoredHit]]:
-        where = _filter(scope)
+        where = edge_filter(scope)
         legs: list[str] = []
         requests: list[qe.QueryRequest] = []
         if dense is not None:
@@ -389,7 +231,7 @@ class EdgeEngine:
             )
         if sparse is not None:
             legs.append(SPARSE)
-            idf = qe.SearchParams(idf=qe.IdfParams(corpus=_filter(idf_corpus)))
+            idf = qe.SearchParams(idf=qe.IdfParams(corpus=edge_filter(idf_corpus)))
             requests.append(
                 qe.QueryRequest(
                     limit=limit,
@@ -409,7 +251,7 @@ class EdgeEngine:
         }
 
     def scroll(self, scope: UserFilter, *, with_vectors: bool = False) -> list[StoredPoint]:
-        where = _filter(scope)
+        where = edge_filter(scope)
         out: list[StoredPoint] = []
         offset = None
         with self._calls():
@@ -438,11 +280,11 @@ class EdgeEngine:
 
     def count(self, scope: UserFilter) -> int:
         with self._calls():
-            return int(self._shard.count(qe.CountRequest(exact=True, filter=_filter(scope))))
+            return int(self._shard.count(qe.CountRequest(exact=True, filter=edge_filter(scope))))
 
     def delete(self, scope: UserFilter) -> None:
         with self._calls():
-            self._shard.update(qe.UpdateOperation.delete_points_by_filter(_filter(scope)))
+            self._shard.update(qe.UpdateOperation.delete_points_by_filter(edge_filter(scope)))
             self._shard.flush()
 
     def rewrite_without_deleted(self) -> None:
@@ -459,7 +301,7 @@ class EdgeEngine:
             for leftover in (building, replaced):
                 if leftover.exists():
                     shutil.rmtree(leftover)
-            fresh = _open_shard(building, self.dimension)
+            fresh = open_shard(building, self.dimension)
             try:
                 offset = None
                 while True:
@@ -484,7 +326,7 @@ class EdgeEngine:
                 fsync_dir(self.folder.parent)
             finally:  # swapped or not: no copy left behind, and a shard open again
                 _recover_rewrite(self.folder)
-                self._shard = _open_shard(self.folder, self.dimension)
+                self._shard = open_shard(self.folder, self.dimension)
 
     @contextmanager
     def _calls_errors(self) -> Iterator[None]:

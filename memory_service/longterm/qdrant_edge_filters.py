@@ -1,0 +1,81 @@
+"""A ``UserFilter`` as a Qdrant Edge filter: the owner first, always, then ids, keys, the
+open/live/valid-at conditions of a read and the ``FactFilter``'s metadata, all inside the query
+so every leg's top-k is taken over the facts the read admits."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import qdrant_edge as qe
+
+from memory_service.fact_filter import FactFilter
+from memory_service.longterm.qdrant_engine import ImportanceTtl, UserFilter
+
+
+def edge_filter(scope: UserFilter) -> qe.Filter:
+    """The one translation of a ``UserFilter``: tenant and user first, always."""
+    must: list[Any] = [
+        qe.FieldCondition(name, match=qe.MatchValue(value))
+        for name, value in scope.owner_conditions()
+    ]
+    if scope.ids is not None:
+        must.append(qe.HasIdCondition(set(scope.ids)))
+    if scope.keys is not None:
+        must.append(qe.FieldCondition("key", match=qe.MatchAny(list(scope.keys))))
+    if scope.open_only:
+        must += [qe.IsEmptyCondition("superseded_by"), qe.IsEmptyCondition("valid_to")]
+    if scope.live_at is not None:
+        later = qe.FieldCondition("expires_at", range=qe.RangeDateTime(gt=scope.live_at))
+        must.append(qe.Filter(should=[_no_expiry(scope.ttl), later]))
+    if scope.valid_at is not None:
+        must.append(qe.FieldCondition("created_at", range=qe.RangeDateTime(lte=scope.valid_at)))
+        still_open = qe.Filter(
+            must=[qe.IsEmptyCondition("superseded_by"), qe.IsEmptyCondition("valid_to")]
+        )
+        closed_later = qe.FieldCondition("valid_to", range=qe.RangeDateTime(gt=scope.valid_at))
+        must.append(qe.Filter(should=[still_open, closed_later]))
+    if scope.facts is not None:
+        must += fact_conditions(scope.facts)
+    return qe.Filter(must=must)
+
+
+def _importance(gte: int | None = None, lt: int | None = None) -> qe.FieldCondition:
+    low = float(gte) if gte is not None else None
+    high = float(lt) if lt is not None else None
+    return qe.FieldCondition("importance", range=qe.RangeFloat(gte=low, lt=high))
+
+
+def _created(gte: str | None = None, gt: str | None = None, lt: str | None = None) -> Any:
+    return qe.FieldCondition("created_at", range=qe.RangeDateTime(gte=gte, gt=gt, lt=lt))
+
+
+def _no_expiry(ttl: ImportanceTtl | None) -> qe.Filter:
+    """No ``expires_at`` of its own and, with ``ttl``, young enough for its importance."""
+    empty = qe.IsEmptyCondition("expires_at")
+    if ttl is None:
+        return qe.Filter(must=[empty])
+    young = [
+        _importance(gte=ttl.never_at),
+        qe.Filter(must=[_importance(gte=ttl.long_at), _created(gt=ttl.long_after)]),
+        qe.Filter(must=[_importance(lt=ttl.long_at), _created(gt=ttl.short_after)]),
+    ]
+    return qe.Filter(must=[empty, qe.Filter(should=young)])
+
+
+def fact_conditions(facts: FactFilter) -> list[Any]:
+    """A ``FactFilter``'s metadata conditions (``as_of`` is ``valid_at``, above)."""
+    must: list[Any] = []
+    if facts.kinds:
+        must.append(qe.FieldCondition("kind", match=qe.MatchAny(list(facts.kinds))))
+    if facts.tags_any:
+        must.append(qe.FieldCondition("tags", match=qe.MatchAny(list(facts.tags_any))))
+    must += [qe.FieldCondition("tags", match=qe.MatchValue(tag)) for tag in facts.tags_all]
+    if facts.min_importance is not None:
+        must.append(_importance(gte=facts.min_importance))
+    if facts.key is not None:
+        must.append(qe.FieldCondition("key", match=qe.MatchValue(facts.key)))
+    if facts.created_after is not None or facts.created_before is not None:
+        after = facts.created_after.isoformat() if facts.created_after else None
+        before = facts.created_before.isoformat() if facts.created_before else None
+        must.append(_created(gte=after, lt=before))
+    return must

@@ -1,0 +1,108 @@
+"""Opening a Qdrant Edge shard: its layout checked against this configuration (dense size,
+the sparse leg's IDF modifier), payload indexes made if missing, and Edge's own errors turned
+into ones that name the folder and say what to do."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import qdrant_edge as qe
+
+from memory_service.errors import BackendUnavailableError, ConfigurationError, MemoryServiceError
+from memory_service.longterm.edge_folder_lock import FolderOwner
+from memory_service.longterm.qdrant_engine import (
+    DENSE,
+    PAYLOAD_INDEXES,
+    SPARSE,
+    check_dense_size,
+    reindex_hint,
+)
+
+CONFIG_FILE = "edge_config.json"
+
+
+def _config(dimension: int) -> qe.EdgeConfig:
+    return qe.EdgeConfig(
+        vectors={DENSE: qe.EdgeVectorParams(size=dimension, distance=qe.Distance.Cosine)},
+        sparse_vectors={SPARSE: qe.EdgeSparseVectorParams(modifier=qe.Modifier.Idf)},
+    )
+
+
+def _stored_layout(folder: Path) -> dict[str, Any]:
+    try:
+        return json.loads((folder / CONFIG_FILE).read_text(encoding="utf-8"))
+    except (OSError, ValueError) as exc:
+        raise ConfigurationError(f"cannot read the Qdrant Edge config in {folder}: {exc}") from exc
+
+
+def _check_layout(folder: Path, dimension: int) -> None:
+    layout = _stored_layout(folder)
+    where = f"the Qdrant Edge folder {folder}"
+    dense = (layout.get("vectors") or {}).get(DENSE) or {}
+    check_dense_size(dense.get("size"), dimension, where)
+    sparse = (layout.get("sparse_vectors") or {}).get(SPARSE)
+    if sparse is None or str(sparse.get("modifier", "")).lower() != "idf":
+        raise ConfigurationError(
+            f"{where} has no sparse '{SPARSE}' vector with the IDF modifier; {reindex_hint(where)}"
+        )
+
+
+def in_use_error(folder: Path, owner: FolderOwner) -> BackendUnavailableError:
+    """One line for the operator who started a second process on the folder (never an API
+    client: engines open before a server serves)."""
+    who = f", {owner.describe()}," if owner.pid is not None else ""
+    todo = "stop it or do this through its HTTP API" if owner.is_server else "let it finish"
+    return BackendUnavailableError(
+        f"the Qdrant Edge folder {folder} is in use by another process{who} and one process "
+        f"owns an Edge folder: {todo}; to run both, set MEMORY_QDRANT__URL to a Qdrant server "
+        "(shared by many processes) or give each its own MEMORY_QDRANT__PATH"
+    )
+
+
+def _open_error(folder: Path, exc: Exception) -> MemoryServiceError:
+    message = str(exc)
+    if "WouldBlock" in message or "Can't init WAL" in message:  # an owner without our lock
+        return in_use_error(folder, FolderOwner())
+    if "ncompatible" in message:
+        where = f"the Qdrant Edge folder {folder}"
+        return ConfigurationError(
+            f"{where} does not match this configuration ({message}); {reindex_hint(where)}"
+        )
+    return BackendUnavailableError(f"cannot open the Qdrant Edge folder {folder}: {message}")
+
+
+def _index_schema(kind: str) -> Any:
+    if kind == "tenant":
+        return qe.KeywordIndexParams(is_tenant=True)
+    if kind == "datetime":
+        return qe.PayloadSchemaType.Datetime
+    if kind == "integer":
+        return qe.PayloadSchemaType.Integer
+    return qe.PayloadSchemaType.Keyword
+
+
+def open_shard(folder: Path, dimension: int) -> qe.EdgeShard:
+    """Load the shard in ``folder`` after checking its layout, or create it."""
+    try:
+        if (folder / CONFIG_FILE).is_file():
+            _check_layout(folder, dimension)
+            shard = qe.EdgeShard.load(str(folder), _config(dimension))
+        else:
+            folder.mkdir(parents=True, exist_ok=True)
+            shard = qe.EdgeShard.create(str(folder), _config(dimension))
+    except MemoryServiceError:
+        raise
+    except Exception as exc:  # qdrant_edge raises plain Exception
+        raise _open_error(folder, exc) from exc
+    try:
+        indexed = set(shard.info().payload_schema)
+        for name, kind in PAYLOAD_INDEXES.items():
+            if name not in indexed:
+                shard.update(qe.UpdateOperation.create_field_index(name, _index_schema(kind)))
+        shard.flush()
+    except Exception:
+        shard.close()
+        raise
+    return shard
