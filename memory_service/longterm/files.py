@@ -35,13 +35,8 @@ from memory_service.longterm.files_index import UserIndex, UserIndexes, ledger_f
 from memory_service.longterm.ledger import parse_ledger, render_lines, rewrite_ledger
 from memory_service.longterm.recording import RecordPlan
 from memory_service.longterm.retrieval import LegHit, RetrievalConfig
-from memory_service.longterm.store import (
-    NO_CANDIDATES,
-    BaseLongTermMemory,
-    Candidates,
-    ReadView,
-    StoredFacts,
-)
+from memory_service.longterm.store import BaseLongTermMemory
+from memory_service.longterm.store_values import NO_CANDIDATES, Candidates, ReadView, StoredFacts
 from memory_service.longterm.vector_cache import add_vectors
 from memory_service.longterm.vector_cache import cache_path as vector_cache_path
 from memory_service.observe.telemetry import timed_stage

@@ -25,7 +25,7 @@ from memory_service.facts import Fact, fact_id
 from memory_service.fsutil import read_text
 from memory_service.longterm.ledger import parse_ledger
 from memory_service.longterm.retrieval import RetrievalConfig, fact_terms
-from memory_service.longterm.store import ReadView
+from memory_service.longterm.store_values import ReadView
 from memory_service.longterm.vector_cache import embed_with_cache
 from memory_service.paths import UserPaths
 

@@ -59,7 +59,8 @@ from memory_service.longterm.qdrant_engine import (
 )
 from memory_service.longterm.recording import RecordPlan
 from memory_service.longterm.retrieval import LegHit, RetrievalConfig, fact_terms
-from memory_service.longterm.store import BaseLongTermMemory, Candidates, ReadView, StoredFacts
+from memory_service.longterm.store import BaseLongTermMemory
+from memory_service.longterm.store_values import Candidates, ReadView, StoredFacts
 from memory_service.observe.telemetry import timed_stage
 from memory_service.paths import WorkspacePaths
 from memory_service.tombstones import Tombstones

@@ -12,13 +12,10 @@ from __future__ import annotations
 
 import logging
 import threading
-import uuid
-from abc import ABC, abstractmethod
-from collections.abc import Callable, Iterable, Mapping, Sequence
-from contextlib import AbstractContextManager
-from dataclasses import dataclass, replace
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import replace
 from datetime import datetime
-from typing import Any, ClassVar, Generic, TypeVar
+from typing import ClassVar, TypeVar
 
 import numpy as np
 
@@ -31,7 +28,6 @@ from memory_service.fact_filter import (
     ConfidenceDecay,
     ExpiryPolicy,
     FactFilter,
-    valid_at,
 )
 from memory_service.facts import (
     Fact,
@@ -40,106 +36,31 @@ from memory_service.facts import (
     RecordResult,
     check_page,
     paginate,
-    parse_time,
     utcnow,
 )
 from memory_service.longterm.access import AccessLog, AccessMark
 from memory_service.longterm.recording import RecordPlan, plan_record
 from memory_service.longterm.retrieval import (
     PRESETS,
-    LegHit,
     RetrievalConfig,
     fuse_legs,
     legs_for_mode,
     validate_query,
 )
+from memory_service.longterm.store_hooks import LongTermHooks
+from memory_service.longterm.store_values import (
+    Candidates,
+    ReadView,
+    StoredFacts,
+    canonical_ids,
+    is_hit,
+    utc_times,
+)
 from memory_service.observe.telemetry import sink, timed_stage
 from memory_service.tombstones import Tombstones
 
-
-@dataclass(slots=True)
-class StoredFacts:
-    """What a backend read of a user's stored facts before a write, under the write lock.
-
-    ``by_id``: stored facts (at least those the write names); ``open_by_key``: the newest open
-    fact per key (at least for the incoming keys; record only). A backend subclasses it to carry
-    what its own write needs (the files backend its index, Qdrant the points' vectors)."""
-
-    by_id: Mapping[str, Fact]
-    open_by_key: Mapping[str, Fact]
-
-
-@dataclass(frozen=True, slots=True)
-class Candidates:
-    """Each leg's ranked hits (best first, the backend's tie order), and how to load the fact
-    of a hit that survives fusion (only those are loaded)."""
-
-    legs: Mapping[str, list[LegHit]]
-    fact: Callable[[str], Fact]
-
-
-@dataclass(frozen=True, slots=True)
-class ReadView:
-    """What one read may return: ``filter`` (checked), at ``now``, under ``expiry``.
-
-    A fact is admitted when it matches the filter, is not expired at ``now`` (expiry is
-    never undone by asking about the past: maintenance may already have deleted it), and is
-    valid at the moment asked about: open now, or, with ``as_of``, recorded by then and not
-    closed before then. Backends apply the same rule inside each leg (``admits`` is its
-    definition; Qdrant writes it as payload conditions)."""
-
-    filter: FactFilter
-    now: datetime
-    expiry: ExpiryPolicy
-
-    @property
-    def moment(self) -> datetime:
-        return self.filter.as_of or self.now
-
-    @property
-    def history(self) -> bool:
-        """Asks about the past: superseded facts may be admitted."""
-        return self.filter.as_of is not None
-
-    def admits(self, fact: Fact) -> bool:
-        if self.expiry.expired(fact, self.now) or not self.filter.matches(fact):
-            return False
-        if self.filter.as_of is not None:
-            return valid_at(fact, self.filter.as_of)
-        return fact.superseded_by is None and fact.valid_to is None
-
-
-def _no_fact(fact_id: str) -> Fact:
-    raise KeyError(fact_id)
-
-
-NO_CANDIDATES = Candidates({}, _no_fact)
-
 S = TypeVar("S", bound=StoredFacts)
 log = logging.getLogger(__name__)
-
-
-def canonical_ids(ids: Sequence[str]) -> list[str]:
-    """The ids that can name a fact (canonical UUID strings), in order, once each: fact ids are
-    derived uuid5 strings, so anything else names nothing, in every backend."""
-    out = []
-    for value in dict.fromkeys(v for v in ids if isinstance(v, str)):
-        try:
-            if str(uuid.UUID(value)) == value:
-                out.append(value)
-        except ValueError:
-            continue
-    return out
-
-
-def utc_times(fact: Fact) -> Fact:
-    """``fact`` with its times aware and in UTC (naive times are taken as UTC)."""
-    return replace(
-        fact,
-        created_at=parse_time(fact.created_at),
-        expires_at=parse_time(fact.expires_at),
-        valid_to=parse_time(fact.valid_to),
-    )
 
 
 def _count_records(plan: RecordPlan) -> None:
@@ -153,14 +74,8 @@ def _count_records(plan: RecordPlan) -> None:
     target.facts_changed(counts.get("created", 0) + counts.get("superseded", 0))
 
 
-def is_hit(leg: str, score: float, threshold: float) -> bool:
-    """What a leg's candidate must score to be a hit: the dense cosine at least ``threshold``;
-    a BM25 score above 0, i.e. at least one shared term."""
-    return score >= threshold if leg == "dense" else score > 0.0
-
-
-class BaseLongTermMemory(ABC, Generic[S]):
-    """``LongTermMemory`` done once; subclasses implement the hooks below ``close``."""
+class BaseLongTermMemory(LongTermHooks[S]):
+    """``LongTermMemory`` done once; subclasses implement the hooks of ``LongTermHooks``."""
 
     backend_name: ClassVar[str] = "long-term"  # for messages
     usable_after_close: ClassVar[bool] = False  # True: close only drops what can be rebuilt
@@ -467,79 +382,3 @@ class BaseLongTermMemory(ABC, Generic[S]):
     def _check_open(self) -> None:
         if self._closed:
             raise BackendUnavailableError(f"this {self.backend_name} long-term memory is closed")
-
-    # -- hooks ----------------------------------------------------------------------------
-
-    @abstractmethod
-    def _write_lock(self, ctx: RuntimeContext) -> AbstractContextManager[Any]:
-        """Serialises the user's writes: a record's read and write happen under it."""
-
-    @abstractmethod
-    def _read_for_record(self, ctx: RuntimeContext, stamped: Sequence[Fact], now: datetime) -> S:
-        """The stored facts under the incoming ids, and the open facts under their keys."""
-
-    @abstractmethod
-    def _write_record(
-        self,
-        ctx: RuntimeContext,
-        plan: RecordPlan,
-        stored: S,
-        dense_of: Mapping[str, np.ndarray],
-        now: datetime,
-    ) -> None:
-        """Write ``plan.new`` (their vectors in ``dense_of``) and ``plan.closed``; remove the
-        old copies of ``plan.revived``. Durable when it returns."""
-
-    @abstractmethod
-    def _candidates(
-        self,
-        ctx: RuntimeContext,
-        query: str,
-        legs: tuple[Leg, ...],
-        depth: int,
-        threshold: float,
-        view: ReadView,
-    ) -> Candidates:
-        """Up to ``depth`` ranked candidates per leg among the user's facts that ``view``
-        admits, chosen inside each leg before the cut to ``depth`` (a filter never empties a
-        leg that has matching facts further down). The base keeps only hits (``is_hit``); a
-        backend may use ``threshold`` to cut the dense leg early."""
-
-    @abstractmethod
-    def _open_keys(self, ctx: RuntimeContext, keys: Sequence[str], now: datetime) -> set[str]:
-        """Which of ``keys`` an active fact (open, not expired at ``now``) of ``ctx`` holds."""
-
-    @abstractmethod
-    def _get(self, ctx: RuntimeContext, ids: Sequence[str]) -> Mapping[str, Fact]:
-        """The stored facts among ``ids`` (canonical ids), by id."""
-
-    @abstractmethod
-    def _list(
-        self, ctx: RuntimeContext, *, include_inactive: bool, view: ReadView
-    ) -> Iterable[Fact]:
-        """The user's facts: at least those ``view`` admits (all of them when
-        ``include_inactive``); the base applies ``view`` to what this returns."""
-
-    @abstractmethod
-    def _read_for_update(self, ctx: RuntimeContext, ids: Sequence[str]) -> S:
-        """The stored facts among ``ids``, with what ``_write_update`` needs."""
-
-    @abstractmethod
-    def _write_update(self, ctx: RuntimeContext, changes: Mapping[str, Fact], stored: S) -> None:
-        """Replace the stored facts named in ``changes`` (all found in ``stored``)."""
-
-    @abstractmethod
-    def _delete(self, ctx: RuntimeContext, ids: Sequence[str]) -> int:
-        """Remove the facts among ``ids`` (under the write lock); how many were found."""
-
-    @abstractmethod
-    def _forget(self, ctx: RuntimeContext) -> int:
-        """Remove every fact of the user; how many there were."""
-
-    @abstractmethod
-    def _write_access(self, ctx: RuntimeContext, marks: Mapping[str, AccessMark]) -> None:
-        """Add ``marks`` to the stored access metadata of the facts among them that still
-        exist (under the write lock; one batch per user)."""
-
-    def _release(self) -> None:  # noqa: B027 - optional hook
-        """Release what the backend holds (called once, by ``close``)."""

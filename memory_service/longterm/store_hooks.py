@@ -1,0 +1,99 @@
+"""The hooks a long-term backend implements: small reads and writes of its own storage, which
+``BaseLongTermMemory`` (``store.py``) calls with checked input, under its rules."""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections.abc import Iterable, Mapping, Sequence
+from contextlib import AbstractContextManager
+from datetime import datetime
+from typing import Any, Generic, TypeVar
+
+import numpy as np
+
+from memory_service.config.retrieval import Leg
+from memory_service.context import RuntimeContext
+from memory_service.facts import Fact
+from memory_service.longterm.access import AccessMark
+from memory_service.longterm.recording import RecordPlan
+from memory_service.longterm.store_values import Candidates, ReadView, StoredFacts
+
+S = TypeVar("S", bound=StoredFacts)
+
+
+class LongTermHooks(ABC, Generic[S]):
+    """What a backend implements; ``S`` is what its reads before a write return."""
+
+    @abstractmethod
+    def _write_lock(self, ctx: RuntimeContext) -> AbstractContextManager[Any]:
+        """Serialises the user's writes: a record's read and write happen under it."""
+
+    @abstractmethod
+    def _read_for_record(self, ctx: RuntimeContext, stamped: Sequence[Fact], now: datetime) -> S:
+        """The stored facts under the incoming ids, and the open facts under their keys."""
+
+    @abstractmethod
+    def _write_record(
+        self,
+        ctx: RuntimeContext,
+        plan: RecordPlan,
+        stored: S,
+        dense_of: Mapping[str, np.ndarray],
+        now: datetime,
+    ) -> None:
+        """Write ``plan.new`` (their vectors in ``dense_of``) and ``plan.closed``; remove the
+        old copies of ``plan.revived``. Durable when it returns."""
+
+    @abstractmethod
+    def _candidates(
+        self,
+        ctx: RuntimeContext,
+        query: str,
+        legs: tuple[Leg, ...],
+        depth: int,
+        threshold: float,
+        view: ReadView,
+    ) -> Candidates:
+        """Up to ``depth`` ranked candidates per leg among the user's facts that ``view``
+        admits, chosen inside each leg before the cut to ``depth`` (a filter never empties a
+        leg that has matching facts further down). The base keeps only hits (``is_hit``); a
+        backend may use ``threshold`` to cut the dense leg early."""
+
+    @abstractmethod
+    def _open_keys(self, ctx: RuntimeContext, keys: Sequence[str], now: datetime) -> set[str]:
+        """Which of ``keys`` an active fact (open, not expired at ``now``) of ``ctx`` holds."""
+
+    @abstractmethod
+    def _get(self, ctx: RuntimeContext, ids: Sequence[str]) -> Mapping[str, Fact]:
+        """The stored facts among ``ids`` (canonical ids), by id."""
+
+    @abstractmethod
+    def _list(
+        self, ctx: RuntimeContext, *, include_inactive: bool, view: ReadView
+    ) -> Iterable[Fact]:
+        """The user's facts: at least those ``view`` admits (all of them when
+        ``include_inactive``); the base applies ``view`` to what this returns."""
+
+    @abstractmethod
+    def _read_for_update(self, ctx: RuntimeContext, ids: Sequence[str]) -> S:
+        """The stored facts among ``ids``, with what ``_write_update`` needs."""
+
+    @abstractmethod
+    def _write_update(self, ctx: RuntimeContext, changes: Mapping[str, Fact], stored: S) -> None:
+        """Replace the stored facts named in ``changes`` (all found in ``stored``)."""
+
+    @abstractmethod
+    def _delete(self, ctx: RuntimeContext, ids: Sequence[str]) -> int:
+        """Remove the facts among ``ids`` (under the write lock); how many were found."""
+
+    @abstractmethod
+    def _forget(self, ctx: RuntimeContext) -> int:
+        """Remove every fact of the user; how many there were."""
+
+    @abstractmethod
+    def _write_access(self, ctx: RuntimeContext, marks: Mapping[str, AccessMark]) -> None:
+        """Add ``marks`` to the stored access metadata of the facts among them that still
+        exist (under the write lock; one batch per user)."""
+
+    def _release(self) -> None:  # noqa: B027 - optional hook
+        """Release what the backend holds (called once, by ``close``)."""

@@ -1,0 +1,102 @@
+"""The values between ``BaseLongTermMemory`` and its backends: what a backend read before a
+write (``StoredFacts``), each leg's candidates (``Candidates``), what a read may return
+(``ReadView``), and the id, time and hit rules every backend shares."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, replace
+from datetime import datetime
+
+from memory_service.fact_filter import ExpiryPolicy, FactFilter, valid_at
+from memory_service.facts import Fact, parse_time
+from memory_service.longterm.retrieval import LegHit
+
+
+@dataclass(slots=True)
+class StoredFacts:
+    """What a backend read of a user's stored facts before a write, under the write lock.
+
+    ``by_id``: stored facts (at least those the write names); ``open_by_key``: the newest open
+    fact per key (at least for the incoming keys; record only). A backend subclasses it to carry
+    what its own write needs (the files backend its index, Qdrant the points' vectors)."""
+
+    by_id: Mapping[str, Fact]
+    open_by_key: Mapping[str, Fact]
+
+
+@dataclass(frozen=True, slots=True)
+class Candidates:
+    """Each leg's ranked hits (best first, the backend's tie order), and how to load the fact
+    of a hit that survives fusion (only those are loaded)."""
+
+    legs: Mapping[str, list[LegHit]]
+    fact: Callable[[str], Fact]
+
+
+@dataclass(frozen=True, slots=True)
+class ReadView:
+    """What one read may return: ``filter`` (checked), at ``now``, under ``expiry``.
+
+    A fact is admitted when it matches the filter, is not expired at ``now`` (expiry is
+    never undone by asking about the past: maintenance may already have deleted it), and is
+    valid at the moment asked about: open now, or, with ``as_of``, recorded by then and not
+    closed before then. Backends apply the same rule inside each leg (``admits`` is its
+    definition; Qdrant writes it as payload conditions)."""
+
+    filter: FactFilter
+    now: datetime
+    expiry: ExpiryPolicy
+
+    @property
+    def moment(self) -> datetime:
+        return self.filter.as_of or self.now
+
+    @property
+    def history(self) -> bool:
+        """Asks about the past: superseded facts may be admitted."""
+        return self.filter.as_of is not None
+
+    def admits(self, fact: Fact) -> bool:
+        if self.expiry.expired(fact, self.now) or not self.filter.matches(fact):
+            return False
+        if self.filter.as_of is not None:
+            return valid_at(fact, self.filter.as_of)
+        return fact.superseded_by is None and fact.valid_to is None
+
+
+def _no_fact(fact_id: str) -> Fact:
+    raise KeyError(fact_id)
+
+
+NO_CANDIDATES = Candidates({}, _no_fact)
+
+
+def canonical_ids(ids: Sequence[str]) -> list[str]:
+    """The ids that can name a fact (canonical UUID strings), in order, once each: fact ids are
+    derived uuid5 strings, so anything else names nothing, in every backend."""
+    out = []
+    for value in dict.fromkeys(v for v in ids if isinstance(v, str)):
+        try:
+            if str(uuid.UUID(value)) == value:
+                out.append(value)
+        except ValueError:
+            continue
+    return out
+
+
+def utc_times(fact: Fact) -> Fact:
+    """``fact`` with its times aware and in UTC (naive times are taken as UTC)."""
+    return replace(
+        fact,
+        created_at=parse_time(fact.created_at),
+        expires_at=parse_time(fact.expires_at),
+        valid_to=parse_time(fact.valid_to),
+    )
+
+
+def is_hit(leg: str, score: float, threshold: float) -> bool:
+    """What a leg's candidate must score to be a hit: the dense cosine at least ``threshold``;
+    a BM25 score above 0, i.e. at least one shared term."""
+    return score >= threshold if leg == "dense" else score > 0.0
