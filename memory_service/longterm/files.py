@@ -10,7 +10,6 @@ the next retrieve. The memory semantics are ``BaseLongTermMemory``'s.
 
 from __future__ import annotations
 
-import json
 import os
 import shutil
 from collections.abc import Callable, Mapping, Sequence
@@ -28,9 +27,10 @@ from indexing.tokenize import tokenize
 from memory_service.config.retrieval import Leg
 from memory_service.context import RuntimeContext, scope_context
 from memory_service.fact_filter import ExpiryPolicy
-from memory_service.facts import Fact, fact_id, parse_time, utcnow
+from memory_service.facts import Fact, fact_id, utcnow
 from memory_service.fsutil import fsync_dir, read_text, write_atomically
 from memory_service.longterm.access import AccessMark
+from memory_service.longterm.files_access import AccessFiles, with_access
 from memory_service.longterm.files_index import UserIndex, UserIndexes, ledger_files
 from memory_service.longterm.ledger import parse_ledger, render_lines, rewrite_ledger
 from memory_service.longterm.recording import RecordPlan
@@ -49,18 +49,6 @@ LEDGER_HEADER = "# Memory ledger {day}\n\n"
 @dataclass(slots=True)
 class _Read(StoredFacts):
     index: UserIndex  # the index the facts were read from (its paths say where each is)
-
-
-def _accessed(fact: Fact, stored: Mapping[str, dict]) -> Fact:
-    """``fact`` with its stored access metadata (the ledgers never hold it)."""
-    entry = stored.get(fact.id)
-    if not entry:
-        return fact
-    return replace(
-        fact,
-        access_count=int(entry.get("count", 0)),
-        last_accessed_at=parse_time(entry.get("last")),
-    )
 
 
 class FileSystemLongTermMemory(BaseLongTermMemory[_Read]):
@@ -91,7 +79,7 @@ class FileSystemLongTermMemory(BaseLongTermMemory[_Read]):
         )
         self.workspace = Path(workspace)
         self._indexes = UserIndexes()
-        self._access_files: dict[Path, tuple[tuple[int, int, int], dict[str, dict]]] = {}
+        self._access = AccessFiles()
 
     # -- paths, locks, writes ---------------------------------------------------------------
 
@@ -232,7 +220,7 @@ class FileSystemLongTermMemory(BaseLongTermMemory[_Read]):
                 for i in kept
             ]
         stored_access = self._stored_access(ctx)
-        return Candidates(leg_hits, lambda fid: _accessed(index.by_id[fid].fact, stored_access))
+        return Candidates(leg_hits, lambda fid: with_access(index.by_id[fid].fact, stored_access))
 
     def _open_keys(self, ctx: RuntimeContext, keys: Sequence[str], now: datetime) -> set[str]:
         wanted = set(keys)
@@ -242,48 +230,17 @@ class FileSystemLongTermMemory(BaseLongTermMemory[_Read]):
     def _get(self, ctx: RuntimeContext, ids: Sequence[str]) -> Mapping[str, Fact]:
         by_id = self._index(ctx).by_id
         access = self._stored_access(ctx)
-        return {i: _accessed(by_id[i].fact, access) for i in ids if i in by_id}
+        return {i: with_access(by_id[i].fact, access) for i in ids if i in by_id}
 
     def _list(self, ctx: RuntimeContext, *, include_inactive: bool, view: ReadView) -> list[Fact]:
         access = self._stored_access(ctx)  # the base applies ``view``
-        return [_accessed(s.fact, access) for s in self._index(ctx).stored]
+        return [with_access(s.fact, access) for s in self._index(ctx).stored]
 
     def _stored_access(self, ctx: RuntimeContext) -> dict[str, dict]:
-        """``.index/access.json``: access metadata by fact id, re-read when it changes."""
-        path = self.paths(ctx).access_file
-        try:
-            st = path.stat()
-        except FileNotFoundError:
-            return {}
-        stamp = (st.st_mtime_ns, st.st_size, st.st_ino)
-        cached = self._access_files.get(path)
-        if cached is not None and cached[0] == stamp:
-            return cached[1]
-        try:
-            data = json.loads(read_text(path) or "{}")
-        except ValueError:  # a torn or hand-broken file: counts are hints, start over
-            data = {}
-        self._access_files[path] = (stamp, data)
-        return data
+        return self._access.read(self.paths(ctx).access_file)
 
     def _write_access(self, ctx: RuntimeContext, marks: Mapping[str, AccessMark]) -> None:
-        known = self._index(ctx).by_id
-        if not known.keys() & marks.keys():  # all deleted (or the user erased): write nothing
-            return
-        stored = {k: v for k, v in self._stored_access(ctx).items() if k in known}
-        for fid, mark in marks.items():
-            if fid not in known:
-                continue
-            old = stored.get(fid) or {}
-            last = parse_time(old.get("last")) if old.get("last") else None
-            newest = mark.last if last is None else max(last, mark.last)
-            stored[fid] = {
-                "count": int(old.get("count", 0)) + mark.count,
-                "last": newest.isoformat(),
-            }
-        path = self.paths(ctx).access_file
-        path.parent.mkdir(parents=True, exist_ok=True)
-        write_atomically(path, json.dumps(stored, separators=(",", ":")))
+        self._access.add(self.paths(ctx).access_file, self._index(ctx).by_id.keys(), marks)
 
     def _read_for_update(self, ctx: RuntimeContext, ids: Sequence[str]) -> _Read:
         index = self._index(ctx)
@@ -307,10 +264,7 @@ class FileSystemLongTermMemory(BaseLongTermMemory[_Read]):
                 self._rewrite(ctx, path, dict.fromkeys(present))
         if found:  # the vector cache must not outlive the text it was computed from
             vector_cache_path(self.paths(ctx), self._embedder).unlink(missing_ok=True)
-            access = self._stored_access(ctx)
-            if found & access.keys():
-                kept = {k: v for k, v in access.items() if k not in found}
-                write_atomically(self.paths(ctx).access_file, json.dumps(kept))
+            self._access.drop(self.paths(ctx).access_file, found)
         self._indexes.invalidate(ctx)
         return len(found)
 
@@ -420,29 +374,23 @@ class FileSystemLongTermMemory(BaseLongTermMemory[_Read]):
 
     def users(self, tenant_id: str) -> list[str]:
         """Users of ``tenant_id`` that have memory files (for export)."""
-        users_dir = WorkspacePaths(self.workspace).users_dir(tenant_id)
-        if not users_dir.is_dir():
-            return []
-        found = []
-        for folder in sorted(p for p in users_dir.iterdir() if p.is_dir()):
-            try:
-                paths = self.paths(RuntimeContext(tenant_id, folder.name))
-            except ValueError:  # not a user folder (InvalidIdError)
-                continue
-            if ledger_files(paths):
-                found.append(folder.name)
-        return found
+        folders = WorkspacePaths(self.workspace).users_dir(tenant_id)
+        return self._with_ledgers(folders, lambda name: RuntimeContext(tenant_id, name))
 
     def agents(self, tenant_id: str) -> list[str]:
         """Agents of ``tenant_id`` that have shared memory files (export, maintenance)."""
-        agents_dir = WorkspacePaths(self.workspace).agents_dir(tenant_id)
-        if not agents_dir.is_dir():
+        folders = WorkspacePaths(self.workspace).agents_dir(tenant_id)
+        return self._with_ledgers(folders, lambda name: scope_context(tenant_id, "agent", name))
+
+    def _with_ledgers(self, folders: Path, ctx_of: Callable[[str], RuntimeContext]) -> list[str]:
+        """The names of the folders under ``folders`` that are valid ids holding ledgers."""
+        if not folders.is_dir():
             return []
         found = []
-        for folder in sorted(p for p in agents_dir.iterdir() if p.is_dir()):
+        for folder in sorted(p for p in folders.iterdir() if p.is_dir()):
             try:
-                ctx = scope_context(tenant_id, "agent", folder.name)
-            except ValueError:  # not an agent folder (InvalidIdError)
+                ctx = ctx_of(folder.name)
+            except ValueError:  # not an id (InvalidIdError): not a memory folder
                 continue
             if ledger_files(self.paths(ctx)):
                 found.append(folder.name)
