@@ -23,6 +23,7 @@ from memory_service.longterm.base import LongTermMemory
 from memory_service.longterm.vector_cache import VectorCaches
 from memory_service.observe.telemetry import TimedEmbedder
 from memory_service.paths import WorkspacePaths
+from memory_service.pgdb import Database
 from memory_service.pipeline.consolidation import Consolidator, MemoryMdFiles
 from memory_service.pipeline.dead_letters import FlushDeadLetters
 from memory_service.pipeline.erasure import UserData, UserErasure
@@ -118,6 +119,20 @@ def build_longterm(settings: Settings, embedder: Embedder) -> LongTermMemory:
     )
 
 
+def build_database(settings: Settings) -> Database | None:
+    """The PostgreSQL that keeps this replica's state (``MEMORY_STATE__BACKEND``), or None
+    when that state lives in the workspace. Unreachable: a start-up error naming the DSN."""
+    if not settings.state_in_postgres:
+        return None
+    assert settings.postgres.dsn  # the settings' validator: postgres state needs a DSN
+    return Database(
+        settings.postgres.dsn,
+        pool_min=settings.postgres.pool_min,
+        pool_max=settings.postgres.pool_max,
+        schema=settings.postgres.schema_name,
+    )
+
+
 def build_state_store(settings: Settings) -> AgentStateStore:
     """The configured session-state store (files or PostgreSQL)."""
     cfg = settings.shortterm
@@ -181,6 +196,7 @@ class Services:
     memory_model: ChatModel | None = None  # flush/compaction model (shares chat_model's client)
     shortterm: ShortTermMemory | None = None
     flush: MemoryFlushManager | None = None  # facts out of conversations (see pipeline/flush)
+    database: Database | None = None  # replica state in PostgreSQL (MEMORY_STATE__BACKEND)
 
     def describe_backend(self) -> str:
         return self.settings.longterm.backend
@@ -205,6 +221,8 @@ class Services:
         self.longterm.close()
         if self.shortterm is not None:
             self.shortterm.close()
+        if self.database is not None:
+            self.database.close()
         for model in (self.memory_model, self.chat_model):
             if model is not None:
                 model.close()  # a model sharing another's client leaves it open
@@ -213,7 +231,14 @@ class Services:
 def build_services(settings: Settings, *, embedder: Embedder | None = None) -> Services:
     # an embedder handed in (tests, benchmarks) is timed too; build_embedder times its model
     embedder = TimedEmbedder(embedder) if embedder is not None else build_embedder(settings)
-    services = Services(settings, embedder, build_longterm(settings, embedder))
+    database = build_database(settings)  # first: every store below may keep state in it
+    try:
+        services = Services(settings, embedder, build_longterm(settings, embedder))
+    except BaseException:
+        if database is not None:
+            database.close()
+        raise
+    services.database = database
     try:
         services.chat_model = ChatModel.from_settings(settings.llm)
         if services.chat_model is not None:

@@ -84,3 +84,30 @@ def script(llm_server):  # noqa: F811 - the fixture imported above
     script = Script()
     llm_server.responder = script
     return script
+
+
+PG_DSN = os.environ.get("MEMORY_TEST_POSTGRES_DSN", "postgresql://postgres@127.0.0.1:5432/test")
+
+
+@pytest.fixture
+def pg_schema() -> Iterator[str]:
+    """A fresh PostgreSQL schema for one test (``MEMORY_POSTGRES__SCHEMA_NAME``), dropped
+    after it, so tests of the replica-state tables never meet each other's rows."""
+    import uuid
+
+    import psycopg
+
+    schema = f"t_{uuid.uuid4().hex[:16]}"
+    yield schema
+    with psycopg.connect(PG_DSN, autocommit=True) as conn:
+        conn.execute(f'DROP SCHEMA IF EXISTS "{schema}" CASCADE')
+
+
+@pytest.fixture
+def pg_database(pg_schema: str) -> Iterator[object]:
+    """A ``pgdb.Database`` on the test PostgreSQL, in a schema of its own."""
+    from memory_service.pgdb import Database
+
+    database = Database(PG_DSN, schema=pg_schema, pool_max=4)
+    yield database
+    database.close()

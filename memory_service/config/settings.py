@@ -148,8 +148,27 @@ class ShortTermSettings(_Section):
 
 class PostgresSettings(_Section):
     dsn: str | None = None
+    schema_name: str | None = Field(
+        None,
+        pattern=r"^[A-Za-z_][A-Za-z0-9_]{0,62}$",
+        description="the schema the replica-state tables live in (created if missing); "
+        "None: the DSN's search_path (public)",
+    )
     pool_min: int = Field(1, ge=0)
     pool_max: int = Field(10, ge=1)
+
+
+class StateSettings(_Section):
+    """Where a replica's own state lives: session logs, evicted tool results, dead letters,
+    usage, API keys, maintenance markers and locks, tombstones, and the Qdrant backend's
+    MEMORY.md. ``files``: in the workspace (one node). ``postgres``: in the PostgreSQL of
+    ``MEMORY_POSTGRES__DSN``, so replicas behind a load balancer share it and keep nothing on
+    their disks. ``auto`` (default): ``postgres`` when the short-term store is PostgreSQL."""
+
+    backend: Literal["auto", "files", "postgres"] = "auto"
+    keys_refresh_s: float = Field(
+        2.0, ge=0.0, description="how often a replica rereads API keys from PostgreSQL"
+    )
 
 
 class LlmSettings(_Section):
@@ -196,10 +215,27 @@ class Settings(BaseSettings):
     qdrant: QdrantSettings = QdrantSettings()
     shortterm: ShortTermSettings = ShortTermSettings()
     postgres: PostgresSettings = PostgresSettings()
+    state: StateSettings = StateSettings()
     llm: LlmSettings = LlmSettings()
     compaction: CompactionSettings = CompactionSettings()
     memory: MemorySettings = MemorySettings()
     observability: ObservabilitySettings = ObservabilitySettings()
+
+    @model_validator(mode="after")
+    def _state_needs_a_dsn(self) -> Settings:
+        if self.state.backend == "postgres" and not self.postgres.dsn:
+            raise ValueError(
+                "MEMORY_STATE__BACKEND=postgres needs MEMORY_POSTGRES__DSN (the database to use)"
+            )
+        return self
+
+    @property
+    def state_in_postgres(self) -> bool:
+        """Whether the replica's own state lives in PostgreSQL (``StateSettings``)."""
+        backend = self.state.backend
+        if backend == "auto":
+            return self.shortterm.backend == "postgres" and bool(self.postgres.dsn)
+        return backend == "postgres"
 
     @classmethod
     def settings_customise_sources(
