@@ -9,12 +9,14 @@ every part it wires (see ARCHITECTURE.md), so no part needs to import it back.
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from datetime import timedelta
+from functools import cached_property
 
 from indexing.embeddings import CachedEmbedder, Embedder, SentenceTransformerEmbedder
 from memory_service.config import Settings
+from memory_service.context import RuntimeContext
 from memory_service.errors import BackendUnavailableError, ConfigurationError
 from memory_service.fact_filter import ConfidenceDecay, ExpiryPolicy
 from memory_service.harness import MemoryHarness
@@ -25,11 +27,11 @@ from memory_service.observe.telemetry import TimedEmbedder
 from memory_service.paths import WorkspacePaths
 from memory_service.pgdb import Database
 from memory_service.pipeline.consolidation import Consolidator, MemoryMdFiles
-from memory_service.pipeline.dead_letters import FlushDeadLetters
 from memory_service.pipeline.erasure import UserData, UserErasure
 from memory_service.pipeline.flush import MemoryFlushManager
 from memory_service.pipeline.idle_flush import IdleFlusher
 from memory_service.pipeline.maintenance import MaintenanceSettings, MemoryMaintenance
+from memory_service.pipeline.replica_state import ReplicaState
 from memory_service.pipeline.scheduler import MemoryMaintenanceScheduler, known_users
 from memory_service.shortterm.eviction import ToolResultEvictor
 from memory_service.shortterm.session import ShortTermMemory
@@ -217,6 +219,16 @@ class Services:
             longterm = f"qdrant edge ({(root / s.qdrant.collection).resolve()})"
         return f"long-term backend: {longterm} | short-term: {s.shortterm.backend}"
 
+    @cached_property
+    def state(self) -> ReplicaState:
+        """Tombstones, usage, dead letters, maintenance markers: over ``database`` if any."""
+        return ReplicaState.of(self.settings.workspace, self.database)
+
+    def known_users(self, tenants: Iterable[str] = ()) -> Iterator[RuntimeContext]:
+        """Users and shared scopes to maintain, wherever they are known (``known_users``)."""
+        sources = self.state.user_sources(self.shortterm and self.shortterm.store)
+        return known_users(self.settings.workspace, self.longterm, tenants, state=sources)
+
     def close(self) -> None:
         self.longterm.close()
         if self.shortterm is not None:
@@ -240,6 +252,7 @@ def build_services(settings: Settings, *, embedder: Embedder | None = None) -> S
         raise
     services.database = database
     try:
+        state = services.state  # tables created here when missing
         services.chat_model = ChatModel.from_settings(settings.llm)
         if services.chat_model is not None:
             name = settings.llm.memory_model or settings.llm.model
@@ -247,8 +260,9 @@ def build_services(settings: Settings, *, embedder: Embedder | None = None) -> S
         else:  # a memory model alone (no chat model) still serves compaction and flush
             services.memory_model = ChatModel.from_settings(settings.llm, memory=True)
         services.shortterm = build_shortterm(settings, services.memory_model, embedder)
+        options = {"config": settings.memory, **state.flush_stores()}
         services.flush = MemoryFlushManager(
-            services.longterm, services.memory_model, settings.workspace, config=settings.memory
+            services.longterm, services.memory_model, settings.workspace, **options
         )
         services.shortterm.set_flush(services.flush)  # before compaction and on overflow
     except BaseException:
@@ -277,6 +291,7 @@ def build_maintenance(services: Services) -> MemoryMaintenance:
             near_duplicate_distance=memory.near_duplicate_distance,
             expiry=build_expiry(services.settings),
         ),
+        **services.state.maintenance_stores(),
     )
 
 
@@ -289,7 +304,6 @@ def build_scheduler(
     ``disable_memory_hooks`` is on), the TTL purge of session states, and the idle flush of
     sessions that went quiet (``idle_flush_minutes``; needs the flush's model)."""
     memory = services.settings.memory
-    workspace = services.settings.workspace
     hooks = not memory.disable_memory_hooks
     idle = None
     shortterm, flush = services.shortterm, services.flush
@@ -297,7 +311,7 @@ def build_scheduler(
         idle = IdleFlusher(shortterm, flush, idle=timedelta(minutes=memory.idle_flush_minutes))
     return MemoryMaintenanceScheduler(
         maintenance,
-        lambda: known_users(workspace, services.longterm, tenants()),
+        lambda: services.known_users(tenants()),
         interval=timedelta(hours=memory.maintenance_interval_hours),
         consolidate=hooks,
         purge=shortterm.purge_expired if shortterm is not None else None,
@@ -317,6 +331,7 @@ def build_harness(services: Services) -> MemoryHarness:
         workspace=services.settings.workspace,
         config=services.settings.memory,
         flush=services.flush,
+        usage=services.state.usage,
         maintenance=build_maintenance(services),  # memory_consolidate and memory_prune
     )
 
@@ -366,10 +381,12 @@ def build_erasure(services: Services) -> UserErasure:
         *((f"sessions.{name}", store) for name, store in sessions.items()),
         ("session_logs", services.shortterm.log),
         ("tool_results", services.shortterm.evictor),
-        ("dead_letters", FlushDeadLetters(workspace)),
+        ("dead_letters", services.state.dead_letters),
         ("maintenance", build_maintenance(services)),
+        *services.state.left_in_workspace(workspace),  # from before a switch to PostgreSQL state
     ]
-    return UserErasure(workspace, stores, on_close=[store.close for store in opened])
+    closes = [store.close for store in opened]
+    return UserErasure(workspace, stores, on_close=closes, tombstones=services.state.tombstones)
 
 
 def _qdrant_reachable(settings: Settings) -> bool:

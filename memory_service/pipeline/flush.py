@@ -38,14 +38,14 @@ from memory_service.observe.telemetry import sink
 from memory_service.observe.tracing import using_ids
 from memory_service.paths import UserPaths
 from memory_service.pipeline.dead_letter_record import DeadLetterRecord
-from memory_service.pipeline.dead_letters import DeadLetterFile
+from memory_service.pipeline.dead_letters import DeadLetterStore, FlushDeadLetters
 from memory_service.pipeline.extraction import DEFAULT_FLUSH_PROMPT, Extractor, todays_ledger
 from memory_service.pipeline.flush_result import FlushedFact, FlushResult
 from memory_service.pipeline.memory_md import memory_md_for_model
 from memory_service.pipeline.transcript import TranscriptBatch, with_positions
 from memory_service.shortterm.flush_hook import FlushReason
 from memory_service.shortterm.state import AgentState
-from memory_service.usage import UsageLedger
+from memory_service.usage import RECORD_ERRORS, UsageLedger, UsageStore
 
 log = logging.getLogger(__name__)
 
@@ -82,13 +82,15 @@ class MemoryFlushManager:
         workspace: Path,
         *,
         config: MemorySettings | None = None,
-        usage: UsageLedger | None = None,
+        usage: UsageStore | None = None,
+        dead_letters: DeadLetterStore | None = None,
         clock: Callable[[], datetime] = utcnow,
     ) -> None:
         self.longterm = longterm
         self.config = config or MemorySettings()
         self.workspace = Path(workspace)
         self.usage = usage or UsageLedger(self.workspace)
+        self.dead_letters = dead_letters or FlushDeadLetters(self.workspace)
         self.extractor = Extractor(
             longterm,
             model.with_model(self.config.model) if model is not None else None,
@@ -249,9 +251,9 @@ class MemoryFlushManager:
         facts: Sequence[Fact] = (),
         reply: str | None = None,
     ) -> None:
-        """Keep what could not be flushed: a line in the user's dead-letter file."""
+        """Keep what could not be flushed: a line in the user's dead-letter file (or row)."""
         result.status, result.error = "failed", error
-        letters = DeadLetterFile(paths)
+        letters = self.dead_letters.box(ctx)
         record = DeadLetterRecord.of_flush(
             ctx,
             reason=result.reason,
@@ -271,7 +273,7 @@ class MemoryFlushManager:
             ctx.session_id,
             (error or "").split(":", 1)[0],
             len(messages),
-            letters.path,
+            letters.relative,
         )
 
     def _account(
@@ -292,7 +294,7 @@ class MemoryFlushManager:
             sink().tokens(purpose, result.usage.prompt_tokens, result.usage.completion_tokens)
         try:
             self.usage.record(ctx.tenant_id, tokens=tokens, counters=counters)
-        except (OSError, TimeoutError) as exc:
+        except RECORD_ERRORS as exc:
             log.warning("could not record flush usage for %s: %s", ctx.tenant_id, exc)
         return result
 

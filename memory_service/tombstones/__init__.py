@@ -15,6 +15,10 @@ A refused write raises ``UserErasedError`` (409 ``user_erased``). An erase that 
 leaves ``erasing``: the user's writes stay refused until the erase is run again. The file is
 ``tenants/<tenant>/erased/<digest>.json`` (see ``paths``): its name is a digest of the user id
 and it holds only the two times, none of the user's data.
+
+With a ``Database`` (``MEMORY_STATE__BACKEND=postgres``) the same two times live in a table
+(``tombstones/postgres.py``), keyed by the same digest, so every replica refuses alike and the
+workspace holds none.
 """
 
 from __future__ import annotations
@@ -30,6 +34,8 @@ from memory_service.context import RuntimeContext
 from memory_service.errors import UserErasedError
 from memory_service.fsutil import write_atomically
 from memory_service.paths import WorkspacePaths
+from memory_service.pgdb import Database
+from memory_service.tombstones.postgres import PgTombstoneTable
 
 log = logging.getLogger(__name__)
 
@@ -48,10 +54,13 @@ class Tombstone:
 
 
 class Tombstones:
-    """The tombstones of one workspace's erased users."""
+    """The tombstones of one workspace's erased users: files in the workspace, or rows in
+    ``database`` when one is given (shared by every replica)."""
 
-    def __init__(self, workspace: Path) -> None:
+    def __init__(self, workspace: Path, database: Database | None = None) -> None:
         self.workspace = Path(workspace)
+        self.database = database
+        self._table = PgTombstoneTable(database) if database is not None else None
 
     def path(self, ctx: RuntimeContext) -> Path:
         return WorkspacePaths(self.workspace).tombstone(ctx.tenant_id, ctx.user_id)
@@ -59,6 +68,12 @@ class Tombstones:
     def read(self, ctx: RuntimeContext) -> Tombstone | None:
         """The user's tombstone; None when the user was never erased. A file that cannot be
         read as one counts as an erase still running (refusing is the safe side)."""
+        if self._table is not None:
+            row = self._table.read(ctx.tenant_id, self._digest(ctx))
+            if row is None:
+                return None
+            since, erased_at = row
+            return Tombstone("erased" if erased_at else "erasing", since, erased_at)
         path = self.path(ctx)
         try:
             raw = path.read_text(encoding="utf-8")
@@ -76,10 +91,16 @@ class Tombstones:
 
     def begin(self, ctx: RuntimeContext, now: datetime) -> None:
         """Refuse every write for the user from now on, until ``finish``."""
+        if self._table is not None:
+            self._table.write(ctx.tenant_id, self._digest(ctx), now, None)
+            return
         self._write(ctx, {"state": "erasing", "since": now.isoformat(), "erased_at": None})
 
     def finish(self, ctx: RuntimeContext, began: datetime, now: datetime) -> None:
         """The erase is complete: refuse only work that began before ``now``."""
+        if self._table is not None:
+            self._table.write(ctx.tenant_id, self._digest(ctx), began, now)
+            return
         record = {"state": "erased", "since": began.isoformat(), "erased_at": now.isoformat()}
         self._write(ctx, record)
 
@@ -93,6 +114,10 @@ class Tombstones:
             raise UserErasedError(
                 f"user {ctx.user_id!r} was erased while this request ran: nothing was written"
             )
+
+    def _digest(self, ctx: RuntimeContext) -> str:
+        """The digest of the user id that names the file (and keys the row)."""
+        return self.path(ctx).stem
 
     def _write(self, ctx: RuntimeContext, record: dict[str, str | None]) -> None:
         write_atomically(self.path(ctx), json.dumps(record) + "\n")
