@@ -82,7 +82,7 @@ class PgDeadLetterBox:
         with self.database.connection() as conn:
             _lock_user(conn, self.owner)
             if ctx is not None:
-                self.tombstones.check(ctx)  # under the lock an erase takes too
+                self.tombstones.check(ctx, conn)  # under the lock an erase takes too
             conn.execute(
                 "INSERT INTO memory_dead_letters (tenant_id, user_id, line) VALUES (%s, %s, %s)",
                 (*self._who(), record.to_json()),

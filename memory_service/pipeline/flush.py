@@ -178,7 +178,7 @@ class MemoryFlushManager:
         if self.model is None:
             result.status, result.detail = "skipped", "no_model"
             if reason not in ("post_call", "idle"):  # about to leave the state: keep them
-                self._fail(result, ctx, paths, pending, "no LLM is configured for the flush")
+                self._fail(result, ctx, pending, "no LLM is configured for the flush")
             return self._report(self._account(result, ctx))
 
         def advance(batch: TranscriptBatch) -> None:
@@ -190,7 +190,6 @@ class MemoryFlushManager:
             self._fail(
                 result,
                 ctx,
-                paths,
                 failure.rest,
                 failure.error,
                 facts=failure.facts,
@@ -244,7 +243,6 @@ class MemoryFlushManager:
         self,
         result: FlushResult,
         ctx: RuntimeContext,
-        paths: UserPaths,
         messages: Sequence[Msg],
         error: str | None,
         *,

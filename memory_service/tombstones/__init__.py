@@ -30,6 +30,8 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Literal
 
+import psycopg
+
 from memory_service.context import RuntimeContext
 from memory_service.errors import UserErasedError
 from memory_service.fsutil import write_atomically
@@ -65,11 +67,12 @@ class Tombstones:
     def path(self, ctx: RuntimeContext) -> Path:
         return WorkspacePaths(self.workspace).tombstone(ctx.tenant_id, ctx.user_id)
 
-    def read(self, ctx: RuntimeContext) -> Tombstone | None:
+    def read(self, ctx: RuntimeContext, conn: psycopg.Connection | None = None) -> Tombstone | None:
         """The user's tombstone; None when the user was never erased. A file that cannot be
-        read as one counts as an erase still running (refusing is the safe side)."""
+        read as one counts as an erase still running (refusing is the safe side). ``conn``:
+        a PostgreSQL writer's own transaction (it reads there, holding no second connection)."""
         if self._table is not None:
-            row = self._table.read(ctx.tenant_id, self._digest(ctx))
+            row = self._table.read(ctx.tenant_id, self._digest(ctx), conn)
             if row is None:
                 return None
             since, erased_at = row
@@ -104,13 +107,13 @@ class Tombstones:
         record = {"state": "erased", "since": began.isoformat(), "erased_at": now.isoformat()}
         self._write(ctx, record)
 
-    def refuses(self, ctx: RuntimeContext) -> bool:
-        tombstone = self.read(ctx)
+    def refuses(self, ctx: RuntimeContext, conn: psycopg.Connection | None = None) -> bool:
+        tombstone = self.read(ctx, conn)
         return tombstone is not None and tombstone.refuses(ctx.started_at)
 
-    def check(self, ctx: RuntimeContext) -> None:
+    def check(self, ctx: RuntimeContext, conn: psycopg.Connection | None = None) -> None:
         """``UserErasedError`` when a write for ``ctx`` must not happen (see the module)."""
-        if self.refuses(ctx):
+        if self.refuses(ctx, conn):
             raise UserErasedError(
                 f"user {ctx.user_id!r} was erased while this request ran: nothing was written"
             )

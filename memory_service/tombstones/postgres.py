@@ -10,6 +10,8 @@ from __future__ import annotations
 
 from datetime import datetime
 
+import psycopg
+
 from memory_service.pgdb import Database
 
 MIGRATIONS = [
@@ -30,14 +32,20 @@ class PgTombstoneTable:
         self.database = database
         database.ensure_schema("tombstones", MIGRATIONS)
 
-    def read(self, tenant_id: str, digest: str) -> tuple[datetime, datetime | None] | None:
-        """(began, finished) of the user's erase; None when the user was never erased."""
-        with self.database.connection() as conn:
-            row = conn.execute(
-                "SELECT since, erased_at FROM memory_tombstones "
-                "WHERE tenant_id = %s AND user_digest = %s",
-                (tenant_id, digest),
-            ).fetchone()
+    def read(
+        self, tenant_id: str, digest: str, conn: psycopg.Connection | None = None
+    ) -> tuple[datetime, datetime | None] | None:
+        """(began, finished) of the user's erase; None when the user was never erased. On
+        ``conn`` when given: a writer checks inside the transaction that holds its lock."""
+        query = (
+            "SELECT since, erased_at FROM memory_tombstones "
+            "WHERE tenant_id = %s AND user_digest = %s"
+        )
+        if conn is not None:
+            row = conn.execute(query, (tenant_id, digest)).fetchone()
+        else:
+            with self.database.connection() as own:
+                row = own.execute(query, (tenant_id, digest)).fetchone()
         return (row[0], row[1]) if row else None
 
     def write(
