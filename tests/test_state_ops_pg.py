@@ -22,6 +22,7 @@ from memory_service.facts import Fact, utcnow
 from memory_service.llm import Usage
 from memory_service.messages import Msg
 from memory_service.pipeline.dead_letter_record import DeadLetterRecord
+from memory_service.pipeline.maintenance_state_pg import PgMaintenanceState
 from memory_service.pipeline.replay import replay_dead_letters, users_with_dead_letters
 from memory_service.services import Services, build_erasure, build_maintenance, build_services
 from memory_service.shortterm.state import AgentState
@@ -262,6 +263,20 @@ def test_erase_counts_and_empties_the_postgres_state(replicas, script):
     assert a.state.maintenance.last_run(OWNER) is None
     assert a.state.dead_letters.count_user(RuntimeContext("acme", "bob")) == 1
     assert _files(a.settings.workspace, b.settings.workspace) == []
+
+
+def test_an_erase_waits_for_a_maintenance_run_on_another_replica(replicas):
+    a, b = replicas
+    assert build_maintenance(a).run_user(OWNER, consolidate=False).status == "ran"
+    assert b.database is not None
+    impatient = PgMaintenanceState(b.database, erase_wait_s=0.5)
+    with a.state.maintenance.lock(OWNER) as held:  # a run in progress on replica A
+        assert held
+        with pytest.raises(BackendUnavailableError) as refused:
+            impatient.erase_user(OWNER)
+    assert refused.value.code == "busy"
+    assert impatient.count_user(OWNER) == 1  # nothing deleted while it ran
+    assert impatient.erase_user(OWNER) == 1 and a.state.maintenance.last_run(OWNER) is None
 
 
 def test_postgres_gone_mid_request_is_a_503_and_writes_nothing(replicas, script):

@@ -9,6 +9,7 @@ replica that dies releases its lock with its connection.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from datetime import datetime
@@ -17,7 +18,9 @@ from typing import Any
 from psycopg.types.json import Jsonb
 
 from memory_service.context import RuntimeContext
+from memory_service.errors import BackendUnavailableError
 from memory_service.pgdb import Database
+from memory_service.pipeline.maintenance_state import ERASE_WAIT_S
 
 MIGRATIONS = [
     """CREATE TABLE IF NOT EXISTS memory_maintenance_runs (
@@ -30,6 +33,7 @@ MIGRATIONS = [
     )""",
 ]
 
+POLL_S = 0.2  # an erase retries the lock this often while a run holds it
 _KEY = "tenant_id = %s AND scope = %s AND owner = %s"
 
 
@@ -40,8 +44,9 @@ def _key(ctx: RuntimeContext) -> tuple[str, str, str]:
 class PgMaintenanceState:
     """``MaintenanceState`` over PostgreSQL: nothing in the workspace."""
 
-    def __init__(self, database: Database) -> None:
+    def __init__(self, database: Database, *, erase_wait_s: float = ERASE_WAIT_S) -> None:
         self.database = database
+        self.erase_wait_s = erase_wait_s
         database.ensure_schema("maintenance", MIGRATIONS)
 
     def last_run(self, ctx: RuntimeContext) -> datetime | None:
@@ -61,8 +66,9 @@ class PgMaintenanceState:
             )
 
     @contextmanager
-    def lock(self, ctx: RuntimeContext, *, wait: bool = False) -> Iterator[bool]:
-        with self.database.advisory_lock(self._lock_key(ctx), wait=wait) as got:
+    def lock(self, ctx: RuntimeContext) -> Iterator[bool]:
+        """The user's advisory lock, not waiting: False when a run on any replica holds it."""
+        with self.database.advisory_lock(self._lock_key(ctx), wait=False) as got:
             yield got
 
     def count_user(self, ctx: RuntimeContext) -> int:
@@ -70,10 +76,21 @@ class PgMaintenanceState:
         return int(self.last_run(ctx) is not None)
 
     def erase_user(self, ctx: RuntimeContext) -> int:
-        """Delete the user's marker once a run in progress (on any replica) is over; 0 or 1."""
-        with self.lock(ctx, wait=True), self.database.connection() as conn:
-            cur = conn.execute(f"DELETE FROM memory_maintenance_runs WHERE {_KEY}", _key(ctx))
-            return cur.rowcount
+        """Delete the user's marker once a run in progress (on any replica) is over, waiting
+        at most ``ERASE_WAIT_S`` (then ``busy``, nothing deleted: the erase can be rerun)."""
+        deadline = time.monotonic() + self.erase_wait_s
+        while True:
+            with self.lock(ctx) as alone:
+                if alone:
+                    with self.database.connection() as conn:
+                        query = f"DELETE FROM memory_maintenance_runs WHERE {_KEY}"
+                        return conn.execute(query, _key(ctx)).rowcount
+            if time.monotonic() >= deadline:
+                raise BackendUnavailableError(
+                    "maintenance of this user is running on a replica; erase again later",
+                    code="busy",
+                )
+            time.sleep(POLL_S)
 
     def known_user_ids(self) -> list[tuple[str, str]]:
         """(tenant, user) of every user with a marker, for the scheduler."""
