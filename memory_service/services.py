@@ -30,6 +30,7 @@ from memory_service.pipeline.erasure import UserData, UserErasure
 from memory_service.pipeline.flush import MemoryFlushManager
 from memory_service.pipeline.idle_flush import IdleFlusher
 from memory_service.pipeline.maintenance import MaintenanceSettings, MemoryMaintenance
+from memory_service.pipeline.memory_docs import MemoryDocs
 from memory_service.pipeline.scheduler import MemoryMaintenanceScheduler, known_users
 from memory_service.shortterm.eviction import ToolResultEvictor
 from memory_service.shortterm.session import ShortTermMemory
@@ -133,6 +134,19 @@ def build_database(settings: Settings) -> Database | None:
     )
 
 
+def build_memory_docs(
+    settings: Settings, database: Database | None, backend: str | None = None
+) -> MemoryDocs:
+    """Where MEMORY.md and its snapshots live: PostgreSQL for the Qdrant backend (``backend``:
+    as if it were configured) when replica state is there (``pipeline/memory_docs_pg.py``
+    says why); files otherwise (the files backend reads its MEMORY.md as facts)."""
+    if database is not None and (backend or settings.longterm.backend) == "qdrant":
+        from memory_service.pipeline.memory_docs_pg import PostgresMemoryDocs
+
+        return PostgresMemoryDocs(database, settings.workspace)
+    return MemoryMdFiles(settings.workspace)
+
+
 def build_state_store(settings: Settings) -> AgentStateStore:
     """The configured session-state store (files or PostgreSQL)."""
     cfg = settings.shortterm
@@ -197,6 +211,7 @@ class Services:
     shortterm: ShortTermMemory | None = None
     flush: MemoryFlushManager | None = None  # facts out of conversations (see pipeline/flush)
     database: Database | None = None  # replica state in PostgreSQL (MEMORY_STATE__BACKEND)
+    memory_docs: MemoryDocs | None = None  # MEMORY.md and snapshots (None: workspace files)
 
     def describe_backend(self) -> str:
         return self.settings.longterm.backend
@@ -240,6 +255,7 @@ def build_services(settings: Settings, *, embedder: Embedder | None = None) -> S
         raise
     services.database = database
     try:
+        services.memory_docs = build_memory_docs(settings, database)
         services.chat_model = ChatModel.from_settings(settings.llm)
         if services.chat_model is not None:
             name = settings.llm.memory_model or settings.llm.model
@@ -248,7 +264,11 @@ def build_services(settings: Settings, *, embedder: Embedder | None = None) -> S
             services.memory_model = ChatModel.from_settings(settings.llm, memory=True)
         services.shortterm = build_shortterm(settings, services.memory_model, embedder)
         services.flush = MemoryFlushManager(
-            services.longterm, services.memory_model, settings.workspace, config=settings.memory
+            services.longterm,
+            services.memory_model,
+            settings.workspace,
+            config=settings.memory,
+            docs=services.memory_docs,
         )
         services.shortterm.set_flush(services.flush)  # before compaction and on overflow
     except BaseException:
@@ -265,6 +285,7 @@ def build_maintenance(services: Services) -> MemoryMaintenance:
         model=model.with_model(memory.model) if model is not None else None,
         max_tokens=memory.consolidation_max_tokens,
         prompt=memory.consolidation_prompt,
+        docs=services.memory_docs,
     )
     return MemoryMaintenance(
         longterm=services.longterm,
@@ -318,6 +339,7 @@ def build_harness(services: Services) -> MemoryHarness:
         config=services.settings.memory,
         flush=services.flush,
         maintenance=build_maintenance(services),  # memory_consolidate and memory_prune
+        docs=services.memory_docs,
     )
 
 
@@ -369,6 +391,9 @@ def build_erasure(services: Services) -> UserErasure:
         ("dead_letters", FlushDeadLetters(workspace)),
         ("maintenance", build_maintenance(services)),
     ]
+    if services.database is not None:  # MEMORY.md of the Qdrant backend (before a switch too)
+        docs = build_memory_docs(settings, services.database, backend="qdrant")
+        stores.insert(1, ("memory_md.postgres", docs))
     return UserErasure(workspace, stores, on_close=[store.close for store in opened])
 
 

@@ -188,6 +188,7 @@ def test_erase_leaves_nothing_of_the_user_and_every_byte_of_another(
     llm_server,
     script,
     pg_table,  # noqa: F811 - the fixture imported above
+    pg_schema,
     caplog,
 ):
     monkeypatch.delenv("MEMORY_CONFIG", raising=False)
@@ -199,7 +200,7 @@ def test_erase_leaves_nothing_of_the_user_and_every_byte_of_another(
         embedder,
         longterm={"backend": "qdrant"},
         shortterm={"backend": "postgres", "postgres_table": pg_table},
-        postgres={"dsn": PG_DSN, "pool_min": 1, "pool_max": 4},
+        postgres={"dsn": PG_DSN, "schema_name": pg_schema, "pool_min": 1, "pool_max": 4},
         llm={"base_url": llm_server.base_url, "model": "chat", "context_window": 8192},
     )
     alice_words = list(MARKS["alice"].values())
@@ -229,6 +230,7 @@ def test_erase_leaves_nothing_of_the_user_and_every_byte_of_another(
         removed = receipt["removed"]
         assert removed == {
             "memory_md": 2,  # MEMORY.md and its snapshot
+            "memory_md.postgres": 0,  # the Qdrant era wrote none (no consolidation ran)
             "vector_caches": 1,
             "facts.qdrant": 1,
             "facts.files": 2,
