@@ -134,16 +134,16 @@ def build_database(settings: Settings) -> Database | None:
     )
 
 
-def build_memory_docs(
-    settings: Settings, database: Database | None, backend: str | None = None
-) -> MemoryDocs:
-    """Where MEMORY.md and its snapshots live: PostgreSQL for the Qdrant backend (``backend``:
-    as if it were configured) when replica state is there (``pipeline/memory_docs_pg.py``
-    says why); files otherwise (the files backend reads its MEMORY.md as facts)."""
-    if database is not None and (backend or settings.longterm.backend) == "qdrant":
+def build_memory_docs(settings: Settings, database: Database | None) -> MemoryDocs:
+    """Where MEMORY.md and its snapshots live: PostgreSQL for the Qdrant backend when replica
+    state is there (``pipeline/memory_docs_pg.py`` says why, and how files move there);
+    files otherwise (the files backend reads its MEMORY.md as facts)."""
+    if database is not None and settings.longterm.backend == "qdrant":
         from memory_service.pipeline.memory_docs_pg import PostgresMemoryDocs
 
-        return PostgresMemoryDocs(database, settings.workspace)
+        docs = PostgresMemoryDocs(database, settings.workspace)
+        docs.import_files(settings.workspace)  # files of a deployment before PostgreSQL state
+        return docs
     return MemoryMdFiles(settings.workspace)
 
 
@@ -392,8 +392,9 @@ def build_erasure(services: Services) -> UserErasure:
         ("maintenance", build_maintenance(services)),
     ]
     if services.database is not None:  # MEMORY.md of the Qdrant backend (before a switch too)
-        docs = build_memory_docs(settings, services.database, backend="qdrant")
-        stores.insert(1, ("memory_md.postgres", docs))
+        from memory_service.pipeline.memory_docs_pg import PostgresMemoryDocs
+
+        stores.insert(1, ("memory_md.postgres", PostgresMemoryDocs(services.database, workspace)))
     return UserErasure(workspace, stores, on_close=[store.close for store in opened])
 
 

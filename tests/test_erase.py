@@ -212,7 +212,10 @@ def test_erase_leaves_nothing_of_the_user_and_every_byte_of_another(
         # the setup put every word somewhere, in every kind of store the test is about
         found = _scan(workspace, alice_words)
         assert set(found) == set(alice_words), found
-        assert alice.memory_md.is_file() and list(alice.archive_dir.glob("MEMORY.*.md"))
+        # the files era's MEMORY.md and snapshot moved into PostgreSQL when the Qdrant era began
+        docs = services.memory_docs
+        assert docs is not None and docs.count_user(RuntimeContext("acme", "alice")) == 2
+        assert not alice.memory_md.exists() and not list(alice.archive_dir.glob("MEMORY.*.md"))
         assert alice.flush_dead_letters.is_file() and alice.vector_caches()
         assert any(f.startswith("qdrant/") for f in found[MARKS["alice"]["flush_qdrant"]])
         assert MARKS["alice"]["chat_postgres"] in _pg_text(pg_table)
@@ -229,8 +232,8 @@ def test_erase_leaves_nothing_of_the_user_and_every_byte_of_another(
         assert receipt["by"].startswith("key:") and ADMIN_KEY not in receipt["by"]
         removed = receipt["removed"]
         assert removed == {
-            "memory_md": 2,  # MEMORY.md and its snapshot
-            "memory_md.postgres": 0,  # the Qdrant era wrote none (no consolidation ran)
+            "memory_md": 0,  # no file left: MEMORY.md and its snapshot moved to PostgreSQL
+            "memory_md.postgres": 2,
             "vector_caches": 1,
             "facts.qdrant": 1,
             "facts.files": 2,

@@ -20,8 +20,9 @@ from memory_service.api import create_app
 from memory_service.api.keys import ApiKeyRing
 from memory_service.config import load_settings
 from memory_service.context import RuntimeContext, scope_context
-from memory_service.errors import BackendUnavailableError
+from memory_service.errors import BackendUnavailableError, InvalidInputError
 from memory_service.facts import Fact
+from memory_service.pipeline.memory_docs import MemoryMdFiles, Snapshot
 from memory_service.services import (
     Services,
     build_erasure,
@@ -214,6 +215,40 @@ def test_the_api_drops_a_deleted_fact_from_memory_md_and_forget_drops_the_docume
         forgotten = client.delete("/v1/users/alice/memories", headers=USER)
         assert forgotten.status_code == 200, forgotten.text
     assert _rows(pg_schema) == []
+
+
+def test_a_replica_starting_with_postgres_state_moves_the_workspace_files_there(
+    replica, pg_schema, tmp_path
+):
+    a = replica("a")
+    assert a.memory_docs is not None
+    a.memory_docs.write(BOB, "- Bob plays the oboe\n")  # stored by another replica already
+    before = MemoryMdFiles(tmp_path / "b")  # the workspace of a Qdrant deployment with files
+    before.write(ALICE, SECOND, snapshot=Snapshot("20260101T000000", FIRST))
+    before.write(SUPPORT, "- Refunds need a manager\n")
+    before.write(BOB, "- Bob plays the tuba\n")  # stale: the stored one wins
+
+    b = replica("b")
+
+    assert _memory_files(tmp_path / "b") == []
+    assert {(r[1], r[2], r[3]): r[4] for r in _rows(pg_schema)} == {
+        ("user", "alice", "MEMORY.md"): SECOND,
+        ("user", "alice", "memory/archive/MEMORY.20260101T000000.md"): FIRST,
+        ("agent", "support", "MEMORY.md"): "- Refunds need a manager\n",
+        ("user", "bob", "MEMORY.md"): "- Bob plays the oboe\n",
+    }
+    assert "Brindlewood" in build_harness(b).tools.memory_get(ALICE, "MEMORY.md")
+
+
+def test_text_postgresql_cannot_hold_is_replaced_and_a_bad_stamp_is_refused(replica, pg_schema):
+    docs = replica("a").memory_docs
+    assert docs is not None
+    docs.write(ALICE, "- Alice's code is 12\x0034 \udcff\n")  # a NUL, a lone surrogate
+    assert docs.read(ALICE) == "- Alice's code is 12\ufffd34 \ufffd\n"
+    with pytest.raises(InvalidInputError, match="YYYYMMDDTHHMMSS") as refused:
+        docs.write(ALICE, SECOND, snapshot=Snapshot("../../x", FIRST))
+    assert refused.value.code == "invalid_snapshot"
+    assert [r[3] for r in _rows(pg_schema)] == ["MEMORY.md"]  # nothing else written
 
 
 def test_postgres_lost_mid_write_is_a_503_and_nothing_half_written(replica, pg_schema):

@@ -65,7 +65,7 @@ class ConsolidationResult:
     bullets_out: int
     lost: int  # facts of the old MEMORY.md not found in the new one
     refused: str | None = None
-    snapshot: str | None = None
+    snapshot: str | None = None  # where the old MEMORY.md went: a file, or a name in PostgreSQL
     usage: Usage | None = None
 
     def to_dict(self) -> dict:

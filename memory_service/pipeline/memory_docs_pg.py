@@ -15,6 +15,12 @@ the agent id, or '' for the tenant's own memory) and name (``MEMORY.md`` or
 ``memory/archive/MEMORY.<stamp>.md``), with its body and when it was written. Writes and the
 erase of one owner meet on a transaction-level advisory lock, under which a write checks the
 user's tombstone, so nothing is written back for a user being erased.
+
+Migration from files (a Qdrant deployment that kept MEMORY.md in its workspace before):
+``import_files`` moves every MEMORY.md and snapshot the workspace still holds into the table
+(a document already there wins) and deletes each owner's files once its rows are committed;
+``services.build_memory_docs`` runs it at every start, so a replica's first start with
+PostgreSQL state migrates it, and later starts find nothing to move.
 """
 
 from __future__ import annotations
@@ -25,11 +31,14 @@ from pathlib import Path
 
 import psycopg
 
-from memory_service.context import RuntimeContext
+from memory_service.context import RuntimeContext, scope_context, validate_id
+from memory_service.errors import InvalidIdError, UserErasedError
+from memory_service.paths import WorkspacePaths
 from memory_service.pgdb import Database
 from memory_service.pipeline.memory_docs import (
     MEMORY_MD,
     SNAPSHOT_PREFIX,
+    MemoryMdFiles,
     Snapshot,
     is_memory_doc,
     snapshot_name,
@@ -49,6 +58,10 @@ MIGRATIONS: list[str] = [
     " PRIMARY KEY (tenant_id, scope, owner, name))",
 ]
 
+_INSERT_NEW = (
+    f"INSERT INTO {TABLE} (tenant_id, scope, owner, name, body, created_at)"
+    " VALUES (%s, %s, %s, %s, %s, now()) ON CONFLICT DO NOTHING"
+)
 _UPSERT = (
     f"INSERT INTO {TABLE} (tenant_id, scope, owner, name, body, created_at)"
     " VALUES (%s, %s, %s, %s, %s, now())"
@@ -165,3 +178,54 @@ class PostgresMemoryDocs:
             self._lock(conn, key)  # after a write in progress, before the next one
             deleted = conn.execute(f"DELETE FROM {TABLE} WHERE {_OWNER}", key)
             return deleted.rowcount
+
+    def import_files(self, workspace: Path) -> int:
+        """Move the MEMORY.md files and snapshots of ``workspace`` into the table (one
+        transaction per owner; a document already stored wins) and delete them; an owner
+        being erased is left to its erase. Returns how many documents were copied."""
+        files = MemoryMdFiles(workspace, tombstones=self.tombstones)
+        copied = 0
+        for ctx in file_owners(workspace):
+            documents = [MEMORY_MD, *files.snapshots(ctx)]
+            found = [(name, files.read_named(ctx, name)) for name in documents]
+            stored = [(name, text) for name, text in found if text is not None]
+            if not stored:
+                continue
+            key = owner_key(ctx)
+            try:
+                with self.database.connection() as conn:
+                    self._lock(conn, key)
+                    self.tombstones.check(ctx)
+                    for name, text in stored:
+                        copied += conn.execute(_INSERT_NEW, (*key, name, _storable(text))).rowcount
+            except UserErasedError:
+                continue
+            files.erase_user(ctx)
+        return copied
+
+
+def file_owners(workspace: Path) -> list[RuntimeContext]:
+    """Every owner with a folder in ``workspace``: users, agents, each tenant's own memory."""
+    where = WorkspacePaths(Path(workspace))
+    owners: list[RuntimeContext] = []
+    for tenant in _folders(where.tenants_dir):
+        owners += [RuntimeContext(tenant, user) for user in _folders(where.users_dir(tenant))]
+        agents = _folders(where.agents_dir(tenant))
+        owners += [scope_context(tenant, "agent", agent) for agent in agents]
+        if where.shared_dir(tenant).is_dir():
+            owners.append(scope_context(tenant, "tenant"))
+    return owners
+
+
+def _folders(path: Path) -> list[str]:
+    """The valid ids among the folders in ``path`` (links and other names skipped)."""
+    if not path.is_dir():
+        return []
+    names = []
+    for child in sorted(path.iterdir()):
+        try:
+            if child.is_dir() and not child.is_symlink():
+                names.append(validate_id(child.name))
+        except InvalidIdError:
+            continue
+    return names
