@@ -8,7 +8,8 @@ of its fingerprint; ``entries`` lists the keys in force. The tables::
     api_keys          digest (32 bytes, primary key), tenant, role, created_at (ISO-8601, as
                       the file keeps it), revoked_at (a revoked key stays, so re-importing an
                       old keys file cannot bring it back), position (insertion order)
-    api_keys_version  one row, bumped by every change in the change's own transaction
+    api_keys_version  one row: locked by every change, bumped in its transaction if it
+                      changed something
 
 A replica follows the keys through ``version()`` (one indexed row: cheap to ask every few
 seconds) and ``load()`` when it moved. A counter, not ``max(updated_at)``: a transaction's
@@ -119,7 +120,7 @@ class PostgresKeyStore:
         with self.database.connection() as conn:
             self._lock(conn)
             if conn.execute("SELECT EXISTS (SELECT 1 FROM api_keys)").fetchone()[0]:
-                return None
+                return None  # nothing changed: the replicas need not reload
             self._insert(conn, [entry])
         return key
 
@@ -137,6 +138,7 @@ class PostgresKeyStore:
             conn.execute(
                 "UPDATE api_keys SET revoked_at = now() WHERE digest = %s", (match.digest,)
             )
+            self._bump(conn)
         return match
 
     def migrate(self) -> int:
@@ -150,12 +152,20 @@ class PostgresKeyStore:
             return self._insert(conn, entries)
 
     def _lock(self, conn: psycopg.Connection) -> None:
-        """Serialise changes and tell the replicas: the version row, locked and bumped."""
+        """Serialise changes (as the file's lock does): the version row, locked until the
+        transaction ends."""
+        conn.execute("SELECT version FROM api_keys_version WHERE id = 1 FOR UPDATE")
+
+    def _bump(self, conn: psycopg.Connection) -> None:
+        """Tell the replicas, in the change's own transaction: they reload at their next look."""
         conn.execute("UPDATE api_keys_version SET version = version + 1 WHERE id = 1")
 
     def _insert(self, conn: psycopg.Connection, entries: list[KeyEntry]) -> int:
+        """Store the entries not here yet; returns how many were; bumps the version if any."""
         added = 0
         for e in entries:
             cursor = conn.execute(_INSERT, (e.digest, e.tenant, e.role, e.created_at))
             added += cursor.rowcount
+        if added:
+            self._bump(conn)
         return added
