@@ -24,7 +24,10 @@ if TYPE_CHECKING:  # imported when a command runs: the CLI starts without psycop
     from memory_service.api.key_store import KeyStore
     from memory_service.api.key_store_pg import PostgresKeyStore
 
-WORKSPACE_HELP = "workspace whose api-keys.json to use (default: MEMORY_WORKSPACE or ./data)"
+WORKSPACE_HELP = (
+    "workspace whose api-keys.json to use (with PostgreSQL state only migrate reads it; "
+    "default: MEMORY_WORKSPACE or ./data)"
+)
 
 
 def register(sub: argparse._SubParsersAction) -> None:
