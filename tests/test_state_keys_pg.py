@@ -326,3 +326,16 @@ def test_keys_cli_with_an_unreachable_database_names_the_dsn_setting(tmp_path, c
     assert code == 2 and out == ""
     assert err.startswith("memory-service: error: MEMORY_POSTGRES__DSN") and err.count("\n") == 1
     assert "secret" not in err and not (tmp_path / "ws").exists()
+
+
+def test_the_stdio_mcp_checks_its_key_against_postgresql(tmp_path, capsys, pg_database):
+    from memory_service.api.keys import postgres_key_ring
+    from memory_service.mcp_server.stdio import authenticate
+
+    key = add_key(capsys, tmp_path / "cli", "acme", "admin")
+    ring = postgres_key_ring(load_settings(workspace=tmp_path / "ws"), pg_database)
+    caller = authenticate(ring, key, tenant="acme", user=None)
+    assert caller.principal.tenant_id == "acme"
+    with pytest.raises(ConfigurationError, match="unknown API key"):
+        authenticate(ring, "msk_" + "n" * 30, tenant=None, user="alice")
+    assert files_under(tmp_path) == []
