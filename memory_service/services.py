@@ -31,6 +31,7 @@ from memory_service.pipeline.erasure import UserData, UserErasure
 from memory_service.pipeline.flush import MemoryFlushManager
 from memory_service.pipeline.idle_flush import IdleFlusher
 from memory_service.pipeline.maintenance import MaintenanceSettings, MemoryMaintenance
+from memory_service.pipeline.memory_docs import MemoryDocs
 from memory_service.pipeline.replica_state import ReplicaState
 from memory_service.pipeline.scheduler import MemoryMaintenanceScheduler, known_users
 from memory_service.shortterm.eviction import ToolResultEvictor
@@ -135,6 +136,19 @@ def build_database(settings: Settings) -> Database | None:
     )
 
 
+def build_memory_docs(settings: Settings, database: Database | None) -> MemoryDocs:
+    """Where MEMORY.md and its snapshots live: PostgreSQL for the Qdrant backend when replica
+    state is there (``pipeline/memory_docs_pg.py`` says why, and how files move there);
+    files otherwise (the files backend reads its MEMORY.md as facts)."""
+    if database is not None and settings.longterm.backend == "qdrant":
+        from memory_service.pipeline.memory_docs_pg import PostgresMemoryDocs
+
+        docs = PostgresMemoryDocs(database, settings.workspace)
+        docs.import_files(settings.workspace)  # files of a deployment before PostgreSQL state
+        return docs
+    return MemoryMdFiles(settings.workspace)
+
+
 def build_state_store(settings: Settings) -> AgentStateStore:
     """The configured session-state store (files or PostgreSQL)."""
     cfg = settings.shortterm
@@ -199,6 +213,7 @@ class Services:
     shortterm: ShortTermMemory | None = None
     flush: MemoryFlushManager | None = None  # facts out of conversations (see pipeline/flush)
     database: Database | None = None  # replica state in PostgreSQL (MEMORY_STATE__BACKEND)
+    memory_docs: MemoryDocs | None = None  # MEMORY.md and snapshots (None: workspace files)
 
     def describe_backend(self) -> str:
         return self.settings.longterm.backend
@@ -253,6 +268,7 @@ def build_services(settings: Settings, *, embedder: Embedder | None = None) -> S
     services.database = database
     try:
         state = services.state  # tables created here when missing
+        services.memory_docs = build_memory_docs(settings, database)
         services.chat_model = ChatModel.from_settings(settings.llm)
         if services.chat_model is not None:
             name = settings.llm.memory_model or settings.llm.model
@@ -260,7 +276,7 @@ def build_services(settings: Settings, *, embedder: Embedder | None = None) -> S
         else:  # a memory model alone (no chat model) still serves compaction and flush
             services.memory_model = ChatModel.from_settings(settings.llm, memory=True)
         services.shortterm = build_shortterm(settings, services.memory_model, embedder)
-        options = {"config": settings.memory, **state.flush_stores()}
+        options = {"config": settings.memory, "docs": services.memory_docs, **state.flush_stores()}
         services.flush = MemoryFlushManager(
             services.longterm, services.memory_model, settings.workspace, **options
         )
@@ -279,6 +295,7 @@ def build_maintenance(services: Services) -> MemoryMaintenance:
         model=model.with_model(memory.model) if model is not None else None,
         max_tokens=memory.consolidation_max_tokens,
         prompt=memory.consolidation_prompt,
+        docs=services.memory_docs,
     )
     return MemoryMaintenance(
         longterm=services.longterm,
@@ -333,6 +350,7 @@ def build_harness(services: Services) -> MemoryHarness:
         flush=services.flush,
         usage=services.state.usage,
         maintenance=build_maintenance(services),  # memory_consolidate and memory_prune
+        docs=services.memory_docs,
     )
 
 
@@ -385,6 +403,10 @@ def build_erasure(services: Services) -> UserErasure:
         ("maintenance", build_maintenance(services)),
         *services.state.left_in_workspace(workspace),  # from before a switch to PostgreSQL state
     ]
+    if services.database is not None:  # MEMORY.md of the Qdrant backend (before a switch too)
+        from memory_service.pipeline.memory_docs_pg import PostgresMemoryDocs
+
+        stores.insert(1, ("memory_md.postgres", PostgresMemoryDocs(services.database, workspace)))
     closes = [store.close for store in opened]
     return UserErasure(workspace, stores, on_close=closes, tombstones=services.state.tombstones)
 

@@ -188,6 +188,7 @@ def test_erase_leaves_nothing_of_the_user_and_every_byte_of_another(
     llm_server,
     script,
     pg_table,  # noqa: F811 - the fixture imported above
+    pg_schema,
     caplog,
 ):
     monkeypatch.delenv("MEMORY_CONFIG", raising=False)
@@ -199,8 +200,7 @@ def test_erase_leaves_nothing_of_the_user_and_every_byte_of_another(
         embedder,
         longterm={"backend": "qdrant"},
         shortterm={"backend": "postgres", "postgres_table": pg_table},
-        postgres={"dsn": PG_DSN, "pool_min": 1, "pool_max": 4},
-        state={"backend": "files"},  # this test's stores are files (state_ops_pg: PostgreSQL)
+        postgres={"dsn": PG_DSN, "schema_name": pg_schema, "pool_min": 1, "pool_max": 4},
         llm={"base_url": llm_server.base_url, "model": "chat", "context_window": 8192},
     )
     alice_words = list(MARKS["alice"].values())
@@ -212,8 +212,14 @@ def test_erase_leaves_nothing_of_the_user_and_every_byte_of_another(
         # the setup put every word somewhere, in every kind of store the test is about
         found = _scan(workspace, alice_words)
         assert set(found) == set(alice_words), found
-        assert alice.memory_md.is_file() and list(alice.archive_dir.glob("MEMORY.*.md"))
-        assert alice.flush_dead_letters.is_file() and alice.vector_caches()
+        # the files era's MEMORY.md and snapshot moved into PostgreSQL when the Qdrant era began
+        docs = services.memory_docs
+        assert docs is not None and docs.count_user(RuntimeContext("acme", "alice")) == 2
+        assert not alice.memory_md.exists() and not list(alice.archive_dir.glob("MEMORY.*.md"))
+        # with PostgreSQL state the PostgreSQL era's dead letter is a row, not a file
+        alice_ctx, bob_ctx = RuntimeContext("acme", "alice"), RuntimeContext("acme", "bob")
+        assert services.state.dead_letters.count_user(alice_ctx) == 1
+        assert not alice.flush_dead_letters.exists() and alice.vector_caches()
         assert any(f.startswith("qdrant/") for f in found[MARKS["alice"]["flush_qdrant"]])
         assert MARKS["alice"]["chat_postgres"] in _pg_text(pg_table)
         assert _read_paths(client, "alice") != EMPTY
@@ -229,7 +235,8 @@ def test_erase_leaves_nothing_of_the_user_and_every_byte_of_another(
         assert receipt["by"].startswith("key:") and ADMIN_KEY not in receipt["by"]
         removed = receipt["removed"]
         assert removed == {
-            "memory_md": 2,  # MEMORY.md and its snapshot
+            "memory_md": 0,  # no file left: MEMORY.md and its snapshot moved to PostgreSQL
+            "memory_md.postgres": 2,
             "vector_caches": 1,
             "facts.qdrant": 1,
             "facts.files": 2,
@@ -237,8 +244,10 @@ def test_erase_leaves_nothing_of_the_user_and_every_byte_of_another(
             "sessions.files": 1,
             "session_logs": 2,
             "tool_results": 1,
-            "dead_letters": 1,
-            "maintenance": 1,
+            "dead_letters": 1,  # the row
+            "maintenance": 0,  # no run since the switch: the marker is the files era's
+            "dead_letters.files": 0,
+            "maintenance.files": 1,
         }, removed
         assert receipt["total"] == sum(removed.values()) and receipt["left_behind"] == 0
 
@@ -249,6 +258,8 @@ def test_erase_leaves_nothing_of_the_user_and_every_byte_of_another(
         assert _read_paths(client, "alice") == EMPTY
         assert _hashes(bob.root) == bob_files
         assert _pg_rows(pg_table, "bob") == bob_rows
+        assert services.state.dead_letters.count_user(alice_ctx) == 0
+        assert services.state.dead_letters.count_user(bob_ctx) == 1
         assert _read_paths(client, "bob") == bob_reads
 
         [line] = [r.getMessage() for r in caplog.records if r.name == "memory_service.audit"]

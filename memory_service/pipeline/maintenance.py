@@ -23,7 +23,7 @@ from indexing.hashing import content_hash
 from memory_service.context import RuntimeContext
 from memory_service.errors import BackendUnavailableError, UserErasedError
 from memory_service.facts import Fact, fact_id, utcnow
-from memory_service.fsutil import read_text, remove_stale_temp_files
+from memory_service.fsutil import remove_stale_temp_files
 from memory_service.longterm.base import ArchivesLedgers, LongTermMemory, SettlesLedgers
 from memory_service.longterm.ledger import parse_ledger
 from memory_service.observe.telemetry import sink
@@ -295,11 +295,14 @@ class MemoryMaintenance:
 
     def prune(self, ctx: RuntimeContext, ids: list[str]) -> int:
         """Delete ``ids`` from the backend and from MEMORY.md (``erasure.erase_facts``)."""
-        return erase_facts(self.longterm, self.workspace, ctx, ids) if ids else 0
+        if not ids:
+            return 0
+        docs = self.consolidator.documents(self.workspace)
+        return erase_facts(self.longterm, self.workspace, ctx, ids, docs=docs)
 
     def _consolidated_ids(self, ctx: RuntimeContext, paths: UserPaths) -> set[str]:
         """Facts whose text is a MEMORY.md bullet: consolidated facts do not expire."""
-        text = read_text(paths.memory_md)
+        text = self.consolidator.documents(self.workspace).read(ctx)
         return {
             fact_id(ctx.tenant_id, ctx.owner, content_hash(line.fact.text))
             for line in parse_ledger(text, default_created_at=None)
