@@ -28,6 +28,7 @@ from memory_service.services import Services, build_erasure, build_maintenance, 
 from memory_service.shortterm.state import AgentState
 from tests.conftest import PG_DSN
 from tests.llm_server import delayed, error, text
+from tests.test_shortterm_store import pg_table  # noqa: F401 - the fixture
 
 OWNER = RuntimeContext("acme", "alice")
 CTX = OWNER.with_session("s1")
@@ -240,6 +241,30 @@ def test_the_scheduler_finds_users_postgres_knows_and_maintains_them_once(replic
     assert build_maintenance(b).run_user(bob, consolidate=False).status == "ran"
     assert build_maintenance(a).run_user(bob, consolidate=False).status == "skipped_recent"
     assert _files(a.settings.workspace, b.settings.workspace) == []
+
+
+def test_a_user_with_only_a_postgres_session_is_known_to_the_scheduler(
+    tmp_path,
+    embedder,
+    pg_schema,
+    pg_table,  # noqa: F811 - the fixture imported above
+):
+    settings = load_settings(
+        workspace=tmp_path / "c",
+        longterm={"backend": "qdrant"},
+        qdrant={"url": ":memory:"},
+        shortterm={"backend": "postgres", "postgres_table": pg_table},  # state: auto
+        postgres={"dsn": PG_DSN, "schema_name": pg_schema, "pool_min": 1, "pool_max": 4},
+    )
+    services = build_services(settings, embedder=embedder)
+    try:
+        assert services.database is not None and services.shortterm is not None
+        state = AgentState(session_id="s1")
+        state.append(Msg.user("hello"))
+        services.shortterm.store.save(state, RuntimeContext("acme", "carol", "s1"))
+        assert [(c.tenant_id, c.user_id) for c in services.known_users()] == [("acme", "carol")]
+    finally:
+        services.close()
 
 
 # -- erasure and faults ----------------------------------------------------------------------
