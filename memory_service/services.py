@@ -136,17 +136,19 @@ def build_database(settings: Settings) -> Database | None:
     )
 
 
-def build_memory_docs(settings: Settings, database: Database | None) -> MemoryDocs:
+def build_memory_docs(
+    settings: Settings, database: Database | None, tombstones: Tombstones | None = None
+) -> MemoryDocs:
     """Where MEMORY.md and its snapshots live: PostgreSQL for the Qdrant backend when replica
     state is there (``pipeline/memory_docs_pg.py`` says why, and how files move there);
     files otherwise (the files backend reads its MEMORY.md as facts)."""
     if database is not None and settings.longterm.backend == "qdrant":
         from memory_service.pipeline.memory_docs_pg import PostgresMemoryDocs
 
-        docs = PostgresMemoryDocs(database, settings.workspace)
+        docs = PostgresMemoryDocs(database, settings.workspace, tombstones=tombstones)
         docs.import_files(settings.workspace)  # files of a deployment before PostgreSQL state
         return docs
-    return MemoryMdFiles(settings.workspace)
+    return MemoryMdFiles(settings.workspace, tombstones=tombstones)
 
 
 def build_state_store(settings: Settings) -> AgentStateStore:
@@ -268,7 +270,7 @@ def build_services(settings: Settings, *, embedder: Embedder | None = None) -> S
     services.database = database
     try:
         state = services.state  # tables created here when missing
-        services.memory_docs = build_memory_docs(settings, database)
+        services.memory_docs = build_memory_docs(settings, database, state.tombstones)
         services.chat_model = ChatModel.from_settings(settings.llm)
         if services.chat_model is not None:
             name = settings.llm.memory_model or settings.llm.model
