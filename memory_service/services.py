@@ -12,6 +12,7 @@ import logging
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from datetime import timedelta
+from pathlib import Path
 
 from indexing.embeddings import CachedEmbedder, Embedder, SentenceTransformerEmbedder
 from memory_service.config import Settings
@@ -31,9 +32,9 @@ from memory_service.pipeline.flush import MemoryFlushManager
 from memory_service.pipeline.idle_flush import IdleFlusher
 from memory_service.pipeline.maintenance import MaintenanceSettings, MemoryMaintenance
 from memory_service.pipeline.scheduler import MemoryMaintenanceScheduler, known_users
-from memory_service.shortterm.eviction import ToolResultEvictor
+from memory_service.shortterm.eviction import ToolResultEvictor, ToolResultStore
 from memory_service.shortterm.session import ShortTermMemory
-from memory_service.shortterm.session_log import SessionLog
+from memory_service.shortterm.session_log import SessionLog, SessionLogStore
 from memory_service.shortterm.store import AgentStateStore
 from memory_service.tombstones import Tombstones
 
@@ -164,20 +165,39 @@ def _postgres_store(settings: Settings) -> AgentStateStore:
     )
 
 
+def build_session_logs(
+    settings: Settings, database: Database | None = None
+) -> tuple[SessionLogStore, ToolResultStore]:
+    """Session logs and evicted tool results: in ``database`` when replica state lives in
+    PostgreSQL (``Services.database``), else in the workspace."""
+    cfg = settings.shortterm
+    sizes = {
+        "max_chars": cfg.tool_result_max_chars,
+        "preview_chars": cfg.tool_result_preview_chars,
+    }
+    if database is None:
+        return SessionLog(settings.workspace), ToolResultEvictor(settings.workspace, **sizes)
+    from memory_service.shortterm.eviction_pg import PostgresToolResults
+    from memory_service.shortterm.session_log_pg import PostgresSessionLog
+
+    return (
+        PostgresSessionLog(database, settings.workspace),
+        PostgresToolResults(database, settings.workspace, **sizes),
+    )
+
+
 def build_shortterm(
-    settings: Settings, memory_model: ChatModel | None, embedder: Embedder | None = None
+    settings: Settings,
+    memory_model: ChatModel | None,
+    embedder: Embedder | None = None,
+    database: Database | None = None,
 ) -> ShortTermMemory:
     """Sessions on the configured store; compaction uses ``memory_model`` (None: no LLM),
-    or ``embedder`` for the importance policy."""
-    cfg = settings.shortterm
+    or ``embedder`` for the importance policy; logs and tool results in ``database`` when
+    given (``build_session_logs``)."""
     return ShortTermMemory(
         build_state_store(settings),
-        SessionLog(settings.workspace),
-        ToolResultEvictor(
-            settings.workspace,
-            max_chars=cfg.tool_result_max_chars,
-            preview_chars=cfg.tool_result_preview_chars,
-        ),
+        *build_session_logs(settings, database),
         config=settings.compaction,
         model=memory_model,
         context_window=settings.llm.context_window,
@@ -246,7 +266,9 @@ def build_services(settings: Settings, *, embedder: Embedder | None = None) -> S
             services.memory_model = services.chat_model.with_model(name)
         else:  # a memory model alone (no chat model) still serves compaction and flush
             services.memory_model = ChatModel.from_settings(settings.llm, memory=True)
-        services.shortterm = build_shortterm(settings, services.memory_model, embedder)
+        services.shortterm = build_shortterm(
+            settings, services.memory_model, embedder, database=database
+        )
         services.flush = MemoryFlushManager(
             services.longterm, services.memory_model, settings.workspace, config=settings.memory
         )
@@ -277,6 +299,7 @@ def build_maintenance(services: Services) -> MemoryMaintenance:
             near_duplicate_distance=memory.near_duplicate_distance,
             expiry=build_expiry(services.settings),
         ),
+        session_logs=services.shortterm.log if services.shortterm is not None else None,
     )
 
 
@@ -364,12 +387,25 @@ def build_erasure(services: Services) -> UserErasure:
         ("vector_caches", VectorCaches(workspace)),
         *((f"facts.{name}", store) for name, store in longterm.items()),
         *((f"sessions.{name}", store) for name, store in sessions.items()),
-        ("session_logs", services.shortterm.log),
-        ("tool_results", services.shortterm.evictor),
+        *_log_stores(services.shortterm, workspace),
         ("dead_letters", FlushDeadLetters(workspace)),
         ("maintenance", build_maintenance(services)),
     ]
     return UserErasure(workspace, stores, on_close=[store.close for store in opened])
+
+
+def _log_stores(shortterm: ShortTermMemory, workspace: Path) -> list[tuple[str, UserData]]:
+    """The session logs and tool results in use; with them in PostgreSQL, the workspace's
+    too (written before the switch), as ``session_logs.files`` / ``tool_results.files``."""
+    stores: list[tuple[str, UserData]] = [
+        ("session_logs", shortterm.log),
+        ("tool_results", shortterm.evictor),
+    ]
+    if not isinstance(shortterm.log, SessionLog):
+        stores.append(("session_logs.files", SessionLog(workspace)))
+    if not isinstance(shortterm.evictor, ToolResultEvictor):
+        stores.append(("tool_results.files", ToolResultEvictor(workspace)))
+    return stores
 
 
 def _qdrant_reachable(settings: Settings) -> bool:
