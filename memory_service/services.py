@@ -158,6 +158,7 @@ def _postgres_store(settings: Settings) -> AgentStateStore:
     return PostgresStateStore(
         settings.postgres.dsn,
         table=cfg.postgres_table,
+        schema=settings.postgres.schema_name,  # beside the other replica-state tables
         ttl=timedelta(hours=cfg.ttl_hours) if cfg.ttl_hours else None,
         pool_min=settings.postgres.pool_min,
         pool_max=settings.postgres.pool_max,
