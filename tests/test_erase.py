@@ -200,6 +200,7 @@ def test_erase_leaves_nothing_of_the_user_and_every_byte_of_another(
         longterm={"backend": "qdrant"},
         shortterm={"backend": "postgres", "postgres_table": pg_table},
         postgres={"dsn": PG_DSN, "pool_min": 1, "pool_max": 4},
+        state={"backend": "files"},  # logs, tool results, dead letters: in the workspace
         llm={"base_url": llm_server.base_url, "model": "chat", "context_window": 8192},
     )
     alice_words = list(MARKS["alice"].values())
