@@ -12,7 +12,6 @@ import logging
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from datetime import timedelta
-from pathlib import Path
 
 from indexing.embeddings import CachedEmbedder, Embedder, SentenceTransformerEmbedder
 from memory_service.config import Settings
@@ -172,10 +171,7 @@ def build_session_logs(
     """Session logs and evicted tool results: in ``database`` when replica state lives in
     PostgreSQL (``Services.database``), else in the workspace."""
     cfg = settings.shortterm
-    sizes = {
-        "max_chars": cfg.tool_result_max_chars,
-        "preview_chars": cfg.tool_result_preview_chars,
-    }
+    sizes = {"max_chars": cfg.tool_result_max_chars, "preview_chars": cfg.tool_result_preview_chars}
     if database is None:
         return SessionLog(settings.workspace), ToolResultEvictor(settings.workspace, **sizes)
     from memory_service.shortterm.eviction_pg import PostgresToolResults
@@ -388,25 +384,21 @@ def build_erasure(services: Services) -> UserErasure:
         ("vector_caches", VectorCaches(workspace)),
         *((f"facts.{name}", store) for name, store in longterm.items()),
         *((f"sessions.{name}", store) for name, store in sessions.items()),
-        *_log_stores(services.shortterm, workspace),
+        ("session_logs", services.shortterm.log),
+        ("tool_results", services.shortterm.evictor),
+        *_workspace_logs(services),
         ("dead_letters", FlushDeadLetters(workspace)),
         ("maintenance", build_maintenance(services)),
     ]
     return UserErasure(workspace, stores, on_close=[store.close for store in opened])
 
 
-def _log_stores(shortterm: ShortTermMemory, workspace: Path) -> list[tuple[str, UserData]]:
-    """The session logs and tool results in use; with them in PostgreSQL, the workspace's
-    too (written before the switch), as ``session_logs.files`` / ``tool_results.files``."""
-    stores: list[tuple[str, UserData]] = [
-        ("session_logs", shortterm.log),
-        ("tool_results", shortterm.evictor),
-    ]
-    if not isinstance(shortterm.log, SessionLog):
-        stores.append(("session_logs.files", SessionLog(workspace)))
-    if not isinstance(shortterm.evictor, ToolResultEvictor):
-        stores.append(("tool_results.files", ToolResultEvictor(workspace)))
-    return stores
+def _workspace_logs(services: Services) -> list[tuple[str, UserData]]:
+    """With logs and tool results in PostgreSQL, the workspace's too (from before a switch)."""
+    if services.database is None:
+        return []
+    ws = services.settings.workspace
+    return [("session_logs.files", SessionLog(ws)), ("tool_results.files", ToolResultEvictor(ws))]
 
 
 def _qdrant_reachable(settings: Settings) -> bool:

@@ -378,6 +378,19 @@ def test_old_session_logs_are_deleted_after_the_retention(replicas, pg_schema):
         b.log.delete_old(user, retention_days=0)
 
 
+def test_the_users_with_logs_are_listed_for_the_scheduler(replicas):
+    a, b = replicas
+    a.memory.append(ALICE, [Msg.user("hi")])
+    a.memory.append(RuntimeContext("globex", "carol", "s9"), [Msg.user("hi")])
+    a.log.append(ALICE.in_scope("agent", "helper"), [Msg.user("an agent's, not a user's")])
+    assert b.log.tenants() == ["acme", "globex"]
+    assert (b.log.users("acme"), b.log.users("globex"), b.log.users("initech")) == (
+        ["alice"],
+        ["carol"],
+        [],
+    )
+
+
 # -- faults ----------------------------------------------------------------------------------
 
 

@@ -7,6 +7,10 @@ full text is read back by reference, optionally by 1-based inclusive line range.
 are confined to the user's own tool-results folder: absolute paths, ``..`` and symlinks that
 lead elsewhere are refused. A reference is valid in its own session only (the context's): the
 same user's other sessions are other conversations.
+
+``ToolResultStore`` is what callers type against; the rules a reference and a preview follow
+are functions here, so ``eviction_pg.PostgresToolResults`` (results in PostgreSQL, replica
+state) hands out and refuses the same references with the same errors.
 """
 
 from __future__ import annotations

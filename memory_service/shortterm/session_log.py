@@ -4,6 +4,10 @@
 rewrites the state, never the log. Lines are appended under a file lock and fsynced before the
 append returns. ``search`` finds past messages across the user's sessions (the
 ``session_search`` tool); ``delete_old_session_logs`` is the retention step maintenance runs.
+
+``SessionLogStore`` is what callers type against; ``session_log_pg.PostgresSessionLog`` keeps
+the logs in PostgreSQL instead (replica state, ``MEMORY_STATE__BACKEND``), with the same
+entries, hits and snippets.
 """
 
 from __future__ import annotations

@@ -253,6 +253,24 @@ class PostgresSessionLog:
             for sid, seq, at, role, body, score, _rank, _id in rows
         ]
 
+    def tenants(self) -> list[str]:
+        """Tenants with a logged message: with no user folders on disk, the scheduler learns
+        from here whose logs the retention step must visit."""
+        with self._db.connection() as conn:
+            rows = conn.execute("SELECT DISTINCT tenant_id FROM session_log").fetchall()
+        return sorted(row[0] for row in rows)
+
+    def users(self, tenant_id: str) -> list[str]:
+        """Users of ``tenant_id`` with a session log (``ListsUsers``' shape; scope owners,
+        which no user id can equal, are left out)."""
+        query = (
+            "SELECT DISTINCT owner_id FROM session_log WHERE tenant_id = %s "
+            "AND left(owner_id, 1) <> chr(30)"
+        )
+        with self._db.connection() as conn:
+            rows = conn.execute(query, (tenant_id,)).fetchall()
+        return sorted(row[0] for row in rows)
+
     def count_user(self, ctx: RuntimeContext) -> int:
         """How many session logs the user has."""
         query = (
