@@ -7,6 +7,8 @@ too: a closed pool, and a server that drops the connection in the middle of a tr
 from __future__ import annotations
 
 import random
+import threading
+import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
@@ -339,6 +341,42 @@ def test_erase_counts_and_removes_the_users_logs_and_results_only(replicas):
     bob = RuntimeContext("acme", "bob")
     assert (a.log.count_user(bob), a.results.count_user(bob)) == (1, 1)
     assert b.log.erase_user(user) == 0  # again: nothing left
+
+
+SLOW_ON = """
+CREATE FUNCTION slow_on_slow() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+    IF NEW.body = 'slow' THEN PERFORM pg_sleep(1.5); END IF;
+    RETURN NEW;
+END $$;
+CREATE TRIGGER slow_on_slow BEFORE INSERT ON session_log FOR EACH ROW
+    EXECUTE FUNCTION slow_on_slow();
+"""
+
+
+def test_an_erase_waits_for_the_append_in_flight_and_takes_it_too(replicas):
+    a, b = replicas
+    with a.database.connection() as conn:
+        conn.execute(SLOW_ON)
+    appending = threading.Thread(target=a.log.append, args=(ALICE, [Msg.user("slow")]))
+    appending.start()
+    deadline = time.monotonic() + 10
+    while not _inserting(b.database) and time.monotonic() < deadline:
+        time.sleep(0.02)
+    assert _inserting(b.database), "the append never reached PostgreSQL"
+    assert b.log.erase_user(RuntimeContext("acme", "alice")) == 1  # after the append committed
+    appending.join()
+    assert a.log.read(ALICE) == []
+
+
+def _inserting(database: Database) -> bool:
+    query = (
+        "SELECT count(*) FROM pg_stat_activity WHERE state = 'active' "
+        "AND query LIKE 'INSERT INTO session_log%%'"
+    )
+    with database.connection() as conn:
+        row = conn.execute(query).fetchone()
+    return bool(row and row[0])
 
 
 def test_an_erased_users_append_writes_nothing(tmp_path, pg_schema):
