@@ -30,6 +30,7 @@ from memory_service.pipeline.erasure import UserData, UserErasure
 from memory_service.pipeline.flush import MemoryFlushManager
 from memory_service.pipeline.idle_flush import IdleFlusher
 from memory_service.pipeline.maintenance import MaintenanceSettings, MemoryMaintenance
+from memory_service.pipeline.memory_docs import MemoryDocs
 from memory_service.pipeline.scheduler import MemoryMaintenanceScheduler, known_users
 from memory_service.shortterm.eviction import ToolResultEvictor, ToolResultStore
 from memory_service.shortterm.session import ShortTermMemory
@@ -133,6 +134,19 @@ def build_database(settings: Settings) -> Database | None:
     )
 
 
+def build_memory_docs(settings: Settings, database: Database | None) -> MemoryDocs:
+    """Where MEMORY.md and its snapshots live: PostgreSQL for the Qdrant backend when replica
+    state is there (``pipeline/memory_docs_pg.py`` says why, and how files move there);
+    files otherwise (the files backend reads its MEMORY.md as facts)."""
+    if database is not None and settings.longterm.backend == "qdrant":
+        from memory_service.pipeline.memory_docs_pg import PostgresMemoryDocs
+
+        docs = PostgresMemoryDocs(database, settings.workspace)
+        docs.import_files(settings.workspace)  # files of a deployment before PostgreSQL state
+        return docs
+    return MemoryMdFiles(settings.workspace)
+
+
 def build_state_store(settings: Settings) -> AgentStateStore:
     """The configured session-state store (files or PostgreSQL)."""
     cfg = settings.shortterm
@@ -157,7 +171,6 @@ def _postgres_store(settings: Settings) -> AgentStateStore:
     return PostgresStateStore(
         settings.postgres.dsn,
         table=cfg.postgres_table,
-        schema=settings.postgres.schema_name,  # beside the other replica-state tables
         ttl=timedelta(hours=cfg.ttl_hours) if cfg.ttl_hours else None,
         pool_min=settings.postgres.pool_min,
         pool_max=settings.postgres.pool_max,
@@ -175,12 +188,13 @@ def build_session_logs(
     if database is None:
         return SessionLog(settings.workspace), ToolResultEvictor(settings.workspace, **sizes)
     from memory_service.shortterm.eviction_pg import PostgresToolResults
+    from memory_service.shortterm.logs_from_files import move_workspace_logs
     from memory_service.shortterm.session_log_pg import PostgresSessionLog
 
-    return (
-        PostgresSessionLog(database, settings.workspace),
-        PostgresToolResults(database, settings.workspace, **sizes),
-    )
+    logs = PostgresSessionLog(database, settings.workspace)
+    results = PostgresToolResults(database, settings.workspace, **sizes)
+    move_workspace_logs(settings.workspace, logs, results)  # those of a files deployment
+    return logs, results
 
 
 def build_shortterm(
@@ -214,6 +228,7 @@ class Services:
     shortterm: ShortTermMemory | None = None
     flush: MemoryFlushManager | None = None  # facts out of conversations (see pipeline/flush)
     database: Database | None = None  # replica state in PostgreSQL (MEMORY_STATE__BACKEND)
+    memory_docs: MemoryDocs | None = None  # MEMORY.md and snapshots (None: workspace files)
 
     def describe_backend(self) -> str:
         return self.settings.longterm.backend
@@ -257,6 +272,7 @@ def build_services(settings: Settings, *, embedder: Embedder | None = None) -> S
         raise
     services.database = database
     try:
+        services.memory_docs = build_memory_docs(settings, database)
         services.chat_model = ChatModel.from_settings(settings.llm)
         if services.chat_model is not None:
             name = settings.llm.memory_model or settings.llm.model
@@ -267,7 +283,11 @@ def build_services(settings: Settings, *, embedder: Embedder | None = None) -> S
             settings, services.memory_model, embedder, database=database
         )
         services.flush = MemoryFlushManager(
-            services.longterm, services.memory_model, settings.workspace, config=settings.memory
+            services.longterm,
+            services.memory_model,
+            settings.workspace,
+            config=settings.memory,
+            docs=services.memory_docs,
         )
         services.shortterm.set_flush(services.flush)  # before compaction and on overflow
     except BaseException:
@@ -284,6 +304,7 @@ def build_maintenance(services: Services) -> MemoryMaintenance:
         model=model.with_model(memory.model) if model is not None else None,
         max_tokens=memory.consolidation_max_tokens,
         prompt=memory.consolidation_prompt,
+        docs=services.memory_docs,
     )
     return MemoryMaintenance(
         longterm=services.longterm,
@@ -338,6 +359,7 @@ def build_harness(services: Services) -> MemoryHarness:
         config=services.settings.memory,
         flush=services.flush,
         maintenance=build_maintenance(services),  # memory_consolidate and memory_prune
+        docs=services.memory_docs,
     )
 
 
@@ -390,6 +412,10 @@ def build_erasure(services: Services) -> UserErasure:
         ("dead_letters", FlushDeadLetters(workspace)),
         ("maintenance", build_maintenance(services)),
     ]
+    if services.database is not None:  # MEMORY.md of the Qdrant backend (before a switch too)
+        from memory_service.pipeline.memory_docs_pg import PostgresMemoryDocs
+
+        stores.insert(1, ("memory_md.postgres", PostgresMemoryDocs(services.database, workspace)))
     return UserErasure(workspace, stores, on_close=[store.close for store in opened])
 
 

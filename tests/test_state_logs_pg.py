@@ -7,6 +7,7 @@ too: a closed pool, and a server that drops the connection in the middle of a tr
 from __future__ import annotations
 
 import random
+import shutil
 import threading
 import time
 from collections.abc import Iterator
@@ -33,12 +34,14 @@ from memory_service.services import build_maintenance, build_services, build_sho
 from memory_service.shortterm.eviction import ToolResultEvictor, ToolResultStore
 from memory_service.shortterm.eviction_pg import PostgresToolResults
 from memory_service.shortterm.files_store import FileStateStore
+from memory_service.shortterm.logs_from_files import move_workspace_logs
 from memory_service.shortterm.postgres_store import PostgresStateStore
 from memory_service.shortterm.session import ShortTermMemory
 from memory_service.shortterm.session_log import SessionLog, SessionLogStore
 from memory_service.shortterm.session_log_pg import PostgresSessionLog
 from memory_service.tombstones import Tombstones
 from tests.conftest import PG_DSN
+from tests.test_shortterm_store import pg_table  # noqa: F401 - the fixture
 
 ALICE = RuntimeContext("acme", "alice", "s1")
 BOB = RuntimeContext("acme", "bob", "s1")
@@ -429,6 +432,44 @@ def test_the_users_with_logs_are_listed_for_the_scheduler(replicas):
     )
 
 
+def test_a_files_deployment_moves_its_logs_and_results_at_the_first_start(tmp_path, pg_database):
+    workspace = tmp_path / "ws"
+    files = files_replica(workspace)
+    ref = files.append(ALICE, conversation()).evicted[0]
+    files.append(ALICE.with_session("s2"), [Msg.user(f"later {SECRET}")])
+    files.append(BOB, [Msg.user("bob's own words")])
+    before = {ctx: files.log.read(ctx) for ctx in (ALICE, ALICE.with_session("s2"), BOB)}
+    shutil.copytree(workspace, tmp_path / "copy")  # the same files again: a move cut short
+
+    logs = PostgresSessionLog(pg_database, workspace)
+    results = PostgresToolResults(pg_database, workspace, **LIMITS)
+    assert move_workspace_logs(workspace, logs, results) == (6, 1)
+    for needle in (SECRET, "bob's own"):  # the session states are not this move's
+        assert [p for p in holding(workspace, needle) if "state" not in p.parts] == []
+    assert {ctx: logs.read(ctx) for ctx in before} == before  # times and messages kept
+    assert sorted(h.session_id for h in logs.search(ALICE, SECRET)) == ["s1"] * 3 + ["s2"]
+    assert results.read(ALICE, ref) == BIG  # the preview in the state still resolves
+
+    assert move_workspace_logs(tmp_path / "copy", logs, results) == (0, 0)
+    assert [p for p in holding(tmp_path / "copy", SECRET) if "state" not in p.parts] == []
+    assert {ctx: logs.read(ctx) for ctx in before} == before  # no message twice
+
+
+def test_a_user_being_erased_is_left_to_the_erase_by_the_move(tmp_path, pg_database):
+    workspace = tmp_path / "ws"
+    files = files_replica(workspace)
+    files.append(ALICE, conversation())
+    files.append(BOB, [Msg.user("bob's own words")])
+    Tombstones(workspace).begin(ALICE, datetime.now(UTC))
+    logs = PostgresSessionLog(pg_database, workspace)
+    results = PostgresToolResults(pg_database, workspace, **LIMITS)
+    assert move_workspace_logs(workspace, logs, results) == (1, 0)
+    assert logs.count_user(ALICE) == 0 and results.count_user(ALICE) == 0
+    alice = workspace / "tenants/acme/users/alice"  # Alice's erase, run again, removes them
+    assert (alice / "sessions/s1.log.jsonl").is_file()
+    assert (alice / "tool-results/s1/call_7.txt").is_file()
+
+
 # -- faults ----------------------------------------------------------------------------------
 
 
@@ -512,11 +553,18 @@ USER = {"Authorization": f"Bearer {KEY}"}
 ADMIN = {"Authorization": f"Bearer {ADMIN_KEY}"}
 
 
-def test_two_services_share_logs_and_results_through_the_api(tmp_path, pg_schema, embedder):
+def test_two_services_share_logs_and_results_through_the_api(
+    tmp_path,
+    pg_schema,
+    pg_table,  # noqa: F811 - the fixture imported above
+    embedder,
+):
+    sizes = {f"tool_result_{k}": v for k, v in LIMITS.items()}
+
     def serve(name: str):
         settings = load_settings(
             workspace=tmp_path / name,
-            shortterm={"backend": "postgres", **{f"tool_result_{k}": v for k, v in LIMITS.items()}},
+            shortterm={"backend": "postgres", "postgres_table": pg_table, **sizes},
             postgres={"dsn": PG_DSN, "schema_name": pg_schema},
         )
         services = build_services(settings, embedder=embedder)

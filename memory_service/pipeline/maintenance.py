@@ -303,11 +303,14 @@ class MemoryMaintenance:
 
     def prune(self, ctx: RuntimeContext, ids: list[str]) -> int:
         """Delete ``ids`` from the backend and from MEMORY.md (``erasure.erase_facts``)."""
-        return erase_facts(self.longterm, self.workspace, ctx, ids) if ids else 0
+        if not ids:
+            return 0
+        docs = self.consolidator.documents(self.workspace)
+        return erase_facts(self.longterm, self.workspace, ctx, ids, docs=docs)
 
     def _consolidated_ids(self, ctx: RuntimeContext, paths: UserPaths) -> set[str]:
         """Facts whose text is a MEMORY.md bullet: consolidated facts do not expire."""
-        text = read_text(paths.memory_md)
+        text = self.consolidator.documents(self.workspace).read(ctx)
         return {
             fact_id(ctx.tenant_id, ctx.owner, content_hash(line.fact.text))
             for line in parse_ledger(text, default_created_at=None)

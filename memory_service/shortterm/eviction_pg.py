@@ -19,6 +19,7 @@ Evicting and erasing meet on the user's advisory lock, as session-log appends do
 from __future__ import annotations
 
 import logging
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -132,6 +133,23 @@ class PostgresToolResults:
                     break
                 taken.add(result_id)
         return preview_of(message, result_ref(params["session"], result_id), self.preview_chars)
+
+    def copy_in(self, ctx: RuntimeContext, bodies: Mapping[str, str]) -> int:
+        """Add the results ``bodies`` (result id -> text) of ``ctx``'s session in one
+        transaction; a result already stored under an id wins. How many were added."""
+        query = (
+            "INSERT INTO tool_results (tenant_id, owner_id, session_id, result_id, body, "
+            "created_at) VALUES (%(tenant)s, %(owner)s, %(session)s, %(id)s, %(body)s, %(at)s) "
+            "ON CONFLICT DO NOTHING"
+        )
+        params = {**self._key(ctx), "session": session_of(ctx), "at": self._clock()}
+        added = 0
+        with self._db.connection() as conn:
+            lock_user(conn, self._lock_key(ctx), shared=True)
+            self._tombstones.check(ctx)
+            for result_id, body in bodies.items():
+                added += conn.execute(query, {**params, "id": result_id, "body": body}).rowcount
+        return added
 
     def read(
         self,

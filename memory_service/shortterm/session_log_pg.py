@@ -177,6 +177,29 @@ class PostgresSessionLog:
             with conn.cursor() as cur:
                 cur.executemany(query, rows)
 
+    def copy_in(self, ctx: RuntimeContext, entries: Sequence[LogEntry]) -> int:
+        """Add logged ``entries`` of ``ctx``'s session with their own times, in one
+        transaction, skipping those already here (a move from files cut short, run again);
+        how many were added."""
+        key = {**self._key(ctx), "session": session_of(ctx)}
+        query = (
+            "INSERT INTO session_log (tenant_id, owner_id, session_id, seq, role, message, "
+            "body, terms, created_at) SELECT %(tenant)s, %(owner)s, %(session)s, %(seq)s, "
+            "%(role)s, %(message)s, %(body)s, %(terms)s::tsvector, %(at)s WHERE NOT EXISTS "
+            "(SELECT 1 FROM session_log WHERE tenant_id = %(tenant)s AND owner_id = %(owner)s "
+            "AND session_id = %(session)s AND created_at = %(at)s AND message = %(message)s)"
+        )
+        added = 0
+        with self._db.connection() as conn:
+            lock_user(conn, self._lock_key(ctx), shared=True)
+            self._tombstones.check(ctx)
+            for entry in entries:
+                m = entry.message
+                row = {**key, "seq": m.seq, "role": m.role, "message": Jsonb(m.to_dict())}
+                row |= {"body": m.content, "terms": terms_vector(m.content), "at": entry.at}
+                added += conn.execute(query, row).rowcount
+        return added
+
     def read(self, ctx: RuntimeContext, session_id: str | None = None) -> list[LogEntry]:
         """A session's logged messages, oldest first (a row that is no message is skipped)."""
         sid = session_id or session_of(ctx)
