@@ -1,7 +1,8 @@
 """Evicted tool results in PostgreSQL, so a conversation recorded on one replica resolves its
 references on every other, and no replica keeps a result on its disk.
 
-One table, created if missing (``Database.ensure_schema("tool_results", MIGRATIONS)``)::
+One table, created if missing (``Database.ensure_schema("tool_results", MIGRATIONS)``; the
+results a workspace still holds move here at a replica's start, ``logs_from_files``)::
 
     tool_results ((tenant_id, owner_id, session_id, result_id) primary key, body, created_at)
 

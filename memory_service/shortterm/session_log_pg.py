@@ -2,7 +2,8 @@
 ``session_search``) and keep none of them on their disks.
 
 One table, created if missing (``Database.ensure_schema("session_log", MIGRATIONS)``; a later
-change is appended to ``MIGRATIONS`` as the next version)::
+change is appended to ``MIGRATIONS`` as the next version; the logs a workspace still holds
+move here at a replica's start, ``logs_from_files``)::
 
     session_log (id bigserial, tenant_id, owner_id, session_id, seq, role,
                  message jsonb, body text, terms tsvector, created_at timestamptz)
