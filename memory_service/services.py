@@ -34,9 +34,9 @@ from memory_service.pipeline.maintenance import MaintenanceSettings, MemoryMaint
 from memory_service.pipeline.memory_docs import MemoryDocs
 from memory_service.pipeline.replica_state import ReplicaState
 from memory_service.pipeline.scheduler import MemoryMaintenanceScheduler, known_users
-from memory_service.shortterm.eviction import ToolResultEvictor
+from memory_service.shortterm.eviction import ToolResultEvictor, ToolResultStore
 from memory_service.shortterm.session import ShortTermMemory
-from memory_service.shortterm.session_log import SessionLog
+from memory_service.shortterm.session_log import SessionLog, SessionLogStore
 from memory_service.shortterm.store import AgentStateStore
 from memory_service.tombstones import Tombstones
 
@@ -182,20 +182,38 @@ def _postgres_store(settings: Settings) -> AgentStateStore:
     )
 
 
+def build_session_logs(
+    settings: Settings, database: Database | None = None
+) -> tuple[SessionLogStore, ToolResultStore]:
+    """Session logs and evicted tool results: in ``database`` when replica state lives in
+    PostgreSQL (``Services.database``), else in the workspace."""
+    cfg = settings.shortterm
+    sizes = {"max_chars": cfg.tool_result_max_chars, "preview_chars": cfg.tool_result_preview_chars}
+    if database is None:
+        return SessionLog(settings.workspace), ToolResultEvictor(settings.workspace, **sizes)
+    from memory_service.shortterm.eviction_pg import PostgresToolResults
+    from memory_service.shortterm.logs_from_files import move_workspace_logs
+    from memory_service.shortterm.session_log_pg import PostgresSessionLog
+
+    erased = Tombstones(settings.workspace, database=database)  # the replicas' shared ones
+    logs = PostgresSessionLog(database, settings.workspace, tombstones=erased)
+    results = PostgresToolResults(database, settings.workspace, tombstones=erased, **sizes)
+    move_workspace_logs(settings.workspace, logs, results)  # those of a files deployment
+    return logs, results
+
+
 def build_shortterm(
-    settings: Settings, memory_model: ChatModel | None, embedder: Embedder | None = None
+    settings: Settings,
+    memory_model: ChatModel | None,
+    embedder: Embedder | None = None,
+    database: Database | None = None,
 ) -> ShortTermMemory:
     """Sessions on the configured store; compaction uses ``memory_model`` (None: no LLM),
-    or ``embedder`` for the importance policy."""
-    cfg = settings.shortterm
+    or ``embedder`` for the importance policy; logs and tool results in ``database`` when
+    given (``build_session_logs``)."""
     return ShortTermMemory(
         build_state_store(settings),
-        SessionLog(settings.workspace),
-        ToolResultEvictor(
-            settings.workspace,
-            max_chars=cfg.tool_result_max_chars,
-            preview_chars=cfg.tool_result_preview_chars,
-        ),
+        *build_session_logs(settings, database),
         config=settings.compaction,
         model=memory_model,
         context_window=settings.llm.context_window,
@@ -277,7 +295,9 @@ def build_services(settings: Settings, *, embedder: Embedder | None = None) -> S
             services.memory_model = services.chat_model.with_model(name)
         else:  # a memory model alone (no chat model) still serves compaction and flush
             services.memory_model = ChatModel.from_settings(settings.llm, memory=True)
-        services.shortterm = build_shortterm(settings, services.memory_model, embedder)
+        services.shortterm = build_shortterm(
+            settings, services.memory_model, embedder, database=database
+        )
         options = {"config": settings.memory, "docs": services.memory_docs, **state.flush_stores()}
         services.flush = MemoryFlushManager(
             services.longterm, services.memory_model, settings.workspace, **options
@@ -310,6 +330,7 @@ def build_maintenance(services: Services) -> MemoryMaintenance:
             near_duplicate_distance=memory.near_duplicate_distance,
             expiry=build_expiry(services.settings),
         ),
+        session_logs=services.shortterm.log if services.shortterm is not None else None,
         **services.state.maintenance_stores(),
     )
 
@@ -401,6 +422,7 @@ def build_erasure(services: Services) -> UserErasure:
         *((f"sessions.{name}", store) for name, store in sessions.items()),
         ("session_logs", services.shortterm.log),
         ("tool_results", services.shortterm.evictor),
+        *_workspace_logs(services),
         ("dead_letters", services.state.dead_letters),
         ("maintenance", build_maintenance(services)),
         *services.state.left_in_workspace(workspace),  # from before a switch to PostgreSQL state
@@ -411,6 +433,14 @@ def build_erasure(services: Services) -> UserErasure:
         stores.insert(1, ("memory_md.postgres", PostgresMemoryDocs(services.database, workspace)))
     closes = [store.close for store in opened]
     return UserErasure(workspace, stores, on_close=closes, tombstones=services.state.tombstones)
+
+
+def _workspace_logs(services: Services) -> list[tuple[str, UserData]]:
+    """With logs and tool results in PostgreSQL, the workspace's too (from before a switch)."""
+    if services.database is None:
+        return []
+    ws = services.settings.workspace
+    return [("session_logs.files", SessionLog(ws)), ("tool_results.files", ToolResultEvictor(ws))]
 
 
 def _qdrant_reachable(settings: Settings) -> bool:

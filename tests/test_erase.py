@@ -142,6 +142,23 @@ def _pg_text(table: str) -> str:
         return "\n".join(" ".join(r) for r in rows.fetchall())
 
 
+def _pg_logs_text(schema: str) -> str:
+    """Every logged message and evicted tool result in ``schema`` (replica state)."""
+    with psycopg.connect(PG_DSN) as conn:
+        rows = conn.execute(
+            f'SELECT body FROM "{schema}".session_log UNION ALL '
+            f'SELECT body FROM "{schema}".tool_results'
+        )
+        return "\n".join(r[0] for r in rows.fetchall())
+
+
+def _pg_dead_letters_text(schema: str) -> str:
+    """Every flush dead letter in ``schema`` (replica state)."""
+    with psycopg.connect(PG_DSN) as conn:
+        rows = conn.execute(f'SELECT line FROM "{schema}".memory_dead_letters').fetchall()
+        return "\n".join(r[0] for r in rows)
+
+
 def _read_paths(client, user: str) -> dict[str, object]:
     """What every read path answers for the user."""
     q = {"user_id": user}
@@ -211,7 +228,12 @@ def test_erase_leaves_nothing_of_the_user_and_every_byte_of_another(
         bob = UserPaths(workspace, "acme", "bob")
         # the setup put every word somewhere, in every kind of store the test is about
         found = _scan(workspace, alice_words)
-        assert set(found) == set(alice_words), found
+        # the files era's session log and tool result moved into PostgreSQL with the rest
+        moved = {MARKS["alice"]["tool_result"], MARKS["alice"]["chat_postgres"]}
+        in_rows = {MARKS["alice"]["dead_letter"]}  # its log line and its dead letter are rows
+        assert set(found) == set(alice_words) - moved - in_rows, found
+        assert all(word in _pg_logs_text(pg_schema) for word in moved | in_rows)
+        assert MARKS["alice"]["dead_letter"] in _pg_dead_letters_text(pg_schema)
         # the files era's MEMORY.md and snapshot moved into PostgreSQL when the Qdrant era began
         docs = services.memory_docs
         assert docs is not None and docs.count_user(RuntimeContext("acme", "alice")) == 2
@@ -242,8 +264,10 @@ def test_erase_leaves_nothing_of_the_user_and_every_byte_of_another(
             "facts.files": 2,
             "sessions.postgres": 1,
             "sessions.files": 1,
-            "session_logs": 2,
+            "session_logs": 2,  # the files era's (moved) and the PostgreSQL era's
             "tool_results": 1,
+            "session_logs.files": 0,
+            "tool_results.files": 0,
             "dead_letters": 1,  # the row
             "maintenance": 0,  # no run since the switch: the marker is the files era's
             "dead_letters.files": 0,
@@ -255,6 +279,8 @@ def test_erase_leaves_nothing_of_the_user_and_every_byte_of_another(
         assert not alice.root.exists()
         assert _pg_rows(pg_table, "alice") == []
         assert not any(word in _pg_text(pg_table) for word in alice_words)
+        assert not any(word in _pg_logs_text(pg_schema) for word in alice_words)
+        assert not any(word in _pg_dead_letters_text(pg_schema) for word in alice_words)
         assert _read_paths(client, "alice") == EMPTY
         assert _hashes(bob.root) == bob_files
         assert _pg_rows(pg_table, "bob") == bob_rows

@@ -111,6 +111,9 @@ def test_an_erase_on_one_replica_refuses_the_other_replicas_writes(replicas, scr
     assert b.memory_docs is not None
     with pytest.raises(UserErasedError):  # MEMORY.md (in PostgreSQL) checks the same tombstone
         b.memory_docs.write(in_flight, "- [fact|5] The user is allergic to peanuts.")
+    assert b.shortterm is not None
+    with pytest.raises(UserErasedError):  # and so does the session log (in PostgreSQL)
+        b.shortterm.log.append(in_flight, [Msg.user("I am allergic to peanuts.")])
     assert b.state.dead_letters.count_user(OWNER) == 0  # nothing came back
 
     fresh = RuntimeContext("acme", "alice", "s2")  # a new request after the erase: served

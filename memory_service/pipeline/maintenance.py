@@ -33,7 +33,7 @@ from memory_service.pipeline.consolidation import ConsolidationResult, Consolida
 from memory_service.pipeline.erasure import erase_facts
 from memory_service.pipeline.maintenance_state import MaintenanceFiles, MaintenanceState
 from memory_service.pipeline.policy import ExpiryPolicy, plan_maintenance, plan_prune
-from memory_service.shortterm.session_log import delete_old_session_logs
+from memory_service.shortterm.session_log import SessionLog, SessionLogStore
 from memory_service.tombstones import Tombstones
 from memory_service.usage import RECORD_ERRORS, UsageLedger, UsageStore
 
@@ -117,9 +117,11 @@ class MemoryMaintenance:
         state: MaintenanceState | None = None,
         tombstones: Tombstones | None = None,
         clock: Callable[[], datetime] = utcnow,
+        session_logs: SessionLogStore | None = None,
     ) -> None:
         self.longterm = longterm
         self.workspace = workspace
+        self.session_logs = session_logs or SessionLog(workspace)  # the retention step's
         self.usage = usage or UsageLedger(workspace)
         self.state = state or MaintenanceFiles(workspace)
         self.tombstones = tombstones or Tombstones(workspace)
@@ -215,8 +217,8 @@ class MemoryMaintenance:
         cutoff = (now - timedelta(days=self.settings.daily_file_retention_days)).date()
         archives = isinstance(longterm, ArchivesLedgers)
         counts["ledgers_archived"] = longterm.archive_ledgers(ctx, cutoff) if archives else 0
-        removed_logs = delete_old_session_logs(
-            self.workspace, ctx, retention_days=self.settings.session_retention_days, now=now
+        removed_logs = self.session_logs.delete_old(
+            ctx, retention_days=self.settings.session_retention_days, now=now
         )
         counts["session_logs_deleted"] = len(removed_logs)
         stale = remove_stale_temp_files(
