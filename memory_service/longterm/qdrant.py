@@ -291,10 +291,12 @@ def open_qdrant(
     embedder: Embedder,
     *,
     retrieval: RetrievalConfig | None = None,
+    tombstones: Tombstones | None = None,
     **options: Any,
 ) -> QdrantLongTermMemory:
     """The configured engine: a server at ``url``, else Qdrant Edge in ``path`` (default
-    ``<workspace>/qdrant``), the collection being the folder ``<path>/<collection>``."""
+    ``<workspace>/qdrant``), the collection being the folder ``<path>/<collection>``.
+    ``tombstones``: the erased users' (default: the workspace's)."""
     if settings.url and settings.path is not None:
         raise ConfigurationError(
             "MEMORY_QDRANT__URL and MEMORY_QDRANT__PATH are both set: a server (url) or "
@@ -318,5 +320,9 @@ def open_qdrant(
         root = settings.path if settings.path is not None else WorkspacePaths(workspace).qdrant_dir
         engine = EdgeEngine.acquire(Path(root) / settings.collection, embedder.dimension)
     return QdrantLongTermMemory(
-        engine, embedder, retrieval=retrieval, tombstones=Tombstones(workspace), **options
+        engine,
+        embedder,
+        retrieval=retrieval,
+        tombstones=tombstones if tombstones is not None else Tombstones(workspace),
+        **options,
     )
