@@ -184,3 +184,14 @@ def test_a_key_race_stays_inside_one_owner(memory):
     assert texts(memory.list(ALICE).items) == ["Alice lives in Lima"]
     assert memory.settle_ledgers(BOB)["superseded"] == 1
     assert open_points(memory, ALICE, "city") == ["Alice lives in Lima"]
+
+
+def test_a_raced_key_still_hides_the_tenants_fact(memory):
+    """The user's newest fact holds the key over the tenant's shared one, race or not."""
+    memory.record(ALICE, [LIMA])
+    race(memory, ALICE, OSLO)
+    shared = Fact("Everyone at acme lives in Paris", key="city", scope="tenant")
+    memory.record(ALICE, [shared])
+    found = recalled(memory, ALICE)
+    assert "Alice lives in Oslo" in found
+    assert "Alice lives in Lima" not in found and shared.text not in found

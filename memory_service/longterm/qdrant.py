@@ -231,7 +231,7 @@ class QdrantLongTermMemory(BaseLongTermMemory[_Read]):
 
     def _open_keys(self, ctx: RuntimeContext, keys: Sequence[str], now: datetime) -> set[str]:
         """The keys whose holder (the newest open fact: a lost race holds nothing) is live."""
-        return {k for k, f in self._races.holders(ctx, keys).items() if f.is_active(now)}
+        return self._races.held(ctx, keys, now)
 
     def _get(self, ctx: RuntimeContext, ids: Sequence[str]) -> Mapping[str, Fact]:
         """By id, whatever is stored; a fact that lost a key race reads as superseded."""

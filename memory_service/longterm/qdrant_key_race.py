@@ -21,7 +21,7 @@ from typing import Any
 
 from memory_service.context import RuntimeContext
 from memory_service.facts import Fact, parse_time
-from memory_service.longterm.qdrant_engine import QdrantEngine, UserFilter, fact_of
+from memory_service.longterm.qdrant_engine import QdrantEngine, StoredPoint, UserFilter, fact_of
 from memory_service.longterm.store_values import (
     newest_holders,
     resolve_key_race,
@@ -50,6 +50,27 @@ class KeyRaces:
             return {}
         points = self.engine.scroll(UserFilter.of(ctx, keys=wanted, open_only=True))
         return newest_holders(fact_of(p.id, p.payload) for p in points)
+
+    def held(self, ctx: RuntimeContext, keys: Iterable[str], now: datetime) -> set[str]:
+        """Which of ``keys`` a live fact holds: the key's holder, not expired at ``now`` (a
+        lost race holds nothing, even when the holder expired). One scroll; facts are built
+        only for keys with several open points."""
+        wanted = sorted(set(keys))
+        if not wanted:
+            return set()
+        by_key: dict[str, list[StoredPoint]] = {}
+        for point in self.engine.scroll(UserFilter.of(ctx, keys=wanted, open_only=True)):
+            by_key.setdefault(str(point.payload["key"]), []).append(point)
+        out = set()
+        for key, points in by_key.items():
+            if len(points) == 1:
+                expires = parse_time(points[0].payload.get("expires_at"))
+                live = expires is None or expires > now
+            else:
+                live = newest_holders(fact_of(p.id, p.payload) for p in points)[key].is_active(now)
+            if live:
+                out.add(key)
+        return out
 
     def rivals(self, ctx: RuntimeContext, payloads: Mapping[str, Mapping[str, Any]]) -> bool:
         """Whether some stored-open point among ``payloads`` (by id) may share its key with
