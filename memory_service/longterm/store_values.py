@@ -128,12 +128,13 @@ def newest_holders(facts: Iterable[Fact]) -> dict[str, Fact]:
     crash between a write and its closing rewrite, or a hand edit) can leave several open:
     every backend keeps this one, so no read returns two values for one key."""
     holders: dict[str, Fact] = {}
+    ages: dict[str, tuple[datetime, str]] = {}
     for fact in facts:
         if fact.key is None or not stored_open(fact):
             continue
-        held = holders.get(fact.key)
-        if held is None or _age(fact) > _age(held):
-            holders[fact.key] = fact
+        age = _age(fact)
+        if fact.key not in ages or age > ages[fact.key]:
+            holders[fact.key], ages[fact.key] = fact, age
     return holders
 
 
