@@ -42,6 +42,24 @@ def memory(request, tmp_path: Path, embedder: Embedder) -> Iterator[QdrantLongTe
         backend.close()
 
 
+@pytest.fixture
+def server(tmp_path: Path, embedder: Embedder) -> Iterator[QdrantLongTermMemory]:
+    """A Qdrant server's collection (qdrant-client's local mode stands in): other processes
+    write it too, so its searches resolve races. An Edge folder has one writing process (its
+    folder lock) that serialises each user's writes: no race arises there and its searches
+    skip the check (lists, gets and exports resolve on every engine)."""
+    backend = LONGTERM_BACKENDS["qdrant-local"](tmp_path, embedder)
+    assert isinstance(backend, QdrantLongTermMemory) and backend.engine.shared
+    try:
+        yield backend
+    finally:
+        backend.close()
+
+
+def test_only_a_server_is_written_by_other_processes(memory):
+    assert memory.engine.shared is ("qdrant-edge" not in memory.engine.description)
+
+
 def race(memory: QdrantLongTermMemory, ctx: RuntimeContext, fact: Fact) -> str:
     """Store ``fact`` open whatever else holds its key, as a writer that read before another
     wrote leaves it: recorded without its key, then given it through the engine."""
@@ -65,54 +83,54 @@ def recalled(memory: QdrantLongTermMemory, ctx: RuntimeContext, **kwargs) -> lis
 
 
 @pytest.mark.parametrize("racer", ["newer", "older"])
-def test_reads_keep_only_the_newest_fact_of_a_key(memory, racer):
+def test_reads_keep_only_the_newest_fact_of_a_key(server, racer):
     """Whichever writer stored its fact through the race, the newer one is what every read
     shows; the older reads as superseded by it, by id and in an export."""
     if racer == "newer":  # the racing writer's fact is the newer one
-        lima = memory.record(ALICE, [LIMA])[0].id
-        oslo = race(memory, ALICE, OSLO)
+        lima = server.record(ALICE, [LIMA])[0].id
+        oslo = race(server, ALICE, OSLO)
     else:
-        oslo = memory.record(ALICE, [OSLO])[0].id
-        lima = race(memory, ALICE, LIMA)
-    assert open_points(memory, ALICE, "city") == ["Alice lives in Lima", "Alice lives in Oslo"]
+        oslo = server.record(ALICE, [OSLO])[0].id
+        lima = race(server, ALICE, LIMA)
+    assert open_points(server, ALICE, "city") == ["Alice lives in Lima", "Alice lives in Oslo"]
 
-    assert "Alice lives in Oslo" in recalled(memory, ALICE)
-    assert "Alice lives in Lima" not in recalled(memory, ALICE)
-    assert "Alice lives in Lima" not in recalled(memory, ALICE, mode="bm25")
-    assert texts(memory.list(ALICE).items) == ["Alice lives in Oslo"]
-    assert texts(memory.list(ALICE, filter=FactFilter(key="city")).items) == [OSLO.text]
+    assert "Alice lives in Oslo" in recalled(server, ALICE)
+    assert "Alice lives in Lima" not in recalled(server, ALICE)
+    assert "Alice lives in Lima" not in recalled(server, ALICE, mode="bm25")
+    assert texts(server.list(ALICE).items) == ["Alice lives in Oslo"]
+    assert texts(server.list(ALICE, filter=FactFilter(key="city")).items) == [OSLO.text]
 
     # get by id hides nothing (erasure, import, audits), but says the older one is closed
-    older = memory.get(ALICE, [lima])[0]
+    older = server.get(ALICE, [lima])[0]
     assert (older.superseded_by, older.valid_to) == (oslo, OSLO.created_at)
-    assert memory.get(ALICE, [oslo])[0].superseded_by is None
-    exported = {r["text"]: r for r in export_records(memory, "acme", "alice")}
+    assert server.get(ALICE, [oslo])[0].superseded_by is None
+    exported = {r["text"]: r for r in export_records(server, "acme", "alice")}
     assert exported["Alice lives in Lima"]["superseded_by"] == oslo
     assert exported["Alice lives in Oslo"]["superseded_by"] is None
-    assert memory.count_user(ALICE) == 2  # both are stored (and erased) until maintenance
+    assert server.count_user(ALICE) == 2  # both are stored (and erased) until maintenance
 
 
-def test_a_hidden_fact_leaves_no_hole_in_a_leg(memory):
+def test_a_hidden_fact_leaves_no_hole_in_a_leg(server):
     """The older fact, nearest to the query, would fill a one-deep leg: it is asked again
     without it, so the newer fact still comes back."""
-    memory.record(ALICE, [LIMA])
-    race(memory, ALICE, OSLO)
-    memory.retrieval = memory.retrieval.with_changes(min_candidates=1, candidate_multiplier=1)
-    assert texts(r.fact for r in memory.retrieve(ALICE, LIMA.text, 1, mode="dense")) == [
+    server.record(ALICE, [LIMA])
+    race(server, ALICE, OSLO)
+    server.retrieval = server.retrieval.with_changes(min_candidates=1, candidate_multiplier=1)
+    assert texts(r.fact for r in server.retrieve(ALICE, LIMA.text, 1, mode="dense")) == [
         "Alice lives in Oslo"
     ]
-    assert texts(r.fact for r in memory.retrieve(ALICE, "Lima", 1, mode="bm25")) == []
+    assert texts(r.fact for r in server.retrieve(ALICE, "Lima", 1, mode="bm25")) == []
 
 
-def test_as_of_shows_the_older_fact_until_the_newer_was_recorded(memory):
-    lima = memory.record(ALICE, [LIMA])[0].id
-    oslo = race(memory, ALICE, OSLO)
+def test_as_of_shows_the_older_fact_until_the_newer_was_recorded(server):
+    lima = server.record(ALICE, [LIMA])[0].id
+    oslo = race(server, ALICE, OSLO)
     between = FactFilter(as_of=NOW - timedelta(minutes=90))
-    hits = memory.retrieve(ALICE, QUERY, 5, filter=between)
+    hits = server.retrieve(ALICE, QUERY, 5, filter=between)
     assert [(r.fact.id, r.fact.valid_to) for r in hits] == [(lima, OSLO.created_at)]
-    assert texts(memory.list(ALICE, filter=between).items) == ["Alice lives in Lima"]
+    assert texts(server.list(ALICE, filter=between).items) == ["Alice lives in Lima"]
     later = FactFilter(as_of=NOW - timedelta(minutes=30))
-    assert [r.fact.id for r in memory.retrieve(ALICE, QUERY, 5, filter=later)] == [oslo]
+    assert [r.fact.id for r in server.retrieve(ALICE, QUERY, 5, filter=later)] == [oslo]
 
 
 def test_the_next_write_of_the_key_closes_the_older_fact(memory):
@@ -186,12 +204,12 @@ def test_a_key_race_stays_inside_one_owner(memory):
     assert open_points(memory, ALICE, "city") == ["Alice lives in Lima"]
 
 
-def test_a_raced_key_still_hides_the_tenants_fact(memory):
+def test_a_raced_key_still_hides_the_tenants_fact(server):
     """The user's newest fact holds the key over the tenant's shared one, race or not."""
-    memory.record(ALICE, [LIMA])
-    race(memory, ALICE, OSLO)
+    server.record(ALICE, [LIMA])
+    race(server, ALICE, OSLO)
     shared = Fact("Everyone at acme lives in Paris", key="city", scope="tenant")
-    memory.record(ALICE, [shared])
-    found = recalled(memory, ALICE)
+    server.record(ALICE, [shared])
+    found = recalled(server, ALICE)
     assert "Alice lives in Oslo" in found
     assert "Alice lives in Lima" not in found and shared.text not in found

@@ -164,6 +164,8 @@ def _point(record: Any, with_vectors: bool) -> StoredPoint:
 class ClientEngine:
     """One collection on a Qdrant server (or in local mode); get it with ``connect``."""
 
+    shared = True  # replicas write one server: their same-moment writes of a key can race
+
     def __init__(self, client: QdrantClient, collection: str, description: str) -> None:
         self._client = client
         self.collection = collection

@@ -125,6 +125,8 @@ def _recover_rewrite(folder: Path) -> None:
 class EdgeEngine:
     """One Edge shard (the collection) in ``folder``; get it with ``acquire``."""
 
+    shared = False  # the folder lock keeps other processes out; this one serialises a user
+
     def __init__(self, folder: Path, shard: qe.EdgeShard, dimension: int, lock: FolderLock) -> None:
         self.folder = folder
         self.dimension = dimension

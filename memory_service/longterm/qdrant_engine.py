@@ -171,9 +171,12 @@ class ScoredHit:
 
 
 class QdrantEngine(Protocol):
-    """Point storage and search over one collection. Writes are durable when they return."""
+    """Point storage and search over one collection. Writes are durable when they return.
+    ``shared``: other processes may write the collection too (a server), so two of them can
+    race on one key; False when this process alone writes it (an Edge folder it locks)."""
 
     description: str
+    shared: bool
 
     def upsert(self, points: Sequence[StoredPoint]) -> None: ...
 
