@@ -16,6 +16,7 @@ from benchmarks.reliability.crash import run_crash_test
 from memory_service.context import RuntimeContext
 from memory_service.facts import Fact
 from memory_service.longterm.files import FileSystemLongTermMemory
+from tests.conftest import PG_DSN
 
 
 def test_acknowledged_writes_survive_sigkill_files_backend(tmp_path: Path):
@@ -31,6 +32,34 @@ def test_acknowledged_writes_survive_sigkill_files_backend(tmp_path: Path):
     assert report.foreign_or_garbled_visible == 0 and report.partial_batches == 0, report.problems
     assert report.corrupt_records == 0, report.problems
     assert report.server_errors == 0, report.unexpected_statuses
+
+
+def test_acknowledged_writes_survive_sigkill_with_replica_state_in_postgres(tmp_path, pg_schema):
+    """The same check with sessions, logs and the rest of the replica state in PostgreSQL
+    (a replica of the scaled-out shape, facts in the files backend)."""
+    env = {
+        "MEMORY_SHORTTERM__BACKEND": "postgres",
+        "MEMORY_POSTGRES__DSN": PG_DSN,
+        "MEMORY_POSTGRES__SCHEMA_NAME": pg_schema,
+    }
+    report = run_crash_test(
+        tmp_path,
+        backend="files",
+        kills=2,
+        writers=4,
+        min_run_s=0.2,
+        max_run_s=1.5,
+        log=None,
+        env=env,
+    )
+
+    assert report.kills == 2
+    assert report.acked_facts > 0 and report.acked_messages > 0
+    assert report.lost_facts == 0 and report.lost_messages == 0, report.problems
+    assert report.messages_out_of_order == 0 and report.partial_batches == 0, report.problems
+    assert report.resurrected_deletes == 0 and report.corrupt_records == 0, report.problems
+    assert report.server_errors == 0, report.unexpected_statuses
+    assert not list((tmp_path / "workspace").rglob("*.log.jsonl"))  # logs in PostgreSQL
 
 
 CHILD = """

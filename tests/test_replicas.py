@@ -21,7 +21,7 @@ import pytest
 
 from tests.chat_script import Script
 from tests.conftest import PG_DSN
-from tests.llm_server import delayed, server_error, text
+from tests.llm_server import delayed, error, text
 from tests.serve_process import clean_env, free_port
 
 MARK = "Zanzibarquux"  # a word no other data holds: the byte scan looks for it
@@ -146,13 +146,15 @@ def test_a_session_started_on_one_replica_continues_on_the_other(two_replicas):
 
     for r in (one, two):
         assert MARK.encode() not in b"".join(workspace_bytes(r.workspace).values())
+        assert sorted(workspace_bytes(r.workspace)) == []  # no file of any user, or at all
 
 
 def test_a_dead_letter_of_one_replica_is_replayed_by_the_other(two_replicas):
     one, two, ctx, admin = two_replicas
     script, envs = ctx["script"], ctx["envs"]
     script.chat(text("Noted."))
-    script.flush(server_error(retry_after_ms=None))  # the flush fails: a dead letter
+    outage = error(400, "scripted outage", type="invalid_request_error")
+    script.flush(outage, outage)  # the flush and its retry fail: a dead letter
     said = one.call(
         "POST",
         "/v1/chat",
@@ -169,7 +171,7 @@ def test_a_dead_letter_of_one_replica_is_replayed_by_the_other(two_replicas):
     script.flush(text(FACT))
     replayed = cli(envs[1], "maintain", "--replay-dead-letters", "--tenant", "acme")
     assert replayed.returncode == 0, replayed.stderr
-    assert script.requests["flush"][-1].prompt_text().count(MARK) >= 1
+    assert script.requests["flush"][-1].prompt_text.count(MARK) >= 1
     again = cli(envs[0], "maintain", "--replay-dead-letters", "--dry-run", "--tenant", "acme")
     assert again.returncode == 0, again.stderr
     assert "alice" not in again.stdout  # replayed once, gone for every replica

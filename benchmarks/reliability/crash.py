@@ -11,6 +11,7 @@ on disk parses, restarts the server and checks through the API that
   batch whose reply was lost in the crash is there whole or not at all.
 
     .venv/bin/python -m benchmarks.reliability.crash [--kills 20] [--backend files|qdrant|both]
+        [--postgres-dsn postgresql://...]   (sessions and replica state in PostgreSQL)
         [--writers 6] [--json benchmarks/results/crash.json]
 """
 
@@ -249,7 +250,26 @@ def scan_files(workspace: Path, report: CrashReport) -> None:
     report.leftover_temp_files = sum(1 for _ in tenants.rglob(".*.tmp"))
 
 
-def _log_contents(workspace: Path, tenant: str, user: str, session: str) -> list[str]:
+def _log_contents(server: ServerProcess, tenant: str, user: str, session: str) -> list[str]:
+    """The session's logged message texts: from PostgreSQL with replica state there, else
+    from the workspace's log file (read raw: a torn line is skipped, as the service does)."""
+    env = server.env
+    if env.get("MEMORY_SHORTTERM__BACKEND") == "postgres":
+        from memory_service.context import RuntimeContext
+        from memory_service.pgdb import Database
+        from memory_service.shortterm.session_log_pg import PostgresSessionLog
+
+        database = Database(
+            env["MEMORY_POSTGRES__DSN"], schema=env.get("MEMORY_POSTGRES__SCHEMA_NAME")
+        )
+        try:
+            entries = PostgresSessionLog(database, server.workspace).read(
+                RuntimeContext(tenant, user, session)
+            )
+        finally:
+            database.close()
+        return [e.message.content for e in entries if isinstance(e.message.content, str)]
+    workspace = server.workspace
     path = workspace / "tenants" / tenant / "users" / user / "sessions" / f"{session}.log.jsonl"
     out = []
     for line in path.read_text(encoding="utf-8").split("\n") if path.exists() else ():
@@ -319,7 +339,7 @@ def verify(
         for (tenant, user, session), acked in truth.messages_acked.items():
             state = clients[tenant].get(f"/v1/sessions/{session}", params={"user_id": user})
             contents = [m["content"] for m in state.json()["messages"]]
-            logged = _log_contents(server.workspace, tenant, user, session)
+            logged = _log_contents(server, tenant, user, session)
             for where, seen in (("state", contents), ("log", logged)):
                 missing = [c for c in acked if c not in set(seen)]
                 report.lost_messages += len(missing)
@@ -356,6 +376,8 @@ def run_crash_test(
     rng = random.Random(seed)
     workspace = root / "workspace"
     keys = write_keys(root / "keys.json", {t: "user" for t in TENANTS})
+    if env and env.get("MEMORY_SHORTTERM__BACKEND") == "postgres":
+        keys_into_postgres(root / "keys.json", env)
     truth = Truth()
     report = CrashReport(backend)
     server = ServerProcess(workspace, root / "keys.json", backend=backend, env=dict(env or {}))
@@ -415,6 +437,19 @@ def run_crash_test(
     return report
 
 
+def keys_into_postgres(keys_file: Path, env: dict[str, str]) -> None:
+    """With replica state in PostgreSQL the keys live there: import the file's once (as
+    ``memory-service keys migrate`` does)."""
+    from memory_service.api.key_store_pg import PostgresKeyStore
+    from memory_service.pgdb import Database
+
+    database = Database(env["MEMORY_POSTGRES__DSN"], schema=env.get("MEMORY_POSTGRES__SCHEMA_NAME"))
+    try:
+        PostgresKeyStore(database, keys_file=keys_file).migrate()
+    finally:
+        database.close()
+
+
 def _wait_for_acks(truth: Truth, before: int, timeout_s: float) -> None:
     deadline = time.monotonic() + timeout_s
     while len(truth.acked) <= before and time.monotonic() < deadline:
@@ -428,7 +463,16 @@ def main() -> None:
     parser.add_argument("--writers", type=int, default=6)
     parser.add_argument("--seed", type=int, default=7)
     parser.add_argument("--json", type=Path, default=Path("benchmarks/results/crash.json"))
+    parser.add_argument(
+        "--postgres-dsn",
+        help="sessions and the rest of the replica state in this PostgreSQL (a replica's shape)",
+    )
     args = parser.parse_args()
+    env = (
+        {"MEMORY_SHORTTERM__BACKEND": "postgres", "MEMORY_POSTGRES__DSN": args.postgres_dsn}
+        if args.postgres_dsn
+        else None
+    )
     backends = ("files", "qdrant") if args.backend == "both" else (args.backend,)
     reports = []
     for backend in backends:
@@ -440,6 +484,7 @@ def main() -> None:
                     kills=args.kills,
                     writers=args.writers,
                     seed=args.seed,
+                    env=env,
                 )
             )
     print(json.dumps([r.to_dict() for r in reports], indent=2))
