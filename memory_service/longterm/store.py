@@ -20,6 +20,7 @@ from typing import ClassVar, TypeVar
 import numpy as np
 
 from indexing.embeddings import Embedder
+from indexing.tokenize import tokenize
 from memory_service.config.retrieval import Leg, Mode
 from memory_service.context import RuntimeContext
 from memory_service.errors import BackendUnavailableError, InvalidInputError
@@ -191,7 +192,9 @@ class BaseLongTermMemory(LongTermHooks[S]):
         if not any(leg_hits.values()):
             return []
         with timed_stage("fusion"):
-            fused = fuse_legs(mode, leg_hits, self.retrieval, top_k, now=view.moment)
+            fused = fuse_legs(
+                mode, leg_hits, self.retrieval, top_k, now=view.moment, query_terms=tokenize(query)
+            )
         recalls = []
         for h in fused:
             fact = found.fact(h.id)
