@@ -55,7 +55,7 @@ def leg_lists(conv: Conv, legs: Legs, row: int, depth: int):
     hits = lab_leg_lists(conv, legs, row, depth)
     query = set(tokenize(conv.questions[row]))
     held = conv.extra["terms"]
-    for leg in ("bm25", "dense") if DENSE_MATCHED else ("bm25",):
+    for leg in ("bm25", "dense"):
         hits[leg] = [replace(h, matched=frozenset(query & held[int(h.id)])) for h in hits[leg]]
     return hits
 

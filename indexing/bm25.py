@@ -55,13 +55,6 @@ class BM25Index:
             return np.zeros(self._size)
         return np.asarray(self._bm25.get_scores(list(query_terms)), dtype=np.float64)
 
-    def matched(self, index: int, query_terms: Sequence[str]) -> frozenset[str]:
-        """The terms of ``query_terms`` document ``index`` contains (for query coverage)."""
-        if self._bm25 is None:
-            return frozenset()
-        held = self._bm25.doc_freqs[index]
-        return frozenset(t for t in query_terms if t in held)
-
     def search(
         self, query_terms: Sequence[str], limit: int, allowed: np.ndarray | None = None
     ) -> list[BM25Hit]:

@@ -21,7 +21,6 @@ from typing import Any
 import numpy as np
 from filelock import FileLock
 
-from indexing.bm25 import BM25Index
 from indexing.embeddings import Embedder
 from indexing.hashing import content_hash
 from indexing.tokenize import tokenize
@@ -199,21 +198,12 @@ class FileSystemLongTermMemory(BaseLongTermMemory[_Read]):
             return NO_CANDIDATES
         facts = corpus.facts
         leg_hits: dict[str, list[LegHit]] = {}
-        terms = tokenize(query)
-        bm25: BM25Index | None = None
-
-        def matched(i: int) -> frozenset[str] | None:
-            """The query terms memory ``i`` holds, for query coverage (with a lexical leg)."""
-            return bm25.matched(i, terms) if bm25 is not None else None
-
         if "bm25" in legs:
             with timed_stage("bm25"):
-                bm25 = corpus.bm25(self.retrieval)
-                hits = bm25.search(terms, depth, allowed)
+                hits = corpus.bm25(self.retrieval).search(tokenize(query), depth, allowed)
+            found = [(facts[h.index], h.score) for h in hits]
             leg_hits["bm25"] = [
-                LegHit(f.id, h.score, f.session_id, f.created_at, matched(h.index))
-                for h in hits
-                for f in (facts[h.index],)
+                LegHit(f.id, score, f.session_id, f.created_at) for f, score in found
             ]
         if "dense" in legs:
             with timed_stage("dense"):
@@ -226,9 +216,8 @@ class FileSystemLongTermMemory(BaseLongTermMemory[_Read]):
                 order = np.argsort(-sims, kind="stable")[:depth]
             kept = [int(i) for i in order if allowed[i] and sims[i] >= threshold]
             leg_hits["dense"] = [
-                LegHit(f.id, float(sims[i]), f.session_id, f.created_at, matched(i))
+                LegHit(facts[i].id, float(sims[i]), facts[i].session_id, facts[i].created_at)
                 for i in kept
-                for f in (facts[i],)
             ]
         stored_access = self._stored_access(ctx)
         return Candidates(leg_hits, lambda fid: with_access(index.by_id[fid].fact, stored_access))

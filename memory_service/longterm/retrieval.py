@@ -9,9 +9,10 @@ are fused and smoothed, and what the lexical leg indexes is described by a ``Ret
 
 from __future__ import annotations
 
-from collections.abc import Collection, Mapping
-from dataclasses import dataclass, replace
+from collections.abc import Callable, Collection, Mapping
+from dataclasses import dataclass
 from datetime import UTC, datetime
+from functools import lru_cache
 from types import MappingProxyType
 
 from indexing.fusion import (
@@ -40,8 +41,11 @@ __all__ = [
     "fact_terms",
     "fuse_legs",
     "legs_for_mode",
+    "matched_terms",
     "preset",
     "validate_query",
+    "wants_coverage",
+    "with_matched",
 ]
 
 # What a leg's score is for a memory it did not match at all, when its list is complete
@@ -76,10 +80,60 @@ def fact_terms(fact: Fact, config: RetrievalConfig) -> list[str]:
     """What the lexical leg indexes for ``fact``, in every backend: its words, its source
     text's words (``source_terms``: a fact is phrased by the model, its source in the user's
     own words, which the question often repeats) and its day (``date_terms``)."""
-    text = fact.text
-    if config.source_terms and fact.source_text:
-        text = f"{text}\n{fact.source_text}"
-    return lexical_terms(text, fact.created_at, with_date=config.date_terms)
+    source = fact.source_text if config.source_terms else ""
+    return _terms(fact.text, source, fact.created_at, config.date_terms)
+
+
+def _terms(text: str, source: str, created_at: datetime | None, with_date: bool) -> list[str]:
+    if source:
+        text = f"{text}\n{source}"
+    return lexical_terms(text, created_at, with_date=with_date)
+
+
+@lru_cache(maxsize=8192)
+def _held_terms(
+    text: str, source: str, created_at: datetime | None, with_date: bool
+) -> frozenset[str]:
+    return frozenset(_terms(text, source, created_at, with_date))
+
+
+def wants_coverage(legs: Collection[str], config: RetrievalConfig) -> bool:
+    """Whether fusing ``legs`` under ``config`` uses query coverage (``with_matched`` is then
+    worth its cost)."""
+    return len(legs) > 1 and config.fusion == "zscore" and config.lexical_coverage > 0
+
+
+def matched_terms(
+    fact: Fact, config: RetrievalConfig, query_terms: Collection[str]
+) -> frozenset[str]:
+    """The ``query_terms`` that ``fact``'s lexical document (``fact_terms``) holds. Documents
+    are tokenized once per content and kept in a bounded in-process cache (the same memories
+    come back query after query; tokenizing every candidate each time would cost more than
+    the fusion)."""
+    source = fact.source_text if config.source_terms else ""
+    held = _held_terms(fact.text, source, fact.created_at, config.date_terms)
+    return held.intersection(query_terms)
+
+
+def with_matched(
+    leg_hits: Mapping[str, list[LegHit]],
+    fact: Callable[[str], Fact],
+    config: RetrievalConfig,
+    query_terms: Collection[str],
+) -> dict[str, list[LegHit]]:
+    """``leg_hits`` with every hit's ``matched`` terms filled in from its fact (``fact(id)``)
+    where the backend left them out: one way for every backend, since Qdrant returns scores
+    only."""
+    found: dict[str, frozenset[str]] = {}
+
+    def filled(hit: LegHit) -> LegHit:
+        if hit.matched is not None:
+            return hit
+        if hit.id not in found:
+            found[hit.id] = matched_terms(fact(hit.id), config, query_terms)
+        return LegHit(hit.id, hit.score, hit.session_id, hit.created_at, found[hit.id])
+
+    return {leg: [filled(h) for h in hits] for leg, hits in leg_hits.items()}
 
 
 def fuse_legs(
@@ -139,7 +193,10 @@ def _covered(
         h.id: h.matched for leg in legs for h in leg_hits.get(leg, []) if h.matched is not None
     }
     coverage = query_coverage(query_terms, known, candidates)
-    scaled = [replace(h, score=h.score * coverage[h.id] ** power) for h in lexical]
+    scaled = [
+        LegHit(h.id, h.score * coverage[h.id] ** power, h.session_id, h.created_at, h.matched)
+        for h in lexical
+    ]
     return {**leg_hits, "bm25": scaled}
 
 

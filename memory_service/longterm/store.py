@@ -47,6 +47,8 @@ from memory_service.longterm.retrieval import (
     fuse_legs,
     legs_for_mode,
     validate_query,
+    wants_coverage,
+    with_matched,
 )
 from memory_service.longterm.store_hooks import LongTermHooks
 from memory_service.longterm.store_values import (
@@ -191,9 +193,12 @@ class BaseLongTermMemory(LongTermHooks[S]):
         }
         if not any(leg_hits.values()):
             return []
+        terms = tokenize(query)
         with timed_stage("fusion"):
+            if wants_coverage(legs, self.retrieval):
+                leg_hits = with_matched(leg_hits, found.fact, self.retrieval, terms)
             fused = fuse_legs(
-                mode, leg_hits, self.retrieval, top_k, now=view.moment, query_terms=tokenize(query)
+                mode, leg_hits, self.retrieval, top_k, now=view.moment, query_terms=terms
             )
         recalls = []
         for h in fused:
