@@ -51,13 +51,13 @@ class RetrievalConfig(BaseModel):
       synthetic set it lifted hybrid R@5 from 90.6 to 94.0 and left LoCoMo unchanged
       (``benchmarks/RESULTS.md``, issue 15). RRF ignores it.
     - ``lexical_coverage``: in z-score fusion, each BM25 score is multiplied by its memory's
-      query coverage (the share of the question's IDF mass it contains, IDF over the fused
+      query coverage (the share of the question's IDF mass it holds, IDF over the fused
       candidates; ``indexing.fusion.query_coverage``) to this power; 0 turns it off, 1 is
       Lucene's classic ``coord`` weighted by IDF. A memory sharing one incidental word with a
-      paraphrased question no longer outvotes the dense leg's answer. 0.5 (the square root):
-      on the bundled synthetic set hybrid MRR 80.4 -> 84.8, on LoCoMo dev turns R@5 +1.1 and
-      MRR +2.6, facts unchanged or better at every k; 1.0 gained more on synthetic and lost
-      LoCoMo R@25 (``benchmarks/RESULTS.md``, issue 15 item 6). RRF ignores it.
+      paraphrased question no longer outvotes the dense leg's answer. 0.5: on the bundled
+      synthetic set hybrid MRR 80.4 -> 84.8, LoCoMo dev turns and facts better or equal at
+      every k; 0.75 and 1 gained more on synthetic and lost LoCoMo R@25
+      (``benchmarks/RESULTS.md``, issue 15 item 6). RRF ignores it.
     - ``candidate_multiplier`` / ``min_candidates``: how deep each leg goes before fusion:
       ``max(min_candidates, top_k * candidate_multiplier)``.
     - ``neighbour_weight`` / ``neighbour_window``: session-neighbour smoothing after fusion
