@@ -7,7 +7,8 @@ text and its day), so the LoCoMo facts rows include provenance as ``memory-servi
 does. Winners are confirmed end to end with ``memory-service bench`` (``benchmarks/RESULTS.md``).
 
     .venv/bin/python benchmarks/recall_lab_synth.py              # presets x modes, 3 sets
-    .venv/bin/python benchmarks/recall_lab_synth.py --diagnose   # synthetic: where hybrid lost
+    .venv/bin/python benchmarks/recall_lab_synth.py --diagnose   # synthetic: where hybrid loses
+    .venv/bin/python benchmarks/recall_lab_synth.py --diagnose --before   # ... without coverage
 """
 
 from __future__ import annotations
@@ -125,10 +126,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--sets", default="synthetic,locomo-turns,locomo-facts")
     parser.add_argument("--diagnose", action="store_true")
+    parser.add_argument("--before", action="store_true", help="diagnose without query coverage")
     args = parser.parse_args(argv)
     sets = load_sets(args.sets.split(","))
     if args.diagnose:
-        diagnose(sets["synthetic"], PRESETS["hybrid"])
+        config = PRESETS["hybrid"]
+        diagnose(
+            sets["synthetic"], config.with_changes(lexical_coverage=0.0) if args.before else config
+        )
         return 0
     hybrid = PRESETS["hybrid"]
     configs = [
