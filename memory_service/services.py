@@ -30,10 +30,11 @@ from memory_service.pipeline.erasure import UserData, UserErasure
 from memory_service.pipeline.flush import MemoryFlushManager
 from memory_service.pipeline.idle_flush import IdleFlusher
 from memory_service.pipeline.maintenance import MaintenanceSettings, MemoryMaintenance
+from memory_service.pipeline.memory_docs import MemoryDocs
 from memory_service.pipeline.scheduler import MemoryMaintenanceScheduler, known_users
-from memory_service.shortterm.eviction import ToolResultEvictor
+from memory_service.shortterm.eviction import ToolResultEvictor, ToolResultStore
 from memory_service.shortterm.session import ShortTermMemory
-from memory_service.shortterm.session_log import SessionLog
+from memory_service.shortterm.session_log import SessionLog, SessionLogStore
 from memory_service.shortterm.store import AgentStateStore
 from memory_service.tombstones import Tombstones
 
@@ -133,6 +134,19 @@ def build_database(settings: Settings) -> Database | None:
     )
 
 
+def build_memory_docs(settings: Settings, database: Database | None) -> MemoryDocs:
+    """Where MEMORY.md and its snapshots live: PostgreSQL for the Qdrant backend when replica
+    state is there (``pipeline/memory_docs_pg.py`` says why, and how files move there);
+    files otherwise (the files backend reads its MEMORY.md as facts)."""
+    if database is not None and settings.longterm.backend == "qdrant":
+        from memory_service.pipeline.memory_docs_pg import PostgresMemoryDocs
+
+        docs = PostgresMemoryDocs(database, settings.workspace)
+        docs.import_files(settings.workspace)  # files of a deployment before PostgreSQL state
+        return docs
+    return MemoryMdFiles(settings.workspace)
+
+
 def build_state_store(settings: Settings) -> AgentStateStore:
     """The configured session-state store (files or PostgreSQL)."""
     cfg = settings.shortterm
@@ -164,20 +178,37 @@ def _postgres_store(settings: Settings) -> AgentStateStore:
     )
 
 
+def build_session_logs(
+    settings: Settings, database: Database | None = None
+) -> tuple[SessionLogStore, ToolResultStore]:
+    """Session logs and evicted tool results: in ``database`` when replica state lives in
+    PostgreSQL (``Services.database``), else in the workspace."""
+    cfg = settings.shortterm
+    sizes = {"max_chars": cfg.tool_result_max_chars, "preview_chars": cfg.tool_result_preview_chars}
+    if database is None:
+        return SessionLog(settings.workspace), ToolResultEvictor(settings.workspace, **sizes)
+    from memory_service.shortterm.eviction_pg import PostgresToolResults
+    from memory_service.shortterm.logs_from_files import move_workspace_logs
+    from memory_service.shortterm.session_log_pg import PostgresSessionLog
+
+    logs = PostgresSessionLog(database, settings.workspace)
+    results = PostgresToolResults(database, settings.workspace, **sizes)
+    move_workspace_logs(settings.workspace, logs, results)  # those of a files deployment
+    return logs, results
+
+
 def build_shortterm(
-    settings: Settings, memory_model: ChatModel | None, embedder: Embedder | None = None
+    settings: Settings,
+    memory_model: ChatModel | None,
+    embedder: Embedder | None = None,
+    database: Database | None = None,
 ) -> ShortTermMemory:
     """Sessions on the configured store; compaction uses ``memory_model`` (None: no LLM),
-    or ``embedder`` for the importance policy."""
-    cfg = settings.shortterm
+    or ``embedder`` for the importance policy; logs and tool results in ``database`` when
+    given (``build_session_logs``)."""
     return ShortTermMemory(
         build_state_store(settings),
-        SessionLog(settings.workspace),
-        ToolResultEvictor(
-            settings.workspace,
-            max_chars=cfg.tool_result_max_chars,
-            preview_chars=cfg.tool_result_preview_chars,
-        ),
+        *build_session_logs(settings, database),
         config=settings.compaction,
         model=memory_model,
         context_window=settings.llm.context_window,
@@ -197,6 +228,7 @@ class Services:
     shortterm: ShortTermMemory | None = None
     flush: MemoryFlushManager | None = None  # facts out of conversations (see pipeline/flush)
     database: Database | None = None  # replica state in PostgreSQL (MEMORY_STATE__BACKEND)
+    memory_docs: MemoryDocs | None = None  # MEMORY.md and snapshots (None: workspace files)
 
     def describe_backend(self) -> str:
         return self.settings.longterm.backend
@@ -240,15 +272,22 @@ def build_services(settings: Settings, *, embedder: Embedder | None = None) -> S
         raise
     services.database = database
     try:
+        services.memory_docs = build_memory_docs(settings, database)
         services.chat_model = ChatModel.from_settings(settings.llm)
         if services.chat_model is not None:
             name = settings.llm.memory_model or settings.llm.model
             services.memory_model = services.chat_model.with_model(name)
         else:  # a memory model alone (no chat model) still serves compaction and flush
             services.memory_model = ChatModel.from_settings(settings.llm, memory=True)
-        services.shortterm = build_shortterm(settings, services.memory_model, embedder)
+        services.shortterm = build_shortterm(
+            settings, services.memory_model, embedder, database=database
+        )
         services.flush = MemoryFlushManager(
-            services.longterm, services.memory_model, settings.workspace, config=settings.memory
+            services.longterm,
+            services.memory_model,
+            settings.workspace,
+            config=settings.memory,
+            docs=services.memory_docs,
         )
         services.shortterm.set_flush(services.flush)  # before compaction and on overflow
     except BaseException:
@@ -265,6 +304,7 @@ def build_maintenance(services: Services) -> MemoryMaintenance:
         model=model.with_model(memory.model) if model is not None else None,
         max_tokens=memory.consolidation_max_tokens,
         prompt=memory.consolidation_prompt,
+        docs=services.memory_docs,
     )
     return MemoryMaintenance(
         longterm=services.longterm,
@@ -277,6 +317,7 @@ def build_maintenance(services: Services) -> MemoryMaintenance:
             near_duplicate_distance=memory.near_duplicate_distance,
             expiry=build_expiry(services.settings),
         ),
+        session_logs=services.shortterm.log if services.shortterm is not None else None,
     )
 
 
@@ -318,6 +359,7 @@ def build_harness(services: Services) -> MemoryHarness:
         config=services.settings.memory,
         flush=services.flush,
         maintenance=build_maintenance(services),  # memory_consolidate and memory_prune
+        docs=services.memory_docs,
     )
 
 
@@ -366,10 +408,23 @@ def build_erasure(services: Services) -> UserErasure:
         *((f"sessions.{name}", store) for name, store in sessions.items()),
         ("session_logs", services.shortterm.log),
         ("tool_results", services.shortterm.evictor),
+        *_workspace_logs(services),
         ("dead_letters", FlushDeadLetters(workspace)),
         ("maintenance", build_maintenance(services)),
     ]
+    if services.database is not None:  # MEMORY.md of the Qdrant backend (before a switch too)
+        from memory_service.pipeline.memory_docs_pg import PostgresMemoryDocs
+
+        stores.insert(1, ("memory_md.postgres", PostgresMemoryDocs(services.database, workspace)))
     return UserErasure(workspace, stores, on_close=[store.close for store in opened])
+
+
+def _workspace_logs(services: Services) -> list[tuple[str, UserData]]:
+    """With logs and tool results in PostgreSQL, the workspace's too (from before a switch)."""
+    if services.database is None:
+        return []
+    ws = services.settings.workspace
+    return [("session_logs.files", SessionLog(ws)), ("tool_results.files", ToolResultEvictor(ws))]
 
 
 def _qdrant_reachable(settings: Settings) -> bool:

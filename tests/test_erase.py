@@ -142,6 +142,16 @@ def _pg_text(table: str) -> str:
         return "\n".join(" ".join(r) for r in rows.fetchall())
 
 
+def _pg_logs_text(schema: str) -> str:
+    """Every logged message and evicted tool result in ``schema`` (replica state)."""
+    with psycopg.connect(PG_DSN) as conn:
+        rows = conn.execute(
+            f'SELECT body FROM "{schema}".session_log UNION ALL '
+            f'SELECT body FROM "{schema}".tool_results'
+        )
+        return "\n".join(r[0] for r in rows.fetchall())
+
+
 def _read_paths(client, user: str) -> dict[str, object]:
     """What every read path answers for the user."""
     q = {"user_id": user}
@@ -188,6 +198,7 @@ def test_erase_leaves_nothing_of_the_user_and_every_byte_of_another(
     llm_server,
     script,
     pg_table,  # noqa: F811 - the fixture imported above
+    pg_schema,
     caplog,
 ):
     monkeypatch.delenv("MEMORY_CONFIG", raising=False)
@@ -199,7 +210,7 @@ def test_erase_leaves_nothing_of_the_user_and_every_byte_of_another(
         embedder,
         longterm={"backend": "qdrant"},
         shortterm={"backend": "postgres", "postgres_table": pg_table},
-        postgres={"dsn": PG_DSN, "pool_min": 1, "pool_max": 4},
+        postgres={"dsn": PG_DSN, "schema_name": pg_schema, "pool_min": 1, "pool_max": 4},
         llm={"base_url": llm_server.base_url, "model": "chat", "context_window": 8192},
     )
     alice_words = list(MARKS["alice"].values())
@@ -210,8 +221,14 @@ def test_erase_leaves_nothing_of_the_user_and_every_byte_of_another(
         bob = UserPaths(workspace, "acme", "bob")
         # the setup put every word somewhere, in every kind of store the test is about
         found = _scan(workspace, alice_words)
-        assert set(found) == set(alice_words), found
-        assert alice.memory_md.is_file() and list(alice.archive_dir.glob("MEMORY.*.md"))
+        # the files era's session log and tool result moved into PostgreSQL with the rest
+        moved = {MARKS["alice"]["tool_result"], MARKS["alice"]["chat_postgres"]}
+        assert set(found) == set(alice_words) - moved, found
+        assert all(word in _pg_logs_text(pg_schema) for word in moved)
+        # the files era's MEMORY.md and snapshot moved into PostgreSQL when the Qdrant era began
+        docs = services.memory_docs
+        assert docs is not None and docs.count_user(RuntimeContext("acme", "alice")) == 2
+        assert not alice.memory_md.exists() and not list(alice.archive_dir.glob("MEMORY.*.md"))
         assert alice.flush_dead_letters.is_file() and alice.vector_caches()
         assert any(f.startswith("qdrant/") for f in found[MARKS["alice"]["flush_qdrant"]])
         assert MARKS["alice"]["chat_postgres"] in _pg_text(pg_table)
@@ -228,14 +245,17 @@ def test_erase_leaves_nothing_of_the_user_and_every_byte_of_another(
         assert receipt["by"].startswith("key:") and ADMIN_KEY not in receipt["by"]
         removed = receipt["removed"]
         assert removed == {
-            "memory_md": 2,  # MEMORY.md and its snapshot
+            "memory_md": 0,  # no file left: MEMORY.md and its snapshot moved to PostgreSQL
+            "memory_md.postgres": 2,
             "vector_caches": 1,
             "facts.qdrant": 1,
             "facts.files": 2,
             "sessions.postgres": 1,
             "sessions.files": 1,
-            "session_logs": 2,
+            "session_logs": 2,  # the files era's (moved) and the PostgreSQL era's
             "tool_results": 1,
+            "session_logs.files": 0,
+            "tool_results.files": 0,
             "dead_letters": 1,
             "maintenance": 1,
         }, removed
@@ -245,6 +265,7 @@ def test_erase_leaves_nothing_of_the_user_and_every_byte_of_another(
         assert not alice.root.exists()
         assert _pg_rows(pg_table, "alice") == []
         assert not any(word in _pg_text(pg_table) for word in alice_words)
+        assert not any(word in _pg_logs_text(pg_schema) for word in alice_words)
         assert _read_paths(client, "alice") == EMPTY
         assert _hashes(bob.root) == bob_files
         assert _pg_rows(pg_table, "bob") == bob_rows

@@ -131,3 +131,23 @@ def test_keys_added_and_revoked_while_serving_take_effect_without_a_restart(tmp_
         eventually(key, 401)
     finally:
         _stop(proc)
+
+
+def test_an_unreachable_postgresql_at_start_is_one_error_line_naming_the_dsn(tmp_path):
+    env = {
+        **_env(),
+        "MEMORY_SHORTTERM__BACKEND": "postgres",
+        "MEMORY_POSTGRES__DSN": "postgresql://postgres:s3cret@127.0.0.1:1/test",
+    }
+    done = subprocess.run(
+        [sys.executable, "-m", "memory_service.cli", "serve", "--port", str(_free_port())],
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=tmp_path,
+        timeout=120,
+    )
+    assert done.returncode != 0
+    assert "MEMORY_POSTGRES__DSN" in done.stderr, done.stderr
+    assert "Traceback" not in done.stderr and "s3cret" not in done.stderr, done.stderr
+    assert not (tmp_path / "data" / "tenants").exists()  # nothing written on the way out

@@ -36,7 +36,7 @@ CTX = RuntimeContext("acme", "alice", "s1")
 
 
 @pytest.fixture(params=["files", "postgres"])
-def server(request, tmp_path: Path, embedder, monkeypatch) -> Iterator[str]:
+def server(request, tmp_path: Path, embedder, monkeypatch, pg_schema: str) -> Iterator[str]:
     """The real app behind uvicorn on a loopback port, over the store named by the param."""
     monkeypatch.delenv("MEMORY_CONFIG", raising=False)
     table = f"agent_state_appends_{uuid.uuid4().hex[:12]}"
@@ -44,7 +44,7 @@ def server(request, tmp_path: Path, embedder, monkeypatch) -> Iterator[str]:
     if request.param == "postgres":
         overrides = {
             "shortterm": {"backend": "postgres", "postgres_table": table},
-            "postgres": {"dsn": PG_DSN, "pool_min": 1, "pool_max": 8},
+            "postgres": {"dsn": PG_DSN, "pool_min": 1, "pool_max": 8, "schema_name": pg_schema},
         }
     settings = load_settings(workspace=tmp_path / "ws", **overrides)
     services = build_services(settings, embedder=embedder)

@@ -290,14 +290,14 @@ def test_bad_ids_are_refused(client):
     assert_error(append(client, "s1", users(1), user="../bob"), 422, "invalid_id")
 
 
-def test_the_api_on_the_postgres_store(tmp_path, embedder, monkeypatch):
+def test_the_api_on_the_postgres_store(tmp_path, embedder, monkeypatch, pg_schema):
     table = f"agent_state_api_test_{uuid.uuid4().hex[:12]}"
     services, test_client = make_client(
         tmp_path,
         embedder,
         monkeypatch,
         shortterm={"backend": "postgres", "postgres_table": table},
-        postgres={"dsn": PG_DSN},
+        postgres={"dsn": PG_DSN, "schema_name": pg_schema},  # replica state there too
     )
     try:
         with test_client as client:

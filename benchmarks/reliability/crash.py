@@ -348,14 +348,17 @@ def run_crash_test(
     max_run_s: float = 4.0,
     seed: int = 7,
     log=print,
+    env: dict[str, str] | None = None,
 ) -> CrashReport:
-    """``kills`` cycles of write -> SIGKILL -> scan -> restart -> verify on one workspace."""
+    """``kills`` cycles of write -> SIGKILL -> scan -> restart -> verify on one workspace.
+    ``env`` adds settings to the server's environment (e.g. sessions and replica state in
+    PostgreSQL: ``MEMORY_SHORTTERM__BACKEND=postgres`` and ``MEMORY_POSTGRES__DSN``)."""
     rng = random.Random(seed)
     workspace = root / "workspace"
     keys = write_keys(root / "keys.json", {t: "user" for t in TENANTS})
     truth = Truth()
     report = CrashReport(backend)
-    server = ServerProcess(workspace, root / "keys.json", backend=backend)
+    server = ServerProcess(workspace, root / "keys.json", backend=backend, env=dict(env or {}))
     try:
         began = time.monotonic()
         server.start()
@@ -390,7 +393,9 @@ def run_crash_test(
             report.writes_sent += sum(t.sent for t in threads)
             scan_files(workspace, report)
             began = time.monotonic()
-            server = ServerProcess(workspace, root / "keys.json", backend=backend)
+            server = ServerProcess(
+                workspace, root / "keys.json", backend=backend, env=dict(env or {})
+            )
             server.start()
             report.restart_s.append(round(time.monotonic() - began, 2))
             verify(server, keys, truth, report, full=cycle == kills - 1)

@@ -136,11 +136,48 @@ def write_entries(path: Path, entries: Iterable[KeyEntry]) -> None:
     os.chmod(path, 0o600)
 
 
+def mint(tenant: str, role: Role, prefix: str = KEY_PREFIX) -> tuple[str, KeyEntry]:
+    """A new key for ``tenant`` and the entry that stores its digest; a bad tenant or role
+    is an ``InvalidInputError`` before anything is written."""
+    tenant = validate_id(tenant, "tenant")
+    if role not in ROLES:
+        raise InvalidInputError(f"role {role!r} is not {'|'.join(ROLES)}")
+    key = new_key(prefix)
+    return key, KeyEntry(digest_of(key), tenant, role, utcnow().isoformat())
+
+
+def find_entry(entries: Iterable[KeyEntry], given: str, where: str) -> KeyEntry:
+    """The entry of ``given``: the key itself, or a unique prefix of its fingerprint
+    (``keys revoke``); ``where`` names the store in the error."""
+    entries = list(entries)
+    given = given.strip()
+    by_key = [e for e in entries if e.digest == digest_of(given)]
+    if by_key:
+        return by_key[0]
+    prefix = given.lower()
+    if len(prefix) < MIN_FINGERPRINT_CHARS or not re.fullmatch(r"[0-9a-f]+", prefix):
+        raise InvalidInputError(
+            "give the key itself or its fingerprint (at least "
+            f"{MIN_FINGERPRINT_CHARS} hex digits, as `memory-service keys list` shows it)"
+        )
+    found = {e.digest: e for e in entries if e.digest.hex().startswith(prefix)}
+    if not found:
+        raise InvalidInputError(f"no key with fingerprint {prefix} in {where}")
+    if len(found) > 1:
+        raise InvalidInputError(f"{len(found)} keys start with {prefix}: give more digits")
+    return next(iter(found.values()))
+
+
 class KeyStore:
     """The changes ``memory-service keys`` makes to one keys file."""
 
     def __init__(self, path: Path) -> None:
         self.path = path
+
+    @property
+    def where(self) -> str:
+        """Where the keys live, for messages."""
+        return str(self.path)
 
     def entries(self) -> list[KeyEntry]:
         if not self.path.exists():
@@ -149,11 +186,7 @@ class KeyStore:
 
     def add(self, tenant: str, role: Role = "user", *, prefix: str = KEY_PREFIX) -> str:
         """Mint a key for ``tenant``, store its digest, return the key (shown only now)."""
-        tenant = validate_id(tenant, "tenant")
-        if role not in ROLES:
-            raise InvalidInputError(f"role {role!r} is not {'|'.join(ROLES)}")
-        key = new_key(prefix)
-        entry = KeyEntry(digest_of(key), tenant, role, utcnow().isoformat())
+        key, entry = mint(tenant, role, prefix)
         with self._lock():
             write_entries(self.path, [*self.entries(), entry])
         return key
@@ -162,7 +195,7 @@ class KeyStore:
         """Remove the key given itself, or by a prefix of its fingerprint (unique)."""
         with self._lock():
             entries = self.entries()
-            match = self._find(entries, key_or_fingerprint.strip())
+            match = find_entry(entries, key_or_fingerprint, self.where)
             write_entries(self.path, [e for e in entries if e.digest != match.digest])
         return match
 
@@ -174,23 +207,6 @@ class KeyStore:
             if converted:
                 write_entries(self.path, entries)
         return converted
-
-    def _find(self, entries: list[KeyEntry], given: str) -> KeyEntry:
-        by_key = [e for e in entries if e.digest == digest_of(given)]
-        if by_key:
-            return by_key[0]
-        prefix = given.lower()
-        if len(prefix) < MIN_FINGERPRINT_CHARS or not re.fullmatch(r"[0-9a-f]+", prefix):
-            raise InvalidInputError(
-                "give the key itself or its fingerprint (at least "
-                f"{MIN_FINGERPRINT_CHARS} hex digits, as `memory-service keys list` shows it)"
-            )
-        found = {e.digest: e for e in entries if e.digest.hex().startswith(prefix)}
-        if not found:
-            raise InvalidInputError(f"no key with fingerprint {prefix} in {self.path}")
-        if len(found) > 1:
-            raise InvalidInputError(f"{len(found)} keys start with {prefix}: give more digits")
-        return next(iter(found.values()))
 
     def _lock(self) -> FileLock:
         self.path.parent.mkdir(parents=True, exist_ok=True)

@@ -5,6 +5,15 @@ Keys are held as SHA-256 digests and compared in constant time. A ring read from
 mtime, and re-reads it when one changed, so ``memory-service keys add`` / ``revoke`` take
 effect in a running ``serve`` without a restart. An edit that cannot be read or parsed keeps
 the previous keys (and is logged). The file's format and its changes: ``key_store``.
+
+With replica state in PostgreSQL (``Settings.state_in_postgres``) the ring follows the
+``api_keys`` table instead (``from_store``, ``key_store_pg``): at most every
+``MEMORY_STATE__KEYS_REFRESH_S`` seconds it asks the table's version and reloads when it
+moved, so a key added or revoked by the CLI on any machine works, or stops working, on every
+replica within that time. A check that cannot reach PostgreSQL fails the request with a 503
+(``backend_unavailable``), not a 401 and not the old keys: a revocation is never missed for
+longer than the refresh. For the refresh after a failure the same 503 comes without asking
+again, so an outage does not queue every request behind a connection timeout.
 """
 
 from __future__ import annotations
@@ -17,6 +26,7 @@ import time
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING, Protocol
 
 from memory_service.api.key_store import (
     KeyEntry,
@@ -28,11 +38,23 @@ from memory_service.api.key_store import (
     read_entries,
     stamp_of,
 )
+from memory_service.api.key_store_pg import PostgresKeyStore
 from memory_service.config import Settings
-from memory_service.errors import ConfigurationError
+from memory_service.errors import BackendUnavailableError, ConfigurationError
 from memory_service.paths import WorkspacePaths
 
-__all__ = ["ApiKeyRing", "KeySource", "Principal", "Role", "keys_file", "load_key_ring"]
+if TYPE_CHECKING:
+    from memory_service.pgdb import Database
+
+__all__ = [
+    "ApiKeyRing",
+    "KeySource",
+    "Principal",
+    "Role",
+    "VersionedKeys",
+    "keys_file",
+    "load_key_ring",
+]
 
 log = logging.getLogger(__name__)
 
@@ -48,6 +70,17 @@ class Principal:
     key_id: str  # the key's fingerprint (first hex digits of its digest): safe to log
 
 
+class VersionedKeys(Protocol):
+    """Keys a ring follows by a version number (``key_store_pg.PostgresKeyStore``)."""
+
+    @property
+    def where(self) -> str: ...
+
+    def version(self) -> int: ...
+
+    def load(self) -> tuple[int, list[KeyEntry]]: ...
+
+
 def _index(entries: Iterable[KeyEntry]) -> dict[bytes, Principal]:
     return {e.digest: Principal(e.tenant, e.role, e.fingerprint) for e in entries}
 
@@ -61,6 +94,9 @@ class ApiKeyRing:
         self._by_digest = _index(entries)
         self._path: Path | None = None
         self._stamp: Stamp | None = None
+        self._store: VersionedKeys | None = None
+        self._version = 0
+        self._failure: tuple[float, str] | None = None  # when the store last failed, and why
         self._clock: Callable[[], float] = time.monotonic
         self._checked_at = 0.0
         self._interval_s = RELOAD_INTERVAL_S
@@ -78,6 +114,23 @@ class ApiKeyRing:
         entries, stamp = read_entries(path)
         ring = cls(entries)
         ring._path, ring._stamp, ring._clock = path, stamp, clock
+        ring._interval_s = interval_s
+        ring._checked_at = clock()
+        return ring
+
+    @classmethod
+    def from_store(
+        cls,
+        store: VersionedKeys,
+        *,
+        clock: Callable[[], float] = time.monotonic,
+        interval_s: float = RELOAD_INTERVAL_S,
+    ) -> ApiKeyRing:
+        """The keys of ``store`` now, then reloaded whenever its version moves, looked at no
+        more than once per ``interval_s``."""
+        version, entries = store.load()
+        ring = cls(entries)
+        ring._store, ring._version, ring._clock = store, version, clock
         ring._interval_s = interval_s
         ring._checked_at = clock()
         return ring
@@ -102,9 +155,15 @@ class ApiKeyRing:
         return found
 
     def _refresh(self) -> None:
-        """Re-read the file if it changed; looked at no more than once per interval."""
+        """Re-read the file or the store if it changed; looked at no more than once per
+        interval."""
+        if self._clock() - self._checked_at < self._interval_s:
+            return
+        if self._store is not None:
+            self._refresh_store(self._store)
+            return
         path = self._path
-        if path is None or self._clock() - self._checked_at < self._interval_s:
+        if path is None:
             return
         with self._reload_lock:
             now = self._clock()
@@ -121,12 +180,40 @@ class ApiKeyRing:
             self._by_digest, self._stamp = _index(entries), stamp
             log.info("API keys reloaded from %s: %d keys", path, len(self._by_digest))
 
+    def _refresh_store(self, store: VersionedKeys) -> None:
+        """Reload when the version moved; unreachable: a ``BackendUnavailableError`` now and,
+        without asking again, for the interval after (see the module docstring)."""
+        with self._reload_lock:
+            now = self._clock()
+            if self._failure is not None and now - self._failure[0] < self._interval_s:
+                raise BackendUnavailableError(self._failure[1])
+            if now - self._checked_at < self._interval_s:
+                return
+            try:
+                if store.version() != self._version:
+                    self._version, entries = store.load()
+                    self._by_digest = _index(entries)
+                    log.info("API keys reloaded from %s: %d keys", store.where, len(entries))
+            except BackendUnavailableError as exc:
+                message = f"API keys cannot be checked: {exc.message}"
+                self._failure = (now, message)
+                raise BackendUnavailableError(message) from exc
+            self._checked_at, self._failure = now, None
+
 
 @dataclass(frozen=True, slots=True)
 class KeySource:
+    """The ring ``serve`` authenticates with, where its keys live, and a development key
+    minted by this start (shown once)."""
+
     ring: ApiKeyRing
-    path: Path  # absolute
+    path: Path | None  # the keys file (absolute); None: the keys are in PostgreSQL
     created_dev_key: str | None = None
+    store: str | None = None  # where the keys are when not in a file
+
+    @property
+    def where(self) -> str:
+        return self.store or str(self.path)
 
 
 def keys_file(settings: Settings) -> Path:
@@ -135,12 +222,49 @@ def keys_file(settings: Settings) -> Path:
     return path.resolve()
 
 
-def load_key_ring(settings: Settings) -> KeySource:
+def load_key_ring(settings: Settings, database: Database | None = None) -> KeySource:
     """The configured keys file; else ``<workspace>/api-keys.json``, created with a development
     key for tenant ``default`` (role admin) when it does not exist yet. The key is returned
-    to be shown once; the file keeps only its digest."""
+    to be shown once; the file keeps only its digest.
+
+    With replica state in PostgreSQL the keys of ``database`` instead (``_postgres_keys``)."""
+    if settings.state_in_postgres:
+        if database is None:
+            raise ConfigurationError("API keys in PostgreSQL need the state database")
+        return _postgres_keys(settings, database)
     path = keys_file(settings)
     if settings.api_keys_file is not None or path.exists():
         return KeySource(ApiKeyRing.from_file(path), path)
     key = KeyStore(path).add("default", "admin", prefix="msk_dev_")
     return KeySource(ApiKeyRing.from_file(path), path, created_dev_key=key)
+
+
+def postgres_key_ring(settings: Settings, database: Database) -> ApiKeyRing:
+    """The ring over the keys in PostgreSQL, refreshed every ``keys_refresh_s``; mints
+    nothing (``memory-service mcp`` authenticates one caller with it)."""
+    store = PostgresKeyStore(database)
+    return ApiKeyRing.from_store(store, interval_s=settings.state.keys_refresh_s)
+
+
+def _postgres_keys(settings: Settings, database: Database) -> KeySource:
+    """The keys in PostgreSQL; nothing is read from or written to the workspace.
+
+    The development key: minted (tenant ``default``, role admin, shown once in the banner)
+    only when the table has never held a key, checked and written in one locked transaction
+    so replicas starting together mint one between them; a table whose keys were all revoked
+    gets none. A keys file beside an empty table (``MEMORY_API_KEYS_FILE``, or one in the
+    workspace) is refused rather than replaced by a development key: its callers would
+    all get 401s. ``memory-service keys migrate`` imports it; after that it is not read."""
+    legacy = keys_file(settings)
+    store = PostgresKeyStore(database)
+    if store.is_empty() and (settings.api_keys_file is not None or legacy.exists()):
+        raise ConfigurationError(
+            f"API keys: {store.where} holds none, but there is a keys file ({legacy}): "
+            "import it with `memory-service keys migrate` (with MEMORY_STATE__BACKEND=postgres "
+            "the keys are read from PostgreSQL only)"
+        )
+    created = store.add_if_empty("default", "admin", prefix="msk_dev_")
+    if created is None and legacy.exists():
+        log.warning("API keys come from %s: the keys file %s is not read", store.where, legacy)
+    ring = ApiKeyRing.from_store(store, interval_s=settings.state.keys_refresh_s)
+    return KeySource(ring, None, created_dev_key=created, store=store.where)

@@ -1,25 +1,41 @@
-"""``memory-service keys add | list | revoke | migrate``: the API keys file, without an editor.
+"""``memory-service keys add | list | revoke | migrate``: the API keys, without an editor.
 
-They change the file ``serve`` reads (``MEMORY_API_KEYS_FILE``, else
-``<workspace>/api-keys.json``); a running server picks the change up within a second or two.
-A new key is printed once, alone on stdout; the file keeps only its SHA-256 digest.
+They change the keys ``serve`` reads: the file (``MEMORY_API_KEYS_FILE``, else
+``<workspace>/api-keys.json``), or, with replica state in PostgreSQL
+(``MEMORY_STATE__BACKEND``, the same settings as ``serve``), the ``api_keys`` table every
+replica follows. A running server picks the change up within a second or two
+(``MEMORY_STATE__KEYS_REFRESH_S`` with PostgreSQL). A new key is printed once, alone on
+stdout; only its SHA-256 digest is stored. With PostgreSQL, ``migrate`` imports the keys file
+once, so a deployment moving to replicas keeps its keys.
 """
 
 from __future__ import annotations
 
 import argparse
 import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import TYPE_CHECKING
 
 from memory_service.commands.common import print_json, settings_from
+from memory_service.errors import BackendUnavailableError, ConfigurationError
 
-WORKSPACE_HELP = "workspace whose api-keys.json to use (default: MEMORY_WORKSPACE or ./data)"
+if TYPE_CHECKING:  # imported when a command runs: the CLI starts without psycopg
+    from memory_service.api.key_store import KeyStore
+    from memory_service.api.key_store_pg import PostgresKeyStore
+
+WORKSPACE_HELP = (
+    "workspace whose api-keys.json to use (with PostgreSQL state only migrate reads it; "
+    "default: MEMORY_WORKSPACE or ./data)"
+)
 
 
 def register(sub: argparse._SubParsersAction) -> None:
     parser = sub.add_parser(
         "keys",
         help="add, list or revoke API keys",
-        description="Manage the API keys file serve reads; a running serve picks up changes.",
+        description="Manage the API keys serve reads (the keys file, or PostgreSQL with "
+        "MEMORY_STATE__BACKEND=postgres); a running serve picks up changes.",
     )
     actions = parser.add_subparsers(dest="keys_command", required=True, metavar="ACTION")
 
@@ -41,36 +57,61 @@ def register(sub: argparse._SubParsersAction) -> None:
     revoke.add_argument("key", help="a fingerprint (from `keys list`) or the key")
     revoke.set_defaults(handler=run_revoke)
 
-    migrate = actions.add_parser("migrate", help="store plaintext keys of the file as digests")
+    migrate = actions.add_parser(
+        "migrate",
+        help="keys file: store its plaintext keys as digests; with PostgreSQL state: import "
+        "the keys file into PostgreSQL once, so replicas keep the keys",
+        description="With the keys in a file: store its plaintext keys as SHA-256 digests. "
+        "With MEMORY_STATE__BACKEND=postgres: import the keys file (MEMORY_API_KEYS_FILE, "
+        "else <workspace>/api-keys.json) into PostgreSQL, every key as its digest, so a "
+        "deployment moving to replicas keeps its keys; keys already there (revoked ones "
+        "too) are left as they are, so running it again changes nothing.",
+    )
     migrate.set_defaults(handler=run_migrate)
 
     for action in (add, listing, revoke, migrate):
         action.add_argument("--workspace", help=WORKSPACE_HELP)
 
 
-def _store(args: argparse.Namespace):
+@contextmanager
+def _store(args: argparse.Namespace) -> Iterator[KeyStore | PostgresKeyStore]:
+    """The keys of the settings ``serve`` would use; PostgreSQL that cannot be reached is an
+    error naming MEMORY_POSTGRES__DSN."""
     from memory_service.api.key_store import KeyStore
+    from memory_service.api.key_store_pg import PostgresKeyStore
     from memory_service.api.keys import keys_file
+    from memory_service.pgdb import DSN_SETTING
+    from memory_service.services import build_database
 
-    return KeyStore(keys_file(settings_from(args)))
+    settings = settings_from(args)
+    database = build_database(settings)  # None: the keys file
+    if database is None:
+        yield KeyStore(keys_file(settings))
+        return
+    try:
+        yield PostgresKeyStore(database, keys_file=keys_file(settings))
+    except BackendUnavailableError as exc:
+        raise ConfigurationError(f"{DSN_SETTING}: {exc.message}") from exc
+    finally:
+        database.close()
 
 
 def run_add(args: argparse.Namespace) -> int:
-    store = _store(args)
-    key = store.add(args.tenant, args.role)
+    with _store(args) as store:
+        key = store.add(args.tenant, args.role)
     print(key, flush=True)
     print(
-        f"added a {args.role} key for tenant {args.tenant!r} to {store.path}; it is shown only "
-        "now (the file keeps its digest)",
+        f"added a {args.role} key for tenant {args.tenant!r} to {store.where}; it is shown "
+        "only now (only its digest is stored)",
         file=sys.stderr,
     )
     return 0
 
 
 def run_list(args: argparse.Namespace) -> int:
-    store = _store(args)
-    entries = store.entries()
-    if not store.path.exists():
+    with _store(args) as store:
+        entries = store.entries()
+    if store.path is not None and not store.path.exists():
         print(
             f"no keys file at {store.path} yet: `keys add` or `serve` creates it", file=sys.stderr
         )
@@ -97,13 +138,20 @@ def run_list(args: argparse.Namespace) -> int:
 
 
 def run_revoke(args: argparse.Namespace) -> int:
-    entry = _store(args).revoke(args.key)
+    with _store(args) as store:
+        entry = store.revoke(args.key)
     print(f"revoked key {entry.fingerprint} ({entry.role}) of tenant {entry.tenant!r}")
     return 0
 
 
 def run_migrate(args: argparse.Namespace) -> int:
-    store = _store(args)
-    converted = store.migrate()
-    print(f"{converted} plaintext keys of {store.path} now stored as SHA-256 digests")
+    with _store(args) as store:
+        converted = store.migrate()
+    if store.path is not None:
+        print(f"{converted} plaintext keys of {store.path} now stored as SHA-256 digests")
+        return 0
+    print(
+        f"imported {converted} new keys of {store.keys_file} into {store.where}, as SHA-256 "
+        "digests; serve reads the keys from there only: the file can be deleted"
+    )
     return 0

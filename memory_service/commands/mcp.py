@@ -35,7 +35,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 def run(args: argparse.Namespace) -> int:
     import anyio
 
-    from memory_service.api.keys import ApiKeyRing, keys_file
+    from memory_service.api.keys import ApiKeyRing, keys_file, postgres_key_ring
     from memory_service.commands.common import settings_from
     from memory_service.mcp_server.stdio import KEY_VARIABLE, authenticate, serve_stdio
     from memory_service.services import build_services
@@ -43,18 +43,24 @@ def run(args: argparse.Namespace) -> int:
     settings = settings_from(args)
     if args.user is not None:
         validate_id(args.user, "user")
-    path = keys_file(settings)
-    if not path.exists():
-        raise ConfigurationError(
-            f"no API keys file at {path}: add a key with memory-service keys add"
-        )
-    caller = authenticate(
-        ApiKeyRing.from_file(path),
-        os.environ.get(KEY_VARIABLE),
-        tenant=args.tenant,
-        user=args.user,
-    )
-    services = build_services(settings)
+    key = os.environ.get(KEY_VARIABLE)
+    if settings.state_in_postgres:  # the keys are in the state database: open it first
+        services = build_services(settings)
+        try:
+            assert services.database is not None  # state in PostgreSQL: built first
+            ring = postgres_key_ring(settings, services.database)
+            caller = authenticate(ring, key, tenant=args.tenant, user=args.user)
+        except BaseException:
+            services.close()
+            raise
+    else:
+        path = keys_file(settings)
+        if not path.exists():
+            raise ConfigurationError(
+                f"no API keys file at {path}: add a key with memory-service keys add"
+            )
+        caller = authenticate(ApiKeyRing.from_file(path), key, tenant=args.tenant, user=args.user)
+        services = build_services(settings)
     try:
         anyio.run(serve_stdio, services, caller)
     finally:

@@ -35,8 +35,14 @@ def run(args: argparse.Namespace) -> int:
     host = args.host or settings.api.host
     port = args.port or settings.api.port
     settings.workspace.mkdir(parents=True, exist_ok=True)
-    keys = load_key_ring(settings)
+    # a bad keys file is told before the model loads; keys in PostgreSQL need its pool
+    keys = None if settings.state_in_postgres else load_key_ring(settings)
     services = build_services(settings)
+    try:
+        keys = keys or load_key_ring(settings, services.database)
+    except BaseException:
+        services.close()
+        raise
     app = create_app(services, keys.ring)
     mount_mcp(app, services, keys.ring, host=host)
     print(banner(f"http://{host}:{port}", services.describe_storage(), keys), flush=True)
@@ -63,10 +69,10 @@ def run(args: argparse.Namespace) -> int:
 def banner(url: str, storage: str, keys: KeySource) -> str:
     """The one line ``serve`` prints at start (the README shows it)."""
     count = len(keys.ring)
-    origin = f"{keys.path} ({count} key{'s' if count != 1 else ''})"
+    origin = f"{keys.where} ({count} key{'s' if count != 1 else ''})"
     if keys.created_dev_key:
         origin = (
-            f"{keys.path}, new development key for tenant 'default': {keys.created_dev_key} "
+            f"{keys.where}, new development key for tenant 'default': {keys.created_dev_key} "
             "(role admin)"
         )
     return f"memory-service listening on {url} (docs: {url}/docs) | {storage} | API keys: {origin}"

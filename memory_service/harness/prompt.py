@@ -19,8 +19,8 @@ from memory_service.limits import MAX_PAGE_SIZE, MAX_QUERY_BYTES
 from memory_service.longterm.base import LongTermMemory
 from memory_service.longterm.ledger import parse_ledger
 from memory_service.messages import estimate_tokens
-from memory_service.paths import UserPaths
 from memory_service.pipeline.consolidation import priority
+from memory_service.pipeline.memory_docs import MemoryDocs, documents
 from memory_service.pipeline.memory_md import memory_md_for_model
 
 DEFAULT_INSTRUCTIONS = """\
@@ -53,9 +53,11 @@ class PromptBuilder:
         *,
         tools_enabled: bool,
         tidy_tools: bool = False,
+        docs: MemoryDocs | None = None,
     ) -> None:
         self.longterm = longterm
         self.workspace = Path(workspace)
+        self.docs = documents(docs, self.workspace)
         self.config = config
         self.tools_enabled = tools_enabled
         self.tidy_tools = tidy_tools  # memory_consolidate and memory_prune are offered
@@ -72,8 +74,8 @@ class PromptBuilder:
         prompt = MemoryPrompt(text="")
         shown_hashes: set[str] = set()
         if self.hooks:
-            paths = UserPaths.of(self.workspace, ctx)
-            shown, memory_md = memory_md_for_model(paths, self.config.memory_load_token_budget)
+            budget = self.config.memory_load_token_budget
+            shown, memory_md = memory_md_for_model(self.docs.read(ctx), budget)
             if memory_md:
                 prompt.memory_md_total_tokens = estimate_tokens(memory_md)
                 prompt.memory_md_tokens = estimate_tokens(shown)

@@ -36,6 +36,7 @@ from memory_service.messages import MEMORY_PRUNE, Msg
 from memory_service.observe.telemetry import sink
 from memory_service.pipeline.flush import EXTRA_KEY, FlushResult, MemoryFlushManager
 from memory_service.pipeline.maintenance import MemoryMaintenance
+from memory_service.pipeline.memory_docs import MemoryDocs
 from memory_service.shortterm.compaction import CompactionResult
 from memory_service.shortterm.session import ShortTermMemory
 from memory_service.shortterm.state import AgentState
@@ -69,6 +70,7 @@ class MemoryHarness:
         flush: MemoryFlushManager | None = None,
         usage: UsageLedger | None = None,
         maintenance: MemoryMaintenance | None = None,
+        docs: MemoryDocs | None = None,
     ) -> None:
         self.model = model
         self.shortterm = shortterm
@@ -83,6 +85,7 @@ class MemoryHarness:
             shortterm,
             maintenance=maintenance,
             enabled=not self.config.disable_memory_tools,
+            docs=docs,
         )
         self.prompts = PromptBuilder(
             longterm,
@@ -90,6 +93,7 @@ class MemoryHarness:
             self.config,
             tools_enabled=self.tools.enabled,
             tidy_tools=MEMORY_PRUNE in self.tools.names(),
+            docs=docs,
         )
 
     @property

@@ -22,6 +22,7 @@ from starlette.routing import Route
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from memory_service.api.keys import ApiKeyRing, Principal
+from memory_service.errors import MemoryServiceError
 from memory_service.mcp_server.caller import Caller
 from memory_service.mcp_server.server import build_server
 from memory_service.services import Services
@@ -52,25 +53,30 @@ class ApiKeyGate:
             return
         headers = {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in scope["headers"]}
         key = _key_of(headers)
-        principal = self.ring.lookup(key) if key else None
+        try:
+            principal = self.ring.lookup(key) if key else None
+        except MemoryServiceError as exc:  # keys in PostgreSQL, unreachable: the API's 503
+            await _refuse(send, exc.http_status, exc.code, exc.message)
+            return
         if principal is None:
             message = "unknown API key" if key else f"missing API key: {_HOW}"
-            body = json.dumps({"error": {"code": "unauthorized", "message": message}}).encode()
-            await send(
-                {
-                    "type": "http.response.start",
-                    "status": 401,
-                    "headers": [
-                        (b"content-type", b"application/json"),
-                        (b"www-authenticate", b"Bearer"),
-                        (b"content-length", str(len(body)).encode()),
-                    ],
-                }
-            )
-            await send({"type": "http.response.body", "body": body})
+            await _refuse(send, 401, "unauthorized", message)
             return
         scope.setdefault("state", {})[_PRINCIPAL] = principal
         await self.app(scope, receive, send)
+
+
+async def _refuse(send: Send, status: int, code: str, message: str) -> None:
+    """The API's error body, before any MCP message is read."""
+    body = json.dumps({"error": {"code": code, "message": message}}).encode()
+    headers = [
+        (b"content-type", b"application/json"),
+        (b"content-length", str(len(body)).encode()),
+    ]
+    if status == 401:
+        headers.append((b"www-authenticate", b"Bearer"))
+    await send({"type": "http.response.start", "status": status, "headers": headers})
+    await send({"type": "http.response.body", "body": body})
 
 
 def caller_of(ctx: Any) -> Caller:

@@ -147,7 +147,8 @@ def _update(services: Services, ctx: RuntimeContext, args: Any) -> BaseModel:
 
 
 def _delete(services: Services, ctx: RuntimeContext, args: MemoryGetRequest) -> BaseModel:
-    deleted = erase_facts(services.longterm, services.settings.workspace, ctx, [args.id])
+    workspace, docs = services.settings.workspace, services.memory_docs
+    deleted = erase_facts(services.longterm, workspace, ctx, [args.id], docs=docs)
     if not deleted:
         raise NotFoundError(f"no memory {args.id!r} for this user")
     return DeleteReceipt(deleted=deleted)
@@ -161,7 +162,8 @@ def _list(services: Services, ctx: RuntimeContext, args: MemoryListRequest) -> B
 
 
 def _read(services: Services, ctx: RuntimeContext, args: MemoryReadRequest) -> str:
-    tools = MemoryTools(services.settings.workspace, services.longterm, services.shortterm)
+    workspace, docs = services.settings.workspace, services.memory_docs
+    tools = MemoryTools(workspace, services.longterm, services.shortterm, docs=docs)
     return tools.memory_get(ctx, args.path, args.start_line, args.end_line)
 
 

@@ -3,9 +3,9 @@
 With a model, the consolidation prompt (two ``%d``: max tokens, then max characters) gets the
 current MEMORY.md and the active facts; without one, a deterministic merge groups facts by kind
 and keeps the most important and newest within the token budget. Either way the previous
-MEMORY.md is snapshotted first, and a rewrite that would lose more than ``max_loss`` of the
-facts MEMORY.md held is refused: a summariser that drops a quarter of what it was given is
-broken, not concise.
+MEMORY.md is snapshotted in the same write (``memory_docs``: files, or PostgreSQL), and a
+rewrite that would lose more than ``max_loss`` of the facts MEMORY.md held is refused: a
+summariser that drops a quarter of what it was given is broken, not concise.
 """
 
 from __future__ import annotations
@@ -17,21 +17,24 @@ from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
 
-from filelock import FileLock
-
 from indexing.hashing import content_hash
 from indexing.tokenize import tokenize
 from memory_service.config import validate_consolidation_prompt
-from memory_service.context import RuntimeContext
+from memory_service.context import RuntimeContext, check_scope
 from memory_service.facts import FACT_KINDS, Fact
-from memory_service.fsutil import read_text, write_atomically
 from memory_service.llm import ChatModel, LlmBadResponseError, LlmError, Usage
 from memory_service.longterm.ledger import render_fact
 from memory_service.messages import estimate_tokens
 from memory_service.observe.telemetry import sink
 from memory_service.paths import UserPaths
+from memory_service.pipeline.memory_docs import (
+    STAMP_FORMAT,
+    MemoryDocs,
+    MemoryMdFiles,
+    Snapshot,
+    documents,
+)
 from memory_service.pipeline.memory_md import memory_bullets, plain_memory
-from memory_service.tombstones import Tombstones
 
 log = logging.getLogger(__name__)
 
@@ -62,7 +65,7 @@ class ConsolidationResult:
     bullets_out: int
     lost: int  # facts of the old MEMORY.md not found in the new one
     refused: str | None = None
-    snapshot: str | None = None
+    snapshot: str | None = None  # where the old MEMORY.md went: a file, or a name in PostgreSQL
     usage: Usage | None = None
 
     def to_dict(self) -> dict:
@@ -137,7 +140,8 @@ def _strip_fences(text: str) -> str:
 
 
 class Consolidator:
-    """Writes MEMORY.md for one user at a time."""
+    """Writes MEMORY.md for one user at a time, into ``docs`` (None: the files of the
+    workspace the caller's paths name)."""
 
     def __init__(
         self,
@@ -146,11 +150,17 @@ class Consolidator:
         max_tokens: int = 4000,
         prompt: str | None = None,
         max_loss: float = 0.25,
+        docs: MemoryDocs | None = None,
     ) -> None:
         self.model = model
         self.max_tokens = max_tokens
         self.prompt = validate_consolidation_prompt(prompt or DEFAULT_CONSOLIDATION_PROMPT)
         self.max_loss = max_loss
+        self.docs = docs
+
+    def documents(self, workspace: Path) -> MemoryDocs:
+        """Where this consolidator's MEMORY.md lives, for the readers beside it."""
+        return documents(self.docs, workspace)
 
     def consolidate(
         self,
@@ -160,14 +170,17 @@ class Consolidator:
         *,
         ctx: RuntimeContext | None = None,
     ) -> ConsolidationResult:
-        """Rewrite ``paths.memory_md`` from ``facts`` (all of the user's, active or not).
-        With ``ctx`` (the caller's), the write is refused (``UserErasedError``) when the user
-        was erased since its work began: ``facts`` were read before the erase.
+        """Rewrite the MEMORY.md of ``paths``' owner from ``facts`` (all of the owner's, active
+        or not), keeping the old one as a snapshot. With ``ctx`` (the caller's), the write is
+        refused (``UserErasedError``) when the user was erased since its work began: ``facts``
+        were read before the erase.
 
         The loss guard counts the bullets of the old MEMORY.md that are still true: a bullet
         whose fact has since been superseded, expired or deleted may go. Raises the
         ``LlmError`` family when the model fails twice; MEMORY.md is then untouched."""
-        old_text = read_text(paths.memory_md)
+        owner = ctx if ctx is not None else _context_of(paths)
+        docs = self.documents(paths.workspace)
+        old_text = docs.read(owner)
         active = [f for f in facts if f.is_active(now)]
         gone = {f.content_hash for f in facts if not f.is_active(now)}
         held = [b for b in memory_bullets(old_text) if content_hash(b.text) not in gone]
@@ -192,7 +205,10 @@ class Consolidator:
             return ConsolidationResult(written=False, lost=len(lost), refused=reason, **result)
         if _undated(new_text) == _undated(old_text):
             return ConsolidationResult(written=False, lost=0, **result)  # nothing but the date
-        snapshot = self._write(paths, old_text, new_text, now, ctx)
+        stamp = now.strftime(STAMP_FORMAT)
+        snapshot = docs.write(
+            owner, new_text, snapshot=Snapshot(stamp, old_text), check=ctx is not None
+        )
         return ConsolidationResult(written=True, lost=len(lost), snapshot=snapshot, **result)
 
     def _ask_model(self, old_text: str, active: Sequence[Fact]) -> tuple[str, Usage]:
@@ -217,58 +233,11 @@ class Consolidator:
             log.warning("consolidation reply had no bullets (attempt %d)", attempt + 1)
         raise LlmBadResponseError("the model's MEMORY.md rewrite had no '- ' bullets, twice")
 
-    def _write(
-        self,
-        paths: UserPaths,
-        old_text: str,
-        new_text: str,
-        now: datetime,
-        ctx: RuntimeContext | None,
-    ) -> str | None:
-        snapshot: Path | None = None
-        tombstones = Tombstones(paths.workspace)
-        if ctx is not None:
-            tombstones.check(ctx)  # before the folder is made again
-        paths.root.mkdir(parents=True, exist_ok=True)
-        with FileLock(str(paths.lock_file), timeout=60):
-            if ctx is not None:
-                tombstones.check(ctx)  # under the lock an erase takes too
-            if old_text:
-                stamp = now.strftime("%Y%m%dT%H%M%S")
-                snapshot = paths.memory_snapshot(stamp)
-                write_atomically(snapshot, old_text)
-            write_atomically(paths.memory_md, new_text)
-        return str(snapshot) if snapshot else None
 
-
-class MemoryMdFiles:
-    """A workspace's MEMORY.md files and their snapshots, as erasure sees them: consolidation
-    writes both, under the user's long-term lock."""
-
-    def __init__(self, workspace: Path) -> None:
-        self.workspace = Path(workspace)
-
-    @staticmethod
-    def _files(paths: UserPaths) -> list[Path]:
-        found = [paths.memory_md] if paths.memory_md.is_file() else []
-        if paths.archive_dir.is_dir() and not paths.archive_dir.is_symlink():
-            found += sorted(paths.archive_dir.glob("MEMORY.*.md"))
-        return found
-
-    def count_user(self, ctx: RuntimeContext) -> int:
-        """MEMORY.md (0 or 1) plus its snapshots."""
-        return len(self._files(UserPaths.of(self.workspace, ctx)))
-
-    def erase_user(self, ctx: RuntimeContext) -> int:
-        """Delete MEMORY.md and every snapshot of it; how many files went."""
-        paths = UserPaths.of(self.workspace, ctx)
-        if not paths.root.is_dir():
-            return 0
-        with FileLock(str(paths.lock_file), timeout=60):
-            files = self._files(paths)
-            for path in files:
-                path.unlink(missing_ok=True)
-        return len(files)
+def _context_of(paths: UserPaths) -> RuntimeContext:
+    """The owner ``paths`` name, as a context (a caller that gave none: no tombstone check)."""
+    scope = check_scope(paths.scope)
+    return RuntimeContext(paths.tenant_id, paths.user_id, agent_id=paths.agent_id, scope=scope)
 
 
 __all__ = [

@@ -1,9 +1,10 @@
 """Deleting facts everywhere they live, and erasing a user from every store.
 
 Facts (``erase_facts``, ``forget_user``): MEMORY.md is derived from the facts (consolidation),
-and with the Qdrant backend it is a file beside the points; a model may also have paraphrased a
-fact into it. Deleting a fact, or forgetting a user's facts, must not leave it there to be
-injected into the next prompt, so the API deletes through these functions, not the backend.
+and with the Qdrant backend it is a document beside the points (``memory_docs``); a model may
+also have paraphrased a fact into it. Deleting a fact, or forgetting a user's facts, must not
+leave it there to be injected into the next prompt, so the API deletes through these
+functions, not the backend.
 
 A user (``UserErasure``): everything the service keeps of one user, in every store the
 composition root lists (``services.build_erasure``), each removing its own data through its own
@@ -31,11 +32,12 @@ from indexing.tokenize import tokenize
 from memory_service.context import RuntimeContext
 from memory_service.errors import NotFoundError
 from memory_service.facts import Fact, utcnow
-from memory_service.fsutil import TEMP_SUFFIX, read_text, write_atomically
+from memory_service.fsutil import TEMP_SUFFIX
 from memory_service.longterm.base import LongTermMemory
 from memory_service.longterm.ledger import parse_ledger, rewrite_ledger
 from memory_service.paths import UserPaths
 from memory_service.pipeline.consolidation import COVERAGE_MIN
+from memory_service.pipeline.memory_docs import MemoryDocs, documents
 from memory_service.tombstones import Tombstones
 
 audit = logging.getLogger("memory_service.audit")
@@ -49,36 +51,53 @@ def _mentions(bullet: Fact, fact: Fact) -> bool:
     return bool(terms) and len(terms & set(tokenize(bullet.text))) / len(terms) >= COVERAGE_MIN
 
 
-def drop_from_memory_md(paths: UserPaths, facts: Sequence[Fact]) -> int:
-    """Remove the bullets of MEMORY.md that state any of ``facts``; returns how many."""
-    if not facts or not paths.memory_md.is_file():
-        return 0
-    with FileLock(str(paths.lock_file), timeout=60):
-        content = read_text(paths.memory_md)
+def drop_from_memory_md(docs: MemoryDocs, ctx: RuntimeContext, facts: Sequence[Fact]) -> int:
+    """Remove the bullets of the owner's MEMORY.md that state any of ``facts``; how many."""
+    dropped = 0
+
+    def without(content: str) -> str | None:
+        nonlocal dropped
         drop = {
             line.line_no: None
             for line in parse_ledger(content, default_created_at=None)
             if any(_mentions(line.fact, f) for f in facts)
         }
-        if drop:
-            write_atomically(paths.memory_md, rewrite_ledger(content, drop))
-    return len(drop)
+        dropped = len(drop)
+        return rewrite_ledger(content, drop) if drop else None
+
+    if facts:
+        docs.edit(ctx, without)
+    return dropped
 
 
 def erase_facts(
-    longterm: LongTermMemory, workspace: Path, ctx: RuntimeContext, ids: Sequence[str]
+    longterm: LongTermMemory,
+    workspace: Path,
+    ctx: RuntimeContext,
+    ids: Sequence[str],
+    *,
+    docs: MemoryDocs | None = None,
 ) -> int:
-    """Delete ``ids`` from the backend and their bullets from MEMORY.md."""
+    """Delete ``ids`` from the backend and their bullets from MEMORY.md (in ``docs``, else
+    the workspace's files)."""
     facts = longterm.get(ctx, ids)
     deleted = longterm.delete(ctx, ids)
-    drop_from_memory_md(UserPaths.of(workspace, ctx), facts)
+    drop_from_memory_md(documents(docs, workspace), ctx, facts)
     return deleted
 
 
-def forget_user(longterm: LongTermMemory, workspace: Path, ctx: RuntimeContext) -> int:
+def forget_user(
+    longterm: LongTermMemory,
+    workspace: Path,
+    ctx: RuntimeContext,
+    *,
+    docs: MemoryDocs | None = None,
+) -> int:
     """Forget every long-term fact of the user, MEMORY.md and its snapshots included (facts
     only: sessions, logs and the rest stay; ``UserErasure`` erases all of it)."""
     count = longterm.forget(ctx)
+    if docs is not None:
+        docs.erase_user(ctx)  # wherever they live; the files go with the ledgers below
     paths = UserPaths.of(workspace, ctx)
     if paths.root.is_dir():
         with FileLock(str(paths.lock_file), timeout=60):

@@ -41,6 +41,7 @@ from memory_service.pipeline.dead_letter_record import DeadLetterRecord
 from memory_service.pipeline.dead_letters import DeadLetterFile
 from memory_service.pipeline.extraction import DEFAULT_FLUSH_PROMPT, Extractor, todays_ledger
 from memory_service.pipeline.flush_result import FlushedFact, FlushResult
+from memory_service.pipeline.memory_docs import MemoryDocs, documents
 from memory_service.pipeline.memory_md import memory_md_for_model
 from memory_service.pipeline.transcript import TranscriptBatch, with_positions
 from memory_service.shortterm.flush_hook import FlushReason
@@ -84,10 +85,12 @@ class MemoryFlushManager:
         config: MemorySettings | None = None,
         usage: UsageLedger | None = None,
         clock: Callable[[], datetime] = utcnow,
+        docs: MemoryDocs | None = None,
     ) -> None:
         self.longterm = longterm
         self.config = config or MemorySettings()
         self.workspace = Path(workspace)
+        self.docs = documents(docs, self.workspace)  # MEMORY.md, read-only context
         self.usage = usage or UsageLedger(self.workspace)
         self.extractor = Extractor(
             longterm,
@@ -166,7 +169,9 @@ class MemoryFlushManager:
         if not pending:
             return self._report(result)
         paths = UserPaths.of(self.workspace, ctx)
-        memory_md, _ = memory_md_for_model(paths, self.config.memory_load_token_budget)
+        memory_md, _ = memory_md_for_model(
+            self.docs.read(ctx), self.config.memory_load_token_budget
+        )
         today = self._today(ctx) if self.model is not None else ""
         batches = self.extractor.batches(pending, memory_md, today)
         if not batches:  # only instructions, hints or memory-tool output: nothing to extract
@@ -211,8 +216,9 @@ class MemoryFlushManager:
             result.status, result.detail = "skipped", "no_model"
             return result, list(messages)
         messages = with_positions(messages)
-        paths = UserPaths.of(self.workspace, ctx)
-        memory_md, _ = memory_md_for_model(paths, self.config.memory_load_token_budget)
+        memory_md, _ = memory_md_for_model(
+            self.docs.read(ctx), self.config.memory_load_token_budget
+        )
         today = self._today(ctx)
         batches = self.extractor.batches(messages, memory_md, today)
         if not batches:

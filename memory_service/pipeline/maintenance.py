@@ -34,7 +34,7 @@ from memory_service.paths import UserPaths
 from memory_service.pipeline.consolidation import ConsolidationResult, Consolidator
 from memory_service.pipeline.erasure import erase_facts
 from memory_service.pipeline.policy import ExpiryPolicy, plan_maintenance, plan_prune
-from memory_service.shortterm.session_log import delete_old_session_logs
+from memory_service.shortterm.session_log import SessionLog, SessionLogStore
 from memory_service.tombstones import Tombstones
 from memory_service.usage import UsageLedger
 
@@ -116,9 +116,11 @@ class MemoryMaintenance:
         settings: MaintenanceSettings | None = None,
         usage: UsageLedger | None = None,
         clock: Callable[[], datetime] = utcnow,
+        session_logs: SessionLogStore | None = None,
     ) -> None:
         self.longterm = longterm
         self.workspace = workspace
+        self.session_logs = session_logs or SessionLog(workspace)  # the retention step's
         self.usage = usage or UsageLedger(workspace)
         self.consolidator = consolidator
         self.settings = settings or MaintenanceSettings()
@@ -219,8 +221,8 @@ class MemoryMaintenance:
         cutoff = (now - timedelta(days=self.settings.daily_file_retention_days)).date()
         archives = isinstance(longterm, ArchivesLedgers)
         counts["ledgers_archived"] = longterm.archive_ledgers(ctx, cutoff) if archives else 0
-        removed_logs = delete_old_session_logs(
-            self.workspace, ctx, retention_days=self.settings.session_retention_days, now=now
+        removed_logs = self.session_logs.delete_old(
+            ctx, retention_days=self.settings.session_retention_days, now=now
         )
         counts["session_logs_deleted"] = len(removed_logs)
         stale = remove_stale_temp_files(
@@ -301,11 +303,14 @@ class MemoryMaintenance:
 
     def prune(self, ctx: RuntimeContext, ids: list[str]) -> int:
         """Delete ``ids`` from the backend and from MEMORY.md (``erasure.erase_facts``)."""
-        return erase_facts(self.longterm, self.workspace, ctx, ids) if ids else 0
+        if not ids:
+            return 0
+        docs = self.consolidator.documents(self.workspace)
+        return erase_facts(self.longterm, self.workspace, ctx, ids, docs=docs)
 
     def _consolidated_ids(self, ctx: RuntimeContext, paths: UserPaths) -> set[str]:
         """Facts whose text is a MEMORY.md bullet: consolidated facts do not expire."""
-        text = read_text(paths.memory_md)
+        text = self.consolidator.documents(self.workspace).read(ctx)
         return {
             fact_id(ctx.tenant_id, ctx.owner, content_hash(line.fact.text))
             for line in parse_ledger(text, default_created_at=None)

@@ -12,10 +12,8 @@ import re
 
 from indexing.hashing import content_hash
 from memory_service.facts import Fact
-from memory_service.fsutil import read_text
 from memory_service.longterm.ledger import parse_ledger
 from memory_service.messages import estimate_tokens
-from memory_service.paths import UserPaths
 
 _METADATA = re.compile(r"\s*<!--\s*memory\s+\{.*?\}\s*-->")
 
@@ -50,8 +48,8 @@ def cut_to_tokens(text: str, budget: int) -> str:
     return "\n".join(kept)
 
 
-def memory_md_for_model(paths: UserPaths, budget: int) -> tuple[str, str]:
-    """The user's MEMORY.md as a model reads it (no metadata comments): (what fits ``budget``
-    tokens, cut at a line boundary; the whole text). ``("", "")`` when there is none."""
-    whole = plain_memory(read_text(paths.memory_md)).strip()
+def memory_md_for_model(markdown: str, budget: int) -> tuple[str, str]:
+    """MEMORY.md (``MemoryDocs.read``) as a model reads it (no metadata comments): (what fits
+    ``budget`` tokens, cut at a line boundary; the whole text). ``("", "")`` when empty."""
+    whole = plain_memory(markdown).strip()
     return cut_to_tokens(whole, budget), whole

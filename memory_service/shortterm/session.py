@@ -39,10 +39,10 @@ from memory_service.shortterm.compaction import (
     summary_trigger,
 )
 from memory_service.shortterm.compaction_hook import CompactionHook, count_compaction
-from memory_service.shortterm.eviction import ToolResultEvictor
+from memory_service.shortterm.eviction import ToolResultStore
 from memory_service.shortterm.flush_hook import FlushCallback
 from memory_service.shortterm.session_locks import KeyedLocks
-from memory_service.shortterm.session_log import SessionHit, SessionLog
+from memory_service.shortterm.session_log import SessionHit, SessionLogStore
 from memory_service.shortterm.state import AgentState
 from memory_service.shortterm.store import AgentStateStore, SessionInfo
 
@@ -87,8 +87,8 @@ class ShortTermMemory:
     def __init__(
         self,
         store: AgentStateStore,
-        log: SessionLog,
-        evictor: ToolResultEvictor,
+        log: SessionLogStore,
+        evictor: ToolResultStore,
         *,
         config: CompactionSettings | None = None,
         model: ChatModel | None = None,

@@ -4,6 +4,10 @@
 rewrites the state, never the log. Lines are appended under a file lock and fsynced before the
 append returns. ``search`` finds past messages across the user's sessions (the
 ``session_search`` tool); ``delete_old_session_logs`` is the retention step maintenance runs.
+
+``SessionLogStore`` is what callers type against; ``session_log_pg.PostgresSessionLog`` keeps
+the logs in PostgreSQL instead (replica state, ``MEMORY_STATE__BACKEND``), with the same
+entries, hits and snippets.
 """
 
 from __future__ import annotations
@@ -14,6 +18,7 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from pathlib import Path
+from typing import Protocol, runtime_checkable
 
 from filelock import FileLock
 
@@ -50,13 +55,52 @@ class SessionHit:
     score: float
 
 
+@runtime_checkable
+class SessionLogStore(Protocol):
+    """Where session logs live (files, or PostgreSQL with replica state there): what
+    ``ShortTermMemory``, the ``session_search`` tool, session delete, erase and maintenance's
+    retention call. Every implementation answers with the same ``LogEntry`` and ``SessionHit``
+    shapes and the same snippets."""
+
+    def append(self, ctx: RuntimeContext, messages: Sequence[Msg]) -> None: ...
+
+    def read(self, ctx: RuntimeContext, session_id: str | None = None) -> list[LogEntry]: ...
+
+    def sessions(self, ctx: RuntimeContext) -> list[str]: ...
+
+    def search(
+        self,
+        ctx: RuntimeContext,
+        query: str,
+        *,
+        limit: int = 10,
+        session_id: str | None = None,
+    ) -> list[SessionHit]: ...
+
+    def count_user(self, ctx: RuntimeContext) -> int: ...
+
+    def erase_user(self, ctx: RuntimeContext) -> int: ...
+
+    def delete_session(self, ctx: RuntimeContext) -> bool: ...
+
+    def delete_old(
+        self,
+        ctx: RuntimeContext,
+        *,
+        retention_days: int = DEFAULT_RETENTION_DAYS,
+        now: datetime | None = None,
+    ) -> list[str]: ...
+
+
 class SessionLog:
     """Append-only logs of a workspace's sessions."""
 
-    def __init__(self, workspace: Path, *, clock: Clock = utcnow) -> None:
+    def __init__(
+        self, workspace: Path, *, clock: Clock = utcnow, tombstones: Tombstones | None = None
+    ) -> None:
         self.workspace = Path(workspace)
         self._clock = clock
-        self._tombstones = Tombstones(self.workspace)
+        self._tombstones = tombstones or Tombstones(self.workspace)
 
     def _path(self, ctx: RuntimeContext, session_id: str | None = None) -> Path:
         paths = UserPaths.of(self.workspace, ctx)
@@ -158,9 +202,19 @@ class SessionLog:
         lock_for(path).unlink(missing_ok=True)
         return existed
 
+    def delete_old(
+        self,
+        ctx: RuntimeContext,
+        *,
+        retention_days: int = DEFAULT_RETENTION_DAYS,
+        now: datetime | None = None,
+    ) -> list[str]:
+        """Maintenance's retention step (``delete_old_session_logs``) on this workspace."""
+        return delete_old_session_logs(self.workspace, ctx, retention_days=retention_days, now=now)
+
 
 def session_search(
-    log: SessionLog, ctx: RuntimeContext, query: str, *, limit: int = 10
+    log: SessionLogStore, ctx: RuntimeContext, query: str, *, limit: int = 10
 ) -> list[SessionHit]:
     """The ``session_search`` tool: past messages of ``ctx``'s user, any session."""
     return log.search(ctx, query, limit=limit)
@@ -178,6 +232,13 @@ def snippet(text: str, phrase: str, terms: set[str]) -> str:
     return ("…" if start else "") + piece + ("…" if start + SNIPPET_CHARS < len(text) else "")
 
 
+def retention_cutoff(retention_days: int, now: datetime | None = None) -> datetime:
+    """Logs last written before this go (every implementation counts the same way)."""
+    if retention_days <= 0:
+        raise ValueError("retention_days must be positive")
+    return (now or utcnow()) - timedelta(days=retention_days)
+
+
 def delete_old_session_logs(
     workspace: Path,
     ctx: RuntimeContext,
@@ -187,9 +248,7 @@ def delete_old_session_logs(
 ) -> list[str]:
     """Delete the user's session logs not written to for ``retention_days``; returns the
     session ids whose logs went. Maintenance calls this once per user."""
-    if retention_days <= 0:
-        raise ValueError("retention_days must be positive")
-    cutoff = ((now or utcnow()) - timedelta(days=retention_days)).timestamp()
+    cutoff = retention_cutoff(retention_days, now).timestamp()
     paths = UserPaths.of(Path(workspace), ctx)
     deleted = []
     for session_id, found in paths.session_logs().items():

@@ -29,7 +29,6 @@ from memory_service.context import RuntimeContext
 from memory_service.errors import InvalidInputError, MemoryServiceError, NotFoundError
 from memory_service.fact_filter import FactFilter
 from memory_service.facts import Fact, Recall, Source, clip_source_text
-from memory_service.fsutil import read_text
 from memory_service.limits import (
     MAX_PAGE_SIZE,
     MAX_TOOL_GET_CHARS,
@@ -53,6 +52,7 @@ from memory_service.messages import (
 )
 from memory_service.pipeline.consolidation import priority
 from memory_service.pipeline.maintenance import MemoryMaintenance
+from memory_service.pipeline.memory_docs import MemoryDocs
 from memory_service.pipeline.memory_md import plain_memory
 from memory_service.shortterm.session import ShortTermMemory
 from memory_service.tools.arguments import (
@@ -66,7 +66,7 @@ from memory_service.tools.arguments import (
     MemorySearchArgs,
     SessionSearchArgs,
 )
-from memory_service.tools.paths import memory_files, memory_path_parts, resolve
+from memory_service.tools.paths import memory_path_parts, memory_text, memory_texts, resolve
 
 RECALL_TOP_K = 5  # long-term recalls appended to memory_search's literal matches
 SESSION_HITS = 10
@@ -118,8 +118,10 @@ class MemoryTools:
         *,
         maintenance: MemoryMaintenance | None = None,
         enabled: bool = True,
+        docs: MemoryDocs | None = None,
     ) -> None:
         self.workspace = Path(workspace)
+        self.docs = docs  # None: MEMORY.md and its snapshots are files of the workspace
         self.longterm = longterm
         self.shortterm = shortterm
         self.maintenance = maintenance
@@ -281,8 +283,8 @@ class MemoryTools:
         needle = args.query.casefold()
         lines: list[str] = []
         matches = 0
-        for rel, path in memory_files(self.workspace, ctx):
-            for number, line in enumerate(read_text(path).split("\n"), start=1):
+        for rel, content in memory_texts(self.workspace, ctx, self.docs):
+            for number, line in enumerate(content.split("\n"), start=1):
                 plain = _plain_line(line)
                 if plain and needle in plain.casefold():
                     matches += 1
@@ -295,9 +297,8 @@ class MemoryTools:
         return "\n".join(lines) if lines else f"No memory matches {args.query!r}."
 
     def _get(self, ctx: RuntimeContext, args: MemoryGetArgs) -> str:
-        resolved = self.resolve(ctx, args.path)
+        content = memory_text(self.workspace, ctx, args.path, self.docs).split("\n")
         rel = "/".join(memory_path_parts(args.path))
-        content = read_text(resolved).split("\n")
         if content and content[-1] == "":
             content.pop()  # the final newline ends the last line; it is not a line of its own
         total = len(content)

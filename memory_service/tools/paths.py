@@ -1,5 +1,9 @@
 """Which files the memory tools may read: MEMORY.md and the daily ledgers of the caller.
 
+MEMORY.md and its snapshots are read through ``MemoryDocs`` when they are not files of the
+workspace (PostgreSQL, with the Qdrant backend): their names are checked as text, the same
+way, and they are looked up for the context's owner only.
+
 A path the model names is checked twice: as text (``memory_path_parts``: relative, plain
 ASCII, no ``..``, no encoding tricks, a memory file's name) and once resolved (``resolve``:
 a symlink that leads out of the user's memory files is refused). The model names files, never
@@ -13,8 +17,10 @@ from pathlib import Path
 
 from memory_service.context import RuntimeContext
 from memory_service.errors import InvalidIdError, InvalidInputError, NotFoundError
+from memory_service.fsutil import read_text
 from memory_service.limits import MAX_TOOL_PATH_CHARS
 from memory_service.paths import UserPaths
+from memory_service.pipeline.memory_docs import MEMORY_MD, MemoryDocs, is_memory_doc
 
 _SAFE_FILE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,127}\.md")
 _ENCODED = re.compile(r"%[0-9A-Fa-f]{2}")
@@ -90,3 +96,37 @@ def memory_files(workspace: Path, ctx: RuntimeContext) -> list[tuple[str, Path]]
             continue
         usable.append((rel, path))
     return usable
+
+
+def _stored_apart(docs: MemoryDocs | None) -> bool:
+    """Whether MEMORY.md and its snapshots live outside the workspace (no file to resolve)."""
+    return docs is not None and not docs.in_workspace
+
+
+def memory_text(
+    workspace: Path, ctx: RuntimeContext, path: str, docs: MemoryDocs | None = None
+) -> str:
+    """The text of the memory file ``path`` names (``resolve``'s rules; MEMORY.md and its
+    snapshots from ``docs`` when they are not files); ``NotFoundError`` when there is none."""
+    name = "/".join(memory_path_parts(path))
+    if _stored_apart(docs) and is_memory_doc(name):
+        assert docs is not None
+        text = docs.read_named(ctx, name)
+        if text is None:
+            raise NotFoundError(f"no memory file {path!r}")
+        return text
+    return read_text(resolve(workspace, ctx, path))
+
+
+def memory_texts(
+    workspace: Path, ctx: RuntimeContext, docs: MemoryDocs | None = None
+) -> list[tuple[str, str]]:
+    """(name, text) of MEMORY.md, then of the daily ledgers newest first (``memory_files``;
+    MEMORY.md from ``docs`` when it is not a file)."""
+    if not _stored_apart(docs):
+        return [(rel, read_text(path)) for rel, path in memory_files(workspace, ctx)]
+    assert docs is not None
+    text = docs.read_named(ctx, MEMORY_MD)
+    found = [(MEMORY_MD, text)] if text is not None else []
+    ledgers = [(rel, p) for rel, p in memory_files(workspace, ctx) if rel != MEMORY_MD]
+    return found + [(rel, read_text(path)) for rel, path in ledgers]

@@ -194,7 +194,8 @@ def delete_memory(
     fact needs a curator or admin key)."""
     require_scope_writer(principal, [scope])
     ctx = user_context(principal, user_id, agent_id=agent_id).in_scope(scope)
-    deleted = erase_facts(services.longterm, services.settings.workspace, ctx, [memory_id])
+    workspace, docs = services.settings.workspace, services.memory_docs
+    deleted = erase_facts(services.longterm, workspace, ctx, [memory_id], docs=docs)
     if not deleted:
         raise ApiError(404, "not_found", f"no memory {memory_id!r} for this user")
     return DeleteReceipt(deleted=deleted)
@@ -206,4 +207,5 @@ def forget_memories(principal: PrincipalDep, services: ServicesDep, user_id: Use
     archived ledgers. Facts only: the user's sessions, logs, tool results and dead letters
     stay; ``DELETE /v1/users/{user_id}`` (admin key) erases all of it."""
     ctx = user_context(principal, user_id)
-    return DeleteReceipt(deleted=forget_user(services.longterm, services.settings.workspace, ctx))
+    workspace, docs = services.settings.workspace, services.memory_docs
+    return DeleteReceipt(deleted=forget_user(services.longterm, workspace, ctx, docs=docs))

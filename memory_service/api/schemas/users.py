@@ -22,8 +22,10 @@ class EraseReceiptOut(Out):  # a pipeline.erasure.EraseReceipt
         dict[str, int],
         Field(
             description="items removed per store: facts.<backend>, memory_md (MEMORY.md and "
-            "its snapshots), vector_caches, sessions.<store>, session_logs, tool_results, "
-            "dead_letters, maintenance (the last-run marker)"
+            "its snapshots; memory_md.postgres: in PostgreSQL), vector_caches, "
+            "sessions.<store>, session_logs, tool_results (with PostgreSQL state: there, and "
+            "session_logs.files / tool_results.files: the workspace's), dead_letters, "
+            "maintenance (the last-run marker)"
         ),
     ]
     total: int

@@ -1,0 +1,215 @@
+"""The consolidated memory documents of one scope owner: MEMORY.md and its snapshots.
+
+Consolidation writes MEMORY.md (keeping the text it replaces as a snapshot,
+``memory/archive/MEMORY.<stamp>.md``); the flush, the harness's system prompt, maintenance
+(consolidated facts do not expire), the memory tools and erasure read or rewrite it. They all
+go through ``MemoryDocs``, keyed by a ``RuntimeContext`` (its tenant and the scope owner it
+addresses: the user, the agent or the tenant), never through paths, so where the documents
+live is the composition root's choice alone:
+
+- ``MemoryMdFiles`` (here): files in the owner's workspace folder, as they always were (same
+  paths, same bytes, under the owner's long-term lock). The files backend reads MEMORY.md's
+  bullets as facts, so with that backend the documents stay files: they are its
+  human-readable memory.
+- ``PostgresMemoryDocs`` (``memory_docs_pg.py``): rows of one PostgreSQL table, for the Qdrant
+  backend with replica state in PostgreSQL (``services.build_memory_docs``).
+
+Names are the ones the memory tools show: ``MEMORY.md`` and ``memory/archive/MEMORY.<stamp>.md``.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Protocol
+
+from filelock import FileLock
+
+from memory_service.context import RuntimeContext
+from memory_service.errors import InvalidInputError
+from memory_service.fsutil import read_text, write_atomically
+from memory_service.paths import UserPaths
+from memory_service.tombstones import Tombstones
+
+MEMORY_MD = "MEMORY.md"
+SNAPSHOT_PREFIX = "memory/archive/MEMORY."
+STAMP_FORMAT = "%Y%m%dT%H%M%S"
+_SNAPSHOT = re.compile(r"memory/archive/MEMORY\.([0-9]{8}T[0-9]{6})\.md")
+
+
+def snapshot_name(stamp: str) -> str:
+    """The name of the snapshot taken at ``stamp`` (``STAMP_FORMAT``)."""
+    return f"{SNAPSHOT_PREFIX}{stamp}.md"
+
+
+def snapshot_stamp(name: str) -> str | None:
+    """The stamp of a snapshot's name; None when ``name`` names no snapshot."""
+    match = _SNAPSHOT.fullmatch(name)
+    return match.group(1) if match else None
+
+
+def is_memory_doc(name: str) -> bool:
+    """Whether ``name`` is MEMORY.md or one of its snapshots (not a daily ledger)."""
+    return name == MEMORY_MD or snapshot_stamp(name) is not None
+
+
+@dataclass(frozen=True, slots=True)
+class Snapshot:
+    """The text a write replaces, to keep under ``stamp`` before it is overwritten."""
+
+    stamp: str
+    text: str
+
+    def __post_init__(self) -> None:
+        if snapshot_stamp(snapshot_name(self.stamp)) is None:
+            raise InvalidInputError(
+                f"snapshot stamp {self.stamp!r} is not YYYYMMDDTHHMMSS", code="invalid_snapshot"
+            )
+
+
+class MemoryDocs(Protocol):
+    """Where the consolidated memory documents of every scope owner live. ``in_workspace``:
+    they are files in the owner's folder (the memory tools then check their paths as files,
+    links included)."""
+
+    in_workspace: bool
+
+    def read(self, ctx: RuntimeContext) -> str:
+        """The owner's MEMORY.md; '' when there is none."""
+        ...
+
+    def read_named(self, ctx: RuntimeContext, name: str) -> str | None:
+        """MEMORY.md or a snapshot by name; None when there is no such document."""
+        ...
+
+    def write(
+        self,
+        ctx: RuntimeContext,
+        text: str,
+        *,
+        snapshot: Snapshot | None = None,
+        check: bool = True,
+    ) -> str | None:
+        """Replace MEMORY.md by ``text`` atomically, keeping ``snapshot`` (when its text is
+        not empty) first, in the same step. ``check``: refused (``UserErasedError``) for an
+        erased user, under the lock an erase takes. Returns where the snapshot went."""
+        ...
+
+    def edit(self, ctx: RuntimeContext, change: Callable[[str], str | None]) -> None:
+        """Rewrite an existing MEMORY.md as ``change`` says (None: leave it), under the lock
+        writers take, so no consolidation is lost in between."""
+        ...
+
+    def snapshots(self, ctx: RuntimeContext) -> list[str]:
+        """The names of the owner's snapshots, oldest first."""
+        ...
+
+    def write_snapshot(self, ctx: RuntimeContext, snapshot: Snapshot) -> str:
+        """Keep ``snapshot`` (an import, a restore); returns where it went."""
+        ...
+
+    def count_user(self, ctx: RuntimeContext) -> int:
+        """MEMORY.md (0 or 1) plus its snapshots."""
+        ...
+
+    def erase_user(self, ctx: RuntimeContext) -> int:
+        """Delete MEMORY.md and every snapshot of it; how many documents went."""
+        ...
+
+
+class MemoryMdFiles:
+    """The documents as files: ``MEMORY.md`` and ``memory/archive/MEMORY.<stamp>.md`` in the
+    owner's folder, written atomically under the owner's long-term lock (``.memory.lock``)."""
+
+    in_workspace = True
+
+    def __init__(self, workspace: Path, *, tombstones: Tombstones | None = None) -> None:
+        self.workspace = Path(workspace)
+        self.tombstones = tombstones or Tombstones(self.workspace)
+
+    def _paths(self, ctx: RuntimeContext) -> UserPaths:
+        return UserPaths.of(self.workspace, ctx)
+
+    @staticmethod
+    def _files(paths: UserPaths) -> list[Path]:
+        found = [paths.memory_md] if paths.memory_md.is_file() else []
+        if paths.archive_dir.is_dir() and not paths.archive_dir.is_symlink():
+            found += sorted(paths.archive_dir.glob("MEMORY.*.md"))
+        return found
+
+    def read(self, ctx: RuntimeContext) -> str:
+        return read_text(self._paths(ctx).memory_md)
+
+    def read_named(self, ctx: RuntimeContext, name: str) -> str | None:
+        paths = self._paths(ctx)
+        stamp = snapshot_stamp(name)
+        if name != MEMORY_MD and stamp is None:
+            return None
+        path = paths.memory_md if stamp is None else paths.memory_snapshot(stamp)
+        return read_text(path) if path.is_file() else None
+
+    def write(
+        self,
+        ctx: RuntimeContext,
+        text: str,
+        *,
+        snapshot: Snapshot | None = None,
+        check: bool = True,
+    ) -> str | None:
+        paths = self._paths(ctx)
+        if check:
+            self.tombstones.check(ctx)  # before the folder is made again
+        paths.root.mkdir(parents=True, exist_ok=True)
+        kept: Path | None = None
+        with FileLock(str(paths.lock_file), timeout=60):
+            if check:
+                self.tombstones.check(ctx)  # under the lock an erase takes too
+            if snapshot is not None and snapshot.text:
+                kept = paths.memory_snapshot(snapshot.stamp)
+                write_atomically(kept, snapshot.text)
+            write_atomically(paths.memory_md, text)
+        return str(kept) if kept else None
+
+    def edit(self, ctx: RuntimeContext, change: Callable[[str], str | None]) -> None:
+        paths = self._paths(ctx)
+        if not paths.memory_md.is_file():
+            return
+        with FileLock(str(paths.lock_file), timeout=60):
+            changed = change(read_text(paths.memory_md))
+            if changed is not None:
+                write_atomically(paths.memory_md, changed)
+
+    def snapshots(self, ctx: RuntimeContext) -> list[str]:
+        paths = self._paths(ctx)
+        names = [f"memory/archive/{p.name}" for p in self._files(paths) if p != paths.memory_md]
+        return [name for name in names if snapshot_stamp(name) is not None]
+
+    def write_snapshot(self, ctx: RuntimeContext, snapshot: Snapshot) -> str:
+        paths = self._paths(ctx)
+        self.tombstones.check(ctx)
+        paths.root.mkdir(parents=True, exist_ok=True)
+        with FileLock(str(paths.lock_file), timeout=60):
+            self.tombstones.check(ctx)
+            path = paths.memory_snapshot(snapshot.stamp)
+            write_atomically(path, snapshot.text)
+        return str(path)
+
+    def count_user(self, ctx: RuntimeContext) -> int:
+        return len(self._files(self._paths(ctx)))
+
+    def erase_user(self, ctx: RuntimeContext) -> int:
+        paths = self._paths(ctx)
+        if not paths.root.is_dir():
+            return 0
+        with FileLock(str(paths.lock_file), timeout=60):
+            files = self._files(paths)
+            for path in files:
+                path.unlink(missing_ok=True)
+        return len(files)
+
+
+def documents(docs: MemoryDocs | None, workspace: Path) -> MemoryDocs:
+    """``docs``, or the files of ``workspace`` when none was given (the single-node default)."""
+    return docs if docs is not None else MemoryMdFiles(workspace)
