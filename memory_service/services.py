@@ -9,12 +9,14 @@ every part it wires (see ARCHITECTURE.md), so no part needs to import it back.
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from datetime import timedelta
+from functools import cached_property
 
 from indexing.embeddings import CachedEmbedder, Embedder, SentenceTransformerEmbedder
 from memory_service.config import Settings
+from memory_service.context import RuntimeContext
 from memory_service.errors import BackendUnavailableError, ConfigurationError
 from memory_service.fact_filter import ConfidenceDecay, ExpiryPolicy
 from memory_service.harness import MemoryHarness
@@ -25,12 +27,12 @@ from memory_service.observe.telemetry import TimedEmbedder
 from memory_service.paths import WorkspacePaths
 from memory_service.pgdb import Database
 from memory_service.pipeline.consolidation import Consolidator, MemoryMdFiles
-from memory_service.pipeline.dead_letters import FlushDeadLetters
 from memory_service.pipeline.erasure import UserData, UserErasure
 from memory_service.pipeline.flush import MemoryFlushManager
 from memory_service.pipeline.idle_flush import IdleFlusher
 from memory_service.pipeline.maintenance import MaintenanceSettings, MemoryMaintenance
 from memory_service.pipeline.memory_docs import MemoryDocs
+from memory_service.pipeline.replica_state import ReplicaState
 from memory_service.pipeline.scheduler import MemoryMaintenanceScheduler, known_users
 from memory_service.shortterm.eviction import ToolResultEvictor, ToolResultStore
 from memory_service.shortterm.session import ShortTermMemory
@@ -134,17 +136,19 @@ def build_database(settings: Settings) -> Database | None:
     )
 
 
-def build_memory_docs(settings: Settings, database: Database | None) -> MemoryDocs:
+def build_memory_docs(
+    settings: Settings, database: Database | None, tombstones: Tombstones | None = None
+) -> MemoryDocs:
     """Where MEMORY.md and its snapshots live: PostgreSQL for the Qdrant backend when replica
     state is there (``pipeline/memory_docs_pg.py`` says why, and how files move there);
     files otherwise (the files backend reads its MEMORY.md as facts)."""
     if database is not None and settings.longterm.backend == "qdrant":
         from memory_service.pipeline.memory_docs_pg import PostgresMemoryDocs
 
-        docs = PostgresMemoryDocs(database, settings.workspace)
+        docs = PostgresMemoryDocs(database, settings.workspace, tombstones=tombstones)
         docs.import_files(settings.workspace)  # files of a deployment before PostgreSQL state
         return docs
-    return MemoryMdFiles(settings.workspace)
+    return MemoryMdFiles(settings.workspace, tombstones=tombstones)
 
 
 def build_state_store(settings: Settings) -> AgentStateStore:
@@ -191,8 +195,9 @@ def build_session_logs(
     from memory_service.shortterm.logs_from_files import move_workspace_logs
     from memory_service.shortterm.session_log_pg import PostgresSessionLog
 
-    logs = PostgresSessionLog(database, settings.workspace)
-    results = PostgresToolResults(database, settings.workspace, **sizes)
+    erased = Tombstones(settings.workspace, database=database)  # the replicas' shared ones
+    logs = PostgresSessionLog(database, settings.workspace, tombstones=erased)
+    results = PostgresToolResults(database, settings.workspace, tombstones=erased, **sizes)
     move_workspace_logs(settings.workspace, logs, results)  # those of a files deployment
     return logs, results
 
@@ -249,6 +254,16 @@ class Services:
             longterm = f"qdrant edge ({(root / s.qdrant.collection).resolve()})"
         return f"long-term backend: {longterm} | short-term: {s.shortterm.backend}"
 
+    @cached_property
+    def state(self) -> ReplicaState:
+        """Tombstones, usage, dead letters, maintenance markers: over ``database`` if any."""
+        return ReplicaState.of(self.settings.workspace, self.database)
+
+    def known_users(self, tenants: Iterable[str] = ()) -> Iterator[RuntimeContext]:
+        """Users and shared scopes to maintain, wherever they are known (``known_users``)."""
+        sources = self.state.user_sources(self.shortterm and self.shortterm.store)
+        return known_users(self.settings.workspace, self.longterm, tenants, state=sources)
+
     def close(self) -> None:
         self.longterm.close()
         if self.shortterm is not None:
@@ -272,7 +287,8 @@ def build_services(settings: Settings, *, embedder: Embedder | None = None) -> S
         raise
     services.database = database
     try:
-        services.memory_docs = build_memory_docs(settings, database)
+        state = services.state  # tables created here when missing
+        services.memory_docs = build_memory_docs(settings, database, state.tombstones)
         services.chat_model = ChatModel.from_settings(settings.llm)
         if services.chat_model is not None:
             name = settings.llm.memory_model or settings.llm.model
@@ -282,12 +298,9 @@ def build_services(settings: Settings, *, embedder: Embedder | None = None) -> S
         services.shortterm = build_shortterm(
             settings, services.memory_model, embedder, database=database
         )
+        options = {"config": settings.memory, "docs": services.memory_docs, **state.flush_stores()}
         services.flush = MemoryFlushManager(
-            services.longterm,
-            services.memory_model,
-            settings.workspace,
-            config=settings.memory,
-            docs=services.memory_docs,
+            services.longterm, services.memory_model, settings.workspace, **options
         )
         services.shortterm.set_flush(services.flush)  # before compaction and on overflow
     except BaseException:
@@ -318,6 +331,7 @@ def build_maintenance(services: Services) -> MemoryMaintenance:
             expiry=build_expiry(services.settings),
         ),
         session_logs=services.shortterm.log if services.shortterm is not None else None,
+        **services.state.maintenance_stores(),
     )
 
 
@@ -330,7 +344,6 @@ def build_scheduler(
     ``disable_memory_hooks`` is on), the TTL purge of session states, and the idle flush of
     sessions that went quiet (``idle_flush_minutes``; needs the flush's model)."""
     memory = services.settings.memory
-    workspace = services.settings.workspace
     hooks = not memory.disable_memory_hooks
     idle = None
     shortterm, flush = services.shortterm, services.flush
@@ -338,7 +351,7 @@ def build_scheduler(
         idle = IdleFlusher(shortterm, flush, idle=timedelta(minutes=memory.idle_flush_minutes))
     return MemoryMaintenanceScheduler(
         maintenance,
-        lambda: known_users(workspace, services.longterm, tenants()),
+        lambda: services.known_users(tenants()),
         interval=timedelta(hours=memory.maintenance_interval_hours),
         consolidate=hooks,
         purge=shortterm.purge_expired if shortterm is not None else None,
@@ -358,6 +371,7 @@ def build_harness(services: Services) -> MemoryHarness:
         workspace=services.settings.workspace,
         config=services.settings.memory,
         flush=services.flush,
+        usage=services.state.usage,
         maintenance=build_maintenance(services),  # memory_consolidate and memory_prune
         docs=services.memory_docs,
     )
@@ -409,14 +423,16 @@ def build_erasure(services: Services) -> UserErasure:
         ("session_logs", services.shortterm.log),
         ("tool_results", services.shortterm.evictor),
         *_workspace_logs(services),
-        ("dead_letters", FlushDeadLetters(workspace)),
+        ("dead_letters", services.state.dead_letters),
         ("maintenance", build_maintenance(services)),
+        *services.state.left_in_workspace(workspace),  # from before a switch to PostgreSQL state
     ]
     if services.database is not None:  # MEMORY.md of the Qdrant backend (before a switch too)
         from memory_service.pipeline.memory_docs_pg import PostgresMemoryDocs
 
         stores.insert(1, ("memory_md.postgres", PostgresMemoryDocs(services.database, workspace)))
-    return UserErasure(workspace, stores, on_close=[store.close for store in opened])
+    closes = [store.close for store in opened]
+    return UserErasure(workspace, stores, on_close=closes, tombstones=services.state.tombstones)
 
 
 def _workspace_logs(services: Services) -> list[tuple[str, UserData]]:

@@ -152,6 +152,13 @@ def _pg_logs_text(schema: str) -> str:
         return "\n".join(r[0] for r in rows.fetchall())
 
 
+def _pg_dead_letters_text(schema: str) -> str:
+    """Every flush dead letter in ``schema`` (replica state)."""
+    with psycopg.connect(PG_DSN) as conn:
+        rows = conn.execute(f'SELECT line FROM "{schema}".memory_dead_letters').fetchall()
+        return "\n".join(r[0] for r in rows)
+
+
 def _read_paths(client, user: str) -> dict[str, object]:
     """What every read path answers for the user."""
     q = {"user_id": user}
@@ -223,13 +230,18 @@ def test_erase_leaves_nothing_of_the_user_and_every_byte_of_another(
         found = _scan(workspace, alice_words)
         # the files era's session log and tool result moved into PostgreSQL with the rest
         moved = {MARKS["alice"]["tool_result"], MARKS["alice"]["chat_postgres"]}
-        assert set(found) == set(alice_words) - moved, found
-        assert all(word in _pg_logs_text(pg_schema) for word in moved)
+        in_rows = {MARKS["alice"]["dead_letter"]}  # its log line and its dead letter are rows
+        assert set(found) == set(alice_words) - moved - in_rows, found
+        assert all(word in _pg_logs_text(pg_schema) for word in moved | in_rows)
+        assert MARKS["alice"]["dead_letter"] in _pg_dead_letters_text(pg_schema)
         # the files era's MEMORY.md and snapshot moved into PostgreSQL when the Qdrant era began
         docs = services.memory_docs
         assert docs is not None and docs.count_user(RuntimeContext("acme", "alice")) == 2
         assert not alice.memory_md.exists() and not list(alice.archive_dir.glob("MEMORY.*.md"))
-        assert alice.flush_dead_letters.is_file() and alice.vector_caches()
+        # with PostgreSQL state the PostgreSQL era's dead letter is a row, not a file
+        alice_ctx, bob_ctx = RuntimeContext("acme", "alice"), RuntimeContext("acme", "bob")
+        assert services.state.dead_letters.count_user(alice_ctx) == 1
+        assert not alice.flush_dead_letters.exists() and alice.vector_caches()
         assert any(f.startswith("qdrant/") for f in found[MARKS["alice"]["flush_qdrant"]])
         assert MARKS["alice"]["chat_postgres"] in _pg_text(pg_table)
         assert _read_paths(client, "alice") != EMPTY
@@ -256,8 +268,10 @@ def test_erase_leaves_nothing_of_the_user_and_every_byte_of_another(
             "tool_results": 1,
             "session_logs.files": 0,
             "tool_results.files": 0,
-            "dead_letters": 1,
-            "maintenance": 1,
+            "dead_letters": 1,  # the row
+            "maintenance": 0,  # no run since the switch: the marker is the files era's
+            "dead_letters.files": 0,
+            "maintenance.files": 1,
         }, removed
         assert receipt["total"] == sum(removed.values()) and receipt["left_behind"] == 0
 
@@ -266,9 +280,12 @@ def test_erase_leaves_nothing_of_the_user_and_every_byte_of_another(
         assert _pg_rows(pg_table, "alice") == []
         assert not any(word in _pg_text(pg_table) for word in alice_words)
         assert not any(word in _pg_logs_text(pg_schema) for word in alice_words)
+        assert not any(word in _pg_dead_letters_text(pg_schema) for word in alice_words)
         assert _read_paths(client, "alice") == EMPTY
         assert _hashes(bob.root) == bob_files
         assert _pg_rows(pg_table, "bob") == bob_rows
+        assert services.state.dead_letters.count_user(alice_ctx) == 0
+        assert services.state.dead_letters.count_user(bob_ctx) == 1
         assert _read_paths(client, "bob") == bob_reads
 
         [line] = [r.getMessage() for r in caplog.records if r.name == "memory_service.audit"]

@@ -57,7 +57,7 @@ def run(args: argparse.Namespace) -> int:
     only = _scope(args)
     if args.replay_dead_letters:
         return run_replay(args, only)
-    from memory_service.pipeline.scheduler import known_users, run_all
+    from memory_service.pipeline.scheduler import run_all
     from memory_service.services import build_maintenance, build_services
 
     services = build_services(settings_from(args))
@@ -68,7 +68,7 @@ def run(args: argparse.Namespace) -> int:
         else:
             targets = [
                 ctx
-                for ctx in known_users(services.settings.workspace, services.longterm)
+                for ctx in services.known_users()
                 if args.tenant is None or ctx.tenant_id == args.tenant
             ]
         reports = run_all(maintenance, targets, force=args.force)
@@ -101,13 +101,20 @@ def run_replay(args: argparse.Namespace, only: RuntimeContext | None) -> int:
         replay_all,
         users_with_dead_letters,
     )
-    from memory_service.services import build_services
+    from memory_service.pipeline.replica_state import ReplicaState
+    from memory_service.services import build_database, build_services
 
     settings = settings_from(args)
     workspace = settings.workspace
-    targets = [only] if only else users_with_dead_letters(workspace, args.tenant)
-    if args.dry_run:
-        reports = [list_dead_letters(workspace, ctx) for ctx in targets]
+    if args.dry_run:  # no model and no embedder: only the place the letters live
+        database = build_database(settings)
+        try:
+            store = ReplicaState.of(workspace, database).dead_letters
+            targets = [only] if only else users_with_dead_letters(workspace, args.tenant, store)
+            reports = [list_dead_letters(workspace, ctx, store) for ctx in targets]
+        finally:
+            if database is not None:
+                database.close()
     else:
         if not (settings.llm.memory_model or settings.llm.model):  # before loading the embedder
             message = f"replaying dead letters needs an LLM; {NOT_CONFIGURED_MESSAGE}"
@@ -118,6 +125,8 @@ def run_replay(args: argparse.Namespace, only: RuntimeContext | None) -> int:
                 raise LlmNotConfiguredError(
                     f"replaying dead letters needs an LLM; {NOT_CONFIGURED_MESSAGE}"
                 )
+            store = services.flush.dead_letters
+            targets = [only] if only else users_with_dead_letters(workspace, args.tenant, store)
             reports = replay_all(services.flush, targets)
         finally:
             services.close()

@@ -41,7 +41,7 @@ from memory_service.shortterm.compaction import CompactionResult
 from memory_service.shortterm.session import ShortTermMemory
 from memory_service.shortterm.state import AgentState
 from memory_service.tools import MemoryTools
-from memory_service.usage import UsageLedger
+from memory_service.usage import RECORD_ERRORS, UsageLedger, UsageStore
 
 log = logging.getLogger(__name__)
 
@@ -68,7 +68,7 @@ class MemoryHarness:
         workspace: Path,
         config: MemorySettings | None = None,
         flush: MemoryFlushManager | None = None,
-        usage: UsageLedger | None = None,
+        usage: UsageStore | None = None,
         maintenance: MemoryMaintenance | None = None,
         docs: MemoryDocs | None = None,
     ) -> None:
@@ -225,7 +225,7 @@ class MemoryHarness:
             self.usage.record(ctx.tenant_id, tokens=usage)
             if overflow is not None:  # a second compaction call: counted as one more
                 self.usage.record(ctx.tenant_id, tokens={"compaction": overflow})
-        except (OSError, TimeoutError) as exc:
+        except RECORD_ERRORS as exc:
             log.warning("could not record usage for %s: %s", ctx.tenant_id, exc)
         if overflow is not None:
             usage["compaction"] = usage.get("compaction", Usage()) + overflow

@@ -15,6 +15,10 @@ messages once compaction has run, so the file follows three rules:
 
 A line without ``version`` was written before the field existed and reads as version 1; a line
 of a newer version is malformed here (kept as it is for the version that wrote it).
+
+``DeadLetterBox`` (one user's letters) and ``DeadLetterStore`` (every user's, as the flush,
+the replay and erasure see them) are the narrow interface this file and the PostgreSQL table
+(``dead_letters_pg.py``, ``MEMORY_STATE__BACKEND=postgres``) share.
 """
 
 from __future__ import annotations
@@ -24,8 +28,10 @@ import json
 import logging
 from collections import deque
 from collections.abc import Iterable, Iterator
+from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Protocol, runtime_checkable
 
 from filelock import FileLock, Timeout
 
@@ -63,6 +69,49 @@ class DeadLetterRead:
     malformed: int
 
 
+Change = tuple[DeadLetter, DeadLetterRecord | None]  # an entry, and its new record or None
+
+
+class DeadLetterBox(Protocol):
+    """One user's flush dead letters, wherever they live."""
+
+    @property
+    def relative(self) -> str:
+        """Where they are, as a flush result names it."""
+        ...
+
+    def exists(self) -> bool: ...
+
+    def replaying(self) -> AbstractContextManager[bool]:
+        """Held by the one replay of this user that may run at a time (False: another has it)."""
+        ...
+
+    def append(self, record: DeadLetterRecord, ctx: RuntimeContext | None = None) -> None: ...
+
+    def read(self, owner: RuntimeContext) -> DeadLetterRead: ...
+
+    def rewrite(self, changes: Iterable[Change]) -> None: ...
+
+    def remove_user(self, owner: RuntimeContext) -> int: ...
+
+
+class DeadLetterStore(Protocol):
+    """Every user's flush dead letters: one user's box, and erasure's count and erase."""
+
+    def box(self, ctx: RuntimeContext) -> DeadLetterBox: ...
+
+    def count_user(self, ctx: RuntimeContext) -> int: ...
+
+    def erase_user(self, ctx: RuntimeContext) -> int: ...
+
+
+@runtime_checkable
+class ListsDeadLetterUsers(Protocol):
+    """A store that can say who has letters without walking workspace folders."""
+
+    def users_with_letters(self, tenant_id: str | None = None) -> list[RuntimeContext]: ...
+
+
 def has_dead_letters(paths: UserPaths) -> bool:
     """Whether the user's dead-letter file exists and is not empty (no lock, no parsing)."""
     path = paths.flush_dead_letters
@@ -72,13 +121,16 @@ def has_dead_letters(paths: UserPaths) -> bool:
 class DeadLetterFile:
     """One user's ``dead-letters/flush.jsonl``; every path is checked to be in their folder."""
 
-    def __init__(self, paths: UserPaths) -> None:
+    def __init__(self, paths: UserPaths, tombstones: Tombstones | None = None) -> None:
         self.paths = paths
         self.path = paths.inside(paths.flush_dead_letters)
+        self.tombstones = tombstones or Tombstones(paths.workspace)
 
     @classmethod
-    def of(cls, workspace: Path, ctx: RuntimeContext) -> DeadLetterFile:
-        return cls(UserPaths.of(workspace, ctx))
+    def of(
+        cls, workspace: Path, ctx: RuntimeContext, tombstones: Tombstones | None = None
+    ) -> DeadLetterFile:
+        return cls(UserPaths.of(workspace, ctx), tombstones)
 
     @property
     def relative(self) -> str:
@@ -111,7 +163,7 @@ class DeadLetterFile:
     def append(self, record: DeadLetterRecord, ctx: RuntimeContext | None = None) -> None:
         """Add one line, flushed and fsynced before this returns. With ``ctx`` (the flush's),
         refused with ``UserErasedError`` when the user was erased since its work began."""
-        tombstones = Tombstones(self.paths.workspace) if ctx is not None else None
+        tombstones = self.tombstones if ctx is not None else None
         if tombstones is not None and ctx is not None:
             tombstones.check(ctx)  # before the folder is made again
         self.path.parent.mkdir(parents=True, exist_ok=True)
@@ -165,7 +217,7 @@ class DeadLetterFile:
                 )
         return DeadLetterRead(letters, malformed)
 
-    def rewrite(self, changes: Iterable[tuple[DeadLetter, DeadLetterRecord | None]]) -> None:
+    def rewrite(self, changes: Iterable[Change]) -> None:
         """Apply ``changes`` (each entry's new record, or None to drop it) to the file as it is
         now: re-read under the lock, so lines appended meanwhile survive, and change each given
         line once (an identical copy of it elsewhere is its own entry). Blank lines go; every
@@ -216,10 +268,14 @@ def _owned_by(line: bytes, owner: RuntimeContext) -> bool:
 
 
 class FlushDeadLetters:
-    """The flush dead letters of a workspace's users, as erasure sees them."""
+    """The flush dead letters of a workspace's users, one file each (``DeadLetterStore``)."""
 
-    def __init__(self, workspace: Path) -> None:
+    def __init__(self, workspace: Path, tombstones: Tombstones | None = None) -> None:
         self.workspace = Path(workspace)
+        self.tombstones = tombstones
+
+    def box(self, ctx: RuntimeContext) -> DeadLetterFile:
+        return DeadLetterFile.of(self.workspace, ctx, self.tombstones)
 
     def count_user(self, ctx: RuntimeContext) -> int:
         """How many of the user's records the dead-letter file holds (read without the lock)."""
@@ -229,7 +285,12 @@ class FlushDeadLetters:
         return sum(1 for line in DeadLetterFile(paths)._lines() if _owned_by(line, ctx))
 
     def erase_user(self, ctx: RuntimeContext) -> int:
-        return DeadLetterFile.of(self.workspace, ctx).remove_user(ctx)
+        return self.box(ctx).remove_user(ctx)
+
+
+def letter_of(index: int, line: bytes, text: str, owner: RuntimeContext) -> DeadLetter:
+    """The entry ``line`` holds (``ValueError`` when none): shared with the PostgreSQL table."""
+    return _letter(index, line, text, owner)
 
 
 def _letter(index: int, line: bytes, text: str, owner: RuntimeContext) -> DeadLetter:

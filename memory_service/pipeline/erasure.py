@@ -156,6 +156,7 @@ class UserErasure:
     stores: Sequence[tuple[str, UserData]]
     clock: Callable[[], datetime] = utcnow
     on_close: Sequence[Callable[[], None]] = field(default_factory=list)
+    tombstones: Tombstones | None = None  # None: the workspace's (files)
 
     def inventory(self, ctx: RuntimeContext) -> dict[str, int]:
         """What each store holds of the user (reads only)."""
@@ -164,7 +165,7 @@ class UserErasure:
     def erase(self, ctx: RuntimeContext, *, by: str) -> EraseReceipt:
         """Erase everything of ``ctx``'s user; ``NotFoundError`` (nothing written) when no
         store holds anything of them. Running it again after a failure finishes the job."""
-        tombstones = Tombstones(self.workspace)
+        tombstones = self.tombstones or Tombstones(self.workspace)
         paths = UserPaths.of(self.workspace, ctx)
         pending = tombstones.read(ctx)
         unfinished = pending is not None and pending.erased_at is None

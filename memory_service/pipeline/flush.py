@@ -36,9 +36,8 @@ from memory_service.longterm.base import LongTermMemory
 from memory_service.messages import Msg
 from memory_service.observe.telemetry import sink
 from memory_service.observe.tracing import using_ids
-from memory_service.paths import UserPaths
 from memory_service.pipeline.dead_letter_record import DeadLetterRecord
-from memory_service.pipeline.dead_letters import DeadLetterFile
+from memory_service.pipeline.dead_letters import DeadLetterStore, FlushDeadLetters
 from memory_service.pipeline.extraction import DEFAULT_FLUSH_PROMPT, Extractor, todays_ledger
 from memory_service.pipeline.flush_result import FlushedFact, FlushResult
 from memory_service.pipeline.memory_docs import MemoryDocs, documents
@@ -46,7 +45,7 @@ from memory_service.pipeline.memory_md import memory_md_for_model
 from memory_service.pipeline.transcript import TranscriptBatch, with_positions
 from memory_service.shortterm.flush_hook import FlushReason
 from memory_service.shortterm.state import AgentState
-from memory_service.usage import UsageLedger
+from memory_service.usage import RECORD_ERRORS, UsageLedger, UsageStore
 
 log = logging.getLogger(__name__)
 
@@ -83,7 +82,8 @@ class MemoryFlushManager:
         workspace: Path,
         *,
         config: MemorySettings | None = None,
-        usage: UsageLedger | None = None,
+        usage: UsageStore | None = None,
+        dead_letters: DeadLetterStore | None = None,
         clock: Callable[[], datetime] = utcnow,
         docs: MemoryDocs | None = None,
     ) -> None:
@@ -92,6 +92,7 @@ class MemoryFlushManager:
         self.workspace = Path(workspace)
         self.docs = documents(docs, self.workspace)  # MEMORY.md, read-only context
         self.usage = usage or UsageLedger(self.workspace)
+        self.dead_letters = dead_letters or FlushDeadLetters(self.workspace)
         self.extractor = Extractor(
             longterm,
             model.with_model(self.config.model) if model is not None else None,
@@ -168,7 +169,6 @@ class MemoryFlushManager:
         pending = state.unflushed()
         if not pending:
             return self._report(result)
-        paths = UserPaths.of(self.workspace, ctx)
         memory_md, _ = memory_md_for_model(
             self.docs.read(ctx), self.config.memory_load_token_budget
         )
@@ -181,7 +181,7 @@ class MemoryFlushManager:
         if self.model is None:
             result.status, result.detail = "skipped", "no_model"
             if reason not in ("post_call", "idle"):  # about to leave the state: keep them
-                self._fail(result, ctx, paths, pending, "no LLM is configured for the flush")
+                self._fail(result, ctx, pending, "no LLM is configured for the flush")
             return self._report(self._account(result, ctx))
 
         def advance(batch: TranscriptBatch) -> None:
@@ -193,7 +193,6 @@ class MemoryFlushManager:
             self._fail(
                 result,
                 ctx,
-                paths,
                 failure.rest,
                 failure.error,
                 facts=failure.facts,
@@ -248,16 +247,15 @@ class MemoryFlushManager:
         self,
         result: FlushResult,
         ctx: RuntimeContext,
-        paths: UserPaths,
         messages: Sequence[Msg],
         error: str | None,
         *,
         facts: Sequence[Fact] = (),
         reply: str | None = None,
     ) -> None:
-        """Keep what could not be flushed: a line in the user's dead-letter file."""
+        """Keep what could not be flushed: a line in the user's dead-letter file (or row)."""
         result.status, result.error = "failed", error
-        letters = DeadLetterFile(paths)
+        letters = self.dead_letters.box(ctx)
         record = DeadLetterRecord.of_flush(
             ctx,
             reason=result.reason,
@@ -277,7 +275,7 @@ class MemoryFlushManager:
             ctx.session_id,
             (error or "").split(":", 1)[0],
             len(messages),
-            letters.path,
+            letters.relative,
         )
 
     def _account(
@@ -298,7 +296,7 @@ class MemoryFlushManager:
             sink().tokens(purpose, result.usage.prompt_tokens, result.usage.completion_tokens)
         try:
             self.usage.record(ctx.tenant_id, tokens=tokens, counters=counters)
-        except (OSError, TimeoutError) as exc:
+        except RECORD_ERRORS as exc:
             log.warning("could not record flush usage for %s: %s", ctx.tenant_id, exc)
         return result
 

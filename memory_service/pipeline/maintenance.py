@@ -6,26 +6,24 @@ logs past retention deleted, temp files that killed writes left in the user's fo
 then consolidation into MEMORY.md. The decisions are the pure rules
 of ``policy.py``; this module applies them to whichever backend is configured.
 
-Two processes never maintain the same user at once (a non-blocking file lock per user), and a
-user is maintained at most once per ``min_gap`` unless forced; the last run is remembered in
-the user's folder so the gap survives restarts.
+Two processes never maintain the same user at once (a non-blocking lock per user), and a
+user is maintained at most once per ``min_gap`` unless forced; the last run is remembered so
+the gap survives restarts. Both live in ``maintenance_state.py``: the user's folder by
+default, PostgreSQL (a row and an advisory lock) for replicas.
 """
 
 from __future__ import annotations
 
-import json
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from datetime import UTC, datetime, timedelta
-
-from filelock import FileLock, Timeout
+from datetime import datetime, timedelta
 
 from indexing.hashing import content_hash
 from memory_service.context import RuntimeContext
 from memory_service.errors import BackendUnavailableError, UserErasedError
-from memory_service.facts import Fact, fact_id, parse_time, utcnow
-from memory_service.fsutil import read_text, remove_stale_temp_files, write_atomically
+from memory_service.facts import Fact, fact_id, utcnow
+from memory_service.fsutil import remove_stale_temp_files
 from memory_service.longterm.base import ArchivesLedgers, LongTermMemory, SettlesLedgers
 from memory_service.longterm.ledger import parse_ledger
 from memory_service.observe.telemetry import sink
@@ -33,10 +31,11 @@ from memory_service.observe.tracing import using_ids
 from memory_service.paths import UserPaths
 from memory_service.pipeline.consolidation import ConsolidationResult, Consolidator
 from memory_service.pipeline.erasure import erase_facts
+from memory_service.pipeline.maintenance_state import MaintenanceFiles, MaintenanceState
 from memory_service.pipeline.policy import ExpiryPolicy, plan_maintenance, plan_prune
 from memory_service.shortterm.session_log import SessionLog, SessionLogStore
 from memory_service.tombstones import Tombstones
-from memory_service.usage import UsageLedger
+from memory_service.usage import RECORD_ERRORS, UsageLedger, UsageStore
 
 log = logging.getLogger(__name__)
 
@@ -114,7 +113,9 @@ class MemoryMaintenance:
         workspace,
         consolidator: Consolidator,
         settings: MaintenanceSettings | None = None,
-        usage: UsageLedger | None = None,
+        usage: UsageStore | None = None,
+        state: MaintenanceState | None = None,
+        tombstones: Tombstones | None = None,
         clock: Callable[[], datetime] = utcnow,
         session_logs: SessionLogStore | None = None,
     ) -> None:
@@ -122,6 +123,8 @@ class MemoryMaintenance:
         self.workspace = workspace
         self.session_logs = session_logs or SessionLog(workspace)  # the retention step's
         self.usage = usage or UsageLedger(workspace)
+        self.state = state or MaintenanceFiles(workspace)
+        self.tombstones = tombstones or Tombstones(workspace)
         self.consolidator = consolidator
         self.settings = settings or MaintenanceSettings()
         self._clock = clock
@@ -153,41 +156,34 @@ class MemoryMaintenance:
     ) -> MaintenanceReport:
         paths = UserPaths.of(self.workspace, ctx)
         report = MaintenanceReport.of(ctx, "ran")
-        tombstones = Tombstones(self.workspace)
+        tombstones = self.tombstones
         if tombstones.refuses(ctx):  # erased since this pass began: nothing to maintain
             report.status = "erased"
             return report
         now = self._clock()
-        last = self._last_run(paths)
+        last = self.state.last_run(ctx)
         if not force and last is not None and now - last < self.settings.min_gap:
             report.status = "skipped_recent"
             return report
-        paths.root.mkdir(parents=True, exist_ok=True)
         try:
-            with FileLock(str(paths.maintenance_lock), timeout=0):
+            with self.state.lock(ctx) as alone:
+                if not alone:
+                    report.status = "busy"
+                    return report
                 self._run_steps(ctx, paths, now, report, consolidate=consolidate)
                 tombstones.check(ctx)  # under the lock an erase takes too
-                self._remember(paths, now, report)
-        except Timeout:
-            report.status = "busy"
+                self.state.remember(ctx, now, report.to_dict())
         except UserErasedError:
             report.status = "erased"
         return report
 
     def count_user(self, ctx: RuntimeContext) -> int:
         """The user's maintenance marker (0 or 1)."""
-        return int(UserPaths.of(self.workspace, ctx).maintenance_state.is_file())
+        return self.state.count_user(ctx)
 
     def erase_user(self, ctx: RuntimeContext) -> int:
         """Delete the user's maintenance marker, after a run in progress; 0 or 1."""
-        paths = UserPaths.of(self.workspace, ctx)
-        if not paths.root.is_dir():
-            return 0
-        with FileLock(str(paths.maintenance_lock), timeout=120):
-            found = paths.maintenance_state.is_file()
-            paths.maintenance_state.unlink(missing_ok=True)
-        paths.maintenance_lock.unlink(missing_ok=True)
-        return int(found)
+        return self.state.erase_user(ctx)
 
     def _run_steps(
         self,
@@ -260,7 +256,7 @@ class MemoryMaintenance:
                 tokens={"consolidation": result.usage},
                 counters={"consolidation_runs": 1},
             )
-        except (OSError, TimeoutError) as exc:
+        except RECORD_ERRORS as exc:
             log.warning("could not record consolidation usage for %s: %s", ctx.tenant_id, exc)
 
     # -- on request (the memory_consolidate and memory_prune tools) ----------------------
@@ -269,21 +265,19 @@ class MemoryMaintenance:
         """Consolidate one user's MEMORY.md now, under the per-user maintenance lock (a
         running maintenance answers ``BackendUnavailableError`` ``busy``); usage counted."""
         paths = UserPaths.of(self.workspace, ctx)
-        Tombstones(self.workspace).check(ctx)  # before the folder is made again
-        paths.root.mkdir(parents=True, exist_ok=True)
-        try:
-            with FileLock(str(paths.maintenance_lock), timeout=0):
-                try:
-                    result = self.consolidator.consolidate(
-                        paths, all_facts(self.longterm, ctx), self._clock(), ctx=ctx
-                    )
-                except Exception:
-                    sink().pipeline("consolidation", "failed")
-                    raise
-        except Timeout:
-            raise BackendUnavailableError(
-                "maintenance is running for this user; try again in a minute", code="busy"
-            ) from None
+        self.tombstones.check(ctx)  # before the folder is made again
+        with self.state.lock(ctx) as alone:
+            if not alone:
+                raise BackendUnavailableError(
+                    "maintenance is running for this user; try again in a minute", code="busy"
+                )
+            try:
+                result = self.consolidator.consolidate(
+                    paths, all_facts(self.longterm, ctx), self._clock(), ctx=ctx
+                )
+            except Exception:
+                sink().pipeline("consolidation", "failed")
+                raise
         sink().pipeline("consolidation", "ok")
         self._account(ctx, result)
         return result
@@ -315,16 +309,3 @@ class MemoryMaintenance:
             fact_id(ctx.tenant_id, ctx.owner, content_hash(line.fact.text))
             for line in parse_ledger(text, default_created_at=None)
         }
-
-    def _last_run(self, paths: UserPaths) -> datetime | None:
-        raw = read_text(paths.maintenance_state)
-        if not raw:
-            return None
-        try:
-            return parse_time(json.loads(raw).get("last_run"))
-        except (ValueError, AttributeError):
-            return None
-
-    def _remember(self, paths: UserPaths, now: datetime, report: MaintenanceReport) -> None:
-        record = {"last_run": now.astimezone(UTC).isoformat(), "report": report.to_dict()}
-        write_atomically(paths.maintenance_state, json.dumps(record, indent=2))

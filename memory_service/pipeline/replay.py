@@ -17,6 +17,10 @@ against MEMORY.md), then rewrites the file:
   only to read and to rewrite, and the rewrite re-reads the file under that lock and changes
   only the exact lines it replayed (``DeadLetterFile.rewrite``).
 
+With ``MEMORY_STATE__BACKEND=postgres`` the letters are rows (``dead_letters_pg.py``) behind the
+same ``DeadLetterBox``: the flush manager's ``dead_letters`` store says which, so a replay
+from any replica sees every replica's letters, and two replicas never replay one user at once.
+
 Overlapping entries are common: while the model is down every post-call flush fails and
 re-sends everything since the watermark, so each entry holds the previous one's messages and
 more. An entry whose messages are all inside another entry of the same session is not sent to
@@ -47,9 +51,12 @@ from memory_service.observe.telemetry import sink
 from memory_service.paths import UserPaths
 from memory_service.pipeline.dead_letter_record import DeadLetterRecord
 from memory_service.pipeline.dead_letters import (
+    Change,
     DeadLetter,
-    DeadLetterFile,
     DeadLetterRead,
+    DeadLetterStore,
+    FlushDeadLetters,
+    ListsDeadLetterUsers,
     has_dead_letters,
 )
 from memory_service.pipeline.flush import MemoryFlushManager
@@ -61,7 +68,6 @@ log = logging.getLogger(__name__)
 MAX_ERROR_CHARS = 500
 
 OnEntries = Callable[[int], None]
-Change = tuple[DeadLetter, DeadLetterRecord | None]  # an entry, and its new record or None
 
 
 def _who(ctx: RuntimeContext) -> tuple[str, str]:
@@ -125,10 +131,13 @@ def _settle(report: ReplayReport) -> ReplayReport:
 # -- listing -------------------------------------------------------------------------------
 
 
-def list_dead_letters(workspace: Path, ctx: RuntimeContext) -> ReplayReport:
-    """Count one user's entries by reason, and the malformed lines; no model involved."""
+def list_dead_letters(
+    workspace: Path, ctx: RuntimeContext, store: DeadLetterStore | None = None
+) -> ReplayReport:
+    """Count one user's entries by reason, and the malformed lines; no model involved.
+    ``store``: where the letters live (default: the workspace's files)."""
     report = ReplayReport(ctx.tenant_id, ctx.user_id)
-    letters = DeadLetterFile.of(workspace, ctx)
+    letters = (store or FlushDeadLetters(workspace)).box(ctx)
     if not letters.exists():
         return report
     _count(report, letters.read(ctx))
@@ -141,9 +150,14 @@ def _count(report: ReplayReport, read: DeadLetterRead) -> None:
     report.reasons.update(letter.record.reason for letter in read.letters)
 
 
-def users_with_dead_letters(workspace: Path, tenant_id: str | None = None) -> list[RuntimeContext]:
-    """Every (tenant, user) of the workspace with a non-empty flush dead-letter file. Dead
-    letters live in the user's folder whatever the backend, so the folders are enough."""
+def users_with_dead_letters(
+    workspace: Path, tenant_id: str | None = None, store: DeadLetterStore | None = None
+) -> list[RuntimeContext]:
+    """Every (tenant, user) with flush dead letters: the rows of a store that lists them
+    (PostgreSQL), else the workspace's non-empty dead-letter files (in the users' folders
+    whatever the long-term backend, so the folders are enough)."""
+    if isinstance(store, ListsDeadLetterUsers):
+        return store.users_with_letters(tenant_id)
     found = []
     for ctx in known_users(workspace, None):  # a dead-letter file needs the user's folder
         if tenant_id is not None and ctx.tenant_id != tenant_id:
@@ -163,7 +177,7 @@ def replay_dead_letters(
     each time ``n`` entries are settled, for progress. Needs the manager's model."""
     require_model(manager.model, "replaying dead letters")
     report = ReplayReport(ctx.tenant_id, ctx.user_id)
-    letters = DeadLetterFile.of(manager.workspace, ctx)
+    letters = manager.dead_letters.box(ctx)
     if not letters.exists():
         return report
     with letters.replaying() as alone:
@@ -256,7 +270,10 @@ def replay_all(
     others. No model: ``LlmNotConfiguredError`` before anything is read."""
     require_model(manager.model, "replaying dead letters")
     targets = list(contexts)
-    total = sum(list_dead_letters(manager.workspace, ctx).counts["entries"] for ctx in targets)
+    store = manager.dead_letters
+    total = sum(
+        list_dead_letters(manager.workspace, ctx, store).counts["entries"] for ctx in targets
+    )
     reports = []
     with Progress(total, "dead-letter replay", enabled=progress) as bar:
         for ctx in targets:

@@ -2,8 +2,10 @@
 inside ``serve``, and a sweep every few minutes: expired session states purged, idle sessions
 flushed.
 
-Who exists is asked of the workspace (tenant and user folders) and of the long-term backend
-(``users(tenant)``), so users whose facts live only in Qdrant are maintained too. Each user is
+Who exists is asked of the workspace (tenant and user folders), of the long-term backend
+(``users(tenant)``) and of the state stores in PostgreSQL (``KnowsUsers``: sessions, dead
+letters, maintenance markers), so users whose data lives only in Qdrant or PostgreSQL are
+maintained too. Each user is
 still subject to ``MemoryMaintenance``'s per-user lock and minimum gap, so several processes
 running this scheduler never maintain one user twice at once.
 """
@@ -18,6 +20,7 @@ from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from datetime import timedelta
 from pathlib import Path
+from typing import Protocol, runtime_checkable
 
 from memory_service.context import RuntimeContext, scope_context, validate_id
 from memory_service.errors import InvalidIdError
@@ -44,15 +47,33 @@ def _folders(path: Path) -> list[str]:
     return names
 
 
+@runtime_checkable
+class KnowsUsers(Protocol):
+    """A store outside the workspace that can name the users it holds data of."""
+
+    def known_user_ids(self) -> Iterable[tuple[str, str]]:
+        """(tenant, user) pairs."""
+        ...
+
+
 def known_users(
-    workspace: Path, longterm: object, tenants: Iterable[str] = ()
+    workspace: Path,
+    longterm: object,
+    tenants: Iterable[str] = (),
+    *,
+    state: Iterable[KnowsUsers] = (),
 ) -> Iterator[RuntimeContext]:
-    """Every (tenant, user) with a folder in the workspace or facts in the backend, then the
-    tenant's shared memories (each agent's, the tenant's own) that have a folder or facts."""
+    """Every (tenant, user) with a folder in the workspace, facts in the backend or data in
+    a ``state`` store, then the tenant's shared memories (each agent's, the tenant's own)
+    that have a folder or facts."""
     where = WorkspacePaths(workspace)
-    all_tenants = sorted(set(tenants) | set(_folders(where.tenants_dir)))
+    stored: dict[str, set[str]] = {}
+    for store in state:
+        for tenant, user in store.known_user_ids():
+            stored.setdefault(tenant, set()).add(user)
+    all_tenants = sorted(set(tenants) | set(_folders(where.tenants_dir)) | set(stored))
     for tenant in all_tenants:
-        users = set(_folders(where.users_dir(tenant)))
+        users = set(_folders(where.users_dir(tenant))) | stored.get(tenant, set())
         if isinstance(longterm, ListsUsers):
             users |= set(longterm.users(tenant))
         for user in sorted(users):

@@ -250,6 +250,15 @@ class PostgresStateStore:
             self._user_lock(conn, ctx, shared=False)
             return conn.execute(query, {"tenant": ctx.tenant_id, "user": ctx.user_id}).rowcount
 
+    def known_user_ids(self) -> list[tuple[str, str]]:
+        """(tenant, user) of every user with a stored session: the scheduler's users when no
+        workspace folder names them (``scheduler.KnowsUsers``)."""
+        query = sql.SQL(
+            "SELECT DISTINCT tenant_id, user_id FROM {table} ORDER BY tenant_id, user_id"
+        ).format(table=self._table)
+        with self._conn() as conn:
+            return [(tenant, user) for tenant, user in conn.execute(query).fetchall()]
+
     def purge_expired(self) -> int:
         query = sql.SQL("DELETE FROM {table} WHERE expires_at <= %(now)s").format(table=self._table)
         with self._conn() as conn:

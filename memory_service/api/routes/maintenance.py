@@ -16,7 +16,7 @@ def run_maintenance(
 ):
     """Dedup, supersession, expiry, archival, retention and consolidation, with counts per
     step. Needs an admin key; touches only that key's tenant."""
-    from memory_service.pipeline.scheduler import known_users, run_all
+    from memory_service.pipeline.scheduler import run_all
 
     maintenance = request.app.state.maintenance
     if body.user_id is not None:
@@ -24,9 +24,7 @@ def run_maintenance(
     else:
         targets = [
             ctx
-            for ctx in known_users(
-                services.settings.workspace, services.longterm, [principal.tenant_id]
-            )
+            for ctx in services.known_users([principal.tenant_id])
             if ctx.tenant_id == principal.tenant_id
         ]
     reports = run_all(maintenance, targets, force=body.force, progress=False)

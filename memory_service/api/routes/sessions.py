@@ -26,7 +26,7 @@ from memory_service.limits import MAX_TOOL_RESULT_REF_CHARS
 from memory_service.services import Services
 from memory_service.shortterm.compaction import CompactionResult
 from memory_service.shortterm.session import ShortTermMemory
-from memory_service.usage import UsageLedger
+from memory_service.usage import RECORD_ERRORS
 
 log = logging.getLogger(__name__)
 
@@ -50,10 +50,8 @@ def account_compaction(services: Services, tenant_id: str, result: CompactionRes
     if result is None or result.usage is None:
         return
     try:
-        UsageLedger(services.settings.workspace).record(
-            tenant_id, tokens={"compaction": result.usage}
-        )
-    except (OSError, TimeoutError) as exc:
+        services.state.usage.record(tenant_id, tokens={"compaction": result.usage})
+    except RECORD_ERRORS as exc:
         log.warning("could not record compaction usage for %s: %s", tenant_id, exc)
 
 

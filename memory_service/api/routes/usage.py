@@ -6,7 +6,6 @@ from fastapi import APIRouter
 
 from memory_service.api.deps import PrincipalDep, ServicesDep
 from memory_service.api.schemas.usage import UsageReport
-from memory_service.usage import UsageLedger
 
 router = APIRouter(prefix="/v1", tags=["usage"])
 
@@ -15,6 +14,4 @@ router = APIRouter(prefix="/v1", tags=["usage"])
 def usage(principal: PrincipalDep, services: ServicesDep):
     """Tokens by purpose (chat, flush, compaction) with call counts, their total, and the
     flush counters (runs, facts created, retries, failures, dead letters)."""
-    return UsageReport.model_validate(
-        UsageLedger(services.settings.workspace).report(principal.tenant_id)
-    )
+    return UsageReport.model_validate(services.state.usage.report(principal.tenant_id))

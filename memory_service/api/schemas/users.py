@@ -25,7 +25,8 @@ class EraseReceiptOut(Out):  # a pipeline.erasure.EraseReceipt
             "its snapshots; memory_md.postgres: in PostgreSQL), vector_caches, "
             "sessions.<store>, session_logs, tool_results (with PostgreSQL state: there, and "
             "session_logs.files / tool_results.files: the workspace's), dead_letters, "
-            "maintenance (the last-run marker)"
+            "maintenance (the last-run marker; both with PostgreSQL state: there, and "
+            "dead_letters.files / maintenance.files: the workspace's)"
         ),
     ]
     total: int

@@ -3,7 +3,9 @@
 Every LLM call the service makes on a tenant's behalf (chat, flush, compaction) adds its tokens
 here under a purpose, and the memory pipeline counts its outcomes (facts flushed, failures,
 dead letters). The file is rewritten atomically under a lock, so several processes can share
-a workspace; ``GET /v1/usage`` reports it.
+a workspace; ``GET /v1/usage`` reports it. With ``MEMORY_STATE__BACKEND=postgres`` the same
+totals live in PostgreSQL (``usage/postgres.py``: ``PgUsageLedger``), so replicas' usage sums;
+the composition root builds one or the other (``UsageStore``) and hands it to every user.
 """
 
 from __future__ import annotations
@@ -12,10 +14,11 @@ import json
 import logging
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 from filelock import FileLock
 
+from memory_service.errors import BackendUnavailableError
 from memory_service.facts import utcnow
 from memory_service.fsutil import read_text, write_atomically
 from memory_service.llm import Usage
@@ -24,6 +27,24 @@ from memory_service.paths import lock_for, tenant_usage_file
 log = logging.getLogger(__name__)
 
 _FIELDS = ("calls", "prompt_tokens", "completion_tokens", "total_tokens")
+
+
+# what a failed ``record`` may raise; callers log it, a usage problem never fails their work
+RECORD_ERRORS = (OSError, TimeoutError, BackendUnavailableError)
+
+
+class UsageStore(Protocol):
+    """Where tenant usage is added and read: ``UsageLedger`` (files) or ``PgUsageLedger``."""
+
+    def record(
+        self,
+        tenant_id: str,
+        *,
+        tokens: Mapping[str, Usage] | None = None,
+        counters: Mapping[str, int] | None = None,
+    ) -> None: ...
+
+    def report(self, tenant_id: str) -> dict[str, Any]: ...
 
 
 class UsageLedger:

@@ -1,0 +1,96 @@
+"""Where maintenance remembers its last run per user and takes its per-user lock.
+
+``MaintenanceState`` is the narrow interface maintenance (``maintenance.py``) uses: the last
+run (so the minimum gap survives restarts), a non-blocking per-user lock (two processes never
+maintain one user at once: the second reports ``busy``), and erasure's count and erase of
+the marker. ``MaintenanceFiles`` keeps both in the user's folder (``.maintenance.json`` and a
+file lock, the single-node default); ``maintenance_state_pg.py`` keeps them in PostgreSQL
+(a row and an advisory lock) for replicas.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from contextlib import AbstractContextManager, contextmanager
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any, Protocol
+
+from filelock import FileLock, Timeout
+
+from memory_service.context import RuntimeContext
+from memory_service.facts import parse_time
+from memory_service.fsutil import read_text, write_atomically
+from memory_service.paths import UserPaths
+
+ERASE_WAIT_S = 120  # an erase waits this long for a run in progress
+
+
+class MaintenanceState(Protocol):
+    """The per-user marker and lock of maintenance (see the module)."""
+
+    def last_run(self, ctx: RuntimeContext) -> datetime | None: ...
+
+    def remember(self, ctx: RuntimeContext, now: datetime, report: dict[str, Any]) -> None: ...
+
+    def lock(self, ctx: RuntimeContext) -> AbstractContextManager[bool]:
+        """Held for one run; yields False (holding nothing) when another run holds it."""
+        ...
+
+    def count_user(self, ctx: RuntimeContext) -> int: ...
+
+    def erase_user(self, ctx: RuntimeContext) -> int: ...
+
+
+class MaintenanceFiles:
+    """The marker and lock in the user's folder (``.maintenance.json``, ``.maintenance.lock``)."""
+
+    def __init__(self, workspace: Path) -> None:
+        self.workspace = Path(workspace)
+
+    def _paths(self, ctx: RuntimeContext) -> UserPaths:
+        return UserPaths.of(self.workspace, ctx)
+
+    def last_run(self, ctx: RuntimeContext) -> datetime | None:
+        raw = read_text(self._paths(ctx).maintenance_state)
+        if not raw:
+            return None
+        try:
+            return parse_time(json.loads(raw).get("last_run"))
+        except (ValueError, AttributeError):
+            return None
+
+    def remember(self, ctx: RuntimeContext, now: datetime, report: dict[str, Any]) -> None:
+        record = {"last_run": now.astimezone(UTC).isoformat(), "report": report}
+        write_atomically(self._paths(ctx).maintenance_state, json.dumps(record, indent=2))
+
+    @contextmanager
+    def lock(self, ctx: RuntimeContext) -> Iterator[bool]:
+        paths = self._paths(ctx)
+        paths.root.mkdir(parents=True, exist_ok=True)
+        lock = FileLock(str(paths.maintenance_lock), timeout=0)
+        try:
+            lock.acquire()
+        except Timeout:
+            yield False
+            return
+        try:
+            yield True
+        finally:
+            lock.release()
+
+    def count_user(self, ctx: RuntimeContext) -> int:
+        """The user's maintenance marker (0 or 1)."""
+        return int(self._paths(ctx).maintenance_state.is_file())
+
+    def erase_user(self, ctx: RuntimeContext) -> int:
+        """Delete the user's maintenance marker, after a run in progress; 0 or 1."""
+        paths = self._paths(ctx)
+        if not paths.root.is_dir():
+            return 0
+        with FileLock(str(paths.maintenance_lock), timeout=ERASE_WAIT_S):
+            found = paths.maintenance_state.is_file()
+            paths.maintenance_state.unlink(missing_ok=True)
+        paths.maintenance_lock.unlink(missing_ok=True)
+        return int(found)
