@@ -131,14 +131,14 @@ def _hashes(folder: Path) -> dict[str, str]:
 def _pg_rows(table: str, user: str) -> list[tuple[str, str]]:
     with psycopg.connect(PG_DSN) as conn:
         rows = conn.execute(
-            f'SELECT session_id, state::text FROM "{table}" WHERE user_id = %s ORDER BY 1', (user,)
+            f"SELECT session_id, state::text FROM {table} WHERE user_id = %s ORDER BY 1", (user,)
         ).fetchall()
     return [(r[0], r[1]) for r in rows]
 
 
 def _pg_text(table: str) -> str:
     with psycopg.connect(PG_DSN) as conn:
-        rows = conn.execute(f'SELECT tenant_id, user_id, session_id, state::text FROM "{table}"')
+        rows = conn.execute(f"SELECT tenant_id, user_id, session_id, state::text FROM {table}")
         return "\n".join(" ".join(r) for r in rows.fetchall())
 
 
@@ -221,6 +221,7 @@ def test_erase_leaves_nothing_of_the_user_and_every_byte_of_another(
         llm={"base_url": llm_server.base_url, "model": "chat", "context_window": 8192},
     )
     alice_words = list(MARKS["alice"].values())
+    state_table = f'"{pg_schema}"."{pg_table}"'  # sessions live beside the replica state
     with client:
         for user in ("alice", "bob"):
             _qdrant_postgres_era(client, script, user)
@@ -243,9 +244,9 @@ def test_erase_leaves_nothing_of_the_user_and_every_byte_of_another(
         assert services.state.dead_letters.count_user(alice_ctx) == 1
         assert not alice.flush_dead_letters.exists() and alice.vector_caches()
         assert any(f.startswith("qdrant/") for f in found[MARKS["alice"]["flush_qdrant"]])
-        assert MARKS["alice"]["chat_postgres"] in _pg_text(pg_table)
+        assert MARKS["alice"]["chat_postgres"] in _pg_text(state_table)
         assert _read_paths(client, "alice") != EMPTY
-        bob_files, bob_rows = _hashes(bob.root), _pg_rows(pg_table, "bob")
+        bob_files, bob_rows = _hashes(bob.root), _pg_rows(state_table, "bob")
         bob_reads = _read_paths(client, "bob")
 
         caplog.set_level(logging.INFO, logger="memory_service.audit")
@@ -277,13 +278,13 @@ def test_erase_leaves_nothing_of_the_user_and_every_byte_of_another(
 
         assert _scan(workspace, alice_words) == {}
         assert not alice.root.exists()
-        assert _pg_rows(pg_table, "alice") == []
-        assert not any(word in _pg_text(pg_table) for word in alice_words)
+        assert _pg_rows(state_table, "alice") == []
+        assert not any(word in _pg_text(state_table) for word in alice_words)
         assert not any(word in _pg_logs_text(pg_schema) for word in alice_words)
         assert not any(word in _pg_dead_letters_text(pg_schema) for word in alice_words)
         assert _read_paths(client, "alice") == EMPTY
         assert _hashes(bob.root) == bob_files
-        assert _pg_rows(pg_table, "bob") == bob_rows
+        assert _pg_rows(state_table, "bob") == bob_rows
         assert services.state.dead_letters.count_user(alice_ctx) == 0
         assert services.state.dead_letters.count_user(bob_ctx) == 1
         assert _read_paths(client, "bob") == bob_reads

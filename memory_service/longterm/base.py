@@ -91,7 +91,8 @@ class ListsAgents(Protocol):
 @runtime_checkable
 class SettlesLedgers(Protocol):
     """A backend whose stored form can disagree with what reading resolves (the files
-    backend's ledgers: repeated bullets, unmarked superseded facts) and can write it down.
+    backend's ledgers: repeated bullets, unmarked superseded facts; Qdrant's points: two open
+    facts with one key after two writers raced) and can write it down (maintenance).
     Returns counts by name (``exact_duplicates``, ``superseded``)."""
 
     def settle_ledgers(self, ctx: RuntimeContext) -> dict[str, int]: ...

@@ -67,6 +67,7 @@ class FileSystemLongTermMemory(BaseLongTermMemory[_Read]):
         retrieval: RetrievalConfig | None = None,
         clock: Callable[[], datetime] = utcnow,
         expiry: ExpiryPolicy | None = None,
+        tombstones: Tombstones | None = None,
         **options: Any,  # the base's: confidence, track_access, access_flush_s
     ) -> None:
         super().__init__(
@@ -74,7 +75,7 @@ class FileSystemLongTermMemory(BaseLongTermMemory[_Read]):
             retrieval=retrieval,
             clock=clock,
             expiry=expiry,
-            tombstones=Tombstones(workspace),
+            tombstones=tombstones if tombstones is not None else Tombstones(workspace),
             **options,
         )
         self.workspace = Path(workspace)

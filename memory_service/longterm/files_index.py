@@ -25,13 +25,17 @@ from memory_service.facts import Fact, fact_id
 from memory_service.fsutil import read_text
 from memory_service.longterm.ledger import parse_ledger
 from memory_service.longterm.retrieval import RetrievalConfig, fact_terms
-from memory_service.longterm.store_values import ReadView
+from memory_service.longterm.store_values import (
+    EPOCH,
+    ReadView,
+    newest_holders,
+    resolve_key_race,
+)
 from memory_service.longterm.vector_cache import embed_with_cache
 from memory_service.paths import UserPaths
 
 Stamp = tuple[int, int, int]  # mtime_ns, size, inode
 Signature = tuple[tuple[str, int, int, int], ...]
-EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 
 
 @dataclass(slots=True)
@@ -200,19 +204,11 @@ def apply_newest_wins(stored: list[StoredFact]) -> None:
     """Among unsuperseded facts sharing a key, the newest stays; older ones read as superseded.
 
     Record marks the older line explicitly, but a crash between the append and that rewrite, or a
-    hand edit, can leave two open facts with one key: reading resolves it the same way."""
-    newest: dict[str, StoredFact] = {}
-    for item in stored:  # sorted oldest first
-        fact = item.fact
-        if fact.key is not None and fact.superseded_by is None and fact.valid_to is None:
-            newest[fact.key] = item
+    hand edit, can leave two open facts with one key: reading resolves it the same way (the
+    rule every backend shares, ``store_values.resolve_key_race``)."""
+    holders = newest_holders(item.fact for item in stored)
     for item in stored:
-        fact = item.fact
-        if fact.key is None or fact.superseded_by is not None or fact.valid_to is not None:
-            continue
-        winner = newest[fact.key]
-        if winner is not item:
-            item.fact = replace(fact, superseded_by=winner.fact.id, valid_to=winner.fact.created_at)
+        item.fact = resolve_key_race(item.fact, holders)
 
 
 class UserIndexes:

@@ -16,7 +16,11 @@ does: another tenant's words never change a user's scores. Ties within a leg are
 (``created_at``, id), the files backend's order.
 
 Writes of one user are serialised in this process. With several processes writing to one
-Qdrant server, two concurrent records with the same key for the same user can both stay open.
+Qdrant server, two concurrent records with the same key for the same user can both be stored
+open; reads resolve that as the files backend does (``qdrant_key_race``): the newest per key
+is recalled, listed and exported as open, the older reads as superseded by it (``get`` by id
+returns it so, as files do: id reads hide nothing), and the next record of that key or a
+maintenance pass (``settle_ledgers``) writes the closure down.
 """
 
 from __future__ import annotations
@@ -44,7 +48,7 @@ from memory_service.config import QdrantSettings
 from memory_service.config.retrieval import Leg
 from memory_service.context import RuntimeContext, validate_id
 from memory_service.errors import ConfigurationError
-from memory_service.facts import Fact, parse_time, sort_key, utcnow
+from memory_service.facts import Fact, parse_time, utcnow
 from memory_service.longterm.access import AccessMark, applied
 from memory_service.longterm.qdrant_engine import (
     DENSE,
@@ -57,10 +61,17 @@ from memory_service.longterm.qdrant_engine import (
     fact_of,
     payload_of,
 )
+from memory_service.longterm.qdrant_key_race import KeyRaces
 from memory_service.longterm.recording import RecordPlan
 from memory_service.longterm.retrieval import LegHit, RetrievalConfig, fact_terms
 from memory_service.longterm.store import BaseLongTermMemory
-from memory_service.longterm.store_values import Candidates, ReadView, StoredFacts
+from memory_service.longterm.store_values import (
+    Candidates,
+    ReadView,
+    StoredFacts,
+    newest_holders,
+    resolve_key_race,
+)
 from memory_service.observe.telemetry import timed_stage
 from memory_service.paths import WorkspacePaths
 from memory_service.tombstones import Tombstones
@@ -89,6 +100,7 @@ class QdrantLongTermMemory(BaseLongTermMemory[_Read]):
     ) -> None:
         super().__init__(embedder, retrieval=retrieval, clock=clock, **options)
         self.engine = engine
+        self._races = KeyRaces(engine)
         self._locks = [threading.Lock() for _ in range(_LOCK_STRIPES)]
 
     def _lexical(self, fact: Fact) -> SparseTerms:
@@ -111,21 +123,19 @@ class QdrantLongTermMemory(BaseLongTermMemory[_Read]):
         self, ctx: RuntimeContext, stamped: Sequence[Fact], now: datetime
     ) -> _Read:
         ids = [f.id for f in stamped]
-        existing = {
-            p.id: fact_of(p.id, p.payload) for p in self.engine.scroll(UserFilter.of(ctx, ids=ids))
-        }
-        keys = [f.key for f in stamped if f.key is not None]
-        older_points: dict[str, StoredPoint] = {}
-        active_by_key: dict[str, Fact] = {}
-        if keys:
-            scope = UserFilter.of(ctx, keys=keys, open_only=True, live_at=now)
-            for point in self.engine.scroll(scope, with_vectors=True):
-                older_points[point.id] = point
-            for fact in sorted(
-                (fact_of(p.id, p.payload) for p in older_points.values()), key=sort_key
-            ):
-                active_by_key[fact.key] = fact  # oldest first: the newest stays
-        return _Read(existing, active_by_key, older_points)
+        points = self.engine.scroll(UserFilter.of(ctx, ids=ids))
+        existing = [fact_of(p.id, p.payload) for p in points]
+        keys = {f.key for f in [*stamped, *existing] if f.key is not None}
+        open_points: dict[str, StoredPoint] = {}
+        if keys:  # the keys' open points, expired ones too: they race like any other
+            scope = UserFilter.of(ctx, keys=sorted(keys), open_only=True)
+            open_points = {p.id: p for p in self.engine.scroll(scope, with_vectors=True)}
+        facts = [fact_of(p.id, p.payload) for p in open_points.values()]
+        holders = newest_holders(facts)
+        raced = {f.id: shut for f in facts if (shut := resolve_key_race(f, holders)) is not f}
+        by_id = {f.id: resolve_key_race(f, holders) for f in existing}
+        active_by_key = {k: f for k, f in holders.items() if f.is_active(now)}
+        return _Read(by_id, active_by_key, open_points, raced=raced)
 
     def _write_record(
         self,
@@ -156,23 +166,19 @@ class QdrantLongTermMemory(BaseLongTermMemory[_Read]):
         with timed_stage("engine"):  # both legs in one engine query: timed together
             sparse = query_vector(tokenize(query)) if "bm25" in legs else None
             dense = self._query_vector(query).tolist() if "dense" in legs else None
-            results = self.engine.query(
-                self._scope(ctx, view),
+            results, payloads, resolved = self._query(
+                ctx,
                 dense=dense,
                 sparse=sparse if sparse else None,  # no terms: no lexical hit
-                limit=depth,
+                depth=depth,
                 threshold=threshold,
-                # IDF over the open facts, or all of them for a read about the past (as files)
-                idf_corpus=UserFilter.of(ctx, open_only=not view.history),
+                view=view,
             )
-        payloads: dict[str, dict] = {}
         leg_hits: dict[str, list[LegHit]] = {}
         for leg, engine_leg in (("bm25", SPARSE), ("dense", DENSE)):
             if leg not in legs:
                 continue
             hits = results.get(engine_leg, [])
-            for hit in hits:
-                payloads.setdefault(hit.id, hit.payload)
             leg_hits[leg] = [
                 LegHit(
                     h.id,
@@ -182,19 +188,61 @@ class QdrantLongTermMemory(BaseLongTermMemory[_Read]):
                 )
                 for h in _ordered(hits)
             ]
-        return Candidates(leg_hits, lambda fid: fact_of(fid, payloads[fid]))
+        return Candidates(leg_hits, lambda fid: resolved.get(fid) or fact_of(fid, payloads[fid]))
+
+    def _query(
+        self,
+        ctx: RuntimeContext,
+        *,
+        dense: list[float] | None,
+        sparse: SparseTerms | None,
+        depth: int,
+        threshold: float,
+        view: ReadView,
+    ) -> tuple[dict[str, list[ScoredHit]], dict[str, dict], dict[str, Fact]]:
+        """Both legs' hits over what ``view`` admits once key races are resolved: a hit that
+        lost its key to a newer open fact is asked for again without it (rare: only after two
+        writers raced), so each leg still fills to ``depth``. Returns the hits, their payloads
+        and the hits that resolution changed (an older fact shown as of a past moment)."""
+        raced: set[str] = set()
+        resolved: dict[str, Fact] = {}
+        while True:
+            results = self.engine.query(
+                self._scope(ctx, view, raced),
+                dense=dense,
+                sparse=sparse,
+                limit=depth,
+                threshold=threshold,
+                # IDF over the open facts, lost races excluded, or over all of them for a read
+                # about the past (as files)
+                idf_corpus=UserFilter.of(
+                    ctx, open_only=not view.history, exclude_ids=None if view.history else raced
+                ),
+            )
+            payloads = {h.id: h.payload for hits in results.values() for h in hits}
+            if not self._races.rivals(ctx, payloads):
+                return results, payloads, resolved
+            changed = self._races.losers(ctx, [fact_of(i, p) for i, p in payloads.items()])
+            resolved.update(changed)
+            lost = {fid for fid, fact in changed.items() if not view.admits(fact)} - raced
+            if not lost:  # rivals, but every hit holds its key at the moment asked about
+                return results, payloads, resolved
+            raced |= lost
 
     def _open_keys(self, ctx: RuntimeContext, keys: Sequence[str], now: datetime) -> set[str]:
-        scope = UserFilter.of(ctx, keys=keys, open_only=True, live_at=now)
-        return {str(p.payload.get("key")) for p in self.engine.scroll(scope)}
+        """The keys whose holder (the newest open fact: a lost race holds nothing) is live."""
+        return self._races.held(ctx, keys, now)
 
     def _get(self, ctx: RuntimeContext, ids: Sequence[str]) -> Mapping[str, Fact]:
-        return {
-            p.id: fact_of(p.id, p.payload) for p in self.engine.scroll(UserFilter.of(ctx, ids=ids))
-        }
+        """By id, whatever is stored; a fact that lost a key race reads as superseded."""
+        stored = [fact_of(p.id, p.payload) for p in self.engine.scroll(UserFilter.of(ctx, ids=ids))]
+        return {f.id: f for f in self._races.resolve(ctx, stored)}
 
-    def _scope(self, ctx: RuntimeContext, view: ReadView) -> UserFilter:
-        """``view`` as payload conditions, so Qdrant applies it inside each leg."""
+    def _scope(
+        self, ctx: RuntimeContext, view: ReadView, raced: set[str] | None = None
+    ) -> UserFilter:
+        """``view`` as payload conditions, so Qdrant applies it inside each leg; ``raced``:
+        facts that lost a key race, which ``view`` no longer admits."""
         return UserFilter.of(
             ctx,
             open_only=not view.history,
@@ -202,14 +250,19 @@ class QdrantLongTermMemory(BaseLongTermMemory[_Read]):
             expiry=self.expiry,
             valid_at=view.filter.as_of,
             facts=view.filter,
+            exclude_ids=sorted(raced) if raced else None,
         )
 
     def _list(self, ctx: RuntimeContext, *, include_inactive: bool, view: ReadView) -> list[Fact]:
+        """The scope's facts, lost key races read as superseded (the base then applies
+        ``view``: a listing shows the newest per key, an export the older one as closed)."""
         if include_inactive:
             scope = UserFilter.of(ctx, facts=view.filter)
         else:
             scope = self._scope(ctx, view)
-        return [fact_of(p.id, p.payload) for p in self.engine.scroll(scope)]
+        return self._races.resolve(
+            ctx, [fact_of(p.id, p.payload) for p in self.engine.scroll(scope)]
+        )
 
     def _read_for_update(self, ctx: RuntimeContext, ids: Sequence[str]) -> _Read:
         points = {
@@ -265,7 +318,14 @@ class QdrantLongTermMemory(BaseLongTermMemory[_Read]):
     def _release(self) -> None:
         self.engine.close()
 
-    # -- capabilities: ListsUsers, ListsAgents -------------------------------------------
+    # -- capabilities: SettlesLedgers, ListsUsers, ListsAgents ----------------------------
+
+    def settle_ledgers(self, ctx: RuntimeContext) -> dict[str, int]:
+        """Write down what reading resolves (maintenance): each open fact that lost a key
+        race gets its ``superseded_by`` / ``valid_to``. Points have no repeated copies."""
+        self._check_open()
+        with self._write_lock(ctx):
+            return {"exact_duplicates": 0, "superseded": self._races.settle(ctx)}
 
     def users(self, tenant_id: str) -> list[str]:
         """Users of ``tenant_id`` with at least one stored fact (for export)."""
@@ -291,10 +351,12 @@ def open_qdrant(
     embedder: Embedder,
     *,
     retrieval: RetrievalConfig | None = None,
+    tombstones: Tombstones | None = None,
     **options: Any,
 ) -> QdrantLongTermMemory:
     """The configured engine: a server at ``url``, else Qdrant Edge in ``path`` (default
-    ``<workspace>/qdrant``), the collection being the folder ``<path>/<collection>``."""
+    ``<workspace>/qdrant``), the collection being the folder ``<path>/<collection>``.
+    ``tombstones``: the erased users' (default: the workspace's)."""
     if settings.url and settings.path is not None:
         raise ConfigurationError(
             "MEMORY_QDRANT__URL and MEMORY_QDRANT__PATH are both set: a server (url) or "
@@ -318,5 +380,9 @@ def open_qdrant(
         root = settings.path if settings.path is not None else WorkspacePaths(workspace).qdrant_dir
         engine = EdgeEngine.acquire(Path(root) / settings.collection, embedder.dimension)
     return QdrantLongTermMemory(
-        engine, embedder, retrieval=retrieval, tombstones=Tombstones(workspace), **options
+        engine,
+        embedder,
+        retrieval=retrieval,
+        tombstones=tombstones if tombstones is not None else Tombstones(workspace),
+        **options,
     )

@@ -83,6 +83,8 @@ def _filter(scope: UserFilter) -> qm.Filter:
         must.append(qm.Filter(should=[still_open, closed_later]))
     if scope.facts is not None:
         must += _fact_conditions(scope.facts)
+    if scope.exclude_ids is not None:
+        return qm.Filter(must=must, must_not=[qm.HasIdCondition(has_id=list(scope.exclude_ids))])
     return qm.Filter(must=must)
 
 

@@ -1,6 +1,7 @@
 """A ``UserFilter`` as a Qdrant Edge filter: the owner first, always, then ids, keys, the
-open/live/valid-at conditions of a read and the ``FactFilter``'s metadata, all inside the query
-so every leg's top-k is taken over the facts the read admits."""
+open/live/valid-at conditions of a read, the ``FactFilter``'s metadata and the ids a read
+resolved away, all inside the query so every leg's top-k is taken over the facts the read
+admits."""
 
 from __future__ import annotations
 
@@ -36,6 +37,8 @@ def edge_filter(scope: UserFilter) -> qe.Filter:
         must.append(qe.Filter(should=[still_open, closed_later]))
     if scope.facts is not None:
         must += fact_conditions(scope.facts)
+    if scope.exclude_ids is not None:
+        return qe.Filter(must=must, must_not=[qe.HasIdCondition(set(scope.exclude_ids))])
     return qe.Filter(must=must)
 
 

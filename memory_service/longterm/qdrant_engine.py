@@ -90,7 +90,8 @@ class UserFilter:
     - ``live_at``: not expired at this ISO-8601 time (``expires_at`` later, or empty and,
       with ``ttl``, young enough for its importance);
     - ``valid_at``: valid at this ISO-8601 time (created by then; open, or closed later);
-    - ``facts``: the caller's metadata filter (kind, tags, importance, key, created range).
+    - ``facts``: the caller's metadata filter (kind, tags, importance, key, created range);
+    - ``exclude_ids``: not these point ids (facts a read resolved away: a lost key race).
     """
 
     tenant_id: str
@@ -104,6 +105,7 @@ class UserFilter:
     ttl: ImportanceTtl | None = None
     valid_at: str | None = None
     facts: FactFilter | None = None
+    exclude_ids: tuple[str, ...] | None = None
 
     @classmethod
     def of(
@@ -117,6 +119,7 @@ class UserFilter:
         expiry: ExpiryPolicy | None = None,
         valid_at: datetime | None = None,
         facts: FactFilter | None = None,
+        exclude_ids: Sequence[str] | None = None,
     ) -> UserFilter:
         """The one place a tenant/user scope is built (from an already validated context).
         ``expiry`` (with ``live_at``): also hide points past their importance TTL."""
@@ -133,6 +136,7 @@ class UserFilter:
             ttl,
             _iso(valid_at),
             facts if facts is not None and not facts.is_empty else None,
+            tuple(exclude_ids) if exclude_ids else None,
         )
 
     def owner_conditions(self) -> list[tuple[str, str]]:

@@ -29,6 +29,7 @@ def plan_record(
     existing: Mapping[str, Fact],
     open_by_key: Mapping[str, Fact],
     now: datetime,
+    raced: Mapping[str, Fact] | None = None,
 ) -> RecordPlan:
     """Rules, in order, for each incoming fact:
 
@@ -40,6 +41,10 @@ def plan_record(
       older one (a racing writer lost), so the caller knows recall will not show it;
     - an incoming fact that is already closed or expired (an import) supersedes nothing and
       is ``created``: its sender knew it was hidden.
+
+    ``raced``: stored facts that lost a key race, closed as reading already shows them; each
+    is written down (``closed``) unless this batch writes it anew. No result reports them:
+    they were hidden before this record.
     """
     plan = RecordPlan()
     by_key = dict(open_by_key)
@@ -70,4 +75,7 @@ def plan_record(
         plan.new[fact.id] = fact
         status = "superseded" if superseded or lost else "created"
         plan.results.append(RecordResult(fact.id, status, tuple(superseded)))
+    for fid, shut in (raced or {}).items():
+        if fid not in plan.new and fid not in plan.closed:
+            plan.closed[fid] = shut
     return plan

@@ -142,7 +142,7 @@ class BaseLongTermMemory(LongTermHooks[S]):
             with self._write_lock(owner):
                 self._check_not_erased(ctx)
                 stored = self._read_for_record(owner, batch, now)
-                plan = plan_record(batch, stored.by_id, stored.open_by_key, now)
+                plan = plan_record(batch, stored.by_id, stored.open_by_key, now, stored.raced)
                 self._write_record(owner, plan, stored, dense_of, now)
                 if self._tombstones is not None and self._tombstones.refuses(ctx):
                     # an erase in another process began meanwhile (a Qdrant server has no lock

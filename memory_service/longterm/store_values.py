@@ -1,13 +1,13 @@
 """The values between ``BaseLongTermMemory`` and its backends: what a backend read before a
 write (``StoredFacts``), each leg's candidates (``Candidates``), what a read may return
-(``ReadView``), and the id, time and hit rules every backend shares."""
+(``ReadView``), and the id, time, hit and key-race rules every backend shares."""
 
 from __future__ import annotations
 
 import uuid
-from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, replace
-from datetime import datetime
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field, replace
+from datetime import UTC, datetime
 
 from memory_service.fact_filter import ExpiryPolicy, FactFilter, valid_at
 from memory_service.facts import Fact, parse_time
@@ -20,10 +20,17 @@ class StoredFacts:
 
     ``by_id``: stored facts (at least those the write names); ``open_by_key``: the newest open
     fact per key (at least for the incoming keys; record only). A backend subclasses it to carry
-    what its own write needs (the files backend its index, Qdrant the points' vectors)."""
+    what its own write needs (the files backend its index, Qdrant the points' vectors).
+
+    ``raced``: stored-open facts that lost a key race to the fact now holding their key (two
+    writers recorded one key at once), already closed as reading resolves them
+    (``resolve_key_race``); the record writes their closure down. A backend whose reads
+    resolve races itself and writes them down elsewhere leaves it empty (files:
+    ``settle_ledgers``)."""
 
     by_id: Mapping[str, Fact]
     open_by_key: Mapping[str, Fact]
+    raced: Mapping[str, Fact] = field(default_factory=dict, kw_only=True)
 
 
 @dataclass(frozen=True, slots=True)
@@ -100,3 +107,44 @@ def is_hit(leg: str, score: float, threshold: float) -> bool:
     """What a leg's candidate must score to be a hit: the dense cosine at least ``threshold``;
     a BM25 score above 0, i.e. at least one shared term."""
     return score >= threshold if leg == "dense" else score > 0.0
+
+
+EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+
+
+def _age(fact: Fact) -> tuple[datetime, str]:
+    return (parse_time(fact.created_at) or EPOCH, fact.id)
+
+
+def stored_open(fact: Fact) -> bool:
+    """Stored without a closing mark (``superseded_by``, ``valid_to``), expired or not: the
+    facts that can race for a key."""
+    return fact.superseded_by is None and fact.valid_to is None
+
+
+def newest_holders(facts: Iterable[Fact]) -> dict[str, Fact]:
+    """The fact that holds each key: the newest (``created_at``, then id) stored-open fact
+    with that key among ``facts``. Two writers recording one key at the same moment (or a
+    crash between a write and its closing rewrite, or a hand edit) can leave several open:
+    every backend keeps this one, so no read returns two values for one key."""
+    holders: dict[str, Fact] = {}
+    ages: dict[str, tuple[datetime, str]] = {}
+    for fact in facts:
+        if fact.key is None or not stored_open(fact):
+            continue
+        age = _age(fact)
+        if fact.key not in ages or age > ages[fact.key]:
+            holders[fact.key], ages[fact.key] = fact, age
+    return holders
+
+
+def resolve_key_race(fact: Fact, holders: Mapping[str, Fact]) -> Fact:
+    """``fact`` as reading resolves it: a stored-open fact whose key a newer open fact holds
+    reads as superseded by that fact since the moment it was recorded (``valid_to``), as a
+    record would have closed it; any other fact is returned as stored."""
+    if fact.key is None or not stored_open(fact):
+        return fact
+    holder = holders.get(fact.key)
+    if holder is None or holder.id == fact.id:
+        return fact
+    return replace(fact, superseded_by=holder.id, valid_to=holder.created_at)

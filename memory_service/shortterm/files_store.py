@@ -42,12 +42,13 @@ class FileStateStore:
         ttl: timedelta | None = None,
         clock: Clock = utcnow,
         lock_timeout_s: float = 30.0,
+        tombstones: Tombstones | None = None,
     ) -> None:
         self.workspace = Path(workspace)
         self.ttl = ttl
         self._clock = clock
         self._lock_timeout_s = lock_timeout_s
-        self._tombstones = Tombstones(self.workspace)
+        self._tombstones = tombstones if tombstones is not None else Tombstones(self.workspace)
 
     # -- paths ----------------------------------------------------------------------------
 

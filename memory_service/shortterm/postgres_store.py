@@ -77,6 +77,7 @@ class PostgresStateStore:
         self._clock = clock
         self._tombstones = tombstones  # None: no erase refuses a save (a store on its own)
         self._where = describe_dsn(dsn)
+        self._schema = schema
         self._table = sql.Identifier(schema, table) if schema else sql.Identifier(table)
         self._index = sql.Identifier(f"{table}_expires_at")
         self._lock_key = f"memory_service:{schema or ''}.{table}"
@@ -116,6 +117,12 @@ class PostgresStateStore:
         with self._conn() as conn:
             # two processes starting at once must not race on CREATE TABLE
             conn.execute("SELECT pg_advisory_xact_lock(hashtext(%s))", (self._lock_key,))
+            if self._schema is not None:  # MEMORY_POSTGRES__SCHEMA_NAME, as the replica state
+                lock = f"schema:{self._schema}"  # the lock pgdb.Database creates it under
+                conn.execute("SELECT pg_advisory_xact_lock(hashtext(%s))", (lock,))
+                conn.execute(
+                    sql.SQL("CREATE SCHEMA IF NOT EXISTS {}").format(sql.Identifier(self._schema))
+                )
             conn.execute(
                 sql.SQL(
                     """CREATE TABLE IF NOT EXISTS {table} (
