@@ -11,6 +11,14 @@
   word they all contain, such as the user's name) would be stretched to the same spread as a
   leg that tells memories apart, and its noise would reorder the other's ranking. So a leg may
   have a ``min_spread``, in its own units: differences below it are not treated as evidence.
+- Query coverage (``query_coverage``): the share of the query's IDF mass a memory contains,
+  IDF counted over the fused candidates. BM25 sums what matched and ignores what did not, so a
+  memory sharing one incidental word with a question ("Where did Bruno spend the last trekking
+  holiday?" -> "Bruno's friend moved to Quito last year") scores like a real match whenever no
+  memory matches more; z-scores then stretch that lone hit far above the rest. Scaling each
+  BM25 score by a power of its coverage (Lucene's classic ``coord``, weighted by IDF) keeps a
+  match of most of the question strong and a match of a small part of it weak, and a question
+  whose words no memory contains (a paraphrase) leaves the lexical leg little to say.
 
 Every fused candidate keeps its rank in each leg, so a caller can explain why a memory was
 recalled.
@@ -19,7 +27,8 @@ recalled.
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping, Sequence
+from collections import Counter
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 
 
@@ -95,3 +104,25 @@ def zscore_fusion(
             total[item] += weight * (value - mean) / spread
     fused = [FusedCandidate(item, total[item], ranks[item]) for item in order]
     return sorted(fused, key=lambda c: (-c.score, order[c.id]))
+
+
+def query_coverage(
+    query_terms: Collection[str], matched: Mapping[str, Collection[str]], candidates: int
+) -> dict[str, float]:
+    """Per memory of ``matched`` (id -> the query terms it contains), the share of the query's
+    IDF mass it contains, 0..1.
+
+    IDF is the Lucene form over ``candidates`` memories (every candidate fusion sees, at least
+    those in ``matched``), a term's document frequency the number of ``matched`` memories
+    holding it: computed from the candidates alone, so every backend gets the same value. A
+    query term no memory contains keeps the largest IDF: it is part of the question that no
+    lexical match explains. A query without terms covers everything (1.0)."""
+    terms = set(query_terms)
+    if not terms:
+        return dict.fromkeys(matched, 1.0)
+    size = max(int(candidates), len(matched))
+    found = {item: terms.intersection(held) for item, held in matched.items()}
+    df = Counter(t for held in found.values() for t in held)
+    idf = {t: math.log(1.0 + (size - df[t] + 0.5) / (df[t] + 0.5)) for t in terms}
+    mass = sum(idf.values())
+    return {item: sum(idf[t] for t in held) / mass for item, held in found.items()}

@@ -9,10 +9,11 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
+from indexing.tokenize import tokenize
 from memory_service.context import RuntimeContext
 from memory_service.fact_filter import ExpiryPolicy
 from memory_service.facts import Fact
-from memory_service.longterm.retrieval import LegHit, fuse_legs
+from memory_service.longterm.retrieval import LegHit, fuse_legs, matched_terms
 
 ALICE = RuntimeContext("acme", "alice")
 
@@ -75,8 +76,17 @@ def test_a_new_created_at_moves_the_date_terms_along(memory):
     ]
 
 
-def _as_leg(recalls, leg: str) -> list[LegHit]:
-    return [LegHit(r.fact.id, r.scores[leg], r.fact.session_id, r.fact.created_at) for r in recalls]
+def _as_leg(recalls, leg: str, config, terms) -> list[LegHit]:
+    return [
+        LegHit(
+            r.fact.id,
+            r.scores[leg],
+            r.fact.session_id,
+            r.fact.created_at,
+            matched_terms(r.fact, config, terms),
+        )
+        for r in recalls
+    ]
 
 
 def test_hybrid_is_fuse_legs_over_the_backends_own_legs(memory):
@@ -84,10 +94,12 @@ def test_hybrid_is_fuse_legs_over_the_backends_own_legs(memory):
     query = "What did Alice research?"
     # With 8 memories every leg list is complete, so the single-leg modes show exactly the
     # candidates hybrid fused.
+    terms = tokenize(query)  # with the terms each memory holds, for query coverage
     legs = {
-        leg: _as_leg(memory.retrieve(ALICE, query, 50, mode=leg), leg) for leg in ("bm25", "dense")
+        leg: _as_leg(memory.retrieve(ALICE, query, 50, mode=leg), leg, memory.retrieval, terms)
+        for leg in ("bm25", "dense")
     }
-    expected = fuse_legs("hybrid", legs, memory.retrieval, 5)
+    expected = fuse_legs("hybrid", legs, memory.retrieval, 5, query_terms=terms)
     got = memory.retrieve(ALICE, query, 5, mode="hybrid")
     assert [r.fact.id for r in got] == [h.id for h in expected]
     assert [round(r.score, 6) for r in got] == [round(h.score, 6) for h in expected]
@@ -120,6 +132,30 @@ def test_a_name_every_memory_shares_does_not_outvote_the_dense_leg(memory):
     answer = BRUNO_FACTS[4]  # the insulin injections
     assert memory.retrieve(BRUNO, question, 1, mode="dense")[0].fact.text == answer
     assert memory.retrieve(BRUNO, question, 3, mode="hybrid")[0].fact.text == answer
+
+
+# One memory shares a single incidental word with the question ("town"); the answer is a
+# paraphrase that only the dense leg finds (issue 15 item 6).
+PARAPHRASED = [
+    "Bruno's friend Marco moved to Quito last year.",
+    "Bruno listened to a podcast about volcanoes while driving to work.",
+    "Bruno loves jazz, above all old Chet Baker records.",
+    "Bruno's colleague Pavel works as a pilot at the town hall.",
+    "Bruno has lived in Porto since March.",
+]
+
+
+def test_one_incidental_word_does_not_outvote_the_dense_answer(memory):
+    memory.record(BRUNO, [Fact(text) for text in BRUNO_FACTS[:4] + PARAPHRASED])
+    question = "Which town is Bruno's home these days?"
+    [bm25_top] = memory.retrieve(BRUNO, question, 1, mode="bm25")
+    assert bm25_top.fact.text == PARAPHRASED[3]  # "town hall"
+    answer = BRUNO_FACTS[1]  # "Bruno lives in Lisbon."
+    assert memory.retrieve(BRUNO, question, 1, mode="dense")[0].fact.text == answer
+    assert memory.retrieve(BRUNO, question, 1, mode="hybrid")[0].fact.text == answer
+    # without query coverage the one shared word won (the default before)
+    memory.retrieval = memory.retrieval.with_changes(lexical_coverage=0.0)
+    assert memory.retrieve(BRUNO, question, 1, mode="hybrid")[0].fact.text == PARAPHRASED[3]
 
 
 def test_the_lexical_leg_meets_derived_word_forms(memory):

@@ -11,7 +11,7 @@ from datetime import UTC, datetime, timedelta, timezone
 
 import pytest
 
-from indexing.fusion import reciprocal_rank_fusion, zscore_fusion
+from indexing.fusion import query_coverage, reciprocal_rank_fusion, zscore_fusion
 from indexing.lexical import DATE_TERMS, average_length, date_words, lexical_terms
 from indexing.neighbours import smooth_by_session
 from indexing.tokenize import tokenize
@@ -232,7 +232,91 @@ def test_a_complete_bm25_list_floors_at_zero_a_cut_one_at_its_last_score():
     assert [h.id for h in fuse_legs("hybrid", legs, cut, 1)] == ["b"]
 
 
+# -- query coverage (issue 15 item 6) ---------------------------------------------------------
+
+TREK = ["bruno", "spend", "last", "trek", "holiday"]  # "Where did Bruno spend the last trekking
+# holiday?": "spend", "trek" and "holiday" are in no memory (the answer is a paraphrase)
+
+
+def test_query_coverage_is_the_share_of_the_questions_idf_mass():
+    matched: dict[str, set[str]] = {f"name only {i}": {"bruno"} for i in range(17)}
+    matched |= {"incidental": {"bruno", "last"}, "other": {"bruno", "last"}, "all": set(TREK)}
+    coverage = query_coverage(TREK, matched, candidates=20)
+    assert coverage["all"] == pytest.approx(1.0)
+    assert coverage["incidental"] == coverage["other"]
+    # the name is in all twenty memories (IDF near 0), "last" in three of them
+    assert coverage["name only 0"] < 0.01 < coverage["incidental"] < 0.25
+    # a word no memory holds is part of the question nothing explains: it lowers every share
+    assert query_coverage(["bruno", "last"], matched, 20)["incidental"] == pytest.approx(1.0)
+    assert query_coverage([], matched, 20) == dict.fromkeys(matched, 1.0)
+
+
+def _trek_legs(matched: bool = True) -> dict[str, list[LegHit]]:
+    """The bundled synthetic set's shape: every memory names the user, one shares an incidental
+    word with the question (BM25 3.2 against 0.01), dense finds the paraphrased answer."""
+    others = [f"m{i}" for i in range(18)]
+    names = ["gold", *others]
+
+    def terms(*held: str) -> frozenset[str] | None:
+        return frozenset(held) if matched else None
+
+    bm25 = [LegHit("incidental", 3.2, matched=terms("bruno", "last"))] + [
+        LegHit(m, 0.012 - 0.0001 * i, matched=terms("bruno")) for i, m in enumerate(names)
+    ]
+    dense = [LegHit("gold", 0.72), LegHit("incidental", 0.45)] + [
+        LegHit(m, 0.40 - 0.01 * i) for i, m in enumerate(others)
+    ]
+    return {"bm25": bm25, "dense": dense}
+
+
+def test_an_incidental_word_no_longer_outvotes_the_dense_answer():
+    hybrid = PRESETS["hybrid"]
+    assert hybrid.lexical_coverage == 0.5
+    before = fuse_legs("hybrid", _trek_legs(), hybrid.with_changes(lexical_coverage=0.0), 3)
+    assert [h.id for h in before] == ["incidental", "gold", "m0"]  # the old mechanism
+    hits = fuse_legs("hybrid", _trek_legs(), hybrid, 3, query_terms=TREK)
+    assert [h.id for h in hits] == ["gold", "incidental", "m0"]
+    # ranks and scores reported are the legs' own, not the scaled BM25 values
+    assert hits[1].ranks == {"bm25": 1, "dense": 2}
+    assert hits[1].scores == {"bm25": 3.2, "dense": 0.45}
+
+
+def test_a_match_of_most_of_the_question_keeps_its_weight():
+    # "What did Caroline research?": the answer holds the rare word, dense ranks it third
+    terms = ["caroline", "research"]
+    bm25 = [LegHit("gold", 6.0, matched=frozenset(terms))] + [
+        LegHit(f"m{i}", 0.02, matched=frozenset({"caroline"})) for i in range(10)
+    ]
+    dense = [LegHit("m0", 0.50), LegHit("m1", 0.48), LegHit("gold", 0.46)] + [
+        LegHit(f"m{i}", 0.30) for i in range(2, 10)
+    ]
+    legs = {"bm25": bm25, "dense": dense}
+    assert fuse_legs("hybrid", legs, PRESETS["hybrid"], 3, query_terms=terms)[0].id == "gold"
+
+
+def test_query_coverage_is_all_or_nothing_and_zscore_only():
+    hybrid, off = PRESETS["hybrid"], PRESETS["hybrid"].with_changes(lexical_coverage=0.0)
+    plain = [h.id for h in fuse_legs("hybrid", _trek_legs(), off, 5)]
+    # a backend that cannot say what its hits matched, or a call without query terms: as before
+    assert [h.id for h in fuse_legs("hybrid", _trek_legs(False), hybrid, 5, query_terms=TREK)] == (
+        plain
+    )
+    assert [h.id for h in fuse_legs("hybrid", _trek_legs(), hybrid, 5)] == plain
+    # RRF ignores it, as it ignores the minimum spread; so does zscore-plain (off)
+    for name in ("rrf", "rrf-plain", "zscore-plain"):
+        config = PRESETS[name]
+        with_terms = fuse_legs("hybrid", _trek_legs(), config, 5, query_terms=TREK)
+        assert [h.id for h in with_terms] == [
+            h.id for h in fuse_legs("hybrid", _trek_legs(), config, 5)
+        ]
+    assert PRESETS["zscore-plain"].lexical_coverage == 0.0
+
+
 def test_config_refuses_nonsense():
+    with pytest.raises(ValueError):
+        RetrievalConfig(lexical_coverage=-0.5)
+    with pytest.raises(ValueError):
+        RetrievalConfig(lexical_coverage=float("nan"))
     with pytest.raises(ValueError):
         RetrievalConfig(fusion="borda")
     with pytest.raises(ValueError):

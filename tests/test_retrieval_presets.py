@@ -74,6 +74,25 @@ def test_custom_presets_are_checked_at_start(tmp_path, monkeypatch):
         load_settings()
 
 
+def test_a_custom_preset_sets_the_query_coverage_and_a_bad_one_stops_the_start(
+    tmp_path, monkeypatch
+):
+    _config_file(
+        tmp_path,
+        monkeypatch,
+        '[longterm]\nretrieval_preset = "coord"\n'
+        "[longterm.presets.coord]\nlexical_coverage = 1.0\n",
+    )
+    strategy = load_settings().longterm.retrieval()
+    assert (strategy.name, strategy.lexical_coverage) == ("coord", 1.0)
+    assert PRESETS["hybrid"].lexical_coverage == 0.5  # the default: RESULTS.md, issue 15 item 6
+    _config_file(tmp_path, monkeypatch, "[longterm.presets.mine]\nlexical_coverage = -1\n")
+    with pytest.raises(
+        ConfigurationError, match="MEMORY_LONGTERM__PRESETS__MINE__LEXICAL_COVERAGE"
+    ):
+        load_settings()
+
+
 def test_preset_lookup_knows_custom_names():
     mine = RetrievalConfig(name="mine", fusion="rrf")
     assert preset("mine", {"mine": mine}) is mine

@@ -9,12 +9,18 @@ are fused and smoothed, and what the lexical leg indexes is described by a ``Ret
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
+from functools import lru_cache
 from types import MappingProxyType
 
-from indexing.fusion import FusedCandidate, reciprocal_rank_fusion, zscore_fusion
+from indexing.fusion import (
+    FusedCandidate,
+    query_coverage,
+    reciprocal_rank_fusion,
+    zscore_fusion,
+)
 from indexing.lexical import lexical_terms
 from indexing.neighbours import smooth_by_session
 from memory_service.config.retrieval import (
@@ -35,8 +41,11 @@ __all__ = [
     "fact_terms",
     "fuse_legs",
     "legs_for_mode",
+    "matched_terms",
     "preset",
     "validate_query",
+    "wants_coverage",
+    "with_matched",
 ]
 
 # What a leg's score is for a memory it did not match at all, when its list is complete
@@ -48,12 +57,15 @@ _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 @dataclass(frozen=True, slots=True)
 class LegHit:
     """One candidate of one retriever: the fact id and the retriever's own score, plus where
-    the fact was recorded (its session and time), which session-neighbour smoothing uses."""
+    the fact was recorded (its session and time), which session-neighbour smoothing uses.
+    A lexical hit also says which of the query's terms its memory contains (``matched``), for
+    query coverage (``RetrievalConfig.lexical_coverage``); None where the backend cannot tell."""
 
     id: str
     score: float
     session_id: str | None = None
     created_at: datetime | None = None
+    matched: frozenset[str] | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -68,10 +80,60 @@ def fact_terms(fact: Fact, config: RetrievalConfig) -> list[str]:
     """What the lexical leg indexes for ``fact``, in every backend: its words, its source
     text's words (``source_terms``: a fact is phrased by the model, its source in the user's
     own words, which the question often repeats) and its day (``date_terms``)."""
-    text = fact.text
-    if config.source_terms and fact.source_text:
-        text = f"{text}\n{fact.source_text}"
-    return lexical_terms(text, fact.created_at, with_date=config.date_terms)
+    source = fact.source_text if config.source_terms else ""
+    return _terms(fact.text, source, fact.created_at, config.date_terms)
+
+
+def _terms(text: str, source: str, created_at: datetime | None, with_date: bool) -> list[str]:
+    if source:
+        text = f"{text}\n{source}"
+    return lexical_terms(text, created_at, with_date=with_date)
+
+
+@lru_cache(maxsize=8192)
+def _held_terms(
+    text: str, source: str, created_at: datetime | None, with_date: bool
+) -> frozenset[str]:
+    return frozenset(_terms(text, source, created_at, with_date))
+
+
+def wants_coverage(legs: Collection[str], config: RetrievalConfig) -> bool:
+    """Whether fusing ``legs`` under ``config`` uses query coverage (``with_matched`` is then
+    worth its cost)."""
+    return len(legs) > 1 and config.fusion == "zscore" and config.lexical_coverage > 0
+
+
+def matched_terms(
+    fact: Fact, config: RetrievalConfig, query_terms: Collection[str]
+) -> frozenset[str]:
+    """The ``query_terms`` that ``fact``'s lexical document (``fact_terms``) holds. Documents
+    are tokenized once per content and kept in a bounded in-process cache (the same memories
+    come back query after query; tokenizing every candidate each time would cost more than
+    the fusion)."""
+    source = fact.source_text if config.source_terms else ""
+    held = _held_terms(fact.text, source, fact.created_at, config.date_terms)
+    return held.intersection(query_terms)
+
+
+def with_matched(
+    leg_hits: Mapping[str, list[LegHit]],
+    fact: Callable[[str], Fact],
+    config: RetrievalConfig,
+    query_terms: Collection[str],
+) -> dict[str, list[LegHit]]:
+    """``leg_hits`` with every hit's ``matched`` terms filled in from its fact (``fact(id)``)
+    where the backend left them out: one way for every backend, since Qdrant returns scores
+    only."""
+    found: dict[str, frozenset[str]] = {}
+
+    def filled(hit: LegHit) -> LegHit:
+        if hit.matched is not None:
+            return hit
+        if hit.id not in found:
+            found[hit.id] = matched_terms(fact(hit.id), config, query_terms)
+        return LegHit(hit.id, hit.score, hit.session_id, hit.created_at, found[hit.id])
+
+    return {leg: [filled(h) for h in hits] for leg, hits in leg_hits.items()}
 
 
 def fuse_legs(
@@ -81,13 +143,16 @@ def fuse_legs(
     top_k: int,
     *,
     now: datetime | None = None,
+    query_terms: Collection[str] | None = None,
 ) -> list[FusedHit]:
     """Top ``top_k`` after fusing ``leg_hits`` (each leg asked for ``config.depth(top_k)``).
 
     A single-leg mode keeps the leg's own ranking and score (BM25 score or cosine); hybrid
-    reports the fused score (RRF, or summed z-scores), after session-neighbour smoothing when
-    the config asks for it, plus the recency bonus when ``recency_half_life_days`` is set
-    (ages counted at ``now``, the moment asked about). Ranks are 1-based."""
+    reports the fused score (RRF, or summed z-scores, BM25 scaled by query coverage when
+    ``query_terms`` are given and every lexical hit says what it ``matched``), after
+    session-neighbour smoothing when the config asks for it, plus the recency bonus when
+    ``recency_half_life_days`` is set (ages counted at ``now``, the moment asked about).
+    Ranks and the reported per-leg scores are the legs' own. Ranks are 1-based."""
     legs = legs_for_mode(mode)
     score_of = {leg: {h.id: h.score for h in leg_hits.get(leg, [])} for leg in legs}
     if len(legs) == 1:
@@ -96,7 +161,7 @@ def fuse_legs(
             FusedHit(h.id, h.score, {leg: rank}, {leg: h.score})
             for rank, h in enumerate(leg_hits.get(leg, [])[:top_k], start=1)
         ]
-    fused = _fuse(legs, leg_hits, config, config.depth(top_k))
+    fused = _fuse(legs, _covered(legs, leg_hits, config, query_terms), config, config.depth(top_k))
     if config.neighbour_weight > 0:
         fused = _smooth(fused, leg_hits, config)
     if config.recency_half_life_days is not None and config.recency_weight > 0:
@@ -105,6 +170,34 @@ def fuse_legs(
         FusedHit(c.id, c.score, dict(c.ranks), {leg: score_of[leg].get(c.id) for leg in legs})
         for c in fused[:top_k]
     ]
+
+
+def _covered(
+    legs: tuple[str, ...],
+    leg_hits: Mapping[str, list[LegHit]],
+    config: RetrievalConfig,
+    query_terms: Collection[str] | None,
+) -> Mapping[str, list[LegHit]]:
+    """``leg_hits`` with each BM25 score times its memory's query coverage to the power
+    ``lexical_coverage`` (z-score fusion only; the leg's order is kept, so its ranks stay the
+    leg's own). Unchanged when off, without query terms, or when a hit cannot say what it
+    matched (all or nothing: one leg is never half scaled)."""
+    power = config.lexical_coverage
+    lexical = leg_hits.get("bm25", [])
+    if config.fusion != "zscore" or power == 0 or not query_terms or not lexical:
+        return leg_hits
+    if any(h.matched is None for h in lexical):
+        return leg_hits
+    candidates = len({h.id for leg in legs for h in leg_hits.get(leg, [])})
+    known = {  # document frequencies over every candidate whose terms are known
+        h.id: h.matched for leg in legs for h in leg_hits.get(leg, []) if h.matched is not None
+    }
+    coverage = query_coverage(query_terms, known, candidates)
+    scaled = [
+        LegHit(h.id, h.score * coverage[h.id] ** power, h.session_id, h.created_at, h.matched)
+        for h in lexical
+    ]
+    return {**leg_hits, "bm25": scaled}
 
 
 def _fuse(

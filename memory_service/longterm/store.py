@@ -20,6 +20,7 @@ from typing import ClassVar, TypeVar
 import numpy as np
 
 from indexing.embeddings import Embedder
+from indexing.tokenize import tokenize
 from memory_service.config.retrieval import Leg, Mode
 from memory_service.context import RuntimeContext
 from memory_service.errors import BackendUnavailableError, InvalidInputError
@@ -46,6 +47,8 @@ from memory_service.longterm.retrieval import (
     fuse_legs,
     legs_for_mode,
     validate_query,
+    wants_coverage,
+    with_matched,
 )
 from memory_service.longterm.store_hooks import LongTermHooks
 from memory_service.longterm.store_values import (
@@ -190,8 +193,13 @@ class BaseLongTermMemory(LongTermHooks[S]):
         }
         if not any(leg_hits.values()):
             return []
+        terms = tokenize(query)
         with timed_stage("fusion"):
-            fused = fuse_legs(mode, leg_hits, self.retrieval, top_k, now=view.moment)
+            if wants_coverage(legs, self.retrieval):
+                leg_hits = with_matched(leg_hits, found.fact, self.retrieval, terms)
+            fused = fuse_legs(
+                mode, leg_hits, self.retrieval, top_k, now=view.moment, query_terms=terms
+            )
         recalls = []
         for h in fused:
             fact = found.fact(h.id)
