@@ -27,6 +27,7 @@ from indexing.embeddings import (
 )
 from indexing.onnx_cache import OnnxCache, default_cache_dir, files_digest
 from indexing.onnx_export import EXPORT_FORMAT, OUTPUT, export_onnx, quantize_int8
+from indexing.padding import padding_plan
 from indexing.sentence_model import ModelLoadError, SentenceModelSpec, read_model_spec
 
 
@@ -49,9 +50,9 @@ def cached_model(spec: SentenceModelSpec, cache: OnnxCache, *, quantize: bool) -
 
 
 def _tokenizer(spec: SentenceModelSpec):
-    """The model's fast tokenizer, truncating and padding as sentence-transformers calls it:
-    ``truncation="longest_first"`` at ``max_seq_length`` (special tokens included), padded to
-    the longest text of the batch."""
+    """The model's fast tokenizer, truncating as sentence-transformers calls it:
+    ``truncation="longest_first"`` at ``max_seq_length`` (special tokens included). It does not
+    pad: ``OnnxEmbedder`` pads each run to its own longest text (``indexing.padding``)."""
     from tokenizers import Tokenizer
 
     try:
@@ -63,8 +64,7 @@ def _tokenizer(spec: SentenceModelSpec):
         strategy="longest_first",
         direction=spec.truncation_side,
     )
-    pad_id = tokenizer.token_to_id(spec.pad_token)
-    tokenizer.enable_padding(pad_id=pad_id or 0, pad_token=spec.pad_token, direction="right")
+    tokenizer.no_padding()
     return tokenizer
 
 
@@ -119,6 +119,7 @@ class OnnxEmbedder:
         limit_blas_threads()
         self._spec = read_model_spec(model_directory(model))
         self._tokenizer = _tokenizer(self._spec)
+        self._pad_id = self._tokenizer.token_to_id(self._spec.pad_token) or 0
         model_file = cached_model(
             self._spec, OnnxCache(cache_dir or default_cache_dir()), quantize=quantize
         )
@@ -149,21 +150,32 @@ class OnnxEmbedder:
         out = np.zeros((len(texts), self.dimension), dtype=np.float32)
         if not texts:
             return out
-        # longest first, as sentence-transformers batches: less padding per batch
-        order = sorted(range(len(texts)), key=lambda i: -len(texts[i]))
-        for start in range(0, len(order), self._batch_size):
-            chosen = order[start : start + self._batch_size]
-            out[chosen] = self._embed_batch([texts[i] for i in chosen])
+        prepared = [t.lower() if self._spec.do_lower_case else t for t in texts]
+        encodings = self._tokenizer.encode_batch(prepared)  # truncated, not padded
+        # longest first by tokens, cut into runs where the padding saved outweighs a run's
+        # fixed cost: the model computes (almost) only real tokens
+        order = sorted(range(len(texts)), key=lambda i: -len(encodings[i].ids))
+        lengths = [len(encodings[i].ids) for i in order]
+        for start, stop in padding_plan(lengths, self._batch_size):
+            chosen = order[start:stop]
+            out[chosen] = self._embed_batch([encodings[i] for i in chosen])
         return normalise_rows(out)
 
-    def _embed_batch(self, texts: list[str]) -> np.ndarray:
-        prepared = [t.lower() if self._spec.do_lower_case else t for t in texts]
-        encodings = self._tokenizer.encode_batch(prepared)
-        ids = np.array([e.ids for e in encodings], dtype=np.int64)
-        mask = np.array([e.attention_mask for e in encodings], dtype=np.int64)
+    def _embed_batch(self, encodings: list) -> np.ndarray:
+        """One run over ``encodings``, longest first, right-padded to the first one's length
+        (what the tokenizer's own padding would give)."""
+        width = len(encodings[0].ids)
+        ids = np.full((len(encodings), width), self._pad_id, dtype=np.int64)
+        mask = np.zeros((len(encodings), width), dtype=np.int64)
+        types = np.zeros((len(encodings), width), dtype=np.int64)
+        for row, encoding in enumerate(encodings):
+            size = len(encoding.ids)
+            ids[row, :size] = encoding.ids
+            mask[row, :size] = encoding.attention_mask
+            types[row, :size] = encoding.type_ids
         feeds = {"input_ids": ids, "attention_mask": mask}
         if "token_type_ids" in self._inputs:
-            feeds["token_type_ids"] = np.array([e.type_ids for e in encodings], dtype=np.int64)
+            feeds["token_type_ids"] = types
         with self._lock:
             (hidden,) = self._session.run([OUTPUT], feeds)
         return pool(hidden, mask, self._spec.pooling)

@@ -9,6 +9,7 @@ from indexing.bm25 import BM25Index
 from indexing.embeddings import CachedEmbedder
 from indexing.fusion import reciprocal_rank_fusion
 from indexing.hashing import content_hash, hamming_distance, simhash
+from indexing.padding import padding_plan
 from indexing.tokenize import stem, tokenize
 
 
@@ -122,3 +123,39 @@ def test_embeddings_are_normalised_and_cached_by_content(embedder):
         float(v @ vectors[0]) for v in embedder.embed(["Alice enjoys tea", "cello lessons"])
     )
     assert similar > different
+
+
+def _plan_cost(lengths: list[int], runs: list[tuple[int, int]], overhead: int) -> int:
+    return sum(overhead + (stop - start) * lengths[start] for start, stop in runs)
+
+
+def _cheapest(lengths: list[int], max_batch: int, overhead: int) -> int:
+    """Every way to cut ``lengths`` into runs, tried: the reference for the plan."""
+    if not lengths:
+        return 0
+    return min(
+        overhead + size * lengths[0] + _cheapest(lengths[size:], max_batch, overhead)
+        for size in range(1, min(max_batch, len(lengths)) + 1)
+    )
+
+
+@pytest.mark.parametrize("overhead", [0, 8, 32, 1000])
+def test_the_padding_plan_is_the_cheapest_cut_and_covers_every_text(overhead):
+    rng = np.random.default_rng(overhead)
+    for _ in range(30):
+        lengths = sorted(rng.integers(2, 40, size=int(rng.integers(0, 12))).tolist(), reverse=True)
+        runs = padding_plan(lengths, 4, overhead)
+        assert [i for start, stop in runs for i in range(start, stop)] == list(range(len(lengths)))
+        assert all(1 <= stop - start <= 4 for start, stop in runs)
+        assert _plan_cost(lengths, runs, overhead) == _cheapest(lengths, 4, overhead)
+
+
+def test_the_padding_plan_cuts_where_lengths_differ_and_refuses_unsorted_input():
+    assert padding_plan([30, 30, 8, 8], 64, overhead=4) == [(0, 2), (2, 4)]
+    assert padding_plan([30, 29, 8, 8], 64, overhead=1000) == [(0, 4)]  # a run costs more
+    assert padding_plan([5] * 5, 2) == [(0, 1), (1, 3), (3, 5)]
+    assert padding_plan([], 8) == []
+    with pytest.raises(ValueError):
+        padding_plan([3, 9], 8)
+    with pytest.raises(ValueError):
+        padding_plan([3], 0)

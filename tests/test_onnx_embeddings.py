@@ -62,6 +62,20 @@ def test_vectors_match_sentence_transformers_on_torch(onnx, embedder):
     assert onnx.name == embedder.name and onnx.dimension == embedder.dimension
 
 
+def test_a_text_gets_its_vector_whatever_it_is_batched_with(onnx):
+    """Runs are cut by token length (``indexing.padding``): a text's vector does not depend on
+    its neighbours, their order or the cuts, beyond float rounding."""
+    short = [f"Fact {i}: Bruno likes {'very ' * (i % 9)}long walks." for i in range(70)]
+    texts = [*TEXTS, *short]
+    batched = onnx.embed(texts)
+    alone = np.vstack([onnx.embed([t]) for t in texts])
+    assert _cosines(batched, alone).min() >= 0.99999
+    order = np.random.default_rng(3).permutation(len(texts))
+    shuffled = onnx.embed([texts[i] for i in order])
+    assert _cosines(shuffled, batched[order]).min() >= 0.99999
+    assert np.allclose(np.linalg.norm(batched, axis=1), 1.0, atol=1e-5)
+
+
 def test_truncation_is_sentence_transformers_own(onnx, embedder):
     model = _torch_model(embedder)
     features = model.preprocess(TEXTS) if hasattr(model, "preprocess") else model.tokenize(TEXTS)
