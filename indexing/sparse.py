@@ -30,6 +30,7 @@ import hashlib
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
+from functools import lru_cache
 
 K1 = 1.2
 B = 0.75
@@ -48,6 +49,7 @@ class SparseTerms:
         return len(self.indices)
 
 
+@lru_cache(maxsize=16384)  # a hash per token of every recorded fact: terms repeat
 def term_id(term: str) -> int:
     """Stable 31-bit id of a term."""
     digest = hashlib.blake2b(term.encode("utf-8"), digest_size=4).digest()

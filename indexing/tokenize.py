@@ -12,6 +12,7 @@ import re
 import threading
 import unicodedata
 from collections.abc import Iterable
+from functools import lru_cache
 
 import Stemmer
 
@@ -50,6 +51,7 @@ def normalize(text: str) -> str:
     return unicodedata.normalize("NFKC", text).casefold()
 
 
+@lru_cache(maxsize=16384)  # a pure function of the word; words repeat across facts
 def stem(word: str) -> str:
     """English Snowball ("Porter 2", the stemmer family of Lucene and Elasticsearch) through
     PyStemmer, for ASCII words; a possessive ``'s`` is dropped first. Other words (accents,

@@ -5,6 +5,7 @@ from __future__ import annotations
 import base64
 import binascii
 import json
+import re
 import unicodedata
 import uuid
 from collections.abc import Sequence
@@ -68,8 +69,13 @@ def _is_control(ch: str) -> bool:
     return unicodedata.category(ch) == "Cc"
 
 
+# Unicode's "Cc" (control) category, which is closed: C0, DEL and C1, 65 code points. One
+# regex scan instead of a category lookup per character (validation ran ~5 % of a record).
+_CONTROL_RE = re.compile("[\x00-\x1f\x7f-\x9f]")
+
+
 def _has_control(text: str, allowed: str = "") -> bool:
-    return any(_is_control(ch) and ch not in allowed for ch in text)
+    return any(m.group() not in allowed for m in _CONTROL_RE.finditer(text))
 
 
 @dataclass(frozen=True, slots=True)
