@@ -10,6 +10,7 @@ did not change is not parsed again.
 from __future__ import annotations
 
 import threading
+from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from pathlib import Path
@@ -169,14 +170,14 @@ def build_index(
     ctx: RuntimeContext,
     paths: UserPaths,
     signature: Signature,
-    previous: UserIndex | None,
+    previous: Mapping[Path, ParsedFile] | None,
     expiry: ExpiryPolicy | None = None,
 ) -> UserIndex:
     """The index of the files in ``signature``, reusing ``previous``'s unchanged files."""
     parsed: dict[Path, ParsedFile] = {}
     for name, *stat in signature:
         path, stamp = Path(name), (stat[0], stat[1], stat[2])
-        old = previous.files.get(path) if previous else None
+        old = previous.get(path) if previous else None
         if old is not None and old.stamp == stamp:
             parsed[path] = old
         else:
@@ -216,6 +217,9 @@ class UserIndexes:
 
     def __init__(self) -> None:
         self._indexes: dict[tuple[str, str], UserIndex] = {}
+        # the parsed files of an invalidated index: the rebuild reparses only the files whose
+        # stamp changed (a record rewrites today's ledger, not the user's other ones)
+        self._parsed: dict[tuple[str, str], dict[Path, ParsedFile]] = {}
         self._lock = threading.RLock()
 
     def of(self, ctx: RuntimeContext, paths: UserPaths, expiry: ExpiryPolicy) -> UserIndex:
@@ -227,14 +231,21 @@ class UserIndexes:
             cached = self._indexes.get(key)
             if cached is not None and cached.signature == signature and cached.expiry == expiry:
                 return cached
-            index = build_index(ctx, paths, signature, cached, expiry)
+            previous = cached.files if cached is not None else self._parsed.pop(key, None)
+            index = build_index(ctx, paths, signature, previous, expiry)
             self._indexes[key] = index
             return index
 
     def invalidate(self, ctx: RuntimeContext) -> None:
+        """Drop the user's index (its corpora, matrix and resolved facts); its parsed files
+        stay for the rebuild, each reused only while its stamp is unchanged."""
+        key = (ctx.tenant_id, ctx.owner)
         with self._lock:
-            self._indexes.pop((ctx.tenant_id, ctx.owner), None)
+            dropped = self._indexes.pop(key, None)
+            if dropped is not None:
+                self._parsed[key] = dropped.files
 
     def clear(self) -> None:
         with self._lock:
             self._indexes.clear()
+            self._parsed.clear()
