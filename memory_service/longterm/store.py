@@ -223,7 +223,7 @@ class BaseLongTermMemory(LongTermHooks[S]):
         tenant's."""
         self._retrieving.vectors = {}
         try:
-            found = [self._candidates(o, query, legs, depth, threshold, view) for o in owners]
+            found = self._candidates_each(owners, query, legs, depth, threshold, view)
         finally:
             self._retrieving.vectors = None
         if len(found) == 1:
