@@ -134,7 +134,9 @@ class Searcher:
 
 
 def _candidates_of(legs: tuple[Leg, ...], answer: _Answer) -> Candidates:
-    """One owner's ``Candidates``: each leg's hits in the files backend's order."""
+    """One owner's ``Candidates``: each leg's hits in the files backend's order; a fact is
+    built from its payload once, when asked for, and a key is read without building it
+    (comparing scopes reads the key of every wider candidate)."""
     leg_hits: dict[str, list[LegHit]] = {}
     for leg, engine_leg in (("bm25", SPARSE), ("dense", DENSE)):
         if leg in legs:
@@ -147,8 +149,14 @@ def _candidates_of(legs: tuple[Leg, ...], answer: _Answer) -> Candidates:
                 )
                 for h in _ordered(answer.results.get(engine_leg, []))
             ]
-    payloads, resolved = answer.payloads, answer.resolved
-    return Candidates(leg_hits, lambda fid: resolved.get(fid) or fact_of(fid, payloads[fid]))
+    payloads, built = answer.payloads, dict(answer.resolved)
+
+    def fact(fid: str) -> Fact:
+        if fid not in built:
+            built[fid] = fact_of(fid, payloads[fid])
+        return built[fid]
+
+    return Candidates(leg_hits, fact, key_of=lambda fid: payloads[fid].get("key"))
 
 
 def _ordered(hits: list[ScoredHit]) -> list[ScoredHit]:
