@@ -100,7 +100,7 @@ class QdrantLongTermMemory(BaseLongTermMemory[_Read]):
         super().__init__(embedder, retrieval=retrieval, clock=clock, **options)
         self.engine = engine
         self._races = KeyRaces(engine)
-        self._searcher = Searcher(engine, self._races, self.expiry)
+        self._searcher = Searcher(engine, self._races)
         self._locks = [threading.Lock() for _ in range(_LOCK_STRIPES)]
 
     def _lexical(self, fact: Fact) -> SparseTerms:
@@ -198,6 +198,7 @@ class QdrantLongTermMemory(BaseLongTermMemory[_Read]):
                 depth=depth,
                 threshold=threshold,
                 view=view,
+                expiry=self.expiry,
             )
 
     def _open_keys(self, ctx: RuntimeContext, keys: Sequence[str], now: datetime) -> set[str]:

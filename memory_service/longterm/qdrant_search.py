@@ -61,10 +61,9 @@ class _Answer:
 class Searcher:
     """Each owner's candidates of one recall, over one engine."""
 
-    def __init__(self, engine: QdrantEngine, races: KeyRaces, expiry: ExpiryPolicy) -> None:
+    def __init__(self, engine: QdrantEngine, races: KeyRaces) -> None:
         self.engine = engine
         self._races = races
-        self._expiry = expiry
 
     def candidates(
         self,
@@ -76,9 +75,11 @@ class Searcher:
         depth: int,
         threshold: float,
         view: ReadView,
+        expiry: ExpiryPolicy,
     ) -> list[Candidates]:
         """Each owner's legs (``dense``/``sparse``: the query's vectors, None for a leg not
-        asked) over what ``view`` admits once key races are resolved: a hit that lost its
+        asked) over what ``view`` admits (``expiry``: the memory's, as of this call) once key
+        races are resolved: a hit that lost its
         key to a newer open fact is asked for again without it (rare: only after two writers
         raced), so each leg still fills to ``depth``. Each round asks every owner still
         pending in one engine request."""
@@ -88,7 +89,7 @@ class Searcher:
         pending = list(range(len(owners)))
         while pending:
             batch = self.engine.query(
-                [self._search(owners[i], view, raced[i]) for i in pending],
+                [_search(owners[i], view, expiry, raced[i]) for i in pending],
                 dense=dense,
                 sparse=sparse,
                 limit=depth,
@@ -102,15 +103,6 @@ class Searcher:
                     again.append(i)
             pending = again
         return [_candidates_of(legs, answers[i]) for i in range(len(owners))]
-
-    def _search(self, ctx: RuntimeContext, view: ReadView, raced: set[str]) -> OwnerSearch:
-        """One owner's part of a query: ``view``'s scope, and the BM25 IDF over the open
-        facts, lost races excluded, or over all of them for a read about the past (as
-        files)."""
-        idf_corpus = UserFilter.of(
-            ctx, open_only=not view.history, exclude_ids=None if view.history else raced
-        )
-        return OwnerSearch(read_scope(ctx, view, self._expiry, raced), idf_corpus)
 
     def _lost_race(
         self,
@@ -131,6 +123,17 @@ class Searcher:
         lost = {fid for fid, fact in changed.items() if not view.admits(fact)} - raced
         raced |= lost  # rivals, but every hit holding its key at the moment: nothing lost
         return bool(lost)
+
+
+def _search(
+    ctx: RuntimeContext, view: ReadView, expiry: ExpiryPolicy, raced: set[str]
+) -> OwnerSearch:
+    """One owner's part of a query: ``view``'s scope, and the BM25 IDF over the open facts,
+    lost races excluded, or over all of them for a read about the past (as files)."""
+    idf_corpus = UserFilter.of(
+        ctx, open_only=not view.history, exclude_ids=None if view.history else raced
+    )
+    return OwnerSearch(read_scope(ctx, view, expiry, raced), idf_corpus)
 
 
 def _candidates_of(legs: tuple[Leg, ...], answer: _Answer) -> Candidates:
