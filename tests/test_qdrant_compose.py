@@ -89,6 +89,7 @@ def test_compose_environment_loads_qdrant_and_postgres_settings(compose, monkeyp
     assert settings.qdrant.url == "http://qdrant:6333" and settings.qdrant.path is None
     assert settings.shortterm.backend == "postgres"
     assert settings.postgres.dsn and "@postgres:5432/" in settings.postgres.dsn
+    assert settings.state_in_postgres  # replicas keep nothing on their disks
     assert settings.api.host == "0.0.0.0" and str(settings.api.port) in str(
         compose["services"][SERVICE]["ports"]
     )

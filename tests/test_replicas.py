@@ -33,6 +33,7 @@ class Replica:
     base_url: str
     workspace: Path
     proc: subprocess.Popen
+    banner: str = ""
 
     def call(self, method: str, path: str, key: str, **kwargs) -> httpx.Response:
         headers = {"Authorization": f"Bearer {key}"}
@@ -80,6 +81,7 @@ def replica(env: dict[str, str]) -> Iterator[Replica]:
     )
     served = Replica(f"http://127.0.0.1:{port}", workspace, proc)
     try:
+        served.banner = proc.stdout.readline()
         deadline = time.monotonic() + 120
         while True:
             assert proc.poll() is None, proc.stdout.read()
@@ -132,6 +134,8 @@ def test_a_session_started_on_one_replica_continues_on_the_other(two_replicas):
     second = two.call("POST", "/v1/chat", admin, json={**body, "message": "And my cat is Tom."})
     assert second.status_code == 200, second.text  # no 409: replica 2 saw replica 1's save
 
+    for r in (one, two):  # the start-up line says where the replica's state is
+        assert "short-term: postgres | replica state: postgres" in r.banner, r.banner
     states = [r.call("GET", "/v1/sessions/s1?user_id=alice", admin).json() for r in (one, two)]
     assert states[0] == states[1]
     contents = [m["content"] for m in states[1]["messages"]]

@@ -60,7 +60,8 @@ class Services:
                 else WorkspacePaths(s.workspace).qdrant_dir
             )
             longterm = f"qdrant edge ({(root / s.qdrant.collection).resolve()})"
-        return f"long-term backend: {longterm} | short-term: {s.shortterm.backend}"
+        state = " | replica state: postgres" if s.state_in_postgres else ""
+        return f"long-term backend: {longterm} | short-term: {s.shortterm.backend}{state}"
 
     @cached_property
     def state(self) -> ReplicaState:

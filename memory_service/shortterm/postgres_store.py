@@ -24,13 +24,13 @@ from typing import Any
 
 import psycopg
 from psycopg import sql
-from psycopg.conninfo import conninfo_to_dict
 from psycopg.types.json import Jsonb
 from psycopg_pool import ConnectionPool, PoolTimeout
 
 from memory_service.context import RuntimeContext
 from memory_service.errors import BackendUnavailableError, ConfigurationError, ConflictError
 from memory_service.facts import utcnow
+from memory_service.pgdb import describe_dsn
 from memory_service.shortterm.state import AgentState
 from memory_service.shortterm.store import (
     Clock,
@@ -42,16 +42,6 @@ from memory_service.shortterm.store import (
 from memory_service.tombstones import Tombstones
 
 TABLE_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,62}")
-
-
-def describe_dsn(dsn: str) -> str:
-    """The DSN without its password, for error messages."""
-    try:
-        parts = conninfo_to_dict(dsn)
-    except psycopg.ProgrammingError:
-        return "<unparsable DSN>"
-    parts.pop("password", None)
-    return " ".join(f"{k}={v}" for k, v in parts.items())
 
 
 class PostgresStateStore:
