@@ -8,9 +8,10 @@ that closes an older fact writes the new point and the closed one in one upsert,
 atomic.
 
 Retrieval: the dense leg (cosine, ``threshold`` passed to Qdrant) and the sparse ``bm25`` leg
-(weights from ``indexing.sparse``, IDF by Qdrant) run as one batched request over the same
-tenant/user filter, each to ``RetrievalConfig.depth(top_k)``, and are fused client-side by
-``fuse_legs``, so every hit keeps its rank in each leg. The BM25 IDF is computed over the user's
+(weights from ``indexing.sparse``, IDF by Qdrant) run over the same tenant/user filter, each
+to ``RetrievalConfig.depth(top_k)``, and are fused client-side by ``fuse_legs``, so every hit
+keeps its rank in each leg; both legs of every scope a recall reads go in one batched engine
+request (``qdrant_search``). The BM25 IDF is computed over the user's
 own open facts (Qdrant's ``IdfParams`` corpus filter), as the files backend's per-user index
 does: another tenant's words never change a user's scores. Ties within a leg are broken by
 (``created_at``, id), the files backend's order.
@@ -48,22 +49,20 @@ from memory_service.config import QdrantSettings
 from memory_service.config.retrieval import Leg
 from memory_service.context import RuntimeContext, validate_id
 from memory_service.errors import ConfigurationError
-from memory_service.facts import Fact, parse_time, utcnow
+from memory_service.facts import Fact, utcnow
 from memory_service.longterm.access import AccessMark, applied
 from memory_service.longterm.qdrant_engine import (
-    DENSE,
-    SPARSE,
     QdrantEngine,
     RewritesDeleted,
-    ScoredHit,
     StoredPoint,
     UserFilter,
     fact_of,
     payload_of,
 )
 from memory_service.longterm.qdrant_key_race import KeyRaces
+from memory_service.longterm.qdrant_search import Searcher, read_scope
 from memory_service.longterm.recording import RecordPlan
-from memory_service.longterm.retrieval import LegHit, RetrievalConfig, fact_terms
+from memory_service.longterm.retrieval import RetrievalConfig, fact_terms
 from memory_service.longterm.store import BaseLongTermMemory
 from memory_service.longterm.store_values import (
     Candidates,
@@ -101,6 +100,7 @@ class QdrantLongTermMemory(BaseLongTermMemory[_Read]):
         super().__init__(embedder, retrieval=retrieval, clock=clock, **options)
         self.engine = engine
         self._races = KeyRaces(engine)
+        self._searcher = Searcher(engine, self._races)
         self._locks = [threading.Lock() for _ in range(_LOCK_STRIPES)]
 
     def _lexical(self, fact: Fact) -> SparseTerms:
@@ -163,73 +163,43 @@ class QdrantLongTermMemory(BaseLongTermMemory[_Read]):
         threshold: float,
         view: ReadView,
     ) -> Candidates:
-        with timed_stage("engine"):  # both legs in one engine query: timed together
+        return self._ask([ctx], query, legs, depth, threshold, view)[0]
+
+    def _candidates_each(
+        self,
+        owners: Sequence[RuntimeContext],
+        query: str,
+        legs: tuple[Leg, ...],
+        depth: int,
+        threshold: float,
+        view: ReadView,
+    ) -> list[Candidates]:
+        """Every owner's legs in one engine request, each with its own filter and BM25 IDF
+        (``qdrant_search``): a recall over three scopes pays one request, not three."""
+        return self._ask(owners, query, legs, depth, threshold, view)
+
+    def _ask(
+        self,
+        owners: Sequence[RuntimeContext],
+        query: str,
+        legs: tuple[Leg, ...],
+        depth: int,
+        threshold: float,
+        view: ReadView,
+    ) -> list[Candidates]:
+        with timed_stage("engine"):  # every leg of every owner in one engine query
             sparse = query_vector(tokenize(query)) if "bm25" in legs else None
             dense = self._query_vector(query).tolist() if "dense" in legs else None
-            results, payloads, resolved = self._query(
-                ctx,
+            return self._searcher.candidates(
+                owners,
+                legs,
                 dense=dense,
                 sparse=sparse if sparse else None,  # no terms: no lexical hit
                 depth=depth,
                 threshold=threshold,
                 view=view,
+                expiry=self.expiry,
             )
-        leg_hits: dict[str, list[LegHit]] = {}
-        for leg, engine_leg in (("bm25", SPARSE), ("dense", DENSE)):
-            if leg not in legs:
-                continue
-            hits = results.get(engine_leg, [])
-            leg_hits[leg] = [
-                LegHit(
-                    h.id,
-                    h.score,
-                    h.payload.get("session_id"),
-                    parse_time(h.payload.get("created_at")),
-                )
-                for h in _ordered(hits)
-            ]
-        return Candidates(leg_hits, lambda fid: resolved.get(fid) or fact_of(fid, payloads[fid]))
-
-    def _query(
-        self,
-        ctx: RuntimeContext,
-        *,
-        dense: list[float] | None,
-        sparse: SparseTerms | None,
-        depth: int,
-        threshold: float,
-        view: ReadView,
-    ) -> tuple[dict[str, list[ScoredHit]], dict[str, dict], dict[str, Fact]]:
-        """Both legs' hits over what ``view`` admits once key races are resolved: a hit that
-        lost its key to a newer open fact is asked for again without it (rare: only after two
-        writers raced), so each leg still fills to ``depth``. Returns the hits, their payloads
-        and the hits that resolution changed (an older fact shown as of a past moment)."""
-        raced: set[str] = set()
-        resolved: dict[str, Fact] = {}
-        while True:
-            results = self.engine.query(
-                self._scope(ctx, view, raced),
-                dense=dense,
-                sparse=sparse,
-                limit=depth,
-                threshold=threshold,
-                # IDF over the open facts, lost races excluded, or over all of them for a read
-                # about the past (as files)
-                idf_corpus=UserFilter.of(
-                    ctx, open_only=not view.history, exclude_ids=None if view.history else raced
-                ),
-            )
-            payloads = {h.id: h.payload for hits in results.values() for h in hits}
-            # only writers in other processes race (a server); an Edge folder has one writer,
-            # so its searches skip the check (~0.4 ms a search at 1k facts)
-            if not self.engine.shared or not self._races.rivals(ctx, payloads):
-                return results, payloads, resolved
-            changed = self._races.losers(ctx, [fact_of(i, p) for i, p in payloads.items()])
-            resolved.update(changed)
-            lost = {fid for fid, fact in changed.items() if not view.admits(fact)} - raced
-            if not lost:  # rivals, but every hit holds its key at the moment asked about
-                return results, payloads, resolved
-            raced |= lost
 
     def _open_keys(self, ctx: RuntimeContext, keys: Sequence[str], now: datetime) -> set[str]:
         """The keys whose holder (the newest open fact: a lost race holds nothing) is live."""
@@ -240,28 +210,13 @@ class QdrantLongTermMemory(BaseLongTermMemory[_Read]):
         stored = [fact_of(p.id, p.payload) for p in self.engine.scroll(UserFilter.of(ctx, ids=ids))]
         return {f.id: f for f in self._races.resolve(ctx, stored)}
 
-    def _scope(
-        self, ctx: RuntimeContext, view: ReadView, raced: set[str] | None = None
-    ) -> UserFilter:
-        """``view`` as payload conditions, so Qdrant applies it inside each leg; ``raced``:
-        facts that lost a key race, which ``view`` no longer admits."""
-        return UserFilter.of(
-            ctx,
-            open_only=not view.history,
-            live_at=view.now,
-            expiry=self.expiry,
-            valid_at=view.filter.as_of,
-            facts=view.filter,
-            exclude_ids=sorted(raced) if raced else None,
-        )
-
     def _list(self, ctx: RuntimeContext, *, include_inactive: bool, view: ReadView) -> list[Fact]:
         """The scope's facts, lost key races read as superseded (the base then applies
         ``view``: a listing shows the newest per key, an export the older one as closed)."""
         if include_inactive:
             scope = UserFilter.of(ctx, facts=view.filter)
         else:
-            scope = self._scope(ctx, view)
+            scope = read_scope(ctx, view, self.expiry)
         return self._races.resolve(
             ctx, [fact_of(p.id, p.payload) for p in self.engine.scroll(scope)]
         )
@@ -338,13 +293,6 @@ class QdrantLongTermMemory(BaseLongTermMemory[_Read]):
         """Agents of ``tenant_id`` with at least one shared fact (export, maintenance)."""
         self._check_open()
         return self.engine.agents(validate_id(tenant_id, "tenant_id"))
-
-
-def _ordered(hits: list[ScoredHit]) -> list[ScoredHit]:
-    """Best first; equal scores (to 6 decimals) in (created_at, id) order, as in files.
-
-    ``created_at`` is stored as UTC ISO-8601, so its string order is its time order."""
-    return sorted(hits, key=lambda h: (-round(h.score, 6), h.payload.get("created_at") or "", h.id))
 
 
 def open_qdrant(

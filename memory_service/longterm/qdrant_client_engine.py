@@ -30,6 +30,7 @@ from memory_service.longterm.qdrant_engine import (
     TENANT_FIELD,
     USER_FIELD,
     ImportanceTtl,
+    OwnerSearch,
     ScoredHit,
     StoredPoint,
     UserFilter,
@@ -281,51 +282,52 @@ class ClientEngine:
 
     def query(
         self,
-        scope: UserFilter,
+        searches: Sequence[OwnerSearch],
         *,
         dense: Sequence[float] | None,
         sparse: SparseTerms | None,
         limit: int,
         threshold: float,
-        idf_corpus: UserFilter,
-    ) -> dict[str, list[ScoredHit]]:
-        where = _filter(scope)
-        legs: list[str] = []
+    ) -> list[dict[str, list[ScoredHit]]]:
+        asked: list[tuple[int, str]] = []  # (search, leg) of each request, in order
         requests: list[qm.QueryRequest] = []
-        if dense is not None:
-            legs.append(DENSE)
-            requests.append(
-                qm.QueryRequest(
-                    query=as_floats(dense),
-                    using=DENSE,
-                    filter=where,
-                    limit=limit,
-                    with_payload=True,
-                    score_threshold=threshold,
+        for i, search in enumerate(searches):  # each owner's own filter and IDF corpus
+            where = _filter(search.scope)
+            if dense is not None:
+                asked.append((i, DENSE))
+                requests.append(
+                    qm.QueryRequest(
+                        query=as_floats(dense),
+                        using=DENSE,
+                        filter=where,
+                        limit=limit,
+                        with_payload=True,
+                        score_threshold=threshold,
+                    )
                 )
-            )
-        if sparse is not None:
-            legs.append(SPARSE)
-            requests.append(
-                qm.QueryRequest(
-                    query=_sparse(sparse),
-                    using=SPARSE,
-                    filter=where,
-                    limit=limit,
-                    with_payload=True,
-                    params=qm.SearchParams(idf=qm.IdfCorpusParams(corpus=_filter(idf_corpus))),
+            if sparse is not None:
+                asked.append((i, SPARSE))
+                idf = qm.SearchParams(idf=qm.IdfCorpusParams(corpus=_filter(search.idf_corpus)))
+                requests.append(
+                    qm.QueryRequest(
+                        query=_sparse(sparse),
+                        using=SPARSE,
+                        filter=where,
+                        limit=limit,
+                        with_payload=True,
+                        params=idf,
+                    )
                 )
-            )
+        out: list[dict[str, list[ScoredHit]]] = [{} for _ in searches]
         if not requests:
-            return {}
-        with self._calls():
+            return out
+        with self._calls():  # one batch: one round trip to the server for every owner
             results = self._client.query_batch_points(self.collection, requests=requests)
-        return {
-            leg: [
+        for (i, leg), result in zip(asked, results, strict=True):
+            out[i][leg] = [
                 ScoredHit(str(p.id), float(p.score), dict(p.payload or {})) for p in result.points
             ]
-            for leg, result in zip(legs, results, strict=True)
-        }
+        return out
 
     def scroll(self, scope: UserFilter, *, with_vectors: bool = False) -> list[StoredPoint]:
         where = _filter(scope)

@@ -37,6 +37,7 @@ from memory_service.longterm.qdrant_engine import (
     SPARSE,
     TENANT_FIELD,
     USER_FIELD,
+    OwnerSearch,
     ScoredHit,
     StoredPoint,
     UserFilter,
@@ -209,48 +210,50 @@ class EdgeEngine:
 
     def query(
         self,
-        scope: UserFilter,
+        searches: Sequence[OwnerSearch],
         *,
         dense: Sequence[float] | None,
         sparse: SparseTerms | None,
         limit: int,
         threshold: float,
-        idf_corpus: UserFilter,
-    ) -> dict[str, list[ScoredHit]]:
-        where = edge_filter(scope)
-        legs: list[str] = []
+    ) -> list[dict[str, list[ScoredHit]]]:
+        asked: list[tuple[int, str]] = []  # (search, leg) of each request, in order
         requests: list[qe.QueryRequest] = []
-        if dense is not None:
-            legs.append(DENSE)
-            requests.append(
-                qe.QueryRequest(
-                    limit=limit,
-                    query=qe.Query.Nearest(as_floats(dense), using=DENSE),
-                    filter=where,
-                    with_payload=True,
-                    score_threshold=threshold,
+        for i, search in enumerate(searches):  # each owner's own filter and IDF corpus
+            where = edge_filter(search.scope)
+            if dense is not None:
+                asked.append((i, DENSE))
+                requests.append(
+                    qe.QueryRequest(
+                        limit=limit,
+                        query=qe.Query.Nearest(as_floats(dense), using=DENSE),
+                        filter=where,
+                        with_payload=True,
+                        score_threshold=threshold,
+                    )
                 )
-            )
-        if sparse is not None:
-            legs.append(SPARSE)
-            idf = qe.SearchParams(idf=qe.IdfParams(corpus=edge_filter(idf_corpus)))
-            requests.append(
-                qe.QueryRequest(
-                    limit=limit,
-                    query=qe.Query.Nearest(_sparse(sparse), using=SPARSE),
-                    filter=where,
-                    with_payload=True,
-                    params=idf,
+            if sparse is not None:
+                asked.append((i, SPARSE))
+                idf = qe.SearchParams(idf=qe.IdfParams(corpus=edge_filter(search.idf_corpus)))
+                requests.append(
+                    qe.QueryRequest(
+                        limit=limit,
+                        query=qe.Query.Nearest(_sparse(sparse), using=SPARSE),
+                        filter=where,
+                        with_payload=True,
+                        params=idf,
+                    )
                 )
-            )
+        out: list[dict[str, list[ScoredHit]]] = [{} for _ in searches]
         if not requests:
-            return {}
-        with self._calls():
+            return out
+        with self._calls():  # one planned batch: one pass over the segments for every owner
             results = self._shard.query_batch(qe.QueryBatchRequest(requests))
-        return {
-            leg: [ScoredHit(str(p.id), float(p.score), dict(p.payload or {})) for p in points]
-            for leg, points in zip(legs, results, strict=True)
-        }
+        for (i, leg), points in zip(asked, results, strict=True):
+            out[i][leg] = [
+                ScoredHit(str(p.id), float(p.score), dict(p.payload or {})) for p in points
+            ]
+        return out
 
     def scroll(self, scope: UserFilter, *, with_vectors: bool = False) -> list[StoredPoint]:
         where = edge_filter(scope)

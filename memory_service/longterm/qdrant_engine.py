@@ -164,6 +164,15 @@ class StoredPoint:
 
 
 @dataclass(frozen=True, slots=True)
+class OwnerSearch:
+    """One owner's part of a batched query: the points it ranks (``scope``) and the points
+    its BM25 IDF is computed over (``idf_corpus``), so each owner keeps its own IDF."""
+
+    scope: UserFilter
+    idf_corpus: UserFilter
+
+
+@dataclass(frozen=True, slots=True)
 class ScoredHit:
     id: str
     score: float
@@ -182,17 +191,16 @@ class QdrantEngine(Protocol):
 
     def query(
         self,
-        scope: UserFilter,
+        searches: Sequence[OwnerSearch],
         *,
         dense: Sequence[float] | None,
         sparse: SparseTerms | None,
         limit: int,
         threshold: float,
-        idf_corpus: UserFilter,
-    ) -> dict[str, list[ScoredHit]]:
-        """Ranked hits per leg (``dense``, ``bm25``) over ``scope``, in one request where the
-        engine allows. ``threshold`` bounds the dense cosine; IDF is computed over the points
-        matching ``idf_corpus``."""
+    ) -> list[dict[str, list[ScoredHit]]]:
+        """Ranked hits per leg (``dense``, ``bm25``) for each of ``searches``, in order, each
+        as if asked alone, all in one engine request (a recall over several scopes pays one
+        round trip, not one per scope). ``threshold`` bounds the dense cosine."""
         ...
 
     def scroll(self, scope: UserFilter, *, with_vectors: bool = False) -> list[StoredPoint]: ...

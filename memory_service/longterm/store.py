@@ -223,7 +223,7 @@ class BaseLongTermMemory(LongTermHooks[S]):
         tenant's."""
         self._retrieving.vectors = {}
         try:
-            found = [self._candidates(o, query, legs, depth, threshold, view) for o in owners]
+            found = self._candidates_each(owners, query, legs, depth, threshold, view)
         finally:
             self._retrieving.vectors = None
         if len(found) == 1:
@@ -235,7 +235,7 @@ class BaseLongTermMemory(LongTermHooks[S]):
             ids = {h.id for hits in cands.legs.values() for h in hits}
             loader.update(dict.fromkeys(ids, cands.fact))
             if held:
-                keyed = {i: k for i in ids if (k := cands.fact(i).key) is not None}
+                keyed = {i: k for i in ids if (k := cands.key(i)) is not None}
                 hidden |= {i for i, k in keyed.items() if k in held}
             wider_keys = self._candidate_keys(found, owner, owners)
             if wider_keys:
@@ -270,7 +270,7 @@ class BaseLongTermMemory(LongTermHooks[S]):
             for cands in wider
             for hits in cands.legs.values()
             for h in hits
-            if (k := cands.fact(h.id).key) is not None
+            if (k := cands.key(h.id)) is not None
         }
         return sorted(keys)
 

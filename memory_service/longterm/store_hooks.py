@@ -59,6 +59,20 @@ class LongTermHooks(ABC, Generic[S]):
         leg that has matching facts further down). The base keeps only hits (``is_hit``); a
         backend may use ``threshold`` to cut the dense leg early."""
 
+    def _candidates_each(
+        self,
+        owners: Sequence[RuntimeContext],
+        query: str,
+        legs: tuple[Leg, ...],
+        depth: int,
+        threshold: float,
+        view: ReadView,
+    ) -> list[Candidates]:
+        """``_candidates`` of each of ``owners`` (a recall's visible scopes), in order. A
+        backend that can ask for every owner at once (one engine request) overrides it; each
+        owner's answer must be what ``_candidates`` alone would give."""
+        return [self._candidates(o, query, legs, depth, threshold, view) for o in owners]
+
     @abstractmethod
     def _open_keys(self, ctx: RuntimeContext, keys: Sequence[str], now: datetime) -> set[str]:
         """Which of ``keys`` an active fact (open, not expired at ``now``) of ``ctx`` holds."""

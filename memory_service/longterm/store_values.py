@@ -36,10 +36,17 @@ class StoredFacts:
 @dataclass(frozen=True, slots=True)
 class Candidates:
     """Each leg's ranked hits (best first, the backend's tie order), and how to load the fact
-    of a hit that survives fusion (only those are loaded)."""
+    of a hit that survives fusion (only those are loaded). ``key_of``: a hit's ``key`` where
+    the backend can read it without loading the fact (a recall over several scopes compares
+    the key of every wider candidate); None: from the fact."""
 
     legs: Mapping[str, list[LegHit]]
     fact: Callable[[str], Fact]
+    key_of: Callable[[str], str | None] | None = None
+
+    def key(self, fact_id: str) -> str | None:
+        """The ``key`` of the fact of hit ``fact_id``."""
+        return self.key_of(fact_id) if self.key_of is not None else self.fact(fact_id).key
 
 
 @dataclass(frozen=True, slots=True)

@@ -1,0 +1,169 @@
+"""The Qdrant backend's recall: every visible scope's legs in one engine request.
+
+A recall over the user's, the agent's and the tenant's memory asks the engine once: two
+requests (dense, BM25) per owner in one batch, each with the owner's own filter and BM25 IDF
+corpus, so each owner's hits are exactly what asking it alone returns (Edge plans the batch
+as one pass over its segments; a server answers it in one round trip). Key races
+(``qdrant_key_race``) are resolved per owner after the batch; an owner with a hit that lost
+its race is asked again, alone, without it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+from indexing.sparse import SparseTerms
+from memory_service.config.retrieval import Leg
+from memory_service.context import RuntimeContext
+from memory_service.fact_filter import ExpiryPolicy
+from memory_service.facts import Fact, parse_time
+from memory_service.longterm.qdrant_engine import (
+    DENSE,
+    SPARSE,
+    OwnerSearch,
+    QdrantEngine,
+    ScoredHit,
+    UserFilter,
+    fact_of,
+)
+from memory_service.longterm.qdrant_key_race import KeyRaces
+from memory_service.longterm.retrieval import LegHit
+from memory_service.longterm.store_values import Candidates, ReadView
+
+
+def read_scope(
+    ctx: RuntimeContext, view: ReadView, expiry: ExpiryPolicy, raced: set[str] | None = None
+) -> UserFilter:
+    """``view`` as payload conditions, so Qdrant applies it inside each leg; ``raced``:
+    facts that lost a key race, which ``view`` no longer admits."""
+    return UserFilter.of(
+        ctx,
+        open_only=not view.history,
+        live_at=view.now,
+        expiry=expiry,
+        valid_at=view.filter.as_of,
+        facts=view.filter,
+        exclude_ids=sorted(raced) if raced else None,
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class _Answer:
+    """One owner's part of a query: hits per engine leg, their payloads by id, and the hits
+    that key-race resolution changed."""
+
+    results: dict[str, list[ScoredHit]]
+    payloads: dict[str, dict]
+    resolved: dict[str, Fact]
+
+
+class Searcher:
+    """Each owner's candidates of one recall, over one engine."""
+
+    def __init__(self, engine: QdrantEngine, races: KeyRaces) -> None:
+        self.engine = engine
+        self._races = races
+
+    def candidates(
+        self,
+        owners: Sequence[RuntimeContext],
+        legs: tuple[Leg, ...],
+        *,
+        dense: list[float] | None,
+        sparse: SparseTerms | None,
+        depth: int,
+        threshold: float,
+        view: ReadView,
+        expiry: ExpiryPolicy,
+    ) -> list[Candidates]:
+        """Each owner's legs (``dense``/``sparse``: the query's vectors, None for a leg not
+        asked) over what ``view`` admits (``expiry``: the memory's, as of this call) once key
+        races are resolved: a hit that lost its
+        key to a newer open fact is asked for again without it (rare: only after two writers
+        raced), so each leg still fills to ``depth``. Each round asks every owner still
+        pending in one engine request."""
+        raced: list[set[str]] = [set() for _ in owners]
+        resolved: list[dict[str, Fact]] = [{} for _ in owners]
+        answers: dict[int, _Answer] = {}
+        pending = list(range(len(owners)))
+        while pending:
+            batch = self.engine.query(
+                [_search(owners[i], view, expiry, raced[i]) for i in pending],
+                dense=dense,
+                sparse=sparse,
+                limit=depth,
+                threshold=threshold,
+            )
+            again = []
+            for i, results in zip(pending, batch, strict=True):
+                payloads = {h.id: h.payload for hits in results.values() for h in hits}
+                answers[i] = _Answer(results, payloads, resolved[i])
+                if self._lost_race(owners[i], payloads, view, raced[i], resolved[i]):
+                    again.append(i)
+            pending = again
+        return [_candidates_of(legs, answers[i]) for i in range(len(owners))]
+
+    def _lost_race(
+        self,
+        ctx: RuntimeContext,
+        payloads: Mapping[str, dict],
+        view: ReadView,
+        raced: set[str],
+        resolved: dict[str, Fact],
+    ) -> bool:
+        """Whether a hit among ``payloads`` lost its key race and ``view`` no longer admits
+        it (added to ``raced``; the changed hits to ``resolved``): the owner is asked again.
+        Only writers in other processes race (a server); an Edge folder has one writer, so
+        its searches skip the check (~0.4 ms a search at 1k facts)."""
+        if not self.engine.shared or not self._races.rivals(ctx, payloads):
+            return False
+        changed = self._races.losers(ctx, [fact_of(i, p) for i, p in payloads.items()])
+        resolved.update(changed)
+        lost = {fid for fid, fact in changed.items() if not view.admits(fact)} - raced
+        raced |= lost  # rivals, but every hit holding its key at the moment: nothing lost
+        return bool(lost)
+
+
+def _search(
+    ctx: RuntimeContext, view: ReadView, expiry: ExpiryPolicy, raced: set[str]
+) -> OwnerSearch:
+    """One owner's part of a query: ``view``'s scope, and the BM25 IDF over the open facts,
+    lost races excluded, or over all of them for a read about the past (as files)."""
+    idf_corpus = UserFilter.of(
+        ctx, open_only=not view.history, exclude_ids=None if view.history else raced
+    )
+    return OwnerSearch(read_scope(ctx, view, expiry, raced), idf_corpus)
+
+
+def _candidates_of(legs: tuple[Leg, ...], answer: _Answer) -> Candidates:
+    """One owner's ``Candidates``: each leg's hits in the files backend's order; a fact is
+    built from its payload once, when asked for, and a key is read without building it
+    (comparing scopes reads the key of every wider candidate)."""
+    leg_hits: dict[str, list[LegHit]] = {}
+    for leg, engine_leg in (("bm25", SPARSE), ("dense", DENSE)):
+        if leg in legs:
+            leg_hits[leg] = [
+                LegHit(
+                    h.id,
+                    h.score,
+                    h.payload.get("session_id"),
+                    parse_time(h.payload.get("created_at")),
+                )
+                for h in _ordered(answer.results.get(engine_leg, []))
+            ]
+    payloads, built = answer.payloads, dict(answer.resolved)
+
+    def fact(fid: str) -> Fact:
+        if fid not in built:
+            built[fid] = fact_of(fid, payloads[fid])
+        return built[fid]
+
+    return Candidates(leg_hits, fact, key_of=lambda fid: payloads[fid].get("key"))
+
+
+def _ordered(hits: list[ScoredHit]) -> list[ScoredHit]:
+    """Best first; equal scores (to 6 decimals) in (created_at, id) order, as in files.
+
+    ``created_at`` is stored as UTC ISO-8601, so its string order is its time order."""
+    return sorted(hits, key=lambda h: (-round(h.score, 6), h.payload.get("created_at") or "", h.id))

@@ -1,0 +1,152 @@
+"""A recall over several scopes asks Qdrant once (every scope's legs in one batched request):
+each scope's candidates must be exactly what asking it alone gives (the base's per-scope
+default, ``LongTermHooks._candidates_each``), hits, order, scores and facts, on Edge and on
+qdrant-client's local mode, with filters, a read about the past and a key race."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import replace
+from datetime import timedelta
+from pathlib import Path
+
+import pytest
+
+from indexing.embeddings import Embedder
+from memory_service.bench.datasets.synthetic import scale_texts
+from memory_service.context import RuntimeContext
+from memory_service.fact_filter import FactFilter
+from memory_service.facts import Fact, utcnow
+from memory_service.longterm.qdrant import QdrantLongTermMemory
+from memory_service.longterm.qdrant_engine import UserFilter
+from memory_service.longterm.store_hooks import LongTermHooks
+from memory_service.longterm.store_values import Candidates
+from tests.conftest import LONGTERM_BACKENDS
+
+ALICE = RuntimeContext("acme", "alice", agent_id="support")
+NOW = utcnow()
+KINDS = ("fact", "preference", "event")
+
+
+@pytest.fixture(params=["qdrant-edge", "qdrant-local"])
+def memory(request, tmp_path: Path, embedder: Embedder) -> Iterator[QdrantLongTermMemory]:
+    backend = LONGTERM_BACKENDS[request.param](tmp_path, embedder)
+    assert isinstance(backend, QdrantLongTermMemory)
+    _fill(backend)
+    try:
+        yield backend
+    finally:
+        backend.close()
+
+
+def _fill(memory: QdrantLongTermMemory) -> None:
+    """30 facts in each of the user's, the agent's and the tenant's memory (different banks:
+    each scope's BM25 IDF differs), of varied kinds and importance, a few keyed, some keys
+    shared between scopes, one superseded per scope (visible only in the past)."""
+    for index, scope in ((1, "user"), (2, "agent"), (3, "tenant")):
+        bank, _ = scale_texts(index, 30, seed=11)
+        facts = [
+            Fact(
+                text,
+                kind=KINDS[i % 3],
+                importance=3 + i % 6,
+                key=f"k{i}" if i % 5 == 0 else None,
+                created_at=NOW - timedelta(days=1 + i % 5, minutes=i),
+                scope=scope,
+            )
+            for i, text in enumerate(bank)
+        ]
+        memory.record(ALICE, facts)
+        newer = replace(facts[0], text=f"{facts[0].text} (updated)", created_at=NOW)
+        memory.record(ALICE, [newer])
+
+
+def _questions() -> list[str]:
+    return [q for i in (1, 2, 3) for q in scale_texts(i, 30, seed=11)[1][:3]]
+
+
+def _snapshot(found: list[Candidates]) -> list[dict]:
+    """Each scope's legs (ids, scores, order, session, time) and its hits' facts."""
+    out = []
+    for cands in found:
+        ids = sorted({h.id for hits in cands.legs.values() for h in hits})
+        out.append({"legs": cands.legs, "facts": {i: cands.fact(i) for i in ids}})
+    return out
+
+
+VIEWS = [
+    None,
+    FactFilter(kinds=("fact", "preference"), min_importance=5),
+    FactFilter(as_of=NOW - timedelta(hours=12)),
+]
+
+
+@pytest.mark.parametrize("legs", [("bm25", "dense"), ("bm25",), ("dense",)])
+@pytest.mark.parametrize("view_at", range(len(VIEWS)))
+def test_one_batched_request_gives_each_scope_what_asking_it_alone_gives(memory, legs, view_at):
+    owners = ALICE.visible_scopes()
+    assert [o.scope for o in owners] == ["user", "agent", "tenant"]
+    view = memory._view(VIEWS[view_at])
+    scopes_with_hits = set()
+    for question in _questions():
+        batched = memory._candidates_each(owners, question, legs, 40, 0.0, view)
+        alone = LongTermHooks._candidates_each(memory, owners, question, legs, 40, 0.0, view)
+        assert _snapshot(batched) == _snapshot(alone)
+        scopes_with_hits |= {i for i, c in enumerate(batched) if c.legs[legs[0]]}
+    assert scopes_with_hits == {0, 1, 2}  # the comparison is not of empties
+
+
+class _OneScopeAtATime(QdrantLongTermMemory):
+    """The Qdrant backend with the base's per-scope default: one engine request per scope."""
+
+    _candidates_each = LongTermHooks._candidates_each
+
+
+def test_a_recall_over_three_scopes_fuses_what_each_scope_alone_returns(memory, embedder):
+    """The whole recall against the same backend, on the same engine, asking one scope at a
+    time: same hits, scores, ranks and per-leg scores."""
+    reference = _OneScopeAtATime(
+        memory.engine, embedder, retrieval=memory.retrieval, expiry=memory.expiry
+    )
+    for question in _questions():
+        for filter in (None, VIEWS[1]):
+            got = memory.retrieve(ALICE, question, 10, filter=filter)
+            want = reference.retrieve(ALICE, question, 10, filter=filter)
+            assert [(r.fact, r.score, r.ranks, r.scores) for r in got] == [
+                (r.fact, r.score, r.ranks, r.scores) for r in want
+            ]
+            assert got
+
+
+def test_a_lost_key_race_in_one_scope_is_asked_again_for_that_scope_only(tmp_path, embedder):
+    """On a server (local mode stands in) a shared scope's hit that lost its key race is left
+    out of that scope's legs (asked again without it); the other scopes' answers are those of
+    the first, batched round."""
+    memory = LONGTERM_BACKENDS["qdrant-local"](tmp_path, embedder)
+    assert isinstance(memory, QdrantLongTermMemory) and memory.engine.shared
+    try:
+        _fill(memory)
+        tenant = ALICE.in_scope("tenant")
+        older = Fact(
+            "Tickets are closed after seven days",
+            key="tickets",
+            created_at=NOW - timedelta(hours=2),
+            scope="tenant",
+        )
+        newer = replace(older, text="Tickets are closed after three days", created_at=NOW)
+        memory.record(ALICE, [older])
+        fid = memory.record(ALICE, [replace(newer, key=None)])[0].id  # a rival writer's point
+        memory.engine.set_payload(UserFilter.of(tenant, ids=[fid]), {fid: {"key": "tickets"}})
+
+        owners = ALICE.visible_scopes()
+        view = memory._view(None)
+        question = "after how many days are tickets closed"
+        legs = ("bm25", "dense")
+        batched = memory._candidates_each(owners, question, legs, 40, 0.0, view)
+        alone = LongTermHooks._candidates_each(memory, owners, question, legs, 40, 0.0, view)
+        assert _snapshot(batched) == _snapshot(alone)
+        tenant = {batched[2].fact(h.id).text for hits in batched[2].legs.values() for h in hits}
+        assert "Tickets are closed after three days" in tenant
+        assert "Tickets are closed after seven days" not in tenant
+    finally:
+        memory.close()
