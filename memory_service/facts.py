@@ -2,15 +2,12 @@
 
 from __future__ import annotations
 
-import base64
-import binascii
-import json
 import re
 import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
-from typing import Generic, Literal, TypeVar
+from typing import Literal
 
 from indexing.hashing import content_hash
 from memory_service.context import RuntimeContext, validate_id
@@ -19,7 +16,6 @@ from memory_service.limits import (
     MAX_CONFIDENCE,
     MAX_IMPORTANCE,
     MAX_KEY_CHARS,
-    MAX_PAGE_SIZE,
     MAX_SOURCE_CHARS,
     MAX_SOURCE_MESSAGES,
     MAX_SOURCE_TEXT_BYTES,
@@ -273,13 +269,13 @@ class Fact:
             "tags": list(self.tags),
             "source": self.source.to_dict() if self.source is not None else None,
             "session_id": self.session_id,
-            "created_at": _iso(self.created_at),
-            "expires_at": _iso(self.expires_at),
+            "created_at": iso_time(self.created_at),
+            "expires_at": iso_time(self.expires_at),
             "superseded_by": self.superseded_by,
-            "valid_to": _iso(self.valid_to),
+            "valid_to": iso_time(self.valid_to),
             "content_hash": self.content_hash,
             "access_count": self.access_count,
-            "last_accessed_at": _iso(self.last_accessed_at),
+            "last_accessed_at": iso_time(self.last_accessed_at),
             "scope": self.scope or "user",
             "agent_id": self.agent_id,
         }
@@ -308,7 +304,8 @@ class Fact:
         )
 
 
-def _iso(value: datetime | None) -> str | None:
+def iso_time(value: datetime | None) -> str | None:
+    """A time as stored and compared: ISO 8601 with its offset (None stays None)."""
     return value.isoformat() if value else None
 
 
@@ -359,52 +356,3 @@ class RecordResult:
     id: str
     status: RecordStatus
     superseded_ids: tuple[str, ...] = ()
-
-
-T = TypeVar("T")
-
-
-@dataclass(frozen=True, slots=True)
-class Page(Generic[T]):
-    items: list[T]
-    next_cursor: str | None = None
-
-
-def sort_key(fact: Fact) -> tuple[str, str]:
-    """Stable listing order: oldest first, then id (keyset pagination key). Times are compared
-    as UTC ISO strings, so every backend pages identically whatever offset a caller used."""
-    return (_iso(parse_time(fact.created_at)) or "", fact.id)
-
-
-def encode_cursor(fact: Fact) -> str:
-    raw = json.dumps(list(sort_key(fact))).encode()
-    return base64.urlsafe_b64encode(raw).decode().rstrip("=")
-
-
-def decode_cursor(cursor: str) -> tuple[str, str]:
-    try:
-        padded = cursor + "=" * (-len(cursor) % 4)
-        created, fid = json.loads(base64.urlsafe_b64decode(padded.encode()))
-        return str(created), str(fid)
-    except (ValueError, TypeError, binascii.Error) as exc:
-        raise InvalidInputError("invalid cursor", code="invalid_cursor") from exc
-
-
-def check_page(limit: int, cursor: str | None) -> None:
-    """Refuse a bad page request (``invalid_limit``, ``invalid_cursor``) before any read."""
-    if isinstance(limit, bool) or not isinstance(limit, int) or not 1 <= limit <= MAX_PAGE_SIZE:
-        raise InvalidInputError(f"limit must be 1-{MAX_PAGE_SIZE}", code="invalid_limit")
-    if cursor:
-        decode_cursor(cursor)
-
-
-def paginate(facts: Sequence[Fact], limit: int, cursor: str | None) -> Page[Fact]:
-    """Keyset page over facts in ``sort_key`` order, shared by every backend."""
-    check_page(limit, cursor)
-    ordered = sorted(facts, key=sort_key)
-    if cursor:
-        after = decode_cursor(cursor)
-        ordered = [f for f in ordered if sort_key(f) > after]
-    page = ordered[:limit]
-    next_cursor = encode_cursor(page[-1]) if len(ordered) > limit else None
-    return Page(items=page, next_cursor=next_cursor)

@@ -14,7 +14,8 @@ from typing import Protocol, runtime_checkable
 from memory_service.config.retrieval import Mode
 from memory_service.context import RuntimeContext
 from memory_service.fact_filter import FactFilter
-from memory_service.facts import Fact, Page, Recall, RecordResult
+from memory_service.facts import Fact, Recall, RecordResult
+from memory_service.pagination import Page
 
 
 @runtime_checkable

@@ -30,15 +30,7 @@ from memory_service.fact_filter import (
     ExpiryPolicy,
     FactFilter,
 )
-from memory_service.facts import (
-    Fact,
-    Page,
-    Recall,
-    RecordResult,
-    check_page,
-    paginate,
-    utcnow,
-)
+from memory_service.facts import Fact, Recall, RecordResult, utcnow
 from memory_service.longterm.access import AccessLog, AccessMark
 from memory_service.longterm.recording import RecordPlan, plan_record
 from memory_service.longterm.retrieval import (
@@ -60,6 +52,7 @@ from memory_service.longterm.store_values import (
     utc_times,
 )
 from memory_service.observe.telemetry import sink, timed_stage
+from memory_service.pagination import Page, check_page, paginate
 from memory_service.tombstones import Tombstones
 
 S = TypeVar("S", bound=StoredFacts)
