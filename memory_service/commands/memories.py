@@ -215,7 +215,7 @@ def run_search(args: argparse.Namespace) -> int:
 
 
 def run_list(args: argparse.Namespace) -> int:
-    from memory_service.facts import check_page
+    from memory_service.pagination import check_page
     from memory_service.services import build_services
 
     ctx = context_from(args)
