@@ -16,18 +16,16 @@ from __future__ import annotations
 
 import logging
 import multiprocessing
-import os
 import random
 import resource
 import secrets
 import sys
 import tempfile
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Iterator, Sequence
 from concurrent.futures import ProcessPoolExecutor
 from contextlib import ExitStack, contextmanager
 from pathlib import Path
-from typing import TextIO
 
 from memory_service.bench import metrics
 from memory_service.bench.backends import settings_for
@@ -35,6 +33,7 @@ from memory_service.bench.dataset import BenchInputError
 from memory_service.bench.datasets.synthetic import scale_texts
 from memory_service.bench.embedding import ColdQueryEmbedder, cold_embedder, with_embedder
 from memory_service.bench.http_server import LoopbackServer, write_key_file
+from memory_service.bench.machine import load_average
 from memory_service.bench.runner import TENANT, WARM_UP_QUERY
 from memory_service.config import Settings
 from memory_service.config.settings import ObservabilitySettings
@@ -355,18 +354,11 @@ def _http_client(services, tmp: Path, *, observability=None) -> Iterator:
 # --- ``--embedders``: the same scale run once per embedder, each in a fresh process -----------
 
 
-def _load_average() -> list[float] | None:
-    try:
-        return [round(x, 2) for x in os.getloadavg()]
-    except OSError:  # pragma: no cover - not on every platform
-        return None
-
-
 def _scale_in_child(settings: Settings, choice: str, options: dict) -> dict:
     """One embedder's scale run, in a process of its own (peak RSS and imports are its own)."""
     if options.get("show_progress"):
         logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(message)s")
-    load_at_start = _load_average()
+    load_at_start = load_average()
     chosen = with_embedder(settings, choice)
     embedder = cold_embedder(chosen)
     doc = run_scale(chosen, embedder, **options)
@@ -377,7 +369,7 @@ def _scale_in_child(settings: Settings, choice: str, options: dict) -> dict:
         threads=chosen.embedding.threads,
         torch_imported=bool(heavy),
         load_average_start=load_at_start,
-        load_average_end=_load_average(),
+        load_average_end=load_average(),
     )
     return doc
 
@@ -393,68 +385,3 @@ def run_scale_per_embedder(settings: Settings, choices: Sequence[str], **options
         with ProcessPoolExecutor(max_workers=1, mp_context=spawn) as pool:
             runs.append(pool.submit(_scale_in_child, settings, choice, options).result())
     return {**runs[0], "embedders": runs}
-
-
-_ROWS: tuple[tuple[str, Callable[[dict], float | None], str], ...] = (
-    ("record facts/s", lambda r: r.get("ingest_per_s"), "rate"),
-    ("first query p50 ms", lambda r: r["first_query_ms"]["p50"], "ms"),
-    ("peak RSS MB", lambda r: r.get("peak_rss_mb"), "mb"),
-)
-
-
-def _side_rows(doc: dict) -> tuple[list[str], list[list[str]]]:
-    runs = doc["embedders"]
-    header = ["", *(r["embedder"] for r in runs)]
-    if len(runs) == 2:
-        header.append(f"{runs[1]['embedder']}/{runs[0]['embedder']}")
-    lines: list[tuple[str, list[float | None], str]] = []
-    for i, result in enumerate(runs[0]["results"]):
-        mode = result["mode"]
-        for path, key in (("in-process", "latency_ms"), ("HTTP", "http_latency_ms")):
-            for stat in ("p50", "p95"):
-                values = [(r["results"][i].get(key) or {}).get(stat) for r in runs]
-                lines.append((f"{mode} {path} {stat} ms", values, "ms"))
-    for label, pick, kind in _ROWS:
-        lines.append((label, [pick(r) for r in runs], kind))
-    rows = []
-    for label, values, kind in lines:
-        cells = [label, *(_cell(v, kind) for v in values)]
-        if len(runs) == 2:
-            a, b = values
-            cells.append(f"{b / a:.2f}x" if a and b is not None else "-")
-        rows.append(cells)
-    loads = [f"{_one_minute(r, 'start')} -> {_one_minute(r, 'end')}" for r in runs]
-    rows.append(["load average (1 min)", *loads, *([""] if len(runs) == 2 else [])])
-    return header, rows
-
-
-def _one_minute(run: dict, when: str) -> str:
-    load = run.get(f"load_average_{when}")
-    return f"{load[0]:.2f}" if load else "?"
-
-
-def _cell(value: float | None, kind: str) -> str:
-    if value is None:
-        return "-"
-    return f"{value:,.0f}" if kind in ("rate", "mb") else f"{value:.2f}"
-
-
-def print_side_by_side(doc: dict, out: TextIO) -> None:
-    """Every ``--embedders`` run as one column, the ratio of two beside them."""
-    header, rows = _side_rows(doc)
-    names = ", ".join(f"{r['embedder']} = {r['embedder_name']}" for r in doc["embedders"])
-    print(f"\nembedders side by side ({names}; each in its own process, in this order)", file=out)
-    widths = [max(len(row[c]) for row in [header, *rows]) for c in range(len(header))]
-    for row in [header, *rows]:
-        cells = [
-            row[0].ljust(widths[0]),
-            *(v.rjust(w) for v, w in zip(row[1:], widths[1:], strict=True)),
-        ]
-        print("  ".join(cells).rstrip(), file=out)
-
-
-def side_by_side_markdown(doc: dict) -> str:
-    header, rows = _side_rows(doc)
-    lines = ["| " + " | ".join(header) + " |", "|---" * len(header) + "|"]
-    lines += ["| " + " | ".join(row) + " |" for row in rows]
-    return "\n".join(lines) + "\n"

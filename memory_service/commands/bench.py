@@ -10,14 +10,13 @@ backend with N facts and measures latency in-process and over HTTP. See ``benchm
 from __future__ import annotations
 
 import argparse
-import os
-import platform
 import sys
 from collections.abc import Mapping
 from datetime import UTC, datetime
 from pathlib import Path
 
 from memory_service.bench.dataset import BenchInputError
+from memory_service.bench.machine import environment, load_average
 from memory_service.bench.targets import PLAIN_PRESET
 from memory_service.config import RetrievalConfig
 from memory_service.config import preset as lookup
@@ -226,42 +225,6 @@ def command_line(args: argparse.Namespace, preset: str | None = None) -> str:
     return " ".join(parts)
 
 
-def _load_average() -> list[float] | None:
-    try:
-        return [round(x, 2) for x in os.getloadavg()]
-    except OSError:  # pragma: no cover - not on every platform
-        return None
-
-
-def _version(package: str) -> str | None:
-    from importlib.metadata import PackageNotFoundError, version
-
-    try:
-        return version(package)
-    except PackageNotFoundError:
-        return None
-
-
-def _environment(
-    embedder_name: str, backend: str, load_at_start: list[float] | None, settings
-) -> dict:
-    """Versions and threads; torch is not imported here (an onnx run never loads it)."""
-    torch = sys.modules.get("torch")
-    return {
-        "python": platform.python_version(),
-        "platform": platform.platform(),
-        "cpus": os.cpu_count(),
-        "torch": _version("torch"),
-        "torch_threads": torch.get_num_threads() if torch is not None else None,
-        "onnxruntime": _version("onnxruntime"),
-        "embedding_backend": backend,
-        "embedding_threads": settings.embedding.threads,
-        "embedder": embedder_name,
-        "load_average_start": load_at_start,  # other work on the machine skews latency
-        "load_average_end": _load_average(),
-    }
-
-
 def run(args: argparse.Namespace) -> int:
     from memory_service.bench.backends import with_backend
     from memory_service.bench.datasets import load_dataset
@@ -292,7 +255,7 @@ def run(args: argparse.Namespace) -> int:
     if args.embedders and dataset is not None:
         raise BenchInputError("--embedders needs --scale")
     began = datetime.now(UTC)
-    load_at_start = _load_average()
+    load_at_start = load_average()
     if args.embedders:  # each embedder in a process of its own: none is built here
         doc = _scale(args, settings, None)
         name = ", ".join(r["embedder_name"] for r in doc["embedders"])
@@ -312,7 +275,7 @@ def run(args: argparse.Namespace) -> int:
         **doc,
         "command": command_line(args, settings.longterm.retrieval_preset),
         "started_at": began.isoformat(timespec="seconds"),
-        "environment": _environment(name, backend, load_at_start, settings),
+        "environment": environment(name, backend, load_at_start, settings),
     }
     if dataset is not None:
         _judge(doc)
@@ -335,7 +298,7 @@ def _time(args: argparse.Namespace, settings) -> int:
     presets = tuple(dict.fromkeys((settings.longterm.retrieval_preset, "hybrid-recency")))
     doc = run_time(settings, build_embedder(settings), dataset, presets, workdir=args.workdir)
     doc["command"] = command_line(args, settings.longterm.retrieval_preset)
-    doc["environment"] = {"load_average": _load_average()}
+    doc["environment"] = {"load_average": load_average()}
     print_time_report(doc, sys.stdout)
     if args.json:
         write_json(doc, args.json)
@@ -410,7 +373,7 @@ def _judge(doc: dict) -> None:
 def _write(doc: dict, args: argparse.Namespace) -> None:
     """Tables to stdout; JSON, Markdown and the plot where asked."""
     from memory_service.bench.report import print_report, to_markdown, write_json, write_plot
-    from memory_service.bench.scale import print_side_by_side, side_by_side_markdown
+    from memory_service.bench.scale_report import print_side_by_side, side_by_side_markdown
 
     runs = doc.get("embedders") or [doc]
     for run in runs:

@@ -18,7 +18,8 @@ from memory_service.tools.arguments import (
     SessionSearchArgs,
     ToolArguments,
 )
-from memory_service.tools.memory_tools import MemoryTools, ToolOutcome, format_recall
+from memory_service.tools.formatting import ToolOutcome, format_recall
+from memory_service.tools.memory_tools import MemoryTools
 from memory_service.tools.paths import memory_path_parts
 
 __all__ = [

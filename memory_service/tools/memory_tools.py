@@ -21,14 +21,13 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from memory_service.context import RuntimeContext
 from memory_service.errors import InvalidInputError, MemoryServiceError, NotFoundError
 from memory_service.fact_filter import FactFilter
-from memory_service.facts import Fact, Recall, Source, clip_source_text
+from memory_service.facts import Fact, Source, clip_source_text
 from memory_service.limits import (
     MAX_PAGE_SIZE,
     MAX_TOOL_GET_CHARS,
@@ -53,7 +52,6 @@ from memory_service.messages import (
 from memory_service.pipeline.consolidation import priority
 from memory_service.pipeline.maintenance import MemoryMaintenance
 from memory_service.pipeline.memory_docs import MemoryDocs
-from memory_service.pipeline.memory_md import plain_memory
 from memory_service.shortterm.session import ShortTermMemory
 from memory_service.tools.arguments import (
     TOOL_ARGUMENTS,
@@ -66,6 +64,7 @@ from memory_service.tools.arguments import (
     MemorySearchArgs,
     SessionSearchArgs,
 )
+from memory_service.tools.formatting import ToolOutcome, format_fact, format_recall, plain_line
 from memory_service.tools.paths import memory_path_parts, memory_text, memory_texts, resolve
 
 RECALL_TOP_K = 5  # long-term recalls appended to memory_search's literal matches
@@ -74,35 +73,6 @@ LIST_ALL = "*"  # memory_search's query for the list view
 MAX_FACT_SCAN = 10_000  # facts read by the list view and memory_recall
 
 _BULLET_MARK = re.compile(r"^\s*[-*+]\s+")
-
-
-@dataclass(frozen=True, slots=True)
-class ToolOutcome:
-    """What one tool call returned to the model; ``ok`` is False for a refused call."""
-
-    call_id: str
-    name: str
-    text: str
-    ok: bool = True
-    error_code: str | None = None
-
-
-def _plain_line(line: str) -> str:
-    return plain_memory(line).strip()
-
-
-def format_fact(fact: Fact) -> str:
-    """One fact as the list view and memory_recall show it."""
-    tags = "|".join(p for p in (fact.kind, str(fact.importance), fact.key) if p)
-    day = f", {fact.created_at:%Y-%m-%d}" if fact.created_at else ""
-    return f"- [{tags}] {fact.text} (id={fact.id}{day})"
-
-
-def format_recall(recall: Recall) -> str:
-    legs = ", ".join(f"{leg} #{rank}" for leg, rank in recall.ranks.items() if rank is not None)
-    fact = recall.fact
-    shared = f", {fact.scope} memory" if fact.scope not in (None, "user") else ""
-    return f"Recall: {fact.text} (id={fact.id}, score={recall.score:.4f}, {legs}{shared})"
 
 
 class MemoryTools:
@@ -285,7 +255,7 @@ class MemoryTools:
         matches = 0
         for rel, content in memory_texts(self.workspace, ctx, self.docs):
             for number, line in enumerate(content.split("\n"), start=1):
-                plain = _plain_line(line)
+                plain = plain_line(line)
                 if plain and needle in plain.casefold():
                     matches += 1
                     if len(lines) < MAX_TOOL_SEARCH_LINES:
@@ -308,7 +278,7 @@ class MemoryTools:
         if first > total:
             raise InvalidInputError(f"start_line {first} is past the end: {rel} has {total} lines")
         last = min(args.end_line or total, total, first + MAX_TOOL_GET_LINES - 1)
-        shown = [_plain_line(line) for line in content[first - 1 : last]]
+        shown = [plain_line(line) for line in content[first - 1 : last]]
         body = "\n".join(shown)
         if len(body) > MAX_TOOL_GET_CHARS:
             body = body[:MAX_TOOL_GET_CHARS] + "\n[... cut: ask for fewer lines ...]"

@@ -1,0 +1,71 @@
+"""The side-by-side table of ``bench --scale --embedders``: one column per embedder, printed
+on the terminal and written as Markdown beside the JSON."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import TextIO
+
+_ROWS: tuple[tuple[str, Callable[[dict], float | None], str], ...] = (
+    ("record facts/s", lambda r: r.get("ingest_per_s"), "rate"),
+    ("first query p50 ms", lambda r: r["first_query_ms"]["p50"], "ms"),
+    ("peak RSS MB", lambda r: r.get("peak_rss_mb"), "mb"),
+)
+
+
+def _side_rows(doc: dict) -> tuple[list[str], list[list[str]]]:
+    runs = doc["embedders"]
+    header = ["", *(r["embedder"] for r in runs)]
+    if len(runs) == 2:
+        header.append(f"{runs[1]['embedder']}/{runs[0]['embedder']}")
+    lines: list[tuple[str, list[float | None], str]] = []
+    for i, result in enumerate(runs[0]["results"]):
+        mode = result["mode"]
+        for path, key in (("in-process", "latency_ms"), ("HTTP", "http_latency_ms")):
+            for stat in ("p50", "p95"):
+                values = [(r["results"][i].get(key) or {}).get(stat) for r in runs]
+                lines.append((f"{mode} {path} {stat} ms", values, "ms"))
+    for label, pick, kind in _ROWS:
+        lines.append((label, [pick(r) for r in runs], kind))
+    rows = []
+    for label, values, kind in lines:
+        cells = [label, *(_cell(v, kind) for v in values)]
+        if len(runs) == 2:
+            a, b = values
+            cells.append(f"{b / a:.2f}x" if a and b is not None else "-")
+        rows.append(cells)
+    loads = [f"{_one_minute(r, 'start')} -> {_one_minute(r, 'end')}" for r in runs]
+    rows.append(["load average (1 min)", *loads, *([""] if len(runs) == 2 else [])])
+    return header, rows
+
+
+def _one_minute(run: dict, when: str) -> str:
+    load = run.get(f"load_average_{when}")
+    return f"{load[0]:.2f}" if load else "?"
+
+
+def _cell(value: float | None, kind: str) -> str:
+    if value is None:
+        return "-"
+    return f"{value:,.0f}" if kind in ("rate", "mb") else f"{value:.2f}"
+
+
+def print_side_by_side(doc: dict, out: TextIO) -> None:
+    """Every ``--embedders`` run as one column, the ratio of two beside them."""
+    header, rows = _side_rows(doc)
+    names = ", ".join(f"{r['embedder']} = {r['embedder_name']}" for r in doc["embedders"])
+    print(f"\nembedders side by side ({names}; each in its own process, in this order)", file=out)
+    widths = [max(len(row[c]) for row in [header, *rows]) for c in range(len(header))]
+    for row in [header, *rows]:
+        cells = [
+            row[0].ljust(widths[0]),
+            *(v.rjust(w) for v, w in zip(row[1:], widths[1:], strict=True)),
+        ]
+        print("  ".join(cells).rstrip(), file=out)
+
+
+def side_by_side_markdown(doc: dict) -> str:
+    header, rows = _side_rows(doc)
+    lines = ["| " + " | ".join(header) + " |", "|---" * len(header) + "|"]
+    lines += ["| " + " | ".join(row) + " |" for row in rows]
+    return "\n".join(lines) + "\n"
