@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import math
 import sys
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -54,6 +54,14 @@ class BM25Index:
         if self._bm25 is None or not query_terms:
             return np.zeros(self._size)
         return np.asarray(self._bm25.get_scores(list(query_terms)), dtype=np.float64)
+
+    def matched(self, index: int, query_terms: Collection[str]) -> frozenset[str]:
+        """The ``query_terms`` document ``index`` holds, read from its term-frequency dict
+        (the document as indexed, so nothing is tokenized again per query)."""
+        if self._bm25 is None:
+            return frozenset()
+        held = self._bm25.doc_freqs[index]
+        return frozenset(t for t in query_terms if t in held)
 
     def search(
         self, query_terms: Sequence[str], limit: int, allowed: np.ndarray | None = None

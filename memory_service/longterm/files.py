@@ -197,15 +197,12 @@ class FileSystemLongTermMemory(BaseLongTermMemory[_Read]):
         allowed = corpus.mask(view)  # before any top-k: a filter never empties a leg early
         if not allowed.any():
             return NO_CANDIDATES
-        facts = corpus.facts
         leg_hits: dict[str, list[LegHit]] = {}
+        terms = tokenize(query)
         if "bm25" in legs:
             with timed_stage("bm25"):
-                hits = corpus.bm25(self.retrieval).search(tokenize(query), depth, allowed)
-            found = [(facts[h.index], h.score) for h in hits]
-            leg_hits["bm25"] = [
-                LegHit(f.id, score, f.session_id, f.created_at) for f, score in found
-            ]
+                hits = corpus.bm25(self.retrieval).search(terms, depth, allowed)
+            leg_hits["bm25"] = [corpus.hit(h.index, h.score, terms) for h in hits]
         if "dense" in legs:
             with timed_stage("dense"):
                 query_vector = self._query_vector(query)
@@ -216,10 +213,7 @@ class FileSystemLongTermMemory(BaseLongTermMemory[_Read]):
                 sims = np.where(allowed, sims, -np.inf)
                 order = np.argsort(-sims, kind="stable")[:depth]
             kept = [int(i) for i in order if allowed[i] and sims[i] >= threshold]
-            leg_hits["dense"] = [
-                LegHit(facts[i].id, float(sims[i]), facts[i].session_id, facts[i].created_at)
-                for i in kept
-            ]
+            leg_hits["dense"] = [corpus.hit(i, float(sims[i]), terms) for i in kept]
         stored_access = self._stored_access(ctx)
         return Candidates(leg_hits, lambda fid: with_access(index.by_id[fid].fact, stored_access))
 

@@ -25,7 +25,7 @@ from memory_service.fact_filter import ExpiryPolicy
 from memory_service.facts import Fact, fact_id
 from memory_service.fsutil import read_text
 from memory_service.longterm.ledger import parse_ledger
-from memory_service.longterm.retrieval import RetrievalConfig, fact_terms
+from memory_service.longterm.retrieval import LegHit, RetrievalConfig, fact_terms
 from memory_service.longterm.store_values import (
     EPOCH,
     ReadView,
@@ -78,6 +78,14 @@ class Corpus:
                 [f.text for f in self.facts],
             )
         return self._matrix
+
+    def hit(self, i: int, score: float, query_terms: list[str]) -> LegHit:
+        """Fact ``i`` as a leg's candidate; once the lexical index is built, with the query
+        terms its document holds (query coverage reads them, so no candidate is tokenized
+        again per query)."""
+        fact = self.facts[i]
+        matched = None if self._bm25 is None else self._bm25.matched(i, query_terms)
+        return LegHit(fact.id, score, fact.session_id, fact.created_at, matched)
 
     def mask(self, view: ReadView) -> np.ndarray:
         """Which of the corpus's facts ``view`` admits: expiry vectorised, the filter and
