@@ -66,11 +66,18 @@ def _questions() -> list[str]:
 
 
 def _snapshot(found: list[Candidates]) -> list[dict]:
-    """Each scope's legs (ids, scores, order, session, time) and its hits' facts."""
+    """Each scope's legs (ids, scores, order, session, time, matched terms) and its hits'
+    facts. Scores to 6 decimals, the precision the backend orders by (``_ordered``):
+    qdrant-client's local mode returns a cosine that differs in the 8th decimal between its
+    first few identical queries over a filtered history (measured), whichever way it is asked."""
     out = []
     for cands in found:
         ids = sorted({h.id for hits in cands.legs.values() for h in hits})
-        out.append({"legs": cands.legs, "facts": {i: cands.fact(i) for i in ids}})
+        legs = {
+            leg: [replace(h, score=round(h.score, 6)) for h in hits]
+            for leg, hits in cands.legs.items()
+        }
+        out.append({"legs": legs, "facts": {i: cands.fact(i) for i in ids}})
     return out
 
 

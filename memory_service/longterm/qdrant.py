@@ -62,7 +62,7 @@ from memory_service.longterm.qdrant_engine import (
 from memory_service.longterm.qdrant_key_race import KeyRaces
 from memory_service.longterm.qdrant_search import Searcher, read_scope
 from memory_service.longterm.recording import RecordPlan
-from memory_service.longterm.retrieval import RetrievalConfig, fact_terms
+from memory_service.longterm.retrieval import RetrievalConfig, fact_terms, wants_coverage
 from memory_service.longterm.store import BaseLongTermMemory
 from memory_service.longterm.store_values import (
     Candidates,
@@ -188,7 +188,8 @@ class QdrantLongTermMemory(BaseLongTermMemory[_Read]):
         view: ReadView,
     ) -> list[Candidates]:
         with timed_stage("engine"):  # every leg of every owner in one engine query
-            sparse = query_vector(tokenize(query)) if "bm25" in legs else None
+            terms = tokenize(query)
+            sparse = query_vector(terms) if "bm25" in legs else None
             dense = self._query_vector(query).tolist() if "dense" in legs else None
             return self._searcher.candidates(
                 owners,
@@ -199,6 +200,7 @@ class QdrantLongTermMemory(BaseLongTermMemory[_Read]):
                 threshold=threshold,
                 view=view,
                 expiry=self.expiry,
+                coverage_terms=terms if wants_coverage(legs, self.retrieval) else None,
             )
 
     def _open_keys(self, ctx: RuntimeContext, keys: Sequence[str], now: datetime) -> set[str]:

@@ -37,6 +37,7 @@ from memory_service.longterm.qdrant_engine import (
     as_floats,
     check_dense_size,
     reindex_hint,
+    scored_hit,
 )
 
 SCROLL_PAGE = 1000
@@ -288,9 +289,11 @@ class ClientEngine:
         sparse: SparseTerms | None,
         limit: int,
         threshold: float,
+        with_terms: bool = False,
     ) -> list[dict[str, list[ScoredHit]]]:
         asked: list[tuple[int, str]] = []  # (search, leg) of each request, in order
         requests: list[qm.QueryRequest] = []
+        vectors = [SPARSE] if with_terms else False
         for i, search in enumerate(searches):  # each owner's own filter and IDF corpus
             where = _filter(search.scope)
             if dense is not None:
@@ -302,6 +305,7 @@ class ClientEngine:
                         filter=where,
                         limit=limit,
                         with_payload=True,
+                        with_vector=vectors,
                         score_threshold=threshold,
                     )
                 )
@@ -315,6 +319,7 @@ class ClientEngine:
                         filter=where,
                         limit=limit,
                         with_payload=True,
+                        with_vector=vectors,
                         params=idf,
                     )
                 )
@@ -324,9 +329,7 @@ class ClientEngine:
         with self._calls():  # one batch: one round trip to the server for every owner
             results = self._client.query_batch_points(self.collection, requests=requests)
         for (i, leg), result in zip(asked, results, strict=True):
-            out[i][leg] = [
-                ScoredHit(str(p.id), float(p.score), dict(p.payload or {})) for p in result.points
-            ]
+            out[i][leg] = [scored_hit(p, with_terms) for p in result.points]
         return out
 
     def scroll(self, scope: UserFilter, *, with_vectors: bool = False) -> list[StoredPoint]:

@@ -43,6 +43,7 @@ from memory_service.longterm.qdrant_engine import (
     UserFilter,
     as_floats,
     check_dense_size,
+    scored_hit,
 )
 
 SCROLL_PAGE = 1000
@@ -216,9 +217,11 @@ class EdgeEngine:
         sparse: SparseTerms | None,
         limit: int,
         threshold: float,
+        with_terms: bool = False,
     ) -> list[dict[str, list[ScoredHit]]]:
         asked: list[tuple[int, str]] = []  # (search, leg) of each request, in order
         requests: list[qe.QueryRequest] = []
+        vectors = [SPARSE] if with_terms else False
         for i, search in enumerate(searches):  # each owner's own filter and IDF corpus
             where = edge_filter(search.scope)
             if dense is not None:
@@ -229,6 +232,7 @@ class EdgeEngine:
                         query=qe.Query.Nearest(as_floats(dense), using=DENSE),
                         filter=where,
                         with_payload=True,
+                        with_vector=vectors,
                         score_threshold=threshold,
                     )
                 )
@@ -241,6 +245,7 @@ class EdgeEngine:
                         query=qe.Query.Nearest(_sparse(sparse), using=SPARSE),
                         filter=where,
                         with_payload=True,
+                        with_vector=vectors,
                         params=idf,
                     )
                 )
@@ -250,9 +255,7 @@ class EdgeEngine:
         with self._calls():  # one planned batch: one pass over the segments for every owner
             results = self._shard.query_batch(qe.QueryBatchRequest(requests))
         for (i, leg), points in zip(asked, results, strict=True):
-            out[i][leg] = [
-                ScoredHit(str(p.id), float(p.score), dict(p.payload or {})) for p in points
-            ]
+            out[i][leg] = [scored_hit(p, with_terms) for p in points]
         return out
 
     def scroll(self, scope: UserFilter, *, with_vectors: bool = False) -> list[StoredPoint]:

@@ -174,9 +174,23 @@ class OwnerSearch:
 
 @dataclass(frozen=True, slots=True)
 class ScoredHit:
+    """``terms``: the term ids of the point's BM25 document (its sparse vector's indices),
+    when the query asked for them (``with_terms``), else None."""
+
     id: str
     score: float
     payload: dict[str, Any]
+    terms: frozenset[int] | None = None
+
+
+def scored_hit(point: Any, with_terms: bool) -> ScoredHit:
+    """An engine's scored point (Edge's and qdrant-client's have the same fields) as a hit;
+    ``with_terms``: the query asked for the sparse vector, whose indices are the terms."""
+    terms = None
+    if with_terms:
+        stored = (point.vector or {}).get(SPARSE)
+        terms = frozenset(stored.indices) if stored is not None else frozenset()
+    return ScoredHit(str(point.id), float(point.score), dict(point.payload or {}), terms)
 
 
 class QdrantEngine(Protocol):
@@ -197,10 +211,12 @@ class QdrantEngine(Protocol):
         sparse: SparseTerms | None,
         limit: int,
         threshold: float,
+        with_terms: bool = False,
     ) -> list[dict[str, list[ScoredHit]]]:
         """Ranked hits per leg (``dense``, ``bm25``) for each of ``searches``, in order, each
         as if asked alone, all in one engine request (a recall over several scopes pays one
-        round trip, not one per scope). ``threshold`` bounds the dense cosine."""
+        round trip, not one per scope). ``threshold`` bounds the dense cosine.
+        ``with_terms``: each hit carries its BM25 document's term ids (query coverage)."""
         ...
 
     def scroll(self, scope: UserFilter, *, with_vectors: bool = False) -> list[StoredPoint]: ...

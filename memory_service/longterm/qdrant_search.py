@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-from indexing.sparse import SparseTerms
+from indexing.sparse import SparseTerms, term_id
 from memory_service.config.retrieval import Leg
 from memory_service.context import RuntimeContext
 from memory_service.fact_filter import ExpiryPolicy
@@ -76,6 +76,7 @@ class Searcher:
         threshold: float,
         view: ReadView,
         expiry: ExpiryPolicy,
+        coverage_terms: Sequence[str] | None = None,
     ) -> list[Candidates]:
         """Each owner's legs (``dense``/``sparse``: the query's vectors, None for a leg not
         asked) over what ``view`` admits (``expiry``: the memory's, as of this call) once key
@@ -87,6 +88,8 @@ class Searcher:
         resolved: list[dict[str, Fact]] = [{} for _ in owners]
         answers: dict[int, _Answer] = {}
         pending = list(range(len(owners)))
+        # each query term's id: a hit's matched terms are those its sparse vector holds
+        term_ids = None if coverage_terms is None else {t: term_id(t) for t in coverage_terms}
         while pending:
             batch = self.engine.query(
                 [_search(owners[i], view, expiry, raced[i]) for i in pending],
@@ -94,6 +97,7 @@ class Searcher:
                 sparse=sparse,
                 limit=depth,
                 threshold=threshold,
+                with_terms=term_ids is not None,
             )
             again = []
             for i, results in zip(pending, batch, strict=True):
@@ -102,7 +106,7 @@ class Searcher:
                 if self._lost_race(owners[i], payloads, view, raced[i], resolved[i]):
                     again.append(i)
             pending = again
-        return [_candidates_of(legs, answers[i]) for i in range(len(owners))]
+        return [_candidates_of(legs, answers[i], term_ids) for i in range(len(owners))]
 
     def _lost_race(
         self,
@@ -136,8 +140,18 @@ def _search(
     return OwnerSearch(read_scope(ctx, view, expiry, raced), idf_corpus)
 
 
-def _candidates_of(legs: tuple[Leg, ...], answer: _Answer) -> Candidates:
-    """One owner's ``Candidates``: each leg's hits in the files backend's order; a fact is
+def _matched(hit: ScoredHit, term_ids: Mapping[str, int] | None) -> frozenset[str] | None:
+    if term_ids is None or hit.terms is None:
+        return None
+    return frozenset(t for t, tid in term_ids.items() if tid in hit.terms)
+
+
+def _candidates_of(
+    legs: tuple[Leg, ...], answer: _Answer, term_ids: Mapping[str, int] | None
+) -> Candidates:
+    """One owner's ``Candidates``: each leg's hits in the files backend's order, with the
+    query terms each hit's stored BM25 document holds when ``term_ids`` are given (query
+    coverage: read from the engine, not by tokenizing every candidate again); a fact is
     built from its payload once, when asked for, and a key is read without building it
     (comparing scopes reads the key of every wider candidate)."""
     leg_hits: dict[str, list[LegHit]] = {}
@@ -149,6 +163,7 @@ def _candidates_of(legs: tuple[Leg, ...], answer: _Answer) -> Candidates:
                     h.score,
                     h.payload.get("session_id"),
                     parse_time(h.payload.get("created_at")),
+                    _matched(h, term_ids),
                 )
                 for h in _ordered(answer.results.get(engine_leg, []))
             ]
