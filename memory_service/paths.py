@@ -28,6 +28,7 @@ from __future__ import annotations
 import hashlib
 from dataclasses import dataclass
 from datetime import date
+from functools import lru_cache
 from pathlib import Path
 
 from memory_service.context import RuntimeContext, validate_id
@@ -104,20 +105,15 @@ class UserPaths:
 
     @property
     def root(self) -> Path:
-        workspace = WorkspacePaths(self.workspace)
-        if self.scope == "agent":
-            return workspace.agents_dir(self.tenant_id) / validate_id(self.agent_id, "agent_id")
-        if self.scope == "tenant":
-            return workspace.shared_dir(self.tenant_id)
-        return self.tenant_root / "users" / validate_id(self.user_id, "user_id")
+        return _owner_file(self, "")
 
     @property
     def memory_md(self) -> Path:
-        return self.root / "MEMORY.md"
+        return _owner_file(self, "MEMORY.md")
 
     @property
     def ledger_dir(self) -> Path:
-        return self.root / "memory"
+        return _owner_file(self, "memory")
 
     @property
     def archive_dir(self) -> Path:
@@ -140,7 +136,7 @@ class UserPaths:
     @property
     def index_dir(self) -> Path:
         """Derived per-user index files (the vector caches of every embedding model)."""
-        return self.root / ".index"
+        return _owner_file(self, ".index")
 
     def vector_cache(self, model_slug: str) -> Path:
         return self.index_dir / f"vectors-{model_slug}.npz"
@@ -152,7 +148,7 @@ class UserPaths:
     @property
     def access_file(self) -> Path:
         """Recall counts and last access per fact (files backend; forget removes it)."""
-        return self.root / ".index" / "access.json"
+        return _owner_file(self, ".index/access.json")
 
     @property
     def lock_file(self) -> Path:
@@ -229,6 +225,21 @@ class UserPaths:
         if resolved != root and root not in resolved.parents:
             raise InvalidIdError("path escapes the user's folder", code="path_outside_user")
         return resolved
+
+
+@lru_cache(maxsize=16384)
+def _owner_file(paths: UserPaths, name: str) -> Path:
+    """``name`` under the owner's folder (``""``: the folder). Cached: a recall reads the
+    same few paths of every scope it searches, and building them costs more than the rest
+    of a small scope's lexical pass. A bad id raises every time (exceptions are not cached)."""
+    workspace = WorkspacePaths(paths.workspace)
+    if paths.scope == "agent":
+        root = workspace.agents_dir(paths.tenant_id) / validate_id(paths.agent_id, "agent_id")
+    elif paths.scope == "tenant":
+        root = workspace.shared_dir(paths.tenant_id)
+    else:
+        root = paths.tenant_root / "users" / validate_id(paths.user_id, "user_id")
+    return root / name if name else root
 
 
 def tenant_usage_file(workspace: Path, tenant_id: str) -> Path:

@@ -95,6 +95,35 @@ def test_bm25_score_row_agrees_with_search_and_is_zero_where_nothing_matches():
     assert not index.scores([]).any()
 
 
+def test_bm25_scores_are_rank_bm25s_own_bit_for_bit():
+    """The index skips query terms no document holds and computes the length norm once;
+    the scores must still be exactly what rank-bm25's own ``get_scores`` gives."""
+    import random
+
+    from rank_bm25 import BM25Okapi
+
+    from indexing.bm25 import _LuceneIdfBM25
+
+    class Reference(_LuceneIdfBM25):
+        get_scores = BM25Okapi.get_scores
+
+    rng = random.Random(3)
+    words = [f"w{i}" for i in range(300)]
+    for _ in range(100):
+        docs = [[rng.choice(words) for _ in range(rng.randint(1, 30))] for _ in range(50)]
+        query = [rng.choice([*words, "absent", "unseen"]) for _ in range(rng.randint(1, 8))]
+        ours, theirs = _LuceneIdfBM25(docs), Reference(docs)
+        for _ in range(2):  # the second call reuses the cached norm
+            assert np.array_equal(ours.get_scores(query), theirs.get_scores(query))
+
+
+def test_bm25_matched_terms_are_the_query_terms_a_document_holds():
+    index = BM25Index([["alice", "paint"], ["bob", "hike"], []])
+    assert index.matched(0, ["alice", "hike", "alice"]) == frozenset({"alice"})
+    assert index.matched(1, ["alice", "hike"]) == frozenset({"hike"})
+    assert index.matched(2, ["alice"]) == frozenset()
+
+
 def test_rrf_keeps_each_legs_rank_and_applies_weights():
     fused = reciprocal_rank_fusion({"bm25": ["a", "b"], "dense": ["b", "c"]}, k=60)
     assert [c.id for c in fused] == ["b", "a", "c"]

@@ -9,6 +9,8 @@ did not change is not parsed again.
 
 from __future__ import annotations
 
+import os
+import stat
 import threading
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
@@ -128,30 +130,51 @@ class UserIndex:
         return self._current
 
 
+def _regular_stat(path: str) -> os.stat_result | None:
+    """``path``'s own stat when it is a regular file (a symlink is not: never followed)."""
+    try:
+        st = os.lstat(path)
+    except (FileNotFoundError, NotADirectoryError):
+        return None
+    return st if stat.S_ISREG(st.st_mode) else None
+
+
+def _ledger_stats(paths: UserPaths) -> list[tuple[str, os.stat_result]]:
+    """MEMORY.md and the daily ledgers (``memory/*.md``, name order) with their stats: one
+    ``lstat`` each and one directory scan, since every read checks them (a recall over three
+    scopes checks three folders)."""
+    out = []
+    memory_md = str(paths.memory_md)
+    if (st := _regular_stat(memory_md)) is not None:
+        out.append((memory_md, st))
+    ledger_dir = str(paths.ledger_dir)
+    try:
+        if not stat.S_ISDIR(os.lstat(ledger_dir).st_mode):  # a linked folder is not read
+            return out
+        with os.scandir(ledger_dir) as entries:
+            names = sorted(e.name for e in entries if e.name.endswith(".md"))
+    except (FileNotFoundError, NotADirectoryError):
+        return out
+    for name in names:
+        if name.startswith("."):  # as ``glob("*.md")``: hidden files are not ledgers
+            continue
+        path = os.path.join(ledger_dir, name)
+        if (st := _regular_stat(path)) is not None:
+            out.append((path, st))
+    return out
+
+
 def ledger_files(paths: UserPaths) -> list[Path]:
     """MEMORY.md and the daily ledgers: regular files only. A symlink is never followed,
     so a link planted in ``memory/`` cannot pull another user's file into recall."""
-    candidates = [paths.memory_md]
-    if paths.ledger_dir.is_dir() and not paths.ledger_dir.is_symlink():
-        candidates += paths.ledger_candidates()
-    return [p for p in candidates if p.is_file() and not p.is_symlink()]
+    return [Path(name) for name, _ in _ledger_stats(paths)]
 
 
-def _stamp(path: Path) -> Stamp:
-    """What says a file changed. Every write here is an atomic replace, i.e. a new inode:
-    another process's rewrite is seen even when it keeps the size within one mtime tick."""
-    st = path.stat()
-    return (st.st_mtime_ns, st.st_size, st.st_ino)
-
-
-def _signature(files: list[Path]) -> Signature:
-    out = []
-    for path in files:
-        try:
-            out.append((str(path), *_stamp(path)))
-        except FileNotFoundError:
-            continue
-    return tuple(out)
+def ledger_signature(paths: UserPaths) -> Signature:
+    """What says the user's files changed: each file's path, mtime, size and inode. Every
+    write here is an atomic replace, i.e. a new inode: another process's rewrite is seen
+    even when it keeps the size within one mtime tick."""
+    return tuple((n, st.st_mtime_ns, st.st_size, st.st_ino) for n, st in _ledger_stats(paths))
 
 
 def parse_file(ctx: RuntimeContext, path: Path, paths: UserPaths) -> list[Fact]:
@@ -183,8 +206,8 @@ def build_index(
 ) -> UserIndex:
     """The index of the files in ``signature``, reusing ``previous``'s unchanged files."""
     parsed: dict[Path, ParsedFile] = {}
-    for name, *stat in signature:
-        path, stamp = Path(name), (stat[0], stat[1], stat[2])
+    for name, mtime_ns, size, inode in signature:
+        path, stamp = Path(name), (mtime_ns, size, inode)
         old = previous.get(path) if previous else None
         if old is not None and old.stamp == stamp:
             parsed[path] = old
@@ -235,7 +258,7 @@ class UserIndexes:
         its deadlines were computed by) changed."""
         key = (ctx.tenant_id, ctx.owner)
         with self._lock:
-            signature = _signature(ledger_files(paths))
+            signature = ledger_signature(paths)
             cached = self._indexes.get(key)
             if cached is not None and cached.signature == signature and cached.expiry == expiry:
                 return cached
