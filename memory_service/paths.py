@@ -97,7 +97,8 @@ class UserPaths:
 
     @classmethod
     def of(cls, workspace: Path, ctx: RuntimeContext) -> UserPaths:
-        return cls(Path(workspace), ctx.tenant_id, ctx.user_id, ctx.scope, ctx.agent_id)
+        root = workspace if isinstance(workspace, Path) else Path(workspace)
+        return cls(root, ctx.tenant_id, ctx.user_id, ctx.scope, ctx.agent_id)
 
     @property
     def tenant_root(self) -> Path:
@@ -139,7 +140,7 @@ class UserPaths:
         return _owner_file(self, ".index")
 
     def vector_cache(self, model_slug: str) -> Path:
-        return self.index_dir / f"vectors-{model_slug}.npz"
+        return _owner_file(self, f".index/vectors-{model_slug}.npz")
 
     def vector_caches(self) -> list[Path]:
         """The vector caches of every model, in name order."""

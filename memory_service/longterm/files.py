@@ -198,11 +198,11 @@ class FileSystemLongTermMemory(BaseLongTermMemory[_Read]):
         if not allowed.any():
             return NO_CANDIDATES
         leg_hits: dict[str, list[LegHit]] = {}
-        terms = tokenize(query)
+        terms, matched = tokenize(query), {}
         if "bm25" in legs:
             with timed_stage("bm25"):
                 hits = corpus.bm25(self.retrieval).search(terms, depth, allowed)
-            leg_hits["bm25"] = [corpus.hit(h.index, h.score, terms) for h in hits]
+            leg_hits["bm25"] = corpus.hits([(h.index, h.score) for h in hits], terms, matched)
         if "dense" in legs:
             with timed_stage("dense"):
                 query_vector = self._query_vector(query)
@@ -213,9 +213,13 @@ class FileSystemLongTermMemory(BaseLongTermMemory[_Read]):
                 sims = np.where(allowed, sims, -np.inf)
                 order = np.argsort(-sims, kind="stable")[:depth]
             kept = [int(i) for i in order if allowed[i] and sims[i] >= threshold]
-            leg_hits["dense"] = [corpus.hit(i, float(sims[i]), terms) for i in kept]
+            leg_hits["dense"] = corpus.hits([(i, float(sims[i])) for i in kept], terms, matched)
         stored_access = self._stored_access(ctx)
-        return Candidates(leg_hits, lambda fid: with_access(index.by_id[fid].fact, stored_access))
+        return Candidates(
+            leg_hits,
+            lambda fid: with_access(index.by_id[fid].fact, stored_access),
+            key_of=lambda fid: index.by_id[fid].fact.key,  # scopes compare keys: no access merge
+        )
 
     def _open_keys(self, ctx: RuntimeContext, keys: Sequence[str], now: datetime) -> set[str]:
         wanted = set(keys)

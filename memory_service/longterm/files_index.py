@@ -81,13 +81,23 @@ class Corpus:
             )
         return self._matrix
 
-    def hit(self, i: int, score: float, query_terms: list[str]) -> LegHit:
-        """Fact ``i`` as a leg's candidate; once the lexical index is built, with the query
-        terms its document holds (query coverage reads them, so no candidate is tokenized
-        again per query)."""
-        fact = self.facts[i]
-        matched = None if self._bm25 is None else self._bm25.matched(i, query_terms)
-        return LegHit(fact.id, score, fact.session_id, fact.created_at, matched)
+    def hits(
+        self,
+        ranked: list[tuple[int, float]],
+        query_terms: list[str],
+        matched: dict[int, frozenset[str] | None],
+    ) -> list[LegHit]:
+        """Facts ``(i, score)`` as a leg's candidates; once the lexical index is built, each
+        with the query terms its document holds (query coverage reads them, so no candidate
+        is tokenized again per query). ``matched``: this query's, by position, so a fact
+        both legs found is looked up once."""
+        bm25, out = self._bm25, []
+        for i, score in ranked:
+            if i not in matched:
+                matched[i] = None if bm25 is None else bm25.matched(i, query_terms)
+            fact = self.facts[i]
+            out.append(LegHit(fact.id, score, fact.session_id, fact.created_at, matched[i]))
+        return out
 
     def mask(self, view: ReadView) -> np.ndarray:
         """Which of the corpus's facts ``view`` admits: expiry vectorised, the filter and
