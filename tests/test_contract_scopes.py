@@ -37,6 +37,23 @@ def test_tenant_and_agent_facts_are_shared_user_facts_are_not(memory):
     assert memory.retrieve(GLOBEX_ALICE, "office refunds receipts folder", 10) == []
 
 
+def test_a_shared_scope_read_while_empty_is_read_again_once_written(memory):
+    """A backend may skip a shared scope it has seen empty (Qdrant Edge remembers it until
+    the next write): every kind of write must make the next recall see the scope again."""
+    memory.record(ALICE, [Fact("Alice waters the office plants on Mondays")])
+    assert texts(memory.retrieve(ALICE, "office plants", 5)) == [
+        "Alice waters the office plants on Mondays"
+    ]  # the tenant's and the agent's memory are empty here, and read as such
+    [shared] = memory.record(ALICE, [Fact("The office plants are ferns", scope="tenant")])
+    assert "The office plants are ferns" in texts(memory.retrieve(BOB, "office plants", 5))
+    assert memory.delete(scope_context("acme", "tenant"), [shared.id]) == 1
+    assert texts(memory.retrieve(BOB, "office plants", 5)) == []
+    memory.record(BOB, [Fact("Plants in the office need little light", scope="agent")])
+    assert texts(memory.retrieve(ALICE, "office plants", 5, scopes=["agent"])) == [
+        "Plants in the office need little light"
+    ]
+
+
 def test_each_hit_says_its_scope(memory):
     memory.record(ALICE, [Fact("Tickets are answered within a day", scope="tenant")])
     memory.record(ALICE, [Fact("Escalate tickets about invoices", scope="agent")])

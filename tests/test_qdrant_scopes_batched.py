@@ -18,6 +18,7 @@ from memory_service.context import RuntimeContext
 from memory_service.fact_filter import FactFilter
 from memory_service.facts import Fact, utcnow
 from memory_service.longterm.qdrant import QdrantLongTermMemory
+from memory_service.longterm.qdrant_empty_scopes import EmptyScopes
 from memory_service.longterm.qdrant_engine import UserFilter
 from memory_service.longterm.store_hooks import LongTermHooks
 from memory_service.longterm.store_values import Candidates
@@ -157,3 +158,14 @@ def test_a_lost_key_race_in_one_scope_is_asked_again_for_that_scope_only(tmp_pat
         assert "Tickets are closed after seven days" not in tenant
     finally:
         memory.close()
+
+
+def test_a_shared_scope_is_skipped_as_empty_only_by_the_engines_one_writer(memory):
+    """Edge (one writing process) may skip an agent's or tenant's memory it counted empty;
+    a server (qdrant-client here) is written by other replicas too, so it never does."""
+    lone_agent = RuntimeContext("acme", "alice", agent_id="nobody").visible_scopes()[1]
+    assert lone_agent.scope == "agent"
+    empty = EmptyScopes(memory.engine)
+    assert empty.holds_nothing(lone_agent) is (not memory.engine.shared)
+    assert empty.holds_nothing(ALICE.visible_scopes()[2]) is False  # the tenant holds 30
+    assert empty.holds_nothing(ALICE) is False  # the user's own scope is always asked

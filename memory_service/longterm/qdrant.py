@@ -51,6 +51,7 @@ from memory_service.context import RuntimeContext, validate_id
 from memory_service.errors import ConfigurationError
 from memory_service.facts import Fact, utcnow
 from memory_service.longterm.access import AccessMark, applied
+from memory_service.longterm.qdrant_empty_scopes import EmptyScopes
 from memory_service.longterm.qdrant_engine import (
     QdrantEngine,
     RewritesDeleted,
@@ -65,6 +66,7 @@ from memory_service.longterm.recording import RecordPlan
 from memory_service.longterm.retrieval import RetrievalConfig, fact_terms, wants_coverage
 from memory_service.longterm.store import BaseLongTermMemory
 from memory_service.longterm.store_values import (
+    NO_CANDIDATES,
     Candidates,
     ReadView,
     StoredFacts,
@@ -101,6 +103,7 @@ class QdrantLongTermMemory(BaseLongTermMemory[_Read]):
         self.engine = engine
         self._races = KeyRaces(engine)
         self._searcher = Searcher(engine, self._races)
+        self._empty_scopes = EmptyScopes(engine)
         self._locks = [threading.Lock() for _ in range(_LOCK_STRIPES)]
 
     def _lexical(self, fact: Fact) -> SparseTerms:
@@ -187,12 +190,16 @@ class QdrantLongTermMemory(BaseLongTermMemory[_Read]):
         threshold: float,
         view: ReadView,
     ) -> list[Candidates]:
+        # a shared scope known to hold nothing is not asked (``qdrant_empty_scopes``)
+        asked = [
+            i for i, o in enumerate(owners) if i == 0 or not self._empty_scopes.holds_nothing(o)
+        ]
         with timed_stage("engine"):  # every leg of every owner in one engine query
             terms = tokenize(query)
             sparse = query_vector(terms) if "bm25" in legs else None
             dense = self._query_vector(query).tolist() if "dense" in legs else None
-            return self._searcher.candidates(
-                owners,
+            found = self._searcher.candidates(
+                [owners[i] for i in asked],
                 legs,
                 dense=dense,
                 sparse=sparse if sparse else None,  # no terms: no lexical hit
@@ -202,6 +209,8 @@ class QdrantLongTermMemory(BaseLongTermMemory[_Read]):
                 expiry=self.expiry,
                 coverage_terms=terms if wants_coverage(legs, self.retrieval) else None,
             )
+        by_position = dict(zip(asked, found, strict=True))
+        return [by_position.get(i, NO_CANDIDATES) for i in range(len(owners))]
 
     def _open_keys(self, ctx: RuntimeContext, keys: Sequence[str], now: datetime) -> set[str]:
         """The keys whose holder (the newest open fact: a lost race holds nothing) is live."""

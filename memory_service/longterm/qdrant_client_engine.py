@@ -172,6 +172,7 @@ class ClientEngine:
         self._client = client
         self.collection = collection
         self.description = description
+        self.writes = 0
 
     @classmethod
     def connect(
@@ -280,6 +281,7 @@ class ClientEngine:
             batch.append(qm.PointStruct(id=p.id, vector=vectors, payload=p.payload))
         with self._calls():
             self._client.upsert(self.collection, points=batch, wait=True)
+            self.writes += 1
 
     def query(
         self,
@@ -362,6 +364,7 @@ class ClientEngine:
         if operations:
             with self._calls():
                 self._client.batch_update_points(self.collection, operations, wait=True)
+                self.writes += 1
 
     def count(self, scope: UserFilter) -> int:
         with self._calls():
@@ -373,6 +376,7 @@ class ClientEngine:
         selector = qm.FilterSelector(filter=_filter(scope))
         with self._calls():
             self._client.delete(self.collection, points_selector=selector, wait=True)
+            self.writes += 1
 
     def users(self, tenant_id: str) -> list[str]:
         return self._values(tenant_id, USER_FIELD)

@@ -137,6 +137,7 @@ class EdgeEngine:
         self._lock = lock
         self._users = 0
         self._swap = _SharedLock()
+        self.writes = 0
 
     @classmethod
     def acquire(cls, folder: Path, dimension: int) -> EdgeEngine:
@@ -208,6 +209,7 @@ class EdgeEngine:
         with self._calls():
             self._shard.update(qe.UpdateOperation.upsert_points(batch))
             self._shard.flush()
+            self.writes += 1
 
     def query(
         self,
@@ -285,6 +287,7 @@ class EdgeEngine:
                 if point_id in present:
                     self._shard.update(qe.UpdateOperation.set_payload([point_id], payload))
             self._shard.flush()
+            self.writes += 1
 
     def count(self, scope: UserFilter) -> int:
         with self._calls():
@@ -294,6 +297,7 @@ class EdgeEngine:
         with self._calls():
             self._shard.update(qe.UpdateOperation.delete_points_by_filter(edge_filter(scope)))
             self._shard.flush()
+            self.writes += 1
 
     def rewrite_without_deleted(self) -> None:
         """Rebuild the shard from its live points. Edge keeps a deleted point's payload in its
@@ -335,6 +339,7 @@ class EdgeEngine:
             finally:  # swapped or not: no copy left behind, and a shard open again
                 _recover_rewrite(self.folder)
                 self._shard = open_shard(self.folder, self.dimension)
+                self.writes += 1
 
     @contextmanager
     def _calls_errors(self) -> Iterator[None]:

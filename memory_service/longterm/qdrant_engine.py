@@ -196,10 +196,13 @@ def scored_hit(point: Any, with_terms: bool) -> ScoredHit:
 class QdrantEngine(Protocol):
     """Point storage and search over one collection. Writes are durable when they return.
     ``shared``: other processes may write the collection too (a server), so two of them can
-    race on one key; False when this process alone writes it (an Edge folder it locks)."""
+    race on one key; False when this process alone writes it (an Edge folder it locks).
+    ``writes`` counts this object's writes once each has landed: where ``shared`` is False,
+    what was read between two equal counts is still what the collection holds."""
 
     description: str
     shared: bool
+    writes: int  # writes this engine object made, counted after each lands (cache validity)
 
     def upsert(self, points: Sequence[StoredPoint]) -> None: ...
 
