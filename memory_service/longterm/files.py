@@ -13,7 +13,7 @@ from __future__ import annotations
 import os
 import shutil
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from datetime import UTC, date, datetime
 from pathlib import Path
 from typing import Any
@@ -31,12 +31,23 @@ from memory_service.facts import Fact, fact_id, utcnow
 from memory_service.fsutil import fsync_dir, read_text, write_atomically
 from memory_service.longterm.access import AccessMark
 from memory_service.longterm.files_access import AccessFiles, with_access
-from memory_service.longterm.files_index import UserIndex, UserIndexes, ledger_files
+from memory_service.longterm.files_index import (
+    UserIndex,
+    UserIndexes,
+    folders_with_ledgers,
+    settled_lines,
+)
 from memory_service.longterm.ledger import parse_ledger, render_lines, rewrite_ledger
 from memory_service.longterm.recording import RecordPlan
 from memory_service.longterm.retrieval import LegHit, RetrievalConfig
 from memory_service.longterm.store import BaseLongTermMemory
-from memory_service.longterm.store_values import NO_CANDIDATES, Candidates, ReadView, StoredFacts
+from memory_service.longterm.store_values import (
+    NO_CANDIDATES,
+    Candidates,
+    ReadView,
+    StoredFacts,
+    merge_floors,
+)
 from memory_service.longterm.vector_cache import add_vectors
 from memory_service.longterm.vector_cache import cache_path as vector_cache_path
 from memory_service.observe.telemetry import timed_stage
@@ -181,6 +192,24 @@ class FileSystemLongTermMemory(BaseLongTermMemory[_Read]):
         )
         self._indexes.invalidate(ctx)
 
+    def _candidates_each(
+        self,
+        owners: Sequence[RuntimeContext],
+        query: str,
+        legs: tuple[Leg, ...],
+        depth: int,
+        threshold: float,
+        view: ReadView,
+    ) -> list[Candidates]:
+        """Each scope in turn, a wider one's hits only above ``merge_floors`` of the first."""
+        first = self._candidates(owners[0], query, legs, depth, threshold, view)
+        floors = merge_floors(first, depth)
+        wider = [
+            self._candidates(o, query, legs, depth, threshold, view, floors=floors)
+            for o in owners[1:]
+        ]
+        return [first, *wider]
+
     def _candidates(
         self,
         ctx: RuntimeContext,
@@ -189,7 +218,9 @@ class FileSystemLongTermMemory(BaseLongTermMemory[_Read]):
         depth: int,
         threshold: float,
         view: ReadView,
+        floors: Mapping[str, float] | None = None,
     ) -> Candidates:
+        floors = floors or {}  # per leg: only hits above it (``_candidates_each``)
         index = self._index(ctx)
         corpus = index.corpus(view)
         if not corpus.facts:
@@ -202,7 +233,8 @@ class FileSystemLongTermMemory(BaseLongTermMemory[_Read]):
         if "bm25" in legs:
             with timed_stage("bm25"):
                 hits = corpus.bm25(self.retrieval).search(terms, depth, allowed)
-            leg_hits["bm25"] = corpus.hits([(h.index, h.score) for h in hits], terms, matched)
+            ranked = [(h.index, h.score) for h in hits]
+            leg_hits["bm25"] = corpus.hits(ranked, terms, matched, floors.get("bm25"))
         if "dense" in legs:
             with timed_stage("dense"):
                 query_vector = self._query_vector(query)
@@ -212,8 +244,8 @@ class FileSystemLongTermMemory(BaseLongTermMemory[_Read]):
                     cache_file.unlink(missing_ok=True)  # read before an erase: not to be kept
                 sims = np.where(allowed, sims, -np.inf)
                 order = np.argsort(-sims, kind="stable")[:depth]
-            kept = [int(i) for i in order if allowed[i] and sims[i] >= threshold]
-            leg_hits["dense"] = corpus.hits([(i, float(sims[i])) for i in kept], terms, matched)
+            kept = [(int(i), float(sims[i])) for i in order if allowed[i] and sims[i] >= threshold]
+            leg_hits["dense"] = corpus.hits(kept, terms, matched, floors.get("dense"))
         stored_access = self._stored_access(ctx)
         return Candidates(
             leg_hits,
@@ -324,26 +356,7 @@ class FileSystemLongTermMemory(BaseLongTermMemory[_Read]):
             seen: set[str] = set()
             for path in reversed(ledgers):  # newest ledger first
                 content = read_text(path)
-                changes: dict[int, Fact | None] = {}
-                for line in parse_ledger(content, default_created_at=None):
-                    fid = fact_id(ctx.tenant_id, ctx.owner, content_hash(line.fact.text))
-                    effective = index.by_id[fid].fact if fid in index.by_id else None
-                    if fid in seen:
-                        changes[line.line_no] = None
-                        counts["exact_duplicates"] += 1
-                    elif (
-                        effective is not None
-                        and line.fact.superseded_by is None
-                        and line.fact.valid_to is None
-                        and effective.superseded_by is not None
-                    ):
-                        changes[line.line_no] = replace(
-                            line.fact,
-                            superseded_by=effective.superseded_by,
-                            valid_to=effective.valid_to,
-                        )
-                        counts["superseded"] += 1
-                    seen.add(fid)
+                changes = settled_lines(ctx, content, index, seen, counts)
                 if changes:
                     write_atomically(path, rewrite_ledger(content, changes))
             self._indexes.invalidate(ctx)
@@ -374,23 +387,13 @@ class FileSystemLongTermMemory(BaseLongTermMemory[_Read]):
     def users(self, tenant_id: str) -> list[str]:
         """Users of ``tenant_id`` that have memory files (for export)."""
         folders = WorkspacePaths(self.workspace).users_dir(tenant_id)
-        return self._with_ledgers(folders, lambda name: RuntimeContext(tenant_id, name))
+        return folders_with_ledgers(
+            folders, lambda name: self.paths(RuntimeContext(tenant_id, name))
+        )
 
     def agents(self, tenant_id: str) -> list[str]:
         """Agents of ``tenant_id`` that have shared memory files (export, maintenance)."""
         folders = WorkspacePaths(self.workspace).agents_dir(tenant_id)
-        return self._with_ledgers(folders, lambda name: scope_context(tenant_id, "agent", name))
-
-    def _with_ledgers(self, folders: Path, ctx_of: Callable[[str], RuntimeContext]) -> list[str]:
-        """The names of the folders under ``folders`` that are valid ids holding ledgers."""
-        if not folders.is_dir():
-            return []
-        found = []
-        for folder in sorted(p for p in folders.iterdir() if p.is_dir()):
-            try:
-                ctx = ctx_of(folder.name)
-            except ValueError:  # not an id (InvalidIdError): not a memory folder
-                continue
-            if ledger_files(self.paths(ctx)):
-                found.append(folder.name)
-        return found
+        return folders_with_ledgers(
+            folders, lambda name: self.paths(scope_context(tenant_id, "agent", name))
+        )

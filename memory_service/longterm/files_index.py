@@ -12,7 +12,7 @@ from __future__ import annotations
 import os
 import stat
 import threading
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from pathlib import Path
@@ -86,13 +86,16 @@ class Corpus:
         ranked: list[tuple[int, float]],
         query_terms: list[str],
         matched: dict[int, frozenset[str] | None],
+        floor: float | None = None,
     ) -> list[LegHit]:
-        """Facts ``(i, score)`` as a leg's candidates; once the lexical index is built, each
-        with the query terms its document holds (query coverage reads them, so no candidate
-        is tokenized again per query). ``matched``: this query's, by position, so a fact
-        both legs found is looked up once."""
+        """Facts ``(i, score)`` as a leg's candidates (with ``floor``: those scoring above
+        it); once the lexical index is built, each with the query terms its document holds
+        (query coverage reads them, so no candidate is tokenized again per query).
+        ``matched``: this query's, by position, so a fact both legs found is looked up once."""
         bm25, out = self._bm25, []
         for i, score in ranked:
+            if floor is not None and score <= floor:
+                continue
             if i not in matched:
                 matched[i] = None if bm25 is None else bm25.matched(i, query_terms)
             fact = self.facts[i]
@@ -178,6 +181,22 @@ def ledger_files(paths: UserPaths) -> list[Path]:
     """MEMORY.md and the daily ledgers: regular files only. A symlink is never followed,
     so a link planted in ``memory/`` cannot pull another user's file into recall."""
     return [Path(name) for name, _ in _ledger_stats(paths)]
+
+
+def folders_with_ledgers(folders: Path, paths_of: Callable[[str], UserPaths]) -> list[str]:
+    """The names of the folders under ``folders`` that are valid ids holding ledgers
+    (``paths_of`` raises ``ValueError``, as ``InvalidIdError`` is, for a name that is not)."""
+    if not folders.is_dir():
+        return []
+    found = []
+    for folder in sorted(p for p in folders.iterdir() if p.is_dir()):
+        try:
+            paths = paths_of(folder.name)
+        except ValueError:  # not an id: not a memory folder
+            continue
+        if ledger_files(paths):
+            found.append(folder.name)
+    return found
 
 
 def ledger_signature(paths: UserPaths) -> Signature:
@@ -290,3 +309,35 @@ class UserIndexes:
         with self._lock:
             self._indexes.clear()
             self._parsed.clear()
+
+
+def settled_lines(
+    ctx: RuntimeContext,
+    content: str,
+    index: UserIndex,
+    seen: set[str],
+    counts: dict[str, int],
+) -> dict[int, Fact | None]:
+    """The changes that make one ledger (``content``) say what reading it resolves: a line
+    repeating a fact of ``seen`` (newer ledgers, read first) goes; an open line whose fact
+    the index reads as superseded gets its ``superseded_by`` / ``valid_to``. ``seen`` and
+    ``counts`` (``exact_duplicates``, ``superseded``) are updated."""
+    changes: dict[int, Fact | None] = {}
+    for line in parse_ledger(content, default_created_at=None):
+        fid = fact_id(ctx.tenant_id, ctx.owner, content_hash(line.fact.text))
+        effective = index.by_id[fid].fact if fid in index.by_id else None
+        if fid in seen:
+            changes[line.line_no] = None
+            counts["exact_duplicates"] += 1
+        elif (
+            effective is not None
+            and line.fact.superseded_by is None
+            and line.fact.valid_to is None
+            and effective.superseded_by is not None
+        ):
+            changes[line.line_no] = replace(
+                line.fact, superseded_by=effective.superseded_by, valid_to=effective.valid_to
+            )
+            counts["superseded"] += 1
+        seen.add(fid)
+    return changes

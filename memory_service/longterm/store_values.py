@@ -49,6 +49,14 @@ class Candidates:
         return self.key_of(fact_id) if self.key_of is not None else self.fact(fact_id).key
 
 
+def merge_floors(first: Candidates, depth: int) -> dict[str, float]:
+    """Per leg, the score a wider scope's hit must beat to reach a recall's merged cut to
+    ``depth``: the ``depth``-th score of the first (narrowest) scope, whose hits are never
+    hidden and win ties (``BaseLongTermMemory._scoped_candidates``); no floor on a leg that
+    scope did not fill. A backend that asks scopes one by one need not build the rest."""
+    return {leg: hits[depth - 1].score for leg, hits in first.legs.items() if len(hits) >= depth}
+
+
 @dataclass(frozen=True, slots=True)
 class ReadView:
     """What one read may return: ``filter`` (checked), at ``now``, under ``expiry``.
