@@ -23,7 +23,6 @@ from filelock import FileLock
 
 from indexing.embeddings import Embedder
 from indexing.hashing import content_hash
-from indexing.tokenize import tokenize
 from memory_service.config.retrieval import Leg
 from memory_service.context import RuntimeContext, scope_context
 from memory_service.fact_filter import ExpiryPolicy
@@ -229,7 +228,7 @@ class FileSystemLongTermMemory(BaseLongTermMemory[_Read]):
         if not allowed.any():
             return NO_CANDIDATES
         leg_hits: dict[str, list[LegHit]] = {}
-        terms, matched = tokenize(query), {}
+        terms, matched = self._query_terms(query), {}
         if "bm25" in legs:
             with timed_stage("bm25"):
                 hits = corpus.bm25(self.retrieval).search(terms, depth, allowed)

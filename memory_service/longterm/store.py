@@ -214,11 +214,11 @@ class BaseLongTermMemory(LongTermHooks[S]):
         ``key`` an active fact of a narrower named scope holds is hidden (not deleted) before
         the cut, so the user's own value wins over the agent's, and the agent's over the
         tenant's."""
-        self._retrieving.vectors = {}
+        self._retrieving.vectors, self._retrieving.terms = {}, {}
         try:
             found = self._candidates_each(owners, query, legs, depth, threshold, view)
         finally:
-            self._retrieving.vectors = None
+            self._retrieving.vectors = self._retrieving.terms = None
         if len(found) == 1:
             return found[0]
         loader: dict[str, Callable[[str], Fact]] = {}
@@ -241,6 +241,16 @@ class BaseLongTermMemory(LongTermHooks[S]):
             for leg in legs
         }
         return Candidates(merged, lambda fid: loader[fid](fid))
+
+    def _query_terms(self, query: str) -> list[str]:
+        """The query's lexical terms for ``_candidates``: tokenized once per retrieve, however
+        many scopes it reads."""
+        memo = getattr(self._retrieving, "terms", None)
+        if memo is None:
+            return tokenize(query)
+        if query not in memo:
+            memo[query] = tokenize(query)
+        return memo[query]
 
     def _query_vector(self, query: str) -> np.ndarray:
         """The query's dense vector for ``_candidates``: embedded once per retrieve, however
