@@ -70,7 +70,9 @@ class LongTermHooks(ABC, Generic[S]):
     ) -> list[Candidates]:
         """``_candidates`` of each of ``owners`` (a recall's visible scopes), in order. A
         backend that can ask for every owner at once (one engine request) overrides it; each
-        owner's answer must be what ``_candidates`` alone would give."""
+        owner's answer must be what ``_candidates`` alone would give, except that a wider
+        owner may leave out hits at or below ``store_values.merge_floors`` of the first
+        (they cannot reach the merged cut)."""
         return [self._candidates(o, query, legs, depth, threshold, view) for o in owners]
 
     @abstractmethod
