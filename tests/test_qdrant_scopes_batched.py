@@ -169,3 +169,42 @@ def test_a_shared_scope_is_skipped_as_empty_only_by_the_engines_one_writer(memor
     assert empty.holds_nothing(lone_agent) is (not memory.engine.shared)
     assert empty.holds_nothing(ALICE.visible_scopes()[2]) is False  # the tenant holds 30
     assert empty.holds_nothing(ALICE) is False  # the user's own scope is always asked
+
+
+def test_wider_scopes_above_the_first_scopes_floor_recall_the_same(tmp_path, embedder):
+    """Edge asks the first scope, then the wider ones only for hits above its ``depth``-th
+    score per leg (nothing at or below it reaches the merged cut). With more user facts than
+    the depth, so the floors apply, the recall is the one asking every scope in full."""
+    memory = LONGTERM_BACKENDS["qdrant-edge"](tmp_path, embedder)
+    assert isinstance(memory, QdrantLongTermMemory) and not memory.engine.shared
+    try:
+        questions = []
+        for index, scope, count in ((4, "user", 80), (5, "agent", 40), (6, "tenant", 40)):
+            bank, asked = scale_texts(index, count, seed=13)
+            questions += asked[:4]
+            memory.record(
+                ALICE,
+                [
+                    Fact(t, scope=scope, key=f"k{i % 9}" if i % 3 == 0 else None)
+                    for i, t in enumerate(bank)
+                ],
+            )
+        reference = _OneScopeAtATime(
+            memory.engine, embedder, retrieval=memory.retrieval, expiry=memory.expiry
+        )
+        owners, view = ALICE.visible_scopes(), memory._view(None)
+        depth = memory.retrieval.depth(10)
+        first = memory._candidates(owners[0], questions[0], ("bm25", "dense"), depth, 0.0, view)
+        assert all(len(hits) == depth for hits in first.legs.values())  # the floors apply
+        wide = 0
+        for question in questions:
+            for mode in ("hybrid", "bm25", "dense"):
+                got = memory.retrieve(ALICE, question, 10, mode=mode)
+                want = reference.retrieve(ALICE, question, 10, mode=mode)
+                assert [(r.fact.id, r.score, r.ranks) for r in got] == [
+                    (r.fact.id, r.score, r.ranks) for r in want
+                ]
+                wide += sum(r.fact.scope != "user" for r in got)
+        assert wide > 0  # shared facts reach the answers: the comparison is not trivial
+    finally:
+        memory.close()

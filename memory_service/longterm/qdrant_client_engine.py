@@ -308,7 +308,7 @@ class ClientEngine:
                         limit=limit,
                         with_payload=True,
                         with_vector=vectors,
-                        score_threshold=threshold,
+                        score_threshold=search.least(DENSE, threshold),
                     )
                 )
             if sparse is not None:
@@ -322,6 +322,7 @@ class ClientEngine:
                         limit=limit,
                         with_payload=True,
                         with_vector=vectors,
+                        score_threshold=search.least(SPARSE),
                         params=idf,
                     )
                 )

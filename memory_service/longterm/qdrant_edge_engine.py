@@ -235,7 +235,7 @@ class EdgeEngine:
                         filter=where,
                         with_payload=True,
                         with_vector=vectors,
-                        score_threshold=threshold,
+                        score_threshold=search.least(DENSE, threshold),
                     )
                 )
             if sparse is not None:
@@ -248,6 +248,7 @@ class EdgeEngine:
                         filter=where,
                         with_payload=True,
                         with_vector=vectors,
+                        score_threshold=search.least(SPARSE),
                         params=idf,
                     )
                 )

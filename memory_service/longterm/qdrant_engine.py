@@ -166,10 +166,20 @@ class StoredPoint:
 @dataclass(frozen=True, slots=True)
 class OwnerSearch:
     """One owner's part of a batched query: the points it ranks (``scope``) and the points
-    its BM25 IDF is computed over (``idf_corpus``), so each owner keeps its own IDF."""
+    its BM25 IDF is computed over (``idf_corpus``), so each owner keeps its own IDF.
+    ``floors``: per engine leg, a score its hits must reach (a wider scope's hits below a
+    recall's merged cut are not read)."""
 
     scope: UserFilter
     idf_corpus: UserFilter
+    floors: Mapping[str, float] | None = None
+
+    def least(self, leg: str, threshold: float | None = None) -> float | None:
+        """The least score ``leg`` asks of the engine: ``threshold`` raised to its floor."""
+        floor = (self.floors or {}).get(leg)
+        if floor is None:
+            return threshold
+        return floor if threshold is None else max(threshold, floor)
 
 
 @dataclass(frozen=True, slots=True)

@@ -87,25 +87,34 @@ class Searcher:
         raced: list[set[str]] = [set() for _ in owners]
         resolved: list[dict[str, Fact]] = [{} for _ in owners]
         answers: dict[int, _Answer] = {}
-        pending = list(range(len(owners)))
         # each query term's id: a hit's matched terms are those its sparse vector holds
         term_ids = None if coverage_terms is None else {t: term_id(t) for t in coverage_terms}
-        while pending:
-            batch = self.engine.query(
-                [_search(owners[i], view, expiry, raced[i]) for i in pending],
-                dense=dense,
-                sparse=sparse,
-                limit=depth,
-                threshold=threshold,
-                with_terms=term_ids is not None,
-            )
-            again = []
-            for i, results in zip(pending, batch, strict=True):
-                payloads = {h.id: h.payload for hits in results.values() for h in hits}
-                answers[i] = _Answer(results, payloads, resolved[i])
-                if self._lost_race(owners[i], payloads, view, raced[i], resolved[i]):
-                    again.append(i)
-            pending = again
+
+        def ask(indices: Sequence[int], floors: Mapping[str, float] | None) -> None:
+            pending = list(indices)
+            while pending:
+                batch = self.engine.query(
+                    [_search(owners[i], view, expiry, raced[i], floors) for i in pending],
+                    dense=dense,
+                    sparse=sparse,
+                    limit=depth,
+                    threshold=threshold,
+                    with_terms=term_ids is not None,
+                )
+                again = []
+                for i, results in zip(pending, batch, strict=True):
+                    results = _above(results, floors)
+                    payloads = {h.id: h.payload for hits in results.values() for h in hits}
+                    answers[i] = _Answer(results, payloads, resolved[i])
+                    if self._lost_race(owners[i], payloads, view, raced[i], resolved[i]):
+                        again.append(i)
+                pending = again
+
+        if self.engine.shared or len(owners) == 1:  # a server: one round trip for all
+            ask(range(len(owners)), None)
+        else:  # in-process: the first scope, then the wider ones above its merged cut
+            ask([0], None)
+            ask(range(1, len(owners)), _floors(answers[0].results, depth))
         return [_candidates_of(legs, answers[i], term_ids) for i in range(len(owners))]
 
     def _lost_race(
@@ -129,15 +138,39 @@ class Searcher:
         return bool(lost)
 
 
+def _floors(results: Mapping[str, list[ScoredHit]], depth: int) -> dict[str, float]:
+    """Per engine leg the first scope filled, its least score: a wider scope's hit at or
+    below it cannot reach the recall's merged cut to ``depth`` (the first scope's hits are
+    never hidden and win ties), as ``store_values.merge_floors`` says for files."""
+    return {leg: min(h.score for h in hits) for leg, hits in results.items() if len(hits) >= depth}
+
+
+def _above(
+    results: dict[str, list[ScoredHit]], floors: Mapping[str, float] | None
+) -> dict[str, list[ScoredHit]]:
+    """``results`` without the hits at or below their leg's floor (the engine's threshold
+    keeps a hit equal to it)."""
+    if not floors:
+        return results
+    return {
+        leg: [h for h in hits if leg not in floors or h.score > floors[leg]]
+        for leg, hits in results.items()
+    }
+
+
 def _search(
-    ctx: RuntimeContext, view: ReadView, expiry: ExpiryPolicy, raced: set[str]
+    ctx: RuntimeContext,
+    view: ReadView,
+    expiry: ExpiryPolicy,
+    raced: set[str],
+    floors: Mapping[str, float] | None = None,
 ) -> OwnerSearch:
     """One owner's part of a query: ``view``'s scope, and the BM25 IDF over the open facts,
     lost races excluded, or over all of them for a read about the past (as files)."""
     idf_corpus = UserFilter.of(
         ctx, open_only=not view.history, exclude_ids=None if view.history else raced
     )
-    return OwnerSearch(read_scope(ctx, view, expiry, raced), idf_corpus)
+    return OwnerSearch(read_scope(ctx, view, expiry, raced), idf_corpus, floors)
 
 
 def _matched(hit: ScoredHit, term_ids: Mapping[str, int] | None) -> frozenset[str] | None:
