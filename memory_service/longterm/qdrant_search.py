@@ -1,11 +1,13 @@
-"""The Qdrant backend's recall: every visible scope's legs in one engine request.
+"""The Qdrant backend's recall: every visible scope's legs in batched engine requests.
 
-A recall over the user's, the agent's and the tenant's memory asks the engine once: two
+On a server a recall over the user's, the agent's and the tenant's memory asks once: two
 requests (dense, BM25) per owner in one batch, each with the owner's own filter and BM25 IDF
-corpus, so each owner's hits are exactly what asking it alone returns (Edge plans the batch
-as one pass over its segments; a server answers it in one round trip). Key races
-(``qdrant_key_race``) are resolved per owner after the batch; an owner with a hit that lost
-its race is asked again, alone, without it.
+corpus, so each owner's hits are exactly what asking it alone returns (one round trip). Key
+races (``qdrant_key_race``) are resolved per owner after the batch; an owner with a hit that
+lost its race is asked again, alone, without it. In-process (Edge, no round trip to save) the
+first scope is asked first and the wider ones, in one batch, only for hits above its least
+score per leg when it filled the depth (``_floors``): reading a hit's payload is most of
+Edge's cost, and those hits could not reach the recall's merged cut anyway.
 """
 
 from __future__ import annotations
