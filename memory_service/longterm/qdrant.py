@@ -44,7 +44,6 @@ from indexing.sparse import (
     document_vector,
     query_vector,
 )
-from indexing.tokenize import tokenize
 from memory_service.config import QdrantSettings
 from memory_service.config.retrieval import Leg
 from memory_service.context import RuntimeContext, validate_id
@@ -195,7 +194,7 @@ class QdrantLongTermMemory(BaseLongTermMemory[_Read]):
             i for i, o in enumerate(owners) if i == 0 or not self._empty_scopes.holds_nothing(o)
         ]
         with timed_stage("engine"):  # every leg of every owner in one engine query
-            terms = tokenize(query)
+            terms = self._query_terms(query)
             sparse = query_vector(terms) if "bm25" in legs else None
             dense = self._query_vector(query).tolist() if "dense" in legs else None
             found = self._searcher.candidates(

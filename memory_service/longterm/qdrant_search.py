@@ -6,8 +6,8 @@ corpus, so each owner's hits are exactly what asking it alone returns (one round
 races (``qdrant_key_race``) are resolved per owner after the batch; an owner with a hit that
 lost its race is asked again, alone, without it. In-process (Edge, no round trip to save) the
 first scope is asked first and the wider ones, in one batch, only for hits above its least
-score per leg when it filled the depth (``_floors``): reading a hit's payload is most of
-Edge's cost, and those hits could not reach the recall's merged cut anyway.
+score per leg when it filled the depth (``store_values.merge_floors``): reading a hit's
+payload is most of Edge's cost, and those hits could not reach the recall's merged cut.
 """
 
 from __future__ import annotations
@@ -31,7 +31,7 @@ from memory_service.longterm.qdrant_engine import (
 )
 from memory_service.longterm.qdrant_key_race import KeyRaces
 from memory_service.longterm.retrieval import LegHit
-from memory_service.longterm.store_values import Candidates, ReadView
+from memory_service.longterm.store_values import Candidates, ReadView, merge_floors
 
 
 def read_scope(
@@ -116,7 +116,8 @@ class Searcher:
             ask(range(len(owners)), None)
         else:  # in-process: the first scope, then the wider ones above its merged cut
             ask([0], None)
-            ask(range(1, len(owners)), _floors(answers[0].results, depth))
+            floors = merge_floors(_candidates_of(legs, answers[0], term_ids), depth)
+            ask(range(1, len(owners)), {ENGINE_LEG[leg]: f for leg, f in floors.items()})
         return [_candidates_of(legs, answers[i], term_ids) for i in range(len(owners))]
 
     def _lost_race(
@@ -140,11 +141,7 @@ class Searcher:
         return bool(lost)
 
 
-def _floors(results: Mapping[str, list[ScoredHit]], depth: int) -> dict[str, float]:
-    """Per engine leg the first scope filled, its least score: a wider scope's hit at or
-    below it cannot reach the recall's merged cut to ``depth`` (the first scope's hits are
-    never hidden and win ties), as ``store_values.merge_floors`` says for files."""
-    return {leg: min(h.score for h in hits) for leg, hits in results.items() if len(hits) >= depth}
+ENGINE_LEG = {"bm25": SPARSE, "dense": DENSE}  # a retrieval leg's name in the engine
 
 
 def _above(
@@ -190,7 +187,7 @@ def _candidates_of(
     built from its payload once, when asked for, and a key is read without building it
     (comparing scopes reads the key of every wider candidate)."""
     leg_hits: dict[str, list[LegHit]] = {}
-    for leg, engine_leg in (("bm25", SPARSE), ("dense", DENSE)):
+    for leg, engine_leg in ENGINE_LEG.items():
         if leg in legs:
             leg_hits[leg] = [
                 LegHit(

@@ -178,7 +178,8 @@ class BaseLongTermMemory(LongTermHooks[S]):
         view: ReadView,
     ) -> list[Recall]:
         depth = self.retrieval.depth(top_k)
-        found = self._scoped_candidates(owners, query, legs, depth, float(threshold), view)
+        terms = tokenize(query)  # once: every scope's lexical leg and the fusion read them
+        found = self._scoped_candidates(owners, query, terms, legs, depth, float(threshold), view)
         leg_hits = {
             leg: [h for h in found.legs[leg] if is_hit(leg, h.score, threshold)]
             for leg in legs
@@ -186,7 +187,6 @@ class BaseLongTermMemory(LongTermHooks[S]):
         }
         if not any(leg_hits.values()):
             return []
-        terms = tokenize(query)
         with timed_stage("fusion"):
             if wants_coverage(legs, self.retrieval):
                 leg_hits = with_matched(leg_hits, found.fact, self.retrieval, terms)
@@ -204,6 +204,7 @@ class BaseLongTermMemory(LongTermHooks[S]):
         self,
         owners: Sequence[RuntimeContext],
         query: str,
+        terms: list[str],
         legs: tuple[Leg, ...],
         depth: int,
         threshold: float,
@@ -214,7 +215,7 @@ class BaseLongTermMemory(LongTermHooks[S]):
         ``key`` an active fact of a narrower named scope holds is hidden (not deleted) before
         the cut, so the user's own value wins over the agent's, and the agent's over the
         tenant's."""
-        self._retrieving.vectors, self._retrieving.terms = {}, {}
+        self._retrieving.vectors, self._retrieving.terms = {}, {query: terms}
         try:
             found = self._candidates_each(owners, query, legs, depth, threshold, view)
         finally:
@@ -243,7 +244,7 @@ class BaseLongTermMemory(LongTermHooks[S]):
         return Candidates(merged, lambda fid: loader[fid](fid))
 
     def _query_terms(self, query: str) -> list[str]:
-        """The query's lexical terms for ``_candidates``: tokenized once per retrieve, however
+        """The query's lexical terms for ``_candidates``: those ``_retrieve`` tokenized, however
         many scopes it reads."""
         memo = getattr(self._retrieving, "terms", None)
         if memo is None:

@@ -51,10 +51,13 @@ class Candidates:
 
 def merge_floors(first: Candidates, depth: int) -> dict[str, float]:
     """Per leg, the score a wider scope's hit must beat to reach a recall's merged cut to
-    ``depth``: the ``depth``-th score of the first (narrowest) scope, whose hits are never
-    hidden and win ties (``BaseLongTermMemory._scoped_candidates``); no floor on a leg that
-    scope did not fill. A backend that asks scopes one by one need not build the rest."""
-    return {leg: hits[depth - 1].score for leg, hits in first.legs.items() if len(hits) >= depth}
+    ``depth``: the least score of the first (narrowest) scope's leg, whose hits are never
+    hidden and win ties (``BaseLongTermMemory._scoped_candidates``), when it filled ``depth``;
+    no floor on a leg it did not fill. A backend that asks scopes one by one need not build
+    (or read) the rest."""
+    return {
+        leg: min(h.score for h in hits) for leg, hits in first.legs.items() if len(hits) >= depth
+    }
 
 
 @dataclass(frozen=True, slots=True)
