@@ -89,6 +89,7 @@ def test_writes_are_durable_when_record_returns(tmp_path, embedder):
         memory.record(ctx, [Fact("Lives in Berlin", key="user.city")])
         gone = memory.record(ctx, [Fact("Owns a red kayak")])[0].id
         memory.delete(ctx, [gone])
+        print("segment flushes", memory.engine.commit.flushes, flush=True)
         os._exit(0)  # no close, no flush at exit
         """
     )
@@ -97,6 +98,7 @@ def test_writes_are_durable_when_record_returns(tmp_path, embedder):
         [sys.executable, "-c", script], cwd=REPO, env=env, capture_output=True, text=True
     )
     assert done.returncode == 0, done.stderr
+    assert "segment flushes 0" in done.stdout  # only the write-ahead log was on disk
     memory = _edge(tmp_path, embedder)
     try:
         facts = memory.list(ALICE, include_inactive=True).items

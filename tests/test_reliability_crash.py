@@ -34,6 +34,21 @@ def test_acknowledged_writes_survive_sigkill_files_backend(tmp_path: Path):
     assert report.server_errors == 0, report.unexpected_statuses
 
 
+def test_acknowledged_writes_survive_sigkill_qdrant_edge(tmp_path: Path):
+    """Edge acknowledges a write once its write-ahead log is fsynced, segments flushed later
+    (``qdrant_edge_commit``): a kill between the two must lose nothing."""
+    report = run_crash_test(
+        tmp_path, backend="qdrant", kills=3, writers=4, min_run_s=0.2, max_run_s=1.5, log=None
+    )
+
+    assert report.kills == 3
+    assert report.acked_facts > 0 and report.acked_messages > 0
+    assert report.lost_facts == 0 and report.resurrected_deletes == 0, report.problems
+    assert report.foreign_or_garbled_visible == 0 and report.partial_batches == 0, report.problems
+    assert report.corrupt_records == 0, report.problems
+    assert report.server_errors == 0, report.unexpected_statuses
+
+
 def test_acknowledged_writes_survive_sigkill_with_replica_state_in_postgres(tmp_path, pg_schema):
     """The same check with sessions, logs and the rest of the replica state in PostgreSQL
     (a replica of the scaled-out shape, facts in the files backend)."""

@@ -7,8 +7,9 @@ through ``acquire``/``close`` reference counting, and ``acquire`` first takes th
 OS lock (``edge_folder_lock``), because a second process's failed Edge open damages the
 owner's files. Another process gets a ``BackendUnavailableError`` that names the folder and
 its owner before anything of the folder is touched. Errors of a call name only the collection
-(they reach API clients); the folder and the cause go to the log. Every write is followed by
-``flush()``: durable when it returns.
+(they reach API clients); the folder and the cause go to the log. Every write is durable when
+it returns: its write-ahead log is fsynced, and the segments are flushed every few seconds and
+on close (``qdrant_edge_commit``).
 """
 
 from __future__ import annotations
@@ -29,6 +30,7 @@ from memory_service.context import validate_id
 from memory_service.errors import BackendUnavailableError, MemoryServiceError
 from memory_service.fsutil import fsync_dir
 from memory_service.longterm.edge_folder_lock import FolderLock, FolderOwnedError
+from memory_service.longterm.qdrant_edge_commit import EdgeCommit
 from memory_service.longterm.qdrant_edge_filters import edge_filter
 from memory_service.longterm.qdrant_edge_shard import in_use_error, open_shard
 from memory_service.longterm.qdrant_engine import (
@@ -137,6 +139,7 @@ class EdgeEngine:
         self._lock = lock
         self._users = 0
         self._swap = _SharedLock()
+        self.commit = EdgeCommit(folder)
         self.writes = 0
 
     @classmethod
@@ -177,7 +180,7 @@ class EdgeEngine:
                 return
             _registry.pop(self.folder, None)
             try:
-                self._shard.flush()
+                self.commit.flush(self._shard)
             finally:
                 try:
                     self._shard.close()
@@ -208,7 +211,7 @@ class EdgeEngine:
             batch.append(qe.Point(p.id, _vectors(p), p.payload))
         with self._calls():
             self._shard.update(qe.UpdateOperation.upsert_points(batch))
-            self._shard.flush()
+            self.commit.after_write(self._shard)
             self.writes += 1
 
     def query(
@@ -287,7 +290,7 @@ class EdgeEngine:
             for point_id, payload in values.items():
                 if point_id in present:
                     self._shard.update(qe.UpdateOperation.set_payload([point_id], payload))
-            self._shard.flush()
+            self.commit.after_write(self._shard)
             self.writes += 1
 
     def count(self, scope: UserFilter) -> int:
@@ -297,7 +300,7 @@ class EdgeEngine:
     def delete(self, scope: UserFilter) -> None:
         with self._calls():
             self._shard.update(qe.UpdateOperation.delete_points_by_filter(edge_filter(scope)))
-            self._shard.flush()
+            self.commit.after_write(self._shard)
             self.writes += 1
 
     def rewrite_without_deleted(self) -> None:
