@@ -19,6 +19,12 @@ def _pct(value: float | None) -> str:
     return "-" if value is None else f"{100.0 * value:.1f}"
 
 
+def _pss(doc: dict) -> str:
+    """``(PSS n MB)`` beside the peak RSS: each physical page once (``bench.memory_use``)."""
+    pss = doc.get("peak_pss_mb")
+    return "" if pss is None else f" (PSS {pss:,.0f} MB)"
+
+
 def _ms(value: float | None) -> str:
     return "-" if value is None else f"{value:.1f}"
 
@@ -175,7 +181,7 @@ def print_scale(doc: dict, out: TextIO) -> None:
         f"record: {doc['facts']:,} facts in {doc['record_s']:.1f} s ({_rate(doc['ingest_per_s'])}"
         f" facts/s, batches of {doc['batch_size']}); first query per user (index build) p50 "
         f"{_ms(first['p50'])} ms, p95 {_ms(first['p95'])} ms; peak RSS "
-        f"{doc['peak_rss_mb']:,.0f} MB; wall {doc['wall_s']:.0f} s",
+        f"{doc['peak_rss_mb']:,.0f} MB{_pss(doc)}; wall {doc['wall_s']:.0f} s",
         file=out,
     )
     if doc.get("http_error"):

@@ -17,7 +17,6 @@ from __future__ import annotations
 import logging
 import multiprocessing
 import random
-import resource
 import secrets
 import sys
 import tempfile
@@ -34,6 +33,7 @@ from memory_service.bench.datasets.synthetic import scale_texts
 from memory_service.bench.embedding import ColdQueryEmbedder, cold_embedder, with_embedder
 from memory_service.bench.http_server import LoopbackServer, write_key_file
 from memory_service.bench.machine import load_average
+from memory_service.bench.memory_use import PeakPss, peak_rss_mb
 from memory_service.bench.runner import TENANT, WARM_UP_QUERY
 from memory_service.config import Settings
 from memory_service.config.settings import ObservabilitySettings
@@ -44,11 +44,6 @@ from memory_service.facts import Fact, Source, clip_source_text
 from memory_service.progress import Progress
 
 log = logging.getLogger("memory_service.bench")
-
-
-def peak_rss_mb() -> float:
-    """Peak resident memory of this process (Linux reports kilobytes)."""
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0
 
 
 BENCH_AGENT = "scale-agent"
@@ -242,7 +237,10 @@ def run_scale(
     started = time.perf_counter()
     if workdir is not None:
         workdir.mkdir(parents=True, exist_ok=True)
-    with tempfile.TemporaryDirectory(prefix="memory-scale-", dir=workdir) as tmp:
+    with (
+        PeakPss() as peak_pss,
+        tempfile.TemporaryDirectory(prefix="memory-scale-", dir=workdir) as tmp,
+    ):
         services = build_services(settings_for(settings, Path(tmp)), embedder=embedder)
         try:
             counts = _counts(facts, users)
@@ -301,6 +299,7 @@ def run_scale(
         "results": results,
         "rss_after_ingest_mb": rss_after_ingest,
         "peak_rss_mb": peak_rss_mb(),
+        "peak_pss_mb": peak_pss.mb,
         "wall_s": time.perf_counter() - started,
     }
     if http_error:

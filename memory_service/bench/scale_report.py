@@ -10,6 +10,7 @@ _ROWS: tuple[tuple[str, Callable[[dict], float | None], str], ...] = (
     ("record facts/s", lambda r: r.get("ingest_per_s"), "rate"),
     ("first query p50 ms", lambda r: r["first_query_ms"]["p50"], "ms"),
     ("peak RSS MB", lambda r: r.get("peak_rss_mb"), "mb"),
+    ("peak PSS MB", lambda r: r.get("peak_pss_mb"), "mb"),
 )
 
 

@@ -335,8 +335,8 @@ def _recall(
     args: argparse.Namespace, settings, embedder, dataset, baselines: tuple[str, ...]
 ) -> dict:
     from memory_service.bench.backends import FreshBackends, with_backend
+    from memory_service.bench.memory_use import peak_rss_mb
     from memory_service.bench.runner import run as run_recall
-    from memory_service.bench.scale import peak_rss_mb
     from memory_service.bench.summary import summarise
 
     others = [  # the same backend kind and embedder, another preset each

@@ -89,8 +89,8 @@ class Searcher:
         raced: list[set[str]] = [set() for _ in owners]
         resolved: list[dict[str, Fact]] = [{} for _ in owners]
         answers: dict[int, _Answer] = {}
-        # each query term's id: a hit's matched terms are those its sparse vector holds
-        term_ids = None if coverage_terms is None else {t: term_id(t) for t in coverage_terms}
+        # each query term by id: a hit's matched terms are those its sparse vector holds
+        term_ids = None if coverage_terms is None else terms_by_id(coverage_terms)
 
         def ask(indices: Sequence[int], floors: Mapping[str, float] | None) -> None:
             pending = list(indices)
@@ -114,11 +114,13 @@ class Searcher:
 
         if self.engine.shared or len(owners) == 1:  # a server: one round trip for all
             ask(range(len(owners)), None)
-        else:  # in-process: the first scope, then the wider ones above its merged cut
-            ask([0], None)
-            floors = merge_floors(_candidates_of(legs, answers[0], term_ids), depth)
-            ask(range(1, len(owners)), {ENGINE_LEG[leg]: f for leg, f in floors.items()})
-        return [_candidates_of(legs, answers[i], term_ids) for i in range(len(owners))]
+            return [_candidates_of(legs, answers[i], term_ids) for i in range(len(owners))]
+        # in-process: the first scope, then the wider ones above its merged cut
+        ask([0], None)
+        first = _candidates_of(legs, answers[0], term_ids)
+        floors = merge_floors(first, depth)
+        ask(range(1, len(owners)), {ENGINE_LEG[leg]: f for leg, f in floors.items()})
+        return [first, *(_candidates_of(legs, answers[i], term_ids) for i in range(1, len(owners)))]
 
     def _lost_race(
         self,
@@ -172,14 +174,32 @@ def _search(
     return OwnerSearch(read_scope(ctx, view, expiry, raced), idf_corpus, floors)
 
 
-def _matched(hit: ScoredHit, term_ids: Mapping[str, int] | None) -> frozenset[str] | None:
+def terms_by_id(terms: Sequence[str]) -> dict[int, tuple[str, ...]]:
+    """Each query term under its sparse id (two terms may share one: hashed ids)."""
+    out: dict[int, tuple[str, ...]] = {}
+    for term in dict.fromkeys(terms):
+        tid = term_id(term)
+        out[tid] = (*out.get(tid, ()), term)
+    return out
+
+
+_NONE_MATCHED: frozenset[str] = frozenset()
+
+
+def _matched(
+    hit: ScoredHit, term_ids: Mapping[int, tuple[str, ...]] | None
+) -> frozenset[str] | None:
+    """The query terms ``hit``'s BM25 document holds: one set intersection of ids."""
     if term_ids is None or hit.terms is None:
         return None
-    return frozenset(t for t, tid in term_ids.items() if tid in hit.terms)
+    common = hit.terms.intersection(term_ids)
+    if not common:
+        return _NONE_MATCHED
+    return frozenset(t for tid in common for t in term_ids[tid])
 
 
 def _candidates_of(
-    legs: tuple[Leg, ...], answer: _Answer, term_ids: Mapping[str, int] | None
+    legs: tuple[Leg, ...], answer: _Answer, term_ids: Mapping[int, tuple[str, ...]] | None
 ) -> Candidates:
     """One owner's ``Candidates``: each leg's hits in the files backend's order, with the
     query terms each hit's stored BM25 document holds when ``term_ids`` are given (query
