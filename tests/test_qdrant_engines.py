@@ -261,3 +261,33 @@ def test_both_engines_refuse_a_point_without_both_vectors(tmp_path, kind):
         assert engine.count(UserFilter("acme", "alice")) == 0
     finally:
         engine.close()
+
+
+def test_a_new_edge_folder_stores_float16_and_an_older_float32_one_keeps_working(
+    tmp_path, embedder
+):
+    import json
+
+    import qdrant_edge as qe
+
+    fresh = _edge(tmp_path / "new", embedder)
+    fresh.record(ALICE, [Fact("Alice plays the violin")])
+    fresh.close()
+    layout = json.loads((tmp_path / "new" / "qdrant" / "memories" / "edge_config.json").read_text())
+    assert layout["vectors"]["dense"]["datatype"] == "float16"
+
+    older = tmp_path / "old" / "qdrant" / "memories"  # as every folder was made before float16
+    older.mkdir(parents=True)
+    params = qe.EdgeVectorParams(size=embedder.dimension, distance=qe.Distance.Cosine)
+    sparse = qe.EdgeSparseVectorParams(modifier=qe.Modifier.Idf)
+    config = qe.EdgeConfig(vectors={"dense": params}, sparse_vectors={"bm25": sparse})
+    qe.EdgeShard.create(str(older), config).close()
+    memory = _edge(tmp_path / "old", embedder)
+    try:
+        memory.record(ALICE, [Fact("Alice plays the violin"), Fact("Alice lives in Lyon")])
+        hits = memory.retrieve(ALICE, "which instrument does Alice play", 2, mode="dense")
+        assert [h.fact.text for h in hits][0] == "Alice plays the violin"
+    finally:
+        memory.close()
+    kept = json.loads((older / "edge_config.json").read_text())["vectors"]["dense"]
+    assert kept.get("datatype", "float32") == "float32"
