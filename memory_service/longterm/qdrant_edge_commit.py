@@ -65,9 +65,10 @@ class EdgeCommit:
         again, so the segment under its new name is not missed."""
         while True:
             try:
-                for entry in os.scandir(self.wal):
-                    if entry.is_file(follow_symlinks=False):
-                        _fsync_file(entry.path)
+                with os.scandir(self.wal) as entries:
+                    for entry in entries:
+                        if entry.is_file(follow_symlinks=False):
+                            _fsync_file(entry.path)
             except FileNotFoundError:
                 continue
             fsync_dir(self.wal)
