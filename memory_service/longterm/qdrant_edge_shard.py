@@ -26,7 +26,8 @@ CONFIG_FILE = "edge_config.json"
 # A new shard stores its dense vectors as float16: half the bytes of float32 in memory and on
 # disk (~77 MB less at 100k facts, counted twice in RSS: Edge maps the file twice), scores
 # within ~1e-4 of float32 (recall measured the same: benchmarks/RESULTS.md). A shard made
-# with float32 keeps it: Edge refuses to load a shard under another datatype.
+# with float32 keeps it (Edge refuses to load a shard under another datatype) until an erase
+# rebuilds it (``EdgeEngine.rewrite_without_deleted`` opens a new shard).
 NEW_DATATYPE = "float16"
 _DATATYPES = {
     "float16": qe.VectorStorageDatatype.Float16,
@@ -45,9 +46,14 @@ def _config(dimension: int, datatype: str) -> qe.EdgeConfig:
 
 
 def stored_datatype(folder: Path) -> str:
-    """The dense vectors' datatype of the shard in ``folder`` (float32 when the config
-    names none: Edge's default, and every shard made before float16)."""
-    dense = (_stored_layout(folder).get("vectors") or {}).get(DENSE) or {}
+    """The dense vectors' datatype of the shard in ``folder``."""
+    return _datatype_of(_stored_layout(folder))
+
+
+def _datatype_of(layout: dict[str, Any]) -> str:
+    """float32 when the config names none: Edge's default, and every shard made before
+    float16."""
+    dense = (layout.get("vectors") or {}).get(DENSE) or {}
     return str(dense.get("datatype") or "float32").lower()
 
 
@@ -63,7 +69,7 @@ def _check_layout(folder: Path, dimension: int) -> None:
     where = f"the Qdrant Edge folder {folder}"
     dense = (layout.get("vectors") or {}).get(DENSE) or {}
     check_dense_size(dense.get("size"), dimension, where)
-    datatype = str(dense.get("datatype") or "float32").lower()
+    datatype = _datatype_of(layout)
     if datatype not in _DATATYPES:
         raise ConfigurationError(
             f"{where} stores its vectors as {datatype!r}, not float16 or float32; "
