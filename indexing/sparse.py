@@ -28,7 +28,7 @@ from __future__ import annotations
 
 import hashlib
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from functools import lru_cache
 
@@ -77,3 +77,28 @@ def query_vector(tokens: Sequence[str]) -> SparseTerms:
     counts = _counts(tokens)
     ids = sorted(counts)
     return SparseTerms(tuple(ids), tuple(float(counts[i]) for i in ids))
+
+
+def terms_by_id(terms: Sequence[str]) -> dict[int, tuple[str, ...]]:
+    """Each query term under its id (two terms may share one: hashed ids)."""
+    out: dict[int, tuple[str, ...]] = {}
+    for term in dict.fromkeys(terms):
+        tid = term_id(term)
+        out[tid] = (*out.get(tid, ()), term)
+    return out
+
+
+_NONE_MATCHED: frozenset[str] = frozenset()
+
+
+def matched_terms(
+    document: frozenset[int] | None, term_ids: Mapping[int, tuple[str, ...]]
+) -> frozenset[str] | None:
+    """The query terms (``terms_by_id``) whose ids the document's sparse vector holds: one
+    set intersection; None where the document's ids are unknown."""
+    if document is None:
+        return None
+    common = document.intersection(term_ids)
+    if not common:
+        return _NONE_MATCHED
+    return frozenset(t for tid in common for t in term_ids[tid])

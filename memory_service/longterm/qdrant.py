@@ -50,7 +50,6 @@ from memory_service.context import RuntimeContext, validate_id
 from memory_service.errors import ConfigurationError
 from memory_service.facts import Fact, utcnow
 from memory_service.longterm.access import AccessMark, applied
-from memory_service.longterm.qdrant_empty_scopes import EmptyScopes
 from memory_service.longterm.qdrant_engine import (
     QdrantEngine,
     RewritesDeleted,
@@ -60,6 +59,7 @@ from memory_service.longterm.qdrant_engine import (
     payload_of,
 )
 from memory_service.longterm.qdrant_key_race import KeyRaces
+from memory_service.longterm.qdrant_scope_mirror import ScopeMirrors
 from memory_service.longterm.qdrant_search import Searcher, read_scope
 from memory_service.longterm.recording import RecordPlan
 from memory_service.longterm.retrieval import RetrievalConfig, fact_terms, wants_coverage
@@ -96,13 +96,18 @@ class QdrantLongTermMemory(BaseLongTermMemory[_Read]):
         *,
         retrieval: RetrievalConfig | None = None,
         clock: Callable[[], datetime] = utcnow,
+        hold_shared_scopes: bool = True,
         **options: Any,  # the base's: expiry, confidence, track_access, tombstones, ...
     ) -> None:
+        """``hold_shared_scopes``: answer small agent and tenant scopes from memory where the
+        engine allows (``qdrant_scope_mirror``); False asks the engine for every scope (the
+        reference its answers are compared with)."""
         super().__init__(embedder, retrieval=retrieval, clock=clock, **options)
         self.engine = engine
         self._races = KeyRaces(engine)
         self._searcher = Searcher(engine, self._races)
-        self._empty_scopes = EmptyScopes(engine)
+        held = hold_shared_scopes and ScopeMirrors.can_hold(engine)
+        self._mirrors = ScopeMirrors(engine) if held else None
         self._locks = [threading.Lock() for _ in range(_LOCK_STRIPES)]
 
     def _lexical(self, fact: Fact) -> SparseTerms:
@@ -189,14 +194,14 @@ class QdrantLongTermMemory(BaseLongTermMemory[_Read]):
         threshold: float,
         view: ReadView,
     ) -> list[Candidates]:
-        # a shared scope known to hold nothing is not asked (``qdrant_empty_scopes``)
-        asked = [
-            i for i, o in enumerate(owners) if i == 0 or not self._empty_scopes.holds_nothing(o)
-        ]
+        # a small shared scope is answered from memory (``qdrant_scope_mirror``), one known to
+        # hold nothing not at all
+        mirrors = [self._mirrors.of(o) if self._mirrors else None for o in owners]
+        asked = [i for i, m in enumerate(mirrors) if i == 0 or m is None or len(m)]
         with timed_stage("engine"):  # every leg of every owner in one engine query
             terms = self._query_terms(query)
             sparse = query_vector(terms) if "bm25" in legs else None
-            dense = self._query_vector(query).tolist() if "dense" in legs else None
+            dense = self._query_vector(query) if "dense" in legs else None
             found = self._searcher.candidates(
                 [owners[i] for i in asked],
                 legs,
@@ -207,6 +212,7 @@ class QdrantLongTermMemory(BaseLongTermMemory[_Read]):
                 view=view,
                 expiry=self.expiry,
                 coverage_terms=terms if wants_coverage(legs, self.retrieval) else None,
+                mirrors=[mirrors[i] for i in asked],
             )
         by_position = dict(zip(asked, found, strict=True))
         return [by_position.get(i, NO_CANDIDATES) for i in range(len(owners))]

@@ -152,6 +152,24 @@ class UserFilter:
             return [(TENANT_FIELD, self.tenant_id), (SCOPE_FIELD, "tenant")]
         return [(TENANT_FIELD, self.tenant_id), (USER_FIELD, self.user_id)]
 
+    def owner_key(self) -> OwnerKey:
+        """The owner as a hashable value: equal to ``owner_key_of`` each of its payloads."""
+        return tuple(self.owner_conditions())
+
+
+OwnerKey = tuple[tuple[str, str], ...]
+
+
+def owner_key_of(payload: Mapping[str, Any]) -> OwnerKey:
+    """The owner of a stored point (``UserFilter.owner_key`` of its scope), from its payload."""
+    tenant = (TENANT_FIELD, str(payload.get(TENANT_FIELD)))
+    scope = payload.get(SCOPE_FIELD) or "user"
+    if scope == "agent":
+        return (tenant, (SCOPE_FIELD, "agent"), (AGENT_FIELD, str(payload.get(AGENT_FIELD))))
+    if scope == "tenant":
+        return (tenant, (SCOPE_FIELD, "tenant"))
+    return (tenant, (USER_FIELD, str(payload.get(USER_FIELD))))
+
 
 @dataclass(frozen=True, slots=True)
 class StoredPoint:
@@ -176,10 +194,17 @@ class OwnerSearch:
 
     def least(self, leg: str, threshold: float | None = None) -> float | None:
         """The least score ``leg`` asks of the engine: ``threshold`` raised to its floor."""
-        floor = (self.floors or {}).get(leg)
-        if floor is None:
-            return threshold
-        return floor if threshold is None else max(threshold, floor)
+        return least_score(self.floors, leg, threshold)
+
+
+def least_score(
+    floors: Mapping[str, float] | None, leg: str, threshold: float | None = None
+) -> float | None:
+    """The least score of a hit of ``leg``: ``threshold`` raised to the leg's floor."""
+    floor = (floors or {}).get(leg)
+    if floor is None:
+        return threshold
+    return floor if threshold is None else max(threshold, floor)
 
 
 @dataclass(frozen=True, slots=True)
@@ -251,6 +276,20 @@ class QdrantEngine(Protocol):
 
 
 @runtime_checkable
+class CountsSharedWrites(Protocol):
+    """An engine that counts, per shared owner (an agent's or the tenant's memory), the writes
+    that touched it, each counted once it has landed: where the engine is the collection's
+    one writer (``shared`` False), what was read of that owner between two equal counts is
+    still what it holds, whatever other owners' writes landed meanwhile. ``vector_datatype``:
+    how its dense vectors are stored (``float16`` or ``float32``); its cosine rounds the query
+    to the same type, so a score computed outside the engine must too."""
+
+    vector_datatype: str
+
+    def shared_writes(self, scope: UserFilter) -> int: ...
+
+
+@runtime_checkable
 class RewritesDeleted(Protocol):
     """An engine whose files keep what was deleted (a write-ahead log, segments not yet
     vacuumed) and that can rewrite them from the live points alone: erasing a user calls it,
@@ -260,9 +299,13 @@ class RewritesDeleted(Protocol):
 
 
 def as_floats(vector: Sequence[float]) -> list[float]:
-    """A plain list of floats, as both clients want (a list passes through)."""
+    """A plain list of floats, as both clients want (a list passes through, an array
+    converts in one call)."""
     if isinstance(vector, list):
         return vector
+    tolist = getattr(vector, "tolist", None)
+    if tolist is not None:
+        return list(tolist())
     return [float(x) for x in vector]
 
 

@@ -7,7 +7,9 @@ races (``qdrant_key_race``) are resolved per owner after the batch; an owner wit
 lost its race is asked again, alone, without it. In-process (Edge, no round trip to save) the
 first scope is asked first and the wider ones, in one batch, only for hits above its least
 score per leg when it filled the depth (``store_values.merge_floors``): reading a hit's
-payload is most of Edge's cost, and those hits could not reach the recall's merged cut.
+payload is most of Edge's cost, and those hits could not reach the recall's merged cut. A
+small shared scope the process holds in memory (``qdrant_scope_mirror``) is scored there, with
+the same floors, and costs no engine request at all.
 """
 
 from __future__ import annotations
@@ -15,7 +17,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-from indexing.sparse import SparseTerms, term_id
+from indexing.sparse import SparseTerms, matched_terms, terms_by_id
 from memory_service.config.retrieval import Leg
 from memory_service.context import RuntimeContext
 from memory_service.fact_filter import ExpiryPolicy
@@ -30,6 +32,7 @@ from memory_service.longterm.qdrant_engine import (
     fact_of,
 )
 from memory_service.longterm.qdrant_key_race import KeyRaces
+from memory_service.longterm.qdrant_scope_mirror import ScopeMirror
 from memory_service.longterm.retrieval import LegHit
 from memory_service.longterm.store_values import Candidates, ReadView, merge_floors
 
@@ -72,31 +75,54 @@ class Searcher:
         owners: Sequence[RuntimeContext],
         legs: tuple[Leg, ...],
         *,
-        dense: list[float] | None,
+        dense: Sequence[float] | None,
         sparse: SparseTerms | None,
         depth: int,
         threshold: float,
         view: ReadView,
         expiry: ExpiryPolicy,
         coverage_terms: Sequence[str] | None = None,
+        mirrors: Sequence[ScopeMirror | None] | None = None,
     ) -> list[Candidates]:
         """Each owner's legs (``dense``/``sparse``: the query's vectors, None for a leg not
         asked) over what ``view`` admits (``expiry``: the memory's, as of this call) once key
         races are resolved: a hit that lost its
         key to a newer open fact is asked for again without it (rare: only after two writers
         raced), so each leg still fills to ``depth``. Each round asks every owner still
-        pending in one engine request."""
+        pending in one engine request. ``mirrors``: per owner, its points held in memory
+        (``qdrant_scope_mirror``, only where this process is the collection's one writer),
+        which answer for it instead of the engine."""
         raced: list[set[str]] = [set() for _ in owners]
         resolved: list[dict[str, Fact]] = [{} for _ in owners]
-        answers: dict[int, _Answer] = {}
+        found: dict[int, Candidates] = {}
         # each query term by id: a hit's matched terms are those its sparse vector holds
         term_ids = None if coverage_terms is None else terms_by_id(coverage_terms)
+        held = list(mirrors) if mirrors is not None else [None] * len(owners)
 
         def ask(indices: Sequence[int], floors: Mapping[str, float] | None) -> None:
-            pending = list(indices)
+            """``floors``: per retrieval leg, the score a hit must beat."""
+            pending = []
+            for i in indices:
+                mirror = held[i]
+                if mirror is None:
+                    pending.append(i)
+                    continue
+                found[i] = mirror.candidates(
+                    legs,
+                    view,
+                    expiry,
+                    floors,
+                    dense=dense,
+                    sparse=sparse,
+                    limit=depth,
+                    threshold=threshold,
+                    term_ids=term_ids,
+                )
+            engine_floors = {ENGINE_LEG[leg]: f for leg, f in (floors or {}).items()} or None
+            answers: dict[int, _Answer] = {}
             while pending:
                 batch = self.engine.query(
-                    [_search(owners[i], view, expiry, raced[i], floors) for i in pending],
+                    [_search(owners[i], view, expiry, raced[i], engine_floors) for i in pending],
                     dense=dense,
                     sparse=sparse,
                     limit=depth,
@@ -105,22 +131,21 @@ class Searcher:
                 )
                 again = []
                 for i, results in zip(pending, batch, strict=True):
-                    results = _above(results, floors)
+                    results = _above(results, engine_floors)
                     payloads = {h.id: h.payload for hits in results.values() for h in hits}
                     answers[i] = _Answer(results, payloads, resolved[i])
                     if self._lost_race(owners[i], payloads, view, raced[i], resolved[i]):
                         again.append(i)
                 pending = again
+            for i, answer in answers.items():
+                found[i] = _candidates_of(legs, answer, term_ids)
 
         if self.engine.shared or len(owners) == 1:  # a server: one round trip for all
             ask(range(len(owners)), None)
-            return [_candidates_of(legs, answers[i], term_ids) for i in range(len(owners))]
-        # in-process: the first scope, then the wider ones above its merged cut
-        ask([0], None)
-        first = _candidates_of(legs, answers[0], term_ids)
-        floors = merge_floors(first, depth)
-        ask(range(1, len(owners)), {ENGINE_LEG[leg]: f for leg, f in floors.items()})
-        return [first, *(_candidates_of(legs, answers[i], term_ids) for i in range(1, len(owners)))]
+        else:  # in-process: the first scope, then the wider ones above its merged cut
+            ask([0], None)
+            ask(range(1, len(owners)), merge_floors(found[0], depth))
+        return [found[i] for i in range(len(owners))]
 
     def _lost_race(
         self,
@@ -174,30 +199,6 @@ def _search(
     return OwnerSearch(read_scope(ctx, view, expiry, raced), idf_corpus, floors)
 
 
-def terms_by_id(terms: Sequence[str]) -> dict[int, tuple[str, ...]]:
-    """Each query term under its sparse id (two terms may share one: hashed ids)."""
-    out: dict[int, tuple[str, ...]] = {}
-    for term in dict.fromkeys(terms):
-        tid = term_id(term)
-        out[tid] = (*out.get(tid, ()), term)
-    return out
-
-
-_NONE_MATCHED: frozenset[str] = frozenset()
-
-
-def _matched(
-    hit: ScoredHit, term_ids: Mapping[int, tuple[str, ...]] | None
-) -> frozenset[str] | None:
-    """The query terms ``hit``'s BM25 document holds: one set intersection of ids."""
-    if term_ids is None or hit.terms is None:
-        return None
-    common = hit.terms.intersection(term_ids)
-    if not common:
-        return _NONE_MATCHED
-    return frozenset(t for tid in common for t in term_ids[tid])
-
-
 def _candidates_of(
     legs: tuple[Leg, ...], answer: _Answer, term_ids: Mapping[int, tuple[str, ...]] | None
 ) -> Candidates:
@@ -215,7 +216,7 @@ def _candidates_of(
                     h.score,
                     h.payload.get("session_id"),
                     parse_time(h.payload.get("created_at")),
-                    _matched(h, term_ids),
+                    None if term_ids is None else matched_terms(h.terms, term_ids),
                 )
                 for h in _ordered(answer.results.get(engine_leg, []))
             ]

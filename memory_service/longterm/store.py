@@ -211,10 +211,10 @@ class BaseLongTermMemory(LongTermHooks[S]):
         view: ReadView,
     ) -> Candidates:
         """Each leg's candidates over every scope in ``owners`` (narrowest first), merged by
-        score (ties: the narrower scope first) and cut to ``depth``. A wider scope's fact whose
-        ``key`` an active fact of a narrower named scope holds is hidden (not deleted) before
-        the cut, so the user's own value wins over the agent's, and the agent's over the
-        tenant's."""
+        score (ties to 6 decimals: the narrower scope first) and cut to ``depth``. A wider
+        scope's fact whose ``key`` an active fact of a narrower named scope holds is hidden
+        (not deleted) before the cut, so the user's own value wins over the agent's, and the
+        agent's over the tenant's."""
         self._retrieving.vectors, self._retrieving.terms = {}, {query: terms}
         try:
             found = self._candidates_each(owners, query, legs, depth, threshold, view)
@@ -237,7 +237,9 @@ class BaseLongTermMemory(LongTermHooks[S]):
         merged = {
             leg: sorted(
                 (h for cands in found for h in cands.legs.get(leg, ()) if h.id not in hidden),
-                key=lambda h: -h.score,  # stable: narrower scopes first on a tie
+                # stable: narrower scopes first on a tie, to 6 decimals as within a leg (an
+                # engine's float32 score and an in-memory float64 one differ in the 7th)
+                key=lambda h: -round(h.score, 6),
             )[:depth]
             for leg in legs
         }
