@@ -692,6 +692,27 @@ def test_recall_counts_accesses_in_batches(memory):
     assert memory.get(ALICE, [allergy.id]) == []  # a deleted fact is not written back
 
 
+def test_a_recalled_shared_fact_counts_its_accesses_for_everyone(memory):
+    """A tenant or agent fact recalled by two users is counted on that fact (its owner's
+    batch), read back by the shared scope and by each user, never lost at the flush."""
+    alice = RuntimeContext("acme", "alice", agent_id="support")
+    carol = RuntimeContext("acme", "carol", agent_id="support")
+    memory.record(alice, [Fact("The office closes at six on Fridays", scope="tenant")])
+    memory.record(alice, [Fact("Refunds take five working days", scope="agent")])
+    for user in (alice, carol, alice):
+        found = memory.retrieve(user, "when does the office close on Friday", 1)
+        assert found[0].fact.scope == "tenant"
+    memory.retrieve(carol, "how long does a refund take", 1)
+    tenant, agent = alice.in_scope("tenant"), alice.in_scope("agent")
+    closing = memory.list(tenant).items[0]
+    assert closing.access_count == 3  # pending, before any flush
+    assert memory.access.flush() == 2  # one batch per owner: the tenant's, the agent's
+    assert memory.list(tenant).items[0].access_count == 3
+    assert memory.get(carol.in_scope("tenant"), [closing.id])[0].access_count == 3
+    assert memory.list(agent).items[0].access_count == 1
+    assert memory.list(alice).items == []  # nothing was counted on the users themselves
+
+
 # -- provenance: a fact's source --------------------------------------------------------------
 
 PET = Fact(

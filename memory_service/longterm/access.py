@@ -1,7 +1,8 @@
 """Access metadata (``access_count``, ``last_accessed_at``), counted without a write per hit.
 
 A recall notes its hits here, in memory; the notes are written to the backend in one batch
-per user every ``flush_every_s`` seconds (checked when a recall notes its hits) and on close,
+per owner (a user, or an agent's or the tenant's shared memory, whichever holds the fact)
+every ``flush_every_s`` seconds (checked when a recall notes its hits) and on close,
 so a search costs a dictionary update, not a write. Reads (get, list) add the notes not yet
 written, so a process sees its own recalls at once; another process sees them after the
 next flush. A crash loses at most ``flush_every_s`` of counts: they are hints for ranking
@@ -16,10 +17,25 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, replace
 from datetime import datetime
 
-from memory_service.context import RuntimeContext
+from memory_service.context import SCOPE_OWNER_USER, RuntimeContext
 from memory_service.facts import Fact, parse_time
 
-UserKey = tuple[str, str]
+
+def owner_context(ctx: RuntimeContext) -> RuntimeContext:
+    """The memory ``ctx`` addresses, as one value per owner: the user's (tenant, user), or the
+    agent's or tenant's shared memory for no user (session, trace and the caller's agent
+    dropped), so every caller of one owner notes into, and reads from, one batch."""
+    if ctx.scope == "user":
+        return RuntimeContext(ctx.tenant_id, ctx.user_id)
+    agent = ctx.agent_id if ctx.scope == "agent" else None
+    return RuntimeContext(ctx.tenant_id, SCOPE_OWNER_USER, agent_id=agent, scope=ctx.scope)
+
+
+def fact_owner(ctx: RuntimeContext, fact: Fact) -> RuntimeContext:
+    """The owner of ``fact`` as read by ``ctx``: a shared fact's own scope, else ``ctx``'s."""
+    if fact.scope is None or fact.scope == "user":
+        return owner_context(ctx.in_scope("user"))
+    return owner_context(ctx.in_scope(fact.scope, fact.agent_id))
 
 
 @dataclass(frozen=True, slots=True)
@@ -46,7 +62,7 @@ Writer = Callable[[RuntimeContext, Mapping[str, AccessMark]], None]
 
 
 class AccessLog:
-    """Recall hits per user, in memory, flushed to ``write`` in batches."""
+    """Recall hits per owner, in memory, flushed to ``write`` in batches (one per owner)."""
 
     def __init__(
         self,
@@ -60,37 +76,40 @@ class AccessLog:
         self.flush_every_s = flush_every_s
         self.enabled = enabled
         self._monotonic = monotonic
-        self._pending: dict[UserKey, dict[str, AccessMark]] = {}
+        self._pending: dict[RuntimeContext, dict[str, AccessMark]] = {}
         self._lock = threading.Lock()
         self._flushing = threading.Lock()
         self._last_flush = monotonic()
 
-    def note(self, ctx: RuntimeContext, ids: Iterable[str], when: datetime) -> None:
-        """Count one access of each of ``ids``; flush everything when the interval is up."""
+    def note(self, ctx: RuntimeContext, facts: Iterable[Fact], when: datetime) -> None:
+        """Count one access of each of ``facts`` (recalled by ``ctx``), on its owner; flush
+        everything when the interval is up."""
         if not self.enabled:
             return
         with self._lock:
-            marks = self._pending.setdefault((ctx.tenant_id, ctx.user_id), {})
-            for fid in ids:
-                old = marks.get(fid)
-                marks[fid] = AccessMark(1, when) if old is None else old.add(AccessMark(1, when))
+            for fact in facts:
+                marks = self._pending.setdefault(fact_owner(ctx, fact), {})
+                old = marks.get(fact.id)
+                mark = AccessMark(1, when)
+                marks[fact.id] = mark if old is None else old.add(mark)
             due = self._monotonic() - self._last_flush >= self.flush_every_s
         if due:
             self.flush()
 
     def pending(self, ctx: RuntimeContext) -> dict[str, AccessMark]:
+        """The notes not yet written of the memory ``ctx`` addresses."""
         with self._lock:
-            return dict(self._pending.get((ctx.tenant_id, ctx.user_id), {}))
+            return dict(self._pending.get(owner_context(ctx), {}))
 
     def overlay(self, ctx: RuntimeContext, facts: Iterable[Fact]) -> list[Fact]:
-        """``facts`` with the notes not yet written added."""
-        marks = self.pending(ctx)
-        return [applied(f, marks.get(f.id)) for f in facts]
+        """``facts`` (read by ``ctx``) with the notes not yet written on their owners added."""
+        with self._lock:
+            return [applied(f, self._pending.get(fact_owner(ctx, f), {}).get(f.id)) for f in facts]
 
     def forget(self, ctx: RuntimeContext, ids: Iterable[str] | None = None) -> None:
         """Drop the notes of deleted facts (all of the user's when ``ids`` is None)."""
         with self._lock:
-            key = (ctx.tenant_id, ctx.user_id)
+            key = owner_context(ctx)
             if ids is None:
                 self._pending.pop(key, None)
                 return
@@ -99,25 +118,25 @@ class AccessLog:
                 marks.pop(fid, None)
 
     def flush(self) -> int:
-        """Write every user's notes (one batch per user); how many facts were written.
+        """Write every owner's notes (one batch per owner); how many facts were written.
         A failed write keeps its notes for the next flush."""
         with self._flushing:
             with self._lock:
                 taken, self._pending = self._pending, {}
                 self._last_flush = self._monotonic()
             written = 0
-            for number, ((tenant, user), marks) in enumerate(taken.items()):
+            for number, (owner, marks) in enumerate(taken.items()):
                 if not marks:
                     continue
                 try:
-                    self._write(RuntimeContext(tenant, user), marks)
+                    self._write(owner, marks)
                 except Exception:
                     self._put_back(dict(list(taken.items())[number:]))
                     raise
                 written += len(marks)
             return written
 
-    def _put_back(self, taken: dict[UserKey, dict[str, AccessMark]]) -> None:
+    def _put_back(self, taken: dict[RuntimeContext, dict[str, AccessMark]]) -> None:
         with self._lock:
             for key, marks in taken.items():
                 current = self._pending.setdefault(key, {})

@@ -164,7 +164,7 @@ class BaseLongTermMemory(LongTermHooks[S]):
         self._check_open()
         with timed_stage("retrieve"):
             recalls = self._retrieve(owners, query, top_k, threshold, mode, legs, view)
-        self.access.note(ctx, [r.fact.id for r in recalls], view.now)  # batched, not written
+        self.access.note(ctx, [r.fact for r in recalls], view.now)  # batched, not written
         return recalls
 
     def _retrieve(
