@@ -32,10 +32,11 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from recall_lab import Conv, all_legs, evaluate, load, service_ranker  # noqa: E402
-from recall_lab_variants import HYBRID, maxsim, maxsim_ranker, token_vectors  # noqa: E402
+from recall_lab import KS, Conv, Legs, Ranker, all_legs, evaluate, load, service_ranker  # noqa: E402
+from recall_lab_variants import HYBRID, TOP_K, maxsim, maxsim_ranker, token_vectors  # noqa: E402
 
-from indexing.tokenize import STOP_WORDS  # noqa: E402
+from indexing.tokenize import STOP_WORDS, tokenize  # noqa: E402
+from memory_service.longterm.retrieval import RetrievalConfig, fuse_legs  # noqa: E402
 
 BUDGET = 3 * 384 * 4  # bytes per memory: 3x today's pooled float32 vector
 DIM = 384
@@ -77,6 +78,13 @@ def cuts() -> list[Cut]:
         Cut("int8, no stop/punct, PCA 128 d", **p_s, dims=128, projection="pca", quant="int8"),
         Cut("int8, no stop/punct, PCA 64 d", **p_s, dims=64, projection="pca", quant="int8"),
         Cut("int8, PCA 128 d", dims=128, projection="pca", quant="int8"),
+        Cut(
+            "int8, no punctuation, PCA 128 d",
+            drop_punct=True,
+            dims=128,
+            projection="pca",
+            quant="int8",
+        ),
         Cut(
             "int8, no stop/punct, random proj 128 d",
             **p_s,
@@ -279,11 +287,56 @@ def timings(convs: Sequence[Conv], applied: dict[str, Applied]) -> dict[str, lis
     return times
 
 
+def service_ranker_with(
+    legs: dict[str, Legs], third: dict[str, np.ndarray] | None, *, replace_dense: bool = False
+) -> Ranker:
+    """The service's default as ``recall_lab_synth`` ranks it (the lexical leg over
+    ``fact_terms``: text, source message and day; BM25 scaled by query coverage), with MaxSim
+    score matrices (``third``) in place of the pooled dense leg or as a third leg."""
+    import recall_lab_synth as synth
+
+    from memory_service.config import retrieval
+
+    if third is None:
+        return synth.ranker(HYBRID, legs)
+    if replace_dense:
+        return synth.ranker(HYBRID, {cid: Legs(legs[cid].bm25, third[cid]) for cid in third})
+    three = RetrievalConfig.model_construct(  # a third leg: the lab only, as in maxsim_ranker
+        **{**HYBRID.model_dump(), "weights": {"bm25": 1.0, "dense": 1.0, "maxsim": 1.0}}
+    )
+
+    def rank(conv: Conv, row: int) -> list[int]:
+        depth = HYBRID.depth(TOP_K)
+        hits = synth.leg_lists(conv, legs[conv.id], row, depth)
+        hits["maxsim"] = synth.leg_lists(conv, Legs(third[conv.id], third[conv.id]), row, depth)[
+            "dense"
+        ]
+        terms = tokenize(conv.questions[row])
+        saved, retrieval.LEGS = retrieval.LEGS, (*retrieval.LEGS, "maxsim")
+        try:
+            fused = fuse_legs("hybrid", hits, three, TOP_K, query_terms=terms)
+        finally:
+            retrieval.LEGS = saved
+        return [int(h.id) for h in fused]
+
+    return rank
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--unit", default="turns", choices=("turns", "facts"))
     parser.add_argument("--threads", type=int, help="torch threads if vectors must be computed")
     parser.add_argument("--only", help="run only cuts whose name contains this")
+    parser.add_argument(
+        "--per-conv", action="store_true", help="also each conversation's R@5/10/25 - default's"
+    )
+    parser.add_argument(
+        "--legs",
+        default="service",
+        choices=("service", "lab"),
+        help="service: today's default (source terms, query coverage; recall_lab_synth); "
+        "lab: the legs recall_lab_variants' MaxSim rows were measured on",
+    )
     args = parser.parse_args(argv)
     if args.threads:  # the lab's embedder asks for 2 threads; a shared host wants fewer
         import indexing.embeddings as embeddings
@@ -291,18 +344,34 @@ def main(argv: Sequence[str] | None = None) -> int:
         configure = embeddings.configure_threads
         embeddings.configure_threads = lambda _n: configure(args.threads)
     convs = load(args.unit)
-    legs = all_legs(convs, date_terms=True)
     side = pieces(convs, args.unit)
+    if args.legs == "lab":
+        legs = all_legs(convs, date_terms=True)
+
+        def ranked(scores: dict[str, np.ndarray] | None, replace_dense: bool = False) -> Ranker:
+            if scores is None:
+                return service_ranker(HYBRID, legs)
+            return maxsim_ranker(legs, scores, replace_dense=replace_dense)
+    else:
+        from recall_lab_synth import service_legs
+
+        legs = service_legs(convs, HYBRID)
+
+        def ranked(scores: dict[str, np.ndarray] | None, replace_dense: bool = False) -> Ranker:
+            return service_ranker_with(legs, scores, replace_dense=replace_dense)
 
     n_questions = sum(len(c.questions) for c in convs)
     print(f"{args.unit}: {n_questions} questions, {sum(len(c.items) for c in convs)} memories")
-    print(f"  today's default hybrid: {evaluate(convs, service_ranker(HYBRID, legs)).row()}")
-    for name, replace_dense in (
-        ("bm25 + MaxSim in place of dense", True),
-        ("hybrid + MaxSim as a third leg", False),
-    ):
-        ranker = maxsim(convs, legs, args.unit, replace_dense=replace_dense)
-        print(f"  recall_lab_variants, {name}: {evaluate(convs, ranker).row()}")
+    print(f"legs: {args.legs}")
+    default = evaluate(convs, ranked(None))
+    print(f"  today's default hybrid: {default.row()}")
+    if args.legs == "lab":  # the rows as recall_lab_variants measures them
+        for name, replace_dense in (
+            ("bm25 + MaxSim in place of dense", True),
+            ("hybrid + MaxSim as a third leg", False),
+        ):
+            ranker = maxsim(convs, legs, args.unit, replace_dense=replace_dense)
+            print(f"  recall_lab_variants, {name}: {evaluate(convs, ranker).row()}")
     chosen = [c for c in cuts() if not args.only or args.only in c.name]
     applied = {cut.name: apply(cut, convs, side) for cut in chosen}
     times = timings(convs, applied)
@@ -316,14 +385,25 @@ def main(argv: Sequence[str] | None = None) -> int:
     for cut in chosen:
         a = applied[cut.name]
         scores = a.scores()
-        replace = evaluate(convs, maxsim_ranker(legs, scores, replace_dense=True))
-        third = evaluate(convs, maxsim_ranker(legs, scores, replace_dense=False))
+        replace = evaluate(convs, ranked(scores, replace_dense=True))
+        third = evaluate(convs, ranked(scores, replace_dense=False))
         mark = "ok " if a.bytes_per_memory <= BUDGET else "   "
         print(
             f"  {cut.name:44s} {mark}{a.bytes_per_memory:7.0f} B ({a.pieces_per_memory:4.1f})"
             f" | {replace.row()} | {third.row()} | {p(cut.name)}",
             flush=True,
         )
+        if args.per_conv:
+            for label, scored in (("in place of dense", replace), ("third leg", third)):
+                cells = "  ".join(
+                    f"{cid} "
+                    + " ".join(
+                        f"{100 * (scored.per_conv[cid][k] - default.per_conv[cid][k]):+.1f}"
+                        for k in KS
+                    )
+                    for cid in scored.per_conv
+                )
+                print(f"      {label}, minus default: {cells}")
     return 0
 
 
