@@ -11,7 +11,11 @@ word-piece IDF of a conversation are fitted on the memories of the *other four* 
 (leave one conversation out), so no conversation's own memories choose its cut either.
 
     PYTHONPATH=. OMP_NUM_THREADS=1 .venv/bin/python benchmarks/recall_lab_maxsim_cut.py \\
-        --unit turns --threads 1
+        --unit turns|facts [--legs service|lab] [--per-conv] [--only NAME] [--threads 1]
+
+``--legs service`` (default) compares with today's default as ``recall_lab_synth`` ranks it
+(source terms, query coverage: ``memory-service bench``'s figures); ``--legs lab`` with the legs
+``recall_lab_variants``' MaxSim rows were measured on, and prints those rows too.
 
 Token vectors come from ``recall_lab_variants.token_vectors`` (cached beside the lab's
 vectors; [CLS]/[SEP] already dropped there), word-piece ids from the bundled tokenizer.
@@ -63,8 +67,9 @@ class Cut:
 
 
 def cuts() -> list[Cut]:
-    """The cuts measured. Budgets and dimensions are derived from the byte target (4608 bytes)
-    and the units' mean word-piece counts, never from recall."""
+    """The cuts measured. Budgets and dimensions come from the byte target (4608 bytes) and
+    the units' mean word-piece counts, not from recall; the PCA 64 d and no-punctuation PCA
+    128 d rows were added after the first run (RESULTS.md says so)."""
     p_s = {"drop_punct": True, "drop_stop": True}
     return [
         Cut("none: float32, 384 d, every word piece"),
