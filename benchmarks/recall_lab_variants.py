@@ -381,7 +381,7 @@ def maxsim(convs: Sequence[Conv], legs: dict[str, Legs], unit: str, *, replace_d
     word piece the best cosine over a memory's word pieces, averaged. As a third leg of the
     z-score fusion (weight 1), or in place of the pooled dense leg."""
     tokens = token_vectors(convs, unit)
-    replaced, third = {}, {}
+    third = {}
     for conv in convs:
         vectors, starts = tokens[conv.id]
         q_vectors, q_starts = tokens[f"{conv.id}?"]
@@ -393,11 +393,16 @@ def maxsim(convs: Sequence[Conv], legs: dict[str, Legs], unit: str, *, replace_d
             ]
         )
         third[conv.id] = scores
-        replaced[conv.id] = Legs(
-            legs[conv.id].bm25, scores if replace_dense else legs[conv.id].dense
-        )
+    return maxsim_ranker(legs, third, replace_dense=replace_dense)
+
+
+def maxsim_ranker(
+    legs: dict[str, Legs], third: dict[str, np.ndarray], *, replace_dense: bool
+) -> Ranker:
+    """Rank with MaxSim score matrices (per conversation, rows: questions) in place of the
+    pooled dense leg, or as a third leg of the z-score fusion (weight 1)."""
     if replace_dense:
-        return service_ranker(HYBRID, replaced)
+        return service_ranker(HYBRID, {cid: Legs(legs[cid].bm25, third[cid]) for cid in third})
     # model_construct: a third leg is outside the strategy's Leg type (the lab only)
     three = RetrievalConfig.model_construct(
         **{**HYBRID.model_dump(), "weights": {"bm25": 1.0, "dense": 1.0, "maxsim": 1.0}}
