@@ -36,13 +36,12 @@ from memory_service.longterm.qdrant_edge_shard import in_use_error, open_shard, 
 from memory_service.longterm.qdrant_engine import (
     AGENT_FIELD,
     DENSE,
-    SCOPE_FIELD,
     SPARSE,
     TENANT_FIELD,
     USER_FIELD,
-    OwnerKey,
     OwnerSearch,
     ScoredHit,
+    SharedWrites,
     StoredPoint,
     UserFilter,
     as_floats,
@@ -145,21 +144,10 @@ class EdgeEngine:
         self.commit = EdgeCommit(folder)
         self.writes = 0
         self.vector_datatype = stored_datatype(folder)
-        self._shared_writes: dict[OwnerKey, int] = {}
-        self._counting = threading.Lock()
+        self._touched = SharedWrites()  # a rewrite keeps every live point: it counts for none
 
     def shared_writes(self, scope: UserFilter) -> int:
-        """Writes that touched ``scope``'s owner, an agent or the tenant (``CountsSharedWrites``;
-        a rewrite keeps every live point as it was, so it counts for no owner)."""
-        return self._shared_writes.get(scope.owner_key(), 0)
-
-    def _touched(self, owners: set[OwnerKey]) -> None:
-        """Count a landed write for each shared owner among ``owners`` (a user's are not
-        counted: nothing reads them from memory)."""
-        with self._counting:
-            for owner in owners:
-                if owner[1][0] == SCOPE_FIELD:
-                    self._shared_writes[owner] = self._shared_writes.get(owner, 0) + 1
+        return self._touched.of(scope)
 
     @classmethod
     def acquire(cls, folder: Path, dimension: int) -> EdgeEngine:
@@ -232,7 +220,7 @@ class EdgeEngine:
             self._shard.update(qe.UpdateOperation.upsert_points(batch))
             self.commit.after_write(self._shard)
             self.writes += 1
-            self._touched({owner_key_of(p.payload) for p in points})
+            self._touched.add({owner_key_of(p.payload) for p in points})
 
     def query(
         self,
@@ -312,7 +300,7 @@ class EdgeEngine:
                     self._shard.update(qe.UpdateOperation.set_payload([point_id], payload))
             self.commit.after_write(self._shard)
             self.writes += 1
-            self._touched({scope.owner_key()})
+            self._touched.add({scope.owner_key()})
 
     def count(self, scope: UserFilter) -> int:
         with self._calls():
@@ -323,7 +311,7 @@ class EdgeEngine:
             self._shard.update(qe.UpdateOperation.delete_points_by_filter(edge_filter(scope)))
             self.commit.after_write(self._shard)
             self.writes += 1
-            self._touched({scope.owner_key()})
+            self._touched.add({scope.owner_key()})
 
     def rewrite_without_deleted(self) -> None:
         """Rebuild the shard from its live points. Edge keeps a deleted point's payload in its

@@ -13,6 +13,7 @@ index, tenant flag) and ``user_id`` (keyword index) plus the fact's fields
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
@@ -287,6 +288,25 @@ class CountsSharedWrites(Protocol):
     vector_datatype: str
 
     def shared_writes(self, scope: UserFilter) -> int: ...
+
+
+class SharedWrites:
+    """``CountsSharedWrites``'s counts: per shared owner, the writes that touched it."""
+
+    def __init__(self) -> None:
+        self._counts: dict[OwnerKey, int] = {}
+        self._lock = threading.Lock()
+
+    def of(self, scope: UserFilter) -> int:
+        return self._counts.get(scope.owner_key(), 0)
+
+    def add(self, owners: set[OwnerKey]) -> None:
+        """Count a landed write for each shared owner among ``owners`` (a user's are not
+        counted: nothing reads them from memory)."""
+        with self._lock:
+            for owner in owners:
+                if owner[1][0] == SCOPE_FIELD:
+                    self._counts[owner] = self._counts.get(owner, 0) + 1
 
 
 @runtime_checkable
