@@ -162,14 +162,15 @@ OwnerKey = tuple[tuple[str, str], ...]
 
 
 def owner_key_of(payload: Mapping[str, Any]) -> OwnerKey:
-    """The owner of a stored point (``UserFilter.owner_key`` of its scope), from its payload."""
-    tenant = (TENANT_FIELD, str(payload.get(TENANT_FIELD)))
-    scope = payload.get(SCOPE_FIELD) or "user"
-    if scope == "agent":
-        return (tenant, (SCOPE_FIELD, "agent"), (AGENT_FIELD, str(payload.get(AGENT_FIELD))))
-    if scope == "tenant":
-        return (tenant, (SCOPE_FIELD, "tenant"))
-    return (tenant, (USER_FIELD, str(payload.get(USER_FIELD))))
+    """The owner of a stored point, from its payload: the ``owner_key`` of its owner's filter
+    (``owner_conditions`` is the one mapping of an owner to fields)."""
+    owner = UserFilter(
+        str(payload.get(TENANT_FIELD)),
+        str(payload.get(USER_FIELD)),
+        scope=payload.get(SCOPE_FIELD) or "user",
+        agent_id=payload.get(AGENT_FIELD),
+    )
+    return owner.owner_key()
 
 
 @dataclass(frozen=True, slots=True)
@@ -195,17 +196,10 @@ class OwnerSearch:
 
     def least(self, leg: str, threshold: float | None = None) -> float | None:
         """The least score ``leg`` asks of the engine: ``threshold`` raised to its floor."""
-        return least_score(self.floors, leg, threshold)
-
-
-def least_score(
-    floors: Mapping[str, float] | None, leg: str, threshold: float | None = None
-) -> float | None:
-    """The least score of a hit of ``leg``: ``threshold`` raised to the leg's floor."""
-    floor = (floors or {}).get(leg)
-    if floor is None:
-        return threshold
-    return floor if threshold is None else max(threshold, floor)
+        floor = (self.floors or {}).get(leg)
+        if floor is None:
+            return threshold
+        return floor if threshold is None else max(threshold, floor)
 
 
 @dataclass(frozen=True, slots=True)
