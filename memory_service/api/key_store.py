@@ -33,7 +33,8 @@ from memory_service.limits import MIN_API_KEY_CHARS
 from memory_service.paths import lock_for
 
 # user: a tenant's users' own memory; curator: also the shared agent and tenant memory;
-# admin: everything, the admin-only routes (export, import, maintenance) included.
+# admin: everything, the admin-only routes (import, erase, maintenance) included. Any key
+# addresses every user of its tenant (the platform holds it), so export takes any key.
 Role = Literal["user", "curator", "admin"]
 ROLES: tuple[str, ...] = ("user", "curator", "admin")
 SHARED_MEMORY_ROLES: tuple[str, ...] = ("curator", "admin")  # may write agent/tenant scope
