@@ -1,0 +1,95 @@
+"""Record throughput of the files backend against Qdrant Edge, at the same moment.
+
+On a host whose speed drifts, two scale runs minutes apart compare the host more than the
+backends. Here one backend of each kind (temporary workspaces, the configured settings) records
+the same batches of 100 scale facts with their source, one user per batch, taking turns batch
+by batch (who goes first alternates). Each has its own embedder, so every record embeds: the
+figures are whole records, as ``memory-service bench --scale`` times them.
+
+    PYTHONPATH=. .venv/bin/python benchmarks/record_backends.py [--users 150] \
+        --json benchmarks/results/record-backends.json
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import tempfile
+import time
+from pathlib import Path
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+
+from memory_service.bench import metrics  # noqa: E402
+from memory_service.bench.datasets.synthetic import scale_texts  # noqa: E402
+from memory_service.bench.scale import scale_facts  # noqa: E402
+from memory_service.config import QdrantSettings, load_settings  # noqa: E402
+from memory_service.context import RuntimeContext  # noqa: E402
+from memory_service.longterm.base import LongTermMemory  # noqa: E402
+from memory_service.longterm.files import FileSystemLongTermMemory  # noqa: E402
+from memory_service.longterm.qdrant import open_qdrant  # noqa: E402
+from memory_service.progress import Progress  # noqa: E402
+from memory_service.services import build_embedder  # noqa: E402
+
+
+def _load() -> list[float]:
+    return [round(x, 2) for x in os.getloadavg()]
+
+
+def _backends(root: Path) -> dict[str, LongTermMemory]:
+    settings = load_settings()
+    edge = root / "edge"
+    return {
+        "files": FileSystemLongTermMemory(root / "files", build_embedder(settings)),
+        "qdrant-edge": open_qdrant(
+            QdrantSettings(path=edge / "qdrant"), edge, build_embedder(settings)
+        ),
+    }
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--users", type=int, default=150, help="batches (default 150)")
+    parser.add_argument("--json", type=Path, required=True)
+    args = parser.parse_args()
+    batches = [scale_facts(scale_texts(u, 100, seed=7)[0], True) for u in range(args.users)]
+    started = _load()
+    with tempfile.TemporaryDirectory() as tmp:
+        memories = _backends(Path(tmp))
+        seconds: dict[str, list[float]] = {name: [] for name in memories}
+        with Progress(len(batches), "record: files and Edge taking turns") as bar:
+            for user, batch in enumerate(batches):
+                ctx = RuntimeContext("bench", f"user-{user}")
+                order = list(memories) if user % 2 == 0 else list(reversed(memories))
+                for name in order:
+                    began = time.perf_counter()
+                    memories[name].record(ctx, batch)
+                    seconds[name].append(time.perf_counter() - began)
+                bar.update()
+        for memory in memories.values():
+            memory.close()
+    doc = {
+        "batches": len(batches),
+        "facts_per_batch": 100,
+        "load_average": {"start": started, "end": _load()},
+        "record": {
+            name: {
+                "facts_per_s": 100 * len(v) / sum(v),
+                "p50_ms": metrics.percentile([1000 * s for s in v], 50),
+                "p95_ms": metrics.percentile([1000 * s for s in v], 95),
+            }
+            for name, v in seconds.items()
+        },
+    }
+    args.json.parent.mkdir(parents=True, exist_ok=True)
+    args.json.write_text(json.dumps(doc, indent=2))
+    print(f"load {started} -> {doc['load_average']['end']}; whole records, batches of 100")
+    print(f"{'backend':<12} {'facts/s':>8} {'p50 ms':>8} {'p95 ms':>8}")
+    for name, r in doc["record"].items():
+        print(f"{name:<12} {r['facts_per_s']:8.0f} {r['p50_ms']:8.1f} {r['p95_ms']:8.1f}")
+    print(f"wrote {args.json}")
+
+
+if __name__ == "__main__":
+    main()
