@@ -9,13 +9,16 @@ from collections.abc import Iterator
 from dataclasses import replace
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from indexing.embeddings import Embedder
+from memory_service.bench.datasets.synthetic import scale_texts
 from memory_service.context import RuntimeContext
 from memory_service.facts import Fact
 from memory_service.longterm.qdrant import QdrantLongTermMemory
-from memory_service.longterm.qdrant_scope_mirror import ScopeMirrors
+from memory_service.longterm.qdrant_engine import DENSE, OwnerSearch, UserFilter
+from memory_service.longterm.qdrant_scope_mirror import ScopeMirror, ScopeMirrors
 from tests.conftest import LONGTERM_BACKENDS
 
 ALICE = RuntimeContext("acme", "alice", agent_id="support")
@@ -109,3 +112,39 @@ def test_the_mirrors_hold_no_more_points_than_their_budget(memory):
     assert agent is not None and mirrors._held == 1
     assert mirrors.of(TENANT) is not tenant  # read again when asked for
     assert mirrors._held == 4
+
+
+def test_a_held_scope_scores_a_query_as_edge_does_whatever_its_last_bits(memory, embedder):
+    """Qdrant leaves a query whose squared length is within 1e-6 of 1 as it is, and divides
+    any other by its length, then Edge rounds it to float16: a mirror that always divides
+    moved a component across a float16 step now and then (5e-6 off Edge's cosine; the same
+    question ranked two ways). Unit queries nudged in their last bits, and one far from unit
+    length, score alike from the mirror and from Edge."""
+    memory.record(ALICE, [Fact(t, scope="tenant") for t in scale_texts(6, 40, seed=13)[0]])
+    scope = UserFilter.of(TENANT)
+    mirror = ScopeMirror(memory.engine.scroll(scope, with_vectors=True), "float16")
+    assert memory.engine.vector_datatype == "float16"
+    view = memory._view(None)
+    queries = []
+    for question in scale_texts(6, 40, seed=13)[1][:4]:
+        unit = embedder.embed([question])[0].astype(np.float32)
+        queries += [unit * np.float32(1 + k * 1e-7) for k in range(-4, 5)] + [unit * 3]
+    for query in queries:
+        (answer,) = memory.engine.query(
+            [OwnerSearch(scope, scope)], dense=query.tolist(), sparse=None, limit=50, threshold=-1
+        )
+        edge = {h.id: h.score for h in answer[DENSE]}
+        held = mirror.candidates(
+            ("dense",),
+            view,
+            memory.expiry,
+            None,
+            dense=query.tolist(),
+            sparse=None,
+            limit=50,
+            threshold=-1,
+            term_ids=None,
+        )
+        mine = {h.id: h.score for h in held.legs["dense"]}
+        assert mine.keys() == edge.keys() and len(edge) == 40
+        assert max(abs(mine[i] - edge[i]) for i in edge) < 2e-7
