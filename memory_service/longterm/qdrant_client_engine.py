@@ -296,13 +296,14 @@ class ClientEngine:
         asked: list[tuple[int, str]] = []  # (search, leg) of each request, in order
         requests: list[qm.QueryRequest] = []
         vectors = [SPARSE] if with_terms else False
+        query = None if dense is None else as_floats(dense)  # once, for every owner
         for i, search in enumerate(searches):  # each owner's own filter and IDF corpus
             where = _filter(search.scope)
-            if dense is not None:
+            if query is not None:
                 asked.append((i, DENSE))
                 requests.append(
                     qm.QueryRequest(
-                        query=as_floats(dense),
+                        query=query,
                         using=DENSE,
                         filter=where,
                         limit=limit,

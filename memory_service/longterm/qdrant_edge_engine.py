@@ -235,14 +235,15 @@ class EdgeEngine:
         asked: list[tuple[int, str]] = []  # (search, leg) of each request, in order
         requests: list[qe.QueryRequest] = []
         vectors = [SPARSE] if with_terms else False
+        query = None if dense is None else as_floats(dense)  # once, for every owner
         for i, search in enumerate(searches):  # each owner's own filter and IDF corpus
             where = edge_filter(search.scope)
-            if dense is not None:
+            if query is not None:
                 asked.append((i, DENSE))
                 requests.append(
                     qe.QueryRequest(
                         limit=limit,
-                        query=qe.Query.Nearest(as_floats(dense), using=DENSE),
+                        query=qe.Query.Nearest(query, using=DENSE),
                         filter=where,
                         with_payload=True,
                         with_vector=vectors,
