@@ -1,8 +1,9 @@
 """Which texts share one model run, so that padding does not multiply the work.
 
 A batch runs padded to its longest text, and on a CPU the encoder's cost is its matrix
-products, linear in the padded tokens (``benchmarks/RESULTS.md``, issue 14: ~0.12 ms per token
-on 2 cores, 81 % of a run in MatMul). One batch of 100 facts of 6-27 tokens ran 30 % padding.
+products, linear in the padded tokens (``benchmarks/RESULTS.md``, record throughput:
+~0.12 ms a token on 2 cores, 81 % of a run in MatMul). One batch of 100 facts of 6-27 tokens
+ran 30 % padding.
 Sorted longest first and cut where it pays, the runs carry almost only real tokens; every run
 also has a fixed cost (kernel launches, thread hand-offs, small products running below peak),
 which keeps the cuts few. Where the cuts fall changes only float rounding, never a text's
