@@ -23,8 +23,8 @@ from memory_service.context import RuntimeContext
 from memory_service.errors import UserErasedError
 from memory_service.paths import UserPaths
 from memory_service.services import build_harness, build_services
-from tests.llm_server import delayed, text
-from tests.test_shortterm_store import PG_DSN, pg_table  # noqa: F401 - the fixture
+from tests.support.llm_server import delayed, text
+from tests.support.postgres import PG_DSN
 
 USER_KEY = "acme-user-key-0123456789abcdef"
 ADMIN_KEY = "acme-admin-key-0123456789abcdef"
@@ -204,7 +204,7 @@ def test_erase_leaves_nothing_of_the_user_and_every_byte_of_another(
     monkeypatch,
     llm_server,
     script,
-    pg_table,  # noqa: F811 - the fixture imported above
+    pg_table,
     pg_schema,
     caplog,
 ):

@@ -19,7 +19,7 @@ from memory_service.llm import (
     require_model,
 )
 from memory_service.messages import Msg, ToolCall, from_openai, to_openai
-from tests.llm_server import (
+from tests.support.llm_server import (
     Reply,
     context_overflow,
     delayed,

@@ -11,7 +11,7 @@ from memory_service.api import create_app
 from memory_service.api.keys import ApiKeyRing
 from memory_service.config import load_settings
 from memory_service.services import build_services
-from tests.llm_server import server_error, text
+from tests.support.llm_server import server_error, text
 
 KEY = "acme-key-0123456789abcdef"
 HEADERS = {"Authorization": f"Bearer {KEY}"}

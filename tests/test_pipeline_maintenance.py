@@ -25,7 +25,7 @@ from memory_service.pipeline.consolidation import (
 )
 from memory_service.pipeline.maintenance import MaintenanceSettings, MemoryMaintenance
 from memory_service.pipeline.policy import ExpiryPolicy, plan_maintenance
-from tests.llm_server import text
+from tests.support.llm_server import text
 
 NOW = datetime(2026, 6, 30, 12, 0, tzinfo=UTC)
 ALICE = RuntimeContext("acme", "alice")

@@ -1,18 +1,18 @@
 """Isolation, randomised, in CI: 20 tenants x 20 users with the same user ids, the same
 session id and the same words; thousands of random reads through every read path; not one
 result that belongs to someone else. The 10,000-query run is
-``python -m benchmarks.reliability.isolation``.
+``python -m tests.support.reliability.isolation``.
 """
 
 from __future__ import annotations
 
 from fastapi.testclient import TestClient
 
-from benchmarks.reliability.isolation import run_isolation
 from memory_service.api import create_app
 from memory_service.api.keys import ApiKeyRing
 from memory_service.config import load_settings
 from memory_service.services import build_services
+from tests.support.reliability.isolation import run_isolation
 
 ACME = "acme-key-0123456789abcdef"
 GLOBEX = "globex-key-0123456789abcdef"

@@ -24,8 +24,8 @@ from memory_service.config import load_settings
 from memory_service.paths import UserPaths
 from memory_service.pipeline.consolidation import DEFAULT_CONSOLIDATION_PROMPT
 from memory_service.services import build_services
-from tests.chat_script import FLUSH_MARK, SUMMARY_MARK, SUMMARY_REPLY
-from tests.llm_server import (
+from tests.support.chat_script import FLUSH_MARK, SUMMARY_MARK, SUMMARY_REPLY
+from tests.support.llm_server import (
     RecordedRequest,
     Reply,
     delayed,

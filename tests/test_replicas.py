@@ -19,10 +19,12 @@ from pathlib import Path
 import httpx
 import pytest
 
-from tests.chat_script import Script
-from tests.conftest import PG_DSN
-from tests.llm_server import delayed, error, text
-from tests.serve_process import clean_env, free_port
+from tests.support.chat_script import Script
+from tests.support.llm_server import delayed, error, text
+from tests.support.postgres import PG_DSN
+from tests.support.server import clean_env, free_port, wait_healthy
+
+pytestmark = pytest.mark.subprocess  # two `memory-service serve` replicas
 
 MARK = "Zanzibarquux"  # a word no other data holds: the byte scan looks for it
 FACT = f"- [fact|8|user.pet] The user has a parrot called {MARK}."
@@ -82,15 +84,10 @@ def replica(env: dict[str, str]) -> Iterator[Replica]:
     served = Replica(f"http://127.0.0.1:{port}", workspace, proc)
     try:
         served.banner = proc.stdout.readline()
-        deadline = time.monotonic() + 120
-        while True:
-            assert proc.poll() is None, proc.stdout.read()
-            assert time.monotonic() < deadline, "serve did not answer /healthz"
-            try:
-                if httpx.get(f"{served.base_url}/healthz", timeout=1).status_code == 200:
-                    break
-            except httpx.TransportError:
-                time.sleep(0.2)
+        try:
+            wait_healthy(served.base_url, proc)
+        except RuntimeError as exc:
+            raise AssertionError(f"{exc}: {served.banner}{proc.stdout.read()}") from None
         yield served
     finally:
         proc.terminate()

@@ -11,7 +11,7 @@ from collections import deque
 
 from memory_service.pipeline.flush import DEFAULT_FLUSH_PROMPT
 from memory_service.shortterm.compaction import DEFAULT_SUMMARY_PROMPT
-from tests.llm_server import RecordedRequest, Reply, text
+from tests.support.llm_server import RecordedRequest, Reply, text
 
 FLUSH_MARK = DEFAULT_FLUSH_PROMPT.splitlines()[0]
 SUMMARY_MARK = DEFAULT_SUMMARY_PROMPT.splitlines()[0]
@@ -62,3 +62,11 @@ class Script:
         self.order.append(kind)
         queue = self.queues[kind]
         return queue.popleft() if queue else self.defaults[kind]
+
+
+# A compaction reply with all five blocks, about one trip: tests assert on its words.
+TRIP_SUMMARY = """<task_overview>Plan a trip to Lisbon in May.</task_overview>
+<current_state>Flights compared; hotel not booked yet.</current_state>
+<important_discoveries>The user is allergic to peanuts. TAP is cheapest.</important_discoveries>
+<next_steps>Book the hotel near Alfama.</next_steps>
+<context_to_preserve>Budget 1200 EUR; dates 3-10 May.</context_to_preserve>"""
