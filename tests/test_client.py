@@ -33,6 +33,9 @@ from tests.support.chat_script import Script
 from tests.support.llm_server import LlmTestServer, text
 from tests.support.server import free_port
 
+# One module-scoped serve process for the file: its tests stay on one xdist worker.
+pytestmark = pytest.mark.xdist_group("client-serve")
+
 ALLERGY = "Alice is allergic to peanuts"
 KEYS = {"acme": ("acme", "user"), "admin": ("acme", "admin"), "globex": ("globex", "user")}
 
@@ -211,6 +214,7 @@ def test_the_client_loads_no_server_parts(served):
     program = f"""
 import json, sys
 from memory_service.client import MemoryClient
+
 with MemoryClient({served.base_url!r}, {served.keys["acme"]!r}) as memory:
     memory.record("gina", ["Gina collects stamps"])
     assert memory.search("gina", "stamps").hits

@@ -89,6 +89,7 @@ def test_int8_is_opt_in_cached_apart_and_named_apart(onnx):
     assert cosines.min() > 0.8  # close, but not the same vectors (measured ~0.96)
 
 
+@pytest.mark.slow
 def test_a_corrupt_cached_model_is_rebuilt_never_served(tmp_path: Path, onnx, embedder):
     cache = tmp_path / "cache"
     cache.mkdir()
@@ -266,6 +267,7 @@ def test_serve_answers_a_search_without_loading_torch(tmp_path: Path, onnx):
 # --- the scale bench, both embedders in one run ------------------------------------------------
 
 
+@pytest.mark.slow
 def test_bench_scale_sets_the_embedders_side_by_side(tmp_path: Path, capsys, onnx):
     from memory_service.cli import main
 

@@ -43,6 +43,7 @@ def auth(key: str = ACME) -> dict[str, str]:
 # -- 1. schema fuzzing -----------------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_fuzzing_the_openapi_schema_gives_no_server_error(tmp_path, embedder):
     report = fuzz_services(tmp_path, examples=12, embedder=embedder, seed=0)
 
@@ -255,6 +256,7 @@ def test_tool_result_refs_refuse_every_traversal(hostile):
         assert got.json()["error"]["code"] and _no_canary(got.text), ref
 
 
+@pytest.mark.slow
 def test_path_parameters_refuse_every_traversal(hostile):
     """memory ids, session ids and user ids in the URL: never a 5xx, never another folder's
     data, and nothing created or deleted on disk. (A client that normalises ``a/../b`` sends a

@@ -6,6 +6,7 @@ result that belongs to someone else. The 10,000-query run is
 
 from __future__ import annotations
 
+import pytest
 from fastapi.testclient import TestClient
 
 from memory_service.api import create_app
@@ -19,6 +20,7 @@ GLOBEX = "globex-key-0123456789abcdef"
 KEYS = {ACME: {"tenant": "acme", "role": "user"}, GLOBEX: {"tenant": "globex", "role": "user"}}
 
 
+@pytest.mark.slow
 def test_random_reads_across_20_tenants_by_20_users_never_leak(tmp_path, embedder):
     result = run_isolation(
         tmp_path,
@@ -73,6 +75,7 @@ def test_guessing_another_tenants_fact_id_gives_404_not_the_fact(tmp_path, embed
         services.close()
 
 
+@pytest.mark.slow
 def test_random_scoped_reads_over_http_never_leak_across_tenants_agents_users(
     tmp_path, embedder, monkeypatch
 ):
