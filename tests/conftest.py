@@ -52,7 +52,11 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 
 @pytest.fixture(scope="session")
 def embedder() -> Embedder:
-    return CachedEmbedder(SentenceTransformerEmbedder(num_threads=2))
+    """The bundled model on torch, once per process. Under xdist each worker has one core's
+    share: one intra-op thread each (two workers x two threads on two cores measured ~20%
+    slower on the long-term suites)."""
+    threads = 1 if os.environ.get("PYTEST_XDIST_WORKER") else 2
+    return CachedEmbedder(SentenceTransformerEmbedder(num_threads=threads))
 
 
 @pytest.fixture(scope="session")

@@ -1,9 +1,9 @@
 """Summary replies in the shapes small models write, and the back-off after a failed summary.
 
-Against the loopback LLM server (``tests/llm_server.py``, scripted by ``tests/chat_script.py``):
-a ``label:`` reply is accepted; after a failed summary the next appends call neither the flush
-nor the summariser until the back-off (messages or minutes, by setting) has passed; the
-back-off is part of the session's state, in both stores.
+Against the loopback LLM server (``tests/support/llm_server.py``, scripted by
+``tests/support/chat_script.py``): a ``label:`` reply is accepted; after a failed summary the
+next appends call neither the flush nor the summariser until the back-off (messages or minutes,
+by setting) has passed; the back-off is part of the session's state, in both stores.
 """
 
 from __future__ import annotations

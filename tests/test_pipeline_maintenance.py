@@ -56,7 +56,7 @@ def test_near_duplicates_keep_the_newest_with_merged_tags_and_top_importance():
     other = fact("Grandma's apple pie needs two cups of sugar", 2)
     tea, coffee = fact("User likes tea", 1), fact("User likes coffee", 1)
     # SimHash bits are hash luck: this pair is 7 bits apart under the light stemmer and 9 under
-    # Snowball (issue 15); every other pair here is 24 or more apart.
+    # the Snowball stemmer; every other pair here is 24 or more apart.
     plan = plan_maintenance(
         [old, new, other, tea, coffee], NOW, expiry=ExpiryPolicy(), near_duplicate_distance=10
     )

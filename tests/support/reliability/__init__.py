@@ -1,4 +1,4 @@
-"""Reliability drivers: crash safety, concurrency, isolation, hostile input (issue 7).
+"""Reliability drivers: crash safety, concurrency, isolation, hostile input.
 
 Each module is a driver with a ``main()`` for the full-size run (``python -m
 tests.support.reliability.<name>``) and functions the test suite calls at a smaller size. They
