@@ -19,9 +19,9 @@ $(STAMP): pyproject.toml
 
 install: $(STAMP)
 
-# Two workers (pytest-xdist); a test file whose tests share a module-scoped server keeps them on
-# one worker (xdist_group). The slowest 15 tests are listed at the end (pyproject addopts).
-PYTEST := $(BIN)/python -m pytest -q -n 2 --dist loadgroup
+# Two workers (pytest-xdist), each with its own PostgreSQL database (tests/support/postgres.py);
+# the slowest 15 tests are listed at the end (pyproject addopts).
+PYTEST := $(BIN)/python -m pytest -q -n 2
 
 # The layer contracts first (pyproject.toml [tool.importlinter]): an upward import fails CI.
 # Every test: PostgreSQL on 127.0.0.1:5432 (MEMORY_TEST_POSTGRES_DSN), serve processes, all.

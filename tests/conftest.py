@@ -28,7 +28,7 @@ from tests.support.api import make_client  # noqa: E402
 from tests.support.backends import LONGTERM_BACKENDS  # noqa: E402
 from tests.support.chat_script import Script  # noqa: E402
 from tests.support.llm_server import LlmTestServer  # noqa: E402
-from tests.support.postgres import PG_DSN  # noqa: E402
+from tests.support.postgres import PG_DSN, ensure_database  # noqa: E402
 from tests.support.server import serve  # noqa: E402
 
 # A test that uses one of these fixtures (directly or through another fixture) gets the mark.
@@ -68,11 +68,18 @@ def onnx():
     return OnnxEmbedder(threads=1)
 
 
+@pytest.fixture(scope="session")
+def _worker_database() -> None:
+    ensure_database()  # this xdist worker's own database (tests/support/postgres.py)
+
+
 @pytest.fixture(autouse=True)
-def _onnx_cache_before_a_process(request: pytest.FixtureRequest) -> None:
-    """A ``subprocess`` test's processes find the ONNX model exported: on a fresh machine the
-    first ``serve`` would otherwise export it and log that before its banner, and which test
-    is first depends on the order the workers run them in."""
+def _what_the_tier_needs(request: pytest.FixtureRequest) -> None:
+    """A ``postgres`` test finds its worker's database made. A ``subprocess`` test's processes
+    find the ONNX model exported: on a fresh machine the first ``serve`` would otherwise export
+    it and log that before its banner, and which test is first depends on the workers' order."""
+    if request.node.get_closest_marker("postgres") is not None:
+        request.getfixturevalue("_worker_database")
     if request.node.get_closest_marker("subprocess") is not None:
         request.getfixturevalue("onnx")
 

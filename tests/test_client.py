@@ -33,9 +33,6 @@ from tests.support.chat_script import Script
 from tests.support.llm_server import LlmTestServer, text
 from tests.support.server import free_port
 
-# One module-scoped serve process for the file: its tests stay on one xdist worker.
-pytestmark = pytest.mark.xdist_group("client-serve")
-
 ALLERGY = "Alice is allergic to peanuts"
 KEYS = {"acme": ("acme", "user"), "admin": ("acme", "admin"), "globex": ("globex", "user")}
 

@@ -8,7 +8,6 @@ from __future__ import annotations
 import hashlib
 import logging
 import threading
-import time
 from pathlib import Path
 
 import psycopg
@@ -387,10 +386,7 @@ def test_a_call_in_flight_during_an_erase_writes_nothing_back(served, script, la
 
     worker = threading.Thread(target=call)
     worker.start()
-    deadline = time.monotonic() + 10
-    while not script.requests[late] and time.monotonic() < deadline:
-        time.sleep(0.02)
-    assert script.requests[late], "the model was never asked"
+    script.wait_for(late)  # the call is in flight: the model holds its reply
     receipt = client.delete("/v1/users/alice", headers=ADMIN)
     assert receipt.status_code == 200, receipt.text
     worker.join(10)

@@ -19,9 +19,6 @@ from mcp.shared.exceptions import MCPError
 from memory_service.api.key_store import KeyStore
 from tests.support.server import clean_env
 
-# One module-scoped serve process for the file: its tests stay on one xdist worker.
-pytestmark = pytest.mark.xdist_group("mcp-serve")
-
 ALLERGY = "Alice is allergic to peanuts"
 CORE_TOOLS = {"memory_search", "memory_get", "memory_save", "memory_delete", "session_search"}
 

@@ -26,6 +26,7 @@ from memory_service.pipeline.consolidation import (
 from memory_service.pipeline.maintenance import MaintenanceSettings, MemoryMaintenance
 from memory_service.pipeline.policy import ExpiryPolicy, plan_maintenance
 from tests.support.llm_server import text
+from tests.support.waiting import wait_until
 
 NOW = datetime(2026, 6, 30, 12, 0, tzinfo=UTC)
 ALICE = RuntimeContext("acme", "alice")
@@ -384,7 +385,6 @@ def test_maintenance_endpoint_needs_an_admin_key_and_stays_in_its_tenant(tmp_pat
 
 
 def test_scheduler_maintains_known_users_in_the_background(memory, workspace):
-    import time
 
     from memory_service.pipeline.scheduler import MemoryMaintenanceScheduler, known_users
 
@@ -398,9 +398,7 @@ def test_scheduler_maintains_known_users_in_the_background(memory, workspace):
     )
     scheduler.start()
     try:
-        deadline = time.monotonic() + 60
-        while scheduler.passes == 0 and time.monotonic() < deadline:
-            time.sleep(0.05)
+        wait_until(lambda: scheduler.passes, 60, message="the scheduler never ran")
     finally:
         scheduler.stop()
     assert scheduler.passes == 1

@@ -10,7 +10,6 @@ from __future__ import annotations
 import subprocess
 import sys
 import threading
-import time
 from collections.abc import Iterator
 from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass
@@ -23,6 +22,7 @@ from tests.support.chat_script import Script
 from tests.support.llm_server import delayed, error, text
 from tests.support.postgres import PG_DSN
 from tests.support.server import clean_env, free_port, wait_healthy
+from tests.support.waiting import wait_for_value
 
 pytestmark = pytest.mark.subprocess  # two `memory-service serve` replicas
 
@@ -92,13 +92,6 @@ def replica(env: dict[str, str]) -> Iterator[Replica]:
     finally:
         proc.terminate()
         proc.wait(timeout=30)
-
-
-def eventually(check, expected, timeout_s: float = 10.0):
-    deadline = time.monotonic() + timeout_s
-    while (got := check()) != expected:
-        assert time.monotonic() < deadline, f"still {got!r}, expected {expected!r}"
-        time.sleep(0.2)
 
 
 def workspace_bytes(workspace: Path) -> dict[str, bytes]:
@@ -232,10 +225,10 @@ def test_a_key_added_or_revoked_by_the_cli_works_on_both_without_a_restart(two_r
     assert added.returncode == 0, added.stderr
     key = added.stdout.strip()
     for r in (one, two):
-        eventually(lambda r=r: r.call("GET", "/v1/usage", key).status_code, 200)
+        wait_for_value(lambda r=r: r.call("GET", "/v1/usage", key).status_code, 200)
     revoked = cli(env, "keys", "revoke", key)
     assert revoked.returncode == 0, revoked.stderr
     for r in (one, two):
-        eventually(lambda r=r: r.call("GET", "/v1/usage", key).status_code, 401)
+        wait_for_value(lambda r=r: r.call("GET", "/v1/usage", key).status_code, 401)
     for r in (one, two):
         assert not (r.workspace / "api-keys.json").exists()

@@ -6,13 +6,12 @@ import os
 import re
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import httpx
 import pytest
 
-from tests.support.server import free_port
+from tests.support.server import free_port, wait_healthy
 
 pytestmark = pytest.mark.subprocess  # every test starts `memory-service serve`
 
@@ -36,12 +35,7 @@ def test_serve_prints_where_and_creates_a_dev_key(tmp_path: Path):
         key = re.search(r"development key for tenant 'default': (\S+)", banner).group(1)
         assert (workspace / "api-keys.json").exists()
         base = f"http://127.0.0.1:{port}"
-        for _ in range(300):
-            try:
-                if httpx.get(f"{base}/healthz", timeout=1).status_code == 200:
-                    break
-            except httpx.TransportError:
-                time.sleep(0.1)
+        wait_healthy(base, proc)
         headers = {"Authorization": f"Bearer {key}"}
         recorded = httpx.post(
             f"{base}/v1/memories",

@@ -9,13 +9,13 @@ import re
 import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import httpx
 import pytest
 
 from tests.support.server import free_port, wait_healthy
+from tests.support.waiting import wait_for_value
 
 pytestmark = pytest.mark.subprocess  # every test starts `memory-service serve` or the CLI
 
@@ -110,10 +110,7 @@ def test_keys_added_and_revoked_while_serving_take_effect_without_a_restart(tmp_
         return httpx.get(f"{base}/v1/usage", headers=headers, timeout=5).status_code
 
     def eventually(key: str, expected: int) -> None:
-        deadline = time.monotonic() + 10
-        while status(key) != expected:
-            assert time.monotonic() < deadline, f"{key[:8]}...: never {expected}"
-            time.sleep(0.2)
+        wait_for_value(lambda: status(key), expected, timeout_s=10)
 
     try:
         proc.stdout.readline()

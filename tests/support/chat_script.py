@@ -7,6 +7,7 @@ each from its own queue, recording the requests per kind so tests can assert on 
 
 from __future__ import annotations
 
+import threading
 from collections import deque
 
 from memory_service.pipeline.flush import DEFAULT_FLUSH_PROMPT
@@ -47,6 +48,7 @@ class Script:
         self.queues: dict[str, deque[Reply]] = {k: deque() for k in self.defaults}
         self.requests: dict[str, list[RecordedRequest]] = {k: [] for k in self.defaults}
         self.order: list[str] = []
+        self._asked = threading.Condition()
 
     def chat(self, *replies: Reply) -> Script:
         self.queues["chat"].extend(replies)
@@ -56,10 +58,20 @@ class Script:
         self.queues["flush"].extend(replies)
         return self
 
+    def wait_for(self, kind: str, timeout_s: float = 10.0) -> RecordedRequest:
+        """The first request of ``kind``, once it has arrived (the server thread notifies);
+        AssertionError if none came within ``timeout_s``."""
+        with self._asked:
+            if not self._asked.wait_for(lambda: self.requests[kind], timeout_s):
+                raise AssertionError(f"the model was never asked for a {kind}")
+            return self.requests[kind][0]
+
     def __call__(self, request: RecordedRequest) -> Reply:
         kind = kind_of(request)
-        self.requests[kind].append(request)
-        self.order.append(kind)
+        with self._asked:
+            self.requests[kind].append(request)
+            self.order.append(kind)
+            self._asked.notify_all()
         queue = self.queues[kind]
         return queue.popleft() if queue else self.defaults[kind]
 
