@@ -6,7 +6,8 @@ and the HTTP API on real services. Helpers that are not fixtures live in ``tests
 
 Tiers: every test is marked by what it needs, from the fixtures it uses (``FIXTURE_MARKS``)
 or by an explicit mark where it starts a process or connects to PostgreSQL by itself.
-``make test-fast`` runs ``-m "not postgres and not subprocess"``; ``make test`` runs all.
+``make test-fast`` runs ``-m "not postgres and not subprocess and not slow"``; ``make test``
+runs all of them.
 """
 
 from __future__ import annotations
@@ -43,6 +44,7 @@ FIXTURE_MARKS = {
 }
 
 
+@pytest.hookimpl(tryfirst=True)  # before ``-m`` deselects by these marks
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     for item in items:
         needs = {FIXTURE_MARKS[name] for name in item.fixturenames if name in FIXTURE_MARKS}
