@@ -7,7 +7,7 @@ STAMP  := $(VENV)/.installed
 export HF_HUB_OFFLINE := 1
 export TRANSFORMERS_OFFLINE := 1
 
-.PHONY: install test serve bench lint clean
+.PHONY: install test test-fast serve bench lint clean
 
 # torch first, pinned to the CPU build on disk: otherwise pip resolves a multi-GB CUDA build.
 $(STAMP): pyproject.toml
@@ -19,10 +19,20 @@ $(STAMP): pyproject.toml
 
 install: $(STAMP)
 
+# Two workers (pytest-xdist), each with its own PostgreSQL database (tests/support/postgres.py);
+# the slowest 15 tests are listed at the end (pyproject addopts).
+PYTEST := $(BIN)/python -m pytest -q -n 2
+
 # The layer contracts first (pyproject.toml [tool.importlinter]): an upward import fails CI.
+# Every test: PostgreSQL on 127.0.0.1:5432 (MEMORY_TEST_POSTGRES_DSN), serve processes, all.
 test: install
 	$(BIN)/lint-imports --no-cache
-	$(BIN)/python -m pytest -q
+	$(PYTEST)
+
+# The developer's loop: no PostgreSQL, no serve or CLI processes, none of the slow randomised
+# checks (the markers are set in tests/conftest.py from the fixtures a test uses).
+test-fast: install
+	$(PYTEST) -m "not postgres and not subprocess and not slow"
 
 serve: install
 	$(BIN)/memory-service serve

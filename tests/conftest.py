@@ -1,13 +1,20 @@
-"""Shared fixtures: the real bundled embedding model, loaded once, and backend factories.
+"""Shared fixtures, and the test tiers.
 
-``LONGTERM_BACKENDS`` maps a backend name to a factory ``(tmp_path, embedder) -> memory``; the
-contract suite runs every test against every entry, with the same assertions.
+Fixtures: the real bundled embedding model (loaded once per process), the long-term backends
+(``tests.support.backends``), the loopback LLM server, fresh PostgreSQL schemas and tables,
+and the HTTP API on real services. Helpers that are not fixtures live in ``tests/support``.
+
+Tiers: every test is marked by what it needs, from the fixtures it uses (``FIXTURE_MARKS``)
+or by an explicit mark where it starts a process or connects to PostgreSQL by itself.
+``make test-fast`` runs ``-m "not postgres and not subprocess and not slow"``; ``make test``
+runs all of them.
 """
 
 from __future__ import annotations
 
 import os
-from collections.abc import Callable, Iterator
+import uuid
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -18,41 +25,73 @@ os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 from indexing.embeddings import CachedEmbedder, Embedder, SentenceTransformerEmbedder  # noqa: E402
 from memory_service.longterm.base import LongTermMemory  # noqa: E402
 from memory_service.longterm.files import FileSystemLongTermMemory  # noqa: E402
-from tests.chat_script import Script  # noqa: E402
-from tests.llm_server import chat_model, llm_server  # noqa: E402, F401 - shared fixtures
+from tests.support.api import make_client  # noqa: E402
+from tests.support.backends import LONGTERM_BACKENDS  # noqa: E402
+from tests.support.chat_script import Script  # noqa: E402
+from tests.support.llm_server import LlmTestServer  # noqa: E402
+from tests.support.postgres import PG_DSN, ensure_database  # noqa: E402
+from tests.support.server import serve  # noqa: E402
 
-BackendFactory = Callable[[Path, Embedder], LongTermMemory]
-
-
-def _files(tmp_path: Path, embedder: Embedder) -> LongTermMemory:
-    return FileSystemLongTermMemory(tmp_path / "workspace", embedder)
-
-
-def _qdrant_edge(tmp_path: Path, embedder: Embedder) -> LongTermMemory:
-    from memory_service.config import QdrantSettings
-    from memory_service.longterm.qdrant import open_qdrant
-
-    return open_qdrant(QdrantSettings(path=tmp_path / "qdrant"), tmp_path, embedder)
-
-
-def _qdrant_local(tmp_path: Path, embedder: Embedder) -> LongTermMemory:
-    """qdrant-client's ``:memory:`` local mode: the stand-in for a Qdrant server."""
-    from memory_service.config import QdrantSettings
-    from memory_service.longterm.qdrant import open_qdrant
-
-    return open_qdrant(QdrantSettings(url=":memory:"), tmp_path, embedder)
-
-
-LONGTERM_BACKENDS: dict[str, BackendFactory] = {
-    "files": _files,
-    "qdrant-edge": _qdrant_edge,
-    "qdrant-local": _qdrant_local,
+# A test that uses one of these fixtures (directly or through another fixture) gets the mark.
+FIXTURE_MARKS = {
+    "pg_schema": "postgres",
+    "pg_database": "postgres",
+    "pg_table": "postgres",
+    "llm_server": "llm",
+    "chat_model": "llm",
+    "script": "llm",
+    "server_process": "subprocess",
 }
+
+
+@pytest.hookimpl(tryfirst=True)  # before ``-m`` deselects by these marks
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    for item in items:
+        needs = {FIXTURE_MARKS[name] for name in item.fixturenames if name in FIXTURE_MARKS}
+        for mark in sorted(needs - {m.name for m in item.iter_markers()}):
+            item.add_marker(mark)
 
 
 @pytest.fixture(scope="session")
 def embedder() -> Embedder:
-    return CachedEmbedder(SentenceTransformerEmbedder(num_threads=2))
+    """The bundled model on torch, once per process. Under xdist each worker has one core's
+    share: one intra-op thread each (two workers x two threads on two cores measured ~20%
+    slower on the long-term suites)."""
+    threads = 1 if os.environ.get("PYTEST_XDIST_WORKER") else 2
+    return CachedEmbedder(SentenceTransformerEmbedder(num_threads=threads))
+
+
+@pytest.fixture(scope="session")
+def onnx():
+    """The default configuration's ONNX embedder: exported into the shared cache folder once
+    (``~/.cache/memory-service/onnx``), where every ``serve`` process finds it."""
+    from indexing.onnx_embeddings import OnnxEmbedder
+
+    return OnnxEmbedder(threads=1)
+
+
+@pytest.fixture(scope="session")
+def _worker_database() -> None:
+    ensure_database()  # this xdist worker's own database (tests/support/postgres.py)
+
+
+@pytest.fixture(autouse=True)
+def _what_the_tier_needs(request: pytest.FixtureRequest) -> None:
+    """A ``postgres`` test finds its worker's database made. A ``subprocess`` test's processes
+    find the ONNX model exported: on a fresh machine the first ``serve`` would otherwise export
+    it and log that before its banner, and which test is first depends on the workers' order."""
+    if request.node.get_closest_marker("postgres") is not None:
+        request.getfixturevalue("_worker_database")
+    if request.node.get_closest_marker("subprocess") is not None:
+        request.getfixturevalue("onnx")
+
+
+@pytest.fixture(scope="session")
+def server_process(onnx):
+    """``tests.support.server.serve``, for fixtures that run a ``memory-service serve`` process
+    (``with server_process(workspace, keys, **env) as served``); the ONNX model is in the cache
+    before the first one starts."""
+    return serve
 
 
 @pytest.fixture(params=sorted(LONGTERM_BACKENDS))
@@ -79,22 +118,43 @@ def longterm(workspace: Path, embedder: Embedder) -> Iterator[LongTermMemory]:
 
 
 @pytest.fixture
-def script(llm_server):  # noqa: F811 - the fixture imported above
+def llm_server() -> Iterator[LlmTestServer]:
+    """A fresh loopback OpenAI-compatible server per test (a thread in this process)."""
+    with LlmTestServer() as server:
+        yield server
+
+
+@pytest.fixture
+def chat_model(llm_server: LlmTestServer):
+    """The project's ChatModel, through the real openai SDK, pointed at ``llm_server``."""
+    from memory_service.llm import ChatModel
+
+    model = ChatModel(
+        base_url=llm_server.base_url,
+        api_key="test-key",
+        model="test-model",
+        timeout_s=5.0,
+        max_retries=1,
+        context_window=8192,
+    )
+    try:
+        yield model
+    finally:
+        model.close()
+
+
+@pytest.fixture
+def script(llm_server: LlmTestServer) -> Script:
     """The loopback LLM server answers from a ``Script`` (scripted replies, in order)."""
     script = Script()
     llm_server.responder = script
     return script
 
 
-PG_DSN = os.environ.get("MEMORY_TEST_POSTGRES_DSN", "postgresql://postgres@127.0.0.1:5432/test")
-
-
 @pytest.fixture
 def pg_schema() -> Iterator[str]:
     """A fresh PostgreSQL schema for one test (``MEMORY_POSTGRES__SCHEMA_NAME``), dropped
     after it, so tests of the replica-state tables never meet each other's rows."""
-    import uuid
-
     import psycopg
 
     schema = f"t_{uuid.uuid4().hex[:16]}"
@@ -111,3 +171,42 @@ def pg_database(pg_schema: str) -> Iterator[object]:
     database = Database(PG_DSN, schema=pg_schema, pool_max=4)
     yield database
     database.close()
+
+
+@pytest.fixture
+def pg_table() -> Iterator[str]:
+    """A fresh session-state table name in the default schema, dropped after the test."""
+    import psycopg
+
+    table = f"agent_state_test_{uuid.uuid4().hex[:12]}"
+    yield table
+    with psycopg.connect(PG_DSN, autocommit=True) as conn:
+        conn.execute(f'DROP TABLE IF EXISTS "{table}"')
+
+
+@pytest.fixture
+def api_client(tmp_path, embedder, monkeypatch):
+    """The HTTP API on real services (files backend, no model) through FastAPI's TestClient,
+    with ``tests.support.api.KEYS``; bodies up to 2 MiB."""
+    services, test_client = make_client(
+        tmp_path, embedder, monkeypatch, api={"max_body_bytes": 2 * 1024 * 1024}
+    )
+    with test_client:
+        yield test_client
+    services.close()
+
+
+@pytest.fixture
+def apps(tmp_path, embedder, monkeypatch):
+    """Makes apps on their own workspaces (``apps("a")``); closes them all at the end."""
+    opened = []
+
+    def make(name: str = "a", **overrides):
+        services, client = make_client(tmp_path / name, embedder, monkeypatch, **overrides)
+        opened.append((services, client.__enter__()))
+        return services, client
+
+    yield make
+    for services, client in opened:
+        client.__exit__(None, None, None)
+        services.close()

@@ -3,54 +3,20 @@
 from __future__ import annotations
 
 import pytest
-from fastapi.testclient import TestClient
 
-from memory_service.api import create_app
-from memory_service.api.keys import ApiKeyRing
-from memory_service.config import load_settings
-from memory_service.services import build_services
-
-ACME_KEY = "acme-key-0123456789abcdef"
-GLOBEX_KEY = "globex-key-0123456789abcdef"
-ACME_ADMIN = "acme-admin-0123456789abcdef"
+from tests.support.api import (
+    ACME_KEY,
+    GLOBEX_KEY,
+    assert_error,
+    auth,
+    record,
+    search,
+)
 
 
 @pytest.fixture
-def client(tmp_path, embedder, monkeypatch):
-    monkeypatch.delenv("MEMORY_CONFIG", raising=False)
-    settings = load_settings(workspace=tmp_path / "ws", api={"max_body_bytes": 2 * 1024 * 1024})
-    services = build_services(settings, embedder=embedder)
-    ring = ApiKeyRing(
-        {
-            ACME_KEY: {"tenant": "acme", "role": "user"},
-            GLOBEX_KEY: {"tenant": "globex", "role": "user"},
-            ACME_ADMIN: {"tenant": "acme", "role": "admin"},
-        }
-    )
-    with TestClient(create_app(services, ring)) as test_client:
-        yield test_client
-    services.close()
-
-
-def auth(key: str = ACME_KEY) -> dict[str, str]:
-    return {"Authorization": f"Bearer {key}"}
-
-
-def record(client, user, *texts, api_key=ACME_KEY, **fields):
-    body = {"user_id": user, "facts": [{"text": t, **fields} for t in texts]}
-    return client.post("/v1/memories", json=body, headers=auth(api_key))
-
-
-def search(client, user, query, api_key=ACME_KEY, **fields):
-    body = {"user_id": user, "query": query, **fields}
-    return client.post("/v1/memories/search", json=body, headers=auth(api_key))
-
-
-def assert_error(response, status: int, code: str) -> None:
-    assert response.status_code == status, response.text
-    error = response.json()["error"]
-    assert error["code"] == code
-    assert error["message"]
+def client(api_client):
+    return api_client
 
 
 def test_health_needs_no_key(client):

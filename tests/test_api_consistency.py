@@ -14,7 +14,7 @@ from memory_service.api.app import ROUTERS
 from memory_service.context import RuntimeContext
 from memory_service.errors import InvalidInputError
 from memory_service.messages import Msg, ToolCall
-from tests.test_sessions_api import (
+from tests.support.api import (
     ACME_ADMIN_KEY,
     GLOBEX_KEY,
     append,

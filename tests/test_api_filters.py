@@ -1,4 +1,4 @@
-"""Filters, as_of and confidence over HTTP: what a client sends and sees (issue 17)."""
+"""Filters, as_of and confidence over HTTP: what a client sends and sees."""
 
 from __future__ import annotations
 
@@ -8,17 +8,21 @@ import pytest
 
 from memory_service.facts import utcnow
 from memory_service.limits import MAX_TAGS
-from tests.test_api import ACME_KEY, assert_error, auth, record, search
-from tests.test_api import client as client  # noqa: F401 - the shared fixture
+from tests.support.api import ACME_KEY, assert_error, auth, record, search
 
 
-def listed(client, **params):  # noqa: F811
+@pytest.fixture
+def client(api_client):
+    return api_client
+
+
+def listed(client, **params):
     response = client.get("/v1/memories", params={"user_id": "alice", **params}, headers=auth())
     assert response.status_code == 200, response.text
     return [f["text"] for f in response.json()["items"]]
 
 
-def test_search_and_list_take_the_filter(client):  # noqa: F811
+def test_search_and_list_take_the_filter(client):
     record(
         client, "alice", "Alice sets the coffee grinder to fine", kind="procedure", tags=["gear"]
     )
@@ -33,7 +37,7 @@ def test_search_and_list_take_the_filter(client):  # noqa: F811
     assert len(both) == 2
 
 
-def test_as_of_over_http_sees_the_superseded_fact(client):  # noqa: F811
+def test_as_of_over_http_sees_the_superseded_fact(client):
     record(client, "alice", "Alice lives in Paris", key="city")
     between = utcnow()
     record(client, "alice", "Alice lives in Berlin", key="city")
@@ -55,7 +59,7 @@ def test_as_of_over_http_sees_the_superseded_fact(client):  # noqa: F811
         ({"kind": ["opinion"]}, "kind"),
     ],
 )
-def test_a_bad_filter_is_a_422_naming_the_field(client, fields, fragment):  # noqa: F811
+def test_a_bad_filter_is_a_422_naming_the_field(client, fields, fragment):
     record(client, "alice", "Alice drinks coffee")
     response = search(client, "alice", "coffee", filter=fields)
     assert response.status_code == 422, response.text
@@ -67,7 +71,7 @@ def test_a_bad_filter_is_a_422_naming_the_field(client, fields, fragment):  # no
     assert listed(client) == ["Alice drinks coffee"]  # nothing written, nothing lost
 
 
-def test_an_unknown_list_parameter_is_refused(client):  # noqa: F811
+def test_an_unknown_list_parameter_is_refused(client):
     response = client.get("/v1/memories", params={"user_id": "alice", "tag": "x"}, headers=auth())
     assert_error(response, 422, "invalid_filter")
     assert "tag" in response.json()["error"]["message"]

@@ -6,8 +6,8 @@ from __future__ import annotations
 import pytest
 
 from memory_service.paths import UserPaths
-from tests.llm_server import server_error, text
-from tests.test_sessions_api import ACME_KEY, GLOBEX_KEY, assert_error, auth, make_client
+from tests.support.api import ACME_KEY, GLOBEX_KEY, assert_error, auth, make_client
+from tests.support.llm_server import server_error, text
 
 PEANUTS = "- [fact|10|user.allergy] The user is allergic to peanuts."
 

@@ -29,9 +29,9 @@ from memory_service.client import (
     ServiceUnavailableError,
     calls,
 )
-from tests.chat_script import Script
-from tests.llm_server import LlmTestServer, text
-from tests.serve_process import free_port, serve
+from tests.support.chat_script import Script
+from tests.support.llm_server import LlmTestServer, text
+from tests.support.server import free_port
 
 ALLERGY = "Alice is allergic to peanuts"
 KEYS = {"acme": ("acme", "user"), "admin": ("acme", "admin"), "globex": ("globex", "user")}
@@ -43,7 +43,7 @@ def script() -> Script:
 
 
 @pytest.fixture(scope="module")
-def served(tmp_path_factory, script):
+def served(tmp_path_factory, script, server_process):
     with LlmTestServer() as llm:
         llm.responder = script
         env = {
@@ -51,7 +51,7 @@ def served(tmp_path_factory, script):
             "MEMORY_LLM__MODEL": "chat-model",
             "MEMORY_LLM__CONTEXT_WINDOW": "8192",
         }
-        with serve(tmp_path_factory.mktemp("client") / "ws", KEYS, **env) as running:
+        with server_process(tmp_path_factory.mktemp("client") / "ws", KEYS, **env) as running:
             yield running
 
 
@@ -211,6 +211,7 @@ def test_the_client_loads_no_server_parts(served):
     program = f"""
 import json, sys
 from memory_service.client import MemoryClient
+
 with MemoryClient({served.base_url!r}, {served.keys["acme"]!r}) as memory:
     memory.record("gina", ["Gina collects stamps"])
     assert memory.search("gina", "stamps").hits

@@ -1,9 +1,9 @@
 """Summary replies in the shapes small models write, and the back-off after a failed summary.
 
-Against the loopback LLM server (``tests/llm_server.py``, scripted by ``tests/chat_script.py``):
-a ``label:`` reply is accepted; after a failed summary the next appends call neither the flush
-nor the summariser until the back-off (messages or minutes, by setting) has passed; the
-back-off is part of the session's state, in both stores.
+Against the loopback LLM server (``tests/support/llm_server.py``, scripted by
+``tests/support/chat_script.py``): a ``label:`` reply is accepted; after a failed summary the
+next appends call neither the flush nor the summariser until the back-off (messages or minutes,
+by setting) has passed; the back-off is part of the session's state, in both stores.
 """
 
 from __future__ import annotations
@@ -29,9 +29,9 @@ from memory_service.shortterm.session import ShortTermMemory
 from memory_service.shortterm.session_log import SessionLog
 from memory_service.shortterm.state import AgentState
 from memory_service.shortterm.summary import parse_summary
-from tests.chat_script import SUMMARY_REPLY
-from tests.llm_server import text
-from tests.test_shortterm_store import PG_DSN
+from tests.support.chat_script import SUMMARY_REPLY
+from tests.support.llm_server import text
+from tests.support.postgres import PG_DSN
 
 ALICE = RuntimeContext("acme", "alice", "s1")
 
@@ -114,7 +114,7 @@ def test_a_block_name_inside_a_sentence_is_not_a_label():
 # -- through short-term memory, against the loopback server ----------------------------------
 
 
-@pytest.fixture(params=["files", "postgres"])
+@pytest.fixture(params=["files", pytest.param("postgres", marks=pytest.mark.postgres)])
 def make_memory(request, tmp_path: Path) -> Iterator:
     """``make_memory(model, **compaction_settings)`` on a files or a PostgreSQL store."""
     workspace = tmp_path / "ws"

@@ -488,7 +488,7 @@ def test_capabilities_are_declared_not_looked_up(memory):
     assert isinstance(memory, ArchivesLedgers) == isinstance(memory, FileSystemLongTermMemory)
 
 
-# -- filters, as_of and read-time expiry (issue 17) ---------------------------------------------
+# -- filters, as_of and read-time expiry --------------------------------------------------------
 
 CAFES = [
     Fact(f"Alice drinks coffee every morning at the cafe on street number {i}", tags=("cafe",))

@@ -231,7 +231,7 @@ class _Counting:
 
 @pytest.mark.parametrize("backend", ["files", "qdrant-edge"])
 def test_a_query_over_three_scopes_is_embedded_once(backend, tmp_path, embedder):
-    from tests.conftest import LONGTERM_BACKENDS
+    from tests.support.backends import LONGTERM_BACKENDS
 
     query = "where do refunds go?"
     counting = _Counting(embedder, query)

@@ -16,7 +16,6 @@ import pytest
 from fastapi.testclient import TestClient
 from qdrant_client import QdrantClient
 
-from benchmarks.reliability.server import ServerProcess, bearer, write_keys
 from memory_service.api import create_app
 from memory_service.api.keys import ApiKeyRing
 from memory_service.config import QdrantSettings, load_settings
@@ -26,6 +25,7 @@ from memory_service.facts import Fact
 from memory_service.longterm.qdrant import QdrantLongTermMemory, open_qdrant
 from memory_service.longterm.qdrant_client_engine import ClientEngine
 from memory_service.services import build_services
+from tests.support.server import ServerProcess, bearer, write_keys
 
 REPO = Path(__file__).resolve().parents[1]
 KEY = "acme-key-0123456789abcdef"
@@ -75,6 +75,7 @@ def _error_lines(stderr: str) -> list[str]:
     return [line for line in stderr.splitlines() if line.startswith("memory-service: error:")]
 
 
+@pytest.mark.subprocess
 def test_cli_beside_a_live_edge_server_refuses_and_changes_nothing(tmp_path: Path):
     workspace = tmp_path / "ws"
     keys = write_keys(workspace / "api-keys.json", {"acme": "user"})

@@ -8,7 +8,6 @@ from __future__ import annotations
 import hashlib
 import logging
 import threading
-import time
 from pathlib import Path
 
 import psycopg
@@ -23,8 +22,8 @@ from memory_service.context import RuntimeContext
 from memory_service.errors import UserErasedError
 from memory_service.paths import UserPaths
 from memory_service.services import build_harness, build_services
-from tests.llm_server import delayed, text
-from tests.test_shortterm_store import PG_DSN, pg_table  # noqa: F401 - the fixture
+from tests.support.llm_server import delayed, text
+from tests.support.postgres import PG_DSN
 
 USER_KEY = "acme-user-key-0123456789abcdef"
 ADMIN_KEY = "acme-admin-key-0123456789abcdef"
@@ -204,7 +203,7 @@ def test_erase_leaves_nothing_of_the_user_and_every_byte_of_another(
     monkeypatch,
     llm_server,
     script,
-    pg_table,  # noqa: F811 - the fixture imported above
+    pg_table,
     pg_schema,
     caplog,
 ):
@@ -387,10 +386,7 @@ def test_a_call_in_flight_during_an_erase_writes_nothing_back(served, script, la
 
     worker = threading.Thread(target=call)
     worker.start()
-    deadline = time.monotonic() + 10
-    while not script.requests[late] and time.monotonic() < deadline:
-        time.sleep(0.02)
-    assert script.requests[late], "the model was never asked"
+    script.wait_for(late)  # the call is in flight: the model holds its reply
     receipt = client.delete("/v1/users/alice", headers=ADMIN)
     assert receipt.status_code == 200, receipt.text
     worker.join(10)

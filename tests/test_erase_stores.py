@@ -25,7 +25,7 @@ from memory_service.shortterm.files_store import FileStateStore
 from memory_service.shortterm.postgres_store import PostgresStateStore
 from memory_service.shortterm.state import AgentState
 from memory_service.tombstones import Tombstones
-from tests.test_shortterm_store import PG_DSN, pg_table  # noqa: F401 - the fixture
+from tests.support.postgres import PG_DSN
 
 ALICE = RuntimeContext("acme", "alice", "s1")
 BOB = RuntimeContext("acme", "bob", "s1")
@@ -119,7 +119,7 @@ def test_an_erase_that_died_half_way_is_finished_by_the_next(tmp_path: Path):
 
 def test_postgres_states_of_one_user_go_and_a_save_begun_before_is_refused(
     tmp_path: Path,
-    pg_table: str,  # noqa: F811 - the fixture imported above
+    pg_table: str,
 ):
     tombstones = Tombstones(tmp_path)
     store = PostgresStateStore(PG_DSN, table=pg_table, tombstones=tombstones)

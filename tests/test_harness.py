@@ -23,8 +23,8 @@ from memory_service.pipeline.flush import MemoryFlushManager
 from memory_service.services import build_shortterm
 from memory_service.shortterm.session import ShortTermMemory
 from memory_service.usage import UsageLedger
-from tests.conftest import LONGTERM_BACKENDS
-from tests.llm_server import context_overflow, server_error, text, tool_calls
+from tests.support.backends import LONGTERM_BACKENDS
+from tests.support.llm_server import context_overflow, server_error, text, tool_calls
 
 ALICE = RuntimeContext("acme", "alice", "s1")
 PEANUTS = "- [fact|10|user.allergy] The user is allergic to peanuts."

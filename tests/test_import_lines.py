@@ -11,8 +11,7 @@ import pytest
 
 from memory_service.cli import main
 from memory_service.transfer import parse_import
-from tests.test_sessions_api import ACME_ADMIN_KEY, assert_error, auth
-from tests.test_transfer_api import NDJSON, apps  # noqa: F401 - the fixture
+from tests.support.api import ACME_ADMIN_KEY, NDJSON, assert_error, auth
 
 GOOD = {"tenant_id": "acme", "user_id": "alice", "text": "Alice has a cat"}
 PYTHON_WORDS = re.compile(r"[A-Z][a-z]+(Error|Exception)|invalid literal|object has no|NoneType")
@@ -62,7 +61,7 @@ def test_a_bad_line_says_what_is_wrong_in_words(line, message):
     assert not PYTHON_WORDS.search(bad[0].message)
 
 
-def test_the_api_names_the_line_and_the_problem(apps):  # noqa: F811 - the fixture
+def test_the_api_names_the_line_and_the_problem(apps):
     _, client = apps()
     body = "\n".join([json.dumps(GOOD), "", "{not json", _with(importance="high")]) + "\n"
     response = client.post("/v1/import", content=body, headers={**auth(ACME_ADMIN_KEY), **NDJSON})

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import socket
 
 import pytest
 
@@ -19,7 +18,7 @@ from memory_service.llm import (
     require_model,
 )
 from memory_service.messages import Msg, ToolCall, from_openai, to_openai
-from tests.llm_server import (
+from tests.support.llm_server import (
     Reply,
     context_overflow,
     delayed,
@@ -30,6 +29,7 @@ from tests.llm_server import (
     text,
     tool_calls,
 )
+from tests.support.server import free_port
 
 WEATHER_TOOL = {
     "type": "function",
@@ -172,9 +172,7 @@ def test_timeout_is_retried_once_then_reported(llm_server):
 
 
 def test_unreachable_endpoint_is_unavailable():
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port = sock.getsockname()[1]  # closed again: nothing listens there
+    port = free_port()  # closed again: nothing listens there
     model = ChatModel(base_url=f"http://127.0.0.1:{port}/v1", api_key="k", model="m", max_retries=0)
     try:
         with pytest.raises(LlmUnavailableError):

@@ -24,9 +24,8 @@ from memory_service.api.keys import ApiKeyRing
 from memory_service.config import load_settings
 from memory_service.observe.tracing import parse_traceparent
 from memory_service.services import build_services
-from tests.llm_server import text
-from tests.test_serve import _free_port
-from tests.test_serve_startup import _wait_healthy
+from tests.support.llm_server import text
+from tests.support.server import free_port, wait_healthy
 
 REPO = Path(__file__).resolve().parents[1]
 KEY = "acme-key-0123456789abcdef"
@@ -116,16 +115,17 @@ def _serve(workspace: Path, port: int, llm_url: str) -> subprocess.Popen:
     )
 
 
+@pytest.mark.subprocess
 def test_serve_logs_json_lines_under_the_request_trace_without_secrets(
     tmp_path, llm_server, script
 ):
-    port = _free_port()
+    port = free_port()
     base = f"http://127.0.0.1:{port}"
     proc = _serve(tmp_path / "ws", port, llm_server.base_url)
     try:
         banner = proc.stdout.readline()
         key = re.search(r"development key for tenant 'default': (\S+)", banner).group(1)
-        _wait_healthy(base)
+        wait_healthy(base)
         auth = {"Authorization": f"Bearer {key}"}
 
         def call(method: str, path: str, trace: str, **kwargs) -> httpx.Response:

@@ -17,7 +17,7 @@ from mcp.client.streamable_http import create_mcp_http_client, streamable_http_c
 from mcp.shared.exceptions import MCPError
 
 from memory_service.api.key_store import KeyStore
-from tests.serve_process import clean_env, serve
+from tests.support.server import clean_env
 
 ALLERGY = "Alice is allergic to peanuts"
 CORE_TOOLS = {"memory_search", "memory_get", "memory_save", "memory_delete", "session_search"}
@@ -83,6 +83,7 @@ def _key(workspace: Path, tenant: str, role: str = "user") -> str:
 # -- stdio -----------------------------------------------------------------------------------
 
 
+@pytest.mark.subprocess
 def test_stdio_save_search_get_and_refusals(workspace: Path):
     key = _key(workspace, "acme")
 
@@ -149,6 +150,7 @@ def _ledger(workspace: Path) -> str:
     return ledger.name
 
 
+@pytest.mark.subprocess
 def test_stdio_another_tenants_memory_is_unreachable(workspace: Path):
     acme, globex = _key(workspace, "acme"), _key(workspace, "globex", "admin")
 
@@ -171,6 +173,7 @@ def test_stdio_another_tenants_memory_is_unreachable(workspace: Path):
     over_stdio(_stdio(workspace, globex, "--user", "alice"), look)
 
 
+@pytest.mark.subprocess
 def test_stdio_admin_key_may_name_a_user_of_its_tenant(workspace: Path):
     key = _key(workspace, "acme", "admin")
 
@@ -198,6 +201,7 @@ def test_stdio_admin_key_may_name_a_user_of_its_tenant(workspace: Path):
         ("acme", ["--user", "../alice"], "invalid user '../alice'"),
     ],
 )
+@pytest.mark.subprocess
 def test_stdio_refuses_to_start_without_a_good_key(workspace: Path, key, args, said):
     good = _key(workspace, "acme")
     params = _stdio(workspace, good if key == "acme" else key, *args)
@@ -220,13 +224,13 @@ def test_stdio_refuses_to_start_without_a_good_key(workspace: Path, key, args, s
 
 
 @pytest.fixture(scope="module")
-def served(tmp_path_factory):
+def served(tmp_path_factory, server_process):
     keys = {
         "acme": ("acme", "user"),
         "acme_admin": ("acme", "admin"),
         "globex": ("globex", "user"),
     }
-    with serve(tmp_path_factory.mktemp("mcp") / "ws", keys) as running:
+    with server_process(tmp_path_factory.mktemp("mcp") / "ws", keys) as running:
         yield running
 
 
@@ -312,6 +316,7 @@ def test_http_without_a_known_key_is_401_and_serve_carries_on(served, headers):
     assert httpx.get(served.base_url + "/healthz").status_code == 200
 
 
+@pytest.mark.subprocess
 def test_stdio_search_reads_shared_memory_and_save_cannot_write_it(workspace: Path):
     key = _key(workspace, "acme")
     from memory_service.cli import main

@@ -11,7 +11,8 @@ from memory_service.api import create_app
 from memory_service.api.keys import ApiKeyRing
 from memory_service.config import load_settings
 from memory_service.services import build_services
-from tests.llm_server import server_error, text
+from tests.support.llm_server import server_error, text
+from tests.support.waiting import wait_until
 
 KEY = "acme-key-0123456789abcdef"
 HEADERS = {"Authorization": f"Bearer {KEY}"}
@@ -229,7 +230,6 @@ def test_the_maintenance_scheduler_counts_into_the_app_it_was_started_for(
     tmp_path, embedder, monkeypatch
 ):
     """``serve`` starts the scheduler inside the app's sink: its thread's passes are scraped."""
-    import time
     from datetime import timedelta
 
     from memory_service.observe.telemetry import using_sink
@@ -248,10 +248,7 @@ def test_the_maintenance_scheduler_counts_into_the_app_it_was_started_for(
         with using_sink(app.state.metrics):
             scheduler.start()
         try:
-            for _ in range(300):
-                if scheduler.passes:
-                    break
-                time.sleep(0.1)
+            wait_until(lambda: scheduler.passes, 30, message="the scheduler never ran")
         finally:
             scheduler.stop()
         assert scheduler.passes == 1

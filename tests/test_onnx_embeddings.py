@@ -7,10 +7,8 @@ import json
 import os
 import re
 import shutil
-import socket
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import httpx
@@ -22,6 +20,7 @@ from indexing.onnx_embeddings import OnnxEmbedder
 from memory_service.config import load_settings
 from memory_service.errors import ConfigurationError
 from memory_service.services import build_embedder
+from tests.support.server import free_port, wait_healthy
 
 LONG = " ".join(f"The meeting on day {i} covered budgets, hiring and travel." for i in range(80))
 TEXTS = [
@@ -35,12 +34,6 @@ TEXTS = [
     "   leading and trailing spaces   ",
     "",
 ]
-
-
-@pytest.fixture(scope="module")
-def onnx() -> OnnxEmbedder:
-    """The default configuration's embedder: the shared cache folder, exported once."""
-    return OnnxEmbedder(threads=1)
 
 
 def _torch_model(embedder):
@@ -96,6 +89,7 @@ def test_int8_is_opt_in_cached_apart_and_named_apart(onnx):
     assert cosines.min() > 0.8  # close, but not the same vectors (measured ~0.96)
 
 
+@pytest.mark.slow
 def test_a_corrupt_cached_model_is_rebuilt_never_served(tmp_path: Path, onnx, embedder):
     cache = tmp_path / "cache"
     cache.mkdir()
@@ -227,6 +221,7 @@ def _cli(env: dict[str, str], *argv: str) -> tuple[str, dict]:
     return printed, json.loads(check)
 
 
+@pytest.mark.subprocess
 def test_the_cli_records_and_searches_without_importing_torch(tmp_path: Path):
     env = _env(tmp_path / "ws")
     env["MEMORY_EMBEDDING__ONNX_CACHE_DIR"] = str(tmp_path / "cache")  # the first start exports
@@ -240,15 +235,10 @@ def test_the_cli_records_and_searches_without_importing_torch(tmp_path: Path):
     assert hits[0]["text"] == "Alice is allergic to peanuts" and hits[0]["ranks"]["dense"] == 1
 
 
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
+@pytest.mark.subprocess
 def test_serve_answers_a_search_without_loading_torch(tmp_path: Path, onnx):
     """The serving process's mapped libraries (Linux, the platform this service runs on)."""
-    port, workspace = _free_port(), tmp_path / "ws"
+    port, workspace = free_port(), tmp_path / "ws"
     proc = subprocess.Popen(
         [sys.executable, "-m", "memory_service.cli", "serve", "--port", str(port)],
         stdout=subprocess.PIPE,
@@ -260,12 +250,7 @@ def test_serve_answers_a_search_without_loading_torch(tmp_path: Path, onnx):
         banner = proc.stdout.readline()
         key = re.search(r"development key for tenant 'default': (\S+)", banner).group(1)
         base, headers = f"http://127.0.0.1:{port}", {"Authorization": f"Bearer {key}"}
-        for _ in range(300):
-            try:
-                if httpx.get(f"{base}/healthz", timeout=1).status_code == 200:
-                    break
-            except httpx.TransportError:
-                time.sleep(0.1)
+        wait_healthy(base, proc)
         facts = {"user_id": "alice", "facts": [{"text": "Alice is allergic to peanuts"}]}
         assert httpx.post(f"{base}/v1/memories", json=facts, headers=headers).status_code == 200
         query = {"user_id": "alice", "query": "peanut allergy", "mode": "dense"}
@@ -282,6 +267,7 @@ def test_serve_answers_a_search_without_loading_torch(tmp_path: Path, onnx):
 # --- the scale bench, both embedders in one run ------------------------------------------------
 
 
+@pytest.mark.slow
 def test_bench_scale_sets_the_embedders_side_by_side(tmp_path: Path, capsys, onnx):
     from memory_service.cli import main
 

@@ -9,7 +9,7 @@ import pytest
 
 from memory_service.errors import ConfigurationError
 from memory_service.pgdb import Database
-from tests.conftest import PG_DSN
+from tests.support.postgres import PG_DSN
 
 
 def test_migrations_apply_once_and_in_order(pg_database: Database) -> None:

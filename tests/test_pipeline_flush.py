@@ -21,7 +21,7 @@ from memory_service.services import build_shortterm
 from memory_service.shortterm.files_store import FileStateStore
 from memory_service.shortterm.state import AgentState
 from memory_service.usage import UsageLedger
-from tests.llm_server import error, malformed, text
+from tests.support.llm_server import error, malformed, text
 
 CTX = RuntimeContext("acme", "alice", "s1")
 PEANUTS = "- [fact|10|user.allergy] The user is allergic to peanuts."

@@ -25,7 +25,8 @@ from memory_service.pipeline.consolidation import (
 )
 from memory_service.pipeline.maintenance import MaintenanceSettings, MemoryMaintenance
 from memory_service.pipeline.policy import ExpiryPolicy, plan_maintenance
-from tests.llm_server import text
+from tests.support.llm_server import text
+from tests.support.waiting import wait_until
 
 NOW = datetime(2026, 6, 30, 12, 0, tzinfo=UTC)
 ALICE = RuntimeContext("acme", "alice")
@@ -56,7 +57,7 @@ def test_near_duplicates_keep_the_newest_with_merged_tags_and_top_importance():
     other = fact("Grandma's apple pie needs two cups of sugar", 2)
     tea, coffee = fact("User likes tea", 1), fact("User likes coffee", 1)
     # SimHash bits are hash luck: this pair is 7 bits apart under the light stemmer and 9 under
-    # Snowball (issue 15); every other pair here is 24 or more apart.
+    # the Snowball stemmer; every other pair here is 24 or more apart.
     plan = plan_maintenance(
         [old, new, other, tea, coffee], NOW, expiry=ExpiryPolicy(), near_duplicate_distance=10
     )
@@ -384,7 +385,6 @@ def test_maintenance_endpoint_needs_an_admin_key_and_stays_in_its_tenant(tmp_pat
 
 
 def test_scheduler_maintains_known_users_in_the_background(memory, workspace):
-    import time
 
     from memory_service.pipeline.scheduler import MemoryMaintenanceScheduler, known_users
 
@@ -398,9 +398,7 @@ def test_scheduler_maintains_known_users_in_the_background(memory, workspace):
     )
     scheduler.start()
     try:
-        deadline = time.monotonic() + 60
-        while scheduler.passes == 0 and time.monotonic() < deadline:
-            time.sleep(0.05)
+        wait_until(lambda: scheduler.passes, 60, message="the scheduler never ran")
     finally:
         scheduler.stop()
     assert scheduler.passes == 1

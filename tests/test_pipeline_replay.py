@@ -17,7 +17,7 @@ from memory_service.pipeline.flush import MemoryFlushManager
 from memory_service.pipeline.replay import replay_dead_letters
 from memory_service.shortterm.state import AgentState
 from memory_service.usage import UsageLedger
-from tests.llm_server import error, text
+from tests.support.llm_server import error, text
 
 OWNER = RuntimeContext("acme", "alice")
 CTX = OWNER.with_session("s1")

@@ -21,7 +21,7 @@ from memory_service.pipeline.flush import MemoryFlushManager
 from memory_service.services import build_services
 from memory_service.shortterm.state import AgentState
 from memory_service.transfer import export_records, import_records, parse_import, to_line
-from tests.llm_server import text
+from tests.support.llm_server import text
 
 KEY = "acme-key-0123456789abcdef"
 HEADERS = {"Authorization": f"Bearer {KEY}"}

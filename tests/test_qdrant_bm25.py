@@ -25,7 +25,7 @@ from indexing.tokenize import tokenize
 from memory_service.context import RuntimeContext
 from memory_service.fact_filter import ExpiryPolicy
 from memory_service.facts import Fact
-from tests.conftest import LONGTERM_BACKENDS
+from tests.support.backends import LONGTERM_BACKENDS
 
 QDRANT_BACKENDS = ["qdrant-edge", "qdrant-local"]
 CTX = RuntimeContext("bm25-tenant", "reader")

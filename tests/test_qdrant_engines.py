@@ -68,6 +68,7 @@ def test_reopened_edge_folder_has_everything(tmp_path, embedder):
         reopened.close()
 
 
+@pytest.mark.subprocess
 def test_writes_are_durable_when_record_returns(tmp_path, embedder):
     """A process that records, supersedes and deletes, then dies without closing: all of it
     is in the folder."""
@@ -110,6 +111,7 @@ def test_writes_are_durable_when_record_returns(tmp_path, embedder):
         memory.close()
 
 
+@pytest.mark.subprocess
 def test_a_second_process_gets_a_clear_error(tmp_path, embedder):
     memory = _edge(tmp_path, embedder)
     folder = tmp_path / "qdrant" / "memories"

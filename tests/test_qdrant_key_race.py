@@ -21,7 +21,7 @@ from memory_service.longterm.qdrant_engine import UserFilter
 from memory_service.pipeline.consolidation import Consolidator
 from memory_service.pipeline.maintenance import MemoryMaintenance
 from memory_service.transfer import export_records
-from tests.conftest import LONGTERM_BACKENDS
+from tests.support.backends import LONGTERM_BACKENDS
 
 ALICE = RuntimeContext("acme", "alice")
 BOB = RuntimeContext("acme", "bob")

@@ -19,7 +19,7 @@ from memory_service.facts import Fact
 from memory_service.longterm.qdrant import QdrantLongTermMemory
 from memory_service.longterm.qdrant_engine import DENSE, OwnerSearch, UserFilter
 from memory_service.longterm.qdrant_scope_mirror import ScopeMirror, ScopeMirrors
-from tests.conftest import LONGTERM_BACKENDS
+from tests.support.backends import LONGTERM_BACKENDS
 
 ALICE = RuntimeContext("acme", "alice", agent_id="support")
 TENANT = ALICE.in_scope("tenant")

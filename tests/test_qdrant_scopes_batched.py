@@ -22,7 +22,7 @@ from memory_service.longterm.qdrant_engine import UserFilter
 from memory_service.longterm.qdrant_scope_mirror import ScopeMirrors
 from memory_service.longterm.store_hooks import LongTermHooks
 from memory_service.longterm.store_values import Candidates
-from tests.conftest import LONGTERM_BACKENDS
+from tests.support.backends import LONGTERM_BACKENDS
 
 ALICE = RuntimeContext("acme", "alice", agent_id="support")
 NOW = utcnow()

@@ -1,6 +1,6 @@
 """Concurrency in CI: 16 clients with mixed operations against real ``serve`` processes.
 
-The full run (16 clients x 1,000 operations) is ``python -m benchmarks.reliability.concurrency``;
+The full run (16 clients x 1,000 operations) is ``python -m tests.support.reliability.concurrency``;
 its figures are in benchmarks/RELIABILITY.md.
 """
 
@@ -10,10 +10,12 @@ import os
 from dataclasses import replace
 from pathlib import Path
 
-from benchmarks.reliability.concurrency import run_concurrency
+import pytest
+
 from memory_service.context import RuntimeContext
 from memory_service.facts import Fact
 from memory_service.longterm.files import FileSystemLongTermMemory
+from tests.support.reliability.concurrency import run_concurrency
 
 
 def _assert_adds_up(result: dict) -> None:
@@ -30,6 +32,7 @@ def _assert_adds_up(result: dict) -> None:
     assert result["messages_acknowledged"] > 0
 
 
+@pytest.mark.subprocess
 def test_sixteen_clients_on_one_server_add_up(tmp_path: Path):
     result = run_concurrency(tmp_path, clients=16, ops=25, servers=1, log=lambda _: None)
 
@@ -37,6 +40,7 @@ def test_sixteen_clients_on_one_server_add_up(tmp_path: Path):
     assert result["requests"] >= 16 * 25
 
 
+@pytest.mark.subprocess
 def test_two_server_processes_share_one_files_workspace_safely(tmp_path: Path):
     """Per-user file locks (ledgers, session states, logs) make a second process safe: the
     clients of both see one consistent state, and each server shows all of it."""

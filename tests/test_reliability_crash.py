@@ -1,7 +1,7 @@
 """Crash safety in CI: SIGKILL a real ``serve`` process while clients write, three times.
 
 The full run (20 kills per backend, files and Qdrant Edge) is
-``python -m benchmarks.reliability.crash``; its figures are in benchmarks/RELIABILITY.md.
+``python -m tests.support.reliability.crash``; its figures are in benchmarks/RELIABILITY.md.
 """
 
 from __future__ import annotations
@@ -12,11 +12,16 @@ import subprocess
 import sys
 from pathlib import Path
 
-from benchmarks.reliability.crash import run_crash_test
+import pytest
+
 from memory_service.context import RuntimeContext
 from memory_service.facts import Fact
 from memory_service.longterm.files import FileSystemLongTermMemory
-from tests.conftest import PG_DSN
+from tests.support.postgres import PG_DSN
+from tests.support.reliability.crash import run_crash_test
+
+# serve processes killed with SIGKILL, and a child that fills the disk
+pytestmark = pytest.mark.subprocess
 
 
 def test_acknowledged_writes_survive_sigkill_files_backend(tmp_path: Path):

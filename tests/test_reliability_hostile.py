@@ -1,7 +1,7 @@
 """Hostile input: schema fuzzing, path traversal on every path-taking input, oversized bodies,
 and ids, keys and tags that would break a Markdown ledger. Every answer is a clean 4xx.
 
-The long fuzzing run is ``python -m benchmarks.reliability.fuzz``.
+The long fuzzing run is ``python -m tests.support.reliability.fuzz``.
 """
 
 from __future__ import annotations
@@ -15,9 +15,6 @@ from urllib.parse import quote
 import pytest
 from fastapi.testclient import TestClient
 
-from benchmarks.reliability.fuzz import fuzz_services
-from benchmarks.reliability.isolation import echo_responder
-from benchmarks.reliability.server import ServerProcess, write_keys
 from memory_service.api import create_app
 from memory_service.api.keys import ApiKeyRing
 from memory_service.config import load_settings
@@ -28,7 +25,10 @@ from memory_service.messages import ToolCall
 from memory_service.paths import UserPaths
 from memory_service.services import build_services
 from memory_service.tools import MemoryTools
-from tests.llm_server import text, tool_calls
+from tests.support.llm_server import text, tool_calls
+from tests.support.reliability.fuzz import fuzz_services
+from tests.support.reliability.isolation import echo_responder
+from tests.support.server import ServerProcess, write_keys
 
 ACME = "acme-key-0123456789abcdef"
 GLOBEX = "globex-key-0123456789abcdef"
@@ -43,6 +43,7 @@ def auth(key: str = ACME) -> dict[str, str]:
 # -- 1. schema fuzzing -----------------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_fuzzing_the_openapi_schema_gives_no_server_error(tmp_path, embedder):
     report = fuzz_services(tmp_path, examples=12, embedder=embedder, seed=0)
 
@@ -255,6 +256,7 @@ def test_tool_result_refs_refuse_every_traversal(hostile):
         assert got.json()["error"]["code"] and _no_canary(got.text), ref
 
 
+@pytest.mark.slow
 def test_path_parameters_refuse_every_traversal(hostile):
     """memory ids, session ids and user ids in the URL: never a 5xx, never another folder's
     data, and nothing created or deleted on disk. (A client that normalises ``a/../b`` sends a
@@ -358,6 +360,7 @@ def test_oversized_bodies_are_refused_with_and_without_content_length(
         services.close()
 
 
+@pytest.mark.subprocess
 def test_a_chunked_body_without_length_is_refused_before_it_is_read_whole(tmp_path):
     """A real server and a raw socket: 64 MB offered in chunks, no Content-Length; the 413
     arrives while the client is still sending, after about the limit (plus socket buffers)."""

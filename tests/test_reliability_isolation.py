@@ -1,24 +1,26 @@
 """Isolation, randomised, in CI: 20 tenants x 20 users with the same user ids, the same
 session id and the same words; thousands of random reads through every read path; not one
 result that belongs to someone else. The 10,000-query run is
-``python -m benchmarks.reliability.isolation``.
+``python -m tests.support.reliability.isolation``.
 """
 
 from __future__ import annotations
 
+import pytest
 from fastapi.testclient import TestClient
 
-from benchmarks.reliability.isolation import run_isolation
 from memory_service.api import create_app
 from memory_service.api.keys import ApiKeyRing
 from memory_service.config import load_settings
 from memory_service.services import build_services
+from tests.support.reliability.isolation import run_isolation
 
 ACME = "acme-key-0123456789abcdef"
 GLOBEX = "globex-key-0123456789abcdef"
 KEYS = {ACME: {"tenant": "acme", "role": "user"}, GLOBEX: {"tenant": "globex", "role": "user"}}
 
 
+@pytest.mark.slow
 def test_random_reads_across_20_tenants_by_20_users_never_leak(tmp_path, embedder):
     result = run_isolation(
         tmp_path,
@@ -73,6 +75,7 @@ def test_guessing_another_tenants_fact_id_gives_404_not_the_fact(tmp_path, embed
         services.close()
 
 
+@pytest.mark.slow
 def test_random_scoped_reads_over_http_never_leak_across_tenants_agents_users(
     tmp_path, embedder, monkeypatch
 ):

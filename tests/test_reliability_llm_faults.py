@@ -24,8 +24,8 @@ from memory_service.config import load_settings
 from memory_service.paths import UserPaths
 from memory_service.pipeline.consolidation import DEFAULT_CONSOLIDATION_PROMPT
 from memory_service.services import build_services
-from tests.chat_script import FLUSH_MARK, SUMMARY_MARK, SUMMARY_REPLY
-from tests.llm_server import (
+from tests.support.chat_script import FLUSH_MARK, SUMMARY_MARK, SUMMARY_REPLY
+from tests.support.llm_server import (
     RecordedRequest,
     Reply,
     delayed,
@@ -48,6 +48,11 @@ FAULTS = {
     "empty": lambda: text(""),
     "malformed": malformed,
 }
+# A timeout waits out the client's deadline and its retry: seconds per test, so "slow".
+FAULT_PARAMS = [
+    pytest.param(name, marks=pytest.mark.slow) if name == "timeout" else name
+    for name in sorted(FAULTS)
+]
 
 
 class FaultyModel:
@@ -138,7 +143,7 @@ def chat(client, message: str) -> dict:
 # -- flush -----------------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("fault", sorted(FAULTS))
+@pytest.mark.parametrize("fault", FAULT_PARAMS)
 def test_a_failed_flush_keeps_the_conversation_and_the_next_one_catches_up(api, model, fault):
     client, paths = api
     model.faults["flush"] = FAULTS[fault]()
@@ -178,7 +183,7 @@ def _long_session(client, count: int = 32) -> None:
     assert got.status_code == 200, got.text
 
 
-@pytest.mark.parametrize("fault", sorted(FAULTS))
+@pytest.mark.parametrize("fault", FAULT_PARAMS)
 def test_a_failed_compaction_leaves_the_session_unchanged(api, model, fault):
     client, paths = api
     _long_session(client)

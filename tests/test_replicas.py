@@ -10,7 +10,6 @@ from __future__ import annotations
 import subprocess
 import sys
 import threading
-import time
 from collections.abc import Iterator
 from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass
@@ -19,10 +18,13 @@ from pathlib import Path
 import httpx
 import pytest
 
-from tests.chat_script import Script
-from tests.conftest import PG_DSN
-from tests.llm_server import delayed, error, text
-from tests.serve_process import clean_env, free_port
+from tests.support.chat_script import Script
+from tests.support.llm_server import delayed, error, text
+from tests.support.postgres import PG_DSN
+from tests.support.server import clean_env, free_port, wait_healthy
+from tests.support.waiting import wait_for_value
+
+pytestmark = pytest.mark.subprocess  # two `memory-service serve` replicas
 
 MARK = "Zanzibarquux"  # a word no other data holds: the byte scan looks for it
 FACT = f"- [fact|8|user.pet] The user has a parrot called {MARK}."
@@ -82,26 +84,14 @@ def replica(env: dict[str, str]) -> Iterator[Replica]:
     served = Replica(f"http://127.0.0.1:{port}", workspace, proc)
     try:
         served.banner = proc.stdout.readline()
-        deadline = time.monotonic() + 120
-        while True:
-            assert proc.poll() is None, proc.stdout.read()
-            assert time.monotonic() < deadline, "serve did not answer /healthz"
-            try:
-                if httpx.get(f"{served.base_url}/healthz", timeout=1).status_code == 200:
-                    break
-            except httpx.TransportError:
-                time.sleep(0.2)
+        try:
+            wait_healthy(served.base_url, proc)
+        except RuntimeError as exc:
+            raise AssertionError(f"{exc}: {served.banner}{proc.stdout.read()}") from None
         yield served
     finally:
         proc.terminate()
         proc.wait(timeout=30)
-
-
-def eventually(check, expected, timeout_s: float = 10.0):
-    deadline = time.monotonic() + timeout_s
-    while (got := check()) != expected:
-        assert time.monotonic() < deadline, f"still {got!r}, expected {expected!r}"
-        time.sleep(0.2)
 
 
 def workspace_bytes(workspace: Path) -> dict[str, bytes]:
@@ -235,10 +225,10 @@ def test_a_key_added_or_revoked_by_the_cli_works_on_both_without_a_restart(two_r
     assert added.returncode == 0, added.stderr
     key = added.stdout.strip()
     for r in (one, two):
-        eventually(lambda r=r: r.call("GET", "/v1/usage", key).status_code, 200)
+        wait_for_value(lambda r=r: r.call("GET", "/v1/usage", key).status_code, 200)
     revoked = cli(env, "keys", "revoke", key)
     assert revoked.returncode == 0, revoked.stderr
     for r in (one, two):
-        eventually(lambda r=r: r.call("GET", "/v1/usage", key).status_code, 401)
+        wait_for_value(lambda r=r: r.call("GET", "/v1/usage", key).status_code, 401)
     for r in (one, two):
         assert not (r.workspace / "api-keys.json").exists()

@@ -232,7 +232,7 @@ def test_a_complete_bm25_list_floors_at_zero_a_cut_one_at_its_last_score():
     assert [h.id for h in fuse_legs("hybrid", legs, cut, 1)] == ["b"]
 
 
-# -- query coverage (issue 15 item 6) ---------------------------------------------------------
+# -- query coverage: BM25 scaled by the share of the question its top memory holds ------------
 
 TREK = ["bruno", "spend", "last", "trek", "holiday"]  # "Where did Bruno spend the last trekking
 # holiday?": "spend", "trek" and "holiday" are in no memory (the answer is a paraphrase)

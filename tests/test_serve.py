@@ -4,23 +4,20 @@ from __future__ import annotations
 
 import os
 import re
-import socket
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import httpx
+import pytest
 
+from tests.support.server import free_port, wait_healthy
 
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
+pytestmark = pytest.mark.subprocess  # every test starts `memory-service serve`
 
 
 def test_serve_prints_where_and_creates_a_dev_key(tmp_path: Path):
-    port = _free_port()
+    port = free_port()
     workspace = tmp_path / "ws"
     env = {k: v for k, v in os.environ.items() if not k.startswith("MEMORY_")}
     env.update(HF_HUB_OFFLINE="1", MEMORY_WORKSPACE=str(workspace))
@@ -38,12 +35,7 @@ def test_serve_prints_where_and_creates_a_dev_key(tmp_path: Path):
         key = re.search(r"development key for tenant 'default': (\S+)", banner).group(1)
         assert (workspace / "api-keys.json").exists()
         base = f"http://127.0.0.1:{port}"
-        for _ in range(300):
-            try:
-                if httpx.get(f"{base}/healthz", timeout=1).status_code == 200:
-                    break
-            except httpx.TransportError:
-                time.sleep(0.1)
+        wait_healthy(base, proc)
         headers = {"Authorization": f"Bearer {key}"}
         recorded = httpx.post(
             f"{base}/v1/memories",
@@ -66,7 +58,7 @@ def test_serve_prints_where_and_creates_a_dev_key(tmp_path: Path):
 
 
 def _banner_of_restart(workspace: Path, env: dict[str, str]) -> str:
-    port = _free_port()
+    port = free_port()
     proc = subprocess.Popen(
         [sys.executable, "-m", "memory_service.cli", "serve", "--port", str(port)],
         stdout=subprocess.PIPE,

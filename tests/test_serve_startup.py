@@ -9,12 +9,15 @@ import re
 import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import httpx
+import pytest
 
-from tests.test_serve import _free_port
+from tests.support.server import free_port, wait_healthy
+from tests.support.waiting import wait_for_value
+
+pytestmark = pytest.mark.subprocess  # every test starts `memory-service serve` or the CLI
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -51,16 +54,6 @@ def _start(cwd: Path, port: int) -> subprocess.Popen:
     )
 
 
-def _wait_healthy(base: str) -> None:
-    for _ in range(600):
-        try:
-            if httpx.get(f"{base}/healthz", timeout=1).status_code == 200:
-                return
-        except httpx.TransportError:
-            time.sleep(0.1)
-    raise AssertionError("serve did not become healthy")
-
-
 def _stop(proc: subprocess.Popen) -> str:
     proc.send_signal(signal.SIGINT)  # Ctrl-C, as a user stops it
     out, _ = proc.communicate(timeout=60)
@@ -80,11 +73,11 @@ def _readme_banner() -> str:
 
 
 def test_serve_prints_one_line_with_absolute_paths_as_the_readme_shows(tmp_path):
-    port = _free_port()
+    port = free_port()
     proc = _start(tmp_path, port)
     try:
         banner = proc.stdout.readline().rstrip("\n")
-        _wait_healthy(f"http://127.0.0.1:{port}")
+        wait_healthy(f"http://127.0.0.1:{port}")
     finally:
         rest = _stop(proc)
     keys_file = (tmp_path / "data" / "api-keys.json").resolve()
@@ -96,7 +89,7 @@ def test_serve_prints_one_line_with_absolute_paths_as_the_readme_shows(tmp_path)
 
 
 def test_keys_added_and_revoked_while_serving_take_effect_without_a_restart(tmp_path):
-    port = _free_port()
+    port = free_port()
     base = f"http://127.0.0.1:{port}"
     proc = _start(tmp_path, port)
 
@@ -117,14 +110,11 @@ def test_keys_added_and_revoked_while_serving_take_effect_without_a_restart(tmp_
         return httpx.get(f"{base}/v1/usage", headers=headers, timeout=5).status_code
 
     def eventually(key: str, expected: int) -> None:
-        deadline = time.monotonic() + 10
-        while status(key) != expected:
-            assert time.monotonic() < deadline, f"{key[:8]}...: never {expected}"
-            time.sleep(0.2)
+        wait_for_value(lambda: status(key), expected, timeout_s=10)
 
     try:
         proc.stdout.readline()
-        _wait_healthy(base)
+        wait_healthy(base)
         key = cli("add", "--tenant", "acme")
         eventually(key, 200)
         cli("revoke", key)
@@ -140,7 +130,7 @@ def test_an_unreachable_postgresql_at_start_is_one_error_line_naming_the_dsn(tmp
         "MEMORY_POSTGRES__DSN": "postgresql://postgres:s3cret@127.0.0.1:1/test",
     }
     done = subprocess.run(
-        [sys.executable, "-m", "memory_service.cli", "serve", "--port", str(_free_port())],
+        [sys.executable, "-m", "memory_service.cli", "serve", "--port", str(free_port())],
         capture_output=True,
         text=True,
         env=env,

@@ -10,6 +10,7 @@ from memory_service.longterm.qdrant_edge_engine import _registry as edge_registr
 from memory_service.services import build_services
 
 
+@pytest.mark.slow
 def test_a_failed_build_releases_the_qdrant_edge_folder(tmp_path, embedder, monkeypatch):
     monkeypatch.delenv("MEMORY_CONFIG", raising=False)
     broken = load_settings(

@@ -28,8 +28,8 @@ from memory_service.shortterm.files_store import FileStateStore
 from memory_service.shortterm.session import ShortTermMemory
 from memory_service.shortterm.session_log import SessionLog
 from memory_service.shortterm.state import AgentState
-from tests.test_sessions_api import ACME_KEY, KEYS, auth
-from tests.test_shortterm_store import PG_DSN
+from tests.support.api import ACME_KEY, KEYS, auth
+from tests.support.postgres import PG_DSN
 
 CLIENTS = 30
 CTX = RuntimeContext("acme", "alice", "s1")

@@ -6,31 +6,12 @@ import uuid
 
 import psycopg
 import pytest
-from fastapi.testclient import TestClient
 
-from memory_service.api import create_app
-from memory_service.api.keys import ApiKeyRing
-from memory_service.config import load_settings
-from memory_service.services import build_services
-from tests.llm_server import server_error, text
-from tests.test_shortterm_compaction import SUMMARY_BLOCKS, SUMMARY_REPLY
-from tests.test_shortterm_store import PG_DSN
-
-ACME_KEY = "acme-key-0123456789abcdef"
-GLOBEX_KEY = "globex-key-0123456789abcdef"
-ACME_ADMIN_KEY = "acme-admin-key-0123456789abcdef"
-KEYS = {
-    ACME_KEY: {"tenant": "acme", "role": "user"},
-    GLOBEX_KEY: {"tenant": "globex", "role": "user"},
-    ACME_ADMIN_KEY: {"tenant": "acme", "role": "admin"},
-}
-
-
-def make_client(tmp_path, embedder, monkeypatch, **overrides):
-    monkeypatch.delenv("MEMORY_CONFIG", raising=False)
-    settings = load_settings(workspace=tmp_path / "ws", **overrides)
-    services = build_services(settings, embedder=embedder)
-    return services, TestClient(create_app(services, ApiKeyRing(KEYS)))
+from memory_service.shortterm.compaction import SUMMARY_BLOCKS
+from tests.support.api import ACME_KEY, GLOBEX_KEY, append, assert_error, auth, make_client, users
+from tests.support.chat_script import TRIP_SUMMARY
+from tests.support.llm_server import server_error, text
+from tests.support.postgres import PG_DSN
 
 
 @pytest.fixture
@@ -58,25 +39,6 @@ def no_model_client(tmp_path, embedder, monkeypatch):
     with test_client:
         yield test_client
     services.close()
-
-
-def auth(key: str = ACME_KEY) -> dict[str, str]:
-    return {"Authorization": f"Bearer {key}"}
-
-
-def append(client, session, messages, user="alice", key=ACME_KEY, **fields):
-    body = {"user_id": user, "messages": messages, **fields}
-    return client.post(f"/v1/sessions/{session}/messages", json=body, headers=auth(key))
-
-
-def users(n: int, start: int = 0) -> list[dict]:
-    return [{"role": "user", "content": f"message {i}"} for i in range(start, start + n)]
-
-
-def assert_error(response, status: int, code: str) -> None:
-    assert response.status_code == status, response.text
-    assert response.json()["error"]["code"] == code
-    assert response.json()["error"]["message"]
 
 
 def test_sessions_need_an_api_key(client):
@@ -147,7 +109,7 @@ def test_a_session_never_stored_is_404_like_its_delete(client):
 def test_the_thirtieth_message_triggers_compaction_with_the_memory_model(client, llm_server):
     assert append(client, "s1", users(29)).json()["compaction"]["reason"] == "not_needed"
     # the long-term flush runs first (nothing worth keeping), then the summary
-    llm_server.push(text("NO_REPLY"), text(SUMMARY_REPLY, prompt_tokens=500, completion_tokens=80))
+    llm_server.push(text("NO_REPLY"), text(TRIP_SUMMARY, prompt_tokens=500, completion_tokens=80))
     body = append(client, "s1", users(1, start=29)).json()
     assert body["compaction"]["performed"] is True
     assert body["compaction"]["removed"] == 20 and body["compaction"]["kept"] == 10
@@ -171,7 +133,7 @@ def test_compact_now_and_a_failing_model(client, llm_server):
     state = client.get("/v1/sessions/s1", params={"user_id": "alice"}, headers=auth()).json()
     assert state["message_count"] == 12 and state["version"] == 1  # unchanged
 
-    llm_server.push(text("NO_REPLY"), text(SUMMARY_REPLY))  # the flush, then the summary
+    llm_server.push(text("NO_REPLY"), text(TRIP_SUMMARY))  # the flush, then the summary
     body = {"user_id": "alice", "keep_last": 4, "expected_version": 1}
     response = client.post("/v1/sessions/s1/compact", json=body, headers=auth())
     assert response.status_code == 200, response.text

@@ -26,9 +26,9 @@ from memory_service.services import (
     build_services,
 )
 from memory_service.usage import UsageLedger
-from tests.chat_script import Script
-from tests.llm_server import text
-from tests.test_shortterm_store import PG_DSN
+from tests.support.chat_script import Script
+from tests.support.llm_server import text
+from tests.support.postgres import PG_DSN
 
 ALICE = RuntimeContext("acme", "alice")
 PEANUTS = "- [fact|10|user.allergy] The user is allergic to peanuts."
@@ -199,7 +199,7 @@ def test_the_flush_prompt_shows_the_facts_recorded_today(build, llm_server, chat
 
 
 def test_compaction_through_the_sessions_api_is_in_the_usage_ledger(build, llm_server):
-    from tests.chat_script import SUMMARY_REPLY
+    from tests.support.chat_script import SUMMARY_REPLY
 
     services = build(llm=llm(llm_server, memory_model="small"))
     llm_server.responder = Script(summary=SUMMARY_REPLY)
@@ -224,6 +224,7 @@ def test_compaction_through_the_sessions_api_is_in_the_usage_ledger(build, llm_s
 # -- the short-term TTL ------------------------------------------------------------------------
 
 
+@pytest.mark.postgres  # replica state is in PostgreSQL with either session store
 @pytest.mark.parametrize("backend", ["files", "postgres"])
 def test_expired_session_states_are_purged_by_the_scheduler(build, backend):
     table = f"ttl_{uuid.uuid4().hex[:10]}"
@@ -266,7 +267,7 @@ def test_flush_before_compaction_can_be_switched_off(build, llm_server, enabled)
 
 
 def test_the_compaction_of_a_context_overflow_is_in_the_usage_ledger(build, llm_server):
-    from tests.llm_server import context_overflow
+    from tests.support.llm_server import context_overflow
 
     services = build(llm=llm(llm_server))
     script = Script().chat(context_overflow(), text("Short enough now."))

@@ -19,16 +19,11 @@ from memory_service.shortterm.compaction import (
 )
 from memory_service.shortterm.compaction_hook import CompactionHook
 from memory_service.shortterm.state import AgentState
-from tests.llm_server import context_overflow, malformed, server_error, text
+from tests.support.chat_script import TRIP_SUMMARY
+from tests.support.llm_server import context_overflow, malformed, server_error, text
 
 CTX = RuntimeContext("acme", "alice", "s1")
 WINDOW = 8192
-
-SUMMARY_REPLY = """<task_overview>Plan a trip to Lisbon in May.</task_overview>
-<current_state>Flights compared; hotel not booked yet.</current_state>
-<important_discoveries>The user is allergic to peanuts. TAP is cheapest.</important_discoveries>
-<next_steps>Book the hotel near Alfama.</next_steps>
-<context_to_preserve>Budget 1200 EUR; dates 3-10 May.</context_to_preserve>"""
 
 
 def chat(n: int, *, start: int = 0) -> list[Msg]:
@@ -102,7 +97,7 @@ def test_config_validation_names_the_problem():
 
 
 def test_compaction_summarises_the_head_and_keeps_the_last_ten(llm_server, compactor):
-    llm_server.push(text(SUMMARY_REPLY, prompt_tokens=900, completion_tokens=120))
+    llm_server.push(text(TRIP_SUMMARY, prompt_tokens=900, completion_tokens=120))
     state = state_with([Msg.system("You are a travel agent."), *chat(30)])
     result = compactor.compact(state, reason="messages")
 
@@ -133,7 +128,7 @@ def test_compaction_summarises_the_head_and_keeps_the_last_ten(llm_server, compa
 
 
 def test_a_second_compaction_merges_the_previous_summary(llm_server, compactor):
-    llm_server.push(text(SUMMARY_REPLY), text(SUMMARY_REPLY.replace("Lisbon", "Porto")))
+    llm_server.push(text(TRIP_SUMMARY), text(TRIP_SUMMARY.replace("Lisbon", "Porto")))
     state = state_with(chat(30))
     compactor.compact(state)
     state.append(*chat(20, start=30))
@@ -149,7 +144,7 @@ def test_a_second_compaction_merges_the_previous_summary(llm_server, compactor):
 
 @pytest.mark.parametrize("keep_last", range(0, 16))
 def test_the_tail_never_starts_with_an_orphaned_tool_result(llm_server, chat_model, keep_last):
-    llm_server.responder = lambda request: text(SUMMARY_REPLY)
+    llm_server.responder = lambda request: text(TRIP_SUMMARY)
     messages = [
         *chat(4),
         *tool_round(["a1"], "one tool"),
@@ -210,7 +205,7 @@ def test_custom_prompt_and_separate_model(llm_server, chat_model):
     config = CompactionSettings(
         model="small-model", summary_prompt="Summarise tersely into the five blocks please."
     )
-    llm_server.push(text(SUMMARY_REPLY))
+    llm_server.push(text(TRIP_SUMMARY))
     ConversationCompactor(chat_model, config, context_window=WINDOW).compact(state_with(chat(30)))
     sent = llm_server.requests[-1]
     assert sent.model == "small-model"
@@ -218,7 +213,7 @@ def test_custom_prompt_and_separate_model(llm_server, chat_model):
 
 
 def test_a_huge_head_is_trimmed_to_fit_the_window(llm_server, compactor):
-    llm_server.push(text(SUMMARY_REPLY))
+    llm_server.push(text(TRIP_SUMMARY))
     state = state_with([Msg.user("z" * 3000 + f" {i}") for i in range(40)])
     compactor.compact(state)
     sent = llm_server.requests[-1].prompt_text
@@ -252,7 +247,7 @@ def test_the_flush_callback_runs_before_compaction(llm_server, compactor):
         )
         state.mark_flushed(state.unflushed()[-1].seq)
 
-    llm_server.push(text(SUMMARY_REPLY))
+    llm_server.push(text(TRIP_SUMMARY))
     hook = CompactionHook(compactor, flush=flush)
     state = state_with(chat(30))
     state.mark_flushed(4)
@@ -285,7 +280,7 @@ def test_a_failing_flush_is_reported_and_compaction_goes_on(llm_server, compacto
     def flush(*_):
         raise RuntimeError("ledger disk full")
 
-    llm_server.push(text(SUMMARY_REPLY))
+    llm_server.push(text(TRIP_SUMMARY))
     result = CompactionHook(compactor, flush=flush).before_reasoning(state_with(chat(30)), CTX)
     assert result.performed
     assert not result.flushed
@@ -312,7 +307,7 @@ def test_force_compact_and_retry_on_context_overflow(llm_server, chat_model, com
     reasons = []
     hook = CompactionHook(compactor, flush=lambda s, c, reason: reasons.append(reason))
     state = state_with(chat(12))  # below every trigger
-    llm_server.push(context_overflow(), text(SUMMARY_REPLY), text("the real answer"))
+    llm_server.push(context_overflow(), text(TRIP_SUMMARY), text("the real answer"))
 
     reply = hook.force_compact_and_retry(state, CTX, lambda s: chat_model.complete(s.context()))
 
@@ -327,7 +322,7 @@ def test_force_compact_and_retry_on_context_overflow(llm_server, chat_model, com
 def test_a_second_overflow_is_raised(llm_server, chat_model, compactor):
     hook = CompactionHook(compactor)
     state = state_with(chat(12))
-    llm_server.push(context_overflow(), text(SUMMARY_REPLY), context_overflow())
+    llm_server.push(context_overflow(), text(TRIP_SUMMARY), context_overflow())
     with pytest.raises(ContextOverflowError):
         hook.force_compact_and_retry(state, CTX, lambda s: chat_model.complete(s.context()))
     assert len(llm_server.requests) == 3

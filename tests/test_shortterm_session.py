@@ -25,8 +25,8 @@ from memory_service.shortterm.session_log import (
     session_search,
 )
 from memory_service.shortterm.state import AgentState
-from tests.llm_server import server_error, text
-from tests.test_shortterm_compaction import SUMMARY_REPLY
+from tests.support.chat_script import TRIP_SUMMARY
+from tests.support.llm_server import server_error, text
 
 ALICE = RuntimeContext("acme", "alice", "s1")
 BOB = RuntimeContext("acme", "bob", "s1")
@@ -184,7 +184,7 @@ def test_append_compacts_when_the_trigger_fires_and_flushes_first(ws, llm_server
     memory.set_flush(flush)
     memory.append(ALICE, [Msg.user(f"m{i}") for i in range(29)])
     assert llm_server.requests == [] and flushed == []
-    llm_server.push(text(SUMMARY_REPLY))
+    llm_server.push(text(TRIP_SUMMARY))
     result = memory.append(ALICE, [Msg.user("m29")])
     assert result.compaction.performed and result.compaction.flushed
     assert flushed == [("pre_compaction", 30)]
@@ -210,7 +210,7 @@ def test_compact_now_raises_model_errors_and_keeps_the_stored_state(ws, llm_serv
     with pytest.raises(LlmUnavailableError):
         memory.compact(ALICE)
     assert memory.load(ALICE).to_dict() == before
-    llm_server.push(text(SUMMARY_REPLY))
+    llm_server.push(text(TRIP_SUMMARY))
     state, result = memory.compact(ALICE, keep_last=2)
     assert result.performed and (result.removed, result.kept) == (10, 2)
     assert state.version == 2 and memory.load(ALICE).version == 2

@@ -7,9 +7,7 @@ afterwards.
 
 from __future__ import annotations
 
-import os
 import threading
-import uuid
 from collections.abc import Callable, Iterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -26,8 +24,8 @@ from memory_service.shortterm.files_store import FileStateStore
 from memory_service.shortterm.postgres_store import PostgresStateStore
 from memory_service.shortterm.state import AgentState, PlanItem
 from memory_service.shortterm.store import AgentStateStore
+from tests.support.postgres import PG_DSN
 
-PG_DSN = os.environ.get("MEMORY_TEST_POSTGRES_DSN", "postgresql://postgres@127.0.0.1:5432/test")
 TTL = timedelta(hours=1)
 
 ALICE = RuntimeContext("acme", "alice", "s1")
@@ -49,15 +47,7 @@ class FakeClock:
 StoreFactory = Callable[..., AgentStateStore]
 
 
-@pytest.fixture
-def pg_table() -> Iterator[str]:
-    table = f"agent_state_test_{uuid.uuid4().hex[:12]}"
-    yield table
-    with psycopg.connect(PG_DSN, autocommit=True) as conn:
-        conn.execute(f'DROP TABLE IF EXISTS "{table}"')
-
-
-@pytest.fixture(params=["files", "postgres"])
+@pytest.fixture(params=["files", pytest.param("postgres", marks=pytest.mark.postgres)])
 def make_store(request, tmp_path: Path) -> Iterator[StoreFactory]:
     """A factory: every store it makes shares one backing (folder or table)."""
     made: list[AgentStateStore] = []

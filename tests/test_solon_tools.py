@@ -13,8 +13,8 @@ from memory_service.facts import Fact, utcnow
 from memory_service.paths import UserPaths
 from memory_service.pipeline.consolidation import DEFAULT_CONSOLIDATION_PROMPT
 from memory_service.services import build_harness, build_services
-from tests.chat_script import Script
-from tests.llm_server import RecordedRequest, Reply, text, tool_calls
+from tests.support.chat_script import Script
+from tests.support.llm_server import RecordedRequest, Reply, text, tool_calls
 
 ALICE = RuntimeContext("acme", "alice", "s1")
 CONSOLIDATION_MARK = DEFAULT_CONSOLIDATION_PROMPT.splitlines()[0]

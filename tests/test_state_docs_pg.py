@@ -30,8 +30,8 @@ from memory_service.services import (
     build_maintenance,
     build_services,
 )
-from tests.conftest import PG_DSN
-from tests.llm_server import text
+from tests.support.llm_server import text
+from tests.support.postgres import PG_DSN
 
 ALICE = RuntimeContext("acme", "alice", "s1")
 BOB = RuntimeContext("acme", "bob", "s1")

@@ -26,7 +26,7 @@ from memory_service.config import load_settings
 from memory_service.errors import ConfigurationError
 from memory_service.mcp_server.http import mount_mcp
 from memory_service.services import Services, build_services
-from tests.conftest import PG_DSN
+from tests.support.postgres import PG_DSN
 
 REFRESH_S = 0.5
 LEGACY_KEY = "legacy-plaintext-key-0123456789"

@@ -40,8 +40,7 @@ from memory_service.shortterm.session import ShortTermMemory
 from memory_service.shortterm.session_log import SessionLog, SessionLogStore
 from memory_service.shortterm.session_log_pg import PostgresSessionLog
 from memory_service.tombstones import Tombstones
-from tests.conftest import PG_DSN
-from tests.test_shortterm_store import pg_table  # noqa: F401 - the fixture
+from tests.support.postgres import PG_DSN
 
 ALICE = RuntimeContext("acme", "alice", "s1")
 BOB = RuntimeContext("acme", "bob", "s1")
@@ -556,7 +555,7 @@ ADMIN = {"Authorization": f"Bearer {ADMIN_KEY}"}
 def test_two_services_share_logs_and_results_through_the_api(
     tmp_path,
     pg_schema,
-    pg_table,  # noqa: F811 - the fixture imported above
+    pg_table,
     embedder,
 ):
     sizes = {f"tool_result_{k}": v for k, v in LIMITS.items()}

@@ -26,9 +26,8 @@ from memory_service.pipeline.maintenance_state_pg import PgMaintenanceState
 from memory_service.pipeline.replay import replay_dead_letters, users_with_dead_letters
 from memory_service.services import Services, build_erasure, build_maintenance, build_services
 from memory_service.shortterm.state import AgentState
-from tests.conftest import PG_DSN
-from tests.llm_server import delayed, error, text
-from tests.test_shortterm_store import pg_table  # noqa: F401 - the fixture
+from tests.support.llm_server import delayed, error, text
+from tests.support.postgres import PG_DSN
 
 OWNER = RuntimeContext("acme", "alice")
 CTX = OWNER.with_session("s1")
@@ -253,7 +252,7 @@ def test_a_user_with_only_a_postgres_session_is_known_to_the_scheduler(
     tmp_path,
     embedder,
     pg_schema,
-    pg_table,  # noqa: F811 - the fixture imported above
+    pg_table,
 ):
     settings = load_settings(
         workspace=tmp_path / "c",

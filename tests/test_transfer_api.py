@@ -8,32 +8,7 @@ import json
 import pytest
 
 from memory_service.transfer import export_records, to_line
-from tests.test_sessions_api import (
-    ACME_ADMIN_KEY,
-    ACME_KEY,
-    GLOBEX_KEY,
-    assert_error,
-    auth,
-    make_client,
-)
-
-NDJSON = {"Content-Type": "application/x-ndjson"}
-
-
-@pytest.fixture
-def apps(tmp_path, embedder, monkeypatch):
-    """Makes apps on their own workspaces (``apps("a")``); closes them all at the end."""
-    opened = []
-
-    def make(name: str = "a", **overrides):
-        services, client = make_client(tmp_path / name, embedder, monkeypatch, **overrides)
-        opened.append((services, client.__enter__()))
-        return services, client
-
-    yield make
-    for services, client in opened:
-        client.__exit__(None, None, None)
-        services.close()
+from tests.support.api import ACME_ADMIN_KEY, ACME_KEY, GLOBEX_KEY, NDJSON, assert_error, auth
 
 
 def record(client, user, *texts, api_key=ACME_KEY, **fields):

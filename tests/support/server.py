@@ -1,4 +1,5 @@
-"""A real ``memory-service serve`` process on a loopback port, for drivers and tests.
+"""A real ``memory-service serve`` process on a loopback port, for tests and the reliability
+drivers: ``free_port``, ``clean_env``, ``wait_healthy``, ``ServerProcess`` and ``serve``.
 
 Why a subprocess: crash safety is only proven by a SIGKILL of the process that owns the
 files, and concurrency by clients that share nothing with the server but a socket.
@@ -14,6 +15,8 @@ import socket
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -23,9 +26,37 @@ STARTUP_TIMEOUT_S = 120.0
 
 
 def free_port() -> int:
+    """A loopback port nothing listens on now (the OS picks it)."""
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         return sock.getsockname()[1]
+
+
+def clean_env(workspace: Path, **extra: str) -> dict[str, str]:
+    """The environment without the caller's MEMORY_* settings, on ``workspace``."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("MEMORY_")}
+    env.update(HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1", MEMORY_WORKSPACE=str(workspace))
+    env.update(extra)
+    return env
+
+
+def wait_healthy(
+    base_url: str, proc: subprocess.Popen | None = None, timeout_s: float = STARTUP_TIMEOUT_S
+) -> None:
+    """Return once ``base_url``/healthz answers 200; raise if ``proc`` exits or time runs out.
+
+    Polls: a server's readiness has no event a test could wait on but its socket."""
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if proc is not None and proc.poll() is not None:
+            raise RuntimeError(f"server exited {proc.returncode} before it answered")
+        try:
+            if httpx.get(f"{base_url}/healthz", timeout=1.0).status_code == 200:
+                return
+        except httpx.TransportError:
+            pass
+        time.sleep(0.05)
+    raise RuntimeError(f"{base_url} did not answer /healthz in {timeout_s:.0f} s")
 
 
 def write_keys(path: Path, tenants: dict[str, str], *, admin: bool = False) -> dict[str, str]:
@@ -54,11 +85,8 @@ class ServerProcess:
         return f"http://127.0.0.1:{self.port}"
 
     def _environment(self) -> dict[str, str]:
-        env = {k: v for k, v in os.environ.items() if not k.startswith("MEMORY_")}
+        env = clean_env(self.workspace)
         env.update(
-            HF_HUB_OFFLINE="1",
-            TRANSFORMERS_OFFLINE="1",
-            MEMORY_WORKSPACE=str(self.workspace),
             MEMORY_API_KEYS_FILE=str(self.keys_file),
             MEMORY_LONGTERM__BACKEND=self.backend,
             MEMORY_EMBEDDING__THREADS="1",
@@ -81,18 +109,12 @@ class ServerProcess:
             )
         finally:
             log.close()
-        deadline = time.monotonic() + timeout_s
-        while time.monotonic() < deadline:
-            if self.proc.poll() is not None:
-                raise RuntimeError(f"server exited {self.proc.returncode}: {self.output()[-2000:]}")
-            try:
-                if httpx.get(f"{self.base_url}/healthz", timeout=1.0).status_code == 200:
-                    return self
-            except httpx.TransportError:
-                pass
-            time.sleep(0.1)
-        self.kill()
-        raise RuntimeError(f"server did not answer in {timeout_s:.0f} s: {self.output()[-2000:]}")
+        try:
+            wait_healthy(self.base_url, self.proc, timeout_s)
+        except RuntimeError as exc:
+            self.kill()
+            raise RuntimeError(f"{exc}: {self.output()[-2000:]}") from None
+        return self
 
     def run_to_exit(self, timeout_s: float = STARTUP_TIMEOUT_S) -> int:
         """Start and wait for the process to end by itself (a refused start); its exit code."""
@@ -142,3 +164,31 @@ class ServerProcess:
 
 def bearer(key: str) -> dict[str, str]:
     return {"Authorization": f"Bearer {key}"}
+
+
+@dataclass
+class Served:
+    base_url: str
+    workspace: Path
+    keys: dict[str, str] = field(default_factory=dict)  # name -> key
+
+
+@contextmanager
+def serve(workspace: Path, keys: dict[str, tuple[str, str]], **env: str) -> Iterator[Served]:
+    """``serve`` on ``workspace`` with ``keys`` (name -> (tenant, role)) written by the key
+    store (as ``memory-service keys add`` writes them), and ``env`` (settings as ``MEMORY_*``
+    variables) added to a clean environment; stopped cleanly at the end."""
+    from memory_service.api.key_store import KeyStore
+
+    workspace.mkdir(parents=True, exist_ok=True)
+    keys_file = workspace / "api-keys.json"
+    store = KeyStore(keys_file)
+    served = Served("", workspace)
+    for name, (tenant, role) in keys.items():
+        served.keys[name] = store.add(tenant, role)
+    server = ServerProcess(workspace, keys_file, env=dict(env)).start()
+    served.base_url = server.base_url
+    try:
+        yield served
+    finally:
+        server.stop()

@@ -9,7 +9,7 @@ cursors, also another user's), get by id (mostly other owners' ids: must be 404)
 tools (memory_search, memory_get, session_search), session search and state, chat (the
 recalled facts and the whole prompt the model received), export.
 
-    .venv/bin/python -m benchmarks.reliability.isolation [--tenants 20] [--users 20]
+    .venv/bin/python -m tests.support.reliability.isolation [--tenants 20] [--users 20]
         [--facts 10] [--queries 10000] [--json benchmarks/results/isolation.json]
 """
 
@@ -27,10 +27,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from benchmarks.reliability.workload import WORDS, sentence
 from memory_service.commands.transfer import export_records
 from memory_service.context import RuntimeContext
 from memory_service.tools import MemoryTools
+from tests.support.reliability.workload import WORDS, sentence
 
 TOKEN = re.compile(r"\b[fmc]\d+z\b")
 Owner = tuple[str, str]
@@ -342,7 +342,7 @@ def run_isolation(
     from memory_service.api.keys import ApiKeyRing
     from memory_service.config import load_settings
     from memory_service.services import build_services
-    from tests.llm_server import LlmTestServer
+    from tests.support.llm_server import LlmTestServer
 
     names = [f"tenant{i:02d}" for i in range(tenants)]
     user_keys = {t: f"user-key-{t}-0123456789" for t in names}
@@ -387,10 +387,10 @@ def echo_responder(request):
     """The loopback model: NO_REPLY to flushes, the given facts as MEMORY.md to
     consolidations, a summary to compactions, an echo of the user's message to chats."""
     from memory_service.pipeline.consolidation import DEFAULT_CONSOLIDATION_PROMPT
-    from tests.chat_script import FLUSH_MARK, SUMMARY_MARK, SUMMARY_REPLY
+    from tests.support.chat_script import FLUSH_MARK, SUMMARY_MARK, SUMMARY_REPLY
 
     CONSOLIDATION_MARK = DEFAULT_CONSOLIDATION_PROMPT.splitlines()[0]  # noqa: N806
-    from tests.llm_server import text
+    from tests.support.llm_server import text
 
     system = next((m.get("content") or "" for m in request.messages if m["role"] == "system"), "")
     if FLUSH_MARK in system:

@@ -19,12 +19,10 @@ import json
 import threading
 import time
 from collections import deque
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
-
-import pytest
 
 
 @dataclass
@@ -303,29 +301,3 @@ class LlmTestServer:
                     pass  # the client gave up (timeout): nothing to answer
 
         return Handler
-
-
-@pytest.fixture
-def llm_server() -> Iterator[LlmTestServer]:
-    """A fresh loopback OpenAI-compatible server per test."""
-    with LlmTestServer() as server:
-        yield server
-
-
-@pytest.fixture
-def chat_model(llm_server: LlmTestServer):
-    """The project's ChatModel, through the real openai SDK, pointed at ``llm_server``."""
-    from memory_service.llm import ChatModel
-
-    model = ChatModel(
-        base_url=llm_server.base_url,
-        api_key="test-key",
-        model="test-model",
-        timeout_s=5.0,
-        max_retries=1,
-        context_window=8192,
-    )
-    try:
-        yield model
-    finally:
-        model.close()

@@ -10,7 +10,7 @@ on disk parses, restarts the server and checks through the API that
 - nothing half-written is visible: every fact and message shown is one a client sent, and a
   batch whose reply was lost in the crash is there whole or not at all.
 
-    .venv/bin/python -m benchmarks.reliability.crash [--kills 20] [--backend files|qdrant|both]
+    .venv/bin/python -m tests.support.reliability.crash [--kills 20] [--backend files|qdrant|both]
         [--postgres-dsn postgresql://...]   (sessions and replica state in PostgreSQL)
         [--writers 6] [--json benchmarks/results/crash.json]
 """
@@ -31,8 +31,8 @@ from typing import Any
 
 import httpx
 
-from benchmarks.reliability.server import ServerProcess, bearer, write_keys
-from benchmarks.reliability.workload import fact_text, list_facts, sentence
+from tests.support.reliability.workload import fact_text, list_facts, sentence
+from tests.support.server import ServerProcess, bearer, write_keys
 
 TENANTS = ("acme", "globex")
 USERS = ("u0", "u1", "u2")

@@ -7,11 +7,12 @@ each from its own queue, recording the requests per kind so tests can assert on 
 
 from __future__ import annotations
 
+import threading
 from collections import deque
 
 from memory_service.pipeline.flush import DEFAULT_FLUSH_PROMPT
 from memory_service.shortterm.compaction import DEFAULT_SUMMARY_PROMPT
-from tests.llm_server import RecordedRequest, Reply, text
+from tests.support.llm_server import RecordedRequest, Reply, text
 
 FLUSH_MARK = DEFAULT_FLUSH_PROMPT.splitlines()[0]
 SUMMARY_MARK = DEFAULT_SUMMARY_PROMPT.splitlines()[0]
@@ -47,6 +48,7 @@ class Script:
         self.queues: dict[str, deque[Reply]] = {k: deque() for k in self.defaults}
         self.requests: dict[str, list[RecordedRequest]] = {k: [] for k in self.defaults}
         self.order: list[str] = []
+        self._asked = threading.Condition()
 
     def chat(self, *replies: Reply) -> Script:
         self.queues["chat"].extend(replies)
@@ -56,9 +58,27 @@ class Script:
         self.queues["flush"].extend(replies)
         return self
 
+    def wait_for(self, kind: str, timeout_s: float = 10.0) -> RecordedRequest:
+        """The first request of ``kind``, once it has arrived (the server thread notifies);
+        AssertionError if none came within ``timeout_s``."""
+        with self._asked:
+            if not self._asked.wait_for(lambda: self.requests[kind], timeout_s):
+                raise AssertionError(f"the model was never asked for a {kind}")
+            return self.requests[kind][0]
+
     def __call__(self, request: RecordedRequest) -> Reply:
         kind = kind_of(request)
-        self.requests[kind].append(request)
-        self.order.append(kind)
+        with self._asked:
+            self.requests[kind].append(request)
+            self.order.append(kind)
+            self._asked.notify_all()
         queue = self.queues[kind]
         return queue.popleft() if queue else self.defaults[kind]
+
+
+# A compaction reply with all five blocks, about one trip: tests assert on its words.
+TRIP_SUMMARY = """<task_overview>Plan a trip to Lisbon in May.</task_overview>
+<current_state>Flights compared; hotel not booked yet.</current_state>
+<important_discoveries>The user is allergic to peanuts. TAP is cheapest.</important_discoveries>
+<next_steps>Book the hotel near Alfama.</next_steps>
+<context_to_preserve>Budget 1200 EUR; dates 3-10 May.</context_to_preserve>"""

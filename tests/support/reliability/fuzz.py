@@ -6,7 +6,7 @@ with a valid admin key through the ASGI app: the whole FastAPI stack, services b
 Settings (files backend, the loopback LLM as the model). Pass: no response >= 500, and every
 error response has the uniform ``{"error": {"code", "message"}}`` body.
 
-    .venv/bin/python -m benchmarks.reliability.fuzz [--examples 200]
+    .venv/bin/python -m tests.support.reliability.fuzz [--examples 200]
         [--json benchmarks/results/fuzz.json]
 """
 
@@ -116,12 +116,12 @@ def _fuzz_operation(operation, mode, report: FuzzReport, *, examples: int, seed:
 
 def fuzz_services(workdir: Path, *, examples: int, embedder=None, seed: int | None = 0):
     """The app as ``serve`` builds it (files backend), with the loopback LLM as the model."""
-    from benchmarks.reliability.isolation import echo_responder
     from memory_service.api import create_app
     from memory_service.api.keys import ApiKeyRing
     from memory_service.config import load_settings
     from memory_service.services import build_services
-    from tests.llm_server import LlmTestServer
+    from tests.support.llm_server import LlmTestServer
+    from tests.support.reliability.isolation import echo_responder
 
     with LlmTestServer() as llm:
         llm.responder = echo_responder

@@ -9,7 +9,7 @@ acknowledged appends (and its version must count them), and no read may have sho
 another user. With ``--servers 2`` the clients are split over two processes on one files
 workspace: the per-user file locks make that safe.
 
-    .venv/bin/python -m benchmarks.reliability.concurrency [--clients 16] [--ops 1000]
+    .venv/bin/python -m tests.support.reliability.concurrency [--clients 16] [--ops 1000]
         [--servers 1|2] [--backend files|qdrant] [--json benchmarks/results/concurrency.json]
 """
 
@@ -29,10 +29,10 @@ from typing import Any
 
 import httpx
 
-from benchmarks.reliability.server import ServerProcess, bearer, write_keys
-from benchmarks.reliability.workload import fact_text, list_facts, sentence
 from indexing.hashing import content_hash
 from memory_service.facts import fact_id
+from tests.support.reliability.workload import fact_text, list_facts, sentence
+from tests.support.server import ServerProcess, bearer, write_keys
 
 TENANTS = ("acme", "globex")
 MODES = ("hybrid", "bm25", "dense")
