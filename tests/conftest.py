@@ -16,8 +16,8 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 
 from indexing.embeddings import CachedEmbedder, Embedder, SentenceTransformerEmbedder  # noqa: E402
-from memory_service.longterm.base import LongTermMemory  # noqa: E402
-from memory_service.longterm.files import FileSystemLongTermMemory  # noqa: E402
+from memory_service.longterm.files.backend import FileSystemLongTermMemory  # noqa: E402
+from memory_service.longterm.protocol import LongTermMemory  # noqa: E402
 from tests.chat_script import Script  # noqa: E402
 from tests.llm_server import chat_model, llm_server  # noqa: E402, F401 - shared fixtures
 
@@ -30,7 +30,7 @@ def _files(tmp_path: Path, embedder: Embedder) -> LongTermMemory:
 
 def _qdrant_edge(tmp_path: Path, embedder: Embedder) -> LongTermMemory:
     from memory_service.config import QdrantSettings
-    from memory_service.longterm.qdrant import open_qdrant
+    from memory_service.longterm.qdrant.backend import open_qdrant
 
     return open_qdrant(QdrantSettings(path=tmp_path / "qdrant"), tmp_path, embedder)
 
@@ -38,7 +38,7 @@ def _qdrant_edge(tmp_path: Path, embedder: Embedder) -> LongTermMemory:
 def _qdrant_local(tmp_path: Path, embedder: Embedder) -> LongTermMemory:
     """qdrant-client's ``:memory:`` local mode: the stand-in for a Qdrant server."""
     from memory_service.config import QdrantSettings
-    from memory_service.longterm.qdrant import open_qdrant
+    from memory_service.longterm.qdrant.backend import open_qdrant
 
     return open_qdrant(QdrantSettings(url=":memory:"), tmp_path, embedder)
 

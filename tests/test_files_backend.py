@@ -10,8 +10,8 @@ import pytest
 
 from memory_service.context import RuntimeContext
 from memory_service.facts import Fact, Source
-from memory_service.longterm.files import FileSystemLongTermMemory
-from memory_service.longterm.ledger import parse_ledger, render_fact
+from memory_service.longterm.files.backend import FileSystemLongTermMemory
+from memory_service.longterm.files.fact_files import parse_ledger, render_fact
 
 ALICE = RuntimeContext("acme", "alice")
 
@@ -155,7 +155,7 @@ def test_deleting_a_fact_keeps_the_rest_of_the_ledger_intact(files_memory):
 
 def test_vectors_are_cached_on_disk_and_forgotten_with_the_facts(tmp_path, embedder):
     from indexing.embeddings import CachedEmbedder
-    from memory_service.longterm.vector_cache import cache_path
+    from memory_service.longterm.files.vector_cache import cache_path
 
     first = FileSystemLongTermMemory(tmp_path / "ws", embedder)
     ids = [r.id for r in first.record(ALICE, [Fact("Alice likes tea"), Fact("Alice rows")])]

@@ -16,8 +16,8 @@ from indexing.embeddings import Embedder
 from memory_service.context import RuntimeContext, scope_context
 from memory_service.fact_filter import FactFilter
 from memory_service.facts import Fact, utcnow
-from memory_service.longterm.qdrant import QdrantLongTermMemory
-from memory_service.longterm.qdrant_engine import UserFilter
+from memory_service.longterm.qdrant.backend import QdrantLongTermMemory
+from memory_service.longterm.qdrant.engine import UserFilter
 from memory_service.pipeline.consolidation import Consolidator
 from memory_service.pipeline.maintenance import MemoryMaintenance
 from memory_service.transfer import export_records

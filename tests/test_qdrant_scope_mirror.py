@@ -16,9 +16,9 @@ from indexing.embeddings import Embedder
 from memory_service.bench.datasets.synthetic import scale_texts
 from memory_service.context import RuntimeContext
 from memory_service.facts import Fact
-from memory_service.longterm.qdrant import QdrantLongTermMemory
-from memory_service.longterm.qdrant_engine import DENSE, OwnerSearch, UserFilter
-from memory_service.longterm.qdrant_scope_mirror import ScopeMirror, ScopeMirrors
+from memory_service.longterm.qdrant.backend import QdrantLongTermMemory
+from memory_service.longterm.qdrant.engine import DENSE, OwnerSearch, UserFilter
+from memory_service.longterm.qdrant.scope_mirror import ScopeMirror, ScopeMirrors
 from tests.conftest import LONGTERM_BACKENDS
 
 ALICE = RuntimeContext("acme", "alice", agent_id="support")

@@ -17,9 +17,9 @@ from memory_service.bench.datasets.synthetic import scale_texts
 from memory_service.context import RuntimeContext
 from memory_service.fact_filter import FactFilter
 from memory_service.facts import Fact, utcnow
-from memory_service.longterm.qdrant import QdrantLongTermMemory
-from memory_service.longterm.qdrant_engine import UserFilter
-from memory_service.longterm.qdrant_scope_mirror import ScopeMirrors
+from memory_service.longterm.qdrant.backend import QdrantLongTermMemory
+from memory_service.longterm.qdrant.engine import UserFilter
+from memory_service.longterm.qdrant.scope_mirror import ScopeMirrors
 from memory_service.longterm.store_hooks import LongTermHooks
 from memory_service.longterm.store_values import Candidates
 from tests.conftest import LONGTERM_BACKENDS

@@ -13,7 +13,7 @@ from pathlib import Path
 from benchmarks.reliability.concurrency import run_concurrency
 from memory_service.context import RuntimeContext
 from memory_service.facts import Fact
-from memory_service.longterm.files import FileSystemLongTermMemory
+from memory_service.longterm.files.backend import FileSystemLongTermMemory
 
 
 def _assert_adds_up(result: dict) -> None:

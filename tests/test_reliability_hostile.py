@@ -23,7 +23,7 @@ from memory_service.api.keys import ApiKeyRing
 from memory_service.config import load_settings
 from memory_service.context import RuntimeContext
 from memory_service.errors import InvalidInputError, NotFoundError
-from memory_service.longterm.ledger import parse_ledger
+from memory_service.longterm.files.fact_files import parse_ledger
 from memory_service.messages import ToolCall
 from memory_service.paths import UserPaths
 from memory_service.services import build_services

@@ -13,7 +13,7 @@ from indexing.tokenize import tokenize
 from memory_service.context import RuntimeContext
 from memory_service.fact_filter import ExpiryPolicy
 from memory_service.facts import Fact
-from memory_service.longterm.retrieval import LegHit, fuse_legs, matched_terms
+from memory_service.longterm.fusion import LegHit, fuse_legs, matched_terms
 
 ALICE = RuntimeContext("acme", "alice")
 

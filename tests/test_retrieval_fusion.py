@@ -15,7 +15,8 @@ from indexing.fusion import query_coverage, reciprocal_rank_fusion, zscore_fusio
 from indexing.lexical import DATE_TERMS, average_length, date_words, lexical_terms
 from indexing.neighbours import smooth_by_session
 from indexing.tokenize import tokenize
-from memory_service.longterm.retrieval import PRESETS, LegHit, RetrievalConfig, fuse_legs
+from memory_service.config.retrieval import PRESETS, RetrievalConfig
+from memory_service.longterm.fusion import LegHit, fuse_legs
 
 T0 = datetime(2023, 5, 8, 13, 56, tzinfo=UTC)
 

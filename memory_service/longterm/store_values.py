@@ -11,7 +11,7 @@ from datetime import UTC, datetime
 
 from memory_service.fact_filter import ExpiryPolicy, FactFilter, valid_at
 from memory_service.facts import Fact, parse_time
-from memory_service.longterm.retrieval import LegHit
+from memory_service.longterm.fusion import LegHit
 
 
 @dataclass(slots=True)

@@ -33,8 +33,8 @@ from memory_service.context import RuntimeContext
 from memory_service.errors import NotFoundError
 from memory_service.facts import Fact, utcnow
 from memory_service.fsutil import TEMP_SUFFIX
-from memory_service.longterm.base import LongTermMemory
-from memory_service.longterm.ledger import parse_ledger, rewrite_ledger
+from memory_service.longterm.files.fact_files import parse_ledger, rewrite_ledger
+from memory_service.longterm.protocol import LongTermMemory
 from memory_service.paths import UserPaths
 from memory_service.pipeline.consolidation import COVERAGE_MIN
 from memory_service.pipeline.memory_docs import MemoryDocs, documents

@@ -24,8 +24,8 @@ from memory_service.context import RuntimeContext
 from memory_service.errors import BackendUnavailableError, UserErasedError
 from memory_service.facts import Fact, fact_id, utcnow
 from memory_service.fsutil import remove_stale_temp_files
-from memory_service.longterm.base import ArchivesLedgers, LongTermMemory, SettlesLedgers
-from memory_service.longterm.ledger import parse_ledger
+from memory_service.longterm.files.fact_files import parse_ledger
+from memory_service.longterm.protocol import ArchivesLedgers, LongTermMemory, SettlesLedgers
 from memory_service.observe.telemetry import sink
 from memory_service.observe.tracing import using_ids
 from memory_service.paths import UserPaths

@@ -12,7 +12,7 @@ import re
 
 from indexing.hashing import content_hash
 from memory_service.facts import Fact
-from memory_service.longterm.ledger import parse_ledger
+from memory_service.longterm.files.fact_files import parse_ledger
 from memory_service.messages import estimate_tokens
 
 _METADATA = re.compile(r"\s*<!--\s*memory\s+\{.*?\}\s*-->")

@@ -21,7 +21,7 @@ from typing import Any
 
 from memory_service.context import RuntimeContext
 from memory_service.facts import Fact, parse_time
-from memory_service.longterm.qdrant_engine import QdrantEngine, StoredPoint, UserFilter, fact_of
+from memory_service.longterm.qdrant.engine import QdrantEngine, StoredPoint, UserFilter, fact_of
 from memory_service.longterm.store_values import (
     newest_holders,
     resolve_key_race,

@@ -22,19 +22,20 @@ import numpy as np
 from indexing.bm25 import BM25Index
 from indexing.embeddings import Embedder
 from indexing.hashing import content_hash
+from memory_service.config.retrieval import RetrievalConfig
 from memory_service.context import RuntimeContext
 from memory_service.fact_filter import ExpiryPolicy
 from memory_service.facts import Fact, fact_id
 from memory_service.fsutil import read_text
-from memory_service.longterm.ledger import parse_ledger
-from memory_service.longterm.retrieval import LegHit, RetrievalConfig, fact_terms
+from memory_service.longterm.files.fact_files import parse_ledger
+from memory_service.longterm.files.vector_cache import embed_with_cache
+from memory_service.longterm.fusion import LegHit, fact_terms
 from memory_service.longterm.store_values import (
     EPOCH,
     ReadView,
     newest_holders,
     resolve_key_race,
 )
-from memory_service.longterm.vector_cache import embed_with_cache
 from memory_service.paths import UserPaths
 
 Stamp = tuple[int, int, int]  # mtime_ns, size, inode

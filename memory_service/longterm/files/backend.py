@@ -23,23 +23,25 @@ from filelock import FileLock
 
 from indexing.embeddings import Embedder
 from indexing.hashing import content_hash
-from memory_service.config.retrieval import Leg
+from memory_service.config.retrieval import Leg, RetrievalConfig
 from memory_service.context import RuntimeContext, scope_context
 from memory_service.fact_filter import ExpiryPolicy
 from memory_service.facts import Fact, fact_id, utcnow
 from memory_service.fsutil import fsync_dir, read_text, write_atomically
 from memory_service.longterm.access import AccessMark
-from memory_service.longterm.files_access import AccessFiles, with_access
-from memory_service.longterm.files_index import (
+from memory_service.longterm.base_store import BaseLongTermMemory
+from memory_service.longterm.files.access_store import AccessFiles, with_access
+from memory_service.longterm.files.fact_files import parse_ledger, render_lines, rewrite_ledger
+from memory_service.longterm.files.index import (
     UserIndex,
     UserIndexes,
     folders_with_ledgers,
     settled_lines,
 )
-from memory_service.longterm.ledger import parse_ledger, render_lines, rewrite_ledger
+from memory_service.longterm.files.vector_cache import add_vectors
+from memory_service.longterm.files.vector_cache import cache_path as vector_cache_path
+from memory_service.longterm.fusion import LegHit
 from memory_service.longterm.recording import RecordPlan
-from memory_service.longterm.retrieval import LegHit, RetrievalConfig
-from memory_service.longterm.store import BaseLongTermMemory
 from memory_service.longterm.store_values import (
     NO_CANDIDATES,
     Candidates,
@@ -47,8 +49,6 @@ from memory_service.longterm.store_values import (
     StoredFacts,
     merge_floors,
 )
-from memory_service.longterm.vector_cache import add_vectors
-from memory_service.longterm.vector_cache import cache_path as vector_cache_path
 from memory_service.observe.telemetry import timed_stage
 from memory_service.paths import UserPaths, WorkspacePaths
 from memory_service.tombstones import Tombstones

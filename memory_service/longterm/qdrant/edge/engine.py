@@ -29,11 +29,11 @@ from indexing.sparse import SparseTerms
 from memory_service.context import validate_id
 from memory_service.errors import BackendUnavailableError, MemoryServiceError
 from memory_service.fsutil import fsync_dir
-from memory_service.longterm.edge_folder_lock import FolderLock, FolderOwnedError
-from memory_service.longterm.qdrant_edge_commit import EdgeCommit
-from memory_service.longterm.qdrant_edge_filters import edge_filter
-from memory_service.longterm.qdrant_edge_shard import in_use_error, open_shard, stored_datatype
-from memory_service.longterm.qdrant_engine import (
+from memory_service.longterm.qdrant.edge.commit import EdgeCommit
+from memory_service.longterm.qdrant.edge.filters import edge_filter
+from memory_service.longterm.qdrant.edge.folder_lock import FolderLock, FolderOwnedError
+from memory_service.longterm.qdrant.edge.shard import in_use_error, open_shard, stored_datatype
+from memory_service.longterm.qdrant.engine import (
     AGENT_FIELD,
     DENSE,
     SPARSE,

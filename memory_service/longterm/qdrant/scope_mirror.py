@@ -40,7 +40,8 @@ from indexing.sparse import SparseTerms, matched_terms
 from memory_service.config.retrieval import Leg
 from memory_service.context import RuntimeContext
 from memory_service.fact_filter import ExpiryPolicy
-from memory_service.longterm.qdrant_engine import (
+from memory_service.longterm.fusion import LegHit
+from memory_service.longterm.qdrant.engine import (
     CountsSharedWrites,
     OwnerKey,
     QdrantEngine,
@@ -48,7 +49,6 @@ from memory_service.longterm.qdrant_engine import (
     UserFilter,
     fact_of,
 )
-from memory_service.longterm.retrieval import LegHit
 from memory_service.longterm.store_values import Candidates, ReadView, stored_open
 
 MIRROR_LIMIT = 1_000  # points of one owner held in memory at most

@@ -22,7 +22,7 @@ from indexing.sparse import SparseTerms
 from memory_service.context import validate_id
 from memory_service.errors import BackendUnavailableError, ConfigurationError, MemoryServiceError
 from memory_service.fact_filter import FactFilter
-from memory_service.longterm.qdrant_engine import (
+from memory_service.longterm.qdrant.engine import (
     AGENT_FIELD,
     DENSE,
     PAYLOAD_INDEXES,

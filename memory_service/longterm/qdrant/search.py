@@ -22,7 +22,8 @@ from memory_service.config.retrieval import Leg
 from memory_service.context import RuntimeContext
 from memory_service.fact_filter import ExpiryPolicy
 from memory_service.facts import Fact, parse_time
-from memory_service.longterm.qdrant_engine import (
+from memory_service.longterm.fusion import LegHit
+from memory_service.longterm.qdrant.engine import (
     DENSE,
     SPARSE,
     OwnerSearch,
@@ -31,9 +32,8 @@ from memory_service.longterm.qdrant_engine import (
     UserFilter,
     fact_of,
 )
-from memory_service.longterm.qdrant_key_race import KeyRaces
-from memory_service.longterm.qdrant_scope_mirror import ScopeMirror
-from memory_service.longterm.retrieval import LegHit
+from memory_service.longterm.qdrant.key_race import KeyRaces
+from memory_service.longterm.qdrant.scope_mirror import ScopeMirror
 from memory_service.longterm.store_values import Candidates, ReadView, merge_floors
 
 

@@ -45,12 +45,14 @@ from indexing.sparse import (
     query_vector,
 )
 from memory_service.config import QdrantSettings
-from memory_service.config.retrieval import Leg
+from memory_service.config.retrieval import Leg, RetrievalConfig
 from memory_service.context import RuntimeContext, validate_id
 from memory_service.errors import ConfigurationError
 from memory_service.facts import Fact, utcnow
 from memory_service.longterm.access import AccessMark, applied
-from memory_service.longterm.qdrant_engine import (
+from memory_service.longterm.base_store import BaseLongTermMemory
+from memory_service.longterm.fusion import fact_terms, wants_coverage
+from memory_service.longterm.qdrant.engine import (
     QdrantEngine,
     RewritesDeleted,
     StoredPoint,
@@ -58,12 +60,10 @@ from memory_service.longterm.qdrant_engine import (
     fact_of,
     payload_of,
 )
-from memory_service.longterm.qdrant_key_race import KeyRaces
-from memory_service.longterm.qdrant_scope_mirror import ScopeMirrors
-from memory_service.longterm.qdrant_search import Searcher, read_scope
+from memory_service.longterm.qdrant.key_race import KeyRaces
+from memory_service.longterm.qdrant.scope_mirror import ScopeMirrors
+from memory_service.longterm.qdrant.search import Searcher, read_scope
 from memory_service.longterm.recording import RecordPlan
-from memory_service.longterm.retrieval import RetrievalConfig, fact_terms, wants_coverage
-from memory_service.longterm.store import BaseLongTermMemory
 from memory_service.longterm.store_values import (
     NO_CANDIDATES,
     Candidates,
@@ -330,7 +330,7 @@ def open_qdrant(
         )
     engine: QdrantEngine
     if settings.url:
-        from memory_service.longterm.qdrant_client_engine import ClientEngine
+        from memory_service.longterm.qdrant.client_engine import ClientEngine
 
         api_key = settings.api_key.get_secret_value() if settings.api_key else None
         engine = ClientEngine.connect(
@@ -341,7 +341,7 @@ def open_qdrant(
             timeout_s=settings.timeout_s,
         )
     else:
-        from memory_service.longterm.qdrant_edge_engine import EdgeEngine
+        from memory_service.longterm.qdrant.edge.engine import EdgeEngine
 
         root = settings.path if settings.path is not None else WorkspacePaths(workspace).qdrant_dir
         engine = EdgeEngine.acquire(Path(root) / settings.collection, embedder.dimension)

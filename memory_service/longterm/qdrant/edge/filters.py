@@ -11,7 +11,7 @@ from typing import Any
 import qdrant_edge as qe
 
 from memory_service.fact_filter import FactFilter
-from memory_service.longterm.qdrant_engine import ImportanceTtl, UserFilter
+from memory_service.longterm.qdrant.engine import ImportanceTtl, UserFilter
 
 
 def edge_filter(scope: UserFilter) -> qe.Filter:
