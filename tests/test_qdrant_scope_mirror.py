@@ -17,7 +17,9 @@ from memory_service.bench.datasets.synthetic import scale_texts
 from memory_service.context import RuntimeContext
 from memory_service.facts import Fact
 from memory_service.longterm.qdrant.backend import QdrantLongTermMemory
-from memory_service.longterm.qdrant.engine import DENSE, OwnerSearch, UserFilter
+from memory_service.longterm.qdrant.engine import OwnerSearch
+from memory_service.longterm.qdrant.filters import OwnerFilter
+from memory_service.longterm.qdrant.layout import DENSE
 from memory_service.longterm.qdrant.scope_mirror import ScopeMirror, ScopeMirrors
 from tests.conftest import LONGTERM_BACKENDS
 
@@ -121,7 +123,7 @@ def test_a_held_scope_scores_a_query_as_edge_does_whatever_its_last_bits(memory,
     question ranked two ways). Unit queries nudged in their last bits, and one far from unit
     length, score alike from the mirror and from Edge."""
     memory.record(ALICE, [Fact(t, scope="tenant") for t in scale_texts(6, 40, seed=13)[0]])
-    scope = UserFilter.of(TENANT)
+    scope = OwnerFilter.of(TENANT)
     mirror = ScopeMirror(memory.engine.scroll(scope, with_vectors=True), "float16")
     assert memory.engine.vector_datatype == "float16"
     view = memory._view(None)

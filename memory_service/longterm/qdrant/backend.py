@@ -37,13 +37,7 @@ import numpy as np
 
 from indexing.embeddings import Embedder
 from indexing.lexical import average_length
-from indexing.sparse import (
-    AVG_DOC_LEN,
-    AVG_SOURCE_LEN,
-    SparseTerms,
-    document_vector,
-    query_vector,
-)
+from indexing.sparse import AVG_DOC_LEN, AVG_SOURCE_LEN, SparseTerms, document_vector, query_vector
 from memory_service.config import QdrantSettings
 from memory_service.config.retrieval import Leg, RetrievalConfig
 from memory_service.context import RuntimeContext, validate_id
@@ -52,15 +46,10 @@ from memory_service.facts import Fact, utcnow
 from memory_service.longterm.access import AccessMark, applied
 from memory_service.longterm.base_store import BaseLongTermMemory
 from memory_service.longterm.fusion import fact_terms, wants_coverage
-from memory_service.longterm.qdrant.engine import (
-    QdrantEngine,
-    RewritesDeleted,
-    StoredPoint,
-    UserFilter,
-    fact_of,
-    payload_of,
-)
+from memory_service.longterm.qdrant.engine import QdrantEngine, RewritesDeleted, StoredPoint
+from memory_service.longterm.qdrant.filters import OwnerFilter
 from memory_service.longterm.qdrant.key_race import KeyRaces
+from memory_service.longterm.qdrant.payload import fact_of, payload_of
 from memory_service.longterm.qdrant.scope_mirror import ScopeMirrors
 from memory_service.longterm.qdrant.search import Searcher, read_scope
 from memory_service.longterm.recording import RecordPlan
@@ -130,12 +119,12 @@ class QdrantLongTermMemory(BaseLongTermMemory[_Read]):
         self, ctx: RuntimeContext, stamped: Sequence[Fact], now: datetime
     ) -> _Read:
         ids = [f.id for f in stamped]
-        points = self.engine.scroll(UserFilter.of(ctx, ids=ids))
+        points = self.engine.scroll(OwnerFilter.of(ctx, ids=ids))
         existing = [fact_of(p.id, p.payload) for p in points]
         keys = {f.key for f in [*stamped, *existing] if f.key is not None}
         open_points: dict[str, StoredPoint] = {}
         if keys:  # the keys' open points, expired ones too: they race like any other
-            scope = UserFilter.of(ctx, keys=sorted(keys), open_only=True)
+            scope = OwnerFilter.of(ctx, keys=sorted(keys), open_only=True)
             open_points = {p.id: p for p in self.engine.scroll(scope, with_vectors=True)}
         facts = [fact_of(p.id, p.payload) for p in open_points.values()]
         holders = newest_holders(facts)
@@ -223,14 +212,16 @@ class QdrantLongTermMemory(BaseLongTermMemory[_Read]):
 
     def _get(self, ctx: RuntimeContext, ids: Sequence[str]) -> Mapping[str, Fact]:
         """By id, whatever is stored; a fact that lost a key race reads as superseded."""
-        stored = [fact_of(p.id, p.payload) for p in self.engine.scroll(UserFilter.of(ctx, ids=ids))]
+        stored = [
+            fact_of(p.id, p.payload) for p in self.engine.scroll(OwnerFilter.of(ctx, ids=ids))
+        ]
         return {f.id: f for f in self._races.resolve(ctx, stored)}
 
     def _list(self, ctx: RuntimeContext, *, include_inactive: bool, view: ReadView) -> list[Fact]:
         """The scope's facts, lost key races read as superseded (the base then applies
         ``view``: a listing shows the newest per key, an export the older one as closed)."""
         if include_inactive:
-            scope = UserFilter.of(ctx, facts=view.filter)
+            scope = OwnerFilter.of(ctx, facts=view.filter)
         else:
             scope = read_scope(ctx, view, self.expiry)
         return self._races.resolve(
@@ -239,7 +230,7 @@ class QdrantLongTermMemory(BaseLongTermMemory[_Read]):
 
     def _read_for_update(self, ctx: RuntimeContext, ids: Sequence[str]) -> _Read:
         points = {
-            p.id: p for p in self.engine.scroll(UserFilter.of(ctx, ids=ids), with_vectors=True)
+            p.id: p for p in self.engine.scroll(OwnerFilter.of(ctx, ids=ids), with_vectors=True)
         }
         return _Read({i: fact_of(i, p.payload) for i, p in points.items()}, {}, points)
 
@@ -255,24 +246,24 @@ class QdrantLongTermMemory(BaseLongTermMemory[_Read]):
         )
 
     def _write_access(self, ctx: RuntimeContext, marks: Mapping[str, AccessMark]) -> None:
-        stored = self.engine.scroll(UserFilter.of(ctx, ids=list(marks)))  # deleted: skipped
+        stored = self.engine.scroll(OwnerFilter.of(ctx, ids=list(marks)))  # deleted: skipped
         updates = {}
         for point in stored:
             fact = applied(fact_of(point.id, point.payload), marks[point.id])
             last = fact.last_accessed_at.isoformat() if fact.last_accessed_at else None
             updates[point.id] = {"access_count": fact.access_count, "last_accessed_at": last}
-        self.engine.set_payload(UserFilter.of(ctx, ids=list(updates)), updates)
+        self.engine.set_payload(OwnerFilter.of(ctx, ids=list(updates)), updates)
 
     def _delete(self, ctx: RuntimeContext, ids: Sequence[str]) -> int:
-        return self._remove(UserFilter.of(ctx, ids=ids))
+        return self._remove(OwnerFilter.of(ctx, ids=ids))
 
     def _forget(self, ctx: RuntimeContext) -> int:
         with self._write_lock(ctx):
-            return self._remove(UserFilter.of(ctx))
+            return self._remove(OwnerFilter.of(ctx))
 
     def count_user(self, ctx: RuntimeContext) -> int:
         self._check_open()
-        return self.engine.count(UserFilter.of(ctx))
+        return self.engine.count(OwnerFilter.of(ctx))
 
     def erase_user(self, ctx: RuntimeContext) -> int:
         """``forget``, then (an engine that keeps deleted payloads in its files) a rewrite of
@@ -282,7 +273,7 @@ class QdrantLongTermMemory(BaseLongTermMemory[_Read]):
             self.engine.rewrite_without_deleted()
         return count
 
-    def _remove(self, scope: UserFilter) -> int:
+    def _remove(self, scope: OwnerFilter) -> int:
         count = self.engine.count(scope)
         if count:
             self.engine.delete(scope)

@@ -23,21 +23,22 @@ from memory_service.context import validate_id
 from memory_service.errors import BackendUnavailableError, ConfigurationError, MemoryServiceError
 from memory_service.fact_filter import FactFilter
 from memory_service.longterm.qdrant.engine import (
+    OwnerSearch,
+    ScoredHit,
+    StoredPoint,
+    as_floats,
+    scored_hit,
+)
+from memory_service.longterm.qdrant.filters import ImportanceTtl, OwnerFilter
+from memory_service.longterm.qdrant.layout import (
     AGENT_FIELD,
     DENSE,
     PAYLOAD_INDEXES,
     SPARSE,
     TENANT_FIELD,
     USER_FIELD,
-    ImportanceTtl,
-    OwnerSearch,
-    ScoredHit,
-    StoredPoint,
-    UserFilter,
-    as_floats,
     check_dense_size,
     reindex_hint,
-    scored_hit,
 )
 
 SCROLL_PAGE = 1000
@@ -60,8 +61,8 @@ def _failure(exc: Exception) -> str:
     return "the call failed"
 
 
-def _filter(scope: UserFilter) -> qm.Filter:
-    """The one translation of a ``UserFilter``: tenant and user first, always."""
+def _filter(scope: OwnerFilter) -> qm.Filter:
+    """The one translation of a ``OwnerFilter``: tenant and user first, always."""
     must: list[Any] = [
         qm.FieldCondition(key=name, match=qm.MatchValue(value=value))
         for name, value in scope.owner_conditions()
@@ -336,7 +337,7 @@ class ClientEngine:
             out[i][leg] = [scored_hit(p, with_terms) for p in result.points]
         return out
 
-    def scroll(self, scope: UserFilter, *, with_vectors: bool = False) -> list[StoredPoint]:
+    def scroll(self, scope: OwnerFilter, *, with_vectors: bool = False) -> list[StoredPoint]:
         where = _filter(scope)
         out: list[StoredPoint] = []
         offset = None
@@ -354,7 +355,7 @@ class ClientEngine:
                 if offset is None:
                     return out
 
-    def set_payload(self, scope: UserFilter, values: Mapping[str, dict[str, Any]]) -> None:
+    def set_payload(self, scope: OwnerFilter, values: Mapping[str, dict[str, Any]]) -> None:
         if not values:
             return
         present = {p.id for p in self.scroll(scope)}  # only the scope's points, never others
@@ -368,13 +369,13 @@ class ClientEngine:
                 self._client.batch_update_points(self.collection, operations, wait=True)
                 self.writes += 1
 
-    def count(self, scope: UserFilter) -> int:
+    def count(self, scope: OwnerFilter) -> int:
         with self._calls():
             return self._client.count(
                 self.collection, count_filter=_filter(scope), exact=True
             ).count
 
-    def delete(self, scope: UserFilter) -> None:
+    def delete(self, scope: OwnerFilter) -> None:
         selector = qm.FilterSelector(filter=_filter(scope))
         with self._calls():
             self._client.delete(self.collection, points_selector=selector, wait=True)

@@ -41,14 +41,9 @@ from memory_service.config.retrieval import Leg
 from memory_service.context import RuntimeContext
 from memory_service.fact_filter import ExpiryPolicy
 from memory_service.longterm.fusion import LegHit
-from memory_service.longterm.qdrant.engine import (
-    CountsSharedWrites,
-    OwnerKey,
-    QdrantEngine,
-    StoredPoint,
-    UserFilter,
-    fact_of,
-)
+from memory_service.longterm.qdrant.engine import CountsSharedWrites, QdrantEngine, StoredPoint
+from memory_service.longterm.qdrant.filters import OwnerFilter, OwnerKey
+from memory_service.longterm.qdrant.payload import fact_of
 from memory_service.longterm.store_values import Candidates, ReadView, stored_open
 
 MIRROR_LIMIT = 1_000  # points of one owner held in memory at most
@@ -233,7 +228,7 @@ class ScopeMirrors:
         (asked of the engine) or an owner over the limit."""
         if owner.scope == "user":
             return None
-        scope = UserFilter.of(owner)
+        scope = OwnerFilter.of(owner)
         key = scope.owner_key()
         writes = self.engine.shared_writes(scope)  # read first: a write meanwhile makes
         with self._lock:  # what is read below stale, and it is read again next time

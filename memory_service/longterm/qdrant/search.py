@@ -23,26 +23,21 @@ from memory_service.context import RuntimeContext
 from memory_service.fact_filter import ExpiryPolicy
 from memory_service.facts import Fact, parse_time
 from memory_service.longterm.fusion import LegHit
-from memory_service.longterm.qdrant.engine import (
-    DENSE,
-    SPARSE,
-    OwnerSearch,
-    QdrantEngine,
-    ScoredHit,
-    UserFilter,
-    fact_of,
-)
+from memory_service.longterm.qdrant.engine import OwnerSearch, QdrantEngine, ScoredHit
+from memory_service.longterm.qdrant.filters import OwnerFilter
 from memory_service.longterm.qdrant.key_race import KeyRaces
+from memory_service.longterm.qdrant.layout import DENSE, SPARSE
+from memory_service.longterm.qdrant.payload import fact_of
 from memory_service.longterm.qdrant.scope_mirror import ScopeMirror
 from memory_service.longterm.store_values import Candidates, ReadView, merge_floors
 
 
 def read_scope(
     ctx: RuntimeContext, view: ReadView, expiry: ExpiryPolicy, raced: set[str] | None = None
-) -> UserFilter:
+) -> OwnerFilter:
     """``view`` as payload conditions, so Qdrant applies it inside each leg; ``raced``:
     facts that lost a key race, which ``view`` no longer admits."""
-    return UserFilter.of(
+    return OwnerFilter.of(
         ctx,
         open_only=not view.history,
         live_at=view.now,
@@ -193,7 +188,7 @@ def _search(
 ) -> OwnerSearch:
     """One owner's part of a query: ``view``'s scope, and the BM25 IDF over the open facts,
     lost races excluded, or over all of them for a read about the past (as files)."""
-    idf_corpus = UserFilter.of(
+    idf_corpus = OwnerFilter.of(
         ctx, open_only=not view.history, exclude_ids=None if view.history else raced
     )
     return OwnerSearch(read_scope(ctx, view, expiry, raced), idf_corpus, floors)

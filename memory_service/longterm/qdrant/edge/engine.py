@@ -34,21 +34,22 @@ from memory_service.longterm.qdrant.edge.filters import edge_filter
 from memory_service.longterm.qdrant.edge.folder_lock import FolderLock, FolderOwnedError
 from memory_service.longterm.qdrant.edge.shard import in_use_error, open_shard, stored_datatype
 from memory_service.longterm.qdrant.engine import (
+    OwnerSearch,
+    ScoredHit,
+    StoredPoint,
+    as_floats,
+    scored_hit,
+)
+from memory_service.longterm.qdrant.filters import OwnerFilter, owner_key_of
+from memory_service.longterm.qdrant.layout import (
     AGENT_FIELD,
     DENSE,
     SPARSE,
     TENANT_FIELD,
     USER_FIELD,
-    OwnerSearch,
-    ScoredHit,
-    SharedWrites,
-    StoredPoint,
-    UserFilter,
-    as_floats,
     check_dense_size,
-    owner_key_of,
-    scored_hit,
 )
+from memory_service.longterm.qdrant.write_counts import SharedWrites
 
 SCROLL_PAGE = 1000
 REWRITE_SUFFIX = ".rewrite"  # the new shard while a rewrite builds it
@@ -146,7 +147,7 @@ class EdgeEngine:
         self.vector_datatype = stored_datatype(folder)
         self._touched = SharedWrites()  # a rewrite keeps every live point: it counts for none
 
-    def shared_writes(self, scope: UserFilter) -> int:
+    def shared_writes(self, scope: OwnerFilter) -> int:
         return self._touched.of(scope)
 
     @classmethod
@@ -273,7 +274,7 @@ class EdgeEngine:
             out[i][leg] = [scored_hit(p, with_terms) for p in points]
         return out
 
-    def scroll(self, scope: UserFilter, *, with_vectors: bool = False) -> list[StoredPoint]:
+    def scroll(self, scope: OwnerFilter, *, with_vectors: bool = False) -> list[StoredPoint]:
         where = edge_filter(scope)
         out: list[StoredPoint] = []
         offset = None
@@ -291,7 +292,7 @@ class EdgeEngine:
                 if offset is None:
                     return out
 
-    def set_payload(self, scope: UserFilter, values: Mapping[str, dict[str, Any]]) -> None:
+    def set_payload(self, scope: OwnerFilter, values: Mapping[str, dict[str, Any]]) -> None:
         if not values:
             return
         present = {p.id for p in self.scroll(scope)}  # only the scope's points, never others
@@ -303,11 +304,11 @@ class EdgeEngine:
             self.writes += 1
             self._touched.add({scope.owner_key()})
 
-    def count(self, scope: UserFilter) -> int:
+    def count(self, scope: OwnerFilter) -> int:
         with self._calls():
             return int(self._shard.count(qe.CountRequest(exact=True, filter=edge_filter(scope))))
 
-    def delete(self, scope: UserFilter) -> None:
+    def delete(self, scope: OwnerFilter) -> None:
         with self._calls():
             self._shard.update(qe.UpdateOperation.delete_points_by_filter(edge_filter(scope)))
             self.commit.after_write(self._shard)

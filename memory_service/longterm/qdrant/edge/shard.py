@@ -12,7 +12,7 @@ import qdrant_edge as qe
 
 from memory_service.errors import BackendUnavailableError, ConfigurationError, MemoryServiceError
 from memory_service.longterm.qdrant.edge.folder_lock import FolderOwner
-from memory_service.longterm.qdrant.engine import (
+from memory_service.longterm.qdrant.layout import (
     DENSE,
     PAYLOAD_INDEXES,
     SPARSE,
