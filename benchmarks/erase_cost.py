@@ -34,7 +34,7 @@ from indexing.sparse import SparseTerms  # noqa: E402
 from memory_service.context import RuntimeContext  # noqa: E402
 from memory_service.longterm.qdrant.backend import QdrantLongTermMemory  # noqa: E402
 from memory_service.longterm.qdrant.edge.engine import EdgeEngine  # noqa: E402
-from memory_service.longterm.qdrant.engine import StoredPoint  # noqa: E402
+from memory_service.longterm.qdrant.points import StoredPoint  # noqa: E402
 from memory_service.messages import Msg  # noqa: E402
 from memory_service.shortterm.files_store import FileStateStore  # noqa: E402
 from memory_service.shortterm.postgres_store import PostgresStateStore  # noqa: E402

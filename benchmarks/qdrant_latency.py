@@ -151,8 +151,8 @@ def _load(memory, rows, batch: int = 2000) -> float:
     from indexing.tokenize import tokenize
     from memory_service.context import RuntimeContext
     from memory_service.facts import Fact
-    from memory_service.longterm.qdrant.engine import StoredPoint
     from memory_service.longterm.qdrant.payload import payload_of
+    from memory_service.longterm.qdrant.points import StoredPoint
 
     start = time.perf_counter()
     points = []

@@ -242,8 +242,8 @@ def test_naive_times_are_taken_as_utc(tmp_path, embedder):
 @pytest.mark.parametrize("kind", ["edge", "client"])
 def test_both_engines_refuse_a_point_without_both_vectors(tmp_path, kind):
     from indexing.sparse import SparseTerms
-    from memory_service.longterm.qdrant.engine import StoredPoint
     from memory_service.longterm.qdrant.filters import OwnerFilter
+    from memory_service.longterm.qdrant.points import StoredPoint
 
     if kind == "edge":
         engine = EdgeEngine.acquire(tmp_path / "edge", 4)

@@ -17,9 +17,9 @@ from memory_service.bench.datasets.synthetic import scale_texts
 from memory_service.context import RuntimeContext
 from memory_service.facts import Fact
 from memory_service.longterm.qdrant.backend import QdrantLongTermMemory
-from memory_service.longterm.qdrant.engine import OwnerSearch
 from memory_service.longterm.qdrant.filters import OwnerFilter
 from memory_service.longterm.qdrant.layout import DENSE
+from memory_service.longterm.qdrant.query_plan import OwnerSearch, QueryPlan
 from memory_service.longterm.qdrant.scope_mirror import ScopeMirror, ScopeMirrors
 from tests.conftest import LONGTERM_BACKENDS
 
@@ -132,9 +132,15 @@ def test_a_held_scope_scores_a_query_as_edge_does_whatever_its_last_bits(memory,
         unit = embedder.embed([question])[0].astype(np.float32)
         queries += [unit * np.float32(1 + k * 1e-7) for k in range(-4, 5)] + [unit * 3]
     for query in queries:
-        (answer,) = memory.engine.query(
-            [OwnerSearch(scope, scope)], dense=query.tolist(), sparse=None, limit=50, threshold=-1
+        plan = QueryPlan.of(
+            [OwnerSearch(scope, scope)],
+            dense=query.tolist(),
+            sparse=None,
+            limit=50,
+            threshold=-1,
+            with_terms=False,
         )
+        (answer,) = memory.engine.query(plan)
         edge = {h.id: h.score for h in answer[DENSE]}
         held = mirror.candidates(
             ("dense",),

@@ -46,10 +46,11 @@ from memory_service.facts import Fact, utcnow
 from memory_service.longterm.access import AccessMark, applied
 from memory_service.longterm.base_store import BaseLongTermMemory
 from memory_service.longterm.fusion import fact_terms, wants_coverage
-from memory_service.longterm.qdrant.engine import QdrantEngine, RewritesDeleted, StoredPoint
+from memory_service.longterm.qdrant.engine import QdrantEngine, RewritesDeleted
 from memory_service.longterm.qdrant.filters import OwnerFilter
 from memory_service.longterm.qdrant.key_race import KeyRaces
 from memory_service.longterm.qdrant.payload import fact_of, payload_of
+from memory_service.longterm.qdrant.points import StoredPoint
 from memory_service.longterm.qdrant.scope_mirror import ScopeMirrors
 from memory_service.longterm.qdrant.search import Searcher, read_scope
 from memory_service.longterm.recording import RecordPlan

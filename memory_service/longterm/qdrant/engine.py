@@ -9,62 +9,11 @@ delete of an engine takes an ``OwnerFilter`` (``filters``); the collection's lay
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
 from typing import Any, Protocol, runtime_checkable
 
-from indexing.sparse import SparseTerms
 from memory_service.longterm.qdrant.filters import OwnerFilter
-from memory_service.longterm.qdrant.layout import SPARSE
-
-
-@dataclass(frozen=True, slots=True)
-class StoredPoint:
-    """A point as written or read: id, payload and (when asked for) both vectors."""
-
-    id: str
-    payload: dict[str, Any]
-    dense: Sequence[float] | None = None
-    sparse: SparseTerms | None = None
-
-
-@dataclass(frozen=True, slots=True)
-class OwnerSearch:
-    """One owner's part of a batched query: the points it ranks (``scope``) and the points
-    its BM25 IDF is computed over (``idf_corpus``), so each owner keeps its own IDF.
-    ``floors``: per engine leg, a score its hits must reach (a wider scope's hits below a
-    recall's merged cut are not read)."""
-
-    scope: OwnerFilter
-    idf_corpus: OwnerFilter
-    floors: Mapping[str, float] | None = None
-
-    def least(self, leg: str, threshold: float | None = None) -> float | None:
-        """The least score ``leg`` asks of the engine: ``threshold`` raised to its floor."""
-        floor = (self.floors or {}).get(leg)
-        if floor is None:
-            return threshold
-        return floor if threshold is None else max(threshold, floor)
-
-
-@dataclass(frozen=True, slots=True)
-class ScoredHit:
-    """``terms``: the term ids of the point's BM25 document (its sparse vector's indices),
-    when the query asked for them (``with_terms``), else None."""
-
-    id: str
-    score: float
-    payload: dict[str, Any]
-    terms: frozenset[int] | None = None
-
-
-def scored_hit(point: Any, with_terms: bool) -> ScoredHit:
-    """An engine's scored point (Edge's and qdrant-client's have the same fields) as a hit;
-    ``with_terms``: the query asked for the sparse vector, whose indices are the terms."""
-    terms = None
-    if with_terms:
-        stored = (point.vector or {}).get(SPARSE)
-        terms = frozenset(stored.indices) if stored is not None else frozenset()
-    return ScoredHit(str(point.id), float(point.score), dict(point.payload or {}), terms)
+from memory_service.longterm.qdrant.points import StoredPoint
+from memory_service.longterm.qdrant.query_plan import QueryPlan, ScoredHit
 
 
 class QdrantEngine(Protocol):
@@ -80,20 +29,10 @@ class QdrantEngine(Protocol):
 
     def upsert(self, points: Sequence[StoredPoint]) -> None: ...
 
-    def query(
-        self,
-        searches: Sequence[OwnerSearch],
-        *,
-        dense: Sequence[float] | None,
-        sparse: SparseTerms | None,
-        limit: int,
-        threshold: float,
-        with_terms: bool = False,
-    ) -> list[dict[str, list[ScoredHit]]]:
-        """Ranked hits per leg (``dense``, ``bm25``) for each of ``searches``, in order, each
-        as if asked alone, all in one engine request (a recall over several scopes pays one
-        round trip, not one per scope). ``threshold`` bounds the dense cosine.
-        ``with_terms``: each hit carries its BM25 document's term ids (query coverage)."""
+    def query(self, plan: QueryPlan) -> list[dict[str, list[ScoredHit]]]:
+        """Ranked hits per leg (``dense``, ``bm25``) for each of ``plan.searches``, in order,
+        each as if asked alone, all in one engine request (a recall over several scopes pays
+        one round trip, not one per scope): the plan's requests in the engine's own types."""
         ...
 
     def scroll(self, scope: OwnerFilter, *, with_vectors: bool = False) -> list[StoredPoint]: ...
@@ -135,14 +74,3 @@ class RewritesDeleted(Protocol):
     so the user's text is not left in the engine's bytes."""
 
     def rewrite_without_deleted(self) -> None: ...
-
-
-def as_floats(vector: Sequence[float]) -> list[float]:
-    """A plain list of floats, as both clients want (a list passes through, an array
-    converts in one call)."""
-    if isinstance(vector, list):
-        return vector
-    tolist = getattr(vector, "tolist", None)
-    if tolist is not None:
-        return list(tolist())
-    return [float(x) for x in vector]

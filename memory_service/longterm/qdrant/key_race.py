@@ -21,9 +21,10 @@ from typing import Any
 
 from memory_service.context import RuntimeContext
 from memory_service.facts import Fact, parse_time
-from memory_service.longterm.qdrant.engine import QdrantEngine, StoredPoint
+from memory_service.longterm.qdrant.engine import QdrantEngine
 from memory_service.longterm.qdrant.filters import OwnerFilter
 from memory_service.longterm.qdrant.payload import fact_of
+from memory_service.longterm.qdrant.points import StoredPoint
 from memory_service.longterm.store_values import newest_holders, resolve_key_race, stored_open
 
 

@@ -41,9 +41,10 @@ from memory_service.config.retrieval import Leg
 from memory_service.context import RuntimeContext
 from memory_service.fact_filter import ExpiryPolicy
 from memory_service.longterm.fusion import LegHit
-from memory_service.longterm.qdrant.engine import CountsSharedWrites, QdrantEngine, StoredPoint
+from memory_service.longterm.qdrant.engine import CountsSharedWrites, QdrantEngine
 from memory_service.longterm.qdrant.filters import OwnerFilter, OwnerKey
 from memory_service.longterm.qdrant.payload import fact_of
+from memory_service.longterm.qdrant.points import StoredPoint
 from memory_service.longterm.store_values import Candidates, ReadView, stored_open
 
 MIRROR_LIMIT = 1_000  # points of one owner held in memory at most

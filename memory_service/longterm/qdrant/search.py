@@ -23,11 +23,12 @@ from memory_service.context import RuntimeContext
 from memory_service.fact_filter import ExpiryPolicy
 from memory_service.facts import Fact, parse_time
 from memory_service.longterm.fusion import LegHit
-from memory_service.longterm.qdrant.engine import OwnerSearch, QdrantEngine, ScoredHit
+from memory_service.longterm.qdrant.engine import QdrantEngine
 from memory_service.longterm.qdrant.filters import OwnerFilter
 from memory_service.longterm.qdrant.key_race import KeyRaces
 from memory_service.longterm.qdrant.layout import DENSE, SPARSE
 from memory_service.longterm.qdrant.payload import fact_of
+from memory_service.longterm.qdrant.query_plan import OwnerSearch, QueryPlan, ScoredHit
 from memory_service.longterm.qdrant.scope_mirror import ScopeMirror
 from memory_service.longterm.store_values import Candidates, ReadView, merge_floors
 
@@ -116,7 +117,7 @@ class Searcher:
             engine_floors = {ENGINE_LEG[leg]: f for leg, f in (floors or {}).items()} or None
             answers: dict[int, _Answer] = {}
             while pending:
-                batch = self.engine.query(
+                plan = QueryPlan.of(
                     [_search(owners[i], view, expiry, raced[i], engine_floors) for i in pending],
                     dense=dense,
                     sparse=sparse,
@@ -124,6 +125,7 @@ class Searcher:
                     threshold=threshold,
                     with_terms=term_ids is not None,
                 )
+                batch = self.engine.query(plan)
                 again = []
                 for i, results in zip(pending, batch, strict=True):
                     results = _above(results, engine_floors)
