@@ -152,14 +152,10 @@ def _sparse(terms: SparseTerms) -> qm.SparseVector:
 
 def _request(plan: QueryPlan, leg: LegRequest, where: qm.Filter) -> qm.QueryRequest:
     """One request of ``plan`` as qdrant-client's type (``where``: its owner's filter)."""
-    if leg.leg == DENSE:
-        query: Any = plan.dense
-        params = None
-    else:
-        assert plan.sparse is not None
-        query = _sparse(plan.sparse)
-        corpus = _filter(plan.searches[leg.owner].idf_corpus)
-        params = qm.SearchParams(idf=qm.IdfCorpusParams(corpus=corpus))
+    query = leg.dense if leg.sparse is None else _sparse(leg.sparse)
+    params = None
+    if leg.idf_corpus is not None:
+        params = qm.SearchParams(idf=qm.IdfCorpusParams(corpus=_filter(leg.idf_corpus)))
     return qm.QueryRequest(
         query=query,
         using=leg.leg,

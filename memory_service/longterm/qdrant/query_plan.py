@@ -58,24 +58,25 @@ def scored_hit(point: Any, with_terms: bool) -> ScoredHit:
 @dataclass(frozen=True, slots=True)
 class LegRequest:
     """One request of the batch: ``leg`` of ``searches[owner]``, keeping hits of at least
-    ``threshold`` (None: any); a BM25 request computes its IDF over that owner's
-    ``idf_corpus``."""
+    ``threshold`` (None: any). A dense request carries the query's vector (``dense``); a BM25
+    one its sparse terms and the owner's ``idf_corpus``, which its IDF is computed over."""
 
     owner: int
     leg: str  # DENSE or SPARSE
     threshold: float | None
+    dense: list[float] | None = None
+    sparse: SparseTerms | None = None
+    idf_corpus: OwnerFilter | None = None
 
 
 @dataclass(frozen=True, slots=True)
 class QueryPlan:
-    """``searches`` as the batch of requests an engine sends, in order. ``dense`` is the
-    query's vector as a list, made once for every owner; ``with_vector`` is what each request
-    asks back (the sparse vector when the hits' terms are wanted)."""
+    """``searches`` as the batch of requests an engine sends, in order, each keeping ``limit``
+    hits; ``with_vector`` is what each request asks back (the sparse vector when the hits'
+    terms are wanted: ``with_terms``)."""
 
     searches: tuple[OwnerSearch, ...]
     requests: tuple[LegRequest, ...]
-    dense: list[float] | None
-    sparse: SparseTerms | None
     limit: int
     with_terms: bool
 
@@ -92,14 +93,17 @@ class QueryPlan:
     ) -> QueryPlan:
         """Each owner's dense request (``threshold`` bounds its cosine) then its BM25 one,
         each raised to the owner's floor for that leg."""
+        query = None if dense is None else as_floats(dense)  # once, for every owner
         requests: list[LegRequest] = []
         for i, search in enumerate(searches):
-            if dense is not None:
-                requests.append(LegRequest(i, DENSE, search.least(DENSE, threshold)))
+            if query is not None:
+                requests.append(LegRequest(i, DENSE, search.least(DENSE, threshold), dense=query))
             if sparse is not None:
-                requests.append(LegRequest(i, SPARSE, search.least(SPARSE)))
-        query = None if dense is None else as_floats(dense)
-        return cls(tuple(searches), tuple(requests), query, sparse, limit, with_terms)
+                least = search.least(SPARSE)
+                requests.append(
+                    LegRequest(i, SPARSE, least, sparse=sparse, idf_corpus=search.idf_corpus)
+                )
+        return cls(tuple(searches), tuple(requests), limit, with_terms)
 
     @property
     def with_vector(self) -> list[str] | bool:

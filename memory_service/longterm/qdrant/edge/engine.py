@@ -67,15 +67,10 @@ def _vectors(point: StoredPoint) -> dict[str, Any]:
 
 def _request(plan: QueryPlan, leg: LegRequest, where: qe.Filter) -> qe.QueryRequest:
     """One request of ``plan`` as Edge's type (``where``: its owner's filter)."""
-    if leg.leg == DENSE:
-        query: Any = plan.dense
-        params = None
-    else:
-        assert plan.sparse is not None
-        query = _sparse(plan.sparse)
-        params = qe.SearchParams(
-            idf=qe.IdfParams(corpus=edge_filter(plan.searches[leg.owner].idf_corpus))
-        )
+    query: Any = leg.dense if leg.sparse is None else _sparse(leg.sparse)
+    params = None
+    if leg.idf_corpus is not None:
+        params = qe.SearchParams(idf=qe.IdfParams(corpus=edge_filter(leg.idf_corpus)))
     return qe.QueryRequest(
         limit=plan.limit,
         query=qe.Query.Nearest(query, using=leg.leg),
