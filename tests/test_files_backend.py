@@ -11,7 +11,7 @@ import pytest
 from memory_service.context import RuntimeContext
 from memory_service.facts import Fact, Source
 from memory_service.longterm.files.backend import FileSystemLongTermMemory
-from memory_service.longterm.files.fact_files import parse_ledger, render_fact
+from memory_service.longterm.files.fact_files import parse_fact_file, render_fact
 
 ALICE = RuntimeContext("acme", "alice")
 
@@ -108,7 +108,7 @@ def test_hostile_text_round_trips_through_the_ledger(files_memory, text):
 
 def test_render_and_parse_are_inverse():
     fact = Fact("Likes <!-- tea --> a lot", key="drink", importance=8, tags=("x",))
-    [line] = parse_ledger(render_fact(fact), default_created_at=None)
+    [line] = parse_fact_file(render_fact(fact), default_created_at=None)
     assert line.fact.text == fact.text and line.fact.key == "drink"
     assert line.fact.importance == 8 and line.fact.tags == ("x",)
 

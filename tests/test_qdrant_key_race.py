@@ -192,7 +192,7 @@ def test_a_key_race_stays_inside_one_owner(memory):
     assert memory.get(ALICE, [memory.list(ALICE).items[0].id])[0].superseded_by is None
     assert recalled(memory, ALICE, scopes=["user"])[0] == "Alice lives in Lima"
     assert "Alice lives in Oslo" not in recalled(memory, ALICE)  # hers hides the tenant's
-    assert memory.settle_ledgers(ALICE)["superseded"] == 0
+    assert memory.settle_stored_facts(ALICE)["superseded"] == 0
     for other in others:
         assert open_points(memory, other, "city") == ["Alice lives in Oslo"]
         assert texts(memory.list(other).items) == ["Alice lives in Oslo"]
@@ -200,7 +200,7 @@ def test_a_key_race_stays_inside_one_owner(memory):
     race(memory, BOB, replace(LIMA, text="Bob lives in Lima", created_at=NOW))
     assert texts(memory.list(BOB).items) == ["Bob lives in Lima"]
     assert texts(memory.list(ALICE).items) == ["Alice lives in Lima"]
-    assert memory.settle_ledgers(BOB)["superseded"] == 1
+    assert memory.settle_stored_facts(BOB)["superseded"] == 1
     assert open_points(memory, ALICE, "city") == ["Alice lives in Lima"]
 
 

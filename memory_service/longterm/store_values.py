@@ -26,7 +26,7 @@ class StoredFacts:
     writers recorded one key at once), already closed as reading resolves them
     (``resolve_key_race``); the record writes their closure down. A backend whose reads
     resolve races itself and writes them down elsewhere leaves it empty (files:
-    ``settle_ledgers``)."""
+    ``settle_stored_facts``)."""
 
     by_id: Mapping[str, Fact]
     open_by_key: Mapping[str, Fact]

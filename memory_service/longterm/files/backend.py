@@ -13,7 +13,7 @@ from __future__ import annotations
 import os
 import shutil
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import UTC, date, datetime
 from pathlib import Path
 from typing import Any
@@ -31,13 +31,16 @@ from memory_service.fsutil import fsync_dir, read_text, write_atomically
 from memory_service.longterm.access import AccessMark
 from memory_service.longterm.base_store import BaseLongTermMemory
 from memory_service.longterm.files.access_store import AccessFiles, with_access
-from memory_service.longterm.files.fact_files import parse_ledger, render_lines, rewrite_ledger
-from memory_service.longterm.files.index import (
-    UserIndex,
-    UserIndexes,
-    folders_with_ledgers,
-    settled_lines,
+from memory_service.longterm.files.fact_files import (
+    parse_fact_file,
+    render_lines,
+    rewrite_fact_file,
 )
+from memory_service.longterm.files.index import (
+    OwnerIndex,
+    OwnerIndexes,
+)
+from memory_service.longterm.files.owner_files import owners_with_fact_files
 from memory_service.longterm.files.vector_cache import add_vectors
 from memory_service.longterm.files.vector_cache import cache_path as vector_cache_path
 from memory_service.longterm.fusion import LegHit
@@ -58,7 +61,7 @@ LEDGER_HEADER = "# Memory ledger {day}\n\n"
 
 @dataclass(slots=True)
 class _Read(StoredFacts):
-    index: UserIndex  # the index the facts were read from (its paths say where each is)
+    index: OwnerIndex  # the index the facts were read from (its paths say where each is)
 
 
 class FileSystemLongTermMemory(BaseLongTermMemory[_Read]):
@@ -89,7 +92,7 @@ class FileSystemLongTermMemory(BaseLongTermMemory[_Read]):
             **options,
         )
         self.workspace = Path(workspace)
-        self._indexes = UserIndexes()
+        self._indexes = OwnerIndexes()
         self._access = AccessFiles()
 
     # -- paths, locks, writes ---------------------------------------------------------------
@@ -102,7 +105,7 @@ class FileSystemLongTermMemory(BaseLongTermMemory[_Read]):
         paths.root.mkdir(parents=True, exist_ok=True)
         return FileLock(str(paths.lock_file), timeout=60)
 
-    def _index(self, ctx: RuntimeContext) -> UserIndex:
+    def _index(self, ctx: RuntimeContext) -> OwnerIndex:
         """The user's index, rebuilt from the files if their signature changed."""
         return self._indexes.of(ctx, self.paths(ctx), self.expiry)
 
@@ -118,12 +121,12 @@ class FileSystemLongTermMemory(BaseLongTermMemory[_Read]):
         ``append`` added at the end (one atomic replace: all of it or none of it)."""
         content = read_text(path)
         replacements: dict[int, Fact | None] = {}
-        for line in parse_ledger(content, default_created_at=None) if changes else ():
+        for line in parse_fact_file(content, default_created_at=None) if changes else ():
             fid = fact_id(ctx.tenant_id, ctx.owner, content_hash(line.fact.text))
             if fid in changes:
                 replacements[line.line_no] = changes[fid]
         if replacements or append:
-            updated = rewrite_ledger(content, replacements)
+            updated = rewrite_fact_file(content, replacements)
             if append and updated and not updated.endswith("\n"):
                 updated += "\n"
             write_atomically(path, updated + append)
@@ -316,7 +319,7 @@ class FileSystemLongTermMemory(BaseLongTermMemory[_Read]):
         """Facts in the archived ledgers (moved out of recall, still the user's)."""
         archived = sorted(paths.archive_dir.glob("*.md")) if paths.archive_dir.is_dir() else []
         return sum(
-            len(parse_ledger(read_text(p), default_created_at=None))
+            len(parse_fact_file(read_text(p), default_created_at=None))
             for p in archived
             if not p.name.startswith("MEMORY.")  # MEMORY.md snapshots are not ledgers
         )
@@ -337,9 +340,9 @@ class FileSystemLongTermMemory(BaseLongTermMemory[_Read]):
     def _release(self) -> None:
         self._indexes.clear()
 
-    # -- capabilities: SettlesLedgers, ArchivesLedgers, ListsUsers, ListsAgents ------------
+    # -- capabilities: SettlesStoredFacts, ArchivesFactFiles, ListsUsers, ListsAgents ------------
 
-    def settle_ledgers(self, ctx: RuntimeContext) -> dict[str, int]:
+    def settle_stored_facts(self, ctx: RuntimeContext) -> dict[str, int]:
         """Write down what reading resolves on the fly, so the files say what recall does:
 
         - ``exact_duplicates``: repeated bullets of one fact across daily ledgers (a hand edit
@@ -357,11 +360,11 @@ class FileSystemLongTermMemory(BaseLongTermMemory[_Read]):
                 content = read_text(path)
                 changes = settled_lines(ctx, content, index, seen, counts)
                 if changes:
-                    write_atomically(path, rewrite_ledger(content, changes))
+                    write_atomically(path, rewrite_fact_file(content, changes))
             self._indexes.invalidate(ctx)
         return counts
 
-    def archive_ledgers(self, ctx: RuntimeContext, before: date) -> int:
+    def archive_fact_files(self, ctx: RuntimeContext, before: date) -> int:
         """Move daily ledgers dated before ``before`` to ``memory/archive/`` (not recalled)."""
         paths = self.paths(ctx)
         if not paths.ledger_dir.is_dir():
@@ -386,13 +389,45 @@ class FileSystemLongTermMemory(BaseLongTermMemory[_Read]):
     def users(self, tenant_id: str) -> list[str]:
         """Users of ``tenant_id`` that have memory files (for export)."""
         folders = WorkspacePaths(self.workspace).users_dir(tenant_id)
-        return folders_with_ledgers(
+        return owners_with_fact_files(
             folders, lambda name: self.paths(RuntimeContext(tenant_id, name))
         )
 
     def agents(self, tenant_id: str) -> list[str]:
         """Agents of ``tenant_id`` that have shared memory files (export, maintenance)."""
         folders = WorkspacePaths(self.workspace).agents_dir(tenant_id)
-        return folders_with_ledgers(
+        return owners_with_fact_files(
             folders, lambda name: self.paths(scope_context(tenant_id, "agent", name))
         )
+
+
+def settled_lines(
+    ctx: RuntimeContext,
+    content: str,
+    index: OwnerIndex,
+    seen: set[str],
+    counts: dict[str, int],
+) -> dict[int, Fact | None]:
+    """The changes that make one ledger (``content``) say what reading it resolves: a line
+    repeating a fact of ``seen`` (newer ledgers, read first) goes; an open line whose fact
+    the index reads as superseded gets its ``superseded_by`` / ``valid_to``. ``seen`` and
+    ``counts`` (``exact_duplicates``, ``superseded``) are updated."""
+    changes: dict[int, Fact | None] = {}
+    for line in parse_fact_file(content, default_created_at=None):
+        fid = fact_id(ctx.tenant_id, ctx.owner, content_hash(line.fact.text))
+        effective = index.by_id[fid].fact if fid in index.by_id else None
+        if fid in seen:
+            changes[line.line_no] = None
+            counts["exact_duplicates"] += 1
+        elif (
+            effective is not None
+            and line.fact.superseded_by is None
+            and line.fact.valid_to is None
+            and effective.superseded_by is not None
+        ):
+            changes[line.line_no] = replace(
+                line.fact, superseded_by=effective.superseded_by, valid_to=effective.valid_to
+            )
+            counts["superseded"] += 1
+        seen.add(fid)
+    return changes

@@ -84,7 +84,7 @@ def render_fact(fact: Fact) -> str:
 
 
 @dataclass(frozen=True, slots=True)
-class LedgerLine:
+class FactLine:
     """A parsed bullet: the fact (without derived id/hash) and its 1-based line number."""
 
     line_no: int
@@ -130,16 +130,16 @@ def parse_line(line: str, *, default_created_at: datetime | None) -> Fact | None
         return Fact(text=text, created_at=default_created_at)
 
 
-def parse_ledger(content: str, *, default_created_at: datetime | None) -> list[LedgerLine]:
+def parse_fact_file(content: str, *, default_created_at: datetime | None) -> list[FactLine]:
     out = []
     for number, line in enumerate(content.split("\n"), start=1):
         fact = parse_line(line, default_created_at=default_created_at)
         if fact is not None:
-            out.append(LedgerLine(number, fact))
+            out.append(FactLine(number, fact))
     return out
 
 
-def rewrite_ledger(content: str, replacements: dict[int, Fact | None]) -> str:
+def rewrite_fact_file(content: str, replacements: dict[int, Fact | None]) -> str:
     """``content`` with the bullets at the given line numbers replaced (None: removed)."""
     lines = content.split("\n")
     out = []

@@ -21,7 +21,7 @@ Qdrant server, two concurrent records with the same key for the same user can bo
 open; reads resolve that as the files backend does (``qdrant_key_race``): the newest per key
 is recalled, listed and exported as open, the older reads as superseded by it (``get`` by id
 returns it so, as files do: id reads hide nothing), and the next record of that key or a
-maintenance pass (``settle_ledgers``) writes the closure down.
+maintenance pass (``settle_stored_facts``) writes the closure down.
 """
 
 from __future__ import annotations
@@ -283,9 +283,9 @@ class QdrantLongTermMemory(BaseLongTermMemory[_Read]):
     def _release(self) -> None:
         self.engine.close()
 
-    # -- capabilities: SettlesLedgers, ListsUsers, ListsAgents ----------------------------
+    # -- capabilities: SettlesStoredFacts, ListsUsers, ListsAgents ----------------------------
 
-    def settle_ledgers(self, ctx: RuntimeContext) -> dict[str, int]:
+    def settle_stored_facts(self, ctx: RuntimeContext) -> dict[str, int]:
         """Write down what reading resolves (maintenance): each open fact that lost a key
         race gets its ``superseded_by`` / ``valid_to``. Points have no repeated copies."""
         self._check_open()
