@@ -483,12 +483,12 @@ def test_capabilities_are_declared_not_looked_up(memory):
     memory.record(ALICE, [Fact("Alice keeps bees")])
     memory.record(OTHER_TENANT_ALICE, [Fact("Globex Alice keeps ants")])
     assert memory.users("acme") == ["alice"]
-    # every backend writes down what reading resolves (files: its ledgers; Qdrant: key races)
+    # every backend writes down what reading resolves (files: its fact files; Qdrant: key races)
     assert isinstance(memory, SettlesStoredFacts)
     assert isinstance(memory, ArchivesFactFiles) == isinstance(memory, FileSystemLongTermMemory)
 
 
-# -- filters, as_of and read-time expiry (issue 17) ---------------------------------------------
+# -- filters, as_of and read-time expiry ------------------------------------------------------
 
 CAFES = [
     Fact(f"Alice drinks coffee every morning at the cafe on street number {i}", tags=("cafe",))

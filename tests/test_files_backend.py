@@ -1,4 +1,4 @@
-"""The files backend: ledgers a person can read and edit, and that survive hostile text."""
+"""The files backend: fact files a person can read and edit, and that survive hostile text."""
 
 from __future__ import annotations
 

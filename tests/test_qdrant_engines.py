@@ -254,7 +254,7 @@ def test_both_engines_refuse_a_point_without_both_vectors(tmp_path, kind):
     sparse = SparseTerms((1,), (1.0,))
     try:
         for point in (
-            StoredPoint(point_id, payload, None, sparse),  # Edge used to write [] here
+            StoredPoint(point_id, payload, None, sparse),  # Edge would write [] here
             StoredPoint(point_id, payload, [0.5, 0.5, 0.5, 0.5], None),
         ):
             with pytest.raises(ValueError, match="both vectors"):

@@ -1,4 +1,4 @@
-"""Edge answers a small agent or tenant scope from memory (``qdrant_scope_mirror``): what a
+"""Edge answers a small agent or tenant scope from memory (``qdrant.scope_mirror``): what a
 recall returns must follow every write to that scope at once (record, supersede, update,
 delete, forget), a user's writes must not make it read the scope again, and the bounds
 (points per owner, points in all) must hold while recall stays right."""

@@ -117,7 +117,7 @@ def test_one_batched_request_gives_each_scope_what_asking_it_alone_gives(
     memory, embedder, legs, view_at
 ):
     """On Edge the agent's and the tenant's scopes are answered from memory
-    (``qdrant_scope_mirror``): the reference asks the engine for each scope alone."""
+    (``qdrant.scope_mirror``): the reference asks the engine for each scope alone."""
     owners = ALICE.visible_scopes()
     assert [o.scope for o in owners] == ["user", "agent", "tenant"]
     view = memory._view(VIEWS[view_at])

@@ -135,7 +135,7 @@ def test_a_name_every_memory_shares_does_not_outvote_the_dense_leg(memory):
 
 
 # One memory shares a single incidental word with the question ("town"); the answer is a
-# paraphrase that only the dense leg finds (issue 15 item 6).
+# paraphrase that only the dense leg finds: query coverage keeps the word from outvoting it.
 PARAPHRASED = [
     "Bruno's friend Marco moved to Quito last year.",
     "Bruno listened to a podcast about volcanoes while driving to work.",

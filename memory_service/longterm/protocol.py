@@ -92,7 +92,7 @@ class ListsAgents(Protocol):
 @runtime_checkable
 class SettlesStoredFacts(Protocol):
     """A backend whose stored form can disagree with what reading resolves (the files
-    backend's ledgers: repeated bullets, unmarked superseded facts; Qdrant's points: two open
+    backend's fact files: repeated bullets, unmarked superseded facts; Qdrant's points: two open
     facts with one key after two writers raced) and can write it down (maintenance).
     Returns counts by name (``exact_duplicates``, ``superseded``)."""
 

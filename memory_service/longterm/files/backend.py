@@ -1,10 +1,10 @@
-"""Files backend: Markdown ledgers are the source of truth; the index is derived.
+"""Files backend: Markdown fact files are the source of truth; the index is derived.
 
 Per user: ``MEMORY.md`` plus ``memory/YYYY-MM-DD.md`` (see ``memory_service.paths``). Writes
-add bullets to today's ledger under a file lock, as one atomic rewrite fsynced before returning;
+add bullets to today's fact file under a file lock, as one atomic rewrite fsynced before returning;
 changes to existing lines (supersession marks, deletes) rewrite their file atomically too.
-Reads use a per-user index (``files_index``: BM25 over the shared tokenizer, a matrix of cached
-embeddings) kept until the files' stat signature changes, so a ledger edited by hand is seen by
+Reads use a per-user index (``files.index``: BM25 over the shared tokenizer, a matrix of cached
+embeddings) kept until the files' stat signature changes, so a fact file edited by hand is seen by
 the next retrieve. The memory semantics are ``BaseLongTermMemory``'s.
 """
 
@@ -65,7 +65,7 @@ class _Read(StoredFacts):
 
 
 class FileSystemLongTermMemory(BaseLongTermMemory[_Read]):
-    """``LongTermMemory`` over a workspace of Markdown ledgers."""
+    """``LongTermMemory`` over a workspace of Markdown fact files."""
 
     backend_name = "files"
     # close drops the derived indexes only: the files are the store, and the next call reads
@@ -142,11 +142,11 @@ class FileSystemLongTermMemory(BaseLongTermMemory[_Read]):
     ) -> None:
         """New facts first (durable), then changes to older lines.
 
-        Today's ledger is rewritten whole with the new lines at its end (temp file, fsync,
+        Today's fact file is rewritten whole with the new lines at its end (temp file, fsync,
         ``os.replace``), together with its own changes: a kill or a power cut mid-write leaves
         the old file or the new one, never a torn bullet or half a batch (an append can be cut
         at a page boundary), and no reader ever parses a half-written line. A crash before the
-        older ledgers' changes leaves an extra open fact, which reading resolves (duplicate ids
+        older fact files' changes leaves an extra open fact, which reading resolves (duplicate ids
         prefer the active copy, newest wins per key); it never loses an acknowledged fact."""
         day = now.astimezone(UTC).date()
         today = paths.ledger(day)
@@ -316,12 +316,12 @@ class FileSystemLongTermMemory(BaseLongTermMemory[_Read]):
         return count
 
     def _archived_facts(self, paths: UserPaths) -> int:
-        """Facts in the archived ledgers (moved out of recall, still the user's)."""
+        """Facts in the archived fact files (moved out of recall, still the user's)."""
         archived = sorted(paths.archive_dir.glob("*.md")) if paths.archive_dir.is_dir() else []
         return sum(
             len(parse_fact_file(read_text(p), default_created_at=None))
             for p in archived
-            if not p.name.startswith("MEMORY.")  # MEMORY.md snapshots are not ledgers
+            if not p.name.startswith("MEMORY.")  # MEMORY.md snapshots are not fact files
         )
 
     def count_user(self, ctx: RuntimeContext) -> int:
@@ -331,7 +331,7 @@ class FileSystemLongTermMemory(BaseLongTermMemory[_Read]):
         return super().count_user(ctx) + self._archived_facts(paths)
 
     def erase_user(self, ctx: RuntimeContext) -> int:
-        """Every ledger of the user, archived ones too (MEMORY.md and the vector cache go
+        """Every fact file of the user, archived ones too (MEMORY.md and the vector cache go
         with them, as in ``forget``); how many facts they held."""
         paths = self.paths(ctx)
         archived = self._archived_facts(paths) if paths.root.is_dir() else 0
@@ -345,7 +345,7 @@ class FileSystemLongTermMemory(BaseLongTermMemory[_Read]):
     def settle_stored_facts(self, ctx: RuntimeContext) -> dict[str, int]:
         """Write down what reading resolves on the fly, so the files say what recall does:
 
-        - ``exact_duplicates``: repeated bullets of one fact across daily ledgers (a hand edit
+        - ``exact_duplicates``: repeated bullets of one fact across daily fact files (a hand edit
           or an interrupted rewrite) are removed, keeping the newest copy;
         - ``superseded``: an open fact that a newer one with its key replaces gets its
           ``superseded_by`` / ``valid_to`` marks.
@@ -354,9 +354,9 @@ class FileSystemLongTermMemory(BaseLongTermMemory[_Read]):
         counts = {"exact_duplicates": 0, "superseded": 0}
         with self._write_lock(ctx):
             index = self._index(ctx)
-            ledgers = sorted(p for p in index.files if p != paths.memory_md)
+            daily = sorted(p for p in index.files if p != paths.memory_md)
             seen: set[str] = set()
-            for path in reversed(ledgers):  # newest ledger first
+            for path in reversed(daily):  # newest fact file first
                 content = read_text(path)
                 changes = settled_lines(ctx, content, index, seen, counts)
                 if changes:
@@ -365,7 +365,7 @@ class FileSystemLongTermMemory(BaseLongTermMemory[_Read]):
         return counts
 
     def archive_fact_files(self, ctx: RuntimeContext, before: date) -> int:
-        """Move daily ledgers dated before ``before`` to ``memory/archive/`` (not recalled)."""
+        """Move daily fact files dated before ``before`` to ``memory/archive/`` (not recalled)."""
         paths = self.paths(ctx)
         if not paths.ledger_dir.is_dir():
             return 0
@@ -408,8 +408,8 @@ def settled_lines(
     seen: set[str],
     counts: dict[str, int],
 ) -> dict[int, Fact | None]:
-    """The changes that make one ledger (``content``) say what reading it resolves: a line
-    repeating a fact of ``seen`` (newer ledgers, read first) goes; an open line whose fact
+    """The changes that make one fact file (``content``) say what reading it resolves: a line
+    repeating a fact of ``seen`` (newer fact files, read first) goes; an open line whose fact
     the index reads as superseded gets its ``superseded_by`` / ``valid_to``. ``seen`` and
     ``counts`` (``exact_duplicates``, ``superseded``) are updated."""
     changes: dict[int, Fact | None] = {}

@@ -1,9 +1,9 @@
-"""The files backend's per-user index, derived from the ledgers and never stored.
+"""The files backend's per-user index, derived from the fact files and never stored.
 
-Reading a user parses ``MEMORY.md`` and the daily ledgers into facts (derived hash and id),
+Reading a user parses ``MEMORY.md`` and the daily fact files into facts (derived hash and id),
 resolves duplicates and newest-wins per key the way record would have, and keeps the result
 with a BM25 index and a matrix of cached embeddings, until the files' stat signature changes:
-a ledger edited by hand, or by another process, is seen by the next read. A file whose stamp
+a fact file edited by hand, or by another process, is seen by the next read. A file whose stamp
 did not change is not parsed again.
 """
 
@@ -217,7 +217,7 @@ class OwnerIndexes:
     def __init__(self) -> None:
         self._indexes: dict[tuple[str, str], OwnerIndex] = {}
         # the parsed files of an invalidated index: the rebuild reparses only the files whose
-        # stamp changed (a record rewrites today's ledger, not the user's other ones)
+        # stamp changed (a record rewrites today's fact file, not the user's other ones)
         self._parsed: dict[tuple[str, str], dict[Path, ParsedFile]] = {}
         self._lock = threading.RLock()
 

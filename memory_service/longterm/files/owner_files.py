@@ -25,7 +25,7 @@ def _regular_stat(path: str) -> os.stat_result | None:
 
 
 def _fact_file_stats(paths: UserPaths) -> list[tuple[str, os.stat_result]]:
-    """MEMORY.md and the daily ledgers (``memory/*.md``, name order) with their stats: one
+    """MEMORY.md and the daily fact files (``memory/*.md``, name order) with their stats: one
     ``lstat`` each and one directory scan, since every read checks them (a recall over three
     scopes checks three folders)."""
     out = []
@@ -41,7 +41,7 @@ def _fact_file_stats(paths: UserPaths) -> list[tuple[str, os.stat_result]]:
     except (FileNotFoundError, NotADirectoryError):
         return out
     for name in names:
-        if name.startswith("."):  # as ``glob("*.md")``: hidden files are not ledgers
+        if name.startswith("."):  # as ``glob("*.md")``: hidden files are not fact files
             continue
         path = os.path.join(ledger_dir, name)
         if (st := _regular_stat(path)) is not None:
@@ -50,13 +50,13 @@ def _fact_file_stats(paths: UserPaths) -> list[tuple[str, os.stat_result]]:
 
 
 def fact_file_paths(paths: UserPaths) -> list[Path]:
-    """MEMORY.md and the daily ledgers: regular files only. A symlink is never followed,
+    """MEMORY.md and the daily fact files: regular files only. A symlink is never followed,
     so a link planted in ``memory/`` cannot pull another user's file into recall."""
     return [Path(name) for name, _ in _fact_file_stats(paths)]
 
 
 def owners_with_fact_files(folders: Path, paths_of: Callable[[str], UserPaths]) -> list[str]:
-    """The names of the folders under ``folders`` that are valid ids holding ledgers
+    """The names of the folders under ``folders`` that are valid ids holding fact files
     (``paths_of`` raises ``ValueError``, as ``InvalidIdError`` is, for a name that is not)."""
     if not folders.is_dir():
         return []

@@ -1,8 +1,8 @@
 """Qdrant backend: one collection for all tenants, hybrid recall, the files backend's semantics.
 
 The memory semantics are ``BaseLongTermMemory``'s (``store.py``) and ``plan_record``'s; this
-module maps them onto points, for both engines (``qdrant_edge_engine`` in-process,
-``qdrant_client_engine`` for a server): derived point ids (recording twice is a no-op),
+module maps them onto points, for both engines (``qdrant.edge.engine`` in-process,
+``qdrant.client_engine`` for a server): derived point ids (recording twice is a no-op),
 superseded/closed/expired facts kept as points but filtered out of recall and listing. A record
 that closes an older fact writes the new point and the closed one in one upsert, so the pair is
 atomic.
@@ -11,14 +11,14 @@ Retrieval: the dense leg (cosine, ``threshold`` passed to Qdrant) and the sparse
 (weights from ``indexing.sparse``, IDF by Qdrant) run over the same tenant/user filter, each
 to ``RetrievalConfig.depth(top_k)``, and are fused client-side by ``fuse_legs``, so every hit
 keeps its rank in each leg; both legs of every scope a recall reads go in one batched engine
-request (``qdrant_search``). The BM25 IDF is computed over the user's
+request (``qdrant.search``). The BM25 IDF is computed over the user's
 own open facts (Qdrant's ``IdfParams`` corpus filter), as the files backend's per-user index
 does: another tenant's words never change a user's scores. Ties within a leg are broken by
 (``created_at``, id), the files backend's order.
 
 Writes of one user are serialised in this process. With several processes writing to one
 Qdrant server, two concurrent records with the same key for the same user can both be stored
-open; reads resolve that as the files backend does (``qdrant_key_race``): the newest per key
+open; reads resolve that as the files backend does (``qdrant.key_race``): the newest per key
 is recalled, listed and exported as open, the older reads as superseded by it (``get`` by id
 returns it so, as files do: id reads hide nothing), and the next record of that key or a
 maintenance pass (``settle_stored_facts``) writes the closure down.
@@ -90,7 +90,7 @@ class QdrantLongTermMemory(BaseLongTermMemory[_Read]):
         **options: Any,  # the base's: expiry, confidence, track_access, tombstones, ...
     ) -> None:
         """``hold_shared_scopes``: answer small agent and tenant scopes from memory where the
-        engine allows (``qdrant_scope_mirror``); False asks the engine for every scope (the
+        engine allows (``qdrant.scope_mirror``); False asks the engine for every scope (the
         reference its answers are compared with)."""
         super().__init__(embedder, retrieval=retrieval, clock=clock, **options)
         self.engine = engine
@@ -172,7 +172,7 @@ class QdrantLongTermMemory(BaseLongTermMemory[_Read]):
         view: ReadView,
     ) -> list[Candidates]:
         """Every owner's legs in one engine request, each with its own filter and BM25 IDF
-        (``qdrant_search``): a recall over three scopes pays one request, not three."""
+        (``qdrant.search``): a recall over three scopes pays one request, not three."""
         return self._ask(owners, query, legs, depth, threshold, view)
 
     def _ask(
@@ -184,7 +184,7 @@ class QdrantLongTermMemory(BaseLongTermMemory[_Read]):
         threshold: float,
         view: ReadView,
     ) -> list[Candidates]:
-        # a small shared scope is answered from memory (``qdrant_scope_mirror``), one known to
+        # a small shared scope is answered from memory (``qdrant.scope_mirror``), one known to
         # hold nothing not at all
         mirrors = [self._mirrors.of(o) if self._mirrors else None for o in owners]
         asked = [i for i, m in enumerate(mirrors) if i == 0 or m is None or len(m)]

@@ -1,7 +1,7 @@
 """A Qdrant server or cluster through qdrant-client (``url=":memory:"``: its local mode).
 
 Local mode is the tests' stand-in for a server: same API, same results, but it checks filters
-point by point in Python, so it is no embedded engine for real data (see ``qdrant_edge_engine``).
+point by point in Python, so it is no embedded engine for real data (see ``qdrant.edge.engine``).
 Writes use ``wait=True``: acknowledged by the server before they return. Errors of a call
 name the collection and what went wrong in words (they reach API clients); the server's
 address and its answer, which may name its files, go to the log.

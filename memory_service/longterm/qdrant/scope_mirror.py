@@ -4,7 +4,8 @@ the engine twice more per scope.
 
 Why: a filtered Edge request costs about 0.1 ms however few hits it returns (most of it the
 BM25 leg's IDF over the owner's corpus), so each shared scope a recall read added about 1 ms
-at 100k points, 11-15 % of a whole recall (``benchmarks/RESULTS.md``, issue 17). Shared
+at 100k points, 11-15 % of a whole recall (``benchmarks/RESULTS.md``, "what a shared scope
+adds to an Edge search"). Shared
 memory is small and rarely written; a user's own scope is neither, and stays with the engine.
 
 A mirror is one owner's points as one scroll read them, vectors included, and answers a
@@ -16,7 +17,7 @@ search as the engine would:
   (float16 in a new shard);
 - BM25 is ``sum qtf * idf * weight`` over the stored document weights, with the IDF
   modifier's ``log(1 + (N - df + 0.5) / (df + 0.5))`` over the owner's open facts (all of them
-  for a read about the past), as ``qdrant_search`` asks Edge for it;
+  for a read about the past), as ``qdrant.search`` asks Edge for it;
 - a leg keeps ``limit`` hits at or above its least score, ties at the cut in the backend's
   order (score to 6 decimals, then created_at and id).
 
@@ -111,7 +112,7 @@ class ScopeMirror:
         threshold: float,
         term_ids: Mapping[int, tuple[str, ...]] | None,
     ) -> Candidates:
-        """This owner's ``Candidates``, as ``qdrant_search`` builds them from the engine's
+        """This owner's ``Candidates``, as ``qdrant.search`` builds them from the engine's
         answer: per leg of ``legs`` the best ``limit`` admitted hits (the dense one at or
         above ``threshold``), above the leg's ``floors`` score, in the backend's order, with
         the query terms (``term_ids``) each one holds."""

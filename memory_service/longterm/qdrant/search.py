@@ -3,12 +3,12 @@
 On a server a recall over the user's, the agent's and the tenant's memory asks once: two
 requests (dense, BM25) per owner in one batch, each with the owner's own filter and BM25 IDF
 corpus, so each owner's hits are exactly what asking it alone returns (one round trip). Key
-races (``qdrant_key_race``) are resolved per owner after the batch; an owner with a hit that
+races (``qdrant.key_race``) are resolved per owner after the batch; an owner with a hit that
 lost its race is asked again, alone, without it. In-process (Edge, no round trip to save) the
 first scope is asked first and the wider ones, in one batch, only for hits above its least
 score per leg when it filled the depth (``store_values.merge_floors``): reading a hit's
 payload is most of Edge's cost, and those hits could not reach the recall's merged cut. A
-small shared scope the process holds in memory (``qdrant_scope_mirror``) is scored there, with
+small shared scope the process holds in memory (``qdrant.scope_mirror``) is scored there, with
 the same floors, and costs no engine request at all.
 """
 
@@ -86,7 +86,7 @@ class Searcher:
         key to a newer open fact is asked for again without it (rare: only after two writers
         raced), so each leg still fills to ``depth``. Each round asks every owner still
         pending in one engine request. ``mirrors``: per owner, its points held in memory
-        (``qdrant_scope_mirror``, only where this process is the collection's one writer),
+        (``qdrant.scope_mirror``, only where this process is the collection's one writer),
         which answer for it instead of the engine."""
         raced: list[set[str]] = [set() for _ in owners]
         resolved: list[dict[str, Fact]] = [{} for _ in owners]

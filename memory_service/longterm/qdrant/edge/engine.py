@@ -4,12 +4,12 @@ Why Edge for the embedded engine: a user-filtered hybrid query at 100k points ta
 millisecond here, seconds in qdrant-client's local mode. One process owns a folder: Edge
 locks it (even a second open in the same process fails), so one instance per folder is shared
 through ``acquire``/``close`` reference counting, and ``acquire`` first takes the folder's own
-OS lock (``edge_folder_lock``), because a second process's failed Edge open damages the
+OS lock (``edge.folder_lock``), because a second process's failed Edge open damages the
 owner's files. Another process gets a ``BackendUnavailableError`` that names the folder and
 its owner before anything of the folder is touched. Errors of a call name only the collection
 (they reach API clients); the folder and the cause go to the log. Every write is durable when
 it returns: its write-ahead log is fsynced, and the segments are flushed every few seconds and
-on close (``qdrant_edge_commit``).
+on close (``edge.commit``).
 """
 
 from __future__ import annotations
