@@ -28,7 +28,7 @@ from memory_service.bench.datasets.synthetic import scale_texts  # noqa: E402
 from memory_service.config import QdrantSettings, load_settings  # noqa: E402
 from memory_service.context import RuntimeContext  # noqa: E402
 from memory_service.facts import Fact  # noqa: E402
-from memory_service.longterm.qdrant import open_qdrant  # noqa: E402
+from memory_service.longterm.qdrant.backend import open_qdrant  # noqa: E402
 from memory_service.services import build_embedder  # noqa: E402
 
 RULES = {"flush every write": 0.0, "WAL fsync, flush every 5 s": None}

@@ -32,9 +32,9 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
 from indexing.sparse import SparseTerms  # noqa: E402
 from memory_service.context import RuntimeContext  # noqa: E402
-from memory_service.longterm.qdrant import QdrantLongTermMemory  # noqa: E402
-from memory_service.longterm.qdrant_edge_engine import EdgeEngine  # noqa: E402
-from memory_service.longterm.qdrant_engine import StoredPoint  # noqa: E402
+from memory_service.longterm.qdrant.backend import QdrantLongTermMemory  # noqa: E402
+from memory_service.longterm.qdrant.edge.engine import EdgeEngine  # noqa: E402
+from memory_service.longterm.qdrant.points import StoredPoint  # noqa: E402
 from memory_service.messages import Msg  # noqa: E402
 from memory_service.shortterm.files_store import FileStateStore  # noqa: E402
 from memory_service.shortterm.postgres_store import PostgresStateStore  # noqa: E402

@@ -26,8 +26,8 @@ from memory_service.bench.datasets.synthetic import scale_texts
 from memory_service.bench.scale import scale_facts
 from memory_service.config import QdrantSettings
 from memory_service.context import RuntimeContext
-from memory_service.longterm.files import FileSystemLongTermMemory
-from memory_service.longterm.qdrant import open_qdrant
+from memory_service.longterm.files.backend import FileSystemLongTermMemory
+from memory_service.longterm.qdrant.backend import open_qdrant
 
 USERS, PER_USER, QUERIES, MODES = 50, 100, 300, ("bm25", "hybrid")
 

@@ -151,7 +151,8 @@ def _load(memory, rows, batch: int = 2000) -> float:
     from indexing.tokenize import tokenize
     from memory_service.context import RuntimeContext
     from memory_service.facts import Fact
-    from memory_service.longterm.qdrant_engine import StoredPoint, payload_of
+    from memory_service.longterm.qdrant.payload import payload_of
+    from memory_service.longterm.qdrant.points import StoredPoint
 
     start = time.perf_counter()
     points = []
@@ -201,7 +202,7 @@ def main() -> None:
 
     from indexing.embeddings import SentenceTransformerEmbedder
     from memory_service.config import QdrantSettings
-    from memory_service.longterm.qdrant import QdrantLongTermMemory, open_qdrant
+    from memory_service.longterm.qdrant.backend import QdrantLongTermMemory, open_qdrant
 
     rng = random.Random(1)
     bases = _distinct(TEMPLATES, 2000, rng)

@@ -5,7 +5,7 @@ through ``retrieve``: faithful, but minutes per run. This lab loads the dataset 
 own loader (same items, same metadata, same gold), embeds every memory and question once with the
 bundled model (vectors cached under ``benchmarks/results/lab/``, git-ignored), and scores the
 legs with the service's tokenizer and BM25 (``indexing``). A variant is a function from the two
-legs' candidate lists to a ranking, so fusion code from ``memory_service.longterm.retrieval``
+legs' candidate lists to a ranking, so fusion code from ``memory_service.longterm.fusion``
 runs here unchanged; winners are then confirmed end to end with ``memory-service bench``.
 
     .venv/bin/python benchmarks/recall_lab.py --unit turns            # the default preset's table
@@ -235,7 +235,7 @@ def leg_lists(conv: Conv, legs: Legs, row: int, depth: int, threshold: float = 0
     """What a backend hands ``fuse_legs``: each leg's top ``depth`` as ``LegHit`` lists, with
     the memory's session and time (a lexical hit needs a shared term, a dense one the
     threshold)."""
-    from memory_service.longterm.retrieval import LegHit
+    from memory_service.longterm.fusion import LegHit
 
     dense = np.where(legs.dense[row] >= threshold, legs.dense[row], -np.inf)
     out = {}
@@ -249,7 +249,7 @@ def leg_lists(conv: Conv, legs: Legs, row: int, depth: int, threshold: float = 0
 
 def service_ranker(config, legs: dict[str, Legs], top_k: int = 25, mode: str = "hybrid") -> Ranker:
     """Rank with ``fuse_legs`` exactly as a backend does for ``retrieve(top_k)``."""
-    from memory_service.longterm.retrieval import fuse_legs
+    from memory_service.longterm.fusion import fuse_legs
 
     def rank(conv: Conv, row: int) -> list[int]:
         hits = leg_lists(conv, legs[conv.id], row, config.depth(top_k))
@@ -270,7 +270,7 @@ def grid_configs():
     from itertools import product
     from types import MappingProxyType
 
-    from memory_service.longterm.retrieval import RetrievalConfig
+    from memory_service.config.retrieval import RetrievalConfig
 
     for dense_w, alpha, window, dates in product(
         (0.7, 0.85, 1.0, 1.2), (0.0, 0.25, 0.5, 0.75), (1, 2, 3), (False, True)
@@ -345,10 +345,10 @@ def latency(backend: str = "files", conversation: int = 0, rounds: int = 1) -> d
     from indexing.embeddings import CachedEmbedder, SentenceTransformerEmbedder
     from memory_service.bench.dataset import safe_user_id
     from memory_service.config import QdrantSettings
+    from memory_service.config.retrieval import PRESETS
     from memory_service.context import RuntimeContext
-    from memory_service.longterm.files import FileSystemLongTermMemory
-    from memory_service.longterm.qdrant import open_qdrant
-    from memory_service.longterm.retrieval import PRESETS
+    from memory_service.longterm.files.backend import FileSystemLongTermMemory
+    from memory_service.longterm.qdrant.backend import open_qdrant
 
     dataset = load_locomo(json.loads(DATA.read_text()), unit="turns")
     conv = dataset.conversations[conversation]
@@ -412,7 +412,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             " / ".join(f"{best[k]:.3f}" for k in KS),
         )
         return 0
-    from memory_service.longterm.retrieval import PRESETS
+    from memory_service.config.retrieval import PRESETS
 
     print(f"{args.unit}: R@5 / R@10 / R@25, MRR")
     for name, config in PRESETS.items() if args.presets else [("hybrid", PRESETS["hybrid"])]:
@@ -437,7 +437,7 @@ def _loco_report() -> int:
     for name in ranked[:10]:
         cells = [pooled(table[name][u], sizes[u], ids) for u in units]
         print(f"  {name:34s}", " | ".join(" / ".join(f"{c[k]:.3f}" for k in KS) for c in cells))
-    from memory_service.longterm.retrieval import PRESETS
+    from memory_service.config.retrieval import PRESETS
 
     hybrid = PRESETS["hybrid"]
     best_leg = {}  # per unit and conversation: the better single leg at each k (dates on)

@@ -38,7 +38,7 @@ import indexing.tokenize as tokenize_module  # noqa: E402
 from memory_service.bench.dataset import Dataset, MemoryItem  # noqa: E402
 from memory_service.bench.datasets.locomo import load_locomo  # noqa: E402
 from memory_service.bench.datasets.synthetic import generate  # noqa: E402
-from memory_service.longterm.retrieval import PRESETS, RetrievalConfig  # noqa: E402
+from memory_service.config.retrieval import PRESETS, RetrievalConfig  # noqa: E402
 
 TOP_K = 25  # what ``memory-service bench`` asks (max of its k, at least 10)
 
@@ -112,7 +112,7 @@ def table(sets: dict[str, list[Conv]], configs: Sequence[RetrievalConfig], modes
 def diagnose(convs: list[Conv]) -> None:
     """Per synthetic question hybrid lost on: how long each leg's list was, and the z-score the
     BM25 leg gave the top candidate it put above the gold fact."""
-    from memory_service.longterm.retrieval import fuse_legs
+    from memory_service.longterm.fusion import fuse_legs
 
     config = PRESETS["hybrid"]
     legs = all_legs(convs, date_terms=True)
@@ -291,7 +291,7 @@ def zscore_variant(centre: str, scale: str):
 
 
 def variants(sets) -> None:
-    import memory_service.longterm.retrieval as retrieval
+    import memory_service.longterm.fusion as retrieval
 
     hybrid = PRESETS["hybrid"]
     original = retrieval.zscore_fusion

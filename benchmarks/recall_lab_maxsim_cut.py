@@ -40,7 +40,8 @@ from recall_lab import KS, Conv, Legs, Ranker, all_legs, evaluate, load, service
 from recall_lab_variants import HYBRID, TOP_K, maxsim, maxsim_ranker, token_vectors  # noqa: E402
 
 from indexing.tokenize import STOP_WORDS, tokenize  # noqa: E402
-from memory_service.longterm.retrieval import RetrievalConfig, fuse_legs  # noqa: E402
+from memory_service.config.retrieval import RetrievalConfig  # noqa: E402
+from memory_service.longterm.fusion import fuse_legs  # noqa: E402
 
 BUDGET = 3 * 384 * 4  # bytes per memory: 3x today's pooled float32 vector
 DIM = 384

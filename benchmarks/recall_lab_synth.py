@@ -29,12 +29,8 @@ from recall_lab import leg_lists as lab_leg_lists  # noqa: E402
 from recall_lab_issue15 import TOP_K, load_sets  # noqa: E402
 
 from indexing.tokenize import tokenize  # noqa: E402
-from memory_service.longterm.retrieval import (  # noqa: E402
-    PRESETS,
-    RetrievalConfig,
-    fact_terms,
-    fuse_legs,
-)
+from memory_service.config.retrieval import PRESETS, RetrievalConfig  # noqa: E402
+from memory_service.longterm.fusion import fact_terms, fuse_legs  # noqa: E402
 
 
 def service_legs(convs: Sequence[Conv], config: RetrievalConfig) -> dict[str, Legs]:

@@ -35,8 +35,11 @@ from recall_lab_issue15 import load_sets  # noqa: E402
 from recall_lab_synth import ranker, service_legs  # noqa: E402
 
 import indexing.tokenize as tokenize_module  # noqa: E402
-from memory_service.config.retrieval import BM25_MIN_SPREAD  # noqa: E402
-from memory_service.longterm.retrieval import PRESETS, RetrievalConfig  # noqa: E402
+from memory_service.config.retrieval import (  # noqa: E402
+    BM25_MIN_SPREAD,  # noqa: E402
+    PRESETS,
+    RetrievalConfig,
+)
 
 SETS = ("synthetic", "locomo-turns", "locomo-facts")
 TURNS_TODAY = {5: 0.657, 10: 0.751, 25: 0.824}  # issue 15: "no loss against today" (dev)

@@ -44,7 +44,8 @@ from indexing.lexical import date_words, lexical_terms  # noqa: E402
 from indexing.neighbours import smooth_by_session  # noqa: E402
 from indexing.tokenize import tokenize  # noqa: E402
 from memory_service.bench.datasets.locomo import iter_sessions, turn_text  # noqa: E402
-from memory_service.longterm.retrieval import PRESETS, RetrievalConfig, fuse_legs  # noqa: E402
+from memory_service.config.retrieval import PRESETS, RetrievalConfig  # noqa: E402
+from memory_service.longterm.fusion import fuse_legs  # noqa: E402
 
 HYBRID = PRESETS["hybrid"]
 TOP_K = 25

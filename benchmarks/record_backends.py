@@ -26,9 +26,9 @@ from memory_service.bench.datasets.synthetic import scale_texts  # noqa: E402
 from memory_service.bench.scale import scale_facts  # noqa: E402
 from memory_service.config import QdrantSettings, load_settings  # noqa: E402
 from memory_service.context import RuntimeContext  # noqa: E402
-from memory_service.longterm.base import LongTermMemory  # noqa: E402
-from memory_service.longterm.files import FileSystemLongTermMemory  # noqa: E402
-from memory_service.longterm.qdrant import open_qdrant  # noqa: E402
+from memory_service.longterm.files.backend import FileSystemLongTermMemory  # noqa: E402
+from memory_service.longterm.protocol import LongTermMemory  # noqa: E402
+from memory_service.longterm.qdrant.backend import open_qdrant  # noqa: E402
 from memory_service.progress import Progress  # noqa: E402
 from memory_service.services import build_embedder  # noqa: E402
 

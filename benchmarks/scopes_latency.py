@@ -25,8 +25,8 @@ from memory_service.bench.datasets.synthetic import scale_texts
 from memory_service.config import QdrantSettings, load_settings
 from memory_service.context import RuntimeContext
 from memory_service.facts import Fact
-from memory_service.longterm.files import FileSystemLongTermMemory
-from memory_service.longterm.qdrant import open_qdrant
+from memory_service.longterm.files.backend import FileSystemLongTermMemory
+from memory_service.longterm.qdrant.backend import open_qdrant
 from memory_service.services import build_embedder
 
 VARIANTS = {

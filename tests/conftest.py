@@ -23,8 +23,8 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 
 from indexing.embeddings import CachedEmbedder, Embedder, SentenceTransformerEmbedder  # noqa: E402
-from memory_service.longterm.base import LongTermMemory  # noqa: E402
-from memory_service.longterm.files import FileSystemLongTermMemory  # noqa: E402
+from memory_service.longterm.files.backend import FileSystemLongTermMemory  # noqa: E402
+from memory_service.longterm.protocol import LongTermMemory  # noqa: E402
 from tests.support.api import make_client  # noqa: E402
 from tests.support.backends import LONGTERM_BACKENDS  # noqa: E402
 from tests.support.chat_script import Script  # noqa: E402

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from memory_service.context import RuntimeContext
 from memory_service.facts import Fact
-from memory_service.longterm.files import FileSystemLongTermMemory
+from memory_service.longterm.files.backend import FileSystemLongTermMemory
 from memory_service.paths import UserPaths
 
 ALICE = RuntimeContext("acme", "alice")

@@ -14,7 +14,7 @@ from memory_service.errors import InvalidInputError
 from memory_service.fact_filter import ConfidenceDecay, FactFilter
 from memory_service.facts import FACT_NAMESPACE, Fact, Source, utcnow
 from memory_service.limits import MAX_TAG_CHARS, MAX_TAGS
-from memory_service.longterm.files import FileSystemLongTermMemory
+from memory_service.longterm.files.backend import FileSystemLongTermMemory
 
 ALICE = RuntimeContext("acme", "alice")
 BOB = RuntimeContext("acme", "bob")
@@ -264,7 +264,7 @@ def test_two_open_facts_with_one_key_read_as_the_newest(memory):
     stored = {f.id: f.superseded_by for f in memory.list(ALICE, include_inactive=True).items}
     assert stored == {lima: oslo, oslo: None}
     assert memory.count_user(ALICE) == 2  # both stored, superseded included
-    memory.settle_ledgers(ALICE)
+    memory.settle_stored_facts(ALICE)
     assert [f.text for f in memory.list(ALICE).items] == ["Lives in Oslo"]
     assert memory.get(ALICE, [lima])[0].superseded_by == oslo
 
@@ -471,11 +471,11 @@ def test_a_closed_backend_refuses_every_call(memory):
 
 
 def test_capabilities_are_declared_not_looked_up(memory):
-    from memory_service.longterm.base import (
-        ArchivesLedgers,
+    from memory_service.longterm.protocol import (
+        ArchivesFactFiles,
         ListsUsers,
         LongTermMemory,
-        SettlesLedgers,
+        SettlesStoredFacts,
     )
 
     assert isinstance(memory, LongTermMemory)
@@ -483,12 +483,12 @@ def test_capabilities_are_declared_not_looked_up(memory):
     memory.record(ALICE, [Fact("Alice keeps bees")])
     memory.record(OTHER_TENANT_ALICE, [Fact("Globex Alice keeps ants")])
     assert memory.users("acme") == ["alice"]
-    # every backend writes down what reading resolves (files: its ledgers; Qdrant: key races)
-    assert isinstance(memory, SettlesLedgers)
-    assert isinstance(memory, ArchivesLedgers) == isinstance(memory, FileSystemLongTermMemory)
+    # every backend writes down what reading resolves (files: its fact files; Qdrant: key races)
+    assert isinstance(memory, SettlesStoredFacts)
+    assert isinstance(memory, ArchivesFactFiles) == isinstance(memory, FileSystemLongTermMemory)
 
 
-# -- filters, as_of and read-time expiry --------------------------------------------------------
+# -- filters, as_of and read-time expiry ------------------------------------------------------
 
 CAFES = [
     Fact(f"Alice drinks coffee every morning at the cafe on street number {i}", tags=("cafe",))

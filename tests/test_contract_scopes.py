@@ -9,7 +9,7 @@ import pytest
 from memory_service.context import RuntimeContext, scope_context
 from memory_service.errors import InvalidInputError
 from memory_service.facts import Fact, utcnow
-from memory_service.longterm.base import ListsAgents, ListsUsers
+from memory_service.longterm.protocol import ListsAgents, ListsUsers
 
 ALICE = RuntimeContext("acme", "alice", agent_id="support")
 BOB = RuntimeContext("acme", "bob", agent_id="support")
@@ -180,7 +180,7 @@ def test_bad_scopes_are_refused_before_anything_is_written(memory):
 def test_export_and_import_carry_every_scope(memory, tmp_path, embedder):
     import json
 
-    from memory_service.longterm.files import FileSystemLongTermMemory
+    from memory_service.longterm.files.backend import FileSystemLongTermMemory
     from memory_service.transfer import export_records, import_records, parse_import
 
     memory.record(ALICE, [Fact("Alice's cat is Tom")])

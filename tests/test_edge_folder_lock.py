@@ -22,8 +22,8 @@ from memory_service.config import QdrantSettings, load_settings
 from memory_service.context import RuntimeContext
 from memory_service.errors import BackendUnavailableError
 from memory_service.facts import Fact
-from memory_service.longterm.qdrant import QdrantLongTermMemory, open_qdrant
-from memory_service.longterm.qdrant_client_engine import ClientEngine
+from memory_service.longterm.qdrant.backend import QdrantLongTermMemory, open_qdrant
+from memory_service.longterm.qdrant.client_engine import ClientEngine
 from memory_service.services import build_services
 from tests.support.server import ServerProcess, bearer, write_keys
 

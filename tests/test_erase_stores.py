@@ -14,8 +14,8 @@ from memory_service.config import QdrantSettings
 from memory_service.context import RuntimeContext
 from memory_service.errors import UserErasedError
 from memory_service.facts import Fact, utcnow
-from memory_service.longterm.qdrant import open_qdrant
-from memory_service.longterm.qdrant_edge_engine import REPLACED_SUFFIX, EdgeEngine
+from memory_service.longterm.qdrant.backend import open_qdrant
+from memory_service.longterm.qdrant.edge.engine import REPLACED_SUFFIX, EdgeEngine
 from memory_service.messages import Msg
 from memory_service.paths import UserPaths
 from memory_service.pipeline.dead_letter_record import DeadLetterRecord

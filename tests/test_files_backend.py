@@ -1,4 +1,4 @@
-"""The files backend: ledgers a person can read and edit, and that survive hostile text."""
+"""The files backend: fact files a person can read and edit, and that survive hostile text."""
 
 from __future__ import annotations
 
@@ -10,8 +10,8 @@ import pytest
 
 from memory_service.context import RuntimeContext
 from memory_service.facts import Fact, Source
-from memory_service.longterm.files import FileSystemLongTermMemory
-from memory_service.longterm.ledger import parse_ledger, render_fact
+from memory_service.longterm.files.backend import FileSystemLongTermMemory
+from memory_service.longterm.files.fact_files import parse_fact_file, render_fact
 
 ALICE = RuntimeContext("acme", "alice")
 
@@ -108,7 +108,7 @@ def test_hostile_text_round_trips_through_the_ledger(files_memory, text):
 
 def test_render_and_parse_are_inverse():
     fact = Fact("Likes <!-- tea --> a lot", key="drink", importance=8, tags=("x",))
-    [line] = parse_ledger(render_fact(fact), default_created_at=None)
+    [line] = parse_fact_file(render_fact(fact), default_created_at=None)
     assert line.fact.text == fact.text and line.fact.key == "drink"
     assert line.fact.importance == 8 and line.fact.tags == ("x",)
 
@@ -155,7 +155,7 @@ def test_deleting_a_fact_keeps_the_rest_of_the_ledger_intact(files_memory):
 
 def test_vectors_are_cached_on_disk_and_forgotten_with_the_facts(tmp_path, embedder):
     from indexing.embeddings import CachedEmbedder
-    from memory_service.longterm.vector_cache import cache_path
+    from memory_service.longterm.files.vector_cache import cache_path
 
     first = FileSystemLongTermMemory(tmp_path / "ws", embedder)
     ids = [r.id for r in first.record(ALICE, [Fact("Alice likes tea"), Fact("Alice rows")])]

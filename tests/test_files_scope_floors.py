@@ -15,7 +15,7 @@ from memory_service.bench.datasets.synthetic import scale_texts
 from memory_service.context import RuntimeContext
 from memory_service.fact_filter import FactFilter
 from memory_service.facts import Fact, utcnow
-from memory_service.longterm.files import FileSystemLongTermMemory
+from memory_service.longterm.files.backend import FileSystemLongTermMemory
 from memory_service.longterm.store_hooks import LongTermHooks
 
 ALICE = RuntimeContext("acme", "alice", agent_id="support")

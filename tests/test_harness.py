@@ -14,8 +14,8 @@ from memory_service.context import RuntimeContext
 from memory_service.facts import Fact, utcnow
 from memory_service.harness import OUT_OF_TOOL_CALLS, MemoryHarness
 from memory_service.llm import LlmNotConfiguredError, LlmUnavailableError
-from memory_service.longterm.base import LongTermMemory
-from memory_service.longterm.ledger import render_fact
+from memory_service.longterm.files.fact_files import render_fact
+from memory_service.longterm.protocol import LongTermMemory
 from memory_service.messages import Msg
 from memory_service.paths import UserPaths
 from memory_service.pipeline.consolidation import Consolidator

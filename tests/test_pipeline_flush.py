@@ -12,7 +12,7 @@ from memory_service.config import CompactionSettings, FlushTrigger, MemorySettin
 from memory_service.context import RuntimeContext
 from memory_service.facts import Fact, Source, utcnow
 from memory_service.llm import ChatModel, ContextOverflowError, LlmBadResponseError
-from memory_service.longterm.ledger import render_fact
+from memory_service.longterm.files.fact_files import render_fact
 from memory_service.messages import Msg, ToolCall
 from memory_service.paths import UserPaths
 from memory_service.pipeline.extraction import parse_flush_reply

@@ -14,8 +14,8 @@ from indexing.hashing import content_hash
 from memory_service.context import RuntimeContext
 from memory_service.facts import Fact, fact_id
 from memory_service.fsutil import remove_stale_temp_files
-from memory_service.longterm.files import FileSystemLongTermMemory
-from memory_service.longterm.ledger import render_fact
+from memory_service.longterm.files.backend import FileSystemLongTermMemory
+from memory_service.longterm.files.fact_files import render_fact
 from memory_service.paths import UserPaths
 from memory_service.pipeline.consolidation import (
     Consolidator,

@@ -160,7 +160,7 @@ def test_the_cli_refuses_a_bad_source_with_one_line(tmp_path, capsys, monkeypatc
 
 
 def test_export_and_import_keep_the_source_and_read_old_string_sources(longterm, tmp_path):
-    from memory_service.longterm.files import FileSystemLongTermMemory
+    from memory_service.longterm.files.backend import FileSystemLongTermMemory
 
     alice = RuntimeContext("acme", "alice")
     longterm.record(alice, [Fact("Alice has a new pet", source=Source.coerce(SOURCE))])

@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest
 import qdrant_edge as qe
 
-from memory_service.longterm.qdrant_edge_commit import EdgeCommit
-from memory_service.longterm.qdrant_edge_shard import open_shard
+from memory_service.longterm.qdrant.edge.commit import EdgeCommit
+from memory_service.longterm.qdrant.edge.shard import open_shard
 
 DIMENSION = 4
 

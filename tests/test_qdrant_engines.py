@@ -17,9 +17,9 @@ from memory_service.config import QdrantSettings, load_settings
 from memory_service.context import RuntimeContext
 from memory_service.errors import BackendUnavailableError, ConfigurationError
 from memory_service.facts import Fact, utcnow
-from memory_service.longterm.qdrant import QdrantLongTermMemory, open_qdrant
-from memory_service.longterm.qdrant_client_engine import ClientEngine
-from memory_service.longterm.qdrant_edge_engine import EdgeEngine
+from memory_service.longterm.qdrant.backend import QdrantLongTermMemory, open_qdrant
+from memory_service.longterm.qdrant.client_engine import ClientEngine
+from memory_service.longterm.qdrant.edge.engine import EdgeEngine
 from memory_service.services import build_longterm
 
 ALICE = RuntimeContext("acme", "alice")
@@ -80,7 +80,7 @@ def test_writes_are_durable_when_record_returns(tmp_path, embedder):
         from memory_service.config import QdrantSettings
         from memory_service.context import RuntimeContext
         from memory_service.facts import Fact
-        from memory_service.longterm.qdrant import open_qdrant
+        from memory_service.longterm.qdrant.backend import open_qdrant
 
         ctx = RuntimeContext("acme", "alice")
         root = Path({str(tmp_path)!r})
@@ -118,7 +118,7 @@ def test_a_second_process_gets_a_clear_error(tmp_path, embedder):
     script = textwrap.dedent(
         f"""
         from memory_service.errors import MemoryServiceError
-        from memory_service.longterm.qdrant_edge_engine import EdgeEngine
+        from memory_service.longterm.qdrant.edge.engine import EdgeEngine
         try:
             EdgeEngine.acquire({str(folder)!r}, 384)
         except MemoryServiceError as exc:
@@ -244,7 +244,8 @@ def test_naive_times_are_taken_as_utc(tmp_path, embedder):
 @pytest.mark.parametrize("kind", ["edge", "client"])
 def test_both_engines_refuse_a_point_without_both_vectors(tmp_path, kind):
     from indexing.sparse import SparseTerms
-    from memory_service.longterm.qdrant_engine import StoredPoint, UserFilter
+    from memory_service.longterm.qdrant.filters import OwnerFilter
+    from memory_service.longterm.qdrant.points import StoredPoint
 
     if kind == "edge":
         engine = EdgeEngine.acquire(tmp_path / "edge", 4)
@@ -255,12 +256,12 @@ def test_both_engines_refuse_a_point_without_both_vectors(tmp_path, kind):
     sparse = SparseTerms((1,), (1.0,))
     try:
         for point in (
-            StoredPoint(point_id, payload, None, sparse),  # Edge used to write [] here
+            StoredPoint(point_id, payload, None, sparse),  # Edge would write [] here
             StoredPoint(point_id, payload, [0.5, 0.5, 0.5, 0.5], None),
         ):
             with pytest.raises(ValueError, match="both vectors"):
                 engine.upsert([point])
-        assert engine.count(UserFilter("acme", "alice")) == 0
+        assert engine.count(OwnerFilter("acme", "alice")) == 0
     finally:
         engine.close()
 

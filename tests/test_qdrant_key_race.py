@@ -16,8 +16,8 @@ from indexing.embeddings import Embedder
 from memory_service.context import RuntimeContext, scope_context
 from memory_service.fact_filter import FactFilter
 from memory_service.facts import Fact, utcnow
-from memory_service.longterm.qdrant import QdrantLongTermMemory
-from memory_service.longterm.qdrant_engine import UserFilter
+from memory_service.longterm.qdrant.backend import QdrantLongTermMemory
+from memory_service.longterm.qdrant.filters import OwnerFilter
 from memory_service.pipeline.consolidation import Consolidator
 from memory_service.pipeline.maintenance import MemoryMaintenance
 from memory_service.transfer import export_records
@@ -64,13 +64,13 @@ def race(memory: QdrantLongTermMemory, ctx: RuntimeContext, fact: Fact) -> str:
     """Store ``fact`` open whatever else holds its key, as a writer that read before another
     wrote leaves it: recorded without its key, then given it through the engine."""
     fid = memory.record(ctx, [replace(fact, key=None)])[0].id
-    memory.engine.set_payload(UserFilter.of(ctx, ids=[fid]), {fid: {"key": fact.key}})
+    memory.engine.set_payload(OwnerFilter.of(ctx, ids=[fid]), {fid: {"key": fact.key}})
     return fid
 
 
 def open_points(memory: QdrantLongTermMemory, ctx: RuntimeContext, key: str) -> list[str]:
     """The texts stored open under ``key`` (what the points say, not what reading shows)."""
-    points = memory.engine.scroll(UserFilter.of(ctx, keys=[key], open_only=True))
+    points = memory.engine.scroll(OwnerFilter.of(ctx, keys=[key], open_only=True))
     return sorted(p.payload["text"] for p in points)
 
 
@@ -169,7 +169,7 @@ def test_maintenance_closes_the_older_fact(memory, tmp_path):
     report = maintenance.run_user(ALICE, force=True, consolidate=False)
     assert report.counts["superseded"] == 1
     assert open_points(memory, ALICE, "city") == ["Alice lives in Oslo"]
-    closed = memory.engine.scroll(UserFilter.of(ALICE, ids=[lima]))[0].payload
+    closed = memory.engine.scroll(OwnerFilter.of(ALICE, ids=[lima]))[0].payload
     assert closed["superseded_by"] == oslo
     assert datetime.fromisoformat(closed["valid_to"]) == OSLO.created_at
     again = maintenance.run_user(ALICE, force=True, consolidate=False)
@@ -192,7 +192,7 @@ def test_a_key_race_stays_inside_one_owner(memory):
     assert memory.get(ALICE, [memory.list(ALICE).items[0].id])[0].superseded_by is None
     assert recalled(memory, ALICE, scopes=["user"])[0] == "Alice lives in Lima"
     assert "Alice lives in Oslo" not in recalled(memory, ALICE)  # hers hides the tenant's
-    assert memory.settle_ledgers(ALICE)["superseded"] == 0
+    assert memory.settle_stored_facts(ALICE)["superseded"] == 0
     for other in others:
         assert open_points(memory, other, "city") == ["Alice lives in Oslo"]
         assert texts(memory.list(other).items) == ["Alice lives in Oslo"]
@@ -200,7 +200,7 @@ def test_a_key_race_stays_inside_one_owner(memory):
     race(memory, BOB, replace(LIMA, text="Bob lives in Lima", created_at=NOW))
     assert texts(memory.list(BOB).items) == ["Bob lives in Lima"]
     assert texts(memory.list(ALICE).items) == ["Alice lives in Lima"]
-    assert memory.settle_ledgers(BOB)["superseded"] == 1
+    assert memory.settle_stored_facts(BOB)["superseded"] == 1
     assert open_points(memory, ALICE, "city") == ["Alice lives in Lima"]
 
 

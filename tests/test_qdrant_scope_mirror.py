@@ -1,4 +1,4 @@
-"""Edge answers a small agent or tenant scope from memory (``qdrant_scope_mirror``): what a
+"""Edge answers a small agent or tenant scope from memory (``qdrant.scope_mirror``): what a
 recall returns must follow every write to that scope at once (record, supersede, update,
 delete, forget), a user's writes must not make it read the scope again, and the bounds
 (points per owner, points in all) must hold while recall stays right."""
@@ -16,9 +16,11 @@ from indexing.embeddings import Embedder
 from memory_service.bench.datasets.synthetic import scale_texts
 from memory_service.context import RuntimeContext
 from memory_service.facts import Fact
-from memory_service.longterm.qdrant import QdrantLongTermMemory
-from memory_service.longterm.qdrant_engine import DENSE, OwnerSearch, UserFilter
-from memory_service.longterm.qdrant_scope_mirror import ScopeMirror, ScopeMirrors
+from memory_service.longterm.qdrant.backend import QdrantLongTermMemory
+from memory_service.longterm.qdrant.filters import OwnerFilter
+from memory_service.longterm.qdrant.layout import DENSE
+from memory_service.longterm.qdrant.query_plan import OwnerSearch, QueryPlan
+from memory_service.longterm.qdrant.scope_mirror import ScopeMirror, ScopeMirrors
 from tests.support.backends import LONGTERM_BACKENDS
 
 ALICE = RuntimeContext("acme", "alice", agent_id="support")
@@ -121,7 +123,7 @@ def test_a_held_scope_scores_a_query_as_edge_does_whatever_its_last_bits(memory,
     question ranked two ways). Unit queries nudged in their last bits, and one far from unit
     length, score alike from the mirror and from Edge."""
     memory.record(ALICE, [Fact(t, scope="tenant") for t in scale_texts(6, 40, seed=13)[0]])
-    scope = UserFilter.of(TENANT)
+    scope = OwnerFilter.of(TENANT)
     mirror = ScopeMirror(memory.engine.scroll(scope, with_vectors=True), "float16")
     assert memory.engine.vector_datatype == "float16"
     view = memory._view(None)
@@ -130,9 +132,15 @@ def test_a_held_scope_scores_a_query_as_edge_does_whatever_its_last_bits(memory,
         unit = embedder.embed([question])[0].astype(np.float32)
         queries += [unit * np.float32(1 + k * 1e-7) for k in range(-4, 5)] + [unit * 3]
     for query in queries:
-        (answer,) = memory.engine.query(
-            [OwnerSearch(scope, scope)], dense=query.tolist(), sparse=None, limit=50, threshold=-1
+        plan = QueryPlan.of(
+            [OwnerSearch(scope, scope)],
+            dense=query.tolist(),
+            sparse=None,
+            limit=50,
+            threshold=-1,
+            with_terms=False,
         )
+        (answer,) = memory.engine.query(plan)
         edge = {h.id: h.score for h in answer[DENSE]}
         held = mirror.candidates(
             ("dense",),

@@ -17,9 +17,9 @@ from memory_service.bench.datasets.synthetic import scale_texts
 from memory_service.context import RuntimeContext
 from memory_service.fact_filter import FactFilter
 from memory_service.facts import Fact, utcnow
-from memory_service.longterm.qdrant import QdrantLongTermMemory
-from memory_service.longterm.qdrant_engine import UserFilter
-from memory_service.longterm.qdrant_scope_mirror import ScopeMirrors
+from memory_service.longterm.qdrant.backend import QdrantLongTermMemory
+from memory_service.longterm.qdrant.filters import OwnerFilter
+from memory_service.longterm.qdrant.scope_mirror import ScopeMirrors
 from memory_service.longterm.store_hooks import LongTermHooks
 from memory_service.longterm.store_values import Candidates
 from tests.support.backends import LONGTERM_BACKENDS
@@ -117,7 +117,7 @@ def test_one_batched_request_gives_each_scope_what_asking_it_alone_gives(
     memory, embedder, legs, view_at
 ):
     """On Edge the agent's and the tenant's scopes are answered from memory
-    (``qdrant_scope_mirror``): the reference asks the engine for each scope alone."""
+    (``qdrant.scope_mirror``): the reference asks the engine for each scope alone."""
     owners = ALICE.visible_scopes()
     assert [o.scope for o in owners] == ["user", "agent", "tenant"]
     view = memory._view(VIEWS[view_at])
@@ -182,7 +182,7 @@ def test_a_lost_key_race_in_one_scope_is_asked_again_for_that_scope_only(tmp_pat
         newer = replace(older, text="Tickets are closed after three days", created_at=NOW)
         memory.record(ALICE, [older])
         fid = memory.record(ALICE, [replace(newer, key=None)])[0].id  # a rival writer's point
-        memory.engine.set_payload(UserFilter.of(tenant, ids=[fid]), {fid: {"key": "tickets"}})
+        memory.engine.set_payload(OwnerFilter.of(tenant, ids=[fid]), {fid: {"key": "tickets"}})
 
         owners = ALICE.visible_scopes()
         view = memory._view(None)

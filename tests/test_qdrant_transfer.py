@@ -13,8 +13,8 @@ from memory_service.commands.transfer import export_records, import_records, par
 from memory_service.config import QdrantSettings
 from memory_service.context import RuntimeContext
 from memory_service.facts import Fact
-from memory_service.longterm.files import FileSystemLongTermMemory
-from memory_service.longterm.qdrant import open_qdrant
+from memory_service.longterm.files.backend import FileSystemLongTermMemory
+from memory_service.longterm.qdrant.backend import open_qdrant
 
 ALICE = RuntimeContext("acme", "alice")
 BOB = RuntimeContext("acme", "bob")

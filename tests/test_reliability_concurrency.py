@@ -14,7 +14,7 @@ import pytest
 
 from memory_service.context import RuntimeContext
 from memory_service.facts import Fact
-from memory_service.longterm.files import FileSystemLongTermMemory
+from memory_service.longterm.files.backend import FileSystemLongTermMemory
 from tests.support.reliability.concurrency import run_concurrency
 
 

@@ -16,7 +16,7 @@ import pytest
 
 from memory_service.context import RuntimeContext
 from memory_service.facts import Fact
-from memory_service.longterm.files import FileSystemLongTermMemory
+from memory_service.longterm.files.backend import FileSystemLongTermMemory
 from tests.support.postgres import PG_DSN
 from tests.support.reliability.crash import run_crash_test
 
@@ -88,7 +88,7 @@ from pathlib import Path
 from indexing.embeddings import SentenceTransformerEmbedder
 from memory_service.context import RuntimeContext
 from memory_service.facts import Fact
-from memory_service.longterm.files import FileSystemLongTermMemory
+from memory_service.longterm.files.backend import FileSystemLongTermMemory
 
 workspace, limit, texts = Path(sys.argv[1]), int(sys.argv[2]), json.loads(sys.argv[3])
 memory = FileSystemLongTermMemory(workspace, SentenceTransformerEmbedder(num_threads=1))

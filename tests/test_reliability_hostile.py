@@ -20,7 +20,7 @@ from memory_service.api.keys import ApiKeyRing
 from memory_service.config import load_settings
 from memory_service.context import RuntimeContext
 from memory_service.errors import InvalidInputError, NotFoundError
-from memory_service.longterm.ledger import parse_ledger
+from memory_service.longterm.files.fact_files import parse_fact_file
 from memory_service.messages import ToolCall
 from memory_service.paths import UserPaths
 from memory_service.services import build_services
@@ -468,7 +468,7 @@ def test_ledger_breaking_values_round_trip_through_the_api(
     if backend == "files":
         ledger = next((tmp_path / "ws/tenants/acme/users/alice/memory").glob("*.md"))
         content = ledger.read_text(encoding="utf-8")
-        assert len(parse_ledger(content, default_created_at=None)) == 3
+        assert len(parse_fact_file(content, default_created_at=None)) == 3
         assert sum(1 for line in content.split("\n") if line.startswith("- ")) == 3
 
 

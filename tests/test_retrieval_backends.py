@@ -13,7 +13,7 @@ from indexing.tokenize import tokenize
 from memory_service.context import RuntimeContext
 from memory_service.fact_filter import ExpiryPolicy
 from memory_service.facts import Fact
-from memory_service.longterm.retrieval import LegHit, fuse_legs, matched_terms
+from memory_service.longterm.fusion import LegHit, fuse_legs, matched_terms
 
 ALICE = RuntimeContext("acme", "alice")
 
@@ -135,8 +135,7 @@ def test_a_name_every_memory_shares_does_not_outvote_the_dense_leg(memory):
 
 
 # One memory shares a single incidental word with the question ("town"); the answer is a
-# paraphrase that only the dense leg finds: BM25's top memory covers little of the question,
-# and hybrid must not follow it (what ``lexical_coverage`` is for).
+# paraphrase that only the dense leg finds: query coverage keeps the word from outvoting it.
 PARAPHRASED = [
     "Bruno's friend Marco moved to Quito last year.",
     "Bruno listened to a podcast about volcanoes while driving to work.",

@@ -15,7 +15,8 @@ from indexing.fusion import query_coverage, reciprocal_rank_fusion, zscore_fusio
 from indexing.lexical import DATE_TERMS, average_length, date_words, lexical_terms
 from indexing.neighbours import smooth_by_session
 from indexing.tokenize import tokenize
-from memory_service.longterm.retrieval import PRESETS, LegHit, RetrievalConfig, fuse_legs
+from memory_service.config.retrieval import PRESETS, RetrievalConfig
+from memory_service.longterm.fusion import LegHit, fuse_legs
 
 T0 = datetime(2023, 5, 8, 13, 56, tzinfo=UTC)
 
@@ -232,7 +233,7 @@ def test_a_complete_bm25_list_floors_at_zero_a_cut_one_at_its_last_score():
     assert [h.id for h in fuse_legs("hybrid", legs, cut, 1)] == ["b"]
 
 
-# -- query coverage: BM25 scaled by the share of the question its top memory holds ------------
+# -- query coverage ---------------------------------------------------------------------------
 
 TREK = ["bruno", "spend", "last", "trek", "holiday"]  # "Where did Bruno spend the last trekking
 # holiday?": "spend", "trek" and "holiday" are in no memory (the answer is a paraphrase)
@@ -297,7 +298,7 @@ def test_a_match_of_most_of_the_question_keeps_its_weight():
 def test_query_coverage_is_all_or_nothing_and_zscore_only():
     hybrid, off = PRESETS["hybrid"], PRESETS["hybrid"].with_changes(lexical_coverage=0.0)
     plain = [h.id for h in fuse_legs("hybrid", _trek_legs(), off, 5)]
-    # a backend that cannot say what its hits matched, or a call without query terms: as before
+    # a backend that cannot say what its hits matched, or a call without query terms: no scaling
     assert [h.id for h in fuse_legs("hybrid", _trek_legs(False), hybrid, 5, query_terms=TREK)] == (
         plain
     )

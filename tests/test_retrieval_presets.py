@@ -85,7 +85,7 @@ def test_a_custom_preset_sets_the_query_coverage_and_a_bad_one_stops_the_start(
     )
     strategy = load_settings().longterm.retrieval()
     assert (strategy.name, strategy.lexical_coverage) == ("coord", 1.0)
-    assert PRESETS["hybrid"].lexical_coverage == 0.5  # the default (RESULTS.md, query coverage)
+    assert PRESETS["hybrid"].lexical_coverage == 0.5  # the default (RESULTS.md: query coverage)
     _config_file(tmp_path, monkeypatch, "[longterm.presets.mine]\nlexical_coverage = -1\n")
     with pytest.raises(
         ConfigurationError, match="MEMORY_LONGTERM__PRESETS__MINE__LEXICAL_COVERAGE"

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from memory_service.context import RuntimeContext, scope_context
 from memory_service.facts import Fact
-from memory_service.longterm.files import FileSystemLongTermMemory
+from memory_service.longterm.files.backend import FileSystemLongTermMemory
 from memory_service.paths import UserPaths
 from memory_service.pipeline.consolidation import Consolidator
 from memory_service.pipeline.erasure import erase_facts, forget_user

@@ -6,7 +6,7 @@ import pytest
 
 from memory_service.config import load_settings
 from memory_service.errors import MemoryServiceError
-from memory_service.longterm.qdrant_edge_engine import _registry as edge_registry
+from memory_service.longterm.qdrant.edge.engine import _registry as edge_registry
 from memory_service.services import build_services
 
 

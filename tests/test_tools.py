@@ -13,7 +13,7 @@ from memory_service.context import RuntimeContext
 from memory_service.errors import InvalidInputError, NotFoundError
 from memory_service.facts import Fact, Source
 from memory_service.limits import MAX_TAGS, MAX_TOOL_QUERY_CHARS
-from memory_service.longterm.ledger import render_fact
+from memory_service.longterm.files.fact_files import render_fact
 from memory_service.messages import MEMORY_TOOL_NAMES, Msg, ToolCall
 from memory_service.paths import UserPaths
 from memory_service.services import build_shortterm

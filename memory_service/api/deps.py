@@ -12,7 +12,7 @@ from memory_service.api.errors import ApiError
 from memory_service.api.key_store import SHARED_MEMORY_ROLES
 from memory_service.api.keys import ApiKeyRing, Principal
 from memory_service.context import RuntimeContext
-from memory_service.longterm.base import LongTermMemory
+from memory_service.longterm.protocol import LongTermMemory
 from memory_service.observe.tracing import current_ids
 from memory_service.services import Services
 

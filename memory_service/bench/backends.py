@@ -14,7 +14,7 @@ from pathlib import Path
 from indexing.embeddings import Embedder
 from memory_service.config import Settings
 from memory_service.config import preset as lookup
-from memory_service.longterm.base import LongTermMemory
+from memory_service.longterm.protocol import LongTermMemory
 
 
 def settings_for(base: Settings, workspace: Path) -> Settings:

@@ -27,7 +27,7 @@ from memory_service.bench.embedding import ColdQueryEmbedder
 from memory_service.bench.targets import HYBRID, baseline_mode
 from memory_service.context import RuntimeContext
 from memory_service.errors import InvalidInputError
-from memory_service.longterm.base import LongTermMemory
+from memory_service.longterm.protocol import LongTermMemory
 from memory_service.progress import Progress
 
 TENANT = "bench"

@@ -171,7 +171,7 @@ def _source_from(args: argparse.Namespace) -> Source | None:
 
 
 def run_search(args: argparse.Namespace) -> int:
-    from memory_service.longterm.retrieval import validate_query
+    from memory_service.longterm.fusion import validate_query
     from memory_service.services import build_services
 
     ctx = replace(context_from(args), agent_id=args.agent)

@@ -2,7 +2,7 @@
 
 A leaf of the settings layer (it imports nothing of the service above ``errors``), so
 ``Settings`` can name a preset or define one in its TOML file, and
-``memory_service.longterm.retrieval`` applies it the same way in every backend (Graphiti's
+``memory_service.longterm.fusion`` applies it the same way in every backend (Graphiti's
 ``SearchConfig`` + recipes, in our terms).
 
 The model's defaults are the default preset (``hybrid``), the one measured best on LoCoMo

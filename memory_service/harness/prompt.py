@@ -16,8 +16,8 @@ from memory_service.context import RuntimeContext
 from memory_service.facts import Fact, hide_shadowed
 from memory_service.harness.outcome import MemoryPrompt, RecalledFact
 from memory_service.limits import MAX_PAGE_SIZE, MAX_QUERY_BYTES
-from memory_service.longterm.base import LongTermMemory
-from memory_service.longterm.ledger import parse_ledger
+from memory_service.longterm.files.fact_files import parse_fact_file
+from memory_service.longterm.protocol import LongTermMemory
 from memory_service.messages import estimate_tokens
 from memory_service.pipeline.consolidation import priority
 from memory_service.pipeline.memory_docs import MemoryDocs, documents
@@ -86,7 +86,7 @@ class PromptBuilder:
                     parts.append(self._truncation_hint(prompt))
                 shown_hashes = {
                     content_hash(line.fact.text)
-                    for line in parse_ledger(shown, default_created_at=None)
+                    for line in parse_fact_file(shown, default_created_at=None)
                 }
             prompt.recalled = self.recall(ctx, query, exclude=shown_hashes)
             if prompt.recalled:

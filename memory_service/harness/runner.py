@@ -31,7 +31,7 @@ from memory_service.harness.loop import run_tool_loop
 from memory_service.harness.outcome import ChatOutcome, MemoryPrompt, RecalledFact, Turn
 from memory_service.harness.prompt import PromptBuilder
 from memory_service.llm import ChatModel, Usage, require_model
-from memory_service.longterm.base import LongTermMemory
+from memory_service.longterm.protocol import LongTermMemory
 from memory_service.messages import MEMORY_PRUNE, Msg
 from memory_service.observe.telemetry import sink
 from memory_service.pipeline.flush import EXTRA_KEY, FlushResult, MemoryFlushManager

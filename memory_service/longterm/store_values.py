@@ -11,7 +11,7 @@ from datetime import UTC, datetime
 
 from memory_service.fact_filter import ExpiryPolicy, FactFilter, valid_at
 from memory_service.facts import Fact, parse_time
-from memory_service.longterm.retrieval import LegHit
+from memory_service.longterm.fusion import LegHit
 
 
 @dataclass(slots=True)
@@ -26,7 +26,7 @@ class StoredFacts:
     writers recorded one key at once), already closed as reading resolves them
     (``resolve_key_race``); the record writes their closure down. A backend whose reads
     resolve races itself and writes them down elsewhere leaves it empty (files:
-    ``settle_ledgers``)."""
+    ``settle_stored_facts``)."""
 
     by_id: Mapping[str, Fact]
     open_by_key: Mapping[str, Fact]

@@ -23,7 +23,7 @@ from memory_service.config import validate_consolidation_prompt
 from memory_service.context import RuntimeContext, check_scope
 from memory_service.facts import FACT_KINDS, Fact
 from memory_service.llm import ChatModel, LlmBadResponseError, LlmError, Usage
-from memory_service.longterm.ledger import render_fact
+from memory_service.longterm.files.fact_files import render_fact
 from memory_service.messages import estimate_tokens
 from memory_service.observe.telemetry import sink
 from memory_service.paths import UserPaths

@@ -33,8 +33,8 @@ from memory_service.context import RuntimeContext
 from memory_service.errors import NotFoundError
 from memory_service.facts import Fact, utcnow
 from memory_service.fsutil import TEMP_SUFFIX
-from memory_service.longterm.base import LongTermMemory
-from memory_service.longterm.ledger import parse_ledger, rewrite_ledger
+from memory_service.longterm.files.fact_files import parse_fact_file, rewrite_fact_file
+from memory_service.longterm.protocol import LongTermMemory
 from memory_service.paths import UserPaths
 from memory_service.pipeline.consolidation import COVERAGE_MIN
 from memory_service.pipeline.memory_docs import MemoryDocs, documents
@@ -59,11 +59,11 @@ def drop_from_memory_md(docs: MemoryDocs, ctx: RuntimeContext, facts: Sequence[F
         nonlocal dropped
         drop = {
             line.line_no: None
-            for line in parse_ledger(content, default_created_at=None)
+            for line in parse_fact_file(content, default_created_at=None)
             if any(_mentions(line.fact, f) for f in facts)
         }
         dropped = len(drop)
-        return rewrite_ledger(content, drop) if drop else None
+        return rewrite_fact_file(content, drop) if drop else None
 
     if facts:
         docs.edit(ctx, without)

@@ -41,7 +41,7 @@ from memory_service.errors import InvalidInputError, MemoryServiceError, UserEra
 from memory_service.facts import FACT_KINDS, Fact, Source, clip_source_text
 from memory_service.limits import MAX_PAGE_SIZE, MAX_SOURCE_MESSAGES
 from memory_service.llm import ChatModel, LlmBadResponseError, LlmError
-from memory_service.longterm.base import LongTermMemory
+from memory_service.longterm.protocol import LongTermMemory
 from memory_service.messages import Msg, estimate_tokens
 from memory_service.pipeline.flush_result import FlushedFact, FlushResult
 from memory_service.pipeline.memory_md import known_hashes

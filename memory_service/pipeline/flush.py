@@ -32,7 +32,7 @@ from memory_service.context import RuntimeContext
 from memory_service.errors import MemoryServiceError
 from memory_service.facts import Fact, parse_time, utcnow
 from memory_service.llm import ChatModel
-from memory_service.longterm.base import LongTermMemory
+from memory_service.longterm.protocol import LongTermMemory
 from memory_service.messages import Msg
 from memory_service.observe.telemetry import sink
 from memory_service.observe.tracing import using_ids

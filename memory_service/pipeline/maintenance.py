@@ -24,8 +24,8 @@ from memory_service.context import RuntimeContext
 from memory_service.errors import BackendUnavailableError, UserErasedError
 from memory_service.facts import Fact, fact_id, utcnow
 from memory_service.fsutil import remove_stale_temp_files
-from memory_service.longterm.base import ArchivesLedgers, LongTermMemory, SettlesLedgers
-from memory_service.longterm.ledger import parse_ledger
+from memory_service.longterm.files.fact_files import parse_fact_file
+from memory_service.longterm.protocol import ArchivesFactFiles, LongTermMemory, SettlesStoredFacts
 from memory_service.observe.telemetry import sink
 from memory_service.observe.tracing import using_ids
 from memory_service.paths import UserPaths
@@ -196,7 +196,9 @@ class MemoryMaintenance:
     ) -> None:
         counts = report.counts
         longterm = self.longterm
-        settled = longterm.settle_ledgers(ctx) if isinstance(longterm, SettlesLedgers) else {}
+        settled = (
+            longterm.settle_stored_facts(ctx) if isinstance(longterm, SettlesStoredFacts) else {}
+        )
         counts["exact_duplicates"] = settled.get("exact_duplicates", 0)
 
         protected = frozenset(self._consolidated_ids(ctx, paths))
@@ -215,8 +217,8 @@ class MemoryMaintenance:
         counts["superseded"] += settled.get("superseded", 0)
 
         cutoff = (now - timedelta(days=self.settings.daily_file_retention_days)).date()
-        archives = isinstance(longterm, ArchivesLedgers)
-        counts["ledgers_archived"] = longterm.archive_ledgers(ctx, cutoff) if archives else 0
+        archives = isinstance(longterm, ArchivesFactFiles)
+        counts["ledgers_archived"] = longterm.archive_fact_files(ctx, cutoff) if archives else 0
         removed_logs = self.session_logs.delete_old(
             ctx, retention_days=self.settings.session_retention_days, now=now
         )
@@ -307,5 +309,5 @@ class MemoryMaintenance:
         text = self.consolidator.documents(self.workspace).read(ctx)
         return {
             fact_id(ctx.tenant_id, ctx.owner, content_hash(line.fact.text))
-            for line in parse_ledger(text, default_created_at=None)
+            for line in parse_fact_file(text, default_created_at=None)
         }

@@ -12,7 +12,7 @@ import re
 
 from indexing.hashing import content_hash
 from memory_service.facts import Fact
-from memory_service.longterm.ledger import parse_ledger
+from memory_service.longterm.files.fact_files import parse_fact_file
 from memory_service.messages import estimate_tokens
 
 _METADATA = re.compile(r"\s*<!--\s*memory\s+\{.*?\}\s*-->")
@@ -25,7 +25,7 @@ def plain_memory(markdown: str) -> str:
 
 def memory_bullets(markdown: str) -> list[Fact]:
     """The facts MEMORY.md's bullets state (no ids or dates required)."""
-    return [line.fact for line in parse_ledger(markdown, default_created_at=None)]
+    return [line.fact for line in parse_fact_file(markdown, default_created_at=None)]
 
 
 def known_hashes(markdown: str) -> set[str]:

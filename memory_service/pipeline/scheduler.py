@@ -24,7 +24,7 @@ from typing import Protocol, runtime_checkable
 
 from memory_service.context import RuntimeContext, scope_context, validate_id
 from memory_service.errors import InvalidIdError
-from memory_service.longterm.base import ListsAgents, ListsUsers, LongTermMemory
+from memory_service.longterm.protocol import ListsAgents, ListsUsers, LongTermMemory
 from memory_service.observe.tracing import new_trace, using_trace
 from memory_service.paths import WorkspacePaths
 from memory_service.pipeline.idle_flush import IdleFlusher, IdleFlushReport

@@ -11,7 +11,7 @@ from indexing.embeddings import Embedder
 from memory_service.config import Settings
 from memory_service.context import RuntimeContext
 from memory_service.llm import ChatModel
-from memory_service.longterm.base import LongTermMemory
+from memory_service.longterm.protocol import LongTermMemory
 from memory_service.observe.telemetry import TimedEmbedder
 from memory_service.paths import WorkspacePaths
 from memory_service.pgdb import Database

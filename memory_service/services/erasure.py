@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from memory_service.config import Settings
 from memory_service.errors import BackendUnavailableError
-from memory_service.longterm.base import LongTermMemory
-from memory_service.longterm.vector_cache import VectorCaches
+from memory_service.longterm.files.vector_cache import VectorCaches
+from memory_service.longterm.protocol import LongTermMemory
 from memory_service.paths import WorkspacePaths
 from memory_service.pipeline.consolidation import MemoryMdFiles
 from memory_service.pipeline.erasure import UserData, UserErasure
@@ -31,13 +31,13 @@ def build_erasure(services: Services) -> UserErasure:
     try:
         longterm: dict[str, UserData] = {settings.longterm.backend: services.longterm}
         if "files" not in longterm:
-            from memory_service.longterm.files import FileSystemLongTermMemory
+            from memory_service.longterm.files.backend import FileSystemLongTermMemory
 
             files = FileSystemLongTermMemory(workspace, services.embedder)
             opened.append(files)
             longterm["files"] = files
         if "qdrant" not in longterm and _qdrant_reachable(settings):
-            from memory_service.longterm.qdrant import open_qdrant
+            from memory_service.longterm.qdrant.backend import open_qdrant
 
             qdrant = open_qdrant(settings.qdrant, workspace, services.embedder)
             opened.append(qdrant)

@@ -11,7 +11,7 @@ from memory_service.config import Settings
 from memory_service.errors import ConfigurationError
 from memory_service.fact_filter import ConfidenceDecay, ExpiryPolicy
 from memory_service.llm import ChatModel
-from memory_service.longterm.base import LongTermMemory
+from memory_service.longterm.protocol import LongTermMemory
 from memory_service.observe.telemetry import TimedEmbedder
 from memory_service.pgdb import Database
 from memory_service.pipeline.consolidation import MemoryMdFiles
@@ -95,11 +95,11 @@ def build_longterm(
     }
     backend = cfg.backend
     if backend == "files":
-        from memory_service.longterm.files import FileSystemLongTermMemory
+        from memory_service.longterm.files.backend import FileSystemLongTermMemory
 
         return FileSystemLongTermMemory(settings.workspace, embedder, **read)
     if backend == "qdrant":
-        from memory_service.longterm.qdrant import open_qdrant
+        from memory_service.longterm.qdrant.backend import open_qdrant
 
         return open_qdrant(settings.qdrant, settings.workspace, embedder, **read)
     raise ConfigurationError(

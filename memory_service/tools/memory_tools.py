@@ -36,7 +36,7 @@ from memory_service.limits import (
     MAX_TOOL_RECALL_FACTS,
     MAX_TOOL_SEARCH_LINES,
 )
-from memory_service.longterm.base import LongTermMemory
+from memory_service.longterm.protocol import LongTermMemory
 from memory_service.messages import (
     MEMORY_CONSOLIDATE,
     MEMORY_EXTRACT,

@@ -10,20 +10,20 @@ from collections.abc import Callable
 from pathlib import Path
 
 from indexing.embeddings import Embedder
-from memory_service.longterm.base import LongTermMemory
+from memory_service.longterm.protocol import LongTermMemory
 
 BackendFactory = Callable[[Path, Embedder], LongTermMemory]
 
 
 def _files(tmp_path: Path, embedder: Embedder) -> LongTermMemory:
-    from memory_service.longterm.files import FileSystemLongTermMemory
+    from memory_service.longterm.files.backend import FileSystemLongTermMemory
 
     return FileSystemLongTermMemory(tmp_path / "workspace", embedder)
 
 
 def _qdrant_edge(tmp_path: Path, embedder: Embedder) -> LongTermMemory:
     from memory_service.config import QdrantSettings
-    from memory_service.longterm.qdrant import open_qdrant
+    from memory_service.longterm.qdrant.backend import open_qdrant
 
     return open_qdrant(QdrantSettings(path=tmp_path / "qdrant"), tmp_path, embedder)
 
@@ -31,7 +31,7 @@ def _qdrant_edge(tmp_path: Path, embedder: Embedder) -> LongTermMemory:
 def _qdrant_local(tmp_path: Path, embedder: Embedder) -> LongTermMemory:
     """qdrant-client's ``:memory:`` local mode: the stand-in for a Qdrant server."""
     from memory_service.config import QdrantSettings
-    from memory_service.longterm.qdrant import open_qdrant
+    from memory_service.longterm.qdrant.backend import open_qdrant
 
     return open_qdrant(QdrantSettings(url=":memory:"), tmp_path, embedder)
 

@@ -17,7 +17,7 @@ from starlette.concurrency import run_in_threadpool
 from memory_service.api.deps import AdminDep, LongTermDep, PrincipalDep
 from memory_service.api.errors import ApiError
 from memory_service.api.schemas.transfer import ExportQuery, ImportSummary
-from memory_service.longterm.base import LongTermMemory
+from memory_service.longterm.protocol import LongTermMemory
 from memory_service.transfer import (
     SHOWN_BAD_LINES,
     BadLine,

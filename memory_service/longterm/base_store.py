@@ -21,7 +21,7 @@ import numpy as np
 
 from indexing.embeddings import Embedder
 from indexing.tokenize import tokenize
-from memory_service.config.retrieval import Leg, Mode
+from memory_service.config.retrieval import PRESETS, Leg, Mode, RetrievalConfig, legs_for_mode
 from memory_service.context import RuntimeContext
 from memory_service.errors import BackendUnavailableError, InvalidInputError
 from memory_service.fact_filter import (
@@ -32,16 +32,8 @@ from memory_service.fact_filter import (
 )
 from memory_service.facts import Fact, Recall, RecordResult, utcnow
 from memory_service.longterm.access import AccessLog, AccessMark
+from memory_service.longterm.fusion import fuse_legs, validate_query, wants_coverage, with_matched
 from memory_service.longterm.recording import RecordPlan, plan_record
-from memory_service.longterm.retrieval import (
-    PRESETS,
-    RetrievalConfig,
-    fuse_legs,
-    legs_for_mode,
-    validate_query,
-    wants_coverage,
-    with_matched,
-)
 from memory_service.longterm.store_hooks import LongTermHooks
 from memory_service.longterm.store_values import (
     Candidates,

@@ -1,6 +1,6 @@
 """Embeddings of one user's facts kept on disk, keyed by content hash.
 
-The Markdown ledgers are the source of truth and the index is derived from them; but
+The Markdown fact files are the source of truth and the index is derived from them; but
 re-embedding every fact of every user after a restart costs seconds per thousand facts. This
 file (``<user>/.index/vectors-<model>.npz``) lets a restarted process skip that. It is only a
 cache: a missing, stale or unreadable file is rebuilt, and a fact whose text changed has a new

@@ -1,8 +1,8 @@
 """Qdrant backend: one collection for all tenants, hybrid recall, the files backend's semantics.
 
 The memory semantics are ``BaseLongTermMemory``'s (``store.py``) and ``plan_record``'s; this
-module maps them onto points, for both engines (``qdrant_edge_engine`` in-process,
-``qdrant_client_engine`` for a server): derived point ids (recording twice is a no-op),
+module maps them onto points, for both engines (``qdrant.edge.engine`` in-process,
+``qdrant.client_engine`` for a server): derived point ids (recording twice is a no-op),
 superseded/closed/expired facts kept as points but filtered out of recall and listing. A record
 that closes an older fact writes the new point and the closed one in one upsert, so the pair is
 atomic.
@@ -11,17 +11,17 @@ Retrieval: the dense leg (cosine, ``threshold`` passed to Qdrant) and the sparse
 (weights from ``indexing.sparse``, IDF by Qdrant) run over the same tenant/user filter, each
 to ``RetrievalConfig.depth(top_k)``, and are fused client-side by ``fuse_legs``, so every hit
 keeps its rank in each leg; both legs of every scope a recall reads go in one batched engine
-request (``qdrant_search``). The BM25 IDF is computed over the user's
+request (``qdrant.search``). The BM25 IDF is computed over the user's
 own open facts (Qdrant's ``IdfParams`` corpus filter), as the files backend's per-user index
 does: another tenant's words never change a user's scores. Ties within a leg are broken by
 (``created_at``, id), the files backend's order.
 
 Writes of one user are serialised in this process. With several processes writing to one
 Qdrant server, two concurrent records with the same key for the same user can both be stored
-open; reads resolve that as the files backend does (``qdrant_key_race``): the newest per key
+open; reads resolve that as the files backend does (``qdrant.key_race``): the newest per key
 is recalled, listed and exported as open, the older reads as superseded by it (``get`` by id
 returns it so, as files do: id reads hide nothing), and the next record of that key or a
-maintenance pass (``settle_ledgers``) writes the closure down.
+maintenance pass (``settle_stored_facts``) writes the closure down.
 """
 
 from __future__ import annotations
@@ -37,33 +37,23 @@ import numpy as np
 
 from indexing.embeddings import Embedder
 from indexing.lexical import average_length
-from indexing.sparse import (
-    AVG_DOC_LEN,
-    AVG_SOURCE_LEN,
-    SparseTerms,
-    document_vector,
-    query_vector,
-)
+from indexing.sparse import AVG_DOC_LEN, AVG_SOURCE_LEN, SparseTerms, document_vector, query_vector
 from memory_service.config import QdrantSettings
-from memory_service.config.retrieval import Leg
+from memory_service.config.retrieval import Leg, RetrievalConfig
 from memory_service.context import RuntimeContext, validate_id
 from memory_service.errors import ConfigurationError
 from memory_service.facts import Fact, utcnow
 from memory_service.longterm.access import AccessMark, applied
-from memory_service.longterm.qdrant_engine import (
-    QdrantEngine,
-    RewritesDeleted,
-    StoredPoint,
-    UserFilter,
-    fact_of,
-    payload_of,
-)
-from memory_service.longterm.qdrant_key_race import KeyRaces
-from memory_service.longterm.qdrant_scope_mirror import ScopeMirrors
-from memory_service.longterm.qdrant_search import Searcher, read_scope
+from memory_service.longterm.base_store import BaseLongTermMemory
+from memory_service.longterm.fusion import fact_terms, wants_coverage
+from memory_service.longterm.qdrant.engine import QdrantEngine, RewritesDeleted
+from memory_service.longterm.qdrant.filters import OwnerFilter
+from memory_service.longterm.qdrant.key_race import KeyRaces
+from memory_service.longterm.qdrant.payload import fact_of, payload_of
+from memory_service.longterm.qdrant.points import StoredPoint
+from memory_service.longterm.qdrant.scope_mirror import ScopeMirrors
+from memory_service.longterm.qdrant.search import Searcher, read_scope
 from memory_service.longterm.recording import RecordPlan
-from memory_service.longterm.retrieval import RetrievalConfig, fact_terms, wants_coverage
-from memory_service.longterm.store import BaseLongTermMemory
 from memory_service.longterm.store_values import (
     NO_CANDIDATES,
     Candidates,
@@ -100,7 +90,7 @@ class QdrantLongTermMemory(BaseLongTermMemory[_Read]):
         **options: Any,  # the base's: expiry, confidence, track_access, tombstones, ...
     ) -> None:
         """``hold_shared_scopes``: answer small agent and tenant scopes from memory where the
-        engine allows (``qdrant_scope_mirror``); False asks the engine for every scope (the
+        engine allows (``qdrant.scope_mirror``); False asks the engine for every scope (the
         reference its answers are compared with)."""
         super().__init__(embedder, retrieval=retrieval, clock=clock, **options)
         self.engine = engine
@@ -130,12 +120,12 @@ class QdrantLongTermMemory(BaseLongTermMemory[_Read]):
         self, ctx: RuntimeContext, stamped: Sequence[Fact], now: datetime
     ) -> _Read:
         ids = [f.id for f in stamped]
-        points = self.engine.scroll(UserFilter.of(ctx, ids=ids))
+        points = self.engine.scroll(OwnerFilter.of(ctx, ids=ids))
         existing = [fact_of(p.id, p.payload) for p in points]
         keys = {f.key for f in [*stamped, *existing] if f.key is not None}
         open_points: dict[str, StoredPoint] = {}
         if keys:  # the keys' open points, expired ones too: they race like any other
-            scope = UserFilter.of(ctx, keys=sorted(keys), open_only=True)
+            scope = OwnerFilter.of(ctx, keys=sorted(keys), open_only=True)
             open_points = {p.id: p for p in self.engine.scroll(scope, with_vectors=True)}
         facts = [fact_of(p.id, p.payload) for p in open_points.values()]
         holders = newest_holders(facts)
@@ -182,7 +172,7 @@ class QdrantLongTermMemory(BaseLongTermMemory[_Read]):
         view: ReadView,
     ) -> list[Candidates]:
         """Every owner's legs in one engine request, each with its own filter and BM25 IDF
-        (``qdrant_search``): a recall over three scopes pays one request, not three."""
+        (``qdrant.search``): a recall over three scopes pays one request, not three."""
         return self._ask(owners, query, legs, depth, threshold, view)
 
     def _ask(
@@ -194,7 +184,7 @@ class QdrantLongTermMemory(BaseLongTermMemory[_Read]):
         threshold: float,
         view: ReadView,
     ) -> list[Candidates]:
-        # a small shared scope is answered from memory (``qdrant_scope_mirror``), one known to
+        # a small shared scope is answered from memory (``qdrant.scope_mirror``), one known to
         # hold nothing not at all
         mirrors = [self._mirrors.of(o) if self._mirrors else None for o in owners]
         asked = [i for i, m in enumerate(mirrors) if i == 0 or m is None or len(m)]
@@ -223,14 +213,16 @@ class QdrantLongTermMemory(BaseLongTermMemory[_Read]):
 
     def _get(self, ctx: RuntimeContext, ids: Sequence[str]) -> Mapping[str, Fact]:
         """By id, whatever is stored; a fact that lost a key race reads as superseded."""
-        stored = [fact_of(p.id, p.payload) for p in self.engine.scroll(UserFilter.of(ctx, ids=ids))]
+        stored = [
+            fact_of(p.id, p.payload) for p in self.engine.scroll(OwnerFilter.of(ctx, ids=ids))
+        ]
         return {f.id: f for f in self._races.resolve(ctx, stored)}
 
     def _list(self, ctx: RuntimeContext, *, include_inactive: bool, view: ReadView) -> list[Fact]:
         """The scope's facts, lost key races read as superseded (the base then applies
         ``view``: a listing shows the newest per key, an export the older one as closed)."""
         if include_inactive:
-            scope = UserFilter.of(ctx, facts=view.filter)
+            scope = OwnerFilter.of(ctx, facts=view.filter)
         else:
             scope = read_scope(ctx, view, self.expiry)
         return self._races.resolve(
@@ -239,7 +231,7 @@ class QdrantLongTermMemory(BaseLongTermMemory[_Read]):
 
     def _read_for_update(self, ctx: RuntimeContext, ids: Sequence[str]) -> _Read:
         points = {
-            p.id: p for p in self.engine.scroll(UserFilter.of(ctx, ids=ids), with_vectors=True)
+            p.id: p for p in self.engine.scroll(OwnerFilter.of(ctx, ids=ids), with_vectors=True)
         }
         return _Read({i: fact_of(i, p.payload) for i, p in points.items()}, {}, points)
 
@@ -255,24 +247,24 @@ class QdrantLongTermMemory(BaseLongTermMemory[_Read]):
         )
 
     def _write_access(self, ctx: RuntimeContext, marks: Mapping[str, AccessMark]) -> None:
-        stored = self.engine.scroll(UserFilter.of(ctx, ids=list(marks)))  # deleted: skipped
+        stored = self.engine.scroll(OwnerFilter.of(ctx, ids=list(marks)))  # deleted: skipped
         updates = {}
         for point in stored:
             fact = applied(fact_of(point.id, point.payload), marks[point.id])
             last = fact.last_accessed_at.isoformat() if fact.last_accessed_at else None
             updates[point.id] = {"access_count": fact.access_count, "last_accessed_at": last}
-        self.engine.set_payload(UserFilter.of(ctx, ids=list(updates)), updates)
+        self.engine.set_payload(OwnerFilter.of(ctx, ids=list(updates)), updates)
 
     def _delete(self, ctx: RuntimeContext, ids: Sequence[str]) -> int:
-        return self._remove(UserFilter.of(ctx, ids=ids))
+        return self._remove(OwnerFilter.of(ctx, ids=ids))
 
     def _forget(self, ctx: RuntimeContext) -> int:
         with self._write_lock(ctx):
-            return self._remove(UserFilter.of(ctx))
+            return self._remove(OwnerFilter.of(ctx))
 
     def count_user(self, ctx: RuntimeContext) -> int:
         self._check_open()
-        return self.engine.count(UserFilter.of(ctx))
+        return self.engine.count(OwnerFilter.of(ctx))
 
     def erase_user(self, ctx: RuntimeContext) -> int:
         """``forget``, then (an engine that keeps deleted payloads in its files) a rewrite of
@@ -282,7 +274,7 @@ class QdrantLongTermMemory(BaseLongTermMemory[_Read]):
             self.engine.rewrite_without_deleted()
         return count
 
-    def _remove(self, scope: UserFilter) -> int:
+    def _remove(self, scope: OwnerFilter) -> int:
         count = self.engine.count(scope)
         if count:
             self.engine.delete(scope)
@@ -291,9 +283,9 @@ class QdrantLongTermMemory(BaseLongTermMemory[_Read]):
     def _release(self) -> None:
         self.engine.close()
 
-    # -- capabilities: SettlesLedgers, ListsUsers, ListsAgents ----------------------------
+    # -- capabilities: SettlesStoredFacts, ListsUsers, ListsAgents ----------------------------
 
-    def settle_ledgers(self, ctx: RuntimeContext) -> dict[str, int]:
+    def settle_stored_facts(self, ctx: RuntimeContext) -> dict[str, int]:
         """Write down what reading resolves (maintenance): each open fact that lost a key
         race gets its ``superseded_by`` / ``valid_to``. Points have no repeated copies."""
         self._check_open()
@@ -330,7 +322,7 @@ def open_qdrant(
         )
     engine: QdrantEngine
     if settings.url:
-        from memory_service.longterm.qdrant_client_engine import ClientEngine
+        from memory_service.longterm.qdrant.client_engine import ClientEngine
 
         api_key = settings.api_key.get_secret_value() if settings.api_key else None
         engine = ClientEngine.connect(
@@ -341,7 +333,7 @@ def open_qdrant(
             timeout_s=settings.timeout_s,
         )
     else:
-        from memory_service.longterm.qdrant_edge_engine import EdgeEngine
+        from memory_service.longterm.qdrant.edge.engine import EdgeEngine
 
         root = settings.path if settings.path is not None else WorkspacePaths(workspace).qdrant_dir
         engine = EdgeEngine.acquire(Path(root) / settings.collection, embedder.dimension)

@@ -8,7 +8,7 @@ the segments' last flush, so fsyncing the WAL files (~1 ms) makes a write as dur
 flush does. This is Qdrant's own design: a server fsyncs its WAL and flushes segments on a
 timer. Segments are flushed here at the first write ``FLUSH_INTERVAL_S`` after the last
 flush, and on close, so the WAL Edge keeps for replay stays short. A shard without a ``wal``
-folder (another Edge layout) is flushed after every write, as before.
+folder (another Edge layout) is flushed after every write: nothing else makes it durable.
 """
 
 from __future__ import annotations

@@ -3,12 +3,12 @@
 On a server a recall over the user's, the agent's and the tenant's memory asks once: two
 requests (dense, BM25) per owner in one batch, each with the owner's own filter and BM25 IDF
 corpus, so each owner's hits are exactly what asking it alone returns (one round trip). Key
-races (``qdrant_key_race``) are resolved per owner after the batch; an owner with a hit that
+races (``qdrant.key_race``) are resolved per owner after the batch; an owner with a hit that
 lost its race is asked again, alone, without it. In-process (Edge, no round trip to save) the
 first scope is asked first and the wider ones, in one batch, only for hits above its least
 score per leg when it filled the depth (``store_values.merge_floors``): reading a hit's
 payload is most of Edge's cost, and those hits could not reach the recall's merged cut. A
-small shared scope the process holds in memory (``qdrant_scope_mirror``) is scored there, with
+small shared scope the process holds in memory (``qdrant.scope_mirror``) is scored there, with
 the same floors, and costs no engine request at all.
 """
 
@@ -22,27 +22,23 @@ from memory_service.config.retrieval import Leg
 from memory_service.context import RuntimeContext
 from memory_service.fact_filter import ExpiryPolicy
 from memory_service.facts import Fact, parse_time
-from memory_service.longterm.qdrant_engine import (
-    DENSE,
-    SPARSE,
-    OwnerSearch,
-    QdrantEngine,
-    ScoredHit,
-    UserFilter,
-    fact_of,
-)
-from memory_service.longterm.qdrant_key_race import KeyRaces
-from memory_service.longterm.qdrant_scope_mirror import ScopeMirror
-from memory_service.longterm.retrieval import LegHit
+from memory_service.longterm.fusion import LegHit
+from memory_service.longterm.qdrant.engine import QdrantEngine
+from memory_service.longterm.qdrant.filters import OwnerFilter
+from memory_service.longterm.qdrant.key_race import KeyRaces
+from memory_service.longterm.qdrant.layout import DENSE, SPARSE
+from memory_service.longterm.qdrant.payload import fact_of
+from memory_service.longterm.qdrant.query_plan import OwnerSearch, QueryPlan, ScoredHit
+from memory_service.longterm.qdrant.scope_mirror import ScopeMirror
 from memory_service.longterm.store_values import Candidates, ReadView, merge_floors
 
 
 def read_scope(
     ctx: RuntimeContext, view: ReadView, expiry: ExpiryPolicy, raced: set[str] | None = None
-) -> UserFilter:
+) -> OwnerFilter:
     """``view`` as payload conditions, so Qdrant applies it inside each leg; ``raced``:
     facts that lost a key race, which ``view`` no longer admits."""
-    return UserFilter.of(
+    return OwnerFilter.of(
         ctx,
         open_only=not view.history,
         live_at=view.now,
@@ -90,7 +86,7 @@ class Searcher:
         key to a newer open fact is asked for again without it (rare: only after two writers
         raced), so each leg still fills to ``depth``. Each round asks every owner still
         pending in one engine request. ``mirrors``: per owner, its points held in memory
-        (``qdrant_scope_mirror``, only where this process is the collection's one writer),
+        (``qdrant.scope_mirror``, only where this process is the collection's one writer),
         which answer for it instead of the engine."""
         raced: list[set[str]] = [set() for _ in owners]
         resolved: list[dict[str, Fact]] = [{} for _ in owners]
@@ -121,7 +117,7 @@ class Searcher:
             engine_floors = {ENGINE_LEG[leg]: f for leg, f in (floors or {}).items()} or None
             answers: dict[int, _Answer] = {}
             while pending:
-                batch = self.engine.query(
+                plan = QueryPlan.of(
                     [_search(owners[i], view, expiry, raced[i], engine_floors) for i in pending],
                     dense=dense,
                     sparse=sparse,
@@ -129,6 +125,7 @@ class Searcher:
                     threshold=threshold,
                     with_terms=term_ids is not None,
                 )
+                batch = self.engine.query(plan)
                 again = []
                 for i, results in zip(pending, batch, strict=True):
                     results = _above(results, engine_floors)
@@ -193,7 +190,7 @@ def _search(
 ) -> OwnerSearch:
     """One owner's part of a query: ``view``'s scope, and the BM25 IDF over the open facts,
     lost races excluded, or over all of them for a read about the past (as files)."""
-    idf_corpus = UserFilter.of(
+    idf_corpus = OwnerFilter.of(
         ctx, open_only=not view.history, exclude_ids=None if view.history else raced
     )
     return OwnerSearch(read_scope(ctx, view, expiry, raced), idf_corpus, floors)

@@ -90,18 +90,18 @@ class ListsAgents(Protocol):
 
 
 @runtime_checkable
-class SettlesLedgers(Protocol):
+class SettlesStoredFacts(Protocol):
     """A backend whose stored form can disagree with what reading resolves (the files
-    backend's ledgers: repeated bullets, unmarked superseded facts; Qdrant's points: two open
+    backend's fact files: repeated bullets, unmarked superseded facts; Qdrant's points: two open
     facts with one key after two writers raced) and can write it down (maintenance).
     Returns counts by name (``exact_duplicates``, ``superseded``)."""
 
-    def settle_ledgers(self, ctx: RuntimeContext) -> dict[str, int]: ...
+    def settle_stored_facts(self, ctx: RuntimeContext) -> dict[str, int]: ...
 
 
 @runtime_checkable
-class ArchivesLedgers(Protocol):
+class ArchivesFactFiles(Protocol):
     """A backend that keeps dated files and can move those older than ``before`` out of
     recall. Returns how many were moved."""
 
-    def archive_ledgers(self, ctx: RuntimeContext, before: date) -> int: ...
+    def archive_fact_files(self, ctx: RuntimeContext, before: date) -> int: ...

@@ -1,7 +1,7 @@
 """A Qdrant server or cluster through qdrant-client (``url=":memory:"``: its local mode).
 
 Local mode is the tests' stand-in for a server: same API, same results, but it checks filters
-point by point in Python, so it is no embedded engine for real data (see ``qdrant_edge_engine``).
+point by point in Python, so it is no embedded engine for real data (see ``qdrant.edge.engine``).
 Writes use ``wait=True``: acknowledged by the server before they return. Errors of a call
 name the collection and what went wrong in words (they reach API clients); the server's
 address and its answer, which may name its files, go to the log.
@@ -11,8 +11,8 @@ from __future__ import annotations
 
 import logging
 import warnings
-from collections.abc import Iterator, Mapping, Sequence
-from contextlib import contextmanager
+from collections.abc import Mapping, Sequence
+from contextlib import AbstractContextManager
 from typing import Any
 
 from qdrant_client import QdrantClient
@@ -22,23 +22,20 @@ from indexing.sparse import SparseTerms
 from memory_service.context import validate_id
 from memory_service.errors import BackendUnavailableError, ConfigurationError, MemoryServiceError
 from memory_service.fact_filter import FactFilter
-from memory_service.longterm.qdrant_engine import (
+from memory_service.longterm.qdrant.errors import engine_calls
+from memory_service.longterm.qdrant.filters import ImportanceTtl, OwnerFilter
+from memory_service.longterm.qdrant.layout import (
     AGENT_FIELD,
     DENSE,
     PAYLOAD_INDEXES,
     SPARSE,
     TENANT_FIELD,
     USER_FIELD,
-    ImportanceTtl,
-    OwnerSearch,
-    ScoredHit,
-    StoredPoint,
-    UserFilter,
-    as_floats,
     check_dense_size,
     reindex_hint,
-    scored_hit,
 )
+from memory_service.longterm.qdrant.points import StoredPoint, stored_point, upsert_vectors
+from memory_service.longterm.qdrant.query_plan import LegRequest, QueryPlan, ScoredHit
 
 SCROLL_PAGE = 1000
 LOCAL = ":memory:"
@@ -60,8 +57,8 @@ def _failure(exc: Exception) -> str:
     return "the call failed"
 
 
-def _filter(scope: UserFilter) -> qm.Filter:
-    """The one translation of a ``UserFilter``: tenant and user first, always."""
+def _filter(scope: OwnerFilter) -> qm.Filter:
+    """The one translation of a ``OwnerFilter``: tenant and user first, always."""
     must: list[Any] = [
         qm.FieldCondition(key=name, match=qm.MatchValue(value=value))
         for name, value in scope.owner_conditions()
@@ -153,14 +150,22 @@ def _sparse(terms: SparseTerms) -> qm.SparseVector:
     return qm.SparseVector(indices=list(terms.indices), values=list(terms.values))
 
 
-def _point(record: Any, with_vectors: bool) -> StoredPoint:
-    dense = sparse = None
-    if with_vectors:
-        vectors = record.vector or {}
-        dense = list(vectors[DENSE])
-        stored = vectors.get(SPARSE) or qm.SparseVector(indices=[], values=[])
-        sparse = SparseTerms(tuple(stored.indices), tuple(stored.values))
-    return StoredPoint(str(record.id), dict(record.payload or {}), dense, sparse)
+def _request(plan: QueryPlan, leg: LegRequest, where: qm.Filter) -> qm.QueryRequest:
+    """One request of ``plan`` as qdrant-client's type (``where``: its owner's filter)."""
+    query = leg.dense if leg.sparse is None else _sparse(leg.sparse)
+    params = None
+    if leg.idf_corpus is not None:
+        params = qm.SearchParams(idf=qm.IdfCorpusParams(corpus=_filter(leg.idf_corpus)))
+    return qm.QueryRequest(
+        query=query,
+        using=leg.leg,
+        filter=where,
+        limit=plan.limit,
+        with_payload=True,
+        with_vector=plan.with_vector,
+        score_threshold=leg.threshold,
+        params=params,
+    )
 
 
 class ClientEngine:
@@ -254,18 +259,14 @@ class ClientEngine:
                         self.collection, name, _index_schema(kind), wait=True
                     )
 
-    @contextmanager
-    def _calls(self) -> Iterator[None]:
-        try:
-            yield
-        except MemoryServiceError:
-            raise
-        except Exception as exc:
-            log.error("%s failed: %s", self.description, exc)
-            raise BackendUnavailableError(
-                f"the Qdrant server failed on the collection {self.collection!r} "
-                f"({_failure(exc)}); the service log has the details"
-            ) from exc
+    def _calls(self) -> AbstractContextManager[None]:
+        return engine_calls(log, self.description, self._failed)
+
+    def _failed(self, exc: Exception) -> str:
+        return (
+            f"the Qdrant server failed on the collection {self.collection!r} "
+            f"({_failure(exc)}); the service log has the details"
+        )
 
     def close(self) -> None:
         self._client.close()
@@ -275,68 +276,23 @@ class ClientEngine:
             return
         batch = []
         for p in points:
-            if p.dense is None or p.sparse is None:
-                raise ValueError("every upserted point needs both vectors")
-            vectors = {DENSE: as_floats(p.dense), SPARSE: _sparse(p.sparse)}
+            dense, sparse = upsert_vectors(p)
+            vectors = {DENSE: dense, SPARSE: _sparse(sparse)}
             batch.append(qm.PointStruct(id=p.id, vector=vectors, payload=p.payload))
         with self._calls():
             self._client.upsert(self.collection, points=batch, wait=True)
             self.writes += 1
 
-    def query(
-        self,
-        searches: Sequence[OwnerSearch],
-        *,
-        dense: Sequence[float] | None,
-        sparse: SparseTerms | None,
-        limit: int,
-        threshold: float,
-        with_terms: bool = False,
-    ) -> list[dict[str, list[ScoredHit]]]:
-        asked: list[tuple[int, str]] = []  # (search, leg) of each request, in order
-        requests: list[qm.QueryRequest] = []
-        vectors = [SPARSE] if with_terms else False
-        query = None if dense is None else as_floats(dense)  # once, for every owner
-        for i, search in enumerate(searches):  # each owner's own filter and IDF corpus
-            where = _filter(search.scope)
-            if query is not None:
-                asked.append((i, DENSE))
-                requests.append(
-                    qm.QueryRequest(
-                        query=query,
-                        using=DENSE,
-                        filter=where,
-                        limit=limit,
-                        with_payload=True,
-                        with_vector=vectors,
-                        score_threshold=search.least(DENSE, threshold),
-                    )
-                )
-            if sparse is not None:
-                asked.append((i, SPARSE))
-                idf = qm.SearchParams(idf=qm.IdfCorpusParams(corpus=_filter(search.idf_corpus)))
-                requests.append(
-                    qm.QueryRequest(
-                        query=_sparse(sparse),
-                        using=SPARSE,
-                        filter=where,
-                        limit=limit,
-                        with_payload=True,
-                        with_vector=vectors,
-                        score_threshold=search.least(SPARSE),
-                        params=idf,
-                    )
-                )
-        out: list[dict[str, list[ScoredHit]]] = [{} for _ in searches]
-        if not requests:
-            return out
+    def query(self, plan: QueryPlan) -> list[dict[str, list[ScoredHit]]]:
+        if not plan.requests:
+            return plan.hits([])
+        wheres = [_filter(search.scope) for search in plan.searches]
+        requests = [_request(plan, leg, wheres[leg.owner]) for leg in plan.requests]
         with self._calls():  # one batch: one round trip to the server for every owner
             results = self._client.query_batch_points(self.collection, requests=requests)
-        for (i, leg), result in zip(asked, results, strict=True):
-            out[i][leg] = [scored_hit(p, with_terms) for p in result.points]
-        return out
+        return plan.hits([result.points for result in results])
 
-    def scroll(self, scope: UserFilter, *, with_vectors: bool = False) -> list[StoredPoint]:
+    def scroll(self, scope: OwnerFilter, *, with_vectors: bool = False) -> list[StoredPoint]:
         where = _filter(scope)
         out: list[StoredPoint] = []
         offset = None
@@ -350,11 +306,11 @@ class ClientEngine:
                     with_payload=True,
                     with_vectors=with_vectors,
                 )
-                out += [_point(r, with_vectors) for r in records]
+                out += [stored_point(r, with_vectors) for r in records]
                 if offset is None:
                     return out
 
-    def set_payload(self, scope: UserFilter, values: Mapping[str, dict[str, Any]]) -> None:
+    def set_payload(self, scope: OwnerFilter, values: Mapping[str, dict[str, Any]]) -> None:
         if not values:
             return
         present = {p.id for p in self.scroll(scope)}  # only the scope's points, never others
@@ -368,13 +324,13 @@ class ClientEngine:
                 self._client.batch_update_points(self.collection, operations, wait=True)
                 self.writes += 1
 
-    def count(self, scope: UserFilter) -> int:
+    def count(self, scope: OwnerFilter) -> int:
         with self._calls():
             return self._client.count(
                 self.collection, count_filter=_filter(scope), exact=True
             ).count
 
-    def delete(self, scope: UserFilter) -> None:
+    def delete(self, scope: OwnerFilter) -> None:
         selector = qm.FilterSelector(filter=_filter(scope))
         with self._calls():
             self._client.delete(self.collection, points_selector=selector, wait=True)

@@ -23,30 +23,10 @@ from indexing.fusion import (
 )
 from indexing.lexical import lexical_terms
 from indexing.neighbours import smooth_by_session
-from memory_service.config.retrieval import (
-    PRESETS,
-    RetrievalConfig,
-    legs_for_mode,
-    preset,
-)
+from memory_service.config.retrieval import RetrievalConfig, legs_for_mode
 from memory_service.errors import InvalidInputError
 from memory_service.facts import Fact
 from memory_service.limits import MAX_QUERY_BYTES, MAX_THRESHOLD, MAX_TOP_K, MIN_THRESHOLD
-
-__all__ = [
-    "PRESETS",
-    "FusedHit",
-    "LegHit",
-    "RetrievalConfig",
-    "fact_terms",
-    "fuse_legs",
-    "legs_for_mode",
-    "matched_terms",
-    "preset",
-    "validate_query",
-    "wants_coverage",
-    "with_matched",
-]
 
 # What a leg's score is for a memory it did not match at all, when its list is complete
 # (shorter than the depth asked for): BM25 gives 0 to a memory sharing no term.

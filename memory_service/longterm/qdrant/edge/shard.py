@@ -11,8 +11,8 @@ from typing import Any
 import qdrant_edge as qe
 
 from memory_service.errors import BackendUnavailableError, ConfigurationError, MemoryServiceError
-from memory_service.longterm.edge_folder_lock import FolderOwner
-from memory_service.longterm.qdrant_engine import (
+from memory_service.longterm.qdrant.edge.folder_lock import FolderOwner
+from memory_service.longterm.qdrant.layout import (
     DENSE,
     PAYLOAD_INDEXES,
     SPARSE,

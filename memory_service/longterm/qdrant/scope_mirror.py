@@ -4,7 +4,8 @@ the engine twice more per scope.
 
 Why: a filtered Edge request costs about 0.1 ms however few hits it returns (most of it the
 BM25 leg's IDF over the owner's corpus), so each shared scope a recall read added about 1 ms
-at 100k points, 11-15 % of a whole recall (``benchmarks/RESULTS.md``, "scopes"). Shared
+at 100k points, 11-15 % of a whole recall (``benchmarks/RESULTS.md``, "what a shared scope
+adds to an Edge search"). Shared
 memory is small and rarely written; a user's own scope is neither, and stays with the engine.
 
 A mirror is one owner's points as one scroll read them, vectors included, and answers a
@@ -16,7 +17,7 @@ search as the engine would:
   (float16 in a new shard);
 - BM25 is ``sum qtf * idf * weight`` over the stored document weights, with the IDF
   modifier's ``log(1 + (N - df + 0.5) / (df + 0.5))`` over the owner's open facts (all of them
-  for a read about the past), as ``qdrant_search`` asks Edge for it;
+  for a read about the past), as ``qdrant.search`` asks Edge for it;
 - a leg keeps ``limit`` hits at or above its least score, ties at the cut in the backend's
   order (score to 6 decimals, then created_at and id).
 
@@ -40,15 +41,11 @@ from indexing.sparse import SparseTerms, matched_terms
 from memory_service.config.retrieval import Leg
 from memory_service.context import RuntimeContext
 from memory_service.fact_filter import ExpiryPolicy
-from memory_service.longterm.qdrant_engine import (
-    CountsSharedWrites,
-    OwnerKey,
-    QdrantEngine,
-    StoredPoint,
-    UserFilter,
-    fact_of,
-)
-from memory_service.longterm.retrieval import LegHit
+from memory_service.longterm.fusion import LegHit
+from memory_service.longterm.qdrant.engine import CountsSharedWrites, QdrantEngine
+from memory_service.longterm.qdrant.filters import OwnerFilter, OwnerKey
+from memory_service.longterm.qdrant.payload import fact_of
+from memory_service.longterm.qdrant.points import StoredPoint
 from memory_service.longterm.store_values import Candidates, ReadView, stored_open
 
 MIRROR_LIMIT = 1_000  # points of one owner held in memory at most
@@ -115,7 +112,7 @@ class ScopeMirror:
         threshold: float,
         term_ids: Mapping[int, tuple[str, ...]] | None,
     ) -> Candidates:
-        """This owner's ``Candidates``, as ``qdrant_search`` builds them from the engine's
+        """This owner's ``Candidates``, as ``qdrant.search`` builds them from the engine's
         answer: per leg of ``legs`` the best ``limit`` admitted hits (the dense one at or
         above ``threshold``), above the leg's ``floors`` score, in the backend's order, with
         the query terms (``term_ids``) each one holds."""
@@ -233,7 +230,7 @@ class ScopeMirrors:
         (asked of the engine) or an owner over the limit."""
         if owner.scope == "user":
             return None
-        scope = UserFilter.of(owner)
+        scope = OwnerFilter.of(owner)
         key = scope.owner_key()
         writes = self.engine.shared_writes(scope)  # read first: a write meanwhile makes
         with self._lock:  # what is read below stale, and it is read again next time

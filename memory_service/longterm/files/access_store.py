@@ -1,5 +1,5 @@
 """The files backend's access metadata: ``<user>/.index/access.json``, fact id -> ``{"count",
-"last"}``. The ledgers never hold it (a recall must not rewrite a person's Markdown); it is a
+"last"}``. The fact files never hold it (a recall must not rewrite a person's Markdown); it is a
 hint, so a torn or hand-broken file reads as empty and counting starts over."""
 
 from __future__ import annotations

@@ -1,12 +1,12 @@
-"""The Markdown ledger format: one fact per bullet, metadata in a trailing HTML comment.
+"""The Markdown fact-file format: one fact per bullet, metadata in a trailing HTML comment.
 
     - User is allergic to peanuts <!-- memory {"key":"user.allergy","importance":8,...} -->
 
 The fact's ``source`` (origin, session, message numbers, source text) is an object in that
-comment; an older ledger's plain-string ``source`` reads as its origin label.
+comment; an older fact file's plain-string ``source`` reads as its origin label.
 
 A person can read and edit these files; a bullet written by hand without the comment is a fact
-too (kind ``fact``, created on the ledger's date). Text is escaped so a fact can never break
+too (kind ``fact``, created on the fact file's date). Text is escaped so a fact can never break
 its line or forge a comment: backslash, line breaks and ``<!--`` are written as escapes, and
 the JSON never contains ``-->``. Lines are split on ``\\n`` only (not ``str.splitlines``, which
 would also split on U+2028 and friends).
@@ -84,7 +84,7 @@ def render_fact(fact: Fact) -> str:
 
 
 @dataclass(frozen=True, slots=True)
-class LedgerLine:
+class FactLine:
     """A parsed bullet: the fact (without derived id/hash) and its 1-based line number."""
 
     line_no: int
@@ -130,16 +130,16 @@ def parse_line(line: str, *, default_created_at: datetime | None) -> Fact | None
         return Fact(text=text, created_at=default_created_at)
 
 
-def parse_ledger(content: str, *, default_created_at: datetime | None) -> list[LedgerLine]:
+def parse_fact_file(content: str, *, default_created_at: datetime | None) -> list[FactLine]:
     out = []
     for number, line in enumerate(content.split("\n"), start=1):
         fact = parse_line(line, default_created_at=default_created_at)
         if fact is not None:
-            out.append(LedgerLine(number, fact))
+            out.append(FactLine(number, fact))
     return out
 
 
-def rewrite_ledger(content: str, replacements: dict[int, Fact | None]) -> str:
+def rewrite_fact_file(content: str, replacements: dict[int, Fact | None]) -> str:
     """``content`` with the bullets at the given line numbers replaced (None: removed)."""
     lines = content.split("\n")
     out = []
@@ -158,7 +158,7 @@ def render_lines(facts: Iterable[Fact]) -> str:
 
 
 def _source_or_none(value: object) -> Source | None:
-    """The bullet's source: an object, or an old ledger's plain string (its origin label); a
+    """The bullet's source: an object, or an old fact file's plain string (its origin label); a
     hand-broken one is dropped rather than losing the fact's other metadata."""
     try:
         return Source.coerce(value)

@@ -1,4 +1,4 @@
-"""A ``UserFilter`` as a Qdrant Edge filter: the owner first, always, then ids, keys, the
+"""A ``OwnerFilter`` as a Qdrant Edge filter: the owner first, always, then ids, keys, the
 open/live/valid-at conditions of a read, the ``FactFilter``'s metadata and the ids a read
 resolved away, all inside the query so every leg's top-k is taken over the facts the read
 admits."""
@@ -11,11 +11,11 @@ from typing import Any
 import qdrant_edge as qe
 
 from memory_service.fact_filter import FactFilter
-from memory_service.longterm.qdrant_engine import ImportanceTtl, UserFilter
+from memory_service.longterm.qdrant.filters import ImportanceTtl, OwnerFilter
 
 
-def edge_filter(scope: UserFilter) -> qe.Filter:
-    """The one translation of a ``UserFilter``: tenant and user first, always."""
+def edge_filter(scope: OwnerFilter) -> qe.Filter:
+    """The one translation of a ``OwnerFilter``: tenant and user first, always."""
     must: list[Any] = [
         qe.FieldCondition(name, match=qe.MatchValue(value))
         for name, value in scope.owner_conditions()

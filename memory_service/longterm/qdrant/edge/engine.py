@@ -4,12 +4,12 @@ Why Edge for the embedded engine: a user-filtered hybrid query at 100k points ta
 millisecond here, seconds in qdrant-client's local mode. One process owns a folder: Edge
 locks it (even a second open in the same process fails), so one instance per folder is shared
 through ``acquire``/``close`` reference counting, and ``acquire`` first takes the folder's own
-OS lock (``edge_folder_lock``), because a second process's failed Edge open damages the
+OS lock (``edge.folder_lock``), because a second process's failed Edge open damages the
 owner's files. Another process gets a ``BackendUnavailableError`` that names the folder and
 its owner before anything of the folder is touched. Errors of a call name only the collection
 (they reach API clients); the folder and the cause go to the log. Every write is durable when
 it returns: its write-ahead log is fsynced, and the segments are flushed every few seconds and
-on close (``qdrant_edge_commit``).
+on close (``edge.commit``).
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ import os
 import shutil
 import threading
 from collections.abc import Iterator, Mapping, Sequence
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -27,28 +27,25 @@ import qdrant_edge as qe
 
 from indexing.sparse import SparseTerms
 from memory_service.context import validate_id
-from memory_service.errors import BackendUnavailableError, MemoryServiceError
+from memory_service.errors import BackendUnavailableError
 from memory_service.fsutil import fsync_dir
-from memory_service.longterm.edge_folder_lock import FolderLock, FolderOwnedError
-from memory_service.longterm.qdrant_edge_commit import EdgeCommit
-from memory_service.longterm.qdrant_edge_filters import edge_filter
-from memory_service.longterm.qdrant_edge_shard import in_use_error, open_shard, stored_datatype
-from memory_service.longterm.qdrant_engine import (
+from memory_service.longterm.qdrant.edge.commit import EdgeCommit
+from memory_service.longterm.qdrant.edge.filters import edge_filter
+from memory_service.longterm.qdrant.edge.folder_lock import FolderLock, FolderOwnedError
+from memory_service.longterm.qdrant.edge.shard import in_use_error, open_shard, stored_datatype
+from memory_service.longterm.qdrant.errors import engine_calls
+from memory_service.longterm.qdrant.filters import OwnerFilter, owner_key_of
+from memory_service.longterm.qdrant.layout import (
     AGENT_FIELD,
     DENSE,
     SPARSE,
     TENANT_FIELD,
     USER_FIELD,
-    OwnerSearch,
-    ScoredHit,
-    SharedWrites,
-    StoredPoint,
-    UserFilter,
-    as_floats,
     check_dense_size,
-    owner_key_of,
-    scored_hit,
 )
+from memory_service.longterm.qdrant.points import StoredPoint, stored_point, upsert_vectors
+from memory_service.longterm.qdrant.query_plan import LegRequest, QueryPlan, ScoredHit
+from memory_service.longterm.qdrant.write_counts import SharedWrites
 
 SCROLL_PAGE = 1000
 REWRITE_SUFFIX = ".rewrite"  # the new shard while a rewrite builds it
@@ -64,18 +61,25 @@ def _sparse(terms: SparseTerms) -> qe.SparseVector:
 
 
 def _vectors(point: StoredPoint) -> dict[str, Any]:
-    assert point.dense is not None and point.sparse is not None
-    return {DENSE: as_floats(point.dense), SPARSE: _sparse(point.sparse)}
+    dense, sparse = upsert_vectors(point)
+    return {DENSE: dense, SPARSE: _sparse(sparse)}
 
 
-def _point(record: Any, with_vectors: bool) -> StoredPoint:
-    dense = sparse = None
-    if with_vectors:
-        vectors = record.vector or {}
-        dense = list(vectors[DENSE])
-        stored = vectors[SPARSE]
-        sparse = SparseTerms(tuple(stored.indices), tuple(stored.values))
-    return StoredPoint(str(record.id), dict(record.payload or {}), dense, sparse)
+def _request(plan: QueryPlan, leg: LegRequest, where: qe.Filter) -> qe.QueryRequest:
+    """One request of ``plan`` as Edge's type (``where``: its owner's filter)."""
+    query: Any = leg.dense if leg.sparse is None else _sparse(leg.sparse)
+    params = None
+    if leg.idf_corpus is not None:
+        params = qe.SearchParams(idf=qe.IdfParams(corpus=edge_filter(leg.idf_corpus)))
+    return qe.QueryRequest(
+        limit=plan.limit,
+        query=qe.Query.Nearest(query, using=leg.leg),
+        filter=where,
+        with_payload=True,
+        with_vector=plan.with_vector,
+        score_threshold=leg.threshold,
+        params=params,
+    )
 
 
 class _SharedLock:
@@ -146,7 +150,7 @@ class EdgeEngine:
         self.vector_datatype = stored_datatype(folder)
         self._touched = SharedWrites()  # a rewrite keeps every live point: it counts for none
 
-    def shared_writes(self, scope: UserFilter) -> int:
+    def shared_writes(self, scope: OwnerFilter) -> int:
         return self._touched.of(scope)
 
     @classmethod
@@ -196,84 +200,29 @@ class EdgeEngine:
 
     @contextmanager
     def _calls(self) -> Iterator[None]:
-        try:
-            with self._swap.shared():
-                yield
-        except MemoryServiceError:
-            raise
-        except Exception as exc:  # Edge's text names the folder's files: the log only
-            log.error("Qdrant Edge %s failed: %s", self.folder, exc)
-            raise BackendUnavailableError(
-                f"Qdrant Edge failed on the collection {self.folder.name!r}; "
-                "the service log has the details"
-            ) from exc
+        with self._calls_errors(), self._swap.shared():
+            yield
 
     def upsert(self, points: Sequence[StoredPoint]) -> None:
         if not points:
             return
-        batch = []
-        for p in points:  # refused like the client engine: no point without both vectors
-            if p.dense is None or p.sparse is None:
-                raise ValueError("every upserted point needs both vectors")
-            batch.append(qe.Point(p.id, _vectors(p), p.payload))
+        batch = [qe.Point(p.id, _vectors(p), p.payload) for p in points]
         with self._calls():
             self._shard.update(qe.UpdateOperation.upsert_points(batch))
             self.commit.after_write(self._shard)
             self.writes += 1
             self._touched.add({owner_key_of(p.payload) for p in points})
 
-    def query(
-        self,
-        searches: Sequence[OwnerSearch],
-        *,
-        dense: Sequence[float] | None,
-        sparse: SparseTerms | None,
-        limit: int,
-        threshold: float,
-        with_terms: bool = False,
-    ) -> list[dict[str, list[ScoredHit]]]:
-        asked: list[tuple[int, str]] = []  # (search, leg) of each request, in order
-        requests: list[qe.QueryRequest] = []
-        vectors = [SPARSE] if with_terms else False
-        query = None if dense is None else as_floats(dense)  # once, for every owner
-        for i, search in enumerate(searches):  # each owner's own filter and IDF corpus
-            where = edge_filter(search.scope)
-            if query is not None:
-                asked.append((i, DENSE))
-                requests.append(
-                    qe.QueryRequest(
-                        limit=limit,
-                        query=qe.Query.Nearest(query, using=DENSE),
-                        filter=where,
-                        with_payload=True,
-                        with_vector=vectors,
-                        score_threshold=search.least(DENSE, threshold),
-                    )
-                )
-            if sparse is not None:
-                asked.append((i, SPARSE))
-                idf = qe.SearchParams(idf=qe.IdfParams(corpus=edge_filter(search.idf_corpus)))
-                requests.append(
-                    qe.QueryRequest(
-                        limit=limit,
-                        query=qe.Query.Nearest(_sparse(sparse), using=SPARSE),
-                        filter=where,
-                        with_payload=True,
-                        with_vector=vectors,
-                        score_threshold=search.least(SPARSE),
-                        params=idf,
-                    )
-                )
-        out: list[dict[str, list[ScoredHit]]] = [{} for _ in searches]
-        if not requests:
-            return out
+    def query(self, plan: QueryPlan) -> list[dict[str, list[ScoredHit]]]:
+        if not plan.requests:
+            return plan.hits([])
+        wheres = [edge_filter(search.scope) for search in plan.searches]
+        requests = [_request(plan, leg, wheres[leg.owner]) for leg in plan.requests]
         with self._calls():  # one planned batch: one pass over the segments for every owner
             results = self._shard.query_batch(qe.QueryBatchRequest(requests))
-        for (i, leg), points in zip(asked, results, strict=True):
-            out[i][leg] = [scored_hit(p, with_terms) for p in points]
-        return out
+        return plan.hits(results)
 
-    def scroll(self, scope: UserFilter, *, with_vectors: bool = False) -> list[StoredPoint]:
+    def scroll(self, scope: OwnerFilter, *, with_vectors: bool = False) -> list[StoredPoint]:
         where = edge_filter(scope)
         out: list[StoredPoint] = []
         offset = None
@@ -287,11 +236,11 @@ class EdgeEngine:
                     with_vector=with_vectors,
                 )
                 records, offset = self._shard.scroll(request)
-                out += [_point(r, with_vectors) for r in records]
+                out += [stored_point(r, with_vectors) for r in records]
                 if offset is None:
                     return out
 
-    def set_payload(self, scope: UserFilter, values: Mapping[str, dict[str, Any]]) -> None:
+    def set_payload(self, scope: OwnerFilter, values: Mapping[str, dict[str, Any]]) -> None:
         if not values:
             return
         present = {p.id for p in self.scroll(scope)}  # only the scope's points, never others
@@ -303,11 +252,11 @@ class EdgeEngine:
             self.writes += 1
             self._touched.add({scope.owner_key()})
 
-    def count(self, scope: UserFilter) -> int:
+    def count(self, scope: OwnerFilter) -> int:
         with self._calls():
             return int(self._shard.count(qe.CountRequest(exact=True, filter=edge_filter(scope))))
 
-    def delete(self, scope: UserFilter) -> None:
+    def delete(self, scope: OwnerFilter) -> None:
         with self._calls():
             self._shard.update(qe.UpdateOperation.delete_points_by_filter(edge_filter(scope)))
             self.commit.after_write(self._shard)
@@ -337,7 +286,7 @@ class EdgeEngine:
                     )
                     records, offset = self._shard.scroll(request)
                     if records:
-                        stored = [_point(r, True) for r in records]
+                        stored = [stored_point(r, True) for r in records]
                         points = [qe.Point(p.id, _vectors(p), p.payload) for p in stored]
                         fresh.update(qe.UpdateOperation.upsert_points(points))
                     if offset is None:
@@ -357,19 +306,16 @@ class EdgeEngine:
                 self.vector_datatype = stored_datatype(self.folder)
                 self.writes += 1
 
-    @contextmanager
-    def _calls_errors(self) -> Iterator[None]:
-        """``_calls``'s error mapping, without taking the shared lock."""
-        try:
-            yield
-        except MemoryServiceError:
-            raise
-        except Exception as exc:
-            log.error("Qdrant Edge %s failed: %s", self.folder, exc)
-            raise BackendUnavailableError(
-                f"Qdrant Edge failed on the collection {self.folder.name!r}; "
-                "the service log has the details"
-            ) from exc
+    def _calls_errors(self) -> AbstractContextManager[None]:
+        """``_calls``'s error mapping, without taking the shared lock. Edge's text names the
+        folder's files: the log only."""
+        return engine_calls(log, f"Qdrant Edge {self.folder}", self._failed)
+
+    def _failed(self, exc: Exception) -> str:
+        return (
+            f"Qdrant Edge failed on the collection {self.folder.name!r}; "
+            "the service log has the details"
+        )
 
     def users(self, tenant_id: str) -> list[str]:
         return self._values(tenant_id, USER_FIELD)

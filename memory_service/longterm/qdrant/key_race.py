@@ -21,12 +21,11 @@ from typing import Any
 
 from memory_service.context import RuntimeContext
 from memory_service.facts import Fact, parse_time
-from memory_service.longterm.qdrant_engine import QdrantEngine, StoredPoint, UserFilter, fact_of
-from memory_service.longterm.store_values import (
-    newest_holders,
-    resolve_key_race,
-    stored_open,
-)
+from memory_service.longterm.qdrant.engine import QdrantEngine
+from memory_service.longterm.qdrant.filters import OwnerFilter
+from memory_service.longterm.qdrant.payload import fact_of
+from memory_service.longterm.qdrant.points import StoredPoint
+from memory_service.longterm.store_values import newest_holders, resolve_key_race, stored_open
 
 
 def _open_key(payload: Mapping[str, Any]) -> str | None:
@@ -48,7 +47,7 @@ class KeyRaces:
         wanted = sorted(set(keys))
         if not wanted:
             return {}
-        points = self.engine.scroll(UserFilter.of(ctx, keys=wanted, open_only=True))
+        points = self.engine.scroll(OwnerFilter.of(ctx, keys=wanted, open_only=True))
         return newest_holders(fact_of(p.id, p.payload) for p in points)
 
     def held(self, ctx: RuntimeContext, keys: Iterable[str], now: datetime) -> set[str]:
@@ -59,7 +58,7 @@ class KeyRaces:
         if not wanted:
             return set()
         by_key: dict[str, list[StoredPoint]] = {}
-        for point in self.engine.scroll(UserFilter.of(ctx, keys=wanted, open_only=True)):
+        for point in self.engine.scroll(OwnerFilter.of(ctx, keys=wanted, open_only=True)):
             by_key.setdefault(str(point.payload["key"]), []).append(point)
         out = set()
         for key, points in by_key.items():
@@ -87,7 +86,7 @@ class KeyRaces:
         keys = set(keyed.values())
         if len(keys) < len(keyed):
             return True
-        scope = UserFilter.of(ctx, keys=sorted(keys), open_only=True)
+        scope = OwnerFilter.of(ctx, keys=sorted(keys), open_only=True)
         return self.engine.count(scope) > len(keys)
 
     def resolve(self, ctx: RuntimeContext, facts: Sequence[Fact]) -> list[Fact]:
@@ -110,7 +109,7 @@ class KeyRaces:
         """Write down every lost race of the owner (``superseded_by``, ``valid_to``), so the
         stored points say what reading does; how many were closed. The caller holds the
         owner's write lock."""
-        open_points = self.engine.scroll(UserFilter.of(ctx, open_only=True))
+        open_points = self.engine.scroll(OwnerFilter.of(ctx, open_only=True))
         keyed = [fact_of(p.id, p.payload) for p in open_points if p.payload.get("key")]
         holders = newest_holders(keyed)
         closed = {
@@ -119,7 +118,7 @@ class KeyRaces:
             if (shut := resolve_key_race(f, holders)) is not f
         }
         if closed:
-            self.engine.set_payload(UserFilter.of(ctx, ids=sorted(closed)), closed)
+            self.engine.set_payload(OwnerFilter.of(ctx, ids=sorted(closed)), closed)
         return len(closed)
 
 

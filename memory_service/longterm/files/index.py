@@ -1,18 +1,16 @@
-"""The files backend's per-user index, derived from the ledgers and never stored.
+"""The files backend's per-user index, derived from the fact files and never stored.
 
-Reading a user parses ``MEMORY.md`` and the daily ledgers into facts (derived hash and id),
+Reading a user parses ``MEMORY.md`` and the daily fact files into facts (derived hash and id),
 resolves duplicates and newest-wins per key the way record would have, and keeps the result
 with a BM25 index and a matrix of cached embeddings, until the files' stat signature changes:
-a ledger edited by hand, or by another process, is seen by the next read. A file whose stamp
+a fact file edited by hand, or by another process, is seen by the next read. A file whose stamp
 did not change is not parsed again.
 """
 
 from __future__ import annotations
 
-import os
-import stat
 import threading
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from pathlib import Path
@@ -22,23 +20,27 @@ import numpy as np
 from indexing.bm25 import BM25Index
 from indexing.embeddings import Embedder
 from indexing.hashing import content_hash
+from memory_service.config.retrieval import RetrievalConfig
 from memory_service.context import RuntimeContext
 from memory_service.fact_filter import ExpiryPolicy
 from memory_service.facts import Fact, fact_id
 from memory_service.fsutil import read_text
-from memory_service.longterm.ledger import parse_ledger
-from memory_service.longterm.retrieval import LegHit, RetrievalConfig, fact_terms
+from memory_service.longterm.files.fact_files import parse_fact_file
+from memory_service.longterm.files.owner_files import (
+    Signature,
+    fact_files_signature,
+)
+from memory_service.longterm.files.vector_cache import embed_with_cache
+from memory_service.longterm.fusion import LegHit, fact_terms
 from memory_service.longterm.store_values import (
     EPOCH,
     ReadView,
     newest_holders,
     resolve_key_race,
 )
-from memory_service.longterm.vector_cache import embed_with_cache
 from memory_service.paths import UserPaths
 
 Stamp = tuple[int, int, int]  # mtime_ns, size, inode
-Signature = tuple[tuple[str, int, int, int], ...]
 
 
 @dataclass(slots=True)
@@ -56,7 +58,7 @@ class ParsedFile:
 @dataclass(slots=True)
 class Corpus:
     """A BM25 index and an embedding matrix over some of the stored facts (``positions``
-    into ``UserIndex.stored``), built on first use. ``deadlines``: each fact's expiry time as
+    into ``OwnerIndex.stored``), built on first use. ``deadlines``: each fact's expiry time as
     a POSIX timestamp (inf: never), so expiry is a vectorised mask before any top-k."""
 
     facts: list[Fact]
@@ -112,7 +114,7 @@ class Corpus:
 
 
 @dataclass(slots=True)
-class UserIndex:
+class OwnerIndex:
     signature: Signature
     files: dict[Path, ParsedFile]
     stored: list[StoredFact]  # oldest first
@@ -143,69 +145,6 @@ class UserIndex:
         return self._current
 
 
-def _regular_stat(path: str) -> os.stat_result | None:
-    """``path``'s own stat when it is a regular file (a symlink is not: never followed)."""
-    try:
-        st = os.lstat(path)
-    except (FileNotFoundError, NotADirectoryError):
-        return None
-    return st if stat.S_ISREG(st.st_mode) else None
-
-
-def _ledger_stats(paths: UserPaths) -> list[tuple[str, os.stat_result]]:
-    """MEMORY.md and the daily ledgers (``memory/*.md``, name order) with their stats: one
-    ``lstat`` each and one directory scan, since every read checks them (a recall over three
-    scopes checks three folders)."""
-    out = []
-    memory_md = str(paths.memory_md)
-    if (st := _regular_stat(memory_md)) is not None:
-        out.append((memory_md, st))
-    ledger_dir = str(paths.ledger_dir)
-    try:
-        if not stat.S_ISDIR(os.lstat(ledger_dir).st_mode):  # a linked folder is not read
-            return out
-        with os.scandir(ledger_dir) as entries:
-            names = sorted(e.name for e in entries if e.name.endswith(".md"))
-    except (FileNotFoundError, NotADirectoryError):
-        return out
-    for name in names:
-        if name.startswith("."):  # as ``glob("*.md")``: hidden files are not ledgers
-            continue
-        path = os.path.join(ledger_dir, name)
-        if (st := _regular_stat(path)) is not None:
-            out.append((path, st))
-    return out
-
-
-def ledger_files(paths: UserPaths) -> list[Path]:
-    """MEMORY.md and the daily ledgers: regular files only. A symlink is never followed,
-    so a link planted in ``memory/`` cannot pull another user's file into recall."""
-    return [Path(name) for name, _ in _ledger_stats(paths)]
-
-
-def folders_with_ledgers(folders: Path, paths_of: Callable[[str], UserPaths]) -> list[str]:
-    """The names of the folders under ``folders`` that are valid ids holding ledgers
-    (``paths_of`` raises ``ValueError``, as ``InvalidIdError`` is, for a name that is not)."""
-    if not folders.is_dir():
-        return []
-    found = []
-    for folder in sorted(p for p in folders.iterdir() if p.is_dir()):
-        try:
-            paths = paths_of(folder.name)
-        except ValueError:  # not an id: not a memory folder
-            continue
-        if ledger_files(paths):
-            found.append(folder.name)
-    return found
-
-
-def ledger_signature(paths: UserPaths) -> Signature:
-    """What says the user's files changed: each file's path, mtime, size and inode. Every
-    write here is an atomic replace, i.e. a new inode: another process's rewrite is seen
-    even when it keeps the size within one mtime tick."""
-    return tuple((n, st.st_mtime_ns, st.st_size, st.st_ino) for n, st in _ledger_stats(paths))
-
-
 def parse_file(ctx: RuntimeContext, path: Path, paths: UserPaths) -> list[Fact]:
     """The file's facts with derived hash and id (as written: no newest-wins yet)."""
     if path == paths.memory_md:
@@ -216,7 +155,7 @@ def parse_file(ctx: RuntimeContext, path: Path, paths: UserPaths) -> list[Fact]:
         except ValueError:
             default = datetime.fromtimestamp(path.stat().st_mtime, UTC)
     out = []
-    for line in parse_ledger(read_text(path), default_created_at=default):
+    for line in parse_fact_file(read_text(path), default_created_at=default):
         text_hash = content_hash(line.fact.text)
         fid = fact_id(ctx.tenant_id, ctx.owner, text_hash)
         agent = ctx.agent_id if ctx.scope == "agent" else None  # the folder says whose it is
@@ -232,7 +171,7 @@ def build_index(
     signature: Signature,
     previous: Mapping[Path, ParsedFile] | None,
     expiry: ExpiryPolicy | None = None,
-) -> UserIndex:
+) -> OwnerIndex:
     """The index of the files in ``signature``, reusing ``previous``'s unchanged files."""
     parsed: dict[Path, ParsedFile] = {}
     for name, mtime_ns, size, inode in signature:
@@ -254,7 +193,7 @@ def build_index(
     stored = sorted(by_id.values(), key=lambda s: (s.fact.created_at or EPOCH, s.fact.id))
     apply_newest_wins(stored)
     by_id_map = {s.fact.id: s for s in stored}
-    index = UserIndex(signature, parsed, stored, by_id_map, expiry=expiry or ExpiryPolicy())
+    index = OwnerIndex(signature, parsed, stored, by_id_map, expiry=expiry or ExpiryPolicy())
     index.recallable = [
         i for i, s in enumerate(stored) if s.fact.superseded_by is None and s.fact.valid_to is None
     ]
@@ -272,22 +211,22 @@ def apply_newest_wins(stored: list[StoredFact]) -> None:
         item.fact = resolve_key_race(item.fact, holders)
 
 
-class UserIndexes:
+class OwnerIndexes:
     """The process's indexes, one per (tenant, owner), each kept while its files are unchanged."""
 
     def __init__(self) -> None:
-        self._indexes: dict[tuple[str, str], UserIndex] = {}
+        self._indexes: dict[tuple[str, str], OwnerIndex] = {}
         # the parsed files of an invalidated index: the rebuild reparses only the files whose
-        # stamp changed (a record rewrites today's ledger, not the user's other ones)
+        # stamp changed (a record rewrites today's fact file, not the user's other ones)
         self._parsed: dict[tuple[str, str], dict[Path, ParsedFile]] = {}
         self._lock = threading.RLock()
 
-    def of(self, ctx: RuntimeContext, paths: UserPaths, expiry: ExpiryPolicy) -> UserIndex:
+    def of(self, ctx: RuntimeContext, paths: UserPaths, expiry: ExpiryPolicy) -> OwnerIndex:
         """The user's index, rebuilt from the files if their signature (or the expiry rule
         its deadlines were computed by) changed."""
         key = (ctx.tenant_id, ctx.owner)
         with self._lock:
-            signature = ledger_signature(paths)
+            signature = fact_files_signature(paths)
             cached = self._indexes.get(key)
             if cached is not None and cached.signature == signature and cached.expiry == expiry:
                 return cached
@@ -309,35 +248,3 @@ class UserIndexes:
         with self._lock:
             self._indexes.clear()
             self._parsed.clear()
-
-
-def settled_lines(
-    ctx: RuntimeContext,
-    content: str,
-    index: UserIndex,
-    seen: set[str],
-    counts: dict[str, int],
-) -> dict[int, Fact | None]:
-    """The changes that make one ledger (``content``) say what reading it resolves: a line
-    repeating a fact of ``seen`` (newer ledgers, read first) goes; an open line whose fact
-    the index reads as superseded gets its ``superseded_by`` / ``valid_to``. ``seen`` and
-    ``counts`` (``exact_duplicates``, ``superseded``) are updated."""
-    changes: dict[int, Fact | None] = {}
-    for line in parse_ledger(content, default_created_at=None):
-        fid = fact_id(ctx.tenant_id, ctx.owner, content_hash(line.fact.text))
-        effective = index.by_id[fid].fact if fid in index.by_id else None
-        if fid in seen:
-            changes[line.line_no] = None
-            counts["exact_duplicates"] += 1
-        elif (
-            effective is not None
-            and line.fact.superseded_by is None
-            and line.fact.valid_to is None
-            and effective.superseded_by is not None
-        ):
-            changes[line.line_no] = replace(
-                line.fact, superseded_by=effective.superseded_by, valid_to=effective.valid_to
-            )
-            counts["superseded"] += 1
-        seen.add(fid)
-    return changes

@@ -1,10 +1,10 @@
-"""Files backend: Markdown ledgers are the source of truth; the index is derived.
+"""Files backend: Markdown fact files are the source of truth; the index is derived.
 
 Per user: ``MEMORY.md`` plus ``memory/YYYY-MM-DD.md`` (see ``memory_service.paths``). Writes
-add bullets to today's ledger under a file lock, as one atomic rewrite fsynced before returning;
+add bullets to today's fact file under a file lock, as one atomic rewrite fsynced before returning;
 changes to existing lines (supersession marks, deletes) rewrite their file atomically too.
-Reads use a per-user index (``files_index``: BM25 over the shared tokenizer, a matrix of cached
-embeddings) kept until the files' stat signature changes, so a ledger edited by hand is seen by
+Reads use a per-user index (``files.index``: BM25 over the shared tokenizer, a matrix of cached
+embeddings) kept until the files' stat signature changes, so a fact file edited by hand is seen by
 the next retrieve. The memory semantics are ``BaseLongTermMemory``'s.
 """
 
@@ -13,7 +13,7 @@ from __future__ import annotations
 import os
 import shutil
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import UTC, date, datetime
 from pathlib import Path
 from typing import Any
@@ -23,23 +23,28 @@ from filelock import FileLock
 
 from indexing.embeddings import Embedder
 from indexing.hashing import content_hash
-from memory_service.config.retrieval import Leg
+from memory_service.config.retrieval import Leg, RetrievalConfig
 from memory_service.context import RuntimeContext, scope_context
 from memory_service.fact_filter import ExpiryPolicy
 from memory_service.facts import Fact, fact_id, utcnow
 from memory_service.fsutil import fsync_dir, read_text, write_atomically
 from memory_service.longterm.access import AccessMark
-from memory_service.longterm.files_access import AccessFiles, with_access
-from memory_service.longterm.files_index import (
-    UserIndex,
-    UserIndexes,
-    folders_with_ledgers,
-    settled_lines,
+from memory_service.longterm.base_store import BaseLongTermMemory
+from memory_service.longterm.files.access_store import AccessFiles, with_access
+from memory_service.longterm.files.fact_files import (
+    parse_fact_file,
+    render_lines,
+    rewrite_fact_file,
 )
-from memory_service.longterm.ledger import parse_ledger, render_lines, rewrite_ledger
+from memory_service.longterm.files.index import (
+    OwnerIndex,
+    OwnerIndexes,
+)
+from memory_service.longterm.files.owner_files import owners_with_fact_files
+from memory_service.longterm.files.vector_cache import add_vectors
+from memory_service.longterm.files.vector_cache import cache_path as vector_cache_path
+from memory_service.longterm.fusion import LegHit
 from memory_service.longterm.recording import RecordPlan
-from memory_service.longterm.retrieval import LegHit, RetrievalConfig
-from memory_service.longterm.store import BaseLongTermMemory
 from memory_service.longterm.store_values import (
     NO_CANDIDATES,
     Candidates,
@@ -47,8 +52,6 @@ from memory_service.longterm.store_values import (
     StoredFacts,
     merge_floors,
 )
-from memory_service.longterm.vector_cache import add_vectors
-from memory_service.longterm.vector_cache import cache_path as vector_cache_path
 from memory_service.observe.telemetry import timed_stage
 from memory_service.paths import UserPaths, WorkspacePaths
 from memory_service.tombstones import Tombstones
@@ -58,11 +61,11 @@ LEDGER_HEADER = "# Memory ledger {day}\n\n"
 
 @dataclass(slots=True)
 class _Read(StoredFacts):
-    index: UserIndex  # the index the facts were read from (its paths say where each is)
+    index: OwnerIndex  # the index the facts were read from (its paths say where each is)
 
 
 class FileSystemLongTermMemory(BaseLongTermMemory[_Read]):
-    """``LongTermMemory`` over a workspace of Markdown ledgers."""
+    """``LongTermMemory`` over a workspace of Markdown fact files."""
 
     backend_name = "files"
     # close drops the derived indexes only: the files are the store, and the next call reads
@@ -89,7 +92,7 @@ class FileSystemLongTermMemory(BaseLongTermMemory[_Read]):
             **options,
         )
         self.workspace = Path(workspace)
-        self._indexes = UserIndexes()
+        self._indexes = OwnerIndexes()
         self._access = AccessFiles()
 
     # -- paths, locks, writes ---------------------------------------------------------------
@@ -102,7 +105,7 @@ class FileSystemLongTermMemory(BaseLongTermMemory[_Read]):
         paths.root.mkdir(parents=True, exist_ok=True)
         return FileLock(str(paths.lock_file), timeout=60)
 
-    def _index(self, ctx: RuntimeContext) -> UserIndex:
+    def _index(self, ctx: RuntimeContext) -> OwnerIndex:
         """The user's index, rebuilt from the files if their signature changed."""
         return self._indexes.of(ctx, self.paths(ctx), self.expiry)
 
@@ -118,12 +121,12 @@ class FileSystemLongTermMemory(BaseLongTermMemory[_Read]):
         ``append`` added at the end (one atomic replace: all of it or none of it)."""
         content = read_text(path)
         replacements: dict[int, Fact | None] = {}
-        for line in parse_ledger(content, default_created_at=None) if changes else ():
+        for line in parse_fact_file(content, default_created_at=None) if changes else ():
             fid = fact_id(ctx.tenant_id, ctx.owner, content_hash(line.fact.text))
             if fid in changes:
                 replacements[line.line_no] = changes[fid]
         if replacements or append:
-            updated = rewrite_ledger(content, replacements)
+            updated = rewrite_fact_file(content, replacements)
             if append and updated and not updated.endswith("\n"):
                 updated += "\n"
             write_atomically(path, updated + append)
@@ -139,11 +142,11 @@ class FileSystemLongTermMemory(BaseLongTermMemory[_Read]):
     ) -> None:
         """New facts first (durable), then changes to older lines.
 
-        Today's ledger is rewritten whole with the new lines at its end (temp file, fsync,
+        Today's fact file is rewritten whole with the new lines at its end (temp file, fsync,
         ``os.replace``), together with its own changes: a kill or a power cut mid-write leaves
         the old file or the new one, never a torn bullet or half a batch (an append can be cut
         at a page boundary), and no reader ever parses a half-written line. A crash before the
-        older ledgers' changes leaves an extra open fact, which reading resolves (duplicate ids
+        older fact files' changes leaves an extra open fact, which reading resolves (duplicate ids
         prefer the active copy, newest wins per key); it never loses an acknowledged fact."""
         day = now.astimezone(UTC).date()
         today = paths.ledger(day)
@@ -313,12 +316,12 @@ class FileSystemLongTermMemory(BaseLongTermMemory[_Read]):
         return count
 
     def _archived_facts(self, paths: UserPaths) -> int:
-        """Facts in the archived ledgers (moved out of recall, still the user's)."""
+        """Facts in the archived fact files (moved out of recall, still the user's)."""
         archived = sorted(paths.archive_dir.glob("*.md")) if paths.archive_dir.is_dir() else []
         return sum(
-            len(parse_ledger(read_text(p), default_created_at=None))
+            len(parse_fact_file(read_text(p), default_created_at=None))
             for p in archived
-            if not p.name.startswith("MEMORY.")  # MEMORY.md snapshots are not ledgers
+            if not p.name.startswith("MEMORY.")  # MEMORY.md snapshots are not fact files
         )
 
     def count_user(self, ctx: RuntimeContext) -> int:
@@ -328,7 +331,7 @@ class FileSystemLongTermMemory(BaseLongTermMemory[_Read]):
         return super().count_user(ctx) + self._archived_facts(paths)
 
     def erase_user(self, ctx: RuntimeContext) -> int:
-        """Every ledger of the user, archived ones too (MEMORY.md and the vector cache go
+        """Every fact file of the user, archived ones too (MEMORY.md and the vector cache go
         with them, as in ``forget``); how many facts they held."""
         paths = self.paths(ctx)
         archived = self._archived_facts(paths) if paths.root.is_dir() else 0
@@ -337,12 +340,12 @@ class FileSystemLongTermMemory(BaseLongTermMemory[_Read]):
     def _release(self) -> None:
         self._indexes.clear()
 
-    # -- capabilities: SettlesLedgers, ArchivesLedgers, ListsUsers, ListsAgents ------------
+    # -- capabilities: SettlesStoredFacts, ArchivesFactFiles, ListsUsers, ListsAgents ------------
 
-    def settle_ledgers(self, ctx: RuntimeContext) -> dict[str, int]:
+    def settle_stored_facts(self, ctx: RuntimeContext) -> dict[str, int]:
         """Write down what reading resolves on the fly, so the files say what recall does:
 
-        - ``exact_duplicates``: repeated bullets of one fact across daily ledgers (a hand edit
+        - ``exact_duplicates``: repeated bullets of one fact across daily fact files (a hand edit
           or an interrupted rewrite) are removed, keeping the newest copy;
         - ``superseded``: an open fact that a newer one with its key replaces gets its
           ``superseded_by`` / ``valid_to`` marks.
@@ -351,18 +354,18 @@ class FileSystemLongTermMemory(BaseLongTermMemory[_Read]):
         counts = {"exact_duplicates": 0, "superseded": 0}
         with self._write_lock(ctx):
             index = self._index(ctx)
-            ledgers = sorted(p for p in index.files if p != paths.memory_md)
+            daily = sorted(p for p in index.files if p != paths.memory_md)
             seen: set[str] = set()
-            for path in reversed(ledgers):  # newest ledger first
+            for path in reversed(daily):  # newest fact file first
                 content = read_text(path)
                 changes = settled_lines(ctx, content, index, seen, counts)
                 if changes:
-                    write_atomically(path, rewrite_ledger(content, changes))
+                    write_atomically(path, rewrite_fact_file(content, changes))
             self._indexes.invalidate(ctx)
         return counts
 
-    def archive_ledgers(self, ctx: RuntimeContext, before: date) -> int:
-        """Move daily ledgers dated before ``before`` to ``memory/archive/`` (not recalled)."""
+    def archive_fact_files(self, ctx: RuntimeContext, before: date) -> int:
+        """Move daily fact files dated before ``before`` to ``memory/archive/`` (not recalled)."""
         paths = self.paths(ctx)
         if not paths.ledger_dir.is_dir():
             return 0
@@ -386,13 +389,45 @@ class FileSystemLongTermMemory(BaseLongTermMemory[_Read]):
     def users(self, tenant_id: str) -> list[str]:
         """Users of ``tenant_id`` that have memory files (for export)."""
         folders = WorkspacePaths(self.workspace).users_dir(tenant_id)
-        return folders_with_ledgers(
+        return owners_with_fact_files(
             folders, lambda name: self.paths(RuntimeContext(tenant_id, name))
         )
 
     def agents(self, tenant_id: str) -> list[str]:
         """Agents of ``tenant_id`` that have shared memory files (export, maintenance)."""
         folders = WorkspacePaths(self.workspace).agents_dir(tenant_id)
-        return folders_with_ledgers(
+        return owners_with_fact_files(
             folders, lambda name: self.paths(scope_context(tenant_id, "agent", name))
         )
+
+
+def settled_lines(
+    ctx: RuntimeContext,
+    content: str,
+    index: OwnerIndex,
+    seen: set[str],
+    counts: dict[str, int],
+) -> dict[int, Fact | None]:
+    """The changes that make one fact file (``content``) say what reading it resolves: a line
+    repeating a fact of ``seen`` (newer fact files, read first) goes; an open line whose fact
+    the index reads as superseded gets its ``superseded_by`` / ``valid_to``. ``seen`` and
+    ``counts`` (``exact_duplicates``, ``superseded``) are updated."""
+    changes: dict[int, Fact | None] = {}
+    for line in parse_fact_file(content, default_created_at=None):
+        fid = fact_id(ctx.tenant_id, ctx.owner, content_hash(line.fact.text))
+        effective = index.by_id[fid].fact if fid in index.by_id else None
+        if fid in seen:
+            changes[line.line_no] = None
+            counts["exact_duplicates"] += 1
+        elif (
+            effective is not None
+            and line.fact.superseded_by is None
+            and line.fact.valid_to is None
+            and effective.superseded_by is not None
+        ):
+            changes[line.line_no] = replace(
+                line.fact, superseded_by=effective.superseded_by, valid_to=effective.valid_to
+            )
+            counts["superseded"] += 1
+        seen.add(fid)
+    return changes

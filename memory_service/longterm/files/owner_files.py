@@ -1,0 +1,78 @@
+"""Which fact files an owner has on disk, read without following a link: MEMORY.md and the
+daily files ``memory/YYYY-MM-DD.md`` (their names are ``paths.UserPaths``'), each one
+``lstat`` and the folder one scan, since every read checks them (a recall over three scopes
+checks three folders); and which owners of a tenant have any."""
+
+from __future__ import annotations
+
+import os
+import stat
+from collections.abc import Callable
+from pathlib import Path
+
+from memory_service.paths import UserPaths
+
+Signature = tuple[tuple[str, int, int, int], ...]
+
+
+def _regular_stat(path: str) -> os.stat_result | None:
+    """``path``'s own stat when it is a regular file (a symlink is not: never followed)."""
+    try:
+        st = os.lstat(path)
+    except (FileNotFoundError, NotADirectoryError):
+        return None
+    return st if stat.S_ISREG(st.st_mode) else None
+
+
+def _fact_file_stats(paths: UserPaths) -> list[tuple[str, os.stat_result]]:
+    """MEMORY.md and the daily fact files (``memory/*.md``, name order) with their stats: one
+    ``lstat`` each and one directory scan, since every read checks them (a recall over three
+    scopes checks three folders)."""
+    out = []
+    memory_md = str(paths.memory_md)
+    if (st := _regular_stat(memory_md)) is not None:
+        out.append((memory_md, st))
+    ledger_dir = str(paths.ledger_dir)
+    try:
+        if not stat.S_ISDIR(os.lstat(ledger_dir).st_mode):  # a linked folder is not read
+            return out
+        with os.scandir(ledger_dir) as entries:
+            names = sorted(e.name for e in entries if e.name.endswith(".md"))
+    except (FileNotFoundError, NotADirectoryError):
+        return out
+    for name in names:
+        if name.startswith("."):  # as ``glob("*.md")``: hidden files are not fact files
+            continue
+        path = os.path.join(ledger_dir, name)
+        if (st := _regular_stat(path)) is not None:
+            out.append((path, st))
+    return out
+
+
+def fact_file_paths(paths: UserPaths) -> list[Path]:
+    """MEMORY.md and the daily fact files: regular files only. A symlink is never followed,
+    so a link planted in ``memory/`` cannot pull another user's file into recall."""
+    return [Path(name) for name, _ in _fact_file_stats(paths)]
+
+
+def owners_with_fact_files(folders: Path, paths_of: Callable[[str], UserPaths]) -> list[str]:
+    """The names of the folders under ``folders`` that are valid ids holding fact files
+    (``paths_of`` raises ``ValueError``, as ``InvalidIdError`` is, for a name that is not)."""
+    if not folders.is_dir():
+        return []
+    found = []
+    for folder in sorted(p for p in folders.iterdir() if p.is_dir()):
+        try:
+            paths = paths_of(folder.name)
+        except ValueError:  # not an id: not a memory folder
+            continue
+        if fact_file_paths(paths):
+            found.append(folder.name)
+    return found
+
+
+def fact_files_signature(paths: UserPaths) -> Signature:
+    """What says the user's files changed: each file's path, mtime, size and inode. Every
+    write here is an atomic replace, i.e. a new inode: another process's rewrite is seen
+    even when it keeps the size within one mtime tick."""
+    return tuple((n, st.st_mtime_ns, st.st_size, st.st_ino) for n, st in _fact_file_stats(paths))

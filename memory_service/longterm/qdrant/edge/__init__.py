@@ -1,0 +1,1 @@
+"""Qdrant Edge: Qdrant's engine in-process, one shard in one folder that one process owns."""

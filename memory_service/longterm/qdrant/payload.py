@@ -1,0 +1,31 @@
+"""A fact as a point's payload and back: its fields (times in UTC ISO-8601) plus the tenant and
+owner fields of the collection layout (``layout``)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from memory_service.context import RuntimeContext
+from memory_service.facts import Fact, parse_time
+from memory_service.longterm.qdrant.layout import AGENT_FIELD, SCOPE_FIELD, TENANT_FIELD, USER_FIELD
+
+_TIME_FIELDS = ("created_at", "expires_at", "valid_to")
+
+
+def payload_of(ctx: RuntimeContext, fact: Fact) -> dict[str, Any]:
+    """Payload of a stamped fact: its fields (times in UTC ISO-8601) plus tenant and owner
+    (``user_id`` for a user's fact; ``scope``/``agent_id`` and no user for a shared one)."""
+    data = fact.to_dict()
+    data.pop("id")
+    for name in _TIME_FIELDS:
+        value = parse_time(getattr(fact, name))  # aware UTC; naive times are taken as UTC
+        data[name] = value.isoformat() if value is not None else None
+    data[SCOPE_FIELD] = ctx.scope
+    data[AGENT_FIELD] = ctx.agent_id if ctx.scope == "agent" else None
+    if ctx.scope != "user":
+        return {TENANT_FIELD: ctx.tenant_id, **data}
+    return {TENANT_FIELD: ctx.tenant_id, USER_FIELD: ctx.user_id, **data}
+
+
+def fact_of(point_id: str, payload: dict[str, Any]) -> Fact:
+    return Fact.from_dict({**payload, "id": point_id})

@@ -1,0 +1,118 @@
+"""One recall's batched engine query as plain data: which leg of which owner each request
+asks, with the owner's filter, its IDF corpus and the least score it takes. Each engine only
+translates the plan's requests to its own SDK's types, sends them in one batch, and hands
+the results back in the plan's order (``hits``), so the two engines cannot ask differently."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from indexing.sparse import SparseTerms
+from memory_service.longterm.qdrant.filters import OwnerFilter
+from memory_service.longterm.qdrant.layout import DENSE, SPARSE
+from memory_service.longterm.qdrant.points import as_floats
+
+
+@dataclass(frozen=True, slots=True)
+class OwnerSearch:
+    """One owner's part of a batched query: the points it ranks (``scope``) and the points
+    its BM25 IDF is computed over (``idf_corpus``), so each owner keeps its own IDF.
+    ``floors``: per engine leg, a score its hits must reach (a wider scope's hits below a
+    recall's merged cut are not read)."""
+
+    scope: OwnerFilter
+    idf_corpus: OwnerFilter
+    floors: Mapping[str, float] | None = None
+
+    def least(self, leg: str, threshold: float | None = None) -> float | None:
+        """The least score ``leg`` asks of the engine: ``threshold`` raised to its floor."""
+        floor = (self.floors or {}).get(leg)
+        if floor is None:
+            return threshold
+        return floor if threshold is None else max(threshold, floor)
+
+
+@dataclass(frozen=True, slots=True)
+class ScoredHit:
+    """``terms``: the term ids of the point's BM25 document (its sparse vector's indices),
+    when the query asked for them (``with_terms``), else None."""
+
+    id: str
+    score: float
+    payload: dict[str, Any]
+    terms: frozenset[int] | None = None
+
+
+def scored_hit(point: Any, with_terms: bool) -> ScoredHit:
+    """An engine's scored point (Edge's and qdrant-client's have the same fields) as a hit;
+    ``with_terms``: the query asked for the sparse vector, whose indices are the terms."""
+    terms = None
+    if with_terms:
+        stored = (point.vector or {}).get(SPARSE)
+        terms = frozenset(stored.indices) if stored is not None else frozenset()
+    return ScoredHit(str(point.id), float(point.score), dict(point.payload or {}), terms)
+
+
+@dataclass(frozen=True, slots=True)
+class LegRequest:
+    """One request of the batch: ``leg`` of ``searches[owner]``, keeping hits of at least
+    ``threshold`` (None: any). A dense request carries the query's vector (``dense``); a BM25
+    one its sparse terms and the owner's ``idf_corpus``, which its IDF is computed over."""
+
+    owner: int
+    leg: str  # DENSE or SPARSE
+    threshold: float | None
+    dense: list[float] | None = None
+    sparse: SparseTerms | None = None
+    idf_corpus: OwnerFilter | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class QueryPlan:
+    """``searches`` as the batch of requests an engine sends, in order, each keeping ``limit``
+    hits; ``with_vector`` is what each request asks back (the sparse vector when the hits'
+    terms are wanted: ``with_terms``)."""
+
+    searches: tuple[OwnerSearch, ...]
+    requests: tuple[LegRequest, ...]
+    limit: int
+    with_terms: bool
+
+    @classmethod
+    def of(
+        cls,
+        searches: Sequence[OwnerSearch],
+        *,
+        dense: Sequence[float] | None,
+        sparse: SparseTerms | None,
+        limit: int,
+        threshold: float,
+        with_terms: bool,
+    ) -> QueryPlan:
+        """Each owner's dense request (``threshold`` bounds its cosine) then its BM25 one,
+        each raised to the owner's floor for that leg."""
+        query = None if dense is None else as_floats(dense)  # once, for every owner
+        requests: list[LegRequest] = []
+        for i, search in enumerate(searches):
+            if query is not None:
+                requests.append(LegRequest(i, DENSE, search.least(DENSE, threshold), dense=query))
+            if sparse is not None:
+                least = search.least(SPARSE)
+                requests.append(
+                    LegRequest(i, SPARSE, least, sparse=sparse, idf_corpus=search.idf_corpus)
+                )
+        return cls(tuple(searches), tuple(requests), limit, with_terms)
+
+    @property
+    def with_vector(self) -> list[str] | bool:
+        return [SPARSE] if self.with_terms else False
+
+    def hits(self, results: Sequence[Sequence[Any]]) -> list[dict[str, list[ScoredHit]]]:
+        """Ranked hits per leg for each search, in order, from each request's scored points
+        (the engine's own type: Edge's and qdrant-client's have the same fields)."""
+        out: list[dict[str, list[ScoredHit]]] = [{} for _ in self.searches]
+        for request, points in zip(self.requests, results, strict=True):
+            out[request.owner][request.leg] = [scored_hit(p, self.with_terms) for p in points]
+        return out
