@@ -6,7 +6,7 @@ JSON access line written to a file; against the same request with metrics and th
 off (the trace stays: it is made either way). Medians of 5 runs of ``--n`` requests each. The
 load average is taken before and after: on a shared machine it says how far to trust a figure.
 
-    PYTHONPATH=. .venv/bin/python benchmarks/observability_overhead.py [--n 20000]
+    python -m benchmarks.latency.observability [--n 20000]
         [--json benchmarks/results/observability_overhead.json]
 """
 

@@ -6,7 +6,7 @@ then the same questions are asked one at a time through each way, in turn, after
 What differs is the transport and the MCP framing; the recall underneath is the same. The
 load average is taken before and after: on a shared machine it says how far to trust a figure.
 
-    PYTHONPATH=. .venv/bin/python benchmarks/mcp_latency.py [--facts 500] [--queries 100]
+    python -m benchmarks.latency.ways_in [--facts 500] [--queries 100]
         [--json benchmarks/results/mcp_latency.json]
 """
 

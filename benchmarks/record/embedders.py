@@ -7,7 +7,7 @@ alternates); they differ only in the embedder: this tree's ``OnnxEmbedder`` and 
 ``--baseline``'s ``indexing/onnx_embeddings.py`` (for instance the main checkout). Every record
 embeds (no vector is cached across the two). The load average is printed before and after.
 
-    PYTHONPATH=. .venv/bin/python benchmarks/record_throughput.py --baseline ../main \
+    python -m benchmarks.record.embedders --baseline ../main \
         [--users 40] [--threads 1] [--backend qdrant]
 """
 

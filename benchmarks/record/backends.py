@@ -6,7 +6,7 @@ the same batches of 100 scale facts with their source, one user per batch, takin
 by batch (who goes first alternates). Each has its own embedder, so every record embeds: the
 figures are whole records, as ``memory-service bench --scale`` times them.
 
-    PYTHONPATH=. .venv/bin/python benchmarks/record_backends.py [--users 150] \
+    python -m benchmarks.record.backends [--users 150] \
         --json benchmarks/results/record-backends.json
 """
 

@@ -8,7 +8,7 @@ scope alone, +tenant and +agent+tenant, interleaved; medians and p95 go to ``--j
 embedding of a new query (8-11 ms on an idle core, ``RESULTS.md``) to see the share of a
 whole call.
 
-    python benchmarks/scopes_latency.py [--backend qdrant-edge] [--shared 0] --json out.json
+    python -m benchmarks.latency.scopes [--backend qdrant-edge] [--shared 0] --json out.json
 """
 
 from __future__ import annotations

@@ -6,7 +6,7 @@ no cache) and one batch of facts (the record path). The load average is taken be
 each configuration: on a shared machine it says how far to trust a figure. A small run: it does
 not fill any backend.
 
-    PYTHONPATH=. .venv/bin/python benchmarks/onnx_latency.py [--queries 300] [--threads 1,2,4]
+    python -m benchmarks.latency.embedding_runtimes [--queries 300] [--threads 1,2,4]
         [--json benchmarks/results/onnx_latency.json]
 """
 
@@ -19,6 +19,9 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+
+MODULE = "benchmarks.latency.embedding_runtimes"
+ROOT = Path(__file__).resolve().parents[2]  # where ``python -m`` finds ``benchmarks``
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
@@ -92,9 +95,10 @@ def measure_one(variant: str, threads: int, queries: int, facts: int) -> dict:
 
 
 def _child(variant: str, threads: int, queries: int, facts: int) -> dict:
-    argv = [sys.executable, __file__, "--one", f"{variant}:{threads}"]
+    argv = [sys.executable, "-m", __spec__.name if __spec__ else MODULE, "--one"]
+    argv.append(f"{variant}:{threads}")
     argv += ["--queries", str(queries), "--facts", str(facts)]
-    done = subprocess.run(argv, capture_output=True, text=True, check=False)
+    done = subprocess.run(argv, capture_output=True, text=True, check=False, cwd=ROOT)
     if done.returncode != 0:
         raise SystemExit(f"{variant} at {threads} threads failed:\n{done.stderr}")
     return json.loads(done.stdout.strip().splitlines()[-1])

@@ -8,7 +8,7 @@ the write-ahead log and flushes segments every ``FLUSH_INTERVAL_S``. Every text 
 once before timing (the service's vector cache), so what is timed is the store's own part of a
 record: add the embedding (``memory-service bench --scale``) for a whole one.
 
-    PYTHONPATH=. .venv/bin/python benchmarks/edge_commit_cost.py [--users 200] --json out.json
+    python -m benchmarks.record.edge_commit [--users 200] --json out.json
 """
 
 from __future__ import annotations

@@ -6,7 +6,7 @@ again through the service's vector cache (``cached``: what a session pays on the
 compaction, when only the new messages are embedded). Medians and p95 in milliseconds, with
 the load average before and after (on a shared machine it says how far to trust a figure).
 
-    PYTHONPATH=. .venv/bin/python benchmarks/trimming_latency.py [--reps 20] [--threads 1]
+    python -m benchmarks.latency.trimming [--reps 20] [--threads 1]
         [--json benchmarks/results/trimming_latency.json]
 """
 

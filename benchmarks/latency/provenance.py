@@ -7,7 +7,7 @@ pass: the query embedding is the same work with or without a source, so what is 
 a source can change (longer lexical documents, bigger sparse vectors). Machine load moves both
 sides alike. Usage::
 
-    PYTHONPATH=. .venv/bin/python benchmarks/provenance_latency.py files|qdrant
+    python -m benchmarks.latency.provenance files|qdrant
 """
 
 from __future__ import annotations

@@ -9,7 +9,7 @@
    tombstone read, inside the save's transaction) and without it, side by side, and
    ``FileStateStore.save`` (its guard is one tombstone read under the session's lock).
 
-    .venv/bin/python benchmarks/erase_cost.py [--sizes 1000 10000 100000] [--runs 3]
+    python -m benchmarks.latency.erase [--sizes 1000 10000 100000] [--runs 3]
         [--saves 300] [--dsn postgresql://postgres@127.0.0.1:5432/test]
         [--json benchmarks/results/erase_cost.json]
 """

@@ -5,7 +5,7 @@ core; on a 2-core machine they can fight. This script measures one-query latency
 batch throughput for each combination, side by side, so the default in
 ``indexing.embeddings.configure_threads`` is a measured choice.
 
-    .venv/bin/python benchmarks/embedding_threads.py [--queries 200] [--json OUT]
+    python -m benchmarks.latency.embedding_threads [--queries 200] [--json OUT]
 """
 
 from __future__ import annotations
