@@ -1,4 +1,4 @@
-"""Every lab module and the cheap measurement scripts, run on a tiny input made here: two
+"""Every lab module and the cheapest measurement scripts, run on a tiny input made here: two
 made-up LoCoMo-shaped conversations and a one-user synthetic set, vectors from the session's
 embedder cached in a temporary folder. Each test checks what a user of the lab reads: the table
 with its rows, or the results file."""
@@ -240,3 +240,24 @@ def test_lab_modules_have_no_path_outside_the_repository() -> None:
         text = module.read_text()
         assert "sys.path" not in text, module
         assert "shared/data" not in text.replace("../shared/data/locomo-dev.json", ""), module
+
+
+def test_observability_overhead_writes_each_figure(tmp_path) -> None:
+    from benchmarks.latency import observability
+
+    out = tmp_path / "observability.json"
+    observability.main(["--n", "20", "--json", str(out)])
+    figures = json.loads(out.read_text())
+    assert {"off_us", "on_us", "metrics_only_us", "added_us", "load_average"} <= set(figures)
+    assert figures["on_us"] > 0
+
+
+def test_scopes_latency_times_each_scope_set(embedder, tmp_path) -> None:
+    from benchmarks.latency import scopes
+
+    out = tmp_path / "scopes.json"
+    args = ["--facts", "8", "--shared", "4", "--rounds", "1", "--json", str(out)]
+    doc = scopes.main(args, embedder=embedder)
+    assert json.loads(out.read_text()) == doc
+    assert set(doc["search_ms"]) == {"user", "user+tenant", "user+agent+tenant"}
+    assert doc["queries_per_variant"] > 0

@@ -18,6 +18,7 @@ import os
 import subprocess
 import sys
 import time
+from collections.abc import Sequence
 from pathlib import Path
 
 MODULE = "benchmarks.latency.embedding_runtimes"
@@ -118,7 +119,7 @@ def _table(rows: list[dict]) -> str:
     return "\n".join(lines)
 
 
-def main() -> None:
+def main(argv: Sequence[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--queries", type=int, default=300)
     parser.add_argument("--facts", type=int, default=256, help="texts in the batch measurement")
@@ -126,7 +127,7 @@ def main() -> None:
     parser.add_argument("--variants", default=",".join(VARIANTS))
     parser.add_argument("--json", type=Path, default=Path("benchmarks/results/onnx_latency.json"))
     parser.add_argument("--one", help=argparse.SUPPRESS)  # VARIANT:THREADS, in a child process
-    args = parser.parse_args()
+    args = parser.parse_args(argv)
     if args.one:
         variant, threads = args.one.split(":")
         print(json.dumps(measure_one(variant, int(threads), args.queries, args.facts)))

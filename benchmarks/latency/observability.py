@@ -19,7 +19,7 @@ import os
 import statistics
 import tempfile
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from memory_service.api.metrics import AppMetrics
@@ -74,11 +74,11 @@ def per_request_us(fn: Callable[[], None], n: int) -> float:
     return statistics.median(runs)
 
 
-def main() -> None:
+def main(argv: Sequence[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--n", type=int, default=20000, help="requests per run (5 runs)")
     parser.add_argument("--json", type=Path, help="write the figures as JSON")
-    args = parser.parse_args()
+    args = parser.parse_args(argv)
     load_start = os.getloadavg()
     with tempfile.TemporaryDirectory() as tmp:
         log = _access_log(Path(tmp) / "access.jsonl")

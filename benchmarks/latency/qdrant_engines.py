@@ -188,7 +188,7 @@ def _time_queries(memory, users: list[str], queries: list[str], count: int, seed
     return latencies, statistics.mean(hits)
 
 
-def main() -> None:
+def main(argv: Sequence[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--sizes", type=int, nargs="+", default=[10_000, 100_000])
     parser.add_argument("--facts-per-user", type=int, default=100)
@@ -197,7 +197,7 @@ def main() -> None:
     parser.add_argument("--local-queries-large", type=int, default=15, help="local mode, > 10k")
     parser.add_argument("--skip-local", action="store_true")
     parser.add_argument("--json", type=Path, default=Path("benchmarks/results/qdrant_latency.json"))
-    args = parser.parse_args()
+    args = parser.parse_args(argv)
 
     from indexing.embeddings import SentenceTransformerEmbedder
     from memory_service.config import QdrantSettings

@@ -18,6 +18,7 @@ import json
 import os
 import tempfile
 import time
+from collections.abc import Sequence
 from pathlib import Path
 
 from memory_service.bench import metrics
@@ -36,15 +37,15 @@ VARIANTS = {
 }
 
 
-def main() -> None:
+def main(argv: Sequence[str] | None = None, *, embedder=None) -> dict:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--facts", type=int, default=100, help="the user's facts (default 100)")
     parser.add_argument("--shared", type=int, default=100, help="facts per shared scope")
     parser.add_argument("--rounds", type=int, default=20, help="passes over the questions")
     parser.add_argument("--backend", choices=("files", "qdrant-edge"), default="files")
     parser.add_argument("--json", type=Path, required=True)
-    args = parser.parse_args()
-    embedder = build_embedder(load_settings())
+    args = parser.parse_args(argv)
+    embedder = embedder or build_embedder(load_settings())
     with tempfile.TemporaryDirectory() as tmp:
         if args.backend == "files":
             memory = FileSystemLongTermMemory(Path(tmp), embedder)
@@ -81,6 +82,7 @@ def main() -> None:
     args.json.write_text(json.dumps(doc, indent=2))
     for name, stats in doc["search_ms"].items():
         print(f"{name:<18} p50 {stats['p50']:.3f} ms  p95 {stats['p95']:.3f} ms")
+    return doc
 
 
 if __name__ == "__main__":

@@ -17,6 +17,7 @@ import json
 import os
 import statistics
 import time
+from collections.abc import Sequence
 from pathlib import Path
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
@@ -43,12 +44,12 @@ def _session(size: int, rep: int):
     return state
 
 
-def main() -> None:
+def main(argv: Sequence[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--reps", type=int, default=20)
     parser.add_argument("--threads", type=int, default=1)
     parser.add_argument("--json", type=Path, default=Path("benchmarks/results/trimming.json"))
-    args = parser.parse_args()
+    args = parser.parse_args(argv)
 
     from indexing.embeddings import BUNDLED_MODEL, CachedEmbedder
     from indexing.onnx_embeddings import OnnxEmbedder

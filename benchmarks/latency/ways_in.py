@@ -20,7 +20,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -160,13 +160,13 @@ def run(facts: int, queries: int, warmup: int) -> dict[str, Any]:
     }
 
 
-def main() -> None:
+def main(argv: Sequence[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--facts", type=int, default=500)
     parser.add_argument("--queries", type=int, default=100)
     parser.add_argument("--warmup", type=int, default=10)
     parser.add_argument("--json", type=Path, help="also write the figures to this file")
-    args = parser.parse_args()
+    args = parser.parse_args(argv)
     report = run(args.facts, args.queries, args.warmup)
     text = json.dumps(report, indent=2)
     print(text)

@@ -17,6 +17,7 @@ import json
 import os
 import tempfile
 import time
+from collections.abc import Sequence
 from pathlib import Path
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
@@ -48,11 +49,11 @@ def _backends(root: Path) -> dict[str, LongTermMemory]:
     }
 
 
-def main() -> None:
+def main(argv: Sequence[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--users", type=int, default=150, help="batches (default 150)")
     parser.add_argument("--json", type=Path, required=True)
-    args = parser.parse_args()
+    args = parser.parse_args(argv)
     batches = [scale_facts(scale_texts(u, 100, seed=7)[0], True) for u in range(args.users)]
     started = _load()
     with tempfile.TemporaryDirectory() as tmp:

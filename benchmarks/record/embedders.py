@@ -20,6 +20,7 @@ import statistics
 import sys
 import tempfile
 import time
+from collections.abc import Sequence
 from pathlib import Path
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
@@ -40,13 +41,13 @@ def _load() -> str:
     return " ".join(f"{x:.2f}" for x in os.getloadavg())
 
 
-def main() -> None:
+def main(argv: Sequence[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--baseline", type=Path, required=True, help="the other checkout")
     parser.add_argument("--users", type=int, default=40, help="batches of 100 facts per side")
     parser.add_argument("--threads", type=int, default=None, help="intra-op threads")
     parser.add_argument("--backend", choices=("files", "qdrant"), default=None)
-    args = parser.parse_args()
+    args = parser.parse_args(argv)
     if args.backend:
         os.environ["MEMORY_LONGTERM__BACKEND"] = args.backend
 
