@@ -65,7 +65,7 @@ def configs() -> list[tuple[str, RetrievalConfig]]:
     """Ablation of the winner and the config-level alternatives that lost."""
     z = PRESETS["zscore-plain"]
     return [
-        ("rrf-plain (the old default)", PRESETS["rrf-plain"]),
+        ("rrf-plain (plain RRF, no dates or neighbours)", PRESETS["rrf-plain"]),
         ("rrf k=5", PRESETS["rrf-plain"].with_changes(rrf_k=5.0)),
         ("rrf k=60, dense weight 0.5", PRESETS["rrf-plain"].with_changes(weights=_w(0.5))),
         ("zscore-plain (fusion only)", z),

@@ -1,4 +1,4 @@
-"""Query latency with and without provenance, A/B in one process (issue 15).
+"""Query latency with and without provenance, A/B in one process.
 
 The same 50 users x 100 scale facts are recorded twice, once with a source message per fact
 (``bench.scale.scale_facts``) and once without, in one backend; every query is asked of both
