@@ -5,7 +5,8 @@ LoCoMo turns and facts together; then leave one conversation out: the setting be
 conversations, tested on the fifth, against the better single leg there. A setting chosen on
 all five could be tuned to them; the held-out row is the honest figure, and the margin over the
 better leg on every held-out conversation is why ``hybrid`` fuses z-scores with dates and
-neighbours (RESULTS.md, "Fusion and neighbours").
+neighbours: every fold picks them, and pooled held-out recall (turns 65.7 / 75.1 / 82.6) equals
+the in-sample figure (RESULTS.md, "Fusion and neighbours").
 
     python -m benchmarks.lab.fusion_grid --data ../shared/data/locomo-dev.json
 """

@@ -5,6 +5,9 @@ core; on a 2-core machine they can fight. This script measures one-query latency
 batch throughput for each combination, side by side, so the default in
 ``indexing.embeddings.configure_threads`` is a measured choice.
 
+The default of 2 threads comes from it: 1 thread wins only on an oversubscribed host
+(RESULTS.md, "Query embedding").
+
     python -m benchmarks.latency.embedding_threads [--queries 200] [--json OUT]
 """
 

@@ -17,6 +17,9 @@ same templates and are embedded for real. Points are bulk-loaded through the eng
 qdrant-client's local mode checks filters point by point in Python: at 100k facts a query takes
 seconds, so it runs fewer queries there (``--local-queries-large``), and the table says how many.
 
+It tells which engine to serve Qdrant with; no run of it is recorded yet (RESULTS.md, "Qdrant
+engines").
+
     python -m benchmarks.latency.qdrant_engines [--sizes 10000 100000] [--facts-per-user 100]
         [--queries 300] [--local-queries 100] [--local-queries-large 15]
         [--json benchmarks/results/qdrant_latency.json]

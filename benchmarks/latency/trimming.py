@@ -6,6 +6,9 @@ again through the service's vector cache (``cached``: what a session pays on the
 compaction, when only the new messages are embedded). Medians and p95 in milliseconds, with
 the load average before and after (on a shared machine it says how far to trust a figure).
 
+It tells what importance-scored trimming costs a compaction over the sliding window; no run
+of it is recorded yet (RESULTS.md, "Compaction").
+
     python -m benchmarks.latency.trimming [--reps 20] [--threads 1]
         [--json benchmarks/results/trimming_latency.json]
 """

@@ -6,6 +6,8 @@ the same batches of 100 scale facts with their source, one user per batch, takin
 by batch (who goes first alternates). Each has its own embedder, so every record embeds: the
 figures are whole records, as ``memory-service bench --scale`` times them.
 
+Edge records at 0.90-0.91x files' rate measured this way (RESULTS.md, "Record rate").
+
     python -m benchmarks.record.backends [--users 150] \
         --json benchmarks/results/record-backends.json
 """
