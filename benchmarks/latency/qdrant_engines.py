@@ -17,7 +17,10 @@ same templates and are embedded for real. Points are bulk-loaded through the eng
 qdrant-client's local mode checks filters point by point in Python: at 100k facts a query takes
 seconds, so it runs fewer queries there (``--local-queries-large``), and the table says how many.
 
-    .venv/bin/python benchmarks/qdrant_latency.py [--sizes 10000 100000] [--facts-per-user 100]
+It tells which engine to serve Qdrant with; no run of it is recorded yet (RESULTS.md, "Qdrant
+engines").
+
+    python -m benchmarks.latency.qdrant_engines [--sizes 10000 100000] [--facts-per-user 100]
         [--queries 300] [--local-queries 100] [--local-queries-large 15]
         [--json benchmarks/results/qdrant_latency.json]
 """
@@ -189,7 +192,7 @@ def _time_queries(memory, users: list[str], queries: list[str], count: int, seed
     return latencies, statistics.mean(hits)
 
 
-def main() -> None:
+def main(argv: Sequence[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--sizes", type=int, nargs="+", default=[10_000, 100_000])
     parser.add_argument("--facts-per-user", type=int, default=100)
@@ -198,7 +201,7 @@ def main() -> None:
     parser.add_argument("--local-queries-large", type=int, default=15, help="local mode, > 10k")
     parser.add_argument("--skip-local", action="store_true")
     parser.add_argument("--json", type=Path, default=Path("benchmarks/results/qdrant_latency.json"))
-    args = parser.parse_args()
+    args = parser.parse_args(argv)
 
     from indexing.embeddings import SentenceTransformerEmbedder
     from memory_service.config import QdrantSettings

@@ -5,7 +5,10 @@ core; on a 2-core machine they can fight. This script measures one-query latency
 batch throughput for each combination, side by side, so the default in
 ``indexing.embeddings.configure_threads`` is a measured choice.
 
-    .venv/bin/python benchmarks/embedding_threads.py [--queries 200] [--json OUT]
+The default of 2 threads comes from it: 1 thread wins only on an oversubscribed host
+(RESULTS.md, "Query embedding").
+
+    python -m benchmarks.latency.embedding_threads [--queries 200] [--json OUT]
 """
 
 from __future__ import annotations
@@ -15,6 +18,7 @@ import json
 import os
 import statistics
 import time
+from collections.abc import Sequence
 from pathlib import Path
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
@@ -25,12 +29,12 @@ def _percentile(values: list[float], q: float) -> float:
     return ordered[min(len(ordered) - 1, int(round(q * (len(ordered) - 1))))]
 
 
-def main() -> None:
+def main(argv: Sequence[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--queries", type=int, default=200)
     parser.add_argument("--batch", type=int, default=512)
     parser.add_argument("--json", type=Path, default=Path("benchmarks/results/threads.json"))
-    args = parser.parse_args()
+    args = parser.parse_args(argv)
 
     import torch
     from threadpoolctl import threadpool_info, threadpool_limits

@@ -6,7 +6,9 @@ the same batches of 100 scale facts with their source, one user per batch, takin
 by batch (who goes first alternates). Each has its own embedder, so every record embeds: the
 figures are whole records, as ``memory-service bench --scale`` times them.
 
-    PYTHONPATH=. .venv/bin/python benchmarks/record_backends.py [--users 150] \
+Edge records at 0.90-0.91x files' rate measured this way (RESULTS.md, "Record rate").
+
+    python -m benchmarks.record.backends [--users 150] \
         --json benchmarks/results/record-backends.json
 """
 
@@ -17,6 +19,7 @@ import json
 import os
 import tempfile
 import time
+from collections.abc import Sequence
 from pathlib import Path
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
@@ -48,11 +51,11 @@ def _backends(root: Path) -> dict[str, LongTermMemory]:
     }
 
 
-def main() -> None:
+def main(argv: Sequence[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--users", type=int, default=150, help="batches (default 150)")
     parser.add_argument("--json", type=Path, required=True)
-    args = parser.parse_args()
+    args = parser.parse_args(argv)
     batches = [scale_facts(scale_texts(u, 100, seed=7)[0], True) for u in range(args.users)]
     started = _load()
     with tempfile.TemporaryDirectory() as tmp:

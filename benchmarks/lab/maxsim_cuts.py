@@ -1,47 +1,52 @@
-"""Issue 15, item 8: the MaxSim leg under a storage cut (RESULTS.md, "MaxSim under a storage cut").
+"""Can the MaxSim leg fit a storage budget of 3x today's pooled vector and keep its recall?
 
-MaxSim (``recall_lab_variants.maxsim``) keeps one 384-d float32 vector per word piece of a
-memory; the issue allows it only at <= 3x today's pooled vector (1536 bytes), so <= 4608 bytes
-per memory. Each cut here changes what a memory stores, by a rule fixed in advance, and reports
-the stored bytes (kept word pieces x bytes per vector), recall with MaxSim in place of the
-pooled dense leg and as a third leg, and the NumPy time to score one question against every
-memory of its conversation. The questions are never cut (a query is not stored) except where
-a projection needs them in the same space; nothing is fitted on questions: a projection and the
-word-piece IDF of a conversation are fitted on the memories of the *other four* conversations
-(leave one conversation out), so no conversation's own memories choose its cut either.
+MaxSim (``benchmarks.lab.late_interaction``) keeps one 384-d float32 vector per word piece of
+a memory; it is worth storing only at <= 3x the pooled vector (1536 bytes), so <= 4608 bytes a
+memory. Each cut here changes what a memory stores, by a rule fixed in advance, and reports the
+stored bytes (kept word pieces x bytes per vector), recall with MaxSim in place of the pooled
+dense leg and as a third leg, and the NumPy time to score one question against every memory of
+its conversation. Questions are never cut (a query is not stored) except where a projection
+needs them in the same space; nothing is fitted on questions: a projection and the word-piece
+IDF of a conversation are fitted on the memories of the *other* conversations (leave one
+conversation out), so no conversation's own memories choose its cut. Cuts within the budget
+keep the turns gain (70.5 / 79.4 / 86.7 against the default's 67.1 / 76.1 / 83.0) but not a
+facts one, and need a multivector store, so the service has no MaxSim leg (RESULTS.md, "MaxSim
+under a storage cut").
 
-    PYTHONPATH=. OMP_NUM_THREADS=1 .venv/bin/python benchmarks/recall_lab_maxsim_cut.py \\
+    OMP_NUM_THREADS=1 python -m benchmarks.lab.maxsim_cuts --data ../shared/data/locomo-dev.json \
         --unit turns|facts [--legs service|lab] [--per-conv] [--only NAME] [--threads 1]
 
-``--legs service`` (default) compares with today's default as ``recall_lab_synth`` ranks it
-(source terms, query coverage: ``memory-service bench``'s figures); ``--legs lab`` with the legs
-``recall_lab_variants``' MaxSim rows were measured on, and prints those rows too.
-
-Token vectors come from ``recall_lab_variants.token_vectors`` (cached beside the lab's
-vectors; [CLS]/[SEP] already dropped there), word-piece ids from the bundled tokenizer.
+``--legs service`` (default) compares with today's default as the bench ranks it (source terms,
+query coverage); ``--legs lab`` with the legs ``benchmarks.lab.variants``' MaxSim rows were
+measured on, and prints those rows too.
 """
 
 from __future__ import annotations
 
 import argparse
-import sys
 import time
 import unicodedata
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
-from pathlib import Path
 
 import numpy as np
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-
-from recall_lab import KS, Conv, Legs, Ranker, all_legs, evaluate, load, service_ranker  # noqa: E402
-from recall_lab_variants import HYBRID, TOP_K, maxsim, maxsim_ranker, token_vectors  # noqa: E402
-
-from indexing.tokenize import STOP_WORDS, tokenize  # noqa: E402
-from memory_service.config.retrieval import RetrievalConfig  # noqa: E402
-from memory_service.longterm.fusion import fuse_legs  # noqa: E402
+from benchmarks.lab.common import (
+    KS,
+    Conv,
+    Ranker,
+    add_arguments,
+    all_legs,
+    evaluate,
+    load,
+    ranker,
+    service_legs,
+    vector_store,
+)
+from benchmarks.lab.late_interaction import Tokens, maxsim_ranker, maxsim_scores, token_vectors
+from indexing.tokenize import STOP_WORDS
+from memory_service.config.retrieval import PRESETS
 
 BUDGET = 3 * 384 * 4  # bytes per memory: 3x today's pooled float32 vector
 DIM = 384
@@ -69,8 +74,8 @@ class Cut:
 
 def cuts() -> list[Cut]:
     """The cuts measured. Budgets and dimensions come from the byte target (4608 bytes) and
-    the units' mean word-piece counts, not from recall; the PCA 64 d and no-punctuation PCA
-    128 d rows were added after the first run (RESULTS.md says so)."""
+    the units' mean word-piece counts, not from recall, except the PCA 64 d and no-punctuation
+    PCA 128 d rows, chosen with the other rows' results in view."""
     p_s = {"drop_punct": True, "drop_stop": True}
     return [
         Cut("none: float32, 384 d, every word piece"),
@@ -152,9 +157,8 @@ def _is_punct(word: str) -> bool:
     return all(unicodedata.category(c)[0] in "PS" for c in word)
 
 
-def pieces(convs: Sequence[Conv], unit: str) -> dict[str, Pieces]:
+def pieces(convs: Sequence[Conv], tokens: Tokens) -> dict[str, Pieces]:
     """Memories (``conv.id``) and questions (``conv.id + "?"``) of every conversation."""
-    tokens = token_vectors(convs, unit)
     tokenizer = _tokenizer()
     out = {}
     for conv in convs:
@@ -293,43 +297,9 @@ def timings(convs: Sequence[Conv], applied: dict[str, Applied]) -> dict[str, lis
     return times
 
 
-def service_ranker_with(
-    legs: dict[str, Legs], third: dict[str, np.ndarray] | None, *, replace_dense: bool = False
-) -> Ranker:
-    """The service's default as ``recall_lab_synth`` ranks it (the lexical leg over
-    ``fact_terms``: text, source message and day; BM25 scaled by query coverage), with MaxSim
-    score matrices (``third``) in place of the pooled dense leg or as a third leg."""
-    import recall_lab_synth as synth
-
-    from memory_service.config import retrieval
-
-    if third is None:
-        return synth.ranker(HYBRID, legs)
-    if replace_dense:
-        return synth.ranker(HYBRID, {cid: Legs(legs[cid].bm25, third[cid]) for cid in third})
-    three = RetrievalConfig.model_construct(  # a third leg: the lab only, as in maxsim_ranker
-        **{**HYBRID.model_dump(), "weights": {"bm25": 1.0, "dense": 1.0, "maxsim": 1.0}}
-    )
-
-    def rank(conv: Conv, row: int) -> list[int]:
-        depth = HYBRID.depth(TOP_K)
-        hits = synth.leg_lists(conv, legs[conv.id], row, depth)
-        hits["maxsim"] = synth.leg_lists(conv, Legs(third[conv.id], third[conv.id]), row, depth)[
-            "dense"
-        ]
-        terms = tokenize(conv.questions[row])
-        saved, retrieval.LEGS = retrieval.LEGS, (*retrieval.LEGS, "maxsim")
-        try:
-            fused = fuse_legs("hybrid", hits, three, TOP_K, query_terms=terms)
-        finally:
-            retrieval.LEGS = saved
-        return [int(h.id) for h in fused]
-
-    return rank
-
-
-def main(argv: Sequence[str] | None = None) -> int:
+def main(argv: Sequence[str] | None = None, *, embedder=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    add_arguments(parser, vectors="bundled")
     parser.add_argument("--unit", default="turns", choices=("turns", "facts"))
     parser.add_argument("--threads", type=int, help="torch threads if vectors must be computed")
     parser.add_argument("--only", help="run only cuts whose name contains this")
@@ -340,8 +310,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         "--legs",
         default="service",
         choices=("service", "lab"),
-        help="service: today's default (source terms, query coverage; recall_lab_synth); "
-        "lab: the legs recall_lab_variants' MaxSim rows were measured on",
+        help="service: today's default (source terms, query coverage); "
+        "lab: the legs benchmarks.lab.variants' MaxSim rows were measured on",
     )
     args = parser.parse_args(argv)
     if args.threads:  # the lab's embedder asks for 2 threads; a shared host wants fewer
@@ -349,35 +319,30 @@ def main(argv: Sequence[str] | None = None) -> int:
 
         configure = embeddings.configure_threads
         embeddings.configure_threads = lambda _n: configure(args.threads)
-    convs = load(args.unit)
-    side = pieces(convs, args.unit)
-    if args.legs == "lab":
-        legs = all_legs(convs, date_terms=True)
+    hybrid = PRESETS["hybrid"]
+    convs = load(args.unit, args.data, vector_store(args, embedder))
+    tokens = token_vectors(convs, args.unit, args.cache, embedder)
+    side = pieces(convs, tokens)
+    legs = all_legs(convs, date_terms=True) if args.legs == "lab" else service_legs(convs, hybrid)
 
-        def ranked(scores: dict[str, np.ndarray] | None, replace_dense: bool = False) -> Ranker:
-            if scores is None:
-                return service_ranker(HYBRID, legs)
-            return maxsim_ranker(legs, scores, replace_dense=replace_dense)
-    else:
-        from recall_lab_synth import service_legs
-
-        legs = service_legs(convs, HYBRID)
-
-        def ranked(scores: dict[str, np.ndarray] | None, replace_dense: bool = False) -> Ranker:
-            return service_ranker_with(legs, scores, replace_dense=replace_dense)
+    def ranked(scores: dict[str, np.ndarray] | None, replace_dense: bool = False) -> Ranker:
+        if scores is None:
+            return ranker(hybrid, legs)
+        return maxsim_ranker(legs, scores, replace_dense=replace_dense)
 
     n_questions = sum(len(c.questions) for c in convs)
     print(f"{args.unit}: {n_questions} questions, {sum(len(c.items) for c in convs)} memories")
     print(f"legs: {args.legs}")
     default = evaluate(convs, ranked(None))
     print(f"  today's default hybrid: {default.row()}")
-    if args.legs == "lab":  # the rows as recall_lab_variants measures them
+    if args.legs == "lab":  # the rows as benchmarks.lab.variants measures them
+        full = maxsim_scores(convs, tokens)
         for name, replace_dense in (
             ("bm25 + MaxSim in place of dense", True),
             ("hybrid + MaxSim as a third leg", False),
         ):
-            ranker = maxsim(convs, legs, args.unit, replace_dense=replace_dense)
-            print(f"  recall_lab_variants, {name}: {evaluate(convs, ranker).row()}")
+            scores = evaluate(convs, ranked(full, replace_dense))
+            print(f"  variants, {name}: {scores.row()}")
     chosen = [c for c in cuts() if not args.only or args.only in c.name]
     applied = {cut.name: apply(cut, convs, side) for cut in chosen}
     times = timings(convs, applied)

@@ -1,20 +1,22 @@
-"""The variants measured for issue 6, side by side: what won and what lost (RESULTS.md).
+"""Which retrieval variants beat the ``hybrid`` preset on LoCoMo, and which lose: the ablation
+of the default and every alternative measured against it, one table.
 
-Every row ranks with the service's ``fuse_legs`` on the lab's legs (``recall_lab``) unless the
-variant is about something ``fuse_legs`` does not do (BM25 parameters, feedback, MMR, a second
-dense key, neighbours looked up outside the candidates); those rows change one thing on top of
-the ``hybrid`` preset and say so.
+Every row ranks with the service's ``fuse_legs`` on the lab's legs (the text and day indexed;
+``benchmarks.lab.common``) unless the variant is about something ``fuse_legs`` does not do (BM25
+parameters, feedback, MMR, a second dense key, neighbours looked up outside the candidates, a
+MaxSim leg); those rows change one thing on top of ``hybrid`` and say so. The default is what
+won: z-score fusion with date terms and session neighbours (turns 65.7 / 75.1 / 82.4 against
+plain RRF's 49.4 / 57.7 / 67.0 on these legs), and no cheaper row beats it on both units
+(RESULTS.md, "Fusion and neighbours" and "What lost").
 
-    .venv/bin/python benchmarks/recall_lab_variants.py --unit turns
+    python -m benchmarks.lab.variants --data ../shared/data/locomo-dev.json --unit turns
 """
 
 from __future__ import annotations
 
 import argparse
-import json
 import math
 import re
-import sys
 from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import replace
@@ -24,28 +26,33 @@ from pathlib import Path
 
 import numpy as np
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-
-from recall_lab import (  # noqa: E402
-    DATA,
+from benchmarks.lab.common import (
     Conv,
     Legs,
     Ranker,
     VectorStore,
+    add_arguments,
     all_legs,
     evaluate,
     leg_lists,
     load,
-    service_ranker,
+    ranker,
+    read_locomo,
+    vector_store,
 )
-
-from indexing.bm25 import BM25Index  # noqa: E402
-from indexing.lexical import date_words, lexical_terms  # noqa: E402
-from indexing.neighbours import smooth_by_session  # noqa: E402
-from indexing.tokenize import tokenize  # noqa: E402
-from memory_service.bench.datasets.locomo import iter_sessions, turn_text  # noqa: E402
-from memory_service.config.retrieval import PRESETS, RetrievalConfig  # noqa: E402
-from memory_service.longterm.fusion import fuse_legs  # noqa: E402
+from benchmarks.lab.late_interaction import (
+    maxsim_alone,
+    maxsim_ranker,
+    maxsim_scores,
+    token_vectors,
+)
+from indexing.bm25 import BM25Index
+from indexing.lexical import date_words, lexical_terms
+from indexing.neighbours import smooth_by_session
+from indexing.tokenize import tokenize
+from memory_service.bench.datasets.locomo import iter_sessions, turn_text
+from memory_service.config.retrieval import PRESETS, RetrievalConfig
+from memory_service.longterm.fusion import fuse_legs
 
 HYBRID = PRESETS["hybrid"]
 TOP_K = 25
@@ -59,7 +66,7 @@ def configs() -> list[tuple[str, RetrievalConfig]]:
     """Ablation of the winner and the config-level alternatives that lost."""
     z = PRESETS["zscore-plain"]
     return [
-        ("rrf-plain (the old default)", PRESETS["rrf-plain"]),
+        ("rrf-plain (plain RRF, no dates or neighbours)", PRESETS["rrf-plain"]),
         ("rrf k=5", PRESETS["rrf-plain"].with_changes(rrf_k=5.0)),
         ("rrf k=60, dense weight 0.5", PRESETS["rrf-plain"].with_changes(weights=_w(0.5))),
         ("zscore-plain (fusion only)", z),
@@ -177,10 +184,11 @@ def mmr(legs: dict[str, Legs], lam: float = 0.8) -> Ranker:
     return rank
 
 
-def second_dense_key(convs: Sequence[Conv], legs: dict[str, Legs], key: str) -> Ranker:
+def second_dense_key(
+    convs: Sequence[Conv], legs: dict[str, Legs], key: str, store: VectorStore
+) -> Ranker:
     """Each memory also embedded as ``date: text`` or ``previous turn + text``; its dense score
     is the better of its two keys."""
-    store = VectorStore()
     replaced = {}
     for conv in convs:
         order = sorted(range(len(conv.items)), key=lambda i: (conv.items[i].created_at, i))
@@ -195,13 +203,13 @@ def second_dense_key(convs: Sequence[Conv], legs: dict[str, Legs], key: str) -> 
                 texts.append(item.text)
         extra = conv.query_vectors @ store.embed(texts).T
         replaced[conv.id] = Legs(legs[conv.id].bm25, np.maximum(legs[conv.id].dense, extra))
-    return service_ranker(HYBRID, replaced)
+    return ranker(HYBRID, replaced)
 
 
 def bm25_params(convs: Sequence[Conv], k1: float, b: float) -> Ranker:
     """BM25 k1/b other than 1.2/0.75 (baked into Qdrant's stored vectors: a re-index)."""
     legs = {c.id: Legs(c.bm25(k1=k1, b=b, date_terms=True), c.dense()) for c in convs}
-    return service_ranker(HYBRID, legs)
+    return ranker(HYBRID, legs)
 
 
 def bigrams(convs: Sequence[Conv], legs: dict[str, Legs]) -> Ranker:
@@ -221,7 +229,7 @@ def bigrams(convs: Sequence[Conv], legs: dict[str, Legs]) -> Ranker:
             query_tokens=lambda q: pairs(tokenize(q)),
         )
         replaced[conv.id] = Legs(bm25, legs[conv.id].dense)
-    return service_ranker(HYBRID, replaced)
+    return ranker(HYBRID, replaced)
 
 
 def lexical_feedback(
@@ -252,7 +260,7 @@ def lexical_feedback(
             lifted = np.where(np.isfinite(bm25[row]), bm25[row], 0.0) + beta * len(chosen) * extra
             bm25[row] = np.where(matched, lifted, -np.inf)
         replaced[conv.id] = Legs(bm25, legs[conv.id].dense)
-    return service_ranker(HYBRID, replaced)
+    return ranker(HYBRID, replaced)
 
 
 def session_prior(convs: Sequence[Conv], legs: dict[str, Legs], gamma: float = 0.25) -> Ranker:
@@ -292,9 +300,9 @@ def session_prior(convs: Sequence[Conv], legs: dict[str, Legs], gamma: float = 0
     return rank
 
 
-def _source_turns(conv: Conv) -> list[str]:
+def _source_turns(conv: Conv, samples: list) -> list[str]:
     """Facts only: the text of the dialog turn(s) each fact was written from (its provenance)."""
-    sample = next(s for s in json.loads(DATA.read_text()) if s.get("sample_id") == conv.id)
+    sample = next(s for s in samples if s.get("sample_id") == conv.id)
     said = {}
     for _, turns in iter_sessions(sample.get("conversation") or {}):
         for turn in turns:
@@ -302,13 +310,18 @@ def _source_turns(conv: Conv) -> list[str]:
     return [" ".join(said.get(r, "") for r in sorted(refs)) for refs in conv.refs]
 
 
-def provenance_keys(convs: Sequence[Conv], legs: dict[str, Legs], where: str) -> Ranker:
+def provenance_keys(
+    convs: Sequence[Conv],
+    legs: dict[str, Legs],
+    where: str,
+    store: VectorStore,
+    samples: list,
+) -> Ranker:
     """Facts only: each fact also keyed by the message it was extracted from, in the lexical
     leg (``lex``), as a second dense key (``dense``, max of both) or both."""
-    store = VectorStore()
     replaced = {}
     for conv in convs:
-        source = _source_turns(conv)
+        source = _source_turns(conv, samples)
         bm25, dense = legs[conv.id].bm25, legs[conv.id].dense
         if where in ("lex", "both"):
             bm25 = conv.bm25(
@@ -320,7 +333,7 @@ def provenance_keys(convs: Sequence[Conv], legs: dict[str, Legs], where: str) ->
             keys = [s or it.text for s, it in zip(source, conv.items, strict=True)]
             dense = np.maximum(dense, conv.query_vectors @ store.embed(keys).T)
         replaced[conv.id] = Legs(bm25, dense)
-    return service_ranker(HYBRID, replaced)
+    return ranker(HYBRID, replaced)
 
 
 def source_turn_order(convs: Sequence[Conv]) -> Ranker:
@@ -340,163 +353,84 @@ def source_turn_order(convs: Sequence[Conv]) -> Ranker:
     by_id = {c.id: c for c in restamped}
 
     def rank(conv: Conv, row: int) -> list[int]:
-        return service_ranker(HYBRID, legs)(by_id[conv.id], row)
+        return ranker(HYBRID, legs)(by_id[conv.id], row)
 
     return rank
 
 
-def token_vectors(convs: Sequence[Conv], unit: str) -> dict[str, tuple[np.ndarray, np.ndarray]]:
-    """Per conversation: every memory's token vectors from the bundled model (its last layer,
-    one unit vector per word piece, [CLS]/[SEP] dropped) stacked in one matrix, and where each
-    memory's rows start. Cached beside the lab's vectors (git-ignored)."""
-    path = VectorStore().path.parent / f"tokens-{unit}.npz"
-    if path.exists():
-        with np.load(path) as data:
-            return {c.id: (data[f"{c.id}/v"], data[f"{c.id}/s"]) for c in convs} | {
-                f"{c.id}?": (data[f"{c.id}/qv"], data[f"{c.id}/qs"]) for c in convs
-            }
-    from indexing.embeddings import SentenceTransformerEmbedder
-
-    model = SentenceTransformerEmbedder(num_threads=2)._model
-
-    def encode(texts: list[str]) -> tuple[np.ndarray, np.ndarray]:
-        out = model.encode(texts, output_value="token_embeddings", batch_size=64)
-        pieces = [t.cpu().numpy()[1:-1] for t in out]
-        pieces = [p / np.linalg.norm(p, axis=1, keepdims=True) for p in pieces]
-        starts = np.cumsum([0] + [len(p) for p in pieces[:-1]])
-        return np.concatenate(pieces).astype(np.float32), starts
-
-    arrays = {}
-    out: dict[str, tuple[np.ndarray, np.ndarray]] = {}
-    for conv in convs:
-        out[conv.id] = encode([it.text for it in conv.items])
-        out[f"{conv.id}?"] = encode(conv.questions)
-        arrays[f"{conv.id}/v"], arrays[f"{conv.id}/s"] = out[conv.id]
-        arrays[f"{conv.id}/qv"], arrays[f"{conv.id}/qs"] = out[f"{conv.id}?"]
-    np.savez(path, **arrays)
-    return out
-
-
-def maxsim(convs: Sequence[Conv], legs: dict[str, Legs], unit: str, *, replace_dense: bool):
-    """Late interaction (ColBERT's MaxSim) with the bundled model's token vectors: per question
-    word piece the best cosine over a memory's word pieces, averaged. As a third leg of the
-    z-score fusion (weight 1), or in place of the pooled dense leg."""
-    tokens = token_vectors(convs, unit)
-    third = {}
-    for conv in convs:
-        vectors, starts = tokens[conv.id]
-        q_vectors, q_starts = tokens[f"{conv.id}?"]
-        ends = np.append(q_starts[1:], len(q_vectors))
-        scores = np.stack(
-            [
-                np.maximum.reduceat(q_vectors[a:b] @ vectors.T, starts, axis=1).mean(axis=0)
-                for a, b in zip(q_starts, ends, strict=True)
-            ]
-        )
-        third[conv.id] = scores
-    return maxsim_ranker(legs, third, replace_dense=replace_dense)
-
-
-def maxsim_ranker(
-    legs: dict[str, Legs], third: dict[str, np.ndarray], *, replace_dense: bool
-) -> Ranker:
-    """Rank with MaxSim score matrices (per conversation, rows: questions) in place of the
-    pooled dense leg, or as a third leg of the z-score fusion (weight 1)."""
-    if replace_dense:
-        return service_ranker(HYBRID, {cid: Legs(legs[cid].bm25, third[cid]) for cid in third})
-    # model_construct: a third leg is outside the strategy's Leg type (the lab only)
-    three = RetrievalConfig.model_construct(
-        **{**HYBRID.model_dump(), "weights": {"bm25": 1.0, "dense": 1.0, "maxsim": 1.0}}
-    )
-
-    def rank(conv: Conv, row: int) -> list[int]:
-        from memory_service.config import retrieval
-
-        hits = leg_lists(conv, legs[conv.id], row, HYBRID.depth(TOP_K))
-        hits["maxsim"] = leg_lists(
-            conv, Legs(third[conv.id], third[conv.id]), row, HYBRID.depth(TOP_K)
-        )["dense"]
-        saved, retrieval.LEGS = retrieval.LEGS, (*retrieval.LEGS, "maxsim")
-        try:  # the lab only: fuse_legs fuses the legs ``LEGS`` names
-            return [int(h.id) for h in fuse_legs("hybrid", hits, three, TOP_K)]
-        finally:
-            retrieval.LEGS = saved
-
-    return rank
-
-
-def maxsim_alone(convs: Sequence[Conv], unit: str) -> Ranker:
-    """The MaxSim leg by itself, over every memory."""
-    tokens = token_vectors(convs, unit)
-
-    def rank(conv: Conv, row: int) -> list[int]:
-        vectors, starts = tokens[conv.id]
-        q_vectors, q_starts = tokens[f"{conv.id}?"]
-        end = q_starts[row + 1] if row + 1 < len(q_starts) else len(q_vectors)
-        sim = q_vectors[q_starts[row] : end] @ vectors.T
-        score = np.maximum.reduceat(sim, starts, axis=1).mean(axis=0)
-        return [int(i) for i in np.argsort(-score, kind="stable")[: TOP_K * 4]]
-
-    return rank
-
-
-def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--unit", default="turns", choices=("turns", "facts"))
-    args = parser.parse_args(argv)
-    convs = load(args.unit)
+def rows(
+    convs: Sequence[Conv],
+    unit: str,
+    store: VectorStore,
+    samples: list,
+    cache: Path,
+    embedder=None,
+) -> list[tuple[str, Callable[[], Ranker]]]:
+    """Every row of the table as (name, a function making its ranker), in print order."""
     legs = {dates: all_legs(convs, date_terms=dates) for dates in (False, True)}
-
-    def show(name: str, ranker: Ranker) -> None:
-        print(f"  {name:44s} {evaluate(convs, ranker).row()}", flush=True)
-
-    print(f"{args.unit}: R@5 / R@10 / R@25, MRR (hybrid mode unless named)")
+    dated = legs[True]
+    out: list[tuple[str, Callable[[], Ranker]]] = []
     for leg in ("bm25", "dense"):
-        show(f"{leg} leg, no dates", service_ranker(HYBRID, legs[False], mode=leg))
-        show(f"{leg} leg, with dates", service_ranker(HYBRID, legs[True], mode=leg))
-        show(f"{leg} leg + neighbour smoothing", smoothed_leg(leg, legs[True]))
+        out += [
+            (f"{leg} leg, no dates", partial(ranker, HYBRID, legs[False], leg)),
+            (f"{leg} leg, with dates", partial(ranker, HYBRID, dated, leg)),
+            (f"{leg} leg + neighbour smoothing", partial(smoothed_leg, leg, dated)),
+        ]
     for name, config in configs():
-        show(name, service_ranker(config, legs[config.date_terms]))
-    others: list[tuple[str, Callable[[], Ranker]]] = [
-        ("hybrid, neighbours from the session timeline", lambda: timeline_neighbours(legs[True])),
-        ("hybrid + dense feedback (m=3, beta=0.5)", lambda: dense_feedback(legs[True])),
-        ("hybrid + MMR (lambda=0.8)", lambda: mmr(legs[True])),
+        out.append((name, partial(ranker, config, legs[config.date_terms])))
+
+    def tokens():
+        return token_vectors(convs, unit, cache, embedder)
+
+    def maxsim(replace_dense: bool) -> Ranker:
+        return maxsim_ranker(dated, maxsim_scores(convs, tokens()), replace_dense=replace_dense)
+
+    out += [
+        ("hybrid, neighbours from the session timeline", lambda: timeline_neighbours(dated)),
+        ("hybrid + dense feedback (m=3, beta=0.5)", lambda: dense_feedback(dated)),
+        ("hybrid + MMR (lambda=0.8)", lambda: mmr(dated)),
         (
             "hybrid + second dense key 'date: text'",
-            lambda: second_dense_key(convs, legs[True], "dated"),
+            lambda: second_dense_key(convs, dated, "dated", store),
         ),
         (
             "hybrid + second dense key 'prev + text'",
-            lambda: second_dense_key(convs, legs[True], "context"),
+            lambda: second_dense_key(convs, dated, "context", store),
         ),
         ("hybrid, BM25 k1=0.9 b=0.4", lambda: bm25_params(convs, 0.9, 0.4)),
         ("hybrid, BM25 k1=1.2 b=0.3", lambda: bm25_params(convs, 1.2, 0.3)),
-        ("hybrid + word pairs in the lexical leg", lambda: bigrams(convs, legs[True])),
-        ("hybrid + lexical feedback (m=3, 10 terms)", lambda: lexical_feedback(convs, legs[True])),
-        ("hybrid + session prior (gamma=0.25)", lambda: session_prior(convs, legs[True])),
-        ("MaxSim (token vectors) alone", lambda: maxsim_alone(convs, args.unit)),
-        (
-            "hybrid + MaxSim as a third leg",
-            lambda: maxsim(convs, legs[True], args.unit, replace_dense=False),
-        ),
-        (
-            "bm25 + MaxSim in place of dense",
-            lambda: maxsim(convs, legs[True], args.unit, replace_dense=True),
-        ),
+        ("hybrid + word pairs in the lexical leg", lambda: bigrams(convs, dated)),
+        ("hybrid + lexical feedback (m=3, 10 terms)", lambda: lexical_feedback(convs, dated)),
+        ("hybrid + session prior (gamma=0.25)", lambda: session_prior(convs, dated)),
+        ("MaxSim (token vectors) alone", lambda: maxsim_alone(tokens())),
+        ("hybrid + MaxSim as a third leg", lambda: maxsim(False)),
+        ("bm25 + MaxSim in place of dense", lambda: maxsim(True)),
     ]
-    if args.unit == "facts":
-        others += [
+    if unit == "facts":
+        out += [
             ("facts in source-turn order", lambda: source_turn_order(convs)),
             *(
                 (
                     f"facts + source message keys ({w})",
-                    partial(provenance_keys, convs, legs[True], w),
+                    partial(provenance_keys, convs, dated, w, store, samples),
                 )
                 for w in ("lex", "dense", "both")
             ),
         ]
-    for name, make in others:
-        show(name, make())
+    return out
+
+
+def main(argv: Sequence[str] | None = None, *, embedder=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    add_arguments(parser, vectors="bundled")
+    parser.add_argument("--unit", default="turns", choices=("turns", "facts"))
+    args = parser.parse_args(argv)
+    store = vector_store(args, embedder)
+    samples = read_locomo(args.data)
+    convs = load(args.unit, args.data, store)
+    print(f"{args.unit}: R@5 / R@10 / R@25, MRR (hybrid mode unless named)")
+    for name, make in rows(convs, args.unit, store, samples, args.cache, embedder):
+        print(f"  {name:44s} {evaluate(convs, make()).row()}", flush=True)
     return 0
 
 

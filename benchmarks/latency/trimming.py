@@ -6,7 +6,10 @@ again through the service's vector cache (``cached``: what a session pays on the
 compaction, when only the new messages are embedded). Medians and p95 in milliseconds, with
 the load average before and after (on a shared machine it says how far to trust a figure).
 
-    PYTHONPATH=. .venv/bin/python benchmarks/trimming_latency.py [--reps 20] [--threads 1]
+It tells what importance-scored trimming costs a compaction over the sliding window; no run
+of it is recorded yet (RESULTS.md, "Compaction").
+
+    python -m benchmarks.latency.trimming [--reps 20] [--threads 1]
         [--json benchmarks/results/trimming_latency.json]
 """
 
@@ -17,6 +20,7 @@ import json
 import os
 import statistics
 import time
+from collections.abc import Sequence
 from pathlib import Path
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
@@ -43,12 +47,12 @@ def _session(size: int, rep: int):
     return state
 
 
-def main() -> None:
+def main(argv: Sequence[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--reps", type=int, default=20)
     parser.add_argument("--threads", type=int, default=1)
     parser.add_argument("--json", type=Path, default=Path("benchmarks/results/trimming.json"))
-    args = parser.parse_args()
+    args = parser.parse_args(argv)
 
     from indexing.embeddings import BUNDLED_MODEL, CachedEmbedder
     from indexing.onnx_embeddings import OnnxEmbedder

@@ -9,7 +9,10 @@
    tombstone read, inside the save's transaction) and without it, side by side, and
    ``FileStateStore.save`` (its guard is one tombstone read under the session's lock).
 
-    .venv/bin/python benchmarks/erase_cost.py [--sizes 1000 10000 100000] [--runs 3]
+An erase on Qdrant Edge takes 59.35 s at 100,000 points (the rewrite), while the guard on a
+save is within noise (RESULTS.md, "Erasing a user").
+
+    python -m benchmarks.latency.erase [--sizes 1000 10000 100000] [--runs 3]
         [--saves 300] [--dsn postgresql://postgres@127.0.0.1:5432/test]
         [--json benchmarks/results/erase_cost.json]
 """
@@ -24,6 +27,7 @@ import statistics
 import tempfile
 import time
 import uuid
+from collections.abc import Sequence
 from pathlib import Path
 
 import numpy as np
@@ -131,14 +135,14 @@ def save_latency(dsn: str, saves: int) -> dict:
     return out
 
 
-def main() -> None:
+def main(argv: Sequence[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--sizes", type=int, nargs="+", default=[1000, 10000, 100000])
     parser.add_argument("--runs", type=int, default=3)
     parser.add_argument("--saves", type=int, default=300)
     parser.add_argument("--dsn", default="postgresql://postgres@127.0.0.1:5432/test")
     parser.add_argument("--json", type=Path)
-    args = parser.parse_args()
+    args = parser.parse_args(argv)
     rng = np.random.default_rng(7)
     report = {
         "machine": {"python": platform.python_version(), "cpus": os.cpu_count()},

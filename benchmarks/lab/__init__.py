@@ -1,0 +1,1 @@
+"""The offline recall lab, one module per question; shared loading and scoring in ``common``."""

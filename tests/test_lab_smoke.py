@@ -1,0 +1,263 @@
+"""Every lab module and the cheapest measurement scripts, run on a tiny input made here: two
+made-up LoCoMo-shaped conversations and a one-user synthetic set, vectors from the session's
+embedder cached in a temporary folder. Each test checks what a user of the lab reads: the table
+with its rows, or the results file."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+import pytest
+
+from benchmarks.lab import (
+    fusion_frontier,
+    fusion_grid,
+    fusion_latency,
+    lexical_coverage,
+    maxsim_cuts,
+    presets,
+    score_normalisation,
+    stemming,
+    variants,
+)
+
+ROW = re.compile(r"\d\.\d{3} / \d\.\d{3} / \d\.\d{3}  MRR \d\.\d{3}")
+
+_TALK = {
+    "conv-a": (
+        ("Ana", "Ben"),
+        [
+            [
+                "I adopted a grey cat called Pixel last week.",
+                "Lovely! I started training for a marathon in Lisbon.",
+                "Pixel sleeps on my keyboard while I paint.",
+                "My running shoes are already worn out.",
+            ],
+            [
+                "I sold two paintings at the harbour market.",
+                "I finished the marathon in four hours.",
+                "Pixel knocked my paint water over again.",
+                "Next I want to hike the coast path.",
+            ],
+        ],
+    ),
+    "conv-b": (
+        ("Cleo", "Dan"),
+        [
+            [
+                "My sister moved to Oslo for a job in robotics.",
+                "I bake sourdough bread every Sunday morning.",
+                "She says the winters there are very dark.",
+                "My starter is named Bubbles.",
+            ],
+            [
+                "I visited my sister in Oslo in March.",
+                "Bubbles survived a week in the fridge.",
+                "We went skiing near the fjord.",
+                "I gave a loaf to every neighbour on the street.",
+            ],
+        ],
+    ),
+}
+_QUESTIONS = {
+    "conv-a": [
+        ("What is the name of Ana's cat?", "Pixel", "D1:1", 4),
+        ("Where did Ben run a marathon?", "Lisbon", "D1:2; D2:2", 1),
+        ("When did Ana sell paintings?", "at the market", "D2:1", 2),
+        ("What would Ben like to do next?", "hike", "D2:4", 3),
+    ],
+    "conv-b": [
+        ("Where does Cleo's sister work?", "Oslo", "D1:1", 4),
+        ("What is Dan's sourdough starter called?", "Bubbles", "D1:4", 4),
+        ("What did Cleo do in Oslo?", "skiing", "D2:1; D2:3", 1),
+        ("What does Dan bake?", "bread", "D1:2", 3),
+    ],
+}
+
+
+def _sample(sample_id: str) -> dict:
+    (a, b), sessions = _TALK[sample_id]
+    conversation: dict = {"speaker_a": a, "speaker_b": b}
+    observation: dict = {}
+    for n, texts in enumerate(sessions, start=1):
+        conversation[f"session_{n}_date_time"] = f"1:0{n} pm on {n + 3} May, 2023"
+        turns = [
+            {"speaker": (a, b)[i % 2], "dia_id": f"D{n}:{i + 1}", "text": text}
+            for i, text in enumerate(texts)
+        ]
+        conversation[f"session_{n}"] = turns
+        observation[f"session_{n}_observation"] = {
+            speaker: [
+                [f"{t['speaker']} said: {t['text']}", t["dia_id"]]
+                for t in turns
+                if t["speaker"] == speaker
+            ]
+            for speaker in (a, b)
+        }
+    qa = [
+        {"question": q, "answer": ans, "evidence": [ev], "category": cat}
+        for q, ans, ev, cat in _QUESTIONS[sample_id]
+    ]
+    return {
+        "sample_id": sample_id,
+        "conversation": conversation,
+        "qa": qa,
+        "observation": observation,
+    }
+
+
+@pytest.fixture(scope="module")
+def lab(tmp_path_factory) -> list[str]:
+    """The arguments every lab module takes, pointing at the tiny inputs."""
+    root = tmp_path_factory.mktemp("lab")
+    data = root / "locomo-tiny.json"
+    data.write_text(json.dumps([_sample(s) for s in _TALK]))
+    return ["--data", str(data), "--cache", str(root / "cache"), "--synthetic-users", "1"]
+
+
+def test_presets_prints_each_mode_on_each_set(lab, embedder, capsys) -> None:
+    sets = "synthetic,locomo-turns,locomo-facts"
+    assert presets.main([*lab, "--sets", sets], embedder=embedder) == 0
+    out = capsys.readouterr().out
+    for name in sets.split(","):
+        assert f"{name}: R@5 / R@10 / R@25  MRR" in out
+    rows = [line for line in out.splitlines() if ROW.search(line)]
+    assert len(rows) == 9  # 3 sets x (bm25, dense, hybrid)
+    assert all(line.split()[0] == "hybrid" for line in rows)
+
+
+def test_presets_ceiling_is_perfect_when_every_gold_id_is_held(lab, embedder, capsys) -> None:
+    assert presets.main([*lab, "--sets", "locomo-turns", "--ceiling"], embedder=embedder) == 0
+    assert "locomo-turns: perfect ranking R@5 / R@10 / R@25: 1.000 / 1.000 / 1.000" in (
+        capsys.readouterr().out
+    )
+
+
+def test_fusion_grid_reports_held_out_recall_per_conversation(lab, embedder, capsys) -> None:
+    assert fusion_grid.main(lab, embedder=embedder) == 0
+    out = capsys.readouterr().out
+    assert "  conv-a: z wd=" in out and "  conv-b: z wd=" in out
+    assert re.search(r"turns: held-out recall \d\.\d{3} / \d\.\d{3} / \d\.\d{3}", out)
+    assert re.search(r"facts: held-out recall \d\.\d{3} / \d\.\d{3} / \d\.\d{3}", out)
+
+
+def test_fusion_frontier_writes_every_grid_point(lab, embedder, tmp_path) -> None:
+    out = tmp_path / "frontier.json"
+    assert fusion_frontier.main([*lab, "--json", str(out)], embedder=embedder) == 0
+    points = json.loads(out.read_text())["grid"]
+    sizes = len(fusion_frontier.WEIGHTS) * len(fusion_frontier.MIN_SPREADS)
+    assert len(points) == sizes * len(fusion_frontier.COVERAGES)
+    assert set(points[0]["targets"]) == {
+        "synthetic >= dense at R@5, R@10, MRR",
+        "turns no loss",
+        "facts >= best leg + 3",
+    }
+    assert all(len(p["locomo-facts"]) == 4 for p in points)  # R@5, R@10, R@25, MRR
+
+
+def test_stemming_compares_stemmers_and_restores_snowball(lab, embedder, tmp_path) -> None:
+    import indexing.tokenize as tokenize_module
+
+    snowball = tokenize_module.stem
+    out = tmp_path / "stemmers.json"
+    args = [*lab, "--stemmers", "light,snowball", "--json", str(out)]
+    assert stemming.main(args, embedder=embedder) == 0
+    result = json.loads(out.read_text())
+    assert set(result) == {"light", "snowball"}
+    for stem in result.values():
+        assert set(stem["rows"]) == {"synthetic", "locomo-turns", "locomo-facts"}
+        assert set(stem["rows"]["locomo-turns"]) == {"bm25", "dense", "hybrid"}
+        assert set(stem["hybrid_r10_per_conversation"]["locomo-turns"]) == {"conv-a", "conv-b"}
+        assert len(stem["targets"]) == 3
+    assert tokenize_module.stem is snowball
+    assert stemming.light_stem("running") == "run"
+
+
+def test_lexical_coverage_table_and_diagnosis(lab, embedder, capsys) -> None:
+    assert lexical_coverage.main(lab, embedder=embedder) == 0
+    out = capsys.readouterr().out
+    for label in ("hybrid, no coverage", "hybrid, coverage^0.5", "hybrid, coverage^1", "rrf"):
+        assert len([line for line in out.splitlines() if line.startswith(f"  {label} ")]) >= 3
+    assert lexical_coverage.main([*lab, "--diagnose"], embedder=embedder) == 0
+    assert re.search(
+        r"^\d+ questions where hybrid ranks the answer below dense$", capsys.readouterr().out, re.M
+    )
+
+
+def test_score_normalisation_prints_every_variant_and_restores_fusion(
+    lab, embedder, capsys
+) -> None:
+    import memory_service.longterm.fusion as fusion
+
+    original = fusion.zscore_fusion
+    assert score_normalisation.main([*lab, "--sets", "synthetic"], embedder=embedder) == 0
+    out = capsys.readouterr().out
+    labels = [label for label, _, _ in score_normalisation.variants()]
+    assert [line[4:] for line in out.splitlines() if line.startswith("=== ")] == labels
+    assert fusion.zscore_fusion is original
+
+
+def test_variants_prints_one_row_per_variant(lab, embedder, capsys) -> None:
+    assert variants.main([*lab, "--unit", "facts"], embedder=embedder) == 0
+    rows = [line for line in capsys.readouterr().out.splitlines() if ROW.search(line)]
+    names = [line[2:46].strip() for line in rows]
+    assert len(rows) == 6 + len(variants.configs()) + 13 + 4
+    assert "hybrid = zscore + dates + neighbours" in names
+    assert "bm25 + MaxSim in place of dense" in names
+    assert "facts + source message keys (both)" in names
+
+
+def test_maxsim_cuts_reports_bytes_and_recall_per_cut(lab, embedder, capsys) -> None:
+    args = [*lab, "--unit", "turns", "--only", "int8"]
+    assert maxsim_cuts.main(args, embedder=embedder) == 0
+    out = capsys.readouterr().out
+    chosen = [c for c in maxsim_cuts.cuts() if "int8" in c.name]
+    lines = [line for line in out.splitlines() if re.search(r" \d+ B \(", line)]
+    assert len(lines) == len(chosen)
+    assert all(len(ROW.findall(line)) == 2 for line in lines)
+    assert "today's default hybrid:" in out
+
+
+def test_fusion_latency_times_both_presets(lab, embedder, capsys) -> None:
+    assert fusion_latency.main([*lab[:2], "--backend", "files"], embedder=embedder) == 0
+    out = capsys.readouterr().out
+    assert re.search(r"files rrf-plain\s+p50 [\d.]+ ms", out)
+    assert re.search(r"files hybrid\s+p50 [\d.]+ ms", out)
+    assert re.search(r"hybrid / rrf-plain p50: [\d.]+", out)
+
+
+def test_every_lab_module_needs_a_data_path(monkeypatch, embedder, tmp_path) -> None:
+    monkeypatch.delenv("LOCOMO_DATA", raising=False)
+    with pytest.raises(SystemExit, match="--data"):
+        presets.main(["--cache", str(tmp_path), "--sets", "locomo-turns"], embedder=embedder)
+
+
+def test_lab_modules_have_no_path_outside_the_repository() -> None:
+    root = Path(presets.__file__).parent
+    for module in root.glob("*.py"):
+        text = module.read_text()
+        assert "sys.path" not in text, module
+        assert "shared/data" not in text.replace("../shared/data/locomo-dev.json", ""), module
+
+
+def test_observability_overhead_writes_each_figure(tmp_path) -> None:
+    from benchmarks.latency import observability
+
+    out = tmp_path / "observability.json"
+    observability.main(["--n", "20", "--json", str(out)])
+    figures = json.loads(out.read_text())
+    assert {"off_us", "on_us", "metrics_only_us", "added_us", "load_average"} <= set(figures)
+    assert figures["on_us"] > 0
+
+
+def test_scopes_latency_times_each_scope_set(embedder, tmp_path) -> None:
+    from benchmarks.latency import scopes
+
+    out = tmp_path / "scopes.json"
+    args = ["--facts", "8", "--shared", "4", "--rounds", "1", "--json", str(out)]
+    doc = scopes.main(args, embedder=embedder)
+    assert json.loads(out.read_text()) == doc
+    assert set(doc["search_ms"]) == {"user", "user+tenant", "user+agent+tenant"}
+    assert doc["queries_per_variant"] > 0
