@@ -51,7 +51,8 @@ def bundled_model_path() -> Path:
 def default_threads() -> int:
     """Intra-op threads when none are set, for either backend: min(4, cores). On an idle 2-core
     machine two threads embed faster than one; on an oversubscribed one, one thread is faster
-    (``benchmarks/onnx_latency.py``): set ``MEMORY_EMBEDDING__THREADS=1`` on a shared host."""
+    (``benchmarks/latency/embedding_runtimes.py``): set ``MEMORY_EMBEDDING__THREADS=1`` on a
+    shared host."""
     return max(1, min(4, os.cpu_count() or 1))
 
 

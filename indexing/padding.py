@@ -1,7 +1,7 @@
 """Which texts share one model run, so that padding does not multiply the work.
 
 A batch runs padded to its longest text, and on a CPU the encoder's cost is its matrix
-products, linear in the padded tokens (``benchmarks/RESULTS.md``, record throughput:
+products, linear in the padded tokens (``benchmarks/RESULTS.md``, "Record rate":
 ~0.12 ms a token on 2 cores, 81 % of a run in MatMul). One batch of 100 facts of 6-27 tokens
 ran 30 % padding.
 Sorted longest first and cut where it pays, the runs carry almost only real tokens; every run

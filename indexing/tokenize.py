@@ -57,7 +57,7 @@ def stem(word: str) -> str:
     PyStemmer, for ASCII words; a possessive ``'s`` is dropped first. Other words (accents,
     other scripts, inner apostrophes) are returned unchanged: an English stemmer would only
     mangle them. Measured against the hand-written light stemmer it replaced in
-    ``benchmarks/RESULTS.md`` ("rrf preset, synthetic fix, stemming")."""
+    ``benchmarks/RESULTS.md`` ("Stemming")."""
     if word.endswith("'s"):
         word = word[:-2]
     if not word.isascii() or not word.isalpha():

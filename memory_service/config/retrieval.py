@@ -49,7 +49,7 @@ class RetrievalConfig(BaseModel):
       every memory matches only a word they all share (the user's name), BM25's tiny length-norm
       differences are not stretched into a ranking that outvotes the dense leg. On the bundled
       synthetic set it lifted hybrid R@5 from 90.6 to 94.0 and left LoCoMo unchanged
-      (``benchmarks/RESULTS.md``, "rrf preset, synthetic fix, stemming"). RRF ignores it.
+      (``benchmarks/RESULTS.md``, "Lexical leg: BM25's spread floor"). RRF ignores it.
     - ``lexical_coverage``: in z-score fusion, each BM25 score is multiplied by its memory's
       query coverage (the share of the question's IDF mass it holds, IDF over the fused
       candidates; ``indexing.fusion.query_coverage``) to this power; 0 turns it off, 1 is
@@ -57,8 +57,7 @@ class RetrievalConfig(BaseModel):
       paraphrased question no longer outvotes the dense leg's answer. 0.5: on the bundled
       synthetic set hybrid MRR 80.4 -> 84.8, LoCoMo dev turns and facts better or equal at
       every k; 0.75 and 1 gained more on synthetic and lost LoCoMo R@25
-      (``benchmarks/RESULTS.md``, "the default against a single leg on synthetic"). RRF ignores
-      it.
+      (``benchmarks/RESULTS.md``, "Lexical leg: query coverage"). RRF ignores it.
     - ``candidate_multiplier`` / ``min_candidates``: how deep each leg goes before fusion:
       ``max(min_candidates, top_k * candidate_multiplier)``.
     - ``neighbour_weight`` / ``neighbour_window``: session-neighbour smoothing after fusion
@@ -124,7 +123,7 @@ HYBRID = RetrievalConfig()
 # scores are flat (1/(60 + rank)), so the default's neighbour weight (0.5, on z-scores) would
 # lift a neighbour many ranks further than it does there: 0.1 is its RRF-scale counterpart
 # (LoCoMo dev: better than plain RRF at every k on both units; 0.25 and 0.5 lose facts R@5 or
-# MRR; ``benchmarks/RESULTS.md``, "rrf preset, synthetic fix, stemming").
+# MRR; ``benchmarks/RESULTS.md``, "Fusion and neighbours").
 RRF = RetrievalConfig(name="rrf", fusion="rrf", neighbour_weight=0.1)
 RRF_PLAIN = RetrievalConfig(name="rrf-plain", fusion="rrf", neighbour_weight=0.0, date_terms=False)
 ZSCORE_PLAIN = RetrievalConfig(

@@ -4,8 +4,7 @@ the engine twice more per scope.
 
 Why: a filtered Edge request costs about 0.1 ms however few hits it returns (most of it the
 BM25 leg's IDF over the owner's corpus), so each shared scope a recall read added about 1 ms
-at 100k points, 11-15 % of a whole recall (``benchmarks/RESULTS.md``, "what a shared scope
-adds to an Edge search"). Shared
+at 100k points, 11-15 % of a whole recall (``benchmarks/RESULTS.md``, "Shared scopes"). Shared
 memory is small and rarely written; a user's own scope is neither, and stays with the engine.
 
 A mirror is one owner's points as one scroll read them, vectors included, and answers a

@@ -270,7 +270,7 @@ class EdgeEngine:
         points. The new shard is built beside the folder and swapped in by two renames;
         ``_recover_rewrite`` finishes a swap a kill interrupted. Calls wait meanwhile; it
         costs a copy of the collection (about a minute per 100k points on 2 loaded cores:
-        ``benchmarks/erase_cost.py``)."""
+        ``benchmarks/latency/erase.py``)."""
         building = _sibling(self.folder, REWRITE_SUFFIX)
         replaced = _sibling(self.folder, REPLACED_SUFFIX)
         with self._swap.exclusive(), self._calls_errors():
