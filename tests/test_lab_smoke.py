@@ -243,13 +243,20 @@ def test_lab_modules_have_no_path_outside_the_repository() -> None:
 
 
 def test_observability_overhead_writes_each_figure(tmp_path) -> None:
+    import logging
+
     from benchmarks.latency import observability
 
+    access = logging.getLogger("memory_service.access")
+    before = (access.handlers[:], access.propagate, access.level)
     out = tmp_path / "observability.json"
     observability.main(["--n", "20", "--json", str(out)])
     figures = json.loads(out.read_text())
     assert {"off_us", "on_us", "metrics_only_us", "added_us", "load_average"} <= set(figures)
     assert figures["on_us"] > 0
+    # the access logger is the service's own: the run leaves it as it found it, so the
+    # service's later access lines in this process do not go to a deleted file
+    assert (access.handlers, access.propagate, access.level) == before
 
 
 def test_scopes_latency_times_each_scope_set(embedder, tmp_path) -> None:

@@ -22,7 +22,8 @@ import os
 import statistics
 import tempfile
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from pathlib import Path
 
 from memory_service.api.metrics import AppMetrics
@@ -34,14 +35,24 @@ ROUTE = "/v1/memories/search"
 STAGES = ("bm25", "dense", "fusion", "retrieve")
 
 
-def _access_log(path: Path) -> logging.Logger:
+@contextmanager
+def _access_log(path: Path) -> Iterator[logging.Logger]:
+    """The service's access logger writing JSON lines to ``path`` for the run, then put back
+    as it was: the logger is process-wide, and a handler left on a deleted file would fail
+    every later access line in the same process."""
     log = logging.getLogger("memory_service.access")
+    saved = (log.handlers[:], log.propagate, log.level)
     handler = logging.FileHandler(path, encoding="utf-8")
     handler.addFilter(TraceFilter())
     handler.setFormatter(JsonFormatter())
     log.handlers, log.propagate = [handler], False
     log.setLevel(logging.INFO)
-    return log
+    try:
+        yield log
+    finally:
+        handler.close()
+        log.handlers, log.propagate = saved[0], saved[1]
+        log.setLevel(saved[2])
 
 
 def _request(metrics: AppMetrics | None, log: logging.Logger | None) -> Callable[[], None]:
@@ -83,8 +94,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument("--json", type=Path, help="write the figures as JSON")
     args = parser.parse_args(argv)
     load_start = os.getloadavg()
-    with tempfile.TemporaryDirectory() as tmp:
-        log = _access_log(Path(tmp) / "access.jsonl")
+    with tempfile.TemporaryDirectory() as tmp, _access_log(Path(tmp) / "access.jsonl") as log:
         figures = {
             "off_us": per_request_us(_request(None, None), args.n),
             "on_us": per_request_us(_request(AppMetrics("files"), log), args.n),
