@@ -72,8 +72,8 @@ def _has_control(text: str, allowed: str = "") -> bool:
 class Source:
     """Where a fact came from: personal data, stored, recalled and deleted with the fact.
 
-    ``origin`` is how it came in (``flush``, ``memory_save``, or a caller's label: what the
-    whole ``source`` string was before provenance); ``session_id`` and ``messages`` (the
+    ``origin`` is how it came in (``flush``, ``memory_save``, or a caller's label, which is
+    what a plain string ``source`` becomes); ``session_id`` and ``messages`` (the
     messages' sequence numbers in that session) say which conversation; ``text`` is what was
     said there (at most ``MAX_SOURCE_TEXT_BYTES``), which the lexical leg indexes beside the
     fact."""

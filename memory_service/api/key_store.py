@@ -6,7 +6,7 @@ The file is a JSON object from a key to its owner::
 
 Only SHA-256 digests of the keys are written: a key is shown once, when it is added, and
 cannot be read back. A file written by hand (or by an older version) may still name keys in
-plaintext (``{"<key>": {"tenant": ..., "role": ...}}``); it is read as before, and every
+plaintext (``{"<key>": {"tenant": ..., "role": ...}}``); it is still read, and every
 change written through here stores those keys as digests too (``keys migrate`` does only that).
 Changes are atomic (readers see the old or the new file) and serialised by a lock beside it.
 """

@@ -102,7 +102,7 @@ class FactIn(Strict):
     confidence: Annotated[float, Field(ge=MIN_CONFIDENCE, le=MAX_CONFIDENCE)] = 1.0
     tags: Annotated[list[Tag], Field(max_length=MAX_TAGS)] = []
     source: Annotated[SourceIn | None, BeforeValidator(_label_as_origin)] = Field(
-        None, description="provenance; a plain string is taken as the origin label (as before)"
+        None, description="provenance; a plain string is taken as the origin label"
     )
     expires_at: datetime | None = None
     scope: Scope = Field(
