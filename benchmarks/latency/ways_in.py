@@ -18,7 +18,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import socket
 import subprocess
 import sys
 import tempfile
@@ -28,7 +27,8 @@ from pathlib import Path
 from typing import Any
 
 import anyio
-import httpx
+
+from tests.support.server import clean_env, free_port, wait_healthy
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
@@ -59,30 +59,22 @@ def _texts(facts: int, queries: int) -> tuple[list[str], list[str]]:
     return documents[:facts], asked[:queries]
 
 
-def _env(workspace: Path, **extra: str) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("MEMORY_")}
-    return {**env, "HF_HUB_OFFLINE": "1", "MEMORY_WORKSPACE": str(workspace), **extra}
-
-
 def _start_serve(workspace: Path) -> tuple[subprocess.Popen, str]:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port = sock.getsockname()[1]
+    """``memory-service serve`` on a free loopback port, answering /healthz."""
+    port = free_port()
     proc = subprocess.Popen(
         [sys.executable, "-m", "memory_service.cli", "serve", "--port", str(port)],
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
-        env=_env(workspace),
+        env=clean_env(workspace),
     )
     url = f"http://127.0.0.1:{port}"
-    for _ in range(1200):
-        try:
-            if httpx.get(f"{url}/healthz", timeout=1).status_code == 200:
-                return proc, url
-        except httpx.TransportError:
-            time.sleep(0.1)
-    proc.terminate()
-    raise RuntimeError("serve did not start")
+    try:
+        wait_healthy(url, proc)
+    except RuntimeError:
+        proc.terminate()
+        raise
+    return proc, url
 
 
 async def _timed(ask: Callable[[str], Awaitable[Any]], questions: list[str], warmup: int):
@@ -146,7 +138,7 @@ def run(facts: int, queries: int, warmup: int) -> dict[str, Any]:
         params = StdioServerParameters(
             command=sys.executable,
             args=["-m", "memory_service.cli", "mcp", "--user", USER],
-            env=_env(workspace, MEMORY_API_KEY=key),
+            env=clean_env(workspace, MEMORY_API_KEY=key),
         )
 
         async def over_stdio() -> list[float]:
