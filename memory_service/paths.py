@@ -38,6 +38,21 @@ SESSION_LOG_SUFFIX = ".log.jsonl"
 TOOL_RESULTS_DIR = "tool-results"
 
 
+
+def id_folders(folder: Path) -> list[str]:
+    """The sub-folders of ``folder`` named by valid ids, sorted (links and other names
+    skipped): the tenants, users or agents that have a folder."""
+    if not folder.is_dir() or folder.is_symlink():
+        return []
+    found = []
+    for child in sorted(folder.iterdir()):
+        try:
+            if child.is_dir() and not child.is_symlink():
+                found.append(validate_id(child.name))
+        except InvalidIdError:
+            continue
+    return found
+
 @dataclass(frozen=True, slots=True)
 class WorkspacePaths:
     """Workspace-level files: keys, Qdrant Edge's default folder, tenants and their users."""
@@ -76,8 +91,12 @@ class WorkspacePaths:
 
     def tombstone(self, tenant_id: str, user_id: str) -> Path:
         """The erased user's tombstone, named by a digest so the file names no user."""
-        digest = hashlib.sha256(validate_id(user_id, "user_id").encode()).hexdigest()[:32]
-        return self.tenant_root(tenant_id) / "erased" / f"{digest}.json"
+        return self.tenant_root(tenant_id) / "erased" / f"{self.user_digest(user_id)}.json"
+
+    @staticmethod
+    def user_digest(user_id: str) -> str:
+        """What names (and keys) an erased user's tombstone: 32 hex digits of the id's SHA-256."""
+        return hashlib.sha256(validate_id(user_id, "user_id").encode()).hexdigest()[:32]
 
     def all_state_files(self) -> list[Path]:
         """Every session-state file of every user (the TTL sweep)."""

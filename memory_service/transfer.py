@@ -21,7 +21,8 @@ from memory_service.context import RuntimeContext, check_scope, scope_context, v
 from memory_service.errors import InvalidInputError
 from memory_service.facts import Fact, parse_time
 from memory_service.limits import MAX_CONFIDENCE, MAX_IMPORTANCE, MIN_CONFIDENCE, MIN_IMPORTANCE
-from memory_service.longterm.protocol import ListsAgents, ListsUsers, LongTermMemory
+from memory_service.longterm.protocol import ListsAgents, LongTermMemory
+from memory_service.replicas.user_data import ListsUsers
 
 PAGE = 1000
 RECORD_BATCH = 500

@@ -17,17 +17,17 @@ from pathlib import Path
 import psycopg
 import pytest
 
+from memory_service.agent_state import AgentState
 from memory_service.config import CompactionSettings
 from memory_service.context import RuntimeContext
 from memory_service.facts import utcnow
 from memory_service.llm import LlmBadResponseError
 from memory_service.messages import Msg
-from memory_service.shortterm.eviction import ToolResultEvictor
-from memory_service.shortterm.files_store import FileStateStore
-from memory_service.shortterm.postgres_store import PostgresStateStore
+from memory_service.replicas.session_logs.files import FilesSessionLogStore
+from memory_service.replicas.session_state.files import FilesAgentStateStore
+from memory_service.replicas.session_state.postgres import PostgresAgentStateStore
+from memory_service.replicas.tool_results.files import FilesToolResultStore
 from memory_service.shortterm.session import ShortTermMemory
-from memory_service.shortterm.session_log import SessionLog
-from memory_service.shortterm.state import AgentState
 from memory_service.shortterm.summary import parse_summary
 from tests.support.chat_script import SUMMARY_REPLY
 from tests.support.llm_server import text
@@ -120,15 +120,15 @@ def make_memory(request, tmp_path: Path) -> Iterator:
     workspace = tmp_path / "ws"
     table = f"agent_state_test_{uuid.uuid4().hex[:12]}"
     if request.param == "files":
-        store = FileStateStore(workspace)
+        store = FilesAgentStateStore(workspace)
     else:
-        store = PostgresStateStore(PG_DSN, table=table, pool_min=1, pool_max=2)
+        store = PostgresAgentStateStore(PG_DSN, table=table, pool_min=1, pool_max=2)
 
     def make(model, **config) -> ShortTermMemory:
         return ShortTermMemory(
             store,
-            SessionLog(workspace),
-            ToolResultEvictor(workspace, max_chars=500, preview_chars=50),
+            FilesSessionLogStore(workspace),
+            FilesToolResultStore(workspace, max_chars=500, preview_chars=50),
             config=CompactionSettings(**config),
             model=model,
             context_window=8192,

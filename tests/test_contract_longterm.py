@@ -15,6 +15,7 @@ from memory_service.fact_filter import ConfidenceDecay, FactFilter
 from memory_service.facts import FACT_NAMESPACE, Fact, Source, utcnow
 from memory_service.limits import MAX_TAG_CHARS, MAX_TAGS
 from memory_service.longterm.files.backend import FileSystemLongTermMemory
+from memory_service.replicas.user_data import ListsUsers
 
 ALICE = RuntimeContext("acme", "alice")
 BOB = RuntimeContext("acme", "bob")
@@ -473,7 +474,6 @@ def test_a_closed_backend_refuses_every_call(memory):
 def test_capabilities_are_declared_not_looked_up(memory):
     from memory_service.longterm.protocol import (
         ArchivesFactFiles,
-        ListsUsers,
         LongTermMemory,
         SettlesStoredFacts,
     )

@@ -9,7 +9,8 @@ import pytest
 from memory_service.context import RuntimeContext, scope_context
 from memory_service.errors import InvalidInputError
 from memory_service.facts import Fact, utcnow
-from memory_service.longterm.protocol import ListsAgents, ListsUsers
+from memory_service.longterm.protocol import ListsAgents
+from memory_service.replicas.user_data import ListsUsers
 
 ALICE = RuntimeContext("acme", "alice", agent_id="support")
 BOB = RuntimeContext("acme", "bob", agent_id="support")

@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from memory_service.agent_state import AgentState
 from memory_service.config import QdrantSettings
 from memory_service.context import RuntimeContext
 from memory_service.errors import UserErasedError
@@ -18,13 +19,12 @@ from memory_service.longterm.qdrant.backend import open_qdrant
 from memory_service.longterm.qdrant.edge.engine import REPLACED_SUFFIX, EdgeEngine
 from memory_service.messages import Msg
 from memory_service.paths import UserPaths
-from memory_service.pipeline.dead_letter_record import DeadLetterRecord
-from memory_service.pipeline.dead_letters import DeadLetterFile, FlushDeadLetters
 from memory_service.pipeline.erasure import UserErasure
-from memory_service.shortterm.files_store import FileStateStore
-from memory_service.shortterm.postgres_store import PostgresStateStore
-from memory_service.shortterm.state import AgentState
-from memory_service.tombstones import Tombstones
+from memory_service.replicas.dead_letters.files import FilesDeadLetterBox, FilesDeadLetterStore
+from memory_service.replicas.dead_letters.record import DeadLetterRecord
+from memory_service.replicas.session_state.files import FilesAgentStateStore
+from memory_service.replicas.session_state.postgres import PostgresAgentStateStore
+from memory_service.replicas.tombstones.files import FilesTombstones
 from tests.support.postgres import PG_DSN
 
 ALICE = RuntimeContext("acme", "alice", "s1")
@@ -38,13 +38,13 @@ def _letter(ctx: RuntimeContext, text: str) -> DeadLetterRecord:
 
 
 def test_dead_letters_lose_only_the_users_records_in_one_rewrite(tmp_path: Path):
-    letters = DeadLetterFile.of(tmp_path, ALICE)
+    letters = FilesDeadLetterBox.of(tmp_path, ALICE)
     letters.append(_letter(ALICE, "alice one"))
     letters.append(_letter(BOB, "bob's line, planted in alice's file"))
     letters.append(_letter(ALICE, "alice two"))
     with open(letters.path, "a", encoding="utf-8") as handle:
         handle.write("not json at all\n")
-    store = FlushDeadLetters(tmp_path)
+    store = FilesDeadLetterStore(tmp_path)
     assert store.count_user(ALICE) == 2
 
     assert store.erase_user(ALICE) == 2
@@ -56,18 +56,18 @@ def test_dead_letters_lose_only_the_users_records_in_one_rewrite(tmp_path: Path)
 
 
 def test_a_dead_letter_file_with_only_the_users_records_goes(tmp_path: Path):
-    DeadLetterFile.of(tmp_path, ALICE).append(_letter(ALICE, "alice"))
-    assert FlushDeadLetters(tmp_path).erase_user(ALICE) == 1
+    FilesDeadLetterBox.of(tmp_path, ALICE).append(_letter(ALICE, "alice"))
+    assert FilesDeadLetterStore(tmp_path).erase_user(ALICE) == 1
     assert not UserPaths.of(tmp_path, ALICE).flush_dead_letters.exists()
 
 
 def test_work_begun_before_an_erase_is_refused_and_work_after_it_is_served(tmp_path: Path):
-    store = FileStateStore(tmp_path)
+    store = FilesAgentStateStore(tmp_path)
     before = RuntimeContext("acme", "alice", "s1")  # began before the erase
     state = store.load(before)
     state.append(Msg.user("kept"))
     store.save(state, before)
-    tombstones = Tombstones(tmp_path)
+    tombstones = FilesTombstones(tmp_path)
     began = utcnow()
     tombstones.begin(before, began)
     during = RuntimeContext("acme", "alice", "s1")
@@ -91,20 +91,20 @@ def test_work_begun_before_an_erase_is_refused_and_work_after_it_is_served(tmp_p
 
 
 def test_an_unreadable_tombstone_refuses_writes(tmp_path: Path):
-    path = Tombstones(tmp_path).path(ALICE)
+    path = FilesTombstones(tmp_path).path(ALICE)
     path.parent.mkdir(parents=True)
     path.write_text("{broken")
-    assert Tombstones(tmp_path).refuses(RuntimeContext("acme", "alice"))
+    assert FilesTombstones(tmp_path).refuses(RuntimeContext("acme", "alice"))
     assert path.name.endswith(".json") and "alice" not in path.read_text() + path.name
 
 
 def test_an_erase_that_died_half_way_is_finished_by_the_next(tmp_path: Path):
-    store = FileStateStore(tmp_path)
+    store = FilesAgentStateStore(tmp_path)
     state = store.load(ALICE)
     state.append(Msg.user("x"))
     store.save(state, ALICE)
     erasure = UserErasure(tmp_path, [("sessions.files", store)])
-    Tombstones(tmp_path).begin(ALICE, utcnow())  # as a killed erase leaves it
+    FilesTombstones(tmp_path).begin(ALICE, utcnow())  # as a killed erase leaves it
     assert store.erase_user(ALICE) == 1
     with pytest.raises(UserErasedError):
         store.save(AgentState(session_id="s2"), RuntimeContext("acme", "alice", "s2"))
@@ -112,7 +112,7 @@ def test_an_erase_that_died_half_way_is_finished_by_the_next(tmp_path: Path):
     receipt = erasure.erase(RuntimeContext("acme", "alice"), by="cli")  # nothing left: finished
 
     assert receipt.removed == {"sessions.files": 0}
-    data = json.loads(Tombstones(tmp_path).path(ALICE).read_text())
+    data = json.loads(FilesTombstones(tmp_path).path(ALICE).read_text())
     assert data["state"] == "erased" and data["erased_at"] == receipt.erased_at.isoformat()
     store.save(AgentState(session_id="s2"), RuntimeContext("acme", "alice", "s2"))
 
@@ -121,8 +121,8 @@ def test_postgres_states_of_one_user_go_and_a_save_begun_before_is_refused(
     tmp_path: Path,
     pg_table: str,
 ):
-    tombstones = Tombstones(tmp_path)
-    store = PostgresStateStore(PG_DSN, table=pg_table, tombstones=tombstones)
+    tombstones = FilesTombstones(tmp_path)
+    store = PostgresAgentStateStore(PG_DSN, table=pg_table, tombstones=tombstones)
     try:
         for ctx in (ALICE, ALICE.with_session("s2"), BOB):
             state = store.load(ctx)

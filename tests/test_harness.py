@@ -20,9 +20,9 @@ from memory_service.messages import Msg
 from memory_service.paths import UserPaths
 from memory_service.pipeline.consolidation import Consolidator
 from memory_service.pipeline.flush import MemoryFlushManager
+from memory_service.replicas.usage.files import FilesUsageStore
 from memory_service.services import build_shortterm
 from memory_service.shortterm.session import ShortTermMemory
-from memory_service.usage import UsageLedger
 from tests.support.backends import LONGTERM_BACKENDS
 from tests.support.llm_server import context_overflow, server_error, text, tool_calls
 
@@ -360,7 +360,7 @@ def test_tokens_of_chat_and_flush_are_reported_and_recorded(rig, script):
     assert outcome.usage["flush"].total_tokens == 215
     body = ChatResponse.model_validate(outcome).model_dump(mode="json")  # what the API returns
     assert body["usage"]["total"]["total_tokens"] == 520
-    report = UsageLedger(built.workspace).report("acme")
+    report = FilesUsageStore(built.workspace).report("acme")
     assert report["tokens"]["chat"]["total_tokens"] == 305
     assert report["tokens"]["flush"]["total_tokens"] == 215
     assert report["total"]["calls"] == 2

@@ -16,7 +16,7 @@ from mcp.client.stdio import StdioServerParameters, stdio_client
 from mcp.client.streamable_http import create_mcp_http_client, streamable_http_client
 from mcp.shared.exceptions import MCPError
 
-from memory_service.api.key_store import KeyStore
+from memory_service.replicas.api_keys.files import FilesKeyStore
 from tests.support.server import clean_env
 
 ALLERGY = "Alice is allergic to peanuts"
@@ -77,7 +77,7 @@ def workspace(tmp_path: Path) -> Path:
 
 
 def _key(workspace: Path, tenant: str, role: str = "user") -> str:
-    return KeyStore(workspace / "api-keys.json").add(tenant, role)
+    return FilesKeyStore(workspace / "api-keys.json").add(tenant, role)
 
 
 # -- stdio -----------------------------------------------------------------------------------

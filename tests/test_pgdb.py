@@ -8,7 +8,7 @@ import threading
 import pytest
 
 from memory_service.errors import ConfigurationError
-from memory_service.pgdb import Database
+from memory_service.replicas.database import Database
 from tests.support.postgres import PG_DSN
 
 

@@ -10,8 +10,8 @@ from datetime import UTC, datetime
 from memory_service.context import RuntimeContext
 from memory_service.messages import Msg
 from memory_service.paths import UserPaths
-from memory_service.pipeline.dead_letter_record import DeadLetterRecord
-from memory_service.pipeline.dead_letters import DeadLetterFile, has_dead_letters
+from memory_service.replicas.dead_letters.files import FilesDeadLetterBox, has_dead_letters
+from memory_service.replicas.dead_letters.record import DeadLetterRecord
 
 OWNER = RuntimeContext("acme", "alice")
 CTX = OWNER.with_session("s1")
@@ -32,7 +32,7 @@ def record(*said: str, ctx: RuntimeContext = CTX) -> DeadLetterRecord:
 
 
 def test_an_appended_record_reads_back_with_its_fields(workspace):
-    letters = DeadLetterFile.of(workspace, OWNER)
+    letters = FilesDeadLetterBox.of(workspace, OWNER)
     assert not letters.exists() and not has_dead_letters(UserPaths.of(workspace, OWNER))
 
     letters.append(record("I like tea.", "I moved to Porto.\u2028Really."))
@@ -56,7 +56,7 @@ def test_an_appended_record_reads_back_with_its_fields(workspace):
 
 
 def test_malformed_lines_are_counted_and_survive_a_rewrite_byte_for_byte(workspace):
-    letters = DeadLetterFile.of(workspace, OWNER)
+    letters = FilesDeadLetterBox.of(workspace, OWNER)
     letters.append(record("I like tea."))
     broken = [
         b'{"tenant_id": "acme", "user_id": "alice", "messages": [',  # cut short
@@ -80,7 +80,7 @@ def test_malformed_lines_are_counted_and_survive_a_rewrite_byte_for_byte(workspa
 
 
 def test_a_line_appended_between_read_and_rewrite_survives(workspace):
-    letters = DeadLetterFile.of(workspace, OWNER)
+    letters = FilesDeadLetterBox.of(workspace, OWNER)
     letters.append(record("I like tea."))
     read = letters.read(OWNER)
 
@@ -93,7 +93,7 @@ def test_a_line_appended_between_read_and_rewrite_survives(workspace):
 
 
 def test_a_rewrite_replaces_each_given_line_once_and_keeps_unknown_fields(workspace):
-    letters = DeadLetterFile.of(workspace, OWNER)
+    letters = FilesDeadLetterBox.of(workspace, OWNER)
     twice = record("I like tea.")
     letters.append(twice)
     letters.append(twice)  # an identical copy is its own entry
@@ -115,7 +115,7 @@ def test_a_rewrite_replaces_each_given_line_once_and_keeps_unknown_fields(worksp
 
 
 def test_a_rewrite_after_the_file_is_gone_brings_nothing_back(workspace):
-    letters = DeadLetterFile.of(workspace, OWNER)
+    letters = FilesDeadLetterBox.of(workspace, OWNER)
     letters.append(record("I like tea."))
     read = letters.read(OWNER)
     letters.path.unlink()  # the user was forgotten meanwhile

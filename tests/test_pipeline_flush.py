@@ -8,6 +8,7 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
+from memory_service.agent_state import AgentState
 from memory_service.config import CompactionSettings, FlushTrigger, MemorySettings, Settings
 from memory_service.context import RuntimeContext
 from memory_service.facts import Fact, Source, utcnow
@@ -17,10 +18,9 @@ from memory_service.messages import Msg, ToolCall
 from memory_service.paths import UserPaths
 from memory_service.pipeline.extraction import parse_flush_reply
 from memory_service.pipeline.flush import MemoryFlushManager
+from memory_service.replicas.session_state.files import FilesAgentStateStore
+from memory_service.replicas.usage.files import FilesUsageStore
 from memory_service.services import build_shortterm
-from memory_service.shortterm.files_store import FileStateStore
-from memory_service.shortterm.state import AgentState
-from memory_service.usage import UsageLedger
 from tests.support.llm_server import error, malformed, text
 
 CTX = RuntimeContext("acme", "alice", "s1")
@@ -188,7 +188,7 @@ def test_a_failing_flush_is_retried_then_dead_lettered_and_the_next_one_catches_
     assert letter["session_id"] == "s1" and letter["reason"] == "post_call"
     assert (letter["from_seq"], letter["through_seq"], letter["attempts"]) == (0, 1, 2)
     assert letter["messages"][0]["content"] == "I am allergic to peanuts."
-    counters = UsageLedger(workspace).report("acme")["counters"]
+    counters = FilesUsageStore(workspace).report("acme")["counters"]
     assert counters["flush_failures"] == 1 and counters["flush_dead_letters"] == 1
 
     script.queues["flush"].clear()
@@ -275,7 +275,7 @@ def test_usage_of_every_flush_is_recorded_per_tenant(longterm, chat_model, works
     flush.flush(state_with(Msg.user("I am allergic to peanuts.")), CTX, "post_call")
     other = RuntimeContext("globex", "alice", "s1")
     flush.flush(state_with(Msg.user("hello")), other, "post_call")
-    acme = UsageLedger(workspace).report("acme")
+    acme = FilesUsageStore(workspace).report("acme")
     assert acme["tokens"]["flush"] == {
         "calls": 1,
         "prompt_tokens": 100,
@@ -283,7 +283,7 @@ def test_usage_of_every_flush_is_recorded_per_tenant(longterm, chat_model, works
         "total_tokens": 120,
     }
     assert acme["counters"]["flush_runs"] == 1 and acme["counters"]["flush_facts_created"] == 1
-    globex = UsageLedger(workspace).report("globex")
+    globex = FilesUsageStore(workspace).report("globex")
     assert globex["tokens"]["flush"]["total_tokens"] == 18  # the default scripted usage
     assert "flush_facts_created" not in globex["counters"]
 
@@ -302,14 +302,14 @@ def test_throttled_trigger_survives_a_restart(longterm, chat_model, workspace, s
         store.save(state, CTX)
         return result
 
-    store = FileStateStore(workspace)
+    store = FilesAgentStateStore(workspace)
     flush = manager(longterm, chat_model, workspace, lambda: now[0], flush_trigger=trigger)
     assert turn(store, flush, "I am vegetarian").status == "no_reply"
     now[0] += timedelta(minutes=4)
     assert turn(store, flush, "I live in Porto").detail == "trigger"
 
     store.close()  # a restart: new store, new manager, same files
-    store = FileStateStore(workspace)
+    store = FilesAgentStateStore(workspace)
     flush = manager(longterm, chat_model, workspace, lambda: now[0], flush_trigger=trigger)
     now[0] += timedelta(minutes=4)
     assert turn(store, flush, "I have two kids").detail == "trigger"

@@ -8,6 +8,7 @@ import json
 
 import pytest
 
+from memory_service.agent_state import AgentState
 from memory_service.cli import main
 from memory_service.config import MemorySettings
 from memory_service.context import RuntimeContext
@@ -15,8 +16,7 @@ from memory_service.messages import Msg
 from memory_service.paths import UserPaths
 from memory_service.pipeline.flush import MemoryFlushManager
 from memory_service.pipeline.replay import replay_dead_letters
-from memory_service.shortterm.state import AgentState
-from memory_service.usage import UsageLedger
+from memory_service.replicas.usage.files import FilesUsageStore
 from tests.support.llm_server import error, text
 
 OWNER = RuntimeContext("acme", "alice")
@@ -94,7 +94,7 @@ def test_a_replayed_dead_letter_records_its_facts_and_leaves_the_file(
     top = longterm.retrieve(OWNER, "peanut allergy", 1)[0]
     assert top.fact.text == PEANUTS_TEXT and top.fact.session_id == "s1"
     assert dead_letters(workspace) == []
-    usage = UsageLedger(workspace).report("acme")
+    usage = FilesUsageStore(workspace).report("acme")
     assert usage["tokens"]["flush_replay"]["total_tokens"] == 120
     assert usage["counters"]["flush_replay_facts_created"] == 1
     assert usage["counters"]["flush_runs"] == 1  # the failed flush only: a replay is no flush
@@ -150,7 +150,7 @@ def test_a_replay_that_fails_again_keeps_the_entry(flush, longterm, workspace, s
     assert after["messages"] == before["messages"] and after["reason"] == "pre_compaction"
     assert after["replay_attempts"] == 1 and "NO_REPLY" in after["last_replay_error"]
     assert longterm.list(OWNER).items == []
-    assert UsageLedger(workspace).report("acme")["counters"]["flush_replay_failures"] == 1
+    assert FilesUsageStore(workspace).report("acme")["counters"]["flush_replay_failures"] == 1
 
 
 def test_malformed_lines_are_kept_as_they_are_and_counted(flush, longterm, workspace, script):

@@ -8,6 +8,7 @@ import json
 import pytest
 from fastapi.testclient import TestClient
 
+from memory_service.agent_state import AgentState
 from memory_service.api import create_app
 from memory_service.api.keys import ApiKeyRing
 from memory_service.cli import main
@@ -19,7 +20,6 @@ from memory_service.paths import UserPaths
 from memory_service.pipeline.extraction import Span, parse_flush_reply, split_citation
 from memory_service.pipeline.flush import MemoryFlushManager
 from memory_service.services import build_services
-from memory_service.shortterm.state import AgentState
 from memory_service.transfer import export_records, import_records, parse_import, to_line
 from tests.support.llm_server import text
 

@@ -15,6 +15,7 @@ import httpx
 import psycopg
 import pytest
 
+from memory_service.agent_state import AgentState
 from memory_service.api import create_app
 from memory_service.api.keys import ApiKeyRing
 from memory_service.bench.http_server import LoopbackServer
@@ -22,12 +23,11 @@ from memory_service.config import load_settings
 from memory_service.context import RuntimeContext
 from memory_service.errors import BackendUnavailableError, ConflictError
 from memory_service.messages import Msg
+from memory_service.replicas.session_logs.files import FilesSessionLogStore
+from memory_service.replicas.session_state.files import FilesAgentStateStore
+from memory_service.replicas.tool_results.files import FilesToolResultStore
 from memory_service.services import build_services
-from memory_service.shortterm.eviction import ToolResultEvictor
-from memory_service.shortterm.files_store import FileStateStore
 from memory_service.shortterm.session import ShortTermMemory
-from memory_service.shortterm.session_log import SessionLog
-from memory_service.shortterm.state import AgentState
 from tests.support.api import ACME_KEY, KEYS, auth
 from tests.support.postgres import PG_DSN
 
@@ -104,15 +104,15 @@ def test_concurrent_appends_with_a_version_still_conflict(server):
 # -- two ShortTermMemory objects on one store: two server processes -------------------------
 
 
-def _memory(workspace: Path, store: FileStateStore) -> ShortTermMemory:
-    return ShortTermMemory(store, SessionLog(workspace), ToolResultEvictor(workspace))
+def _memory(workspace: Path, store: FilesAgentStateStore) -> ShortTermMemory:
+    return ShortTermMemory(store, FilesSessionLogStore(workspace), FilesToolResultStore(workspace))
 
 
 def test_two_processes_appending_to_one_session_both_land(tmp_path: Path):
     """No lock is shared between processes: the append retries on the store's conflict."""
     workspace = tmp_path / "ws"
-    first = _memory(workspace, FileStateStore(workspace))
-    second = _memory(workspace, FileStateStore(workspace))
+    first = _memory(workspace, FilesAgentStateStore(workspace))
+    second = _memory(workspace, FilesAgentStateStore(workspace))
     jobs = [(first if i % 2 else second, i) for i in range(16)]
     start = threading.Barrier(len(jobs))
 
@@ -130,7 +130,7 @@ def test_two_processes_appending_to_one_session_both_land(tmp_path: Path):
     )
 
 
-class AlwaysStale(FileStateStore):
+class AlwaysStale(FilesAgentStateStore):
     """Another writer wins every time: a save always conflicts."""
 
     def save(self, state: AgentState, ctx: RuntimeContext) -> None:

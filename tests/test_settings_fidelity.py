@@ -19,13 +19,13 @@ from memory_service.facts import Fact
 from memory_service.messages import Msg
 from memory_service.paths import UserPaths
 from memory_service.pipeline.flush import MemoryFlushManager
+from memory_service.replicas.usage.files import FilesUsageStore
 from memory_service.services import (
     build_harness,
     build_maintenance,
     build_scheduler,
     build_services,
 )
-from memory_service.usage import UsageLedger
 from tests.support.chat_script import Script
 from tests.support.llm_server import text
 from tests.support.postgres import PG_DSN
@@ -90,7 +90,7 @@ def test_consolidation_sends_max_tokens_to_the_memory_model_and_counts_usage(
     [request] = llm_server.chat_requests
     assert request.body["max_tokens"] == 321
     assert request.model == expected
-    usage = UsageLedger(services.settings.workspace).report("acme")
+    usage = FilesUsageStore(services.settings.workspace).report("acme")
     assert usage["tokens"]["consolidation"]["calls"] == 1
     assert usage["tokens"]["consolidation"]["prompt_tokens"] == 40
 
@@ -278,6 +278,6 @@ def test_the_compaction_of_a_context_overflow_is_in_the_usage_ledger(build, llm_
     )
     outcome = build_harness(services).call(ctx, "and one more")
     assert outcome.overflow_retry and len(script.requests["summary"]) == 1
-    usage = UsageLedger(services.settings.workspace).report("acme")
+    usage = FilesUsageStore(services.settings.workspace).report("acme")
     assert usage["tokens"]["compaction"]["calls"] == 1
     assert outcome.usage["compaction"].total_tokens == 18

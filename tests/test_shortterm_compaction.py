@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import pytest
 
+from memory_service.agent_state import AgentState
 from memory_service.config import CompactionSettings
 from memory_service.context import RuntimeContext
 from memory_service.llm import ContextOverflowError, LlmBadResponseError, LlmError
@@ -18,7 +19,6 @@ from memory_service.shortterm.compaction import (
     split_tail,
 )
 from memory_service.shortterm.compaction_hook import CompactionHook
-from memory_service.shortterm.state import AgentState
 from tests.support.chat_script import TRIP_SUMMARY
 from tests.support.llm_server import context_overflow, malformed, server_error, text
 

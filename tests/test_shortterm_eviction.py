@@ -6,11 +6,11 @@ import os
 
 import pytest
 
+from memory_service.agent_state import AgentState
 from memory_service.context import RuntimeContext
 from memory_service.errors import InvalidIdError, InvalidInputError, NotFoundError
 from memory_service.messages import Msg, ToolCall
-from memory_service.shortterm.eviction import ToolResultEvictor
-from memory_service.shortterm.state import AgentState
+from memory_service.replicas.tool_results.files import FilesToolResultStore
 
 ALICE = RuntimeContext("acme", "alice", "s1")
 BOB = RuntimeContext("acme", "bob", "s1")
@@ -19,8 +19,8 @@ BIG = "\n".join(f"line {i}: " + "x" * 40 for i in range(1, 501))  # 500 lines, ~
 
 
 @pytest.fixture
-def evictor(tmp_path) -> ToolResultEvictor:
-    return ToolResultEvictor(tmp_path / "ws", max_chars=1000, preview_chars=120)
+def evictor(tmp_path) -> FilesToolResultStore:
+    return FilesToolResultStore(tmp_path / "ws", max_chars=1000, preview_chars=120)
 
 
 def test_a_big_tool_result_goes_to_a_file_and_reads_back(evictor, tmp_path):

@@ -11,20 +11,17 @@ from pathlib import Path
 
 import pytest
 
+from memory_service.agent_state import AgentState
 from memory_service.config import CompactionSettings
 from memory_service.context import RuntimeContext
 from memory_service.errors import ConflictError, InvalidInputError
 from memory_service.llm import LlmNotConfiguredError, LlmUnavailableError
 from memory_service.messages import Msg, ToolCall
-from memory_service.shortterm.eviction import ToolResultEvictor
-from memory_service.shortterm.files_store import FileStateStore
+from memory_service.replicas.session_logs import session_search
+from memory_service.replicas.session_logs.files import FilesSessionLogStore, delete_old_session_logs
+from memory_service.replicas.session_state.files import FilesAgentStateStore
+from memory_service.replicas.tool_results.files import FilesToolResultStore
 from memory_service.shortterm.session import ShortTermMemory
-from memory_service.shortterm.session_log import (
-    SessionLog,
-    delete_old_session_logs,
-    session_search,
-)
-from memory_service.shortterm.state import AgentState
 from tests.support.chat_script import TRIP_SUMMARY
 from tests.support.llm_server import server_error, text
 
@@ -34,9 +31,9 @@ BOB = RuntimeContext("acme", "bob", "s1")
 
 def build(workspace: Path, model=None, **config) -> ShortTermMemory:
     return ShortTermMemory(
-        FileStateStore(workspace),
-        SessionLog(workspace),
-        ToolResultEvictor(workspace, max_chars=500, preview_chars=50),
+        FilesAgentStateStore(workspace),
+        FilesSessionLogStore(workspace),
+        FilesToolResultStore(workspace, max_chars=500, preview_chars=50),
         config=CompactionSettings(**config),
         model=model,
         context_window=8192,

@@ -15,15 +15,15 @@ from pathlib import Path
 import psycopg
 import pytest
 
+from memory_service.agent_state import AgentState, PlanItem
 from memory_service.config import load_settings
 from memory_service.context import RuntimeContext
 from memory_service.errors import ConfigurationError, ConflictError, MemoryServiceError
 from memory_service.messages import Msg, ToolCall
-from memory_service.services import build_state_store
-from memory_service.shortterm.files_store import FileStateStore
-from memory_service.shortterm.postgres_store import PostgresStateStore
-from memory_service.shortterm.state import AgentState, PlanItem
-from memory_service.shortterm.store import AgentStateStore
+from memory_service.replicas.session_state import AgentStateStore
+from memory_service.replicas.session_state.files import FilesAgentStateStore
+from memory_service.replicas.session_state.postgres import PostgresAgentStateStore
+from memory_service.replicas.stores import session_states
 from tests.support.postgres import PG_DSN
 
 TTL = timedelta(hours=1)
@@ -54,14 +54,14 @@ def make_store(request, tmp_path: Path) -> Iterator[StoreFactory]:
     if request.param == "files":
 
         def factory(**kw) -> AgentStateStore:
-            made.append(FileStateStore(tmp_path / "ws", **kw))
+            made.append(FilesAgentStateStore(tmp_path / "ws", **kw))
             return made[-1]
 
     else:
         table = request.getfixturevalue("pg_table")
 
         def factory(**kw) -> AgentStateStore:
-            made.append(PostgresStateStore(PG_DSN, table=table, pool_min=1, pool_max=4, **kw))
+            made.append(PostgresAgentStateStore(PG_DSN, table=table, pool_min=1, pool_max=4, **kw))
             return made[-1]
 
     yield factory
@@ -283,7 +283,7 @@ def test_a_context_without_session_is_refused(store):
 
 
 def test_files_store_keeps_one_json_per_session_in_the_users_folder(tmp_path):
-    store = FileStateStore(tmp_path)
+    store = FilesAgentStateStore(tmp_path)
     store.save(conversation(store.load(ALICE)), ALICE)
     path = tmp_path / "tenants/acme/users/alice/state/s1.json"
     assert path.is_file()
@@ -295,8 +295,8 @@ def test_files_store_keeps_one_json_per_session_in_the_users_folder(tmp_path):
 
 
 def test_postgres_store_creates_its_table(pg_table):
-    first = PostgresStateStore(PG_DSN, table=pg_table)
-    second = PostgresStateStore(PG_DSN, table=pg_table)  # the table exists: fine
+    first = PostgresAgentStateStore(PG_DSN, table=pg_table)
+    second = PostgresAgentStateStore(PG_DSN, table=pg_table)  # the table exists: fine
     first.close()
     second.close()
     with psycopg.connect(PG_DSN) as conn:
@@ -320,26 +320,28 @@ def test_postgres_store_creates_its_table(pg_table):
 
 def test_postgres_unreachable_is_a_clear_error():
     with pytest.raises(MemoryServiceError) as caught:
-        PostgresStateStore("postgresql://postgres:secret@127.0.0.1:1/test", connect_timeout_s=1)
+        PostgresAgentStateStore(
+            "postgresql://postgres:secret@127.0.0.1:1/test", connect_timeout_s=1
+        )
     assert caught.value.http_status == 503
     assert "secret" not in caught.value.message
 
 
 def test_the_backend_is_chosen_by_settings(tmp_path, pg_table):
-    files = build_state_store(load_settings(workspace=tmp_path))
-    assert isinstance(files, FileStateStore)
+    files = session_states(load_settings(workspace=tmp_path))
+    assert isinstance(files, FilesAgentStateStore)
     settings = load_settings(
         workspace=tmp_path,
         shortterm={"backend": "postgres", "postgres_table": pg_table, "ttl_hours": 2},
         postgres={"dsn": PG_DSN, "pool_min": 1, "pool_max": 2},
     )
-    store = build_state_store(settings)
+    store = session_states(settings)
     try:
-        assert isinstance(store, PostgresStateStore)
+        assert isinstance(store, PostgresAgentStateStore)
         assert store.ttl == timedelta(hours=2)
         store.save(store.load(ALICE), ALICE)
         assert store.load(ALICE).version == 1
     finally:
         store.close()
     with pytest.raises(ConfigurationError, match="MEMORY_POSTGRES__DSN"):
-        build_state_store(load_settings(workspace=tmp_path, shortterm={"backend": "postgres"}))
+        session_states(load_settings(workspace=tmp_path, shortterm={"backend": "postgres"}))

@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import pytest
 
+from memory_service.agent_state import AgentState
 from memory_service.config import CompactionSettings, ImportanceWeights, load_settings
 from memory_service.context import RuntimeContext
 from memory_service.messages import Msg, ToolCall
 from memory_service.services import build_services
-from memory_service.shortterm.state import AgentState
 from memory_service.shortterm.trimming import ImportanceTrimmer, units_of
 
 WINDOW = 8192

@@ -22,7 +22,8 @@ from memory_service.config import load_settings
 from memory_service.context import RuntimeContext, scope_context
 from memory_service.errors import BackendUnavailableError, InvalidInputError
 from memory_service.facts import Fact
-from memory_service.pipeline.memory_docs import MemoryMdFiles, Snapshot
+from memory_service.replicas.memory_docs import Snapshot
+from memory_service.replicas.memory_docs.files import FilesMemoryDocs
 from memory_service.services import (
     Services,
     build_erasure,
@@ -223,7 +224,7 @@ def test_a_replica_starting_with_postgres_state_moves_the_workspace_files_there(
     a = replica("a")
     assert a.memory_docs is not None
     a.memory_docs.write(BOB, "- Bob plays the oboe\n")  # stored by another replica already
-    before = MemoryMdFiles(tmp_path / "b")  # the workspace of a Qdrant deployment with files
+    before = FilesMemoryDocs(tmp_path / "b")  # the workspace of a Qdrant deployment with files
     before.write(ALICE, SECOND, snapshot=Snapshot("20260101T000000", FIRST))
     before.write(SUPPORT, "- Refunds need a manager\n")
     before.write(BOB, "- Bob plays the tuba\n")  # stale: the stored one wins

@@ -219,9 +219,9 @@ def test_migrate_without_a_keys_file_is_an_error_naming_it(tmp_path, capsys):
 
 def test_replicas_starting_together_mint_one_development_key(tmp_path, pg_schema):
     settings = [load_settings(workspace=tmp_path / f"ws{i}") for i in range(4)]
-    from memory_service.services import build_database
+    from memory_service.replicas.stores import open_database
 
-    databases = [build_database(s) for s in settings]
+    databases = [open_database(s) for s in settings]
     sources: list[KeySource] = []
     threads = [
         threading.Thread(target=lambda s=s, d=d: sources.append(load_key_ring(s, d)))

@@ -29,17 +29,20 @@ from memory_service.errors import (
     UserErasedError,
 )
 from memory_service.messages import Msg, ToolCall
-from memory_service.pgdb import Database
+from memory_service.replicas.database import Database
+from memory_service.replicas.logs_from_files import move_workspace_logs
+from memory_service.replicas.session_logs import SessionLogStore
+from memory_service.replicas.session_logs.files import FilesSessionLogStore
+from memory_service.replicas.session_logs.postgres import PostgresSessionLogStore
+from memory_service.replicas.session_state.files import FilesAgentStateStore
+from memory_service.replicas.session_state.postgres import PostgresAgentStateStore
+from memory_service.replicas.tombstones import Tombstones
+from memory_service.replicas.tombstones.files import FilesTombstones
+from memory_service.replicas.tool_results import ToolResultStore
+from memory_service.replicas.tool_results.files import FilesToolResultStore
+from memory_service.replicas.tool_results.postgres import PostgresToolResultStore
 from memory_service.services import build_maintenance, build_services, build_shortterm
-from memory_service.shortterm.eviction import ToolResultEvictor, ToolResultStore
-from memory_service.shortterm.eviction_pg import PostgresToolResults
-from memory_service.shortterm.files_store import FileStateStore
-from memory_service.shortterm.logs_from_files import move_workspace_logs
-from memory_service.shortterm.postgres_store import PostgresStateStore
 from memory_service.shortterm.session import ShortTermMemory
-from memory_service.shortterm.session_log import SessionLog, SessionLogStore
-from memory_service.shortterm.session_log_pg import PostgresSessionLog
-from memory_service.tombstones import Tombstones
 from tests.support.postgres import PG_DSN
 
 ALICE = RuntimeContext("acme", "alice", "s1")
@@ -67,12 +70,12 @@ class Replica:
 def open_replica(workspace: Path, schema: str, tombstones: Tombstones | None = None) -> Replica:
     """One service process's short-term memory with every piece of it in PostgreSQL."""
     database = Database(PG_DSN, schema=schema, pool_max=3)
-    tombstones = tombstones or Tombstones(workspace)
-    store = PostgresStateStore(PG_DSN, schema=schema, pool_max=2, tombstones=tombstones)
+    tombstones = tombstones or FilesTombstones(workspace)
+    store = PostgresAgentStateStore(PG_DSN, schema=schema, pool_max=2, tombstones=tombstones)
     memory = ShortTermMemory(
         store,
-        PostgresSessionLog(database, workspace, tombstones=tombstones),
-        PostgresToolResults(database, workspace, tombstones=tombstones, **LIMITS),
+        PostgresSessionLogStore(database, workspace, tombstones=tombstones),
+        PostgresToolResultStore(database, workspace, tombstones=tombstones, **LIMITS),
         context_window=8192,
     )
     return Replica(workspace, database, memory)
@@ -89,9 +92,9 @@ def replicas(tmp_path: Path, pg_schema: str) -> Iterator[tuple[Replica, Replica]
 
 def files_replica(workspace: Path) -> ShortTermMemory:
     return ShortTermMemory(
-        FileStateStore(workspace),
-        SessionLog(workspace),
-        ToolResultEvictor(workspace, **LIMITS),
+        FilesAgentStateStore(workspace),
+        FilesSessionLogStore(workspace),
+        FilesToolResultStore(workspace, **LIMITS),
         context_window=8192,
     )
 
@@ -249,7 +252,7 @@ def test_huge_messages_are_logged_whole_and_found_by_their_words(replicas):
 
 def test_the_model_sees_the_same_preview_and_reference_as_with_files(replicas, tmp_path):
     a, _ = replicas
-    files = ToolResultEvictor(tmp_path / "files", **LIMITS)
+    files = FilesToolResultStore(tmp_path / "files", **LIMITS)
     for call_id in ("call_1", "call_1", "../../etc/passwd"):
         message = Msg.tool(call_id, BIG, metadata={"tool": "grep"})
         on_files, on_pg = files.evict(ALICE, message), a.results.evict(ALICE, message)
@@ -295,7 +298,7 @@ def _refusal(store: ToolResultStore, ctx: RuntimeContext, ref: str, *lines: int)
 @pytest.mark.parametrize("ref", BAD_REFS)
 def test_bad_references_get_the_errors_the_files_store_gives(replicas, tmp_path, ref):
     a, _ = replicas
-    files = ToolResultEvictor(tmp_path / "files", **LIMITS)
+    files = FilesToolResultStore(tmp_path / "files", **LIMITS)
     for store in (files, a.results):
         store.evict(ALICE, Msg.tool("call_1", BIG))
     assert _refusal(a.results, ALICE, ref) == _refusal(files, ALICE, ref)
@@ -382,7 +385,7 @@ def _inserting(database: Database) -> bool:
 
 
 def test_an_erased_users_append_writes_nothing(tmp_path, pg_schema):
-    tombstones = Tombstones(tmp_path / "shared")  # one tombstone store for both replicas
+    tombstones = FilesTombstones(tmp_path / "shared")  # one tombstone store for both replicas
     a = open_replica(tmp_path / "a", pg_schema, tombstones)
     b = open_replica(tmp_path / "b", pg_schema, tombstones)
     try:
@@ -440,8 +443,8 @@ def test_a_files_deployment_moves_its_logs_and_results_at_the_first_start(tmp_pa
     before = {ctx: files.log.read(ctx) for ctx in (ALICE, ALICE.with_session("s2"), BOB)}
     shutil.copytree(workspace, tmp_path / "copy")  # the same files again: a move cut short
 
-    logs = PostgresSessionLog(pg_database, workspace)
-    results = PostgresToolResults(pg_database, workspace, **LIMITS)
+    logs = PostgresSessionLogStore(pg_database, workspace)
+    results = PostgresToolResultStore(pg_database, workspace, **LIMITS)
     assert move_workspace_logs(workspace, logs, results) == (6, 1)
     for needle in (SECRET, "bob's own"):  # the session states are not this move's
         assert [p for p in holding(workspace, needle) if "state" not in p.parts] == []
@@ -459,9 +462,9 @@ def test_a_user_being_erased_is_left_to_the_erase_by_the_move(tmp_path, pg_datab
     files = files_replica(workspace)
     files.append(ALICE, conversation())
     files.append(BOB, [Msg.user("bob's own words")])
-    Tombstones(workspace).begin(ALICE, datetime.now(UTC))
-    logs = PostgresSessionLog(pg_database, workspace)
-    results = PostgresToolResults(pg_database, workspace, **LIMITS)
+    FilesTombstones(workspace).begin(ALICE, datetime.now(UTC))
+    logs = PostgresSessionLogStore(pg_database, workspace)
+    results = PostgresToolResultStore(pg_database, workspace, **LIMITS)
     assert move_workspace_logs(workspace, logs, results) == (1, 0)
     assert logs.count_user(ALICE) == 0 and results.count_user(ALICE) == 0
     alice = workspace / "tenants/acme/users/alice"  # Alice's erase, run again, removes them
@@ -536,10 +539,10 @@ def test_build_shortterm_keeps_logs_in_the_database_it_is_given(tmp_path, pg_dat
     settings = load_settings(workspace=tmp_path / "ws")
     on_files = build_shortterm(settings, None)
     on_pg = build_shortterm(settings, None, database=pg_database)
-    assert isinstance(on_files.log, SessionLog)
-    assert isinstance(on_files.evictor, ToolResultEvictor)
-    assert isinstance(on_pg.log, PostgresSessionLog)
-    assert isinstance(on_pg.evictor, PostgresToolResults)
+    assert isinstance(on_files.log, FilesSessionLogStore)
+    assert isinstance(on_files.evictor, FilesToolResultStore)
+    assert isinstance(on_pg.log, PostgresSessionLogStore)
+    assert isinstance(on_pg.evictor, PostgresToolResultStore)
     assert isinstance(on_pg.log, SessionLogStore) and isinstance(on_pg.evictor, ToolResultStore)
     on_files.close()
     on_pg.close()
@@ -571,7 +574,7 @@ def test_two_services_share_logs_and_results_through_the_api(
 
     (one, api_one), (two, api_two) = serve("one"), serve("two")
     try:
-        assert isinstance(two.shortterm.log, PostgresSessionLog)
+        assert isinstance(two.shortterm.log, PostgresSessionLogStore)
         messages = [
             {"role": "user", "content": f"I am allergic to peanuts, {SECRET}"},
             {"role": "tool", "tool_call_id": "q1", "content": BIG},

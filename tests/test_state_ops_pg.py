@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 from fastapi.testclient import TestClient
 
+from memory_service.agent_state import AgentState
 from memory_service.api.app import create_app
 from memory_service.api.keys import ApiKeyRing
 from memory_service.cli import main
@@ -21,11 +22,10 @@ from memory_service.errors import BackendUnavailableError, UserErasedError
 from memory_service.facts import Fact, utcnow
 from memory_service.llm import Usage
 from memory_service.messages import Msg
-from memory_service.pipeline.dead_letter_record import DeadLetterRecord
-from memory_service.pipeline.maintenance_state_pg import PgMaintenanceState
 from memory_service.pipeline.replay import replay_dead_letters, users_with_dead_letters
+from memory_service.replicas.dead_letters.record import DeadLetterRecord
+from memory_service.replicas.maintenance_state.postgres import PostgresMaintenanceState
 from memory_service.services import Services, build_erasure, build_maintenance, build_services
-from memory_service.shortterm.state import AgentState
 from tests.support.llm_server import delayed, error, text
 from tests.support.postgres import PG_DSN
 
@@ -299,7 +299,7 @@ def test_an_erase_waits_for_a_maintenance_run_on_another_replica(replicas):
     a, b = replicas
     assert build_maintenance(a).run_user(OWNER, consolidate=False).status == "ran"
     assert b.database is not None
-    impatient = PgMaintenanceState(b.database, erase_wait_s=0.5)
+    impatient = PostgresMaintenanceState(b.database, erase_wait_s=0.5)
     with a.state.maintenance.lock(OWNER) as held:  # a run in progress on replica A
         assert held
         with pytest.raises(BackendUnavailableError) as refused:

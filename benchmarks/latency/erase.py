@@ -5,9 +5,9 @@
    until then). Timed per collection size, one user of 100 facts erased per run. Points are
    bulk-loaded through the engine as ``record`` builds them (random unit vectors: the rewrite
    copies bytes, it does not look at them).
-2. ``PostgresStateStore.save`` with the tombstone guard (a shared per-user advisory lock and a
+2. ``PostgresAgentStateStore.save`` with the tombstone guard (a shared per-user advisory lock and a
    tombstone read, inside the save's transaction) and without it, side by side, and
-   ``FileStateStore.save`` (its guard is one tombstone read under the session's lock).
+   ``FilesAgentStateStore.save`` (its guard is one tombstone read under the session's lock).
 
 An erase on Qdrant Edge takes 59.35 s at 100,000 points (the rewrite), while the guard on a
 save is within noise (RESULTS.md, "Erasing a user").
@@ -32,6 +32,8 @@ from pathlib import Path
 
 import numpy as np
 
+from memory_service.replicas.tombstones.files import FilesTombstones
+
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
 from indexing.sparse import SparseTerms  # noqa: E402
@@ -40,9 +42,8 @@ from memory_service.longterm.qdrant.backend import QdrantLongTermMemory  # noqa:
 from memory_service.longterm.qdrant.edge.engine import EdgeEngine  # noqa: E402
 from memory_service.longterm.qdrant.points import StoredPoint  # noqa: E402
 from memory_service.messages import Msg  # noqa: E402
-from memory_service.shortterm.files_store import FileStateStore  # noqa: E402
-from memory_service.shortterm.postgres_store import PostgresStateStore  # noqa: E402
-from memory_service.tombstones import Tombstones  # noqa: E402
+from memory_service.replicas.session_state.files import FilesAgentStateStore
+from memory_service.replicas.session_state.postgres import PostgresAgentStateStore
 
 DIMENSION = 384
 FACTS_PER_USER = 100
@@ -123,15 +124,15 @@ def save_latency(dsn: str, saves: int) -> dict:
     with tempfile.TemporaryDirectory() as tmp:
         for name, guarded in (("postgres_guarded", True), ("postgres_unguarded", False)):
             table = f"erase_bench_{uuid.uuid4().hex[:10]}"
-            tombstones = Tombstones(Path(tmp)) if guarded else None
-            store = PostgresStateStore(dsn, table=table, tombstones=tombstones)
+            tombstones = FilesTombstones(Path(tmp)) if guarded else None
+            store = PostgresAgentStateStore(dsn, table=table, tombstones=tombstones)
             try:
                 out[name] = _time_saves(store, saves)
             finally:
                 with store._conn() as conn:
                     conn.execute(f'DROP TABLE IF EXISTS "{table}"')
                 store.close()
-        out["files_guarded"] = _time_saves(FileStateStore(Path(tmp) / "ws"), saves)
+        out["files_guarded"] = _time_saves(FilesAgentStateStore(Path(tmp) / "ws"), saves)
     return out
 
 

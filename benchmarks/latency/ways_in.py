@@ -105,15 +105,15 @@ def run(facts: int, queries: int, warmup: int) -> dict[str, Any]:
     from mcp.client.stdio import StdioServerParameters, stdio_client
     from mcp.client.streamable_http import create_mcp_http_client, streamable_http_client
 
-    from memory_service.api.key_store import KeyStore
     from memory_service.client import MemoryClient
+    from memory_service.replicas.api_keys.files import FilesKeyStore
 
     documents, questions = _texts(facts, queries)
     load_before = os.getloadavg()
     with tempfile.TemporaryDirectory() as tmp:
         workspace = Path(tmp) / "ws"
         workspace.mkdir()
-        key = KeyStore(workspace / "api-keys.json").add("bench", "user")
+        key = FilesKeyStore(workspace / "api-keys.json").add("bench", "user")
         proc, url = _start_serve(workspace)
         try:
             with MemoryClient(url, key, timeout=120) as client:

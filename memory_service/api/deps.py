@@ -9,11 +9,11 @@ from fastapi import Depends, Request, Security
 from fastapi.security import APIKeyHeader, HTTPAuthorizationCredentials, HTTPBearer
 
 from memory_service.api.errors import ApiError
-from memory_service.api.key_store import SHARED_MEMORY_ROLES
 from memory_service.api.keys import ApiKeyRing, Principal
 from memory_service.context import RuntimeContext
 from memory_service.longterm.protocol import LongTermMemory
 from memory_service.observe.tracing import current_ids
+from memory_service.replicas.api_keys import SHARED_MEMORY_ROLES
 from memory_service.services import Services
 
 _bearer = HTTPBearer(auto_error=False, description="API key as a bearer token")

@@ -28,23 +28,15 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Protocol
 
-from memory_service.api.key_store import (
-    KeyEntry,
-    KeyStore,
-    Role,
-    Stamp,
-    digest_of,
-    parse_entries,
-    read_entries,
-    stamp_of,
-)
-from memory_service.api.key_store_pg import PostgresKeyStore
 from memory_service.config import Settings
 from memory_service.errors import BackendUnavailableError, ConfigurationError
-from memory_service.paths import WorkspacePaths
+from memory_service.replicas.api_keys import KeyEntry, Role, Stamp, digest_of, parse_entries
+from memory_service.replicas.api_keys.files import read_entries, stamp_of
+from memory_service.replicas.api_keys.postgres import PostgresKeyStore
+from memory_service.replicas.stores import api_keys, keys_file
 
 if TYPE_CHECKING:
-    from memory_service.pgdb import Database
+    from memory_service.replicas.database import Database
 
 __all__ = [
     "ApiKeyRing",
@@ -52,7 +44,6 @@ __all__ = [
     "Principal",
     "Role",
     "VersionedKeys",
-    "keys_file",
     "load_key_ring",
 ]
 
@@ -71,7 +62,7 @@ class Principal:
 
 
 class VersionedKeys(Protocol):
-    """Keys a ring follows by a version number (``key_store_pg.PostgresKeyStore``)."""
+    """Keys a ring follows by a version number (``PostgresKeyStore``)."""
 
     @property
     def where(self) -> str: ...
@@ -216,26 +207,21 @@ class KeySource:
         return self.store or str(self.path)
 
 
-def keys_file(settings: Settings) -> Path:
-    """``MEMORY_API_KEYS_FILE``, else ``<workspace>/api-keys.json``; absolute."""
-    path = settings.api_keys_file or WorkspacePaths(settings.workspace).api_keys_file
-    return path.resolve()
-
-
 def load_key_ring(settings: Settings, database: Database | None = None) -> KeySource:
     """The configured keys file; else ``<workspace>/api-keys.json``, created with a development
     key for tenant ``default`` (role admin) when it does not exist yet. The key is returned
     to be shown once; the file keeps only its digest.
 
     With replica state in PostgreSQL the keys of ``database`` instead (``_postgres_keys``)."""
-    if settings.state_in_postgres:
-        if database is None:
-            raise ConfigurationError("API keys in PostgreSQL need the state database")
-        return _postgres_keys(settings, database)
+    if settings.state_in_postgres and database is None:
+        raise ConfigurationError("API keys in PostgreSQL need the state database")
+    store = api_keys(settings, database)
+    if isinstance(store, PostgresKeyStore):
+        return _postgres_keys(settings, store)
     path = keys_file(settings)
     if settings.api_keys_file is not None or path.exists():
         return KeySource(ApiKeyRing.from_file(path), path)
-    key = KeyStore(path).add("default", "admin", prefix="msk_dev_")
+    key = store.add("default", "admin", prefix="msk_dev_")
     return KeySource(ApiKeyRing.from_file(path), path, created_dev_key=key)
 
 
@@ -246,7 +232,7 @@ def postgres_key_ring(settings: Settings, database: Database) -> ApiKeyRing:
     return ApiKeyRing.from_store(store, interval_s=settings.state.keys_refresh_s)
 
 
-def _postgres_keys(settings: Settings, database: Database) -> KeySource:
+def _postgres_keys(settings: Settings, store: PostgresKeyStore) -> KeySource:
     """The keys in PostgreSQL; nothing is read from or written to the workspace.
 
     The development key: minted (tenant ``default``, role admin, shown once in the banner)
@@ -256,7 +242,6 @@ def _postgres_keys(settings: Settings, database: Database) -> KeySource:
     workspace) is refused rather than replaced by a development key: its callers would
     all get 401s. ``memory-service keys migrate`` imports it; after that it is not read."""
     legacy = keys_file(settings)
-    store = PostgresKeyStore(database)
     if store.is_empty() and (settings.api_keys_file is not None or legacy.exists()):
         raise ConfigurationError(
             f"API keys: {store.where} holds none, but there is a keys file ({legacy}): "

@@ -21,8 +21,7 @@ from memory_service.commands.common import print_json, settings_from
 from memory_service.errors import BackendUnavailableError, ConfigurationError
 
 if TYPE_CHECKING:  # imported when a command runs: the CLI starts without psycopg
-    from memory_service.api.key_store import KeyStore
-    from memory_service.api.key_store_pg import PostgresKeyStore
+    from memory_service.replicas.api_keys import KeyStore
 
 WORKSPACE_HELP = (
     "workspace whose api-keys.json to use (with PostgreSQL state only migrate reads it; "
@@ -74,26 +73,21 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 @contextmanager
-def _store(args: argparse.Namespace) -> Iterator[KeyStore | PostgresKeyStore]:
+def _store(args: argparse.Namespace) -> Iterator[KeyStore]:
     """The keys of the settings ``serve`` would use; PostgreSQL that cannot be reached is an
     error naming MEMORY_POSTGRES__DSN."""
-    from memory_service.api.key_store import KeyStore
-    from memory_service.api.key_store_pg import PostgresKeyStore
-    from memory_service.api.keys import keys_file
-    from memory_service.pgdb import DSN_SETTING
-    from memory_service.services import build_database
+    from memory_service.replicas.database import DSN_SETTING
+    from memory_service.replicas.stores import api_keys, open_database
 
     settings = settings_from(args)
-    database = build_database(settings)  # None: the keys file
-    if database is None:
-        yield KeyStore(keys_file(settings))
-        return
+    database = open_database(settings)  # None: the keys file
     try:
-        yield PostgresKeyStore(database, keys_file=keys_file(settings))
+        yield api_keys(settings, database)
     except BackendUnavailableError as exc:
         raise ConfigurationError(f"{DSN_SETTING}: {exc.message}") from exc
     finally:
-        database.close()
+        if database is not None:
+            database.close()
 
 
 def run_add(args: argparse.Namespace) -> int:
@@ -111,7 +105,9 @@ def run_add(args: argparse.Namespace) -> int:
 def run_list(args: argparse.Namespace) -> int:
     with _store(args) as store:
         entries = store.entries()
-    if store.path is not None and not store.path.exists():
+    from memory_service.replicas.api_keys.files import FilesKeyStore
+
+    if isinstance(store, FilesKeyStore) and not store.path.exists():
         print(
             f"no keys file at {store.path} yet: `keys add` or `serve` creates it", file=sys.stderr
         )
@@ -147,8 +143,10 @@ def run_revoke(args: argparse.Namespace) -> int:
 def run_migrate(args: argparse.Namespace) -> int:
     with _store(args) as store:
         converted = store.migrate()
-    if store.path is not None:
-        print(f"{converted} plaintext keys of {store.path} now stored as SHA-256 digests")
+    from memory_service.replicas.api_keys.postgres import PostgresKeyStore
+
+    if not isinstance(store, PostgresKeyStore):
+        print(f"{converted} plaintext keys of {store.where} now stored as SHA-256 digests")
         return 0
     print(
         f"imported {converted} new keys of {store.keys_file} into {store.where}, as SHA-256 "

@@ -101,15 +101,16 @@ def run_replay(args: argparse.Namespace, only: RuntimeContext | None) -> int:
         replay_all,
         users_with_dead_letters,
     )
-    from memory_service.pipeline.replica_state import ReplicaState
-    from memory_service.services import build_database, build_services
+    from memory_service.replicas.stores import ReplicaStores
+    from memory_service.replicas.stores import open_database
+    from memory_service.services import build_services
 
     settings = settings_from(args)
     workspace = settings.workspace
     if args.dry_run:  # no model and no embedder: only the place the letters live
-        database = build_database(settings)
+        database = open_database(settings)
         try:
-            store = ReplicaState.of(workspace, database).dead_letters
+            store = ReplicaStores.of(workspace, database).dead_letters
             targets = [only] if only else users_with_dead_letters(workspace, args.tenant, store)
             reports = [list_dead_letters(workspace, ctx, store) for ctx in targets]
         finally:

@@ -35,9 +35,10 @@ def register(sub: argparse._SubParsersAction) -> None:
 def run(args: argparse.Namespace) -> int:
     import anyio
 
-    from memory_service.api.keys import ApiKeyRing, keys_file, postgres_key_ring
+    from memory_service.api.keys import ApiKeyRing, postgres_key_ring
     from memory_service.commands.common import settings_from
     from memory_service.mcp_server.stdio import KEY_VARIABLE, authenticate, serve_stdio
+    from memory_service.replicas.stores import keys_file
     from memory_service.services import build_services
 
     settings = settings_from(args)

@@ -20,8 +20,9 @@ from memory_service.longterm.files.fact_files import parse_fact_file
 from memory_service.longterm.protocol import LongTermMemory
 from memory_service.messages import estimate_tokens
 from memory_service.pipeline.consolidation import priority
-from memory_service.pipeline.memory_docs import MemoryDocs, documents
 from memory_service.pipeline.memory_md import memory_md_for_model
+from memory_service.replicas.memory_docs import MemoryDocs
+from memory_service.replicas.memory_docs.files import documents
 
 DEFAULT_INSTRUCTIONS = """\
 You are a helpful assistant with a long-term memory of this user. What you know about them is

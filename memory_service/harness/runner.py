@@ -24,6 +24,7 @@ import json
 import logging
 from pathlib import Path
 
+from memory_service.agent_state import AgentState
 from memory_service.config import MemorySettings
 from memory_service.context import RuntimeContext
 from memory_service.errors import ConflictError, InvalidInputError
@@ -36,12 +37,12 @@ from memory_service.messages import MEMORY_PRUNE, Msg
 from memory_service.observe.telemetry import sink
 from memory_service.pipeline.flush import EXTRA_KEY, FlushResult, MemoryFlushManager
 from memory_service.pipeline.maintenance import MemoryMaintenance
-from memory_service.pipeline.memory_docs import MemoryDocs
+from memory_service.replicas.memory_docs import MemoryDocs
+from memory_service.replicas.usage import RECORD_ERRORS, UsageStore
+from memory_service.replicas.usage.files import FilesUsageStore
 from memory_service.shortterm.compaction import CompactionResult
 from memory_service.shortterm.session import ShortTermMemory
-from memory_service.shortterm.state import AgentState
 from memory_service.tools import MemoryTools
-from memory_service.usage import RECORD_ERRORS, UsageLedger, UsageStore
 
 log = logging.getLogger(__name__)
 
@@ -78,7 +79,7 @@ class MemoryHarness:
         self.workspace = Path(workspace)
         self.config = config or MemorySettings()
         self.flush = flush
-        self.usage = usage or UsageLedger(self.workspace)
+        self.usage = usage or FilesUsageStore(self.workspace)
         self.tools = MemoryTools(
             self.workspace,
             longterm,

@@ -45,7 +45,7 @@ from memory_service.longterm.store_values import (
 )
 from memory_service.observe.telemetry import sink, timed_stage
 from memory_service.pagination import Page, check_page, paginate
-from memory_service.tombstones import Tombstones
+from memory_service.replicas.tombstones import Tombstones
 
 S = TypeVar("S", bound=StoredFacts)
 log = logging.getLogger(__name__)

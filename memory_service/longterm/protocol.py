@@ -74,12 +74,6 @@ class LongTermMemory(Protocol):
     def close(self) -> None: ...
 
 
-@runtime_checkable
-class ListsUsers(Protocol):
-    """A backend that can say which users of a tenant have facts (export, the scheduler)."""
-
-    def users(self, tenant_id: str) -> list[str]: ...
-
 
 @runtime_checkable
 class ListsAgents(Protocol):

@@ -27,14 +27,9 @@ from memory_service.longterm.files.fact_files import render_fact
 from memory_service.messages import estimate_tokens
 from memory_service.observe.telemetry import sink
 from memory_service.paths import UserPaths
-from memory_service.pipeline.memory_docs import (
-    STAMP_FORMAT,
-    MemoryDocs,
-    MemoryMdFiles,
-    Snapshot,
-    documents,
-)
 from memory_service.pipeline.memory_md import memory_bullets, plain_memory
+from memory_service.replicas.memory_docs import STAMP_FORMAT, MemoryDocs, Snapshot
+from memory_service.replicas.memory_docs.files import FilesMemoryDocs, documents
 
 log = logging.getLogger(__name__)
 
@@ -242,7 +237,7 @@ def _context_of(paths: UserPaths) -> RuntimeContext:
 
 __all__ = [
     "ConsolidationResult",
-    "MemoryMdFiles",
+    "FilesMemoryDocs",
     "Consolidator",
     "DEFAULT_CONSOLIDATION_PROMPT",
     "LlmError",

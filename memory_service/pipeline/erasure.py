@@ -23,7 +23,6 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
-from typing import Protocol
 
 from filelock import FileLock
 
@@ -37,8 +36,11 @@ from memory_service.longterm.files.fact_files import parse_fact_file, rewrite_fa
 from memory_service.longterm.protocol import LongTermMemory
 from memory_service.paths import UserPaths
 from memory_service.pipeline.consolidation import COVERAGE_MIN
-from memory_service.pipeline.memory_docs import MemoryDocs, documents
-from memory_service.tombstones import Tombstones
+from memory_service.replicas.memory_docs import MemoryDocs
+from memory_service.replicas.memory_docs.files import documents
+from memory_service.replicas.tombstones import Tombstones
+from memory_service.replicas.tombstones.files import FilesTombstones
+from memory_service.replicas.user_data import UserData
 
 audit = logging.getLogger("memory_service.audit")
 
@@ -111,14 +113,6 @@ def forget_user(
 # -- erasing a user --------------------------------------------------------------------------
 
 
-class UserData(Protocol):
-    """A store that keeps data of users: it counts and erases one user's, under its own lock."""
-
-    def count_user(self, ctx: RuntimeContext) -> int: ...
-
-    def erase_user(self, ctx: RuntimeContext) -> int: ...
-
-
 @dataclass(frozen=True, slots=True)
 class EraseReceipt:
     """What an erase removed, per store (by the names ``build_erasure`` gives them), when it
@@ -165,7 +159,7 @@ class UserErasure:
     def erase(self, ctx: RuntimeContext, *, by: str) -> EraseReceipt:
         """Erase everything of ``ctx``'s user; ``NotFoundError`` (nothing written) when no
         store holds anything of them. Running it again after a failure finishes the job."""
-        tombstones = self.tombstones or Tombstones(self.workspace)
+        tombstones = self.tombstones or FilesTombstones(self.workspace)
         paths = UserPaths.of(self.workspace, ctx)
         pending = tombstones.read(ctx)
         unfinished = pending is not None and pending.erased_at is None

@@ -12,7 +12,7 @@ scheduler's idle flush (``idle_flush.py``) for a session that went quiet. The mo
 MEMORY.md and today's ledger (``extraction.todays_ledger``) so it does not repeat them.
 A failed or malformed reply is retried (``MemorySettings.flush_retries``); if it still fails the
 watermark stays where it was, so the next flush sends those messages again, and the messages
-are appended to the user's dead-letter file (``pipeline/dead_letters.py``) and counted. Token
+are appended to the user's dead-letter file (``replicas/dead_letters/files.py``) and counted. Token
 usage of every flush is added to the tenant's usage file. ``extract_and_record`` runs the same
 extraction and recording on messages outside a session: ``pipeline/replay.py`` replays dead
 letters with it.
@@ -27,6 +27,7 @@ from contextvars import ContextVar
 from datetime import datetime
 from pathlib import Path
 
+from memory_service.agent_state import AgentState
 from memory_service.config import MemorySettings
 from memory_service.context import RuntimeContext
 from memory_service.errors import MemoryServiceError
@@ -36,16 +37,18 @@ from memory_service.longterm.protocol import LongTermMemory
 from memory_service.messages import Msg
 from memory_service.observe.telemetry import sink
 from memory_service.observe.tracing import using_ids
-from memory_service.pipeline.dead_letter_record import DeadLetterRecord
-from memory_service.pipeline.dead_letters import DeadLetterStore, FlushDeadLetters
 from memory_service.pipeline.extraction import DEFAULT_FLUSH_PROMPT, Extractor, todays_ledger
 from memory_service.pipeline.flush_result import FlushedFact, FlushResult
-from memory_service.pipeline.memory_docs import MemoryDocs, documents
 from memory_service.pipeline.memory_md import memory_md_for_model
 from memory_service.pipeline.transcript import TranscriptBatch, with_positions
+from memory_service.replicas.dead_letters import DeadLetterStore
+from memory_service.replicas.dead_letters.files import FilesDeadLetterStore
+from memory_service.replicas.dead_letters.record import DeadLetterRecord
+from memory_service.replicas.memory_docs import MemoryDocs
+from memory_service.replicas.memory_docs.files import documents
+from memory_service.replicas.usage import RECORD_ERRORS, UsageStore
+from memory_service.replicas.usage.files import FilesUsageStore
 from memory_service.shortterm.flush_hook import FlushReason
-from memory_service.shortterm.state import AgentState
-from memory_service.usage import RECORD_ERRORS, UsageLedger, UsageStore
 
 log = logging.getLogger(__name__)
 
@@ -91,8 +94,8 @@ class MemoryFlushManager:
         self.config = config or MemorySettings()
         self.workspace = Path(workspace)
         self.docs = documents(docs, self.workspace)  # MEMORY.md, read-only context
-        self.usage = usage or UsageLedger(self.workspace)
-        self.dead_letters = dead_letters or FlushDeadLetters(self.workspace)
+        self.usage = usage or FilesUsageStore(self.workspace)
+        self.dead_letters = dead_letters or FilesDeadLetterStore(self.workspace)
         self.extractor = Extractor(
             longterm,
             model.with_model(self.config.model) if model is not None else None,

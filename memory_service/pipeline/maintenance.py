@@ -31,11 +31,15 @@ from memory_service.observe.tracing import using_ids
 from memory_service.paths import UserPaths
 from memory_service.pipeline.consolidation import ConsolidationResult, Consolidator
 from memory_service.pipeline.erasure import erase_facts
-from memory_service.pipeline.maintenance_state import MaintenanceFiles, MaintenanceState
 from memory_service.pipeline.policy import ExpiryPolicy, plan_maintenance, plan_prune
-from memory_service.shortterm.session_log import SessionLog, SessionLogStore
-from memory_service.tombstones import Tombstones
-from memory_service.usage import RECORD_ERRORS, UsageLedger, UsageStore
+from memory_service.replicas.maintenance_state import MaintenanceState
+from memory_service.replicas.maintenance_state.files import FilesMaintenanceState
+from memory_service.replicas.session_logs import SessionLogStore
+from memory_service.replicas.session_logs.files import FilesSessionLogStore
+from memory_service.replicas.tombstones import Tombstones
+from memory_service.replicas.tombstones.files import FilesTombstones
+from memory_service.replicas.usage import RECORD_ERRORS, UsageStore
+from memory_service.replicas.usage.files import FilesUsageStore
 
 log = logging.getLogger(__name__)
 
@@ -121,10 +125,10 @@ class MemoryMaintenance:
     ) -> None:
         self.longterm = longterm
         self.workspace = workspace
-        self.session_logs = session_logs or SessionLog(workspace)  # the retention step's
-        self.usage = usage or UsageLedger(workspace)
-        self.state = state or MaintenanceFiles(workspace)
-        self.tombstones = tombstones or Tombstones(workspace)
+        self.session_logs = session_logs or FilesSessionLogStore(workspace)  # the retention step's
+        self.usage = usage or FilesUsageStore(workspace)
+        self.state = state or FilesMaintenanceState(workspace)
+        self.tombstones = tombstones or FilesTombstones(workspace)
         self.consolidator = consolidator
         self.settings = settings or MaintenanceSettings()
         self._clock = clock

@@ -1,7 +1,7 @@
 """Replay of failed flushes: the messages kept in ``dead-letters/flush.jsonl``, extracted again.
 
 A flush that fails after its retries appends one JSON line per failure to the user's
-dead-letter file (``pipeline/dead_letters.py`` alone reads and writes it). For a
+dead-letter file (``replicas/dead_letters/files.py`` alone reads and writes it). For a
 ``pre_compaction`` or ``overflow`` failure that line is the only copy of the messages once
 compaction has run. Once the model works again, ``replay_dead_letters`` sends each entry's
 messages through the flush's own extraction and recording
@@ -15,7 +15,7 @@ against MEMORY.md), then rewrites the file:
 - a line that is not a valid entry is kept byte for byte and counted as malformed;
 - lines appended by a flush while the replay ran are kept: the replay holds the append lock
   only to read and to rewrite, and the rewrite re-reads the file under that lock and changes
-  only the exact lines it replayed (``DeadLetterFile.rewrite``).
+  only the exact lines it replayed (``FilesDeadLetterBox.rewrite``).
 
 With ``MEMORY_STATE__BACKEND=postgres`` the letters are rows (``dead_letters_pg.py``) behind the
 same ``DeadLetterBox``: the flush manager's ``dead_letters`` store says which, so a replay
@@ -49,19 +49,18 @@ from memory_service.facts import utcnow
 from memory_service.llm import require_model
 from memory_service.observe.telemetry import sink
 from memory_service.paths import UserPaths
-from memory_service.pipeline.dead_letter_record import DeadLetterRecord
-from memory_service.pipeline.dead_letters import (
+from memory_service.pipeline.flush import MemoryFlushManager
+from memory_service.pipeline.scheduler import known_users
+from memory_service.progress import Progress
+from memory_service.replicas.dead_letters import (
     Change,
     DeadLetter,
     DeadLetterRead,
     DeadLetterStore,
-    FlushDeadLetters,
-    ListsDeadLetterUsers,
-    has_dead_letters,
 )
-from memory_service.pipeline.flush import MemoryFlushManager
-from memory_service.pipeline.scheduler import known_users
-from memory_service.progress import Progress
+from memory_service.replicas.dead_letters.files import FilesDeadLetterStore, has_dead_letters
+from memory_service.replicas.dead_letters.record import DeadLetterRecord
+from memory_service.replicas.user_data import ListsUsers, users_of
 
 log = logging.getLogger(__name__)
 
@@ -137,7 +136,7 @@ def list_dead_letters(
     """Count one user's entries by reason, and the malformed lines; no model involved.
     ``store``: where the letters live (default: the workspace's files)."""
     report = ReplayReport(ctx.tenant_id, ctx.user_id)
-    letters = (store or FlushDeadLetters(workspace)).box(ctx)
+    letters = (store or FilesDeadLetterStore(workspace)).box(ctx)
     if not letters.exists():
         return report
     _count(report, letters.read(ctx))
@@ -156,8 +155,8 @@ def users_with_dead_letters(
     """Every (tenant, user) with flush dead letters: the rows of a store that lists them
     (PostgreSQL), else the workspace's non-empty dead-letter files (in the users' folders
     whatever the long-term backend, so the folders are enough)."""
-    if isinstance(store, ListsDeadLetterUsers):
-        return store.users_with_letters(tenant_id)
+    if isinstance(store, ListsUsers):
+        return users_of(store, tenant_id)
     found = []
     for ctx in known_users(workspace, None):  # a dead-letter file needs the user's folder
         if tenant_id is not None and ctx.tenant_id != tenant_id:

@@ -3,7 +3,7 @@ inside ``serve``, and a sweep every few minutes: expired session states purged, 
 flushed.
 
 Who exists is asked of the workspace (tenant and user folders), of the long-term backend
-(``users(tenant)``) and of the state stores in PostgreSQL (``KnowsUsers``: sessions, dead
+and of the state stores in PostgreSQL (``ListsUsers``: the backend, sessions, dead
 letters, maintenance markers), so users whose data lives only in Qdrant or PostgreSQL are
 maintained too. Each user is
 still subject to ``MemoryMaintenance``'s per-user lock and minimum gap, so several processes
@@ -20,40 +20,18 @@ from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from datetime import timedelta
 from pathlib import Path
-from typing import Protocol, runtime_checkable
 
-from memory_service.context import RuntimeContext, scope_context, validate_id
-from memory_service.errors import InvalidIdError
-from memory_service.longterm.protocol import ListsAgents, ListsUsers, LongTermMemory
+from memory_service.context import RuntimeContext, scope_context
+from memory_service.longterm.protocol import ListsAgents, LongTermMemory
 from memory_service.observe.tracing import new_trace, using_trace
-from memory_service.paths import WorkspacePaths
+from memory_service.paths import WorkspacePaths, id_folders
 from memory_service.pipeline.idle_flush import IdleFlusher, IdleFlushReport
 from memory_service.pipeline.maintenance import MaintenanceReport, MemoryMaintenance
 from memory_service.progress import Progress
+from memory_service.replicas.user_data import ListsUsers
 
 log = logging.getLogger(__name__)
 
-
-def _folders(path: Path) -> list[str]:
-    if not path.is_dir():
-        return []
-    names = []
-    for child in sorted(path.iterdir()):
-        try:
-            if child.is_dir() and not child.is_symlink():
-                names.append(validate_id(child.name))
-        except InvalidIdError:
-            continue
-    return names
-
-
-@runtime_checkable
-class KnowsUsers(Protocol):
-    """A store outside the workspace that can name the users it holds data of."""
-
-    def known_user_ids(self) -> Iterable[tuple[str, str]]:
-        """(tenant, user) pairs."""
-        ...
 
 
 def known_users(
@@ -61,21 +39,20 @@ def known_users(
     longterm: object,
     tenants: Iterable[str] = (),
     *,
-    state: Iterable[KnowsUsers] = (),
+    state: Iterable[ListsUsers] = (),
 ) -> Iterator[RuntimeContext]:
     """Every (tenant, user) with a folder in the workspace, facts in the backend or data in
     a ``state`` store, then the tenant's shared memories (each agent's, the tenant's own)
     that have a folder or facts."""
     where = WorkspacePaths(workspace)
-    stored: dict[str, set[str]] = {}
-    for store in state:
-        for tenant, user in store.known_user_ids():
-            stored.setdefault(tenant, set()).add(user)
-    all_tenants = sorted(set(tenants) | set(_folders(where.tenants_dir)) | set(stored))
-    for tenant in all_tenants:
-        users = set(_folders(where.users_dir(tenant))) | stored.get(tenant, set())
-        if isinstance(longterm, ListsUsers):
-            users |= set(longterm.users(tenant))
+    stores = [*state, *([longterm] if isinstance(longterm, ListsUsers) else [])]
+    all_tenants = set(tenants) | set(id_folders(where.tenants_dir))
+    for store in stores:
+        all_tenants |= set(store.tenants())
+    for tenant in sorted(all_tenants):
+        users = set(id_folders(where.users_dir(tenant)))
+        for store in stores:
+            users |= set(store.users(tenant))
         for user in sorted(users):
             yield RuntimeContext(tenant, user)
         yield from shared_scopes(where, longterm, tenant)
@@ -83,7 +60,7 @@ def known_users(
 
 def shared_scopes(where: WorkspacePaths, longterm: object, tenant: str) -> Iterator[RuntimeContext]:
     """The tenant's agent and tenant scopes that hold something (a folder, or a fact)."""
-    agents = set(_folders(where.agents_dir(tenant)))
+    agents = set(id_folders(where.agents_dir(tenant)))
     if isinstance(longterm, ListsAgents):
         agents |= set(longterm.agents(tenant))
     for agent in sorted(agents):

@@ -5,8 +5,8 @@ the benchmarks call ``build_services`` (and ``build_maintenance`` / ``build_harn
 it); nothing below this package reads ``Settings`` to decide which class to build. It sits above
 every part it wires (see ARCHITECTURE.md), so no part needs to import it back.
 
-- ``stores``: each store from its settings (embedder, long-term backend, the replica-state
-  database, MEMORY.md's documents, session states, logs and tool results);
+- ``stores``: the embedder, the long-term backend and short-term memory (the replica stores
+  under them are chosen in ``replicas.stores``);
 - ``container``: ``Services`` and ``build_services``, in the order the stores depend on;
 - ``work``: maintenance, the scheduler and the harness over the running services;
 - ``erasure``: every store that can hold a user's data, for an erase.
@@ -15,30 +15,22 @@ every part it wires (see ARCHITECTURE.md), so no part needs to import it back.
 from memory_service.services.container import Services, build_services
 from memory_service.services.erasure import build_erasure
 from memory_service.services.stores import (
-    build_database,
     build_embedder,
     build_expiry,
     build_longterm,
-    build_memory_docs,
-    build_session_logs,
     build_shortterm,
-    build_state_store,
 )
 from memory_service.services.work import build_harness, build_maintenance, build_scheduler
 
 __all__ = [
     "Services",
-    "build_database",
     "build_embedder",
     "build_erasure",
     "build_expiry",
     "build_harness",
     "build_longterm",
     "build_maintenance",
-    "build_memory_docs",
     "build_scheduler",
     "build_services",
-    "build_session_logs",
     "build_shortterm",
-    "build_state_store",
 ]

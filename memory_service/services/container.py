@@ -14,18 +14,12 @@ from memory_service.llm import ChatModel
 from memory_service.longterm.protocol import LongTermMemory
 from memory_service.observe.telemetry import TimedEmbedder
 from memory_service.paths import WorkspacePaths
-from memory_service.pgdb import Database
 from memory_service.pipeline.flush import MemoryFlushManager
-from memory_service.pipeline.memory_docs import MemoryDocs
-from memory_service.pipeline.replica_state import ReplicaState
 from memory_service.pipeline.scheduler import known_users
-from memory_service.services.stores import (
-    build_database,
-    build_embedder,
-    build_longterm,
-    build_memory_docs,
-    build_shortterm,
-)
+from memory_service.replicas.database import Database
+from memory_service.replicas.memory_docs import MemoryDocs
+from memory_service.replicas.stores import ReplicaStores, open_database
+from memory_service.services.stores import build_embedder, build_longterm, build_shortterm
 from memory_service.shortterm.session import ShortTermMemory
 
 
@@ -64,10 +58,10 @@ class Services:
         return f"long-term backend: {longterm} | short-term: {s.shortterm.backend}{state}"
 
     @cached_property
-    def state(self) -> ReplicaState:
+    def state(self) -> ReplicaStores:
         """Tombstones, usage, dead letters, maintenance markers: over ``database`` if any
         (``build_services`` sets it before the stores that check the tombstones)."""
-        return ReplicaState.of(self.settings.workspace, self.database)
+        return ReplicaStores.of(self.settings.workspace, self.database)
 
     def known_users(self, tenants: Iterable[str] = ()) -> Iterator[RuntimeContext]:
         """Users and shared scopes to maintain, wherever they are known (``known_users``)."""
@@ -90,9 +84,9 @@ def build_services(settings: Settings, *, embedder: Embedder | None = None) -> S
     erased users' tombstones every store checks), then the backends, models and pipeline."""
     # an embedder handed in (tests, benchmarks) is timed too; build_embedder times its model
     embedder = TimedEmbedder(embedder) if embedder is not None else build_embedder(settings)
-    database = build_database(settings)  # first: every store below may keep state in it
+    database = open_database(settings)  # first: every store below may keep state in it
     try:
-        state = ReplicaState.of(settings.workspace, database)  # tables created when missing
+        state = ReplicaStores.of(settings.workspace, database)  # tables created when missing
         longterm = build_longterm(settings, embedder, state.tombstones)
     except BaseException:
         if database is not None:
@@ -101,16 +95,14 @@ def build_services(settings: Settings, *, embedder: Embedder | None = None) -> S
     services = Services(settings, embedder, longterm, database=database)
     services.state = state  # every store below refuses the same erased users
     try:
-        services.memory_docs = build_memory_docs(settings, database, state.tombstones)
+        services.memory_docs = state.memory_docs(settings)
         services.chat_model = ChatModel.from_settings(settings.llm)
         if services.chat_model is not None:
             name = settings.llm.memory_model or settings.llm.model
             services.memory_model = services.chat_model.with_model(name)
         else:  # a memory model alone (no chat model) still serves compaction and flush
             services.memory_model = ChatModel.from_settings(settings.llm, memory=True)
-        services.shortterm = build_shortterm(
-            settings, services.memory_model, embedder, database, state.tombstones
-        )
+        services.shortterm = build_shortterm(settings, services.memory_model, embedder, state)
         options = {"config": settings.memory, "docs": services.memory_docs, **state.flush_stores()}
         services.flush = MemoryFlushManager(
             services.longterm, services.memory_model, settings.workspace, **options

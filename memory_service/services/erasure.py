@@ -7,14 +7,15 @@ from memory_service.errors import BackendUnavailableError
 from memory_service.longterm.files.vector_cache import VectorCaches
 from memory_service.longterm.protocol import LongTermMemory
 from memory_service.paths import WorkspacePaths
-from memory_service.pipeline.consolidation import MemoryMdFiles
-from memory_service.pipeline.erasure import UserData, UserErasure
+from memory_service.pipeline.erasure import UserErasure
+from memory_service.replicas.memory_docs.files import FilesMemoryDocs
+from memory_service.replicas.session_logs.files import FilesSessionLogStore
+from memory_service.replicas.session_state import AgentStateStore
+from memory_service.replicas.stores import postgres_session_states
+from memory_service.replicas.tool_results.files import FilesToolResultStore
+from memory_service.replicas.user_data import UserData
 from memory_service.services.container import Services
-from memory_service.services.stores import _postgres_store
 from memory_service.services.work import build_maintenance
-from memory_service.shortterm.eviction import ToolResultEvictor
-from memory_service.shortterm.session_log import SessionLog
-from memory_service.shortterm.store import AgentStateStore
 
 
 def build_erasure(services: Services) -> UserErasure:
@@ -44,11 +45,11 @@ def build_erasure(services: Services) -> UserErasure:
             longterm["qdrant"] = qdrant
         sessions: dict[str, UserData] = {settings.shortterm.backend: services.shortterm.store}
         if "files" not in sessions:
-            from memory_service.shortterm.files_store import FileStateStore
+            from memory_service.replicas.session_state.files import FilesAgentStateStore
 
-            sessions["files"] = FileStateStore(workspace)
+            sessions["files"] = FilesAgentStateStore(workspace)
         if "postgres" not in sessions and settings.postgres.dsn:
-            other = _postgres_store(settings)
+            other = postgres_session_states(settings)
             opened.append(other)
             sessions["postgres"] = other
     except BaseException:
@@ -56,7 +57,7 @@ def build_erasure(services: Services) -> UserErasure:
             store.close()
         raise
     stores: list[tuple[str, UserData]] = [
-        ("memory_md", MemoryMdFiles(workspace)),  # before the ledgers: not counted as facts
+        ("memory_md", FilesMemoryDocs(workspace)),  # before the ledgers: not counted as facts
         ("vector_caches", VectorCaches(workspace)),
         *((f"facts.{name}", store) for name, store in longterm.items()),
         *((f"sessions.{name}", store) for name, store in sessions.items()),
@@ -68,7 +69,7 @@ def build_erasure(services: Services) -> UserErasure:
         *services.state.left_in_workspace(workspace),  # from before a switch to PostgreSQL state
     ]
     if services.database is not None:  # MEMORY.md of the Qdrant backend (before a switch too)
-        from memory_service.pipeline.memory_docs_pg import PostgresMemoryDocs
+        from memory_service.replicas.memory_docs.postgres import PostgresMemoryDocs
 
         stores.insert(1, ("memory_md.postgres", PostgresMemoryDocs(services.database, workspace)))
     closes = [store.close for store in opened]
@@ -80,7 +81,10 @@ def _workspace_logs(services: Services) -> list[tuple[str, UserData]]:
     if services.database is None:
         return []
     ws = services.settings.workspace
-    return [("session_logs.files", SessionLog(ws)), ("tool_results.files", ToolResultEvictor(ws))]
+    return [
+        ("session_logs.files", FilesSessionLogStore(ws)),
+        ("tool_results.files", FilesToolResultStore(ws)),
+    ]
 
 
 def _qdrant_reachable(settings: Settings) -> bool:

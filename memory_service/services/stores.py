@@ -1,10 +1,9 @@
-"""The stores of the service, each built from ``Settings``: the embedder, the long-term
-backend, the replica-state database, MEMORY.md's documents, session states, logs and tool
-results. Which class each one is depends on configuration alone (``MEMORY_*__BACKEND``)."""
+"""The parts of the service built from ``Settings`` that are not replica state: the embedder,
+the long-term backend and short-term memory over the replica stores (``replicas.stores``
+chooses those). Which class each one is depends on configuration alone
+(``MEMORY_*__BACKEND``)."""
 
 from __future__ import annotations
-
-from datetime import timedelta
 
 from indexing.embeddings import CachedEmbedder, Embedder, SentenceTransformerEmbedder
 from memory_service.config import Settings
@@ -13,14 +12,9 @@ from memory_service.fact_filter import ConfidenceDecay, ExpiryPolicy
 from memory_service.llm import ChatModel
 from memory_service.longterm.protocol import LongTermMemory
 from memory_service.observe.telemetry import TimedEmbedder
-from memory_service.pgdb import Database
-from memory_service.pipeline.consolidation import MemoryMdFiles
-from memory_service.pipeline.memory_docs import MemoryDocs
-from memory_service.shortterm.eviction import ToolResultEvictor, ToolResultStore
+from memory_service.replicas.stores import ReplicaStores
+from memory_service.replicas.tombstones import Tombstones
 from memory_service.shortterm.session import ShortTermMemory
-from memory_service.shortterm.session_log import SessionLog, SessionLogStore
-from memory_service.shortterm.store import AgentStateStore
-from memory_service.tombstones import Tombstones
 
 
 def build_embedder(settings: Settings) -> Embedder:
@@ -107,104 +101,19 @@ def build_longterm(
     )
 
 
-def build_database(settings: Settings) -> Database | None:
-    """The PostgreSQL that keeps this replica's state (``MEMORY_STATE__BACKEND``), or None
-    when that state lives in the workspace. Unreachable: a start-up error naming the DSN."""
-    if not settings.state_in_postgres:
-        return None
-    assert settings.postgres.dsn  # the settings' validator: postgres state needs a DSN
-    return Database(
-        settings.postgres.dsn,
-        pool_min=settings.postgres.pool_min,
-        pool_max=settings.postgres.pool_max,
-        schema=settings.postgres.schema_name,
-    )
-
-
-def build_memory_docs(
-    settings: Settings, database: Database | None, tombstones: Tombstones | None = None
-) -> MemoryDocs:
-    """Where MEMORY.md and its snapshots live: PostgreSQL for the Qdrant backend when replica
-    state is there (``pipeline/memory_docs_pg.py`` says why, and how files move there);
-    files otherwise (the files backend reads its MEMORY.md as facts)."""
-    if database is not None and settings.longterm.backend == "qdrant":
-        from memory_service.pipeline.memory_docs_pg import PostgresMemoryDocs
-
-        docs = PostgresMemoryDocs(database, settings.workspace, tombstones=tombstones)
-        docs.import_files(settings.workspace)  # files of a deployment before PostgreSQL state
-        return docs
-    return MemoryMdFiles(settings.workspace, tombstones=tombstones)
-
-
-def build_state_store(settings: Settings, tombstones: Tombstones | None = None) -> AgentStateStore:
-    """The configured session-state store (files or PostgreSQL)."""
-    cfg = settings.shortterm
-    ttl = timedelta(hours=cfg.ttl_hours) if cfg.ttl_hours else None
-    if cfg.backend == "files":
-        from memory_service.shortterm.files_store import FileStateStore
-
-        return FileStateStore(settings.workspace, ttl=ttl, tombstones=tombstones)
-    if cfg.backend == "postgres":
-        return _postgres_store(settings, tombstones)
-    raise ConfigurationError(f"MEMORY_SHORTTERM__BACKEND: unknown backend {cfg.backend!r}")
-
-
-def _postgres_store(settings: Settings, tombstones: Tombstones | None = None) -> AgentStateStore:
-    cfg = settings.shortterm
-    if not settings.postgres.dsn:
-        raise ConfigurationError(
-            "MEMORY_POSTGRES__DSN: required when MEMORY_SHORTTERM__BACKEND=postgres"
-        )
-    from memory_service.shortterm.postgres_store import PostgresStateStore
-
-    return PostgresStateStore(
-        settings.postgres.dsn,
-        table=cfg.postgres_table,
-        ttl=timedelta(hours=cfg.ttl_hours) if cfg.ttl_hours else None,
-        pool_min=settings.postgres.pool_min,
-        pool_max=settings.postgres.pool_max,
-        schema=settings.postgres.schema_name,
-        tombstones=tombstones if tombstones is not None else Tombstones(settings.workspace),
-    )
-
-
-def build_session_logs(
-    settings: Settings, database: Database | None = None, tombstones: Tombstones | None = None
-) -> tuple[SessionLogStore, ToolResultStore]:
-    """Session logs and evicted tool results: in ``database`` when replica state lives in
-    PostgreSQL (``Services.database``), else in the workspace; ``tombstones``: the erased
-    users' (default: those beside the logs)."""
-    cfg = settings.shortterm
-    sizes = {"max_chars": cfg.tool_result_max_chars, "preview_chars": cfg.tool_result_preview_chars}
-    if database is None:
-        return (
-            SessionLog(settings.workspace, tombstones=tombstones),
-            ToolResultEvictor(settings.workspace, tombstones=tombstones, **sizes),
-        )
-    from memory_service.shortterm.eviction_pg import PostgresToolResults
-    from memory_service.shortterm.logs_from_files import move_workspace_logs
-    from memory_service.shortterm.session_log_pg import PostgresSessionLog
-
-    erased = tombstones or Tombstones(settings.workspace, database=database)  # shared ones
-    logs = PostgresSessionLog(database, settings.workspace, tombstones=erased)
-    results = PostgresToolResults(database, settings.workspace, tombstones=erased, **sizes)
-    move_workspace_logs(settings.workspace, logs, results)  # those of a files deployment
-    return logs, results
-
-
 def build_shortterm(
     settings: Settings,
     memory_model: ChatModel | None,
     embedder: Embedder | None = None,
-    database: Database | None = None,
-    tombstones: Tombstones | None = None,
+    replicas: ReplicaStores | None = None,
 ) -> ShortTermMemory:
-    """Sessions on the configured store; compaction uses ``memory_model`` (None: no LLM),
-    or ``embedder`` for the importance policy; logs and tool results in ``database`` when
-    given (``build_session_logs``)."""
+    """Sessions on the configured stores (``replicas``: the workspace's when not given);
+    compaction uses ``memory_model`` (None: no LLM), or ``embedder`` for the importance
+    policy."""
+    replicas = replicas or ReplicaStores.of(settings.workspace)
     return ShortTermMemory(
-        build_state_store(settings, tombstones),
-        *build_session_logs(settings, database, tombstones),
+        replicas.session_states(settings),
+        *replicas.session_logs(settings),
         config=settings.compaction,
         model=memory_model,
         context_window=settings.llm.context_window,

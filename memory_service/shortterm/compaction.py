@@ -18,6 +18,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from indexing.embeddings import Embedder
+from memory_service.agent_state import AgentState
 from memory_service.config import CompactionSettings
 from memory_service.errors import ConfigurationError
 from memory_service.llm import ChatModel
@@ -30,7 +31,6 @@ from memory_service.shortterm.compaction_base import (
     token_trigger,
 )
 from memory_service.shortterm.compaction_base import pinned as _pinned
-from memory_service.shortterm.state import AgentState
 from memory_service.shortterm.summary import (
     DEFAULT_SUMMARY_PROMPT,
     SUMMARY_BLOCKS,

@@ -17,6 +17,7 @@ from dataclasses import replace
 from datetime import datetime, timedelta
 from typing import TypeVar
 
+from memory_service.agent_state import AgentState, CompactionBackoff
 from memory_service.config import CompactionSettings
 from memory_service.context import RuntimeContext
 from memory_service.errors import MemoryServiceError
@@ -26,7 +27,6 @@ from memory_service.observe.telemetry import sink
 from memory_service.observe.tracing import using_ids
 from memory_service.shortterm.compaction import CompactionResult, Compactor
 from memory_service.shortterm.flush_hook import FlushCallback, FlushReason
-from memory_service.shortterm.state import AgentState, CompactionBackoff
 
 log = logging.getLogger(__name__)
 

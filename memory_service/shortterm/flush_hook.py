@@ -9,8 +9,8 @@ from __future__ import annotations
 
 from typing import Literal, Protocol
 
+from memory_service.agent_state import AgentState
 from memory_service.context import RuntimeContext
-from memory_service.shortterm.state import AgentState
 
 # Why a flush runs: after a call, before compaction, on a context overflow, asked for, or
 # by the scheduler for a session that went quiet (``idle``).

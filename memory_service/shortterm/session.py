@@ -21,6 +21,7 @@ from dataclasses import dataclass, field, replace
 from typing import TypeVar
 
 from indexing.embeddings import Embedder
+from memory_service.agent_state import AgentState
 from memory_service.config import CompactionSettings
 from memory_service.context import RuntimeContext
 from memory_service.errors import (
@@ -32,6 +33,9 @@ from memory_service.errors import (
 from memory_service.llm import NOT_CONFIGURED_MESSAGE, ChatModel, LlmNotConfiguredError
 from memory_service.messages import Msg
 from memory_service.observe.telemetry import sink
+from memory_service.replicas.session_logs import SessionHit, SessionLogStore
+from memory_service.replicas.session_state import AgentStateStore, SessionInfo
+from memory_service.replicas.tool_results import ToolResultStore
 from memory_service.shortterm.compaction import (
     CompactionResult,
     ConversationCompactor,
@@ -39,12 +43,8 @@ from memory_service.shortterm.compaction import (
     summary_trigger,
 )
 from memory_service.shortterm.compaction_hook import CompactionHook, count_compaction
-from memory_service.shortterm.eviction import ToolResultStore
 from memory_service.shortterm.flush_hook import FlushCallback
 from memory_service.shortterm.session_locks import KeyedLocks
-from memory_service.shortterm.session_log import SessionHit, SessionLogStore
-from memory_service.shortterm.state import AgentState
-from memory_service.shortterm.store import AgentStateStore, SessionInfo
 
 log = logging.getLogger(__name__)
 

@@ -19,10 +19,10 @@ from dataclasses import dataclass
 import numpy as np
 
 from indexing.embeddings import Embedder
+from memory_service.agent_state import AgentState
 from memory_service.config import CompactionSettings, ImportanceWeights
 from memory_service.messages import Msg, estimate_tokens
 from memory_service.shortterm.compaction_base import CompactionResult, pinned, summary_trigger
-from memory_service.shortterm.state import AgentState
 
 MAX_SCORED_CHARS = 2_000  # of each message, embedded for relevance
 

@@ -51,7 +51,7 @@ from memory_service.messages import (
 )
 from memory_service.pipeline.consolidation import priority
 from memory_service.pipeline.maintenance import MemoryMaintenance
-from memory_service.pipeline.memory_docs import MemoryDocs
+from memory_service.replicas.memory_docs import MemoryDocs
 from memory_service.shortterm.session import ShortTermMemory
 from memory_service.tools.arguments import (
     TOOL_ARGUMENTS,

@@ -20,7 +20,7 @@ from memory_service.errors import InvalidIdError, InvalidInputError, NotFoundErr
 from memory_service.fsutil import read_text
 from memory_service.limits import MAX_TOOL_PATH_CHARS
 from memory_service.paths import UserPaths
-from memory_service.pipeline.memory_docs import MEMORY_MD, MemoryDocs, is_memory_doc
+from memory_service.replicas.memory_docs import MEMORY_MD, MemoryDocs, is_memory_doc
 
 _SAFE_FILE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,127}\.md")
 _ENCODED = re.compile(r"%[0-9A-Fa-f]{2}")

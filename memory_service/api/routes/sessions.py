@@ -23,10 +23,10 @@ from memory_service.api.schemas.sessions import (
     ToolResultText,
 )
 from memory_service.limits import MAX_TOOL_RESULT_REF_CHARS
+from memory_service.replicas.usage import RECORD_ERRORS
 from memory_service.services import Services
 from memory_service.shortterm.compaction import CompactionResult
 from memory_service.shortterm.session import ShortTermMemory
-from memory_service.usage import RECORD_ERRORS
 
 log = logging.getLogger(__name__)
 

@@ -16,6 +16,7 @@ from pydantic import (
     model_validator,
 )
 
+from memory_service.agent_state import AgentState
 from memory_service.api.schemas.common import (
     ErrorOut,
     Merged,
@@ -36,7 +37,6 @@ from memory_service.limits import (
     MAX_TOOL_CALLS,
 )
 from memory_service.messages import Msg, ToolCall
-from memory_service.shortterm.state import AgentState
 
 # NUL is refused in every text of a message, as ``Msg`` refuses it (and facts do).
 NoNul = AfterValidator(no_nul("text"))

@@ -53,8 +53,9 @@ from memory_service.longterm.store_values import (
     merge_floors,
 )
 from memory_service.observe.telemetry import timed_stage
-from memory_service.paths import UserPaths, WorkspacePaths
-from memory_service.tombstones import Tombstones
+from memory_service.paths import UserPaths, WorkspacePaths, id_folders
+from memory_service.replicas.tombstones import Tombstones
+from memory_service.replicas.tombstones.files import FilesTombstones
 
 LEDGER_HEADER = "# Memory ledger {day}\n\n"
 
@@ -88,7 +89,7 @@ class FileSystemLongTermMemory(BaseLongTermMemory[_Read]):
             retrieval=retrieval,
             clock=clock,
             expiry=expiry,
-            tombstones=tombstones if tombstones is not None else Tombstones(workspace),
+            tombstones=tombstones if tombstones is not None else FilesTombstones(workspace),
             **options,
         )
         self.workspace = Path(workspace)
@@ -385,6 +386,11 @@ class FileSystemLongTermMemory(BaseLongTermMemory[_Read]):
                 fsync_dir(paths.ledger_dir)
             self._indexes.invalidate(ctx)
         return moved
+
+    def tenants(self) -> list[str]:
+        """Tenants with a user that has memory files."""
+        where = WorkspacePaths(self.workspace)
+        return [t for t in id_folders(where.tenants_dir) if self.users(t)]
 
     def users(self, tenant_id: str) -> list[str]:
         """Users of ``tenant_id`` that have memory files (for export)."""

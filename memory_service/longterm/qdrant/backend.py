@@ -64,7 +64,8 @@ from memory_service.longterm.store_values import (
 )
 from memory_service.observe.telemetry import timed_stage
 from memory_service.paths import WorkspacePaths
-from memory_service.tombstones import Tombstones
+from memory_service.replicas.tombstones import Tombstones
+from memory_service.replicas.tombstones.files import FilesTombstones
 
 _LOCK_STRIPES = 64
 
@@ -292,6 +293,10 @@ class QdrantLongTermMemory(BaseLongTermMemory[_Read]):
         with self._write_lock(ctx):
             return {"exact_duplicates": 0, "superseded": self._races.settle(ctx)}
 
+    def tenants(self) -> list[str]:
+        """Tenants with facts in the collection (the scheduler's sweep)."""
+        return self.engine.tenants()
+
     def users(self, tenant_id: str) -> list[str]:
         """Users of ``tenant_id`` with at least one stored fact (for export)."""
         self._check_open()
@@ -341,6 +346,6 @@ def open_qdrant(
         engine,
         embedder,
         retrieval=retrieval,
-        tombstones=tombstones if tombstones is not None else Tombstones(workspace),
+        tombstones=tombstones if tombstones is not None else FilesTombstones(workspace),
         **options,
     )

@@ -336,16 +336,21 @@ class ClientEngine:
             self._client.delete(self.collection, points_selector=selector, wait=True)
             self.writes += 1
 
+    def tenants(self) -> list[str]:
+        return self._values(None, TENANT_FIELD)
+
     def users(self, tenant_id: str) -> list[str]:
         return self._values(tenant_id, USER_FIELD)
 
     def agents(self, tenant_id: str) -> list[str]:
         return self._values(tenant_id, AGENT_FIELD)
 
-    def _values(self, tenant_id: str, field: str) -> list[str]:
-        """The distinct values of ``field`` among the tenant's points."""
-        match = qm.MatchValue(value=validate_id(tenant_id, "tenant_id"))
-        tenant = qm.Filter(must=[qm.FieldCondition(key=TENANT_FIELD, match=match)])
+    def _values(self, tenant_id: str | None, field: str) -> list[str]:
+        """The distinct values of ``field`` among the tenant's points (every point's: None)."""
+        tenant = None
+        if tenant_id is not None:
+            match = qm.MatchValue(value=validate_id(tenant_id, "tenant_id"))
+            tenant = qm.Filter(must=[qm.FieldCondition(key=TENANT_FIELD, match=match)])
         with self._calls():
             points = self._client.count(self.collection, count_filter=tenant, exact=True).count
             if points == 0:

@@ -317,17 +317,21 @@ class EdgeEngine:
             "the service log has the details"
         )
 
+    def tenants(self) -> list[str]:
+        return self._values(None, TENANT_FIELD)
+
     def users(self, tenant_id: str) -> list[str]:
         return self._values(tenant_id, USER_FIELD)
 
     def agents(self, tenant_id: str) -> list[str]:
         return self._values(tenant_id, AGENT_FIELD)
 
-    def _values(self, tenant_id: str, field: str) -> list[str]:
-        """The distinct values of ``field`` among the tenant's points."""
-        tenant = qe.Filter(
-            must=[qe.FieldCondition(TENANT_FIELD, match=qe.MatchValue(validate_id(tenant_id)))]
-        )
+    def _values(self, tenant_id: str | None, field: str) -> list[str]:
+        """The distinct values of ``field`` among the tenant's points (every point's: None)."""
+        tenant = None
+        if tenant_id is not None:
+            match = qe.MatchValue(validate_id(tenant_id))
+            tenant = qe.Filter(must=[qe.FieldCondition(TENANT_FIELD, match=match)])
         with self._calls():
             points = int(self._shard.count(qe.CountRequest(exact=True, filter=tenant)))
             if points == 0:

@@ -15,13 +15,13 @@ from typing import Any
 
 from filelock import FileLock, Timeout
 
+from memory_service.agent_state import AgentState
 from memory_service.context import RuntimeContext
 from memory_service.errors import BackendUnavailableError, ConflictError, MemoryServiceError
 from memory_service.facts import utcnow
 from memory_service.fsutil import ensure_dir, write_atomically
 from memory_service.paths import UserPaths, WorkspacePaths, lock_for
-from memory_service.shortterm.state import AgentState
-from memory_service.shortterm.store import (
+from memory_service.replicas.session_state import (
     Clock,
     SessionInfo,
     conflict_message,
@@ -29,10 +29,11 @@ from memory_service.shortterm.store import (
     is_expired,
     session_of,
 )
-from memory_service.tombstones import Tombstones
+from memory_service.replicas.tombstones import Tombstones
+from memory_service.replicas.tombstones.files import FilesTombstones
 
 
-class FileStateStore:
+class FilesAgentStateStore:
     """``AgentStateStore`` over the workspace's files."""
 
     def __init__(
@@ -48,7 +49,7 @@ class FileStateStore:
         self.ttl = ttl
         self._clock = clock
         self._lock_timeout_s = lock_timeout_s
-        self._tombstones = tombstones if tombstones is not None else Tombstones(self.workspace)
+        self._tombstones = tombstones if tombstones is not None else FilesTombstones(self.workspace)
 
     # -- paths ----------------------------------------------------------------------------
 

@@ -3,7 +3,7 @@
 ``MaintenanceState`` is the narrow interface maintenance (``maintenance.py``) uses: the last
 run (so the minimum gap survives restarts), a non-blocking per-user lock (two processes never
 maintain one user at once: the second reports ``busy``), and erasure's count and erase of
-the marker. ``MaintenanceFiles`` keeps both in the user's folder (``.maintenance.json`` and a
+the marker. ``FilesMaintenanceState`` keeps both in the user's folder (``.maintenance.json`` and a
 file lock, the single-node default); ``maintenance_state_pg.py`` keeps them in PostgreSQL
 (a row and an advisory lock) for replicas.
 """
@@ -12,10 +12,10 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterator
-from contextlib import AbstractContextManager, contextmanager
+from contextlib import contextmanager
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any
 
 from filelock import FileLock, Timeout
 
@@ -23,27 +23,12 @@ from memory_service.context import RuntimeContext
 from memory_service.facts import parse_time
 from memory_service.fsutil import read_text, write_atomically
 from memory_service.paths import UserPaths
-
-ERASE_WAIT_S = 120  # an erase waits this long for a run in progress
-
-
-class MaintenanceState(Protocol):
-    """The per-user marker and lock of maintenance (see the module)."""
-
-    def last_run(self, ctx: RuntimeContext) -> datetime | None: ...
-
-    def remember(self, ctx: RuntimeContext, now: datetime, report: dict[str, Any]) -> None: ...
-
-    def lock(self, ctx: RuntimeContext) -> AbstractContextManager[bool]:
-        """Held for one run; yields False (holding nothing) when another run holds it."""
-        ...
-
-    def count_user(self, ctx: RuntimeContext) -> int: ...
-
-    def erase_user(self, ctx: RuntimeContext) -> int: ...
+from memory_service.replicas.maintenance_state import (
+    ERASE_WAIT_S,
+)
 
 
-class MaintenanceFiles:
+class FilesMaintenanceState:
     """The marker and lock in the user's folder (``.maintenance.json``, ``.maintenance.lock``)."""
 
     def __init__(self, workspace: Path) -> None:

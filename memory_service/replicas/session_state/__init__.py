@@ -20,9 +20,9 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Protocol, runtime_checkable
 
+from memory_service.agent_state import AgentState
 from memory_service.context import RuntimeContext
 from memory_service.errors import InvalidInputError
-from memory_service.shortterm.state import AgentState
 
 Clock = Callable[[], datetime]
 

@@ -47,16 +47,17 @@ from indexing.tokenize import tokenize
 from memory_service.context import RuntimeContext
 from memory_service.facts import utcnow
 from memory_service.messages import Msg
-from memory_service.pgdb import Database
-from memory_service.shortterm.session_log import (
+from memory_service.replicas.database import Database
+from memory_service.replicas.session_logs import (
     DEFAULT_RETENTION_DAYS,
     LogEntry,
     SessionHit,
     retention_cutoff,
     snippet,
 )
-from memory_service.shortterm.store import Clock, session_of
-from memory_service.tombstones import Tombstones
+from memory_service.replicas.session_state import Clock, session_of
+from memory_service.replicas.tombstones import Tombstones
+from memory_service.replicas.tombstones.files import FilesTombstones
 
 TABLE = "session_log"
 MIGRATIONS: tuple[str, ...] = (
@@ -127,7 +128,7 @@ def _utc(at: datetime) -> datetime:
     return at.astimezone(UTC)
 
 
-class PostgresSessionLog:
+class PostgresSessionLogStore:
     """``SessionLogStore`` over one PostgreSQL table of ``database``."""
 
     def __init__(
@@ -140,7 +141,9 @@ class PostgresSessionLog:
     ) -> None:
         self._db = database
         self._clock = clock
-        self._tombstones = tombstones or Tombstones(Path(workspace))  # nothing is written there
+        self._tombstones = tombstones or FilesTombstones(
+            Path(workspace)
+        )  # nothing is written there
         database.ensure_schema(TABLE, MIGRATIONS)
 
     def _key(self, ctx: RuntimeContext) -> dict[str, Any]:

@@ -1,7 +1,7 @@
 """MEMORY.md and its snapshots in PostgreSQL, for replicas that keep nothing on their disks.
 
 Used when replica state lives in PostgreSQL (``Settings.state_in_postgres``) **and** the
-long-term backend is Qdrant (``services.build_memory_docs``). With the files backend MEMORY.md
+long-term backend is Qdrant (``ReplicaStores.memory_docs``). With the files backend MEMORY.md
 stays a file: it is that backend's human-readable memory, whose bullets it reads as facts.
 
 Why PostgreSQL rather than Qdrant: these are documents, not vectors (a point per MEMORY.md
@@ -19,7 +19,7 @@ user's tombstone, so nothing is written back for a user being erased.
 Migration from files (a Qdrant deployment that kept MEMORY.md in its workspace before):
 ``import_files`` moves every MEMORY.md and snapshot the workspace still holds into the table
 (a document already there wins) and deletes each owner's files once its rows are committed;
-``services.build_memory_docs`` runs it at every start, so a replica's first start with
+``ReplicaStores.memory_docs`` runs it at every start, so a replica's first start with
 PostgreSQL state migrates it, and later starts find nothing to move.
 """
 
@@ -31,19 +31,20 @@ from pathlib import Path
 
 import psycopg
 
-from memory_service.context import RuntimeContext, scope_context, validate_id
-from memory_service.errors import InvalidIdError, UserErasedError
-from memory_service.paths import WorkspacePaths
-from memory_service.pgdb import Database
-from memory_service.pipeline.memory_docs import (
+from memory_service.context import RuntimeContext, scope_context
+from memory_service.errors import UserErasedError
+from memory_service.paths import WorkspacePaths, id_folders
+from memory_service.replicas.database import Database
+from memory_service.replicas.memory_docs import (
     MEMORY_MD,
     SNAPSHOT_PREFIX,
-    MemoryMdFiles,
     Snapshot,
     is_memory_doc,
     snapshot_name,
 )
-from memory_service.tombstones import Tombstones
+from memory_service.replicas.memory_docs.files import FilesMemoryDocs
+from memory_service.replicas.tombstones import Tombstones
+from memory_service.replicas.tombstones.files import FilesTombstones
 
 TABLE = "memory_docs"
 MIGRATIONS: list[str] = [
@@ -97,7 +98,7 @@ class PostgresMemoryDocs:
         self, database: Database, workspace: Path, *, tombstones: Tombstones | None = None
     ) -> None:
         self.database = database
-        self.tombstones = tombstones or Tombstones(Path(workspace))
+        self.tombstones = tombstones or FilesTombstones(Path(workspace))
         database.ensure_schema(TABLE, MIGRATIONS)
 
     def _lock(self, conn: psycopg.Connection, key: tuple[str, str, str]) -> None:
@@ -183,7 +184,7 @@ class PostgresMemoryDocs:
         """Move the MEMORY.md files and snapshots of ``workspace`` into the table (one
         transaction per owner; a document already stored wins) and delete them; an owner
         being erased is left to its erase. Returns how many documents were copied."""
-        files = MemoryMdFiles(workspace, tombstones=self.tombstones)
+        files = FilesMemoryDocs(workspace, tombstones=self.tombstones)
         copied = 0
         for ctx in file_owners(workspace):
             documents = [MEMORY_MD, *files.snapshots(ctx)]
@@ -208,24 +209,11 @@ def file_owners(workspace: Path) -> list[RuntimeContext]:
     """Every owner with a folder in ``workspace``: users, agents, each tenant's own memory."""
     where = WorkspacePaths(Path(workspace))
     owners: list[RuntimeContext] = []
-    for tenant in _folders(where.tenants_dir):
-        owners += [RuntimeContext(tenant, user) for user in _folders(where.users_dir(tenant))]
-        agents = _folders(where.agents_dir(tenant))
+    for tenant in id_folders(where.tenants_dir):
+        owners += [RuntimeContext(tenant, user) for user in id_folders(where.users_dir(tenant))]
+        agents = id_folders(where.agents_dir(tenant))
         owners += [scope_context(tenant, "agent", agent) for agent in agents]
         if where.shared_dir(tenant).is_dir():
             owners.append(scope_context(tenant, "tenant"))
     return owners
 
-
-def _folders(path: Path) -> list[str]:
-    """The valid ids among the folders in ``path`` (links and other names skipped)."""
-    if not path.is_dir():
-        return []
-    names = []
-    for child in sorted(path.iterdir()):
-        try:
-            if child.is_dir() and not child.is_symlink():
-                names.append(validate_id(child.name))
-        except InvalidIdError:
-            continue
-    return names

@@ -19,8 +19,8 @@ from psycopg.types.json import Jsonb
 
 from memory_service.context import RuntimeContext
 from memory_service.errors import BackendUnavailableError
-from memory_service.pgdb import Database
-from memory_service.pipeline.maintenance_state import ERASE_WAIT_S
+from memory_service.replicas.database import Database
+from memory_service.replicas.maintenance_state import ERASE_WAIT_S
 
 MIGRATIONS = [
     """CREATE TABLE IF NOT EXISTS memory_maintenance_runs (
@@ -41,7 +41,7 @@ def _key(ctx: RuntimeContext) -> tuple[str, str, str]:
     return ctx.tenant_id, ctx.scope, ctx.owner
 
 
-class PgMaintenanceState:
+class PostgresMaintenanceState:
     """``MaintenanceState`` over PostgreSQL: nothing in the workspace."""
 
     def __init__(self, database: Database, *, erase_wait_s: float = ERASE_WAIT_S) -> None:
@@ -92,14 +92,23 @@ class PgMaintenanceState:
                 )
             time.sleep(POLL_S)
 
-    def known_user_ids(self) -> list[tuple[str, str]]:
-        """(tenant, user) of every user with a marker, for the scheduler."""
+    def tenants(self) -> list[str]:
+        """Tenants with a user's marker (``ListsUsers``, for the scheduler)."""
         with self.database.connection() as conn:
             rows = conn.execute(
-                "SELECT DISTINCT tenant_id, owner FROM memory_maintenance_runs "
-                "WHERE scope = 'user' ORDER BY tenant_id, owner"
+                "SELECT DISTINCT tenant_id FROM memory_maintenance_runs "
+                "WHERE scope = 'user' ORDER BY 1"
             ).fetchall()
-        return [(tenant, user) for tenant, user in rows]
+        return [row[0] for row in rows]
+
+    def users(self, tenant_id: str) -> list[str]:
+        with self.database.connection() as conn:
+            rows = conn.execute(
+                "SELECT DISTINCT owner FROM memory_maintenance_runs "
+                "WHERE scope = 'user' AND tenant_id = %s ORDER BY 1",
+                (tenant_id,),
+            ).fetchall()
+        return [row[0] for row in rows]
 
     @staticmethod
     def _lock_key(ctx: RuntimeContext) -> str:

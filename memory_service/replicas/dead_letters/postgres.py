@@ -23,10 +23,10 @@ import psycopg
 
 from memory_service.context import RuntimeContext
 from memory_service.observe.telemetry import sink
-from memory_service.pgdb import Database
-from memory_service.pipeline.dead_letter_record import DeadLetterRecord
-from memory_service.pipeline.dead_letters import Change, DeadLetter, DeadLetterRead, letter_of
-from memory_service.tombstones import Tombstones
+from memory_service.replicas.database import Database
+from memory_service.replicas.dead_letters import Change, DeadLetter, DeadLetterRead, letter_of
+from memory_service.replicas.dead_letters.record import DeadLetterRecord
+from memory_service.replicas.tombstones import Tombstones
 
 MIGRATIONS = [
     """CREATE TABLE IF NOT EXISTS memory_dead_letters (
@@ -51,7 +51,7 @@ def _lock_user(conn: psycopg.Connection, owner: RuntimeContext) -> None:
     conn.execute("SELECT pg_advisory_xact_lock(hashtext(%s))", (key,))
 
 
-class PgDeadLetterBox:
+class PostgresDeadLetterBox:
     """One user's rows of ``memory_dead_letters`` (``DeadLetterBox``)."""
 
     relative = WHERE
@@ -137,7 +137,7 @@ class PgDeadLetterBox:
         return self.owner.tenant_id, self.owner.user_id
 
 
-class PgFlushDeadLetters:
+class PostgresDeadLetterStore:
     """Every user's flush dead letters in PostgreSQL (``DeadLetterStore``), and who has any."""
 
     def __init__(self, database: Database, tombstones: Tombstones) -> None:
@@ -145,8 +145,8 @@ class PgFlushDeadLetters:
         self.tombstones = tombstones
         database.ensure_schema("dead_letters", MIGRATIONS)
 
-    def box(self, ctx: RuntimeContext) -> PgDeadLetterBox:
-        return PgDeadLetterBox(
+    def box(self, ctx: RuntimeContext) -> PostgresDeadLetterBox:
+        return PostgresDeadLetterBox(
             self.database, RuntimeContext(ctx.tenant_id, ctx.user_id), self.tombstones
         )
 
@@ -161,16 +161,19 @@ class PgFlushDeadLetters:
     def erase_user(self, ctx: RuntimeContext) -> int:
         return self.box(ctx).remove_user(ctx)
 
-    def known_user_ids(self) -> list[tuple[str, str]]:
-        """(tenant, user) of every user with a letter, for the scheduler."""
-        return [(c.tenant_id, c.user_id) for c in self.users_with_letters()]
-
-    def users_with_letters(self, tenant_id: str | None = None) -> list[RuntimeContext]:
-        """Every (tenant, user) with a row, in order; only ``tenant_id``'s when given."""
-        query = "SELECT DISTINCT tenant_id, user_id FROM memory_dead_letters"
-        params: tuple[str, ...] = ()
-        if tenant_id is not None:
-            query, params = query + " WHERE tenant_id = %s", (tenant_id,)
+    def tenants(self) -> list[str]:
+        """Tenants with a letter (``ListsUsers``: the scheduler, replay)."""
         with self.database.connection() as conn:
-            rows = conn.execute(query + " ORDER BY tenant_id, user_id", params).fetchall()
-        return [RuntimeContext(tenant, user) for tenant, user in rows]
+            rows = conn.execute(
+                "SELECT DISTINCT tenant_id FROM memory_dead_letters ORDER BY 1"
+            ).fetchall()
+        return [row[0] for row in rows]
+
+    def users(self, tenant_id: str) -> list[str]:
+        with self.database.connection() as conn:
+            rows = conn.execute(
+                "SELECT DISTINCT user_id FROM memory_dead_letters WHERE tenant_id = %s "
+                "ORDER BY 1",
+                (tenant_id,),
+            ).fetchall()
+        return [row[0] for row in rows]

@@ -5,7 +5,7 @@ rewrites the state, never the log. Lines are appended under a file lock and fsyn
 append returns. ``search`` finds past messages across the user's sessions (the
 ``session_search`` tool); ``delete_old_session_logs`` is the retention step maintenance runs.
 
-``SessionLogStore`` is what callers type against; ``session_log_pg.PostgresSessionLog`` keeps
+``SessionLogStore`` is what callers type against; ``session_log_pg.PostgresSessionLogStore`` keeps
 the logs in PostgreSQL instead (replica state, ``MEMORY_STATE__BACKEND``), with the same
 entries, hits and snippets.
 """
@@ -15,10 +15,8 @@ from __future__ import annotations
 import json
 import os
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass
-from datetime import datetime, timedelta
+from datetime import datetime
 from pathlib import Path
-from typing import Protocol, runtime_checkable
 
 from filelock import FileLock
 
@@ -29,70 +27,19 @@ from memory_service.facts import utcnow
 from memory_service.fsutil import append_durably, ensure_dir
 from memory_service.messages import Msg
 from memory_service.paths import UserPaths, lock_for
-from memory_service.shortterm.store import Clock, session_of
-from memory_service.tombstones import Tombstones
-
-DEFAULT_RETENTION_DAYS = 180
-SNIPPET_CHARS = 300
-
-
-@dataclass(frozen=True, slots=True)
-class LogEntry:
-    session_id: str
-    at: datetime
-    message: Msg
+from memory_service.replicas.session_logs import (
+    DEFAULT_RETENTION_DAYS,
+    LogEntry,
+    SessionHit,
+    retention_cutoff,
+    snippet,
+)
+from memory_service.replicas.session_state import Clock, session_of
+from memory_service.replicas.tombstones import Tombstones
+from memory_service.replicas.tombstones.files import FilesTombstones
 
 
-@dataclass(frozen=True, slots=True)
-class SessionHit:
-    """A past message that matches a query, with where it was said."""
-
-    session_id: str
-    seq: int | None
-    at: datetime
-    role: str
-    snippet: str
-    score: float
-
-
-@runtime_checkable
-class SessionLogStore(Protocol):
-    """Where session logs live (files, or PostgreSQL with replica state there): what
-    ``ShortTermMemory``, the ``session_search`` tool, session delete, erase and maintenance's
-    retention call. Every implementation answers with the same ``LogEntry`` and ``SessionHit``
-    shapes and the same snippets."""
-
-    def append(self, ctx: RuntimeContext, messages: Sequence[Msg]) -> None: ...
-
-    def read(self, ctx: RuntimeContext, session_id: str | None = None) -> list[LogEntry]: ...
-
-    def sessions(self, ctx: RuntimeContext) -> list[str]: ...
-
-    def search(
-        self,
-        ctx: RuntimeContext,
-        query: str,
-        *,
-        limit: int = 10,
-        session_id: str | None = None,
-    ) -> list[SessionHit]: ...
-
-    def count_user(self, ctx: RuntimeContext) -> int: ...
-
-    def erase_user(self, ctx: RuntimeContext) -> int: ...
-
-    def delete_session(self, ctx: RuntimeContext) -> bool: ...
-
-    def delete_old(
-        self,
-        ctx: RuntimeContext,
-        *,
-        retention_days: int = DEFAULT_RETENTION_DAYS,
-        now: datetime | None = None,
-    ) -> list[str]: ...
-
-
-class SessionLog:
+class FilesSessionLogStore:
     """Append-only logs of a workspace's sessions."""
 
     def __init__(
@@ -100,7 +47,7 @@ class SessionLog:
     ) -> None:
         self.workspace = Path(workspace)
         self._clock = clock
-        self._tombstones = tombstones or Tombstones(self.workspace)
+        self._tombstones = tombstones or FilesTombstones(self.workspace)
 
     def _path(self, ctx: RuntimeContext, session_id: str | None = None) -> Path:
         paths = UserPaths.of(self.workspace, ctx)
@@ -211,32 +158,6 @@ class SessionLog:
     ) -> list[str]:
         """Maintenance's retention step (``delete_old_session_logs``) on this workspace."""
         return delete_old_session_logs(self.workspace, ctx, retention_days=retention_days, now=now)
-
-
-def session_search(
-    log: SessionLogStore, ctx: RuntimeContext, query: str, *, limit: int = 10
-) -> list[SessionHit]:
-    """The ``session_search`` tool: past messages of ``ctx``'s user, any session."""
-    return log.search(ctx, query, limit=limit)
-
-
-def snippet(text: str, phrase: str, terms: set[str]) -> str:
-    """Up to ``SNIPPET_CHARS`` of ``text`` around the first match."""
-    if len(text) <= SNIPPET_CHARS:
-        return text
-    folded = text.casefold()
-    positions = [folded.find(phrase)] + [folded.find(t) for t in terms]
-    found = [p for p in positions if p >= 0]
-    start = max(0, min(found) - SNIPPET_CHARS // 3) if found else 0
-    piece = text[start : start + SNIPPET_CHARS]
-    return ("…" if start else "") + piece + ("…" if start + SNIPPET_CHARS < len(text) else "")
-
-
-def retention_cutoff(retention_days: int, now: datetime | None = None) -> datetime:
-    """Logs last written before this go (every implementation counts the same way)."""
-    if retention_days <= 0:
-        raise ValueError("retention_days must be positive")
-    return (now or utcnow()) - timedelta(days=retention_days)
 
 
 def delete_old_session_logs(

@@ -28,10 +28,7 @@ import json
 import logging
 from collections import deque
 from collections.abc import Iterable, Iterator
-from contextlib import AbstractContextManager
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Protocol, runtime_checkable
 
 from filelock import FileLock, Timeout
 
@@ -39,77 +36,18 @@ from memory_service.context import RuntimeContext
 from memory_service.fsutil import append_durably, write_bytes_atomically
 from memory_service.observe.telemetry import sink
 from memory_service.paths import UserPaths
-from memory_service.pipeline.dead_letter_record import DeadLetterRecord
-from memory_service.tombstones import Tombstones
+from memory_service.replicas.dead_letters import (
+    LOCK_TIMEOUT_S,
+    Change,
+    DeadLetter,
+    DeadLetterRead,
+    _letter,
+)
+from memory_service.replicas.dead_letters.record import DeadLetterRecord
+from memory_service.replicas.tombstones import Tombstones
+from memory_service.replicas.tombstones.files import FilesTombstones
 
 log = logging.getLogger(__name__)
-
-LOCK_TIMEOUT_S = 30
-
-
-# -- the file ------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True, slots=True)
-class DeadLetter:
-    """One well-formed line of a user's file: its exact bytes (its identity in the file), its
-    record, and the context to replay it in (the owner, with the record's session)."""
-
-    index: int
-    line: bytes
-    record: DeadLetterRecord
-    ctx: RuntimeContext
-
-
-@dataclass(frozen=True, slots=True)
-class DeadLetterRead:
-    """The file as one read saw it: its entries, and how many lines were not entries."""
-
-    letters: list[DeadLetter]
-    malformed: int
-
-
-Change = tuple[DeadLetter, DeadLetterRecord | None]  # an entry, and its new record or None
-
-
-class DeadLetterBox(Protocol):
-    """One user's flush dead letters, wherever they live."""
-
-    @property
-    def relative(self) -> str:
-        """Where they are, as a flush result names it."""
-        ...
-
-    def exists(self) -> bool: ...
-
-    def replaying(self) -> AbstractContextManager[bool]:
-        """Held by the one replay of this user that may run at a time (False: another has it)."""
-        ...
-
-    def append(self, record: DeadLetterRecord, ctx: RuntimeContext | None = None) -> None: ...
-
-    def read(self, owner: RuntimeContext) -> DeadLetterRead: ...
-
-    def rewrite(self, changes: Iterable[Change]) -> None: ...
-
-    def remove_user(self, owner: RuntimeContext) -> int: ...
-
-
-class DeadLetterStore(Protocol):
-    """Every user's flush dead letters: one user's box, and erasure's count and erase."""
-
-    def box(self, ctx: RuntimeContext) -> DeadLetterBox: ...
-
-    def count_user(self, ctx: RuntimeContext) -> int: ...
-
-    def erase_user(self, ctx: RuntimeContext) -> int: ...
-
-
-@runtime_checkable
-class ListsDeadLetterUsers(Protocol):
-    """A store that can say who has letters without walking workspace folders."""
-
-    def users_with_letters(self, tenant_id: str | None = None) -> list[RuntimeContext]: ...
 
 
 def has_dead_letters(paths: UserPaths) -> bool:
@@ -118,18 +56,18 @@ def has_dead_letters(paths: UserPaths) -> bool:
     return path.is_file() and path.stat().st_size > 0
 
 
-class DeadLetterFile:
+class FilesDeadLetterBox:
     """One user's ``dead-letters/flush.jsonl``; every path is checked to be in their folder."""
 
     def __init__(self, paths: UserPaths, tombstones: Tombstones | None = None) -> None:
         self.paths = paths
         self.path = paths.inside(paths.flush_dead_letters)
-        self.tombstones = tombstones or Tombstones(paths.workspace)
+        self.tombstones = tombstones or FilesTombstones(paths.workspace)
 
     @classmethod
     def of(
         cls, workspace: Path, ctx: RuntimeContext, tombstones: Tombstones | None = None
-    ) -> DeadLetterFile:
+    ) -> FilesDeadLetterBox:
         return cls(UserPaths.of(workspace, ctx), tombstones)
 
     @property
@@ -267,35 +205,22 @@ def _owned_by(line: bytes, owner: RuntimeContext) -> bool:
     )
 
 
-class FlushDeadLetters:
+class FilesDeadLetterStore:
     """The flush dead letters of a workspace's users, one file each (``DeadLetterStore``)."""
 
     def __init__(self, workspace: Path, tombstones: Tombstones | None = None) -> None:
         self.workspace = Path(workspace)
         self.tombstones = tombstones
 
-    def box(self, ctx: RuntimeContext) -> DeadLetterFile:
-        return DeadLetterFile.of(self.workspace, ctx, self.tombstones)
+    def box(self, ctx: RuntimeContext) -> FilesDeadLetterBox:
+        return FilesDeadLetterBox.of(self.workspace, ctx, self.tombstones)
 
     def count_user(self, ctx: RuntimeContext) -> int:
         """How many of the user's records the dead-letter file holds (read without the lock)."""
         paths = UserPaths.of(self.workspace, ctx)
         if not has_dead_letters(paths):
             return 0
-        return sum(1 for line in DeadLetterFile(paths)._lines() if _owned_by(line, ctx))
+        return sum(1 for line in FilesDeadLetterBox(paths)._lines() if _owned_by(line, ctx))
 
     def erase_user(self, ctx: RuntimeContext) -> int:
         return self.box(ctx).remove_user(ctx)
-
-
-def letter_of(index: int, line: bytes, text: str, owner: RuntimeContext) -> DeadLetter:
-    """The entry ``line`` holds (``ValueError`` when none): shared with the PostgreSQL table."""
-    return _letter(index, line, text, owner)
-
-
-def _letter(index: int, line: bytes, text: str, owner: RuntimeContext) -> DeadLetter:
-    """The entry on ``line`` if it is one of ``owner``'s; else ``ValueError`` saying why."""
-    record = DeadLetterRecord.from_dict(json.loads(text))
-    if (record.tenant_id, record.user_id) != (owner.tenant_id, owner.user_id):
-        raise ValueError("tenant_id/user_id do not match the folder it is in")
-    return DeadLetter(index, line, record, owner.with_session(record.session_id))

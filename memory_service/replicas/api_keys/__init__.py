@@ -1,6 +1,8 @@
-"""The API keys file: read it, and change it (add, revoke, migrate) without hand-editing JSON.
+"""API keys: what a key is (a digest, a tenant, a role), minting one, and where keys are kept
+(``KeyStore``: a keys file, ``files.py``, or a PostgreSQL table, ``postgres.py``), changed by
+``memory-service keys`` (add, revoke, migrate) without hand-editing JSON.
 
-The file is a JSON object from a key to its owner::
+The keys file is a JSON object from a key to its owner::
 
     {"sha256:<64 hex digits>": {"tenant": "acme", "role": "user", "created_at": "..."}}
 
@@ -14,36 +16,47 @@ Changes are atomic (readers see the old or the new file) and serialised by a loc
 from __future__ import annotations
 
 import hashlib
-import json
-import os
 import re
 import secrets
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
-from pathlib import Path
-from typing import Literal
-
-from filelock import FileLock
+from typing import Literal, Protocol
 
 from memory_service.context import validate_id
 from memory_service.errors import ConfigurationError, InvalidIdError, InvalidInputError
 from memory_service.facts import utcnow
-from memory_service.fsutil import write_atomically
 from memory_service.limits import MIN_API_KEY_CHARS
-from memory_service.paths import lock_for
 
 # user: a tenant's users' own memory; curator: also the shared agent and tenant memory;
 # admin: everything, the admin-only routes (import, erase, maintenance) included. Any key
 # addresses every user of its tenant (the platform holds it), so export takes any key.
 Role = Literal["user", "curator", "admin"]
+
+
 ROLES: tuple[str, ...] = ("user", "curator", "admin")
+
+
 SHARED_MEMORY_ROLES: tuple[str, ...] = ("curator", "admin")  # may write agent/tenant scope
+
+
 SETTING = "MEMORY_API_KEYS_FILE"
+
+
 DIGEST_PREFIX = "sha256:"
+
+
 FINGERPRINT_CHARS = 12  # shown by `keys list`; the prefix of the key's SHA-256, in hex
+
+
 MIN_FINGERPRINT_CHARS = 6  # `keys revoke` takes a fingerprint prefix at least this long
+
+
 KEY_PREFIX = "msk_"
+
+
 _DIGEST_ENTRY = re.compile(r"sha256:[0-9a-f]{64}")
+
+
 Stamp = tuple[int, int, int]  # inode, size, mtime (ns): what says the file has changed
 
 
@@ -109,34 +122,6 @@ def _entry(name: object, spec: object) -> KeyEntry:
     return KeyEntry(digest, tenant, role, str(created) if created else None, plaintext)
 
 
-def read_entries(path: Path) -> tuple[list[KeyEntry], Stamp]:
-    """The file's keys and the stamp of the very file they were read from."""
-    try:
-        with open(path, encoding="utf-8") as handle:
-            info = os.fstat(handle.fileno())
-            text = handle.read()
-    except FileNotFoundError:
-        raise ConfigurationError(f"{SETTING}: no such file {str(path)!r}") from None
-    except OSError as exc:
-        raise ConfigurationError(f"{SETTING}: cannot read {path}: {exc.strerror}") from exc
-    try:
-        decoded = json.loads(text)
-    except ValueError as exc:
-        raise ConfigurationError(f"{SETTING}: {path} is not JSON: {exc}") from exc
-    return parse_entries(decoded), stamp_of(info)
-
-
-def stamp_of(info: os.stat_result) -> Stamp:
-    return (info.st_ino, info.st_size, info.st_mtime_ns)
-
-
-def write_entries(path: Path, entries: Iterable[KeyEntry]) -> None:
-    """Replace the file with ``entries``, every key as its digest, readable by its owner only."""
-    body = dict(entry.to_json() for entry in entries)
-    write_atomically(path, json.dumps(body, indent=2) + "\n")
-    os.chmod(path, 0o600)
-
-
 def mint(tenant: str, role: Role, prefix: str = KEY_PREFIX) -> tuple[str, KeyEntry]:
     """A new key for ``tenant`` and the entry that stores its digest; a bad tenant or role
     is an ``InvalidInputError`` before anything is written."""
@@ -169,46 +154,26 @@ def find_entry(entries: Iterable[KeyEntry], given: str, where: str) -> KeyEntry:
     return next(iter(found.values()))
 
 
-class KeyStore:
-    """The changes ``memory-service keys`` makes to one keys file."""
-
-    def __init__(self, path: Path) -> None:
-        self.path = path
+class KeyStore(Protocol):
+    """Where the API keys live: the keys file (``FilesKeyStore``) or the keys table
+    (``PostgresKeyStore``, shared by every replica)."""
 
     @property
     def where(self) -> str:
         """Where the keys live, for messages."""
-        return str(self.path)
+        ...
 
-    def entries(self) -> list[KeyEntry]:
-        if not self.path.exists():
-            return []
-        return read_entries(self.path)[0]
+    def entries(self) -> list[KeyEntry]: ...
 
     def add(self, tenant: str, role: Role = "user", *, prefix: str = KEY_PREFIX) -> str:
         """Mint a key for ``tenant``, store its digest, return the key (shown only now)."""
-        key, entry = mint(tenant, role, prefix)
-        with self._lock():
-            write_entries(self.path, [*self.entries(), entry])
-        return key
+        ...
 
     def revoke(self, key_or_fingerprint: str) -> KeyEntry:
         """Remove the key given itself, or by a prefix of its fingerprint (unique)."""
-        with self._lock():
-            entries = self.entries()
-            match = find_entry(entries, key_or_fingerprint, self.where)
-            write_entries(self.path, [e for e in entries if e.digest != match.digest])
-        return match
+        ...
 
     def migrate(self) -> int:
-        """Store every plaintext key as its digest; returns how many were converted."""
-        with self._lock():
-            entries = self.entries()
-            converted = sum(e.plaintext for e in entries)
-            if converted:
-                write_entries(self.path, entries)
-        return converted
-
-    def _lock(self) -> FileLock:
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        return FileLock(str(lock_for(self.path)), timeout=30)
+        """Bring keys kept the old way into this store (plaintext keys of the file as
+        digests; the keys file into the table); returns how many."""
+        ...

@@ -4,7 +4,7 @@ Every LLM call the service makes on a tenant's behalf (chat, flush, compaction) 
 here under a purpose, and the memory pipeline counts its outcomes (facts flushed, failures,
 dead letters). The file is rewritten atomically under a lock, so several processes can share
 a workspace; ``GET /v1/usage`` reports it. With ``MEMORY_STATE__BACKEND=postgres`` the same
-totals live in PostgreSQL (``usage/postgres.py``: ``PgUsageLedger``), so replicas' usage sums;
+totals live in PostgreSQL (``replicas/usage/postgres.py``: ``PostgresUsageStore``), so replicas' usage sums;
 the composition root builds one or the other (``UsageStore``) and hands it to every user.
 """
 
@@ -14,40 +14,22 @@ import json
 import logging
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any
 
 from filelock import FileLock
 
-from memory_service.errors import BackendUnavailableError
 from memory_service.facts import utcnow
 from memory_service.fsutil import read_text, write_atomically
 from memory_service.llm import Usage
 from memory_service.paths import lock_for, tenant_usage_file
+from memory_service.replicas.usage import (
+    _FIELDS,
+)
 
 log = logging.getLogger(__name__)
 
-_FIELDS = ("calls", "prompt_tokens", "completion_tokens", "total_tokens")
 
-
-# what a failed ``record`` may raise; callers log it, a usage problem never fails their work
-RECORD_ERRORS = (OSError, TimeoutError, BackendUnavailableError)
-
-
-class UsageStore(Protocol):
-    """Where tenant usage is added and read: ``UsageLedger`` (files) or ``PgUsageLedger``."""
-
-    def record(
-        self,
-        tenant_id: str,
-        *,
-        tokens: Mapping[str, Usage] | None = None,
-        counters: Mapping[str, int] | None = None,
-    ) -> None: ...
-
-    def report(self, tenant_id: str) -> dict[str, Any]: ...
-
-
-class UsageLedger:
+class FilesUsageStore:
     """Adds to and reads the per-tenant usage files of one workspace."""
 
     def __init__(self, workspace: Path) -> None:

@@ -1,6 +1,6 @@
 """Token usage and pipeline counters per tenant in PostgreSQL (``MEMORY_STATE__BACKEND=postgres``).
 
-The same totals as ``usage.json`` (``usage/__init__.py``), one row per tenant and purpose
+The same totals as ``usage.json`` (``replicas/usage/files.py``), one row per tenant and purpose
 (tokens) or tenant and counter name; each ``record`` adds to the rows with
 ``INSERT ... ON CONFLICT DO UPDATE SET x = x + EXCLUDED.x`` in one transaction, so the usage of
 replicas sharing the database sums, and a failed write adds nothing.
@@ -13,7 +13,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from memory_service.llm import Usage
-from memory_service.pgdb import Database
+from memory_service.replicas.database import Database
 
 FIELDS = ("calls", "prompt_tokens", "completion_tokens", "total_tokens")
 
@@ -57,8 +57,8 @@ ON CONFLICT (tenant_id, name) DO UPDATE SET
 """
 
 
-class PgUsageLedger:
-    """``UsageLedger`` over PostgreSQL: the same ``record`` and the same ``report`` shape."""
+class PostgresUsageStore:
+    """``FilesUsageStore`` over PostgreSQL: the same ``record`` and the same ``report`` shape."""
 
     def __init__(self, database: Database) -> None:
         self.database = database

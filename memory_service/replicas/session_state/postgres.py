@@ -1,6 +1,6 @@
 """AgentStateStore on PostgreSQL, for several service processes sharing sessions.
 
-One table, created if missing::
+One table of the shared ``Database``, created through its ``ensure_schema``::
 
     (tenant_id, user_id, session_id) primary key, version, state JSONB, updated_at, expires_at
 
@@ -17,122 +17,80 @@ per user: every save takes it shared and checks the user's tombstone inside its 
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import AbstractContextManager
 from datetime import timedelta
 from typing import Any
 
 import psycopg
 from psycopg import sql
 from psycopg.types.json import Jsonb
-from psycopg_pool import ConnectionPool, PoolTimeout
 
+from memory_service.agent_state import AgentState
 from memory_service.context import RuntimeContext
-from memory_service.errors import BackendUnavailableError, ConfigurationError, ConflictError
+from memory_service.errors import ConfigurationError, ConflictError
 from memory_service.facts import utcnow
-from memory_service.pgdb import describe_dsn
-from memory_service.shortterm.state import AgentState
-from memory_service.shortterm.store import (
+from memory_service.replicas.database import Database
+from memory_service.replicas.session_state import (
     Clock,
     SessionInfo,
     conflict_message,
     expiry,
     session_of,
 )
-from memory_service.tombstones import Tombstones
+from memory_service.replicas.tombstones import Tombstones
 
 TABLE_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,62}")
 
 
-class PostgresStateStore:
-    """``AgentStateStore`` over one PostgreSQL table, through a psycopg connection pool."""
+def migrations(table: str) -> list[sql.Composable]:
+    """The table ``table`` (``MEMORY_SHORTTERM__POSTGRES_TABLE``) and its expiry index."""
+    name, index = sql.Identifier(table), sql.Identifier(f"{table}_expires_at")
+    return [
+        sql.SQL(
+            """CREATE TABLE IF NOT EXISTS {table} (
+                tenant_id   text        NOT NULL,
+                user_id     text        NOT NULL,
+                session_id  text        NOT NULL,
+                version     bigint      NOT NULL,
+                state       jsonb       NOT NULL,
+                updated_at  timestamptz NOT NULL,
+                expires_at  timestamptz,
+                PRIMARY KEY (tenant_id, user_id, session_id)
+            )"""
+        ).format(table=name),
+        sql.SQL(
+            "CREATE INDEX IF NOT EXISTS {index} ON {table} (expires_at) "
+            "WHERE expires_at IS NOT NULL"
+        ).format(index=index, table=name),
+    ]
+
+
+class PostgresAgentStateStore:
+    """``AgentStateStore`` over one table of the shared ``Database``."""
 
     def __init__(
         self,
-        dsn: str,
+        database: Database,
         *,
         table: str = "agent_state",
-        schema: str | None = None,
         ttl: timedelta | None = None,
         clock: Clock = utcnow,
-        pool_min: int = 1,
-        pool_max: int = 10,
-        connect_timeout_s: float = 10.0,
         tombstones: Tombstones | None = None,
+        owns_database: bool = False,
     ) -> None:
-        for name, value in (("table", table), ("schema", schema)):
-            if value is not None and not TABLE_NAME.fullmatch(value):
-                raise ConfigurationError(f"MEMORY_SHORTTERM__POSTGRES_TABLE: bad {name} {value!r}")
+        if not TABLE_NAME.fullmatch(table):
+            raise ConfigurationError(f"MEMORY_SHORTTERM__POSTGRES_TABLE: bad table {table!r}")
         self.ttl = ttl
+        self._db = database
+        self._owns_database = owns_database  # a pool of its own: closed with the store
         self._clock = clock
         self._tombstones = tombstones  # None: no erase refuses a save (a store on its own)
-        self._where = describe_dsn(dsn)
-        self._schema = schema
-        self._table = sql.Identifier(schema, table) if schema else sql.Identifier(table)
-        self._index = sql.Identifier(f"{table}_expires_at")
-        self._lock_key = f"memory_service:{schema or ''}.{table}"
-        self._pool = ConnectionPool(
-            dsn,
-            min_size=pool_min,
-            max_size=max(pool_max, pool_min, 1),
-            timeout=connect_timeout_s,
-            open=False,
-            kwargs={"connect_timeout": max(1, int(connect_timeout_s))},
-            name="agent-state",
-        )
-        try:
-            self._pool.open(wait=pool_min > 0, timeout=connect_timeout_s)
-            self._create_table()
-        except PoolTimeout as exc:
-            self._pool.close()
-            raise BackendUnavailableError(
-                f"PostgreSQL ({self._where}): cannot connect within {connect_timeout_s:g}s"
-            ) from exc
-        except BaseException:
-            self._pool.close()
-            raise
+        self._table = sql.Identifier(table)
+        self._lock_key = f"memory_service:{database.schema or ''}.{table}"
+        database.ensure_schema(f"agent_state:{table}", migrations(table))
 
-    @contextmanager
-    def _conn(self) -> Iterator[psycopg.Connection]:
-        """A pooled connection in one transaction; connection trouble becomes a 503."""
-        try:
-            with self._pool.connection() as conn:
-                yield conn
-        except PoolTimeout as exc:
-            raise BackendUnavailableError(f"PostgreSQL ({self._where}): no connection") from exc
-        except psycopg.OperationalError as exc:
-            raise BackendUnavailableError(f"PostgreSQL ({self._where}): {exc}") from exc
-
-    def _create_table(self) -> None:
-        with self._conn() as conn:
-            # two processes starting at once must not race on CREATE TABLE
-            conn.execute("SELECT pg_advisory_xact_lock(hashtext(%s))", (self._lock_key,))
-            if self._schema is not None:  # MEMORY_POSTGRES__SCHEMA_NAME, as the replica state
-                lock = f"schema:{self._schema}"  # the lock pgdb.Database creates it under
-                conn.execute("SELECT pg_advisory_xact_lock(hashtext(%s))", (lock,))
-                conn.execute(
-                    sql.SQL("CREATE SCHEMA IF NOT EXISTS {}").format(sql.Identifier(self._schema))
-                )
-            conn.execute(
-                sql.SQL(
-                    """CREATE TABLE IF NOT EXISTS {table} (
-                        tenant_id   text        NOT NULL,
-                        user_id     text        NOT NULL,
-                        session_id  text        NOT NULL,
-                        version     bigint      NOT NULL,
-                        state       jsonb       NOT NULL,
-                        updated_at  timestamptz NOT NULL,
-                        expires_at  timestamptz,
-                        PRIMARY KEY (tenant_id, user_id, session_id)
-                    )"""
-                ).format(table=self._table)
-            )
-            conn.execute(
-                sql.SQL(
-                    "CREATE INDEX IF NOT EXISTS {index} ON {table} (expires_at) "
-                    "WHERE expires_at IS NOT NULL"
-                ).format(index=self._index, table=self._table)
-            )
+    def _conn(self) -> AbstractContextManager[psycopg.Connection]:
+        return self._db.connection()
 
     @staticmethod
     def _key(ctx: RuntimeContext) -> dict[str, Any]:
@@ -247,14 +205,21 @@ class PostgresStateStore:
             self._user_lock(conn, ctx, shared=False)
             return conn.execute(query, {"tenant": ctx.tenant_id, "user": ctx.user_id}).rowcount
 
-    def known_user_ids(self) -> list[tuple[str, str]]:
-        """(tenant, user) of every user with a stored session: the scheduler's users when no
-        workspace folder names them (``scheduler.KnowsUsers``)."""
+    def tenants(self) -> list[str]:
+        """Tenants with a stored session (``ListsUsers``: the scheduler's sweep, when no
+        workspace folder names them)."""
+        query = sql.SQL("SELECT DISTINCT tenant_id FROM {table} ORDER BY 1").format(
+            table=self._table
+        )
+        with self._conn() as conn:
+            return [row[0] for row in conn.execute(query).fetchall()]
+
+    def users(self, tenant_id: str) -> list[str]:
         query = sql.SQL(
-            "SELECT DISTINCT tenant_id, user_id FROM {table} ORDER BY tenant_id, user_id"
+            "SELECT DISTINCT user_id FROM {table} WHERE tenant_id = %s ORDER BY 1"
         ).format(table=self._table)
         with self._conn() as conn:
-            return [(tenant, user) for tenant, user in conn.execute(query).fetchall()]
+            return [row[0] for row in conn.execute(query, (tenant_id,)).fetchall()]
 
     def purge_expired(self) -> int:
         query = sql.SQL("DELETE FROM {table} WHERE expires_at <= %(now)s").format(table=self._table)
@@ -262,4 +227,5 @@ class PostgresStateStore:
             return conn.execute(query, {"now": self._clock()}).rowcount
 
     def close(self) -> None:
-        self._pool.close()
+        if self._owns_database:
+            self._db.close()

@@ -26,16 +26,9 @@ from pathlib import Path
 
 import psycopg
 
-from memory_service.api.key_store import (
-    KEY_PREFIX,
-    ROLES,
-    KeyEntry,
-    Role,
-    find_entry,
-    mint,
-    read_entries,
-)
-from memory_service.pgdb import Database
+from memory_service.replicas.api_keys import KEY_PREFIX, ROLES, KeyEntry, Role, find_entry, mint
+from memory_service.replicas.api_keys.files import read_entries
+from memory_service.replicas.database import Database
 
 STORE_NAME = "api_keys"
 _ROLES_SQL = ", ".join(f"'{r}'" for r in ROLES)
@@ -74,8 +67,6 @@ def _entry(row: tuple) -> KeyEntry:
 class PostgresKeyStore:
     """``KeyStore``'s changes on the shared tables; ``keys_file`` is what ``migrate`` imports.
     Creates the tables if missing (``Database.ensure_schema``)."""
-
-    path: Path | None = None  # not a keys file (``KeyStore.path``): nothing on this disk
 
     def __init__(self, database: Database, *, keys_file: Path | None = None) -> None:
         self.database = database

@@ -28,8 +28,12 @@ from memory_service.context import RuntimeContext
 from memory_service.errors import BackendUnavailableError, InvalidInputError
 from memory_service.facts import utcnow
 from memory_service.messages import Msg
-from memory_service.pgdb import Database
-from memory_service.shortterm.eviction import (
+from memory_service.replicas.database import Database
+from memory_service.replicas.session_logs.postgres import lock_user
+from memory_service.replicas.session_state import Clock, session_of
+from memory_service.replicas.tombstones import Tombstones
+from memory_service.replicas.tombstones.files import FilesTombstones
+from memory_service.replicas.tool_results import (
     RESULT_SUFFIX,
     check_line_range,
     check_sizes,
@@ -42,9 +46,6 @@ from memory_service.shortterm.eviction import (
     result_id_base,
     result_ref,
 )
-from memory_service.shortterm.session_log_pg import lock_user
-from memory_service.shortterm.store import Clock, session_of
-from memory_service.tombstones import Tombstones
 
 log = logging.getLogger(__name__)
 
@@ -71,7 +72,7 @@ def free_id(base: str, taken: set[str]) -> str:
     return candidate
 
 
-class PostgresToolResults:
+class PostgresToolResultStore:
     """``ToolResultStore`` over one PostgreSQL table of ``database``."""
 
     def __init__(
@@ -89,7 +90,9 @@ class PostgresToolResults:
         self.preview_chars = min(preview_chars, max_chars)
         self._db = database
         self._clock = clock
-        self._tombstones = tombstones or Tombstones(Path(workspace))  # nothing is written there
+        self._tombstones = tombstones or FilesTombstones(
+            Path(workspace)
+        )  # nothing is written there
         database.ensure_schema(TABLE, MIGRATIONS)
 
     def _key(self, ctx: RuntimeContext) -> dict[str, Any]:

@@ -1,7 +1,7 @@
 """The one migration path of session logs and evicted tool results: from a workspace into
 PostgreSQL, when a deployment moves its replica state there (``MEMORY_STATE__BACKEND``).
 
-A replica's start (``services.build_session_logs``) moves what its workspace still holds:
+A replica's start (``ReplicaStores.session_logs``) moves what its workspace still holds:
 every user's ``sessions/<session>.log.jsonl`` (each message with the time it was logged) and
 ``tool-results/<session>/<id>.txt`` (under the same reference, so a conversation's previews
 keep resolving), one transaction per session, then deletes the files. A copy already there is
@@ -18,43 +18,31 @@ import logging
 from pathlib import Path
 
 from memory_service.context import RuntimeContext, validate_id
-from memory_service.errors import InvalidIdError, InvalidInputError, NotFoundError, UserErasedError
-from memory_service.paths import TOOL_RESULTS_DIR, UserPaths, WorkspacePaths
-from memory_service.shortterm.eviction import RESULT_SUFFIX, ToolResultEvictor
-from memory_service.shortterm.eviction_pg import PostgresToolResults
-from memory_service.shortterm.session_log import SessionLog
-from memory_service.shortterm.session_log_pg import PostgresSessionLog
+from memory_service.errors import InvalidInputError, NotFoundError, UserErasedError
+from memory_service.paths import TOOL_RESULTS_DIR, UserPaths, WorkspacePaths, id_folders
+from memory_service.replicas.session_logs.files import FilesSessionLogStore
+from memory_service.replicas.session_logs.postgres import PostgresSessionLogStore
+from memory_service.replicas.tool_results import RESULT_SUFFIX
+from memory_service.replicas.tool_results.files import FilesToolResultStore
+from memory_service.replicas.tool_results.postgres import PostgresToolResultStore
 
 log = logging.getLogger(__name__)
 
-
-def _ids(folder: Path) -> list[str]:
-    """The sub-folders of ``folder`` named by valid ids (links skipped)."""
-    if not folder.is_dir() or folder.is_symlink():
-        return []
-    found = []
-    for child in sorted(folder.iterdir()):
-        try:
-            if child.is_dir() and not child.is_symlink():
-                found.append(validate_id(child.name))
-        except InvalidIdError:
-            continue
-    return found
 
 
 def workspace_users(workspace: Path) -> list[RuntimeContext]:
     """Every user with a folder in ``workspace`` (logs and tool results are per user)."""
     where = WorkspacePaths(Path(workspace))
-    tenants = _ids(where.tenants_dir)
-    return [RuntimeContext(t, user) for t in tenants for user in _ids(where.users_dir(t))]
+    tenants = id_folders(where.tenants_dir)
+    return [RuntimeContext(t, user) for t in tenants for user in id_folders(where.users_dir(t))]
 
 
 def move_workspace_logs(
-    workspace: Path, logs: PostgresSessionLog, results: PostgresToolResults
+    workspace: Path, logs: PostgresSessionLogStore, results: PostgresToolResultStore
 ) -> tuple[int, int]:
     """Move ``workspace``'s session logs and tool results into PostgreSQL; how many
     messages and results were copied (see the module docstring)."""
-    files_log, files_results = SessionLog(workspace), ToolResultEvictor(workspace)
+    files_log, files_results = FilesSessionLogStore(workspace), FilesToolResultStore(workspace)
     messages = copied = 0
     for user in workspace_users(workspace):
         try:
@@ -67,7 +55,9 @@ def move_workspace_logs(
     return messages, copied
 
 
-def _move_logs(user: RuntimeContext, files: SessionLog, logs: PostgresSessionLog) -> int:
+def _move_logs(
+    user: RuntimeContext, files: FilesSessionLogStore, logs: PostgresSessionLogStore
+) -> int:
     moved = 0
     for session_id in files.sessions(user):
         ctx = user.with_session(session_id)
@@ -79,10 +69,10 @@ def _move_logs(user: RuntimeContext, files: SessionLog, logs: PostgresSessionLog
 
 
 def _move_results(
-    user: RuntimeContext, files: ToolResultEvictor, results: PostgresToolResults
+    user: RuntimeContext, files: FilesToolResultStore, results: PostgresToolResultStore
 ) -> int:
     moved = 0
-    for session_id in _ids(UserPaths.of(files.workspace, user).tool_results_root):
+    for session_id in id_folders(UserPaths.of(files.workspace, user).tool_results_root):
         ctx = user.with_session(session_id)
         bodies: dict[str, str] = {}
         paths: list[Path] = []

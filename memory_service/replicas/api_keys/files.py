@@ -1,0 +1,108 @@
+"""API keys in a file: read it, and change it (add, revoke, migrate) without hand-editing JSON.
+
+The file is a JSON object from a key to its owner::
+
+    {"sha256:<64 hex digits>": {"tenant": "acme", "role": "user", "created_at": "..."}}
+
+Only SHA-256 digests of the keys are written: a key is shown once, when it is added, and
+cannot be read back. A file written by hand (or by an older version) may still name keys in
+plaintext (``{"<key>": {"tenant": ..., "role": ...}}``); it is still read, and every
+change written through here stores those keys as digests too (``keys migrate`` does only that).
+Changes are atomic (readers see the old or the new file) and serialised by a lock beside it.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Iterable
+from pathlib import Path
+
+from filelock import FileLock
+
+from memory_service.errors import ConfigurationError
+from memory_service.fsutil import write_atomically
+from memory_service.paths import lock_for
+from memory_service.replicas.api_keys import (
+    KEY_PREFIX,
+    SETTING,
+    KeyEntry,
+    Role,
+    Stamp,
+    find_entry,
+    mint,
+    parse_entries,
+)
+
+
+def read_entries(path: Path) -> tuple[list[KeyEntry], Stamp]:
+    """The file's keys and the stamp of the very file they were read from."""
+    try:
+        with open(path, encoding="utf-8") as handle:
+            info = os.fstat(handle.fileno())
+            text = handle.read()
+    except FileNotFoundError:
+        raise ConfigurationError(f"{SETTING}: no such file {str(path)!r}") from None
+    except OSError as exc:
+        raise ConfigurationError(f"{SETTING}: cannot read {path}: {exc.strerror}") from exc
+    try:
+        decoded = json.loads(text)
+    except ValueError as exc:
+        raise ConfigurationError(f"{SETTING}: {path} is not JSON: {exc}") from exc
+    return parse_entries(decoded), stamp_of(info)
+
+
+def stamp_of(info: os.stat_result) -> Stamp:
+    return (info.st_ino, info.st_size, info.st_mtime_ns)
+
+
+def write_entries(path: Path, entries: Iterable[KeyEntry]) -> None:
+    """Replace the file with ``entries``, every key as its digest, readable by its owner only."""
+    body = dict(entry.to_json() for entry in entries)
+    write_atomically(path, json.dumps(body, indent=2) + "\n")
+    os.chmod(path, 0o600)
+
+
+class FilesKeyStore:
+    """``KeyStore`` over one keys file (the changes ``memory-service keys`` makes to it)."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+
+    @property
+    def where(self) -> str:
+        """Where the keys live, for messages."""
+        return str(self.path)
+
+    def entries(self) -> list[KeyEntry]:
+        if not self.path.exists():
+            return []
+        return read_entries(self.path)[0]
+
+    def add(self, tenant: str, role: Role = "user", *, prefix: str = KEY_PREFIX) -> str:
+        """Mint a key for ``tenant``, store its digest, return the key (shown only now)."""
+        key, entry = mint(tenant, role, prefix)
+        with self._lock():
+            write_entries(self.path, [*self.entries(), entry])
+        return key
+
+    def revoke(self, key_or_fingerprint: str) -> KeyEntry:
+        """Remove the key given itself, or by a prefix of its fingerprint (unique)."""
+        with self._lock():
+            entries = self.entries()
+            match = find_entry(entries, key_or_fingerprint, self.where)
+            write_entries(self.path, [e for e in entries if e.digest != match.digest])
+        return match
+
+    def migrate(self) -> int:
+        """Store every plaintext key as its digest; returns how many were converted."""
+        with self._lock():
+            entries = self.entries()
+            converted = sum(e.plaintext for e in entries)
+            if converted:
+                write_entries(self.path, entries)
+        return converted
+
+    def _lock(self) -> FileLock:
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        return FileLock(str(lock_for(self.path)), timeout=30)

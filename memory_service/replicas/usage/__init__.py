@@ -1,0 +1,37 @@
+"""Token usage and pipeline counters per tenant, kept in ``tenants/<tenant>/usage.json``.
+
+Every LLM call the service makes on a tenant's behalf (chat, flush, compaction) adds its tokens
+here under a purpose, and the memory pipeline counts its outcomes (facts flushed, failures,
+dead letters). The file is rewritten atomically under a lock, so several processes can share
+a workspace; ``GET /v1/usage`` reports it. With ``MEMORY_STATE__BACKEND=postgres`` the same
+totals live in PostgreSQL (``replicas/usage/postgres.py``: ``PostgresUsageStore``), so replicas' usage sums;
+the composition root builds one or the other (``UsageStore``) and hands it to every user.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any, Protocol
+
+from memory_service.errors import BackendUnavailableError
+from memory_service.llm import Usage
+
+_FIELDS = ("calls", "prompt_tokens", "completion_tokens", "total_tokens")
+
+
+# what a failed ``record`` may raise; callers log it, a usage problem never fails their work
+RECORD_ERRORS = (OSError, TimeoutError, BackendUnavailableError)
+
+
+class UsageStore(Protocol):
+    """Where tenant usage is added and read: ``FilesUsageStore`` (files) or ``PostgresUsageStore``."""
+
+    def record(
+        self,
+        tenant_id: str,
+        *,
+        tokens: Mapping[str, Usage] | None = None,
+        counters: Mapping[str, int] | None = None,
+    ) -> None: ...
+
+    def report(self, tenant_id: str) -> dict[str, Any]: ...
