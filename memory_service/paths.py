@@ -38,7 +38,6 @@ SESSION_LOG_SUFFIX = ".log.jsonl"
 TOOL_RESULTS_DIR = "tool-results"
 
 
-
 def id_folders(folder: Path) -> list[str]:
     """The sub-folders of ``folder`` named by valid ids, sorted (links and other names
     skipped): the tenants, users or agents that have a folder."""
@@ -52,6 +51,7 @@ def id_folders(folder: Path) -> list[str]:
         except InvalidIdError:
             continue
     return found
+
 
 @dataclass(frozen=True, slots=True)
 class WorkspacePaths:

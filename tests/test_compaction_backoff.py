@@ -25,13 +25,12 @@ from memory_service.llm import LlmBadResponseError
 from memory_service.messages import Msg
 from memory_service.replicas.session_logs.files import FilesSessionLogStore
 from memory_service.replicas.session_state.files import FilesAgentStateStore
-from memory_service.replicas.session_state.postgres import PostgresAgentStateStore
 from memory_service.replicas.tool_results.files import FilesToolResultStore
 from memory_service.shortterm.session import ShortTermMemory
 from memory_service.shortterm.summary import parse_summary
 from tests.support.chat_script import SUMMARY_REPLY
 from tests.support.llm_server import text
-from tests.support.postgres import PG_DSN
+from tests.support.postgres import PG_DSN, postgres_state_store
 
 ALICE = RuntimeContext("acme", "alice", "s1")
 
@@ -122,7 +121,7 @@ def make_memory(request, tmp_path: Path) -> Iterator:
     if request.param == "files":
         store = FilesAgentStateStore(workspace)
     else:
-        store = PostgresAgentStateStore(PG_DSN, table=table, pool_min=1, pool_max=2)
+        store = postgres_state_store(table=table, pool_min=1, pool_max=2)
 
     def make(model, **config) -> ShortTermMemory:
         return ShortTermMemory(

@@ -23,9 +23,8 @@ from memory_service.pipeline.erasure import UserErasure
 from memory_service.replicas.dead_letters.files import FilesDeadLetterBox, FilesDeadLetterStore
 from memory_service.replicas.dead_letters.record import DeadLetterRecord
 from memory_service.replicas.session_state.files import FilesAgentStateStore
-from memory_service.replicas.session_state.postgres import PostgresAgentStateStore
 from memory_service.replicas.tombstones.files import FilesTombstones
-from tests.support.postgres import PG_DSN
+from tests.support.postgres import postgres_state_store
 
 ALICE = RuntimeContext("acme", "alice", "s1")
 BOB = RuntimeContext("acme", "bob", "s1")
@@ -122,7 +121,7 @@ def test_postgres_states_of_one_user_go_and_a_save_begun_before_is_refused(
     pg_table: str,
 ):
     tombstones = FilesTombstones(tmp_path)
-    store = PostgresAgentStateStore(PG_DSN, table=pg_table, tombstones=tombstones)
+    store = postgres_state_store(table=pg_table, tombstones=tombstones)
     try:
         for ctx in (ALICE, ALICE.with_session("s2"), BOB):
             state = store.load(ctx)

@@ -24,7 +24,7 @@ from memory_service.replicas.session_state import AgentStateStore
 from memory_service.replicas.session_state.files import FilesAgentStateStore
 from memory_service.replicas.session_state.postgres import PostgresAgentStateStore
 from memory_service.replicas.stores import session_states
-from tests.support.postgres import PG_DSN
+from tests.support.postgres import PG_DSN, postgres_state_store
 
 TTL = timedelta(hours=1)
 
@@ -61,7 +61,7 @@ def make_store(request, tmp_path: Path) -> Iterator[StoreFactory]:
         table = request.getfixturevalue("pg_table")
 
         def factory(**kw) -> AgentStateStore:
-            made.append(PostgresAgentStateStore(PG_DSN, table=table, pool_min=1, pool_max=4, **kw))
+            made.append(postgres_state_store(table=table, pool_min=1, pool_max=4, **kw))
             return made[-1]
 
     yield factory
@@ -295,8 +295,8 @@ def test_files_store_keeps_one_json_per_session_in_the_users_folder(tmp_path):
 
 
 def test_postgres_store_creates_its_table(pg_table):
-    first = PostgresAgentStateStore(PG_DSN, table=pg_table)
-    second = PostgresAgentStateStore(PG_DSN, table=pg_table)  # the table exists: fine
+    first = postgres_state_store(table=pg_table)
+    second = postgres_state_store(table=pg_table)  # the table exists: fine
     first.close()
     second.close()
     with psycopg.connect(PG_DSN) as conn:
@@ -318,13 +318,17 @@ def test_postgres_store_creates_its_table(pg_table):
     }
 
 
-def test_postgres_unreachable_is_a_clear_error():
-    with pytest.raises(MemoryServiceError) as caught:
-        PostgresAgentStateStore(
-            "postgresql://postgres:secret@127.0.0.1:1/test", connect_timeout_s=1
-        )
-    assert caught.value.http_status == 503
-    assert "secret" not in caught.value.message
+def test_postgres_unreachable_is_a_clear_error(tmp_path):
+    settings = load_settings(
+        workspace=tmp_path,
+        shortterm={"backend": "postgres"},
+        state={"backend": "files"},
+        postgres={"dsn": "postgresql://postgres:secret@127.0.0.1:1/test"},
+    )
+    with pytest.raises(ConfigurationError) as caught:
+        session_states(settings)
+    assert "MEMORY_POSTGRES__DSN" in caught.value.message
+    assert "127.0.0.1" in caught.value.message and "secret" not in caught.value.message
 
 
 def test_the_backend_is_chosen_by_settings(tmp_path, pg_table):

@@ -35,7 +35,7 @@ from memory_service.replicas.session_logs import SessionLogStore
 from memory_service.replicas.session_logs.files import FilesSessionLogStore
 from memory_service.replicas.session_logs.postgres import PostgresSessionLogStore
 from memory_service.replicas.session_state.files import FilesAgentStateStore
-from memory_service.replicas.session_state.postgres import PostgresAgentStateStore
+from memory_service.replicas.stores import ReplicaStores
 from memory_service.replicas.tombstones import Tombstones
 from memory_service.replicas.tombstones.files import FilesTombstones
 from memory_service.replicas.tool_results import ToolResultStore
@@ -43,7 +43,7 @@ from memory_service.replicas.tool_results.files import FilesToolResultStore
 from memory_service.replicas.tool_results.postgres import PostgresToolResultStore
 from memory_service.services import build_maintenance, build_services, build_shortterm
 from memory_service.shortterm.session import ShortTermMemory
-from tests.support.postgres import PG_DSN
+from tests.support.postgres import PG_DSN, postgres_state_store
 
 ALICE = RuntimeContext("acme", "alice", "s1")
 BOB = RuntimeContext("acme", "bob", "s1")
@@ -71,7 +71,7 @@ def open_replica(workspace: Path, schema: str, tombstones: Tombstones | None = N
     """One service process's short-term memory with every piece of it in PostgreSQL."""
     database = Database(PG_DSN, schema=schema, pool_max=3)
     tombstones = tombstones or FilesTombstones(workspace)
-    store = PostgresAgentStateStore(PG_DSN, schema=schema, pool_max=2, tombstones=tombstones)
+    store = postgres_state_store(schema=schema, pool_max=2, tombstones=tombstones)
     memory = ShortTermMemory(
         store,
         PostgresSessionLogStore(database, workspace, tombstones=tombstones),
@@ -538,7 +538,9 @@ def test_a_state_save_cut_off_takes_its_evicted_results_back(replicas):
 def test_build_shortterm_keeps_logs_in_the_database_it_is_given(tmp_path, pg_database):
     settings = load_settings(workspace=tmp_path / "ws")
     on_files = build_shortterm(settings, None)
-    on_pg = build_shortterm(settings, None, database=pg_database)
+    on_pg = build_shortterm(
+        settings, None, replicas=ReplicaStores.of(settings.workspace, pg_database)
+    )
     assert isinstance(on_files.log, FilesSessionLogStore)
     assert isinstance(on_files.evictor, FilesToolResultStore)
     assert isinstance(on_pg.log, PostgresSessionLogStore)

@@ -33,6 +33,7 @@ from pathlib import Path
 import numpy as np
 
 from memory_service.replicas.tombstones.files import FilesTombstones
+from tests.support.postgres import postgres_state_store
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
@@ -43,7 +44,6 @@ from memory_service.longterm.qdrant.edge.engine import EdgeEngine  # noqa: E402
 from memory_service.longterm.qdrant.points import StoredPoint  # noqa: E402
 from memory_service.messages import Msg  # noqa: E402
 from memory_service.replicas.session_state.files import FilesAgentStateStore
-from memory_service.replicas.session_state.postgres import PostgresAgentStateStore
 
 DIMENSION = 384
 FACTS_PER_USER = 100
@@ -125,7 +125,7 @@ def save_latency(dsn: str, saves: int) -> dict:
         for name, guarded in (("postgres_guarded", True), ("postgres_unguarded", False)):
             table = f"erase_bench_{uuid.uuid4().hex[:10]}"
             tombstones = FilesTombstones(Path(tmp)) if guarded else None
-            store = PostgresAgentStateStore(dsn, table=table, tombstones=tombstones)
+            store = postgres_state_store(dsn=dsn, table=table, tombstones=tombstones)
             try:
                 out[name] = _time_saves(store, saves)
             finally:

@@ -74,7 +74,6 @@ class LongTermMemory(Protocol):
     def close(self) -> None: ...
 
 
-
 @runtime_checkable
 class ListsAgents(Protocol):
     """A backend that can say which agents of a tenant have shared facts (export, the

@@ -33,7 +33,6 @@ from memory_service.replicas.user_data import ListsUsers
 log = logging.getLogger(__name__)
 
 
-
 def known_users(
     workspace: Path,
     longterm: object,

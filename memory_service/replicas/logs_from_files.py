@@ -29,7 +29,6 @@ from memory_service.replicas.tool_results.postgres import PostgresToolResultStor
 log = logging.getLogger(__name__)
 
 
-
 def workspace_users(workspace: Path) -> list[RuntimeContext]:
     """Every user with a folder in ``workspace`` (logs and tool results are per user)."""
     where = WorkspacePaths(Path(workspace))

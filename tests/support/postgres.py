@@ -10,7 +10,11 @@ tests of one user's maintenance or one user's write would otherwise meet.
 from __future__ import annotations
 
 import os
+from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit, urlunsplit
+
+if TYPE_CHECKING:
+    from memory_service.replicas.session_state.postgres import PostgresAgentStateStore
 
 BASE_DSN = os.environ.get("MEMORY_TEST_POSTGRES_DSN", "postgresql://postgres@127.0.0.1:5432/test")
 
@@ -48,3 +52,24 @@ def ensure_database() -> None:
                 conn.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(_DATABASE)))
     except psycopg.Error:
         pass
+
+
+def postgres_state_store(
+    *,
+    schema: str | None = None,
+    pool_min: int = 1,
+    pool_max: int = 4,
+    dsn: str | None = None,
+    **options: Any,
+) -> PostgresAgentStateStore:
+    """A session-state store on a ``Database`` of its own over the test PostgreSQL (closed
+    with the store), as ``replicas.stores.postgres_session_states`` builds one."""
+    from memory_service.replicas.database import Database
+    from memory_service.replicas.session_state.postgres import PostgresAgentStateStore
+
+    database = Database(dsn or PG_DSN, schema=schema, pool_min=pool_min, pool_max=pool_max)
+    try:
+        return PostgresAgentStateStore(database, owns_database=True, **options)
+    except BaseException:
+        database.close()
+        raise

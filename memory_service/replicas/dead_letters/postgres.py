@@ -172,8 +172,7 @@ class PostgresDeadLetterStore:
     def users(self, tenant_id: str) -> list[str]:
         with self.database.connection() as conn:
             rows = conn.execute(
-                "SELECT DISTINCT user_id FROM memory_dead_letters WHERE tenant_id = %s "
-                "ORDER BY 1",
+                "SELECT DISTINCT user_id FROM memory_dead_letters WHERE tenant_id = %s ORDER BY 1",
                 (tenant_id,),
             ).fetchall()
         return [row[0] for row in rows]

@@ -216,4 +216,3 @@ def file_owners(workspace: Path) -> list[RuntimeContext]:
         if where.shared_dir(tenant).is_dir():
             owners.append(scope_context(tenant, "tenant"))
     return owners
-
