@@ -8,6 +8,8 @@ from __future__ import annotations
 import os
 import stat
 import tempfile
+from collections.abc import Iterator
+from contextlib import contextmanager
 from datetime import datetime, timedelta
 from pathlib import Path
 
@@ -102,3 +104,21 @@ def read_text(path: Path) -> str:
         return path.read_text(encoding="utf-8", errors="replace")
     except FileNotFoundError:
         return ""
+
+
+@contextmanager
+def try_file_lock(path: Path) -> Iterator[bool]:
+    """A non-blocking lock on ``path`` held for the block: yields False (holding nothing) when
+    another process or thread holds it, so the caller reports ``busy`` instead of waiting."""
+    from filelock import FileLock, Timeout
+
+    lock = FileLock(str(path), timeout=0)
+    try:
+        lock.acquire()
+    except Timeout:
+        yield False
+        return
+    try:
+        yield True
+    finally:
+        lock.release()

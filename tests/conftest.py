@@ -165,7 +165,7 @@ def pg_schema() -> Iterator[str]:
 
 @pytest.fixture
 def pg_database(pg_schema: str) -> Iterator[object]:
-    """A ``pgdb.Database`` on the test PostgreSQL, in a schema of its own."""
+    """A ``replicas.database.Database`` on the test PostgreSQL, in a schema of its own."""
     from memory_service.replicas.database import Database
 
     database = Database(PG_DSN, schema=pg_schema, pool_max=4)

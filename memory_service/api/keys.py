@@ -4,10 +4,10 @@ Keys are held as SHA-256 digests and compared in constant time. A ring read from
 (``from_file``) follows it: at most once a second it looks at the file's inode, size and
 mtime, and re-reads it when one changed, so ``memory-service keys add`` / ``revoke`` take
 effect in a running ``serve`` without a restart. An edit that cannot be read or parsed keeps
-the previous keys (and is logged). The file's format and its changes: ``key_store``.
+the previous keys (and is logged). The file's format and its changes: ``replicas/api_keys``.
 
 With replica state in PostgreSQL (``Settings.state_in_postgres``) the ring follows the
-``api_keys`` table instead (``from_store``, ``key_store_pg``): at most every
+``api_keys`` table instead (``from_store``, ``PostgresKeyStore``): at most every
 ``MEMORY_STATE__KEYS_REFRESH_S`` seconds it asks the table's version and reloads when it
 moved, so a key added or revoked by the CLI on any machine works, or stops working, on every
 replica within that time. A check that cannot reach PostgreSQL fails the request with a 503

@@ -131,11 +131,25 @@ class Database:
                     (name, len(migrations)),
                 )
 
+    def _locked(self, key: str) -> str:
+        """``key`` within this database's schema: advisory locks belong to a whole database,
+        and two deployments in two schemas of one database must not contend (a maintenance
+        lock held in one would read as ``busy`` in the other)."""
+        return f"{self.schema or ''}\x1f{key}"
+
+    def lock_key(self, conn: psycopg.Connection, key: str, *, shared: bool = False) -> None:
+        """A transaction-level advisory lock on ``key``, on ``conn``'s transaction: shared for
+        writers, exclusive for an erase (which waits for the writers' transactions)."""
+        name = "pg_advisory_xact_lock_shared" if shared else "pg_advisory_xact_lock"
+        query = sql.SQL("SELECT {}(hashtext(%s))").format(sql.Identifier(name))
+        conn.execute(query, (self._locked(key),))
+
     @contextmanager
     def advisory_lock(self, key: str, *, wait: bool = True) -> Iterator[bool]:
         """A session-level advisory lock on ``key`` held for the block, across replicas;
         yields False (without the lock) when ``wait`` is off and another holder has it. The
         lock goes with the connection, so a replica that dies releases it."""
+        key = self._locked(key)
         with self.connection() as conn:
             conn.autocommit = True  # the lock outlives statements, not one transaction
             got = False

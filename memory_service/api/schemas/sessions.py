@@ -161,13 +161,13 @@ class CompactionOut(Out):  # a shortterm.compaction.CompactionResult
     flush_error: str | None
 
 
-class PlanItemOut(Out):  # a shortterm.state.PlanItem
+class PlanItemOut(Out):  # an agent_state.PlanItem
     id: str
     text: str
     status: str
 
 
-class ToolTrailOut(Out):  # a shortterm.state.ToolTrailEntry
+class ToolTrailOut(Out):  # an agent_state.ToolTrailEntry
     """A tool call the agent made, kept after compaction summarised its messages away."""
 
     call_id: str
@@ -179,7 +179,7 @@ class ToolTrailOut(Out):  # a shortterm.state.ToolTrailEntry
     result_ref: str | None
 
 
-class SessionOut(Out):  # a shortterm.state.AgentState, with what the request adds
+class SessionOut(Out):  # an agent_state.AgentState, with what the request adds
     """A session's state, and ``context``: the messages exactly as the model is sent them."""
 
     session_id: str

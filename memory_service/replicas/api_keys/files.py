@@ -1,14 +1,5 @@
-"""API keys in a file: read it, and change it (add, revoke, migrate) without hand-editing JSON.
-
-The file is a JSON object from a key to its owner::
-
-    {"sha256:<64 hex digits>": {"tenant": "acme", "role": "user", "created_at": "..."}}
-
-Only SHA-256 digests of the keys are written: a key is shown once, when it is added, and
-cannot be read back. A file written by hand (or by an older version) may still name keys in
-plaintext (``{"<key>": {"tenant": ..., "role": ...}}``); it is still read, and every
-change written through here stores those keys as digests too (``keys migrate`` does only that).
-Changes are atomic (readers see the old or the new file) and serialised by a lock beside it.
+"""API keys in the keys file (``MEMORY_API_KEYS_FILE``, else ``<workspace>/api-keys.json``):
+read it, and change it atomically under a lock beside it, readable by its owner only.
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """The API keys in PostgreSQL (``MEMORY_STATE__BACKEND=postgres``): one table every replica
 reads, so a key added or revoked on any machine counts on all of them within seconds.
 
-Same interface and rules as the keys file (``key_store.KeyStore``): only SHA-256 digests are
+Same interface and rules as the keys file (``files.FilesKeyStore``): only SHA-256 digests are
 stored, never a key; ``add`` shows the key once; ``revoke`` takes the key or a unique prefix
 of its fingerprint; ``entries`` lists the keys in force. The tables::
 

@@ -1,24 +1,14 @@
-"""The flush's dead letters: the one module that reads and writes ``dead-letters/flush.jsonl``.
+"""The flush's dead letters: what a flush that failed after its retries keeps for replay.
 
-A flush that fails after its retries appends one JSON line (a ``DeadLetterRecord``) to the
-user's file; for a ``pre_compaction`` or ``overflow`` failure it is the only copy of the
-messages once compaction has run, so the file follows three rules:
-
-- **append** is flushed and fsynced under the file's lock: a flush that reports its dead letter
-  has it on disk;
-- **read** splits on ``\\n`` only (entries are written with ``ensure_ascii=False``, so a U+2028
-  inside a message must not split a line) and keeps every line's exact bytes: a line that is
-  not an entry of this user is counted as malformed, never dropped or re-encoded;
-- **rewrite** (after a replay) re-reads the file under the same lock and changes only the exact
-  lines it was given, once each: lines appended meanwhile survive, and the new file replaces
-  the old one atomically.
-
-A line without ``version`` was written before the field existed and reads as version 1; a line
-of a newer version is malformed here (kept as it is for the version that wrote it).
+For a ``pre_compaction`` or ``overflow`` failure a letter (``record.DeadLetterRecord``) is the
+only copy of the messages once compaction has run, so every implementation appends durably
+before the flush reports the letter, keeps entries it cannot read (counted as malformed,
+never dropped), and rewrites only the exact entries a replay hands back.
 
 ``DeadLetterBox`` (one user's letters) and ``DeadLetterStore`` (every user's, as the flush,
-the replay and erasure see them) are the narrow interface this file and the PostgreSQL table
-(``dead_letters_pg.py``, ``MEMORY_STATE__BACKEND=postgres``) share.
+the replay and erasure see them) are the narrow interface of ``FilesDeadLetterStore``
+(``files.py``: ``dead-letters/flush.jsonl``) and ``PostgresDeadLetterStore`` (``postgres.py``,
+``MEMORY_STATE__BACKEND=postgres``).
 """
 
 from __future__ import annotations

@@ -1,12 +1,8 @@
-"""The flush's dead letters: the one module that reads and writes ``dead-letters/flush.jsonl``.
-
-A flush that fails after its retries appends one JSON line (a ``DeadLetterRecord``) to the
-user's file; for a ``pre_compaction`` or ``overflow`` failure it is the only copy of the
-messages once compaction has run, so the file follows three rules:
+"""Dead letters as a file: the one module that reads and writes ``dead-letters/flush.jsonl``.
 
 - **append** is flushed and fsynced under the file's lock: a flush that reports its dead letter
   has it on disk;
-- **read** splits on ``\\n`` only (entries are written with ``ensure_ascii=False``, so a U+2028
+- **read** splits on ``\n`` only (entries are written with ``ensure_ascii=False``, so a U+2028
   inside a message must not split a line) and keeps every line's exact bytes: a line that is
   not an entry of this user is counted as malformed, never dropped or re-encoded;
 - **rewrite** (after a replay) re-reads the file under the same lock and changes only the exact
@@ -15,10 +11,6 @@ messages once compaction has run, so the file follows three rules:
 
 A line without ``version`` was written before the field existed and reads as version 1; a line
 of a newer version is malformed here (kept as it is for the version that wrote it).
-
-``DeadLetterBox`` (one user's letters) and ``DeadLetterStore`` (every user's, as the flush,
-the replay and erasure see them) are the narrow interface this file and the PostgreSQL table
-(``dead_letters_pg.py``, ``MEMORY_STATE__BACKEND=postgres``) share.
 """
 
 from __future__ import annotations
@@ -30,10 +22,10 @@ from collections import deque
 from collections.abc import Iterable, Iterator
 from pathlib import Path
 
-from filelock import FileLock, Timeout
+from filelock import FileLock
 
 from memory_service.context import RuntimeContext
-from memory_service.fsutil import append_durably, write_bytes_atomically
+from memory_service.fsutil import append_durably, try_file_lock, write_bytes_atomically
 from memory_service.observe.telemetry import sink
 from memory_service.paths import UserPaths
 from memory_service.replicas.dead_letters import (
@@ -87,16 +79,8 @@ class FilesDeadLetterBox:
     def replaying(self) -> Iterator[bool]:
         """Held while one replay of this user runs: yields False (holding nothing) when
         another replay holds it. The append lock stays free meanwhile, so flushes go on."""
-        lock = FileLock(str(self.paths.inside(self.paths.flush_replay_lock)), timeout=0)
-        try:
-            lock.acquire()
-        except Timeout:
-            yield False
-            return
-        try:
-            yield True
-        finally:
-            lock.release()
+        with try_file_lock(self.paths.inside(self.paths.flush_replay_lock)) as got:
+            yield got
 
     def append(self, record: DeadLetterRecord, ctx: RuntimeContext | None = None) -> None:
         """Add one line, flushed and fsynced before this returns. With ``ctx`` (the flush's),

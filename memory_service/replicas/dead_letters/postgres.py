@@ -45,10 +45,9 @@ WHERE = "memory_dead_letters (PostgreSQL)"  # what a flush result names as the l
 _USER = "tenant_id = %s AND user_id = %s AND pipeline = 'flush'"
 
 
-def _lock_user(conn: psycopg.Connection, owner: RuntimeContext) -> None:
+def _lock_user(database: Database, conn: psycopg.Connection, owner: RuntimeContext) -> None:
     """The user's transaction lock, taken by every append, rewrite and erase."""
-    key = f"dead-letters:{owner.tenant_id}:{owner.user_id}"
-    conn.execute("SELECT pg_advisory_xact_lock(hashtext(%s))", (key,))
+    database.lock_key(conn, f"dead-letters:{owner.tenant_id}:{owner.user_id}")
 
 
 class PostgresDeadLetterBox:
@@ -80,7 +79,7 @@ class PostgresDeadLetterBox:
         """Add one row, committed before this returns. With ``ctx`` (the flush's), refused
         with ``UserErasedError`` when the user was erased since its work began."""
         with self.database.connection() as conn:
-            _lock_user(conn, self.owner)
+            _lock_user(self.database, conn, self.owner)
             if ctx is not None:
                 self.tombstones.check(ctx, conn)  # under the lock an erase takes too
             conn.execute(
@@ -110,7 +109,7 @@ class PostgresDeadLetterBox:
         """Apply each (entry, new record or None to drop it) to the row it was read from,
         unless that row changed or went meanwhile (an erase): one transaction."""
         with self.database.connection() as conn:
-            _lock_user(conn, self.owner)
+            _lock_user(self.database, conn, self.owner)
             for letter, record in changes:
                 old = letter.line.decode("utf-8")
                 if record is None:
@@ -127,7 +126,7 @@ class PostgresDeadLetterBox:
     def remove_user(self, owner: RuntimeContext) -> int:
         """Delete every row of ``owner``, under the lock appends take; how many went."""
         with self.database.connection() as conn:
-            _lock_user(conn, owner)
+            _lock_user(self.database, conn, owner)
             cur = conn.execute(
                 f"DELETE FROM memory_dead_letters WHERE {_USER}", (owner.tenant_id, owner.user_id)
             )

@@ -1,11 +1,11 @@
 """Where maintenance remembers its last run per user and takes its per-user lock.
 
-``MaintenanceState`` is the narrow interface maintenance (``maintenance.py``) uses: the last
-run (so the minimum gap survives restarts), a non-blocking per-user lock (two processes never
-maintain one user at once: the second reports ``busy``), and erasure's count and erase of
-the marker. ``FilesMaintenanceState`` keeps both in the user's folder (``.maintenance.json`` and a
-file lock, the single-node default); ``maintenance_state_pg.py`` keeps them in PostgreSQL
-(a row and an advisory lock) for replicas.
+``MaintenanceState`` is the narrow interface maintenance (``pipeline/maintenance.py``) uses:
+the last run (so the minimum gap survives restarts), a non-blocking per-user lock (two
+processes never maintain one user at once: the second reports ``busy``), and erasure's count
+and erase of the marker. ``FilesMaintenanceState`` (``files.py``) keeps both in the user's
+folder, the single-node default; ``PostgresMaintenanceState`` (``postgres.py``) keeps them in
+PostgreSQL (a row and an advisory lock) for replicas.
 """
 
 from __future__ import annotations

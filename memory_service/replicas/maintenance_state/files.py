@@ -1,11 +1,5 @@
-"""Where maintenance remembers its last run per user and takes its per-user lock.
-
-``MaintenanceState`` is the narrow interface maintenance (``maintenance.py``) uses: the last
-run (so the minimum gap survives restarts), a non-blocking per-user lock (two processes never
-maintain one user at once: the second reports ``busy``), and erasure's count and erase of
-the marker. ``FilesMaintenanceState`` keeps both in the user's folder (``.maintenance.json`` and a
-file lock, the single-node default); ``maintenance_state_pg.py`` keeps them in PostgreSQL
-(a row and an advisory lock) for replicas.
+"""Maintenance's marker and lock in the user's folder: ``.maintenance.json`` and a file lock
+beside it.
 """
 
 from __future__ import annotations
@@ -17,11 +11,11 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from filelock import FileLock, Timeout
+from filelock import FileLock
 
 from memory_service.context import RuntimeContext
 from memory_service.facts import parse_time
-from memory_service.fsutil import read_text, write_atomically
+from memory_service.fsutil import read_text, try_file_lock, write_atomically
 from memory_service.paths import UserPaths
 from memory_service.replicas.maintenance_state import (
     ERASE_WAIT_S,
@@ -54,16 +48,8 @@ class FilesMaintenanceState:
     def lock(self, ctx: RuntimeContext) -> Iterator[bool]:
         paths = self._paths(ctx)
         paths.root.mkdir(parents=True, exist_ok=True)
-        lock = FileLock(str(paths.maintenance_lock), timeout=0)
-        try:
-            lock.acquire()
-        except Timeout:
-            yield False
-            return
-        try:
-            yield True
-        finally:
-            lock.release()
+        with try_file_lock(paths.maintenance_lock) as got:
+            yield got
 
     def count_user(self, ctx: RuntimeContext) -> int:
         """The user's maintenance marker (0 or 1)."""

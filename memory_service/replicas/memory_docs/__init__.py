@@ -7,11 +7,11 @@ go through ``MemoryDocs``, keyed by a ``RuntimeContext`` (its tenant and the sco
 addresses: the user, the agent or the tenant), never through paths, so where the documents
 live is the composition root's choice alone:
 
-- ``FilesMemoryDocs`` (here): files in the owner's workspace folder, as they always were (same
-  paths, same bytes, under the owner's long-term lock). The files backend reads MEMORY.md's
+- ``FilesMemoryDocs`` (``files.py``): files in the owner's workspace folder (same paths, same
+  bytes, under the owner's long-term lock). The files backend reads MEMORY.md's
   bullets as facts, so with that backend the documents stay files: they are its
   human-readable memory.
-- ``PostgresMemoryDocs`` (``memory_docs_pg.py``): rows of one PostgreSQL table, for the Qdrant
+- ``PostgresMemoryDocs`` (``postgres.py``): rows of one PostgreSQL table, for the Qdrant
   backend with replica state in PostgreSQL (``ReplicaStores.memory_docs``).
 
 Names are the ones the memory tools show: ``MEMORY.md`` and ``memory/archive/MEMORY.<stamp>.md``.

@@ -1,20 +1,6 @@
-"""The consolidated memory documents of one scope owner: MEMORY.md and its snapshots.
-
-Consolidation writes MEMORY.md (keeping the text it replaces as a snapshot,
-``memory/archive/MEMORY.<stamp>.md``); the flush, the harness's system prompt, maintenance
-(consolidated facts do not expire), the memory tools and erasure read or rewrite it. They all
-go through ``MemoryDocs``, keyed by a ``RuntimeContext`` (its tenant and the scope owner it
-addresses: the user, the agent or the tenant), never through paths, so where the documents
-live is the composition root's choice alone:
-
-- ``FilesMemoryDocs`` (here): files in the owner's workspace folder, as they always were (same
-  paths, same bytes, under the owner's long-term lock). The files backend reads MEMORY.md's
-  bullets as facts, so with that backend the documents stay files: they are its
-  human-readable memory.
-- ``PostgresMemoryDocs`` (``memory_docs_pg.py``): rows of one PostgreSQL table, for the Qdrant
-  backend with replica state in PostgreSQL (``ReplicaStores.memory_docs``).
-
-Names are the ones the memory tools show: ``MEMORY.md`` and ``memory/archive/MEMORY.<stamp>.md``.
+"""MEMORY.md and its snapshots as files in the owner's workspace folder (same paths, same bytes,
+under the owner's long-term lock). The files backend reads MEMORY.md's bullets as facts, so
+with that backend the documents stay files: they are its human-readable memory.
 """
 
 from __future__ import annotations

@@ -103,7 +103,7 @@ class PostgresMemoryDocs:
 
     def _lock(self, conn: psycopg.Connection, key: tuple[str, str, str]) -> None:
         """The owner's write lock, until the transaction ends (an erase takes it too)."""
-        conn.execute("SELECT pg_advisory_xact_lock(hashtext(%s))", ("\x1f".join((TABLE, *key)),))
+        self.database.lock_key(conn, "\x1f".join((TABLE, *key)))
 
     def read(self, ctx: RuntimeContext) -> str:
         return self.read_named(ctx, MEMORY_MD) or ""

@@ -1,13 +1,11 @@
-"""Session logs: every message appended to a session, one JSON line each, kept on disk.
+"""Session logs: every message appended to a session, the session's full history (compaction
+rewrites the state, never the log).
 
-``.../users/<user>/sessions/<session>.log.jsonl`` is the session's full history: compaction
-rewrites the state, never the log. Lines are appended under a file lock and fsynced before the
-append returns. ``search`` finds past messages across the user's sessions (the
-``session_search`` tool); ``delete_old_session_logs`` is the retention step maintenance runs.
-
-``SessionLogStore`` is what callers type against; ``session_log_pg.PostgresSessionLogStore`` keeps
-the logs in PostgreSQL instead (replica state, ``MEMORY_STATE__BACKEND``), with the same
-entries, hits and snippets.
+``SessionLogStore`` is what callers type against: append, read a session back, ``search``
+past messages across the user's sessions (the ``session_search`` tool) and delete logs past
+retention (maintenance). ``FilesSessionLogStore`` (``files.py``) keeps one JSON-lines file per
+session; ``PostgresSessionLogStore`` (``postgres.py``, ``MEMORY_STATE__BACKEND=postgres``)
+keeps rows, with the same entries, hits and snippets (the values and ``snippet`` here).
 """
 
 from __future__ import annotations

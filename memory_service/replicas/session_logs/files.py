@@ -1,13 +1,6 @@
-"""Session logs: every message appended to a session, one JSON line each, kept on disk.
-
-``.../users/<user>/sessions/<session>.log.jsonl`` is the session's full history: compaction
-rewrites the state, never the log. Lines are appended under a file lock and fsynced before the
-append returns. ``search`` finds past messages across the user's sessions (the
-``session_search`` tool); ``delete_old_session_logs`` is the retention step maintenance runs.
-
-``SessionLogStore`` is what callers type against; ``session_log_pg.PostgresSessionLogStore`` keeps
-the logs in PostgreSQL instead (replica state, ``MEMORY_STATE__BACKEND``), with the same
-entries, hits and snippets.
+"""Session logs as files: ``.../users/<user>/sessions/<session>.log.jsonl``, one JSON line per
+message, appended under a file lock and fsynced before the append returns;
+``delete_old_session_logs`` is the retention step maintenance runs.
 """
 
 from __future__ import annotations

@@ -39,8 +39,6 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-import psycopg
-from psycopg import sql
 from psycopg.types.json import Jsonb
 
 from indexing.tokenize import tokenize
@@ -118,12 +116,6 @@ def any_term(terms: Sequence[str]) -> str:
     return " | ".join(quote_lexeme(term) for term in terms)
 
 
-def lock_user(conn: psycopg.Connection, key: str, *, shared: bool) -> None:
-    """A transaction-level advisory lock on ``key``: shared for writers, exclusive for erase."""
-    name = "pg_advisory_xact_lock_shared" if shared else "pg_advisory_xact_lock"
-    conn.execute(sql.SQL("SELECT {}(hashtext(%s))").format(sql.Identifier(name)), (key,))
-
-
 def _utc(at: datetime) -> datetime:
     return at.astimezone(UTC)
 
@@ -176,7 +168,7 @@ class PostgresSessionLogStore:
             "%(role)s, %(message)s, %(body)s, %(terms)s::tsvector, %(at)s)"
         )
         with self._db.connection() as conn:
-            lock_user(conn, self._lock_key(ctx), shared=True)
+            self._db.lock_key(conn, self._lock_key(ctx), shared=True)
             self._tombstones.check(ctx)  # inside the transaction: an erase waits for it
             with conn.cursor() as cur:
                 cur.executemany(query, rows)
@@ -195,7 +187,7 @@ class PostgresSessionLogStore:
         )
         added = 0
         with self._db.connection() as conn:
-            lock_user(conn, self._lock_key(ctx), shared=True)
+            self._db.lock_key(conn, self._lock_key(ctx), shared=True)
             self._tombstones.check(ctx)
             for entry in entries:
                 m = entry.message
@@ -317,7 +309,7 @@ class PostgresSessionLogStore:
             "SELECT count(DISTINCT session_id) FROM gone"
         )
         with self._db.connection() as conn:
-            lock_user(conn, self._lock_key(ctx), shared=False)
+            self._db.lock_key(conn, self._lock_key(ctx), shared=False)
             row = conn.execute(query, self._key(ctx)).fetchone()
         return int(row[0]) if row else 0
 

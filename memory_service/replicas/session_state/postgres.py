@@ -86,7 +86,7 @@ class PostgresAgentStateStore:
         self._clock = clock
         self._tombstones = tombstones  # None: no erase refuses a save (a store on its own)
         self._table = sql.Identifier(table)
-        self._lock_key = f"memory_service:{database.schema or ''}.{table}"
+        self._lock_key = f"memory_service:{table}"  # the schema: ``Database.lock_key``
         database.ensure_schema(f"agent_state:{table}", migrations(table))
 
     def _conn(self) -> AbstractContextManager[psycopg.Connection]:
@@ -183,9 +183,8 @@ class PostgresAgentStateStore:
 
     def _user_lock(self, conn: psycopg.Connection, ctx: RuntimeContext, *, shared: bool) -> None:
         """The user's advisory lock, until the transaction ends (see the module docstring)."""
-        name = "pg_advisory_xact_lock_shared" if shared else "pg_advisory_xact_lock"
         key = f"{self._lock_key}:user:{ctx.tenant_id}/{ctx.user_id}"
-        conn.execute(sql.SQL("SELECT {}(hashtext(%s))").format(sql.Identifier(name)), (key,))
+        self._db.lock_key(conn, key, shared=shared)
 
     def count_user(self, ctx: RuntimeContext) -> int:
         """How many session states the user has stored, expired ones included."""

@@ -1,16 +1,14 @@
-"""Tool-result eviction: big tool outputs live in files, the state keeps a preview.
+"""Tool-result eviction: big tool outputs are kept apart, the state keeps a preview.
 
-A tool result longer than ``max_chars`` is written to
-``.../users/<user>/tool-results/<session>/<id>.txt``; the message in the state becomes a short
-preview plus a reference (``tool-results/<session>/<id>.txt``), marked ``tool_result``. The
-full text is read back by reference, optionally by 1-based inclusive line range. References
-are confined to the user's own tool-results folder: absolute paths, ``..`` and symlinks that
-lead elsewhere are refused. A reference is valid in its own session only (the context's): the
-same user's other sessions are other conversations.
+A tool result longer than ``max_chars`` is stored whole; the message in the state becomes a
+short preview plus a reference (``tool-results/<session>/<id>.txt``), marked ``tool_result``.
+The full text is read back by reference, optionally by 1-based inclusive line range. A
+reference is valid in its own session only (the context's): the same user's other sessions
+are other conversations.
 
 ``ToolResultStore`` is what callers type against; the rules a reference and a preview follow
-are functions here, so ``eviction_pg.PostgresToolResultStore`` (results in PostgreSQL, replica
-state) hands out and refuses the same references with the same errors.
+are functions here, so ``FilesToolResultStore`` (``files.py``) and ``PostgresToolResultStore``
+(``postgres.py``, replica state) hand out and refuse the same references with the same errors.
 """
 
 from __future__ import annotations

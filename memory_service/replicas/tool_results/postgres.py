@@ -14,7 +14,7 @@ when it is a safe name, made unique within the session (``-2``, ``-3``, ...) by 
 so two replicas evicting the same call id at once get two results.
 
 Evicting and erasing meet on the user's advisory lock, as session-log appends do (see
-``session_log_pg``).
+``session_logs/postgres.py``).
 """
 
 from __future__ import annotations
@@ -29,7 +29,6 @@ from memory_service.errors import BackendUnavailableError, InvalidInputError
 from memory_service.facts import utcnow
 from memory_service.messages import Msg
 from memory_service.replicas.database import Database
-from memory_service.replicas.session_logs.postgres import lock_user
 from memory_service.replicas.session_state import Clock, session_of
 from memory_service.replicas.tombstones import Tombstones
 from memory_service.replicas.tombstones.files import FilesTombstones
@@ -128,7 +127,7 @@ class PostgresToolResultStore:
             "ON CONFLICT DO NOTHING RETURNING result_id"
         )
         with self._db.connection() as conn:
-            lock_user(conn, self._lock_key(ctx), shared=True)
+            self._db.lock_key(conn, self._lock_key(ctx), shared=True)
             self._tombstones.check(ctx)  # inside the transaction: an erase waits for it
             taken = {row[0] for row in conn.execute(taken_query, params).fetchall()}
             while True:  # another replica may take the same id meanwhile: the next one then
@@ -149,7 +148,7 @@ class PostgresToolResultStore:
         params = {**self._key(ctx), "session": session_of(ctx), "at": self._clock()}
         added = 0
         with self._db.connection() as conn:
-            lock_user(conn, self._lock_key(ctx), shared=True)
+            self._db.lock_key(conn, self._lock_key(ctx), shared=True)
             self._tombstones.check(ctx)
             for result_id, body in bodies.items():
                 added += conn.execute(query, {**params, "id": result_id, "body": body}).rowcount
@@ -201,7 +200,7 @@ class PostgresToolResultStore:
         """Delete the user's evicted tool results, after the evictions in flight; how many."""
         query = "DELETE FROM tool_results WHERE tenant_id = %(tenant)s AND owner_id = %(owner)s"
         with self._db.connection() as conn:
-            lock_user(conn, self._lock_key(ctx), shared=False)
+            self._db.lock_key(conn, self._lock_key(ctx), shared=False)
             return conn.execute(query, self._key(ctx)).rowcount
 
     def discard(self, ctx: RuntimeContext, messages: list[Msg]) -> None:

@@ -1,11 +1,10 @@
-"""Token usage and pipeline counters per tenant, kept in ``tenants/<tenant>/usage.json``.
+"""Token usage and pipeline counters per tenant.
 
 Every LLM call the service makes on a tenant's behalf (chat, flush, compaction) adds its tokens
-here under a purpose, and the memory pipeline counts its outcomes (facts flushed, failures,
-dead letters). The file is rewritten atomically under a lock, so several processes can share
-a workspace; ``GET /v1/usage`` reports it. With ``MEMORY_STATE__BACKEND=postgres`` the same
-totals live in PostgreSQL (``replicas/usage/postgres.py``: ``PostgresUsageStore``), so replicas' usage sums;
-the composition root builds one or the other (``UsageStore``) and hands it to every user.
+under a purpose, and the memory pipeline counts its outcomes (facts flushed, failures, dead
+letters); ``GET /v1/usage`` reports them. ``UsageStore`` is what every user of the counters
+types against: ``FilesUsageStore`` (``files.py``) or ``PostgresUsageStore`` (``postgres.py``,
+``MEMORY_STATE__BACKEND=postgres``, so replicas' usage sums); ``ReplicaStores`` builds one.
 """
 
 from __future__ import annotations
@@ -24,7 +23,7 @@ RECORD_ERRORS = (OSError, TimeoutError, BackendUnavailableError)
 
 
 class UsageStore(Protocol):
-    """Where tenant usage is added and read: ``FilesUsageStore`` (files) or ``PostgresUsageStore``."""
+    """Where tenant usage is added and read (``FilesUsageStore`` or ``PostgresUsageStore``)."""
 
     def record(
         self,

@@ -1,11 +1,5 @@
-"""Token usage and pipeline counters per tenant, kept in ``tenants/<tenant>/usage.json``.
-
-Every LLM call the service makes on a tenant's behalf (chat, flush, compaction) adds its tokens
-here under a purpose, and the memory pipeline counts its outcomes (facts flushed, failures,
-dead letters). The file is rewritten atomically under a lock, so several processes can share
-a workspace; ``GET /v1/usage`` reports it. With ``MEMORY_STATE__BACKEND=postgres`` the same
-totals live in PostgreSQL (``replicas/usage/postgres.py``: ``PostgresUsageStore``), so replicas' usage sums;
-the composition root builds one or the other (``UsageStore``) and hands it to every user.
+"""Usage counters in ``tenants/<tenant>/usage.json``, rewritten atomically under a lock, so
+several processes can share a workspace.
 """
 
 from __future__ import annotations
