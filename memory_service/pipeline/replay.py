@@ -18,8 +18,9 @@ against MEMORY.md), then rewrites the file:
   only the exact lines it replayed (``FilesDeadLetterBox.rewrite``).
 
 With ``MEMORY_STATE__BACKEND=postgres`` the letters are rows
-(``replicas/dead_letters/postgres.py``) behind the same ``DeadLetterBox``: the flush manager's ``dead_letters`` store says which, so a replay
-from any replica sees every replica's letters, and two replicas never replay one user at once.
+(``replicas/dead_letters/postgres.py``) behind the same ``DeadLetterBox``: the flush manager's
+``dead_letters`` store says which, so a replay from any replica sees every replica's letters,
+and two replicas never replay one user at once.
 
 Overlapping entries are common: while the model is down every post-call flush fails and
 re-sends everything since the watermark, so each entry holds the previous one's messages and
