@@ -1,6 +1,6 @@
 """The memory tools an agent can call: ``memory_search``, ``memory_get``, ``memory_save``,
-``session_search``, and Solon's ``memory_extract``, ``memory_recall``, ``memory_consolidate``
-and ``memory_prune``.
+``session_search``, and the keyed tools (facts addressed by a key) ``memory_extract``,
+``memory_recall``, ``memory_consolidate`` and ``memory_prune``.
 
 ``arguments`` holds one pydantic model per tool (its OpenAI schema and its validation),
 ``paths`` the rules for which files the model may read, ``memory_tools`` the tools themselves.

@@ -302,7 +302,7 @@ class SessionSearchArgs(ToolArguments):
     query: Query = Field(description="words to find")
 
 
-# -- Solon's tools ----------------------------------------------------------------------------
+# -- the keyed tools --------------------------------------------------------------------------
 
 
 class MemoryExtractArgs(ToolArguments):

@@ -6,7 +6,7 @@
   (which paths are allowed: ``tools.paths``);
 - ``memory_save(text, key?, importance?)``: record one fact directly (no LLM involved);
 - ``session_search(query)``: past messages of the user's sessions (the session logs);
-- Solon's tools: ``memory_extract(key, text, ...)`` records with the same-key comparison
+- the keyed tools: ``memory_extract(key, text, ...)`` records with the same-key comparison
   (created / unchanged / superseded, with the old text), ``memory_recall(key, prefix?)`` reads
   by key or key prefix, ``memory_consolidate()`` rewrites the caller's MEMORY.md now and
   ``memory_prune(dry_run?, max_importance?)`` forgets expired (and low-importance) facts, a
@@ -319,7 +319,7 @@ class MemoryTools:
             for h in hits
         )
 
-    # -- Solon's tools ---------------------------------------------------------------------
+    # -- the keyed tools -------------------------------------------------------------------
 
     def _extract(self, ctx: RuntimeContext, args: MemoryExtractArgs) -> str:
         fact = Fact(
