@@ -152,7 +152,8 @@ def _bundled() -> Path:
         ("missing", "is not a directory"),
         ("empty", "config.json is missing"),
         ("dense", "not supported by the onnx backend"),
-        ("bad-weights", "cannot"),
+        # the export runs in a python process of its own (indexing.onnx_export)
+        pytest.param("bad-weights", "cannot", marks=pytest.mark.subprocess),
     ],
 )
 def test_a_bad_model_directory_names_the_setting(tmp_path: Path, monkeypatch, case, cause):
