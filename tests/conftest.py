@@ -16,6 +16,7 @@ import os
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pytest
 
@@ -31,6 +32,9 @@ from tests.support.chat_script import Script  # noqa: E402
 from tests.support.llm_server import LlmTestServer  # noqa: E402
 from tests.support.postgres import PG_DSN, ensure_database  # noqa: E402
 from tests.support.server import serve  # noqa: E402
+
+if TYPE_CHECKING:
+    from indexing.onnx_embeddings import OnnxEmbedder
 
 # A test that uses one of these fixtures (directly or through another fixture) gets the mark.
 FIXTURE_MARKS = {
@@ -52,22 +56,35 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             item.add_marker(mark)
 
 
-@pytest.fixture(scope="session")
-def embedder() -> Embedder:
-    """The bundled model on torch, once per process. Under xdist each worker has one core's
-    share: one intra-op thread each (two workers x two threads on two cores measured ~20%
-    slower on the long-term suites)."""
-    threads = 1 if os.environ.get("PYTEST_XDIST_WORKER") else 2
-    return CachedEmbedder(SentenceTransformerEmbedder(num_threads=threads))
+def _xdist_threads() -> int:
+    """Under xdist each worker has one core's share: one intra-op thread each (two workers x
+    two threads on two cores measured ~20% slower on the long-term suites)."""
+    return 1 if os.environ.get("PYTEST_XDIST_WORKER") else 2
 
 
 @pytest.fixture(scope="session")
-def onnx():
+def onnx() -> OnnxEmbedder:
     """The default configuration's ONNX embedder: exported into the shared cache folder once
     (``~/.cache/memory-service/onnx``), where every ``serve`` process finds it."""
     from indexing.onnx_embeddings import OnnxEmbedder
 
-    return OnnxEmbedder(threads=1)
+    return OnnxEmbedder(threads=_xdist_threads())
+
+
+@pytest.fixture(scope="session")
+def embedder(onnx: OnnxEmbedder) -> Embedder:
+    """The bundled model as the service runs it by default (ONNX Runtime), once per process.
+    Why not torch: importing torch and loading the model cost each xdist worker 8-26 s before
+    its first test (measured on two shared cores); ONNX gives the same vectors to float
+    precision (``test_onnx_embeddings``) in under a second."""
+    return CachedEmbedder(onnx)
+
+
+@pytest.fixture(scope="session")
+def torch_embedder() -> Embedder:
+    """The bundled model on sentence-transformers (torch), the reference the ONNX vectors are
+    checked against; loaded only in a process that runs such a test."""
+    return CachedEmbedder(SentenceTransformerEmbedder(num_threads=_xdist_threads()))
 
 
 @pytest.fixture(scope="session")

@@ -199,8 +199,9 @@ def test_score_normalisation_prints_every_variant_and_restores_fusion(
     assert fusion.zscore_fusion is original
 
 
-def test_variants_prints_one_row_per_variant(lab, embedder, capsys) -> None:
-    assert variants.main([*lab, "--unit", "facts"], embedder=embedder) == 0
+def test_variants_prints_one_row_per_variant(lab, torch_embedder, capsys) -> None:
+    # the late-interaction variants read token vectors from the sentence-transformers model
+    assert variants.main([*lab, "--unit", "facts"], embedder=torch_embedder) == 0
     rows = [line for line in capsys.readouterr().out.splitlines() if ROW.search(line)]
     names = [line[2:46].strip() for line in rows]
     assert len(rows) == 6 + len(variants.configs()) + 13 + 4
@@ -209,9 +210,9 @@ def test_variants_prints_one_row_per_variant(lab, embedder, capsys) -> None:
     assert "facts + source message keys (both)" in names
 
 
-def test_maxsim_cuts_reports_bytes_and_recall_per_cut(lab, embedder, capsys) -> None:
+def test_maxsim_cuts_reports_bytes_and_recall_per_cut(lab, torch_embedder, capsys) -> None:
     args = [*lab, "--unit", "turns", "--only", "int8"]
-    assert maxsim_cuts.main(args, embedder=embedder) == 0
+    assert maxsim_cuts.main(args, embedder=torch_embedder) == 0  # token vectors: torch's model
     out = capsys.readouterr().out
     chosen = [c for c in maxsim_cuts.cuts() if "int8" in c.name]
     lines = [line for line in out.splitlines() if re.search(r" \d+ B \(", line)]

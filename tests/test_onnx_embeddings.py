@@ -44,15 +44,15 @@ def _cosines(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     return (a * b).sum(axis=1) / (np.linalg.norm(a, axis=1) * np.linalg.norm(b, axis=1))
 
 
-def test_vectors_match_sentence_transformers_on_torch(onnx, embedder):
-    reference = _torch_model(embedder).encode(TEXTS, normalize_embeddings=True)
+def test_vectors_match_sentence_transformers_on_torch(onnx, torch_embedder):
+    reference = _torch_model(torch_embedder).encode(TEXTS, normalize_embeddings=True)
     batched = onnx.embed(TEXTS)
     assert batched.shape == (len(TEXTS), 384) and batched.dtype == np.float32
     assert _cosines(batched, reference).min() >= 0.9999
     one_by_one = np.vstack([onnx.embed([t]) for t in TEXTS])  # padding changes nothing
     assert _cosines(one_by_one, reference).min() >= 0.9999
     assert np.allclose(np.linalg.norm(batched, axis=1), 1.0, atol=1e-5)
-    assert onnx.name == embedder.name and onnx.dimension == embedder.dimension
+    assert onnx.name == torch_embedder.name and onnx.dimension == torch_embedder.dimension
 
 
 def test_a_text_gets_its_vector_whatever_it_is_batched_with(onnx):
@@ -69,8 +69,8 @@ def test_a_text_gets_its_vector_whatever_it_is_batched_with(onnx):
     assert np.allclose(np.linalg.norm(batched, axis=1), 1.0, atol=1e-5)
 
 
-def test_truncation_is_sentence_transformers_own(onnx, embedder):
-    model = _torch_model(embedder)
+def test_truncation_is_sentence_transformers_own(onnx, torch_embedder):
+    model = _torch_model(torch_embedder)
     features = model.preprocess(TEXTS) if hasattr(model, "preprocess") else model.tokenize(TEXTS)
     ids, mask = features["input_ids"].numpy(), features["attention_mask"].numpy()
     expected = [row[m == 1].tolist() for row, m in zip(ids, mask, strict=True)]
@@ -90,7 +90,7 @@ def test_int8_is_opt_in_cached_apart_and_named_apart(onnx):
 
 
 @pytest.mark.slow
-def test_a_corrupt_cached_model_is_rebuilt_never_served(tmp_path: Path, onnx, embedder):
+def test_a_corrupt_cached_model_is_rebuilt_never_served(tmp_path: Path, onnx, torch_embedder):
     cache = tmp_path / "cache"
     cache.mkdir()
     for source in default_cache_dir().glob("*-fp32.onnx*"):
@@ -103,7 +103,7 @@ def test_a_corrupt_cached_model_is_rebuilt_never_served(tmp_path: Path, onnx, em
     assert model_file.read_bytes() != bytes(data)
     key = model_file.name[: -len(".onnx")]
     assert OnnxCache(cache).verified_path(key) is not None  # the new entry verifies
-    reference = _torch_model(embedder).encode(TEXTS[:3], normalize_embeddings=True)
+    reference = _torch_model(torch_embedder).encode(TEXTS[:3], normalize_embeddings=True)
     assert _cosines(rebuilt.embed(TEXTS[:3]), reference).min() >= 0.9999
 
 
@@ -152,7 +152,8 @@ def _bundled() -> Path:
         ("missing", "is not a directory"),
         ("empty", "config.json is missing"),
         ("dense", "not supported by the onnx backend"),
-        ("bad-weights", "cannot"),
+        # the export runs in a python process of its own (indexing.onnx_export)
+        pytest.param("bad-weights", "cannot", marks=pytest.mark.subprocess),
     ],
 )
 def test_a_bad_model_directory_names_the_setting(tmp_path: Path, monkeypatch, case, cause):
