@@ -561,6 +561,14 @@ def test_session_logs_search(logs: SessionLogStore) -> None:
     assert logs.search(ALICE, "submarine") == []
 
 
+def test_session_logs_refuse_an_id_that_is_no_session_id(logs: SessionLogStore) -> None:
+    logs.append(ALICE, [Msg.user("hello")])
+    with pytest.raises(InvalidIdError):
+        logs.read(ALICE, "../s1")
+    with pytest.raises(InvalidIdError):
+        logs.search(ALICE, "hello", session_id="../s1")
+
+
 def test_session_logs_another_user_never_sees_them(logs: SessionLogStore) -> None:
     logs.append(ALICE, [Msg.user("alice's secret plan")])
     for ctx in (BOB, GLOBEX_ALICE, ALICE.in_scope("tenant")):
