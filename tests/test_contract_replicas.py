@@ -555,6 +555,7 @@ def test_session_logs_search(logs: SessionLogStore) -> None:
     assert [h.score for h in hits] == [1.5, 1.0]  # every term; the phrase too in the first
     assert [h.session_id for h in logs.search(ALICE, "Lisbon", session_id="s2")] == ["s2"]
     assert len(logs.search(ALICE, "Lisbon", limit=1)) == 1
+    assert logs.search(ALICE, "Lisbon", limit=0) == logs.search(ALICE, "Lisbon", limit=-1) == []
     assert logs.search(ALICE, "   ") == []
     stop_words = logs.search(ALICE, "is on")  # no term: the literal text only
     assert [(h.seq, h.score) for h in stop_words] == [(3, 0.5)]
