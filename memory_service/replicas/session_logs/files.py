@@ -97,7 +97,7 @@ class FilesSessionLogStore:
         (more query terms matched, then the literal phrase, then newer)."""
         terms = set(tokenize(query))
         phrase = query.casefold().strip()
-        if not phrase:
+        if not phrase or limit < 1:  # a negative limit would slice off the last hits only
             return []
         hits: list[SessionHit] = []
         for sid in [session_id] if session_id else self.sessions(ctx):

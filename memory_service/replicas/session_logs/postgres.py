@@ -42,7 +42,7 @@ from typing import Any
 from psycopg.types.json import Jsonb
 
 from indexing.tokenize import tokenize
-from memory_service.context import RuntimeContext
+from memory_service.context import RuntimeContext, validate_id
 from memory_service.facts import utcnow
 from memory_service.messages import Msg
 from memory_service.replicas.database import Database
@@ -197,8 +197,9 @@ class PostgresSessionLogStore:
         return added
 
     def read(self, ctx: RuntimeContext, session_id: str | None = None) -> list[LogEntry]:
-        """A session's logged messages, oldest first (a row that is no message is skipped)."""
-        sid = session_id or session_of(ctx)
+        """A session's logged messages, oldest first (a row that is no message is skipped);
+        an id that is no session id is ``InvalidIdError``, as the files log refuses it."""
+        sid = validate_id(session_id or session_of(ctx), "session_id")
         query = (
             "SELECT created_at, message FROM session_log WHERE tenant_id = %(tenant)s "
             "AND owner_id = %(owner)s AND session_id = %(session)s ORDER BY id"
@@ -233,6 +234,8 @@ class PostgresSessionLogStore:
     ) -> list[SessionHit]:
         """Past messages of the user's sessions that share terms with ``query``, best first
         (see the module docstring)."""
+        if session_id is not None:
+            validate_id(session_id, "session_id")  # refused as the files log refuses it
         phrase = query.casefold().strip()
         if not phrase or limit < 1:
             return []
