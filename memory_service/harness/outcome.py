@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from memory_service.llm import Usage
 from memory_service.messages import Msg
 from memory_service.pipeline.flush_result import FlushResult
-from memory_service.shortterm.compaction import CompactionResult
+from memory_service.shortterm.compaction_base import CompactionResult
 from memory_service.tools import ToolOutcome
 
 
