@@ -42,7 +42,6 @@ __all__ = [
     "ApiKeyRing",
     "KeySource",
     "Principal",
-    "Role",
     "VersionedKeys",
     "load_key_ring",
 ]

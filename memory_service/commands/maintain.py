@@ -101,8 +101,7 @@ def run_replay(args: argparse.Namespace, only: RuntimeContext | None) -> int:
         replay_all,
         users_with_dead_letters,
     )
-    from memory_service.replicas.stores import ReplicaStores
-    from memory_service.replicas.stores import open_database
+    from memory_service.replicas.stores import ReplicaStores, open_database
     from memory_service.services import build_services
 
     settings = settings_from(args)

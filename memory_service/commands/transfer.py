@@ -1,8 +1,7 @@
 """``memory-service export`` and ``import``: move facts between backends as JSON lines.
 
-The format and the checks live in ``memory_service.transfer`` (shared with the HTTP API's
-``/v1/export`` and ``/v1/import``); ``export_records``, ``parse_import`` and
-``import_records`` stay importable from here.
+The format and the checks live in ``memory_service.transfer``, shared with the HTTP API's
+``/v1/export`` and ``/v1/import``; this module is only the command line around them.
 """
 
 from __future__ import annotations
