@@ -14,6 +14,7 @@ from memory_service.context import RuntimeContext, validate_id
 from memory_service.errors import InvalidInputError
 from memory_service.limits import (
     MAX_CONFIDENCE,
+    MAX_FACT_TEXT_BYTES,
     MAX_IMPORTANCE,
     MAX_KEY_CHARS,
     MAX_SOURCE_CHARS,
@@ -24,7 +25,6 @@ from memory_service.limits import (
     MIN_CONFIDENCE,
     MIN_IMPORTANCE,
 )
-from memory_service.limits import MAX_FACT_TEXT_BYTES
 
 FactKind = Literal["fact", "preference", "event", "procedure"]
 FACT_KINDS: tuple[str, ...] = ("fact", "preference", "event", "procedure")

@@ -25,7 +25,7 @@ import logging
 from pathlib import Path
 
 from memory_service.agent_state import AgentState
-from memory_service.config import MemorySettings
+from memory_service.config.memory_settings import MemorySettings
 from memory_service.context import RuntimeContext
 from memory_service.errors import ConflictError, InvalidInputError
 from memory_service.harness.loop import run_tool_loop
@@ -43,7 +43,7 @@ from memory_service.replicas.usage import RECORD_ERRORS, UsageStore
 from memory_service.replicas.usage.files import FilesUsageStore
 from memory_service.shortterm.compaction_base import CompactionResult
 from memory_service.shortterm.session import ShortTermMemory
-from memory_service.tools import MemoryTools
+from memory_service.tools.memory_tools import MemoryTools
 
 log = logging.getLogger(__name__)
 

@@ -19,7 +19,7 @@ from pathlib import Path
 
 from indexing.hashing import content_hash
 from indexing.tokenize import tokenize
-from memory_service.config import validate_consolidation_prompt
+from memory_service.config.memory_settings import validate_consolidation_prompt
 from memory_service.context import RuntimeContext, check_scope
 from memory_service.facts import FACT_KINDS, Fact
 from memory_service.llm import ChatModel, LlmBadResponseError, Usage

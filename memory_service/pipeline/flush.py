@@ -28,7 +28,7 @@ from datetime import datetime
 from pathlib import Path
 
 from memory_service.agent_state import AgentState
-from memory_service.config import MemorySettings
+from memory_service.config.memory_settings import MemorySettings
 from memory_service.context import RuntimeContext
 from memory_service.errors import MemoryServiceError
 from memory_service.facts import Fact, parse_time, utcnow

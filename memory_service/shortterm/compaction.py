@@ -19,7 +19,7 @@ from collections.abc import Sequence
 
 from indexing.embeddings import Embedder
 from memory_service.agent_state import AgentState
-from memory_service.config import CompactionSettings
+from memory_service.config.memory_settings import CompactionSettings
 from memory_service.errors import ConfigurationError
 from memory_service.llm import ChatModel
 from memory_service.messages import Msg, estimate_tokens

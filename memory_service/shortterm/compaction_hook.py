@@ -18,7 +18,7 @@ from datetime import datetime, timedelta
 from typing import TypeVar
 
 from memory_service.agent_state import AgentState, CompactionBackoff
-from memory_service.config import CompactionSettings
+from memory_service.config.memory_settings import CompactionSettings
 from memory_service.context import RuntimeContext
 from memory_service.errors import MemoryServiceError
 from memory_service.facts import utcnow

@@ -22,7 +22,7 @@ from typing import TypeVar
 
 from indexing.embeddings import Embedder
 from memory_service.agent_state import AgentState
-from memory_service.config import CompactionSettings
+from memory_service.config.memory_settings import CompactionSettings
 from memory_service.context import RuntimeContext
 from memory_service.errors import (
     BackendUnavailableError,
