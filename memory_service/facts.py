@@ -14,6 +14,7 @@ from memory_service.context import RuntimeContext, validate_id
 from memory_service.errors import InvalidInputError
 from memory_service.limits import (
     MAX_CONFIDENCE,
+    MAX_FACT_TEXT_BYTES,
     MAX_IMPORTANCE,
     MAX_KEY_CHARS,
     MAX_SOURCE_CHARS,
@@ -24,7 +25,6 @@ from memory_service.limits import (
     MIN_CONFIDENCE,
     MIN_IMPORTANCE,
 )
-from memory_service.limits import MAX_FACT_TEXT_BYTES as MAX_TEXT_BYTES
 
 FactKind = Literal["fact", "preference", "event", "procedure"]
 FACT_KINDS: tuple[str, ...] = ("fact", "preference", "event", "procedure")
@@ -192,9 +192,9 @@ class Fact:
         """Raise ``InvalidInputError`` naming the first problem; return self when valid."""
         if not isinstance(self.text, str) or not self.text.strip():
             raise InvalidInputError("fact text must not be empty", code="invalid_fact")
-        if len(self.text.encode("utf-8")) > MAX_TEXT_BYTES:
+        if len(self.text.encode("utf-8")) > MAX_FACT_TEXT_BYTES:
             raise InvalidInputError(
-                f"fact text is over {MAX_TEXT_BYTES} bytes", code="fact_too_large"
+                f"fact text is over {MAX_FACT_TEXT_BYTES} bytes", code="fact_too_large"
             )
         if "\x00" in self.text:
             raise InvalidInputError("fact text must not contain NUL", code="invalid_fact")

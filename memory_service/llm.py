@@ -22,7 +22,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from memory_service.config import LlmSettings
+from memory_service.config.settings import LlmSettings
 from memory_service.errors import MemoryServiceError
 from memory_service.messages import Msg, ToolCall, content_text
 

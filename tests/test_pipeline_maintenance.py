@@ -11,20 +11,17 @@ import pytest
 from filelock import FileLock
 
 from indexing.hashing import content_hash
+from memory_service.config.memory_settings import validate_consolidation_prompt
 from memory_service.context import RuntimeContext
+from memory_service.fact_filter import ExpiryPolicy
 from memory_service.facts import Fact, fact_id
 from memory_service.fsutil import remove_stale_temp_files
 from memory_service.longterm.files.backend import FileSystemLongTermMemory
 from memory_service.longterm.files.fact_files import render_fact
 from memory_service.paths import UserPaths
-from memory_service.pipeline.consolidation import (
-    Consolidator,
-    deterministic_memory,
-    lost_facts,
-    validate_consolidation_prompt,
-)
+from memory_service.pipeline.consolidation import Consolidator, deterministic_memory, lost_facts
 from memory_service.pipeline.maintenance import MaintenanceSettings, MemoryMaintenance
-from memory_service.pipeline.policy import ExpiryPolicy, plan_maintenance
+from memory_service.pipeline.policy import plan_maintenance
 from tests.support.llm_server import text
 from tests.support.waiting import wait_until
 

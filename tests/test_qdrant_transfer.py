@@ -9,12 +9,12 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 from memory_service.cli import main
-from memory_service.commands.transfer import export_records, import_records, parse_import
 from memory_service.config import QdrantSettings
 from memory_service.context import RuntimeContext
 from memory_service.facts import Fact
 from memory_service.longterm.files.backend import FileSystemLongTermMemory
 from memory_service.longterm.qdrant.backend import open_qdrant
+from memory_service.transfer import export_records, import_records, parse_import
 
 ALICE = RuntimeContext("acme", "alice")
 BOB = RuntimeContext("acme", "bob")

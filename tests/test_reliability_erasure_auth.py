@@ -9,11 +9,11 @@ from fastapi.testclient import TestClient
 
 from memory_service.api import create_app
 from memory_service.api.keys import ApiKeyRing
-from memory_service.commands.transfer import export_records
 from memory_service.config import load_settings
 from memory_service.context import RuntimeContext
 from memory_service.paths import UserPaths
 from memory_service.services import build_services
+from memory_service.transfer import export_records
 
 USER_KEY = "user-key-0123456789abcdef-SECRET"
 ADMIN_KEY = "admin-key-0123456789abcdef-SECRET"

@@ -7,7 +7,7 @@ import uuid
 import psycopg
 import pytest
 
-from memory_service.shortterm.compaction import SUMMARY_BLOCKS
+from memory_service.shortterm.summary import SUMMARY_BLOCKS
 from tests.support.api import ACME_KEY, GLOBEX_KEY, append, assert_error, auth, make_client, users
 from tests.support.chat_script import TRIP_SUMMARY
 from tests.support.llm_server import server_error, text

@@ -11,14 +11,13 @@ from memory_service.context import RuntimeContext
 from memory_service.llm import ContextOverflowError, LlmBadResponseError, LlmError
 from memory_service.messages import Msg, ToolCall
 from memory_service.shortterm.compaction import (
-    SUMMARY_BLOCKS,
     ConversationCompactor,
     SlidingWindow,
     build_compactor,
-    parse_summary,
     split_tail,
 )
 from memory_service.shortterm.compaction_hook import CompactionHook
+from memory_service.shortterm.summary import SUMMARY_BLOCKS, parse_summary
 from tests.support.chat_script import TRIP_SUMMARY
 from tests.support.llm_server import context_overflow, malformed, server_error, text
 

@@ -25,7 +25,8 @@ from memory_service.api.routes import (
 from memory_service.api.routes.metrics import metrics_router
 from memory_service.api.schemas.common import Health
 from memory_service.config.settings import ObservabilitySettings
-from memory_service.services import Services, build_maintenance
+from memory_service.services.container import Services
+from memory_service.services.work import build_maintenance
 
 ROUTERS = [
     memories.router,

@@ -14,7 +14,7 @@ from memory_service.context import RuntimeContext
 from memory_service.longterm.protocol import LongTermMemory
 from memory_service.observe.tracing import current_ids
 from memory_service.replicas.api_keys import SHARED_MEMORY_ROLES
-from memory_service.services import Services
+from memory_service.services.container import Services
 
 _bearer = HTTPBearer(auto_error=False, description="API key as a bearer token")
 _header = APIKeyHeader(name="X-API-Key", auto_error=False, description="API key header")

@@ -28,7 +28,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Protocol
 
-from memory_service.config import Settings
+from memory_service.config.settings import Settings
 from memory_service.errors import BackendUnavailableError, ConfigurationError
 from memory_service.replicas.api_keys import KeyEntry, Role, Stamp, digest_of, parse_entries
 from memory_service.replicas.api_keys.files import read_entries, stamp_of
@@ -42,7 +42,6 @@ __all__ = [
     "ApiKeyRing",
     "KeySource",
     "Principal",
-    "Role",
     "VersionedKeys",
     "load_key_ring",
 ]

@@ -12,8 +12,8 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from indexing.embeddings import Embedder
-from memory_service.config import Settings
-from memory_service.config import preset as lookup
+from memory_service.config.retrieval import preset as lookup
+from memory_service.config.settings import Settings
 from memory_service.longterm.protocol import LongTermMemory
 
 
@@ -53,7 +53,7 @@ class FreshBackends:
 
     @contextmanager
     def fresh(self) -> Iterator[LongTermMemory]:
-        from memory_service.services import build_longterm
+        from memory_service.services.stores import build_longterm
 
         with tempfile.TemporaryDirectory(prefix="memory-bench-", dir=self.root) as tmp:
             memory = build_longterm(settings_for(self.settings, Path(tmp)), self.embedder)

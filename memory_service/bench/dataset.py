@@ -13,7 +13,8 @@ from dataclasses import dataclass, field
 from datetime import datetime
 
 from memory_service.errors import MemoryServiceError
-from memory_service.facts import MAX_TEXT_BYTES, Fact, Source
+from memory_service.facts import Fact, Source
+from memory_service.limits import MAX_FACT_TEXT_BYTES
 
 
 class BenchInputError(MemoryServiceError):
@@ -116,7 +117,7 @@ def safe_user_id(raw: str) -> str:
     return cleaned[:128]
 
 
-def fit_text(text: str, limit: int = MAX_TEXT_BYTES) -> tuple[str, bool]:
+def fit_text(text: str, limit: int = MAX_FACT_TEXT_BYTES) -> tuple[str, bool]:
     """``text`` cut to ``limit`` UTF-8 bytes at a character boundary; True when it was cut.
 
     A fact is at most 8 KiB; some public datasets hold longer turns (pasted documents)."""

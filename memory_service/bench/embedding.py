@@ -14,7 +14,7 @@ from collections.abc import Iterable, Sequence
 import numpy as np
 
 from indexing.embeddings import CachedEmbedder, Embedder
-from memory_service.config import Settings
+from memory_service.config.settings import Settings
 
 
 class ColdQueryEmbedder:
@@ -63,7 +63,7 @@ RECALL_CACHE_ENTRIES = 200_000
 def cold_embedder(settings: Settings, *, cache_entries: int | None = None) -> ColdQueryEmbedder:
     """The configured model, uncached underneath, with ``cache_entries`` cached document
     vectors: by default the configured cache, so ``--scale`` measures memory as it serves."""
-    from memory_service.services import build_embedder
+    from memory_service.services.stores import build_embedder
 
     if cache_entries is None:
         cache_entries = settings.embedding.cache_entries

@@ -35,8 +35,7 @@ from memory_service.bench.http_server import LoopbackServer, write_key_file
 from memory_service.bench.machine import load_average
 from memory_service.bench.memory_use import PeakPss, peak_rss_mb
 from memory_service.bench.runner import TENANT, WARM_UP_QUERY
-from memory_service.config import Settings
-from memory_service.config.settings import ObservabilitySettings
+from memory_service.config.settings import ObservabilitySettings, Settings
 from memory_service.context import RuntimeContext
 from memory_service.errors import MemoryServiceError
 from memory_service.fact_filter import FactFilter
@@ -229,10 +228,10 @@ def run_scale(
     ``observability_off_too``, HTTP search also on an app without metrics or access log."""
     if facts < 1 or not 1 <= users <= facts:
         raise BenchInputError("--scale N needs N >= 1 and 1 <= --users <= N")
-    from memory_service.services import build_services
+    from memory_service.services.container import build_services
 
     if http:  # fail now, not after an hour of ingest, if the app cannot be imported
-        from memory_service.api import create_app  # noqa: F401
+        from memory_service.api.app import create_app  # noqa: F401
 
     started = time.perf_counter()
     if workdir is not None:
@@ -335,7 +334,7 @@ def _http_client(services, tmp: Path, *, observability=None) -> Iterator:
     ``observability`` replaces the settings' section (metrics, the access log)."""
     import httpx
 
-    from memory_service.api import create_app
+    from memory_service.api.app import create_app
     from memory_service.api.keys import ApiKeyRing
 
     key_file = tmp / f"bench-api-keys-{secrets.token_hex(4)}.json"

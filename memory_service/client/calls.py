@@ -44,7 +44,7 @@ from memory_service.api.schemas.sessions import (
 from memory_service.api.schemas.transfer import ImportSummary
 from memory_service.api.schemas.usage import UsageReport
 from memory_service.api.schemas.users import EraseReceiptOut
-from memory_service.config import Mode
+from memory_service.config.retrieval import Mode
 from memory_service.facts import FactKind
 
 T = TypeVar("T")

@@ -18,8 +18,8 @@ from pathlib import Path
 from memory_service.bench.dataset import BenchInputError
 from memory_service.bench.machine import environment, load_average
 from memory_service.bench.targets import PLAIN_PRESET
-from memory_service.config import RetrievalConfig
-from memory_service.config import preset as lookup
+from memory_service.config.retrieval import RetrievalConfig
+from memory_service.config.retrieval import preset as lookup
 
 DEFAULT_MODES = "bm25,dense,hybrid"
 DEFAULT_KS = "5,10,25"
@@ -229,7 +229,7 @@ def run(args: argparse.Namespace) -> int:
     from memory_service.bench.backends import with_backend
     from memory_service.bench.datasets import load_dataset
     from memory_service.bench.embedding import RECALL_CACHE_ENTRIES, cold_embedder
-    from memory_service.config import load_settings
+    from memory_service.config.settings import load_settings
 
     if args.batch_size < 1:
         raise BenchInputError("--batch-size must be at least 1")
@@ -288,7 +288,7 @@ def _time(args: argparse.Namespace, settings) -> int:
     from memory_service.bench.datasets import synthetic_time
     from memory_service.bench.report import write_json
     from memory_service.bench.timeline import print_time_report, run_time
-    from memory_service.services import build_embedder
+    from memory_service.services.stores import build_embedder
 
     if args.scale is not None:
         raise BenchInputError("--dataset synthetic-time measures accuracy: no --scale")

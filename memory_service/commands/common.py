@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import json
 
-from memory_service.config import Settings, load_settings
+from memory_service.config.settings import Settings, load_settings
 from memory_service.context import RuntimeContext
 
 

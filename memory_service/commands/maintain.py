@@ -58,7 +58,8 @@ def run(args: argparse.Namespace) -> int:
     if args.replay_dead_letters:
         return run_replay(args, only)
     from memory_service.pipeline.scheduler import run_all
-    from memory_service.services import build_maintenance, build_services
+    from memory_service.services.container import build_services
+    from memory_service.services.work import build_maintenance
 
     services = build_services(settings_from(args))
     try:
@@ -102,7 +103,7 @@ def run_replay(args: argparse.Namespace, only: RuntimeContext | None) -> int:
         users_with_dead_letters,
     )
     from memory_service.replicas.stores import ReplicaStores, open_database
-    from memory_service.services import build_services
+    from memory_service.services.container import build_services
 
     settings = settings_from(args)
     workspace = settings.workspace

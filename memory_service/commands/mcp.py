@@ -39,7 +39,7 @@ def run(args: argparse.Namespace) -> int:
     from memory_service.commands.common import settings_from
     from memory_service.mcp_server.stdio import KEY_VARIABLE, authenticate, serve_stdio
     from memory_service.replicas.stores import keys_file
-    from memory_service.services import build_services
+    from memory_service.services.container import build_services
 
     settings = settings_from(args)
     if args.user is not None:

@@ -115,7 +115,7 @@ def fact_filter_from(args: argparse.Namespace) -> FactFilter:
 
 def run_record(args: argparse.Namespace) -> int:
     from memory_service.pipeline.provenance import check_source_sessions
-    from memory_service.services import build_services
+    from memory_service.services.container import build_services
 
     texts = args.text or [line.strip() for line in sys.stdin if line.strip()]
     if not texts:
@@ -172,7 +172,7 @@ def _source_from(args: argparse.Namespace) -> Source | None:
 
 def run_search(args: argparse.Namespace) -> int:
     from memory_service.longterm.fusion import validate_query
-    from memory_service.services import build_services
+    from memory_service.services.container import build_services
 
     ctx = replace(context_from(args), agent_id=args.agent)
     validate_query(args.query, args.top_k, args.threshold)
@@ -216,7 +216,7 @@ def run_search(args: argparse.Namespace) -> int:
 
 def run_list(args: argparse.Namespace) -> int:
     from memory_service.pagination import check_page
-    from memory_service.services import build_services
+    from memory_service.services.container import build_services
 
     ctx = context_from(args)
     check_page(args.limit, args.cursor)

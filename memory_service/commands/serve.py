@@ -21,13 +21,14 @@ def register(sub: argparse._SubParsersAction) -> None:
 def run(args: argparse.Namespace) -> int:
     import uvicorn
 
-    from memory_service.api import create_app
+    from memory_service.api.app import create_app
     from memory_service.api.keys import load_key_ring
     from memory_service.commands.common import settings_from
     from memory_service.mcp_server.http import mount_mcp
     from memory_service.observe.logs import configure_logging
     from memory_service.observe.telemetry import NULL_SINK, using_sink
-    from memory_service.services import build_scheduler, build_services
+    from memory_service.services.container import build_services
+    from memory_service.services.work import build_scheduler
 
     settings = settings_from(args)
     observability = settings.observability

@@ -1,8 +1,7 @@
 """``memory-service export`` and ``import``: move facts between backends as JSON lines.
 
-The format and the checks live in ``memory_service.transfer`` (shared with the HTTP API's
-``/v1/export`` and ``/v1/import``); ``export_records``, ``parse_import`` and
-``import_records`` stay importable from here.
+The format and the checks live in ``memory_service.transfer``, shared with the HTTP API's
+``/v1/export`` and ``/v1/import``; this module is only the command line around them.
 """
 
 from __future__ import annotations
@@ -41,7 +40,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def run_export(args: argparse.Namespace) -> int:
-    from memory_service.services import build_services
+    from memory_service.services.container import build_services
 
     check_ids(args.tenant, args.user)  # refuse a bad id before loading the model
     services = build_services(settings_from(args))
@@ -87,7 +86,7 @@ def _report_bad(bad: list[BadLine], out: TextIO) -> None:
 
 
 def run_import(args: argparse.Namespace) -> int:
-    from memory_service.services import build_services
+    from memory_service.services.container import build_services
 
     lines, bad = parse_import(_read(args.file))
     if bad:

@@ -10,7 +10,7 @@ from memory_service.context import RuntimeContext
 from memory_service.harness.outcome import Turn
 from memory_service.llm import ChatModel
 from memory_service.messages import Msg
-from memory_service.tools import MemoryTools
+from memory_service.tools.memory_tools import MemoryTools
 
 OUT_OF_TOOL_CALLS = "(no answer: the tool-call budget of this turn was used up)"
 

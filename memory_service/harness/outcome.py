@@ -11,8 +11,8 @@ from dataclasses import dataclass, field
 from memory_service.llm import Usage
 from memory_service.messages import Msg
 from memory_service.pipeline.flush_result import FlushResult
-from memory_service.shortterm.compaction import CompactionResult
-from memory_service.tools import ToolOutcome
+from memory_service.shortterm.compaction_base import CompactionResult
+from memory_service.tools.formatting import ToolOutcome
 
 
 @dataclass(frozen=True, slots=True)

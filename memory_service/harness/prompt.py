@@ -11,7 +11,7 @@ import heapq
 from pathlib import Path
 
 from indexing.hashing import content_hash
-from memory_service.config import MemorySettings
+from memory_service.config.memory_settings import MemorySettings
 from memory_service.context import RuntimeContext
 from memory_service.facts import Fact, hide_shadowed
 from memory_service.harness.outcome import MemoryPrompt, RecalledFact

@@ -25,7 +25,7 @@ import logging
 from pathlib import Path
 
 from memory_service.agent_state import AgentState
-from memory_service.config import MemorySettings
+from memory_service.config.memory_settings import MemorySettings
 from memory_service.context import RuntimeContext
 from memory_service.errors import ConflictError, InvalidInputError
 from memory_service.harness.loop import run_tool_loop
@@ -35,14 +35,15 @@ from memory_service.llm import ChatModel, Usage, require_model
 from memory_service.longterm.protocol import LongTermMemory
 from memory_service.messages import MEMORY_PRUNE, Msg
 from memory_service.observe.telemetry import sink
-from memory_service.pipeline.flush import EXTRA_KEY, FlushResult, MemoryFlushManager
+from memory_service.pipeline.flush import EXTRA_KEY, MemoryFlushManager
+from memory_service.pipeline.flush_result import FlushResult
 from memory_service.pipeline.maintenance import MemoryMaintenance
 from memory_service.replicas.memory_docs import MemoryDocs
 from memory_service.replicas.usage import RECORD_ERRORS, UsageStore
 from memory_service.replicas.usage.files import FilesUsageStore
-from memory_service.shortterm.compaction import CompactionResult
+from memory_service.shortterm.compaction_base import CompactionResult
 from memory_service.shortterm.session import ShortTermMemory
-from memory_service.tools import MemoryTools
+from memory_service.tools.memory_tools import MemoryTools
 
 log = logging.getLogger(__name__)
 

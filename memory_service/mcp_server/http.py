@@ -25,7 +25,7 @@ from memory_service.api.keys import ApiKeyRing, Principal
 from memory_service.errors import MemoryServiceError
 from memory_service.mcp_server.caller import Caller
 from memory_service.mcp_server.server import build_server
-from memory_service.services import Services
+from memory_service.services.container import Services
 
 MCP_PATH = "/mcp"
 USER_HEADER = "x-memory-user"

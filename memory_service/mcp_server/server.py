@@ -36,7 +36,7 @@ from memory_service.api.schemas.common import code_of
 from memory_service.errors import MemoryServiceError
 from memory_service.mcp_server.caller import Caller
 from memory_service.mcp_server.tools import McpTool, arguments_for, available
-from memory_service.services import Services
+from memory_service.services.container import Services
 
 log = logging.getLogger(__name__)
 

@@ -13,7 +13,7 @@ from memory_service.api.keys import ApiKeyRing
 from memory_service.errors import ConfigurationError
 from memory_service.mcp_server.caller import Caller
 from memory_service.mcp_server.server import build_server
-from memory_service.services import Services
+from memory_service.services.container import Services
 
 KEY_VARIABLE = "MEMORY_API_KEY"
 

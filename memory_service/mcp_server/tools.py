@@ -36,8 +36,9 @@ from memory_service.errors import InvalidInputError, NotFoundError
 from memory_service.limits import MAX_CURSOR_CHARS, MAX_FACT_ID_CHARS, MAX_PAGE_SIZE
 from memory_service.messages import MEMORY_GET, MEMORY_SAVE, MEMORY_SEARCH, SESSION_SEARCH
 from memory_service.pipeline.erasure import erase_facts
-from memory_service.services import Services
-from memory_service.tools import MemoryGetArgs, MemoryTools
+from memory_service.services.container import Services
+from memory_service.tools.arguments import MemoryGetArgs
+from memory_service.tools.memory_tools import MemoryTools
 
 MEMORY_DELETE = "memory_delete"
 MEMORY_UPDATE = "memory_update"

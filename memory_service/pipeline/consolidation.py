@@ -19,17 +19,17 @@ from pathlib import Path
 
 from indexing.hashing import content_hash
 from indexing.tokenize import tokenize
-from memory_service.config import validate_consolidation_prompt
+from memory_service.config.memory_settings import validate_consolidation_prompt
 from memory_service.context import RuntimeContext, check_scope
 from memory_service.facts import FACT_KINDS, Fact
-from memory_service.llm import ChatModel, LlmBadResponseError, LlmError, Usage
+from memory_service.llm import ChatModel, LlmBadResponseError, Usage
 from memory_service.longterm.files.fact_files import render_fact
 from memory_service.messages import estimate_tokens
 from memory_service.observe.telemetry import sink
 from memory_service.paths import UserPaths
 from memory_service.pipeline.memory_md import memory_bullets, plain_memory
 from memory_service.replicas.memory_docs import STAMP_FORMAT, MemoryDocs, Snapshot
-from memory_service.replicas.memory_docs.files import FilesMemoryDocs, documents
+from memory_service.replicas.memory_docs.files import documents
 
 log = logging.getLogger(__name__)
 
@@ -237,12 +237,8 @@ def _context_of(paths: UserPaths) -> RuntimeContext:
 
 __all__ = [
     "ConsolidationResult",
-    "FilesMemoryDocs",
     "Consolidator",
     "DEFAULT_CONSOLIDATION_PROMPT",
-    "LlmError",
     "deterministic_memory",
     "lost_facts",
-    "plain_memory",
-    "validate_consolidation_prompt",
 ]

@@ -28,7 +28,7 @@ from datetime import datetime
 from pathlib import Path
 
 from memory_service.agent_state import AgentState
-from memory_service.config import MemorySettings
+from memory_service.config.memory_settings import MemorySettings
 from memory_service.context import RuntimeContext
 from memory_service.errors import MemoryServiceError
 from memory_service.facts import Fact, parse_time, utcnow
@@ -38,7 +38,7 @@ from memory_service.messages import Msg
 from memory_service.observe.telemetry import sink
 from memory_service.observe.tracing import using_ids
 from memory_service.pipeline.extraction import DEFAULT_FLUSH_PROMPT, Extractor, todays_ledger
-from memory_service.pipeline.flush_result import FlushedFact, FlushResult
+from memory_service.pipeline.flush_result import FlushResult
 from memory_service.pipeline.memory_md import memory_md_for_model
 from memory_service.pipeline.transcript import TranscriptBatch, with_positions
 from memory_service.replicas.dead_letters import DeadLetterStore
@@ -55,11 +55,8 @@ log = logging.getLogger(__name__)
 EXTRA_KEY = "memory_flush"  # the flush's bookkeeping in AgentState.extra
 
 __all__ = [  # what other parts import from here
-    "DEFAULT_FLUSH_PROMPT",
     "EXTRA_KEY",
     "FlushFailedError",
-    "FlushResult",
-    "FlushedFact",
     "MemoryFlushManager",
 ]
 

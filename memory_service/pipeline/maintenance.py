@@ -22,6 +22,7 @@ from datetime import datetime, timedelta
 from indexing.hashing import content_hash
 from memory_service.context import RuntimeContext
 from memory_service.errors import BackendUnavailableError, UserErasedError
+from memory_service.fact_filter import ExpiryPolicy
 from memory_service.facts import Fact, fact_id, utcnow
 from memory_service.fsutil import remove_stale_temp_files
 from memory_service.longterm.files.fact_files import parse_fact_file
@@ -31,7 +32,7 @@ from memory_service.observe.tracing import using_ids
 from memory_service.paths import UserPaths
 from memory_service.pipeline.consolidation import ConsolidationResult, Consolidator
 from memory_service.pipeline.erasure import erase_facts
-from memory_service.pipeline.policy import ExpiryPolicy, plan_maintenance, plan_prune
+from memory_service.pipeline.policy import plan_maintenance, plan_prune
 from memory_service.replicas.maintenance_state import MaintenanceState
 from memory_service.replicas.maintenance_state.files import FilesMaintenanceState
 from memory_service.replicas.session_logs import SessionLogStore

@@ -14,7 +14,7 @@ from indexing.hashing import hamming_distance, simhash
 from memory_service.fact_filter import ExpiryPolicy
 from memory_service.facts import Fact
 
-__all__ = ["ExpiryPolicy", "MaintenancePlan", "near_duplicate_groups", "plan_maintenance"]
+__all__ = ["MaintenancePlan", "near_duplicate_groups", "plan_maintenance"]
 
 
 @dataclass(slots=True)

@@ -15,7 +15,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from memory_service.messages import MEMORY_TOOL_NAMES, Msg, estimate_tokens
-from memory_service.shortterm.compaction import render_line
+from memory_service.shortterm.summary import render_line
 
 TRANSCRIPT_SHARE = 0.5  # of the memory model's window, at most, per flush request
 MIN_TRANSCRIPT_TOKENS = 512

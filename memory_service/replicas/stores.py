@@ -15,7 +15,7 @@ from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
-from memory_service.config import Settings
+from memory_service.config.settings import Settings
 from memory_service.errors import ConfigurationError
 from memory_service.replicas.api_keys import KeyStore
 from memory_service.replicas.api_keys.files import FilesKeyStore

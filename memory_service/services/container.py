@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from functools import cached_property
 
 from indexing.embeddings import Embedder
-from memory_service.config import Settings
+from memory_service.config.settings import Settings
 from memory_service.context import RuntimeContext
 from memory_service.llm import ChatModel
 from memory_service.longterm.protocol import LongTermMemory

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from memory_service.config import Settings
+from memory_service.config.settings import Settings
 from memory_service.errors import BackendUnavailableError
 from memory_service.longterm.files.vector_cache import VectorCaches
 from memory_service.longterm.protocol import LongTermMemory

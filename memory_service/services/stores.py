@@ -6,7 +6,7 @@ chooses those). Which class each one is depends on configuration alone
 from __future__ import annotations
 
 from indexing.embeddings import CachedEmbedder, Embedder, SentenceTransformerEmbedder
-from memory_service.config import Settings
+from memory_service.config.settings import Settings
 from memory_service.errors import ConfigurationError
 from memory_service.fact_filter import ConfidenceDecay, ExpiryPolicy
 from memory_service.llm import ChatModel

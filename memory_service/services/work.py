@@ -7,7 +7,7 @@ from collections.abc import Callable, Iterable
 from datetime import timedelta
 
 from memory_service.errors import BackendUnavailableError
-from memory_service.harness import MemoryHarness
+from memory_service.harness.runner import MemoryHarness
 from memory_service.pipeline.consolidation import Consolidator
 from memory_service.pipeline.idle_flush import IdleFlusher
 from memory_service.pipeline.maintenance import MaintenanceSettings, MemoryMaintenance

@@ -19,7 +19,7 @@ from collections.abc import Sequence
 
 from indexing.embeddings import Embedder
 from memory_service.agent_state import AgentState
-from memory_service.config import CompactionSettings
+from memory_service.config.memory_settings import CompactionSettings
 from memory_service.errors import ConfigurationError
 from memory_service.llm import ChatModel
 from memory_service.messages import Msg, estimate_tokens
@@ -33,27 +33,17 @@ from memory_service.shortterm.compaction_base import (
 from memory_service.shortterm.compaction_base import pinned as _pinned
 from memory_service.shortterm.summary import (
     DEFAULT_SUMMARY_PROMPT,
-    SUMMARY_BLOCKS,
     parse_summary,
     render_line,
     render_summary,
 )
 from memory_service.shortterm.trimming import ImportanceTrimmer
 
-__all__ = [  # the summary's names stay importable from here (the flush uses render_line)
-    "DEFAULT_SUMMARY_PROMPT",
-    "SUMMARY_BLOCKS",
-    "CompactionResult",
-    "Compactor",
+__all__ = [
     "ConversationCompactor",
-    "ImportanceTrimmer",
     "SlidingWindow",
     "build_compactor",
-    "parse_summary",
-    "render_line",
-    "render_summary",
     "split_tail",
-    "summary_trigger",
 ]
 
 TRANSCRIPT_SHARE = 0.6  # of the window, at most, for the transcript sent to the summariser

@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from typing import Protocol
 
 from memory_service.agent_state import AgentState
-from memory_service.config import CompactionSettings
+from memory_service.config.memory_settings import CompactionSettings
 from memory_service.errors import MemoryServiceError
 from memory_service.llm import Usage
 from memory_service.messages import Msg

@@ -22,7 +22,7 @@ from typing import TypeVar
 
 from indexing.embeddings import Embedder
 from memory_service.agent_state import AgentState
-from memory_service.config import CompactionSettings
+from memory_service.config.memory_settings import CompactionSettings
 from memory_service.context import RuntimeContext
 from memory_service.errors import (
     BackendUnavailableError,
@@ -36,12 +36,8 @@ from memory_service.observe.telemetry import sink
 from memory_service.replicas.session_logs import SessionHit, SessionLogStore
 from memory_service.replicas.session_state import AgentStateStore, SessionInfo
 from memory_service.replicas.tool_results import ToolResultStore
-from memory_service.shortterm.compaction import (
-    CompactionResult,
-    ConversationCompactor,
-    build_compactor,
-    summary_trigger,
-)
+from memory_service.shortterm.compaction import ConversationCompactor, build_compactor
+from memory_service.shortterm.compaction_base import CompactionResult, summary_trigger
 from memory_service.shortterm.compaction_hook import CompactionHook, count_compaction
 from memory_service.shortterm.flush_hook import FlushCallback
 from memory_service.shortterm.session_locks import KeyedLocks

@@ -20,7 +20,7 @@ import numpy as np
 
 from indexing.embeddings import Embedder
 from memory_service.agent_state import AgentState
-from memory_service.config import CompactionSettings, ImportanceWeights
+from memory_service.config.memory_settings import CompactionSettings, ImportanceWeights
 from memory_service.messages import Msg, estimate_tokens
 from memory_service.shortterm.compaction_base import CompactionResult, pinned, summary_trigger
 

@@ -10,8 +10,8 @@ from __future__ import annotations
 import threading
 from collections import deque
 
-from memory_service.pipeline.flush import DEFAULT_FLUSH_PROMPT
-from memory_service.shortterm.compaction import DEFAULT_SUMMARY_PROMPT
+from memory_service.pipeline.extraction import DEFAULT_FLUSH_PROMPT
+from memory_service.shortterm.summary import DEFAULT_SUMMARY_PROMPT
 from tests.support.llm_server import RecordedRequest, Reply, text
 
 FLUSH_MARK = DEFAULT_FLUSH_PROMPT.splitlines()[0]

@@ -6,7 +6,7 @@ from fastapi import APIRouter
 
 from memory_service.api.deps import PrincipalDep, ServicesDep, user_context
 from memory_service.api.schemas.chat import ChatRequest, ChatResponse
-from memory_service.services import build_harness
+from memory_service.services.work import build_harness
 
 router = APIRouter(prefix="/v1", tags=["chat"])
 

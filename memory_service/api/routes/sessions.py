@@ -24,8 +24,8 @@ from memory_service.api.schemas.sessions import (
 )
 from memory_service.limits import MAX_TOOL_RESULT_REF_CHARS
 from memory_service.replicas.usage import RECORD_ERRORS
-from memory_service.services import Services
-from memory_service.shortterm.compaction import CompactionResult
+from memory_service.services.container import Services
+from memory_service.shortterm.compaction_base import CompactionResult
 from memory_service.shortterm.session import ShortTermMemory
 
 log = logging.getLogger(__name__)

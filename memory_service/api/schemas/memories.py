@@ -17,7 +17,7 @@ from memory_service.api.schemas.common import (
     coded,
     max_bytes,
 )
-from memory_service.config import LEGS, Mode
+from memory_service.config.retrieval import LEGS, Mode
 from memory_service.context import SCOPES, Scope
 from memory_service.errors import InvalidInputError
 from memory_service.fact_filter import FactFilter

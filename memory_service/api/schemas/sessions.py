@@ -146,7 +146,7 @@ class MessageOut(Out):  # a messages.Msg
     name: str | None = None
 
 
-class CompactionOut(Out):  # a shortterm.compaction.CompactionResult
+class CompactionOut(Out):  # a shortterm.compaction_base.CompactionResult
     """What compaction did; ``performed: false`` with ``reason`` says why not."""
 
     performed: bool

@@ -38,8 +38,8 @@ import numpy as np
 from indexing.embeddings import Embedder
 from indexing.lexical import average_length
 from indexing.sparse import AVG_DOC_LEN, AVG_SOURCE_LEN, SparseTerms, document_vector, query_vector
-from memory_service.config import QdrantSettings
 from memory_service.config.retrieval import Leg, RetrievalConfig
+from memory_service.config.settings import QdrantSettings
 from memory_service.context import RuntimeContext, validate_id
 from memory_service.errors import ConfigurationError
 from memory_service.facts import Fact, utcnow
