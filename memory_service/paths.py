@@ -19,7 +19,7 @@
     <workspace>/tenants/<tenant>/shared/           the tenant's shared long-term memory
         (each: MEMORY.md, memory/, .index/, .memory.lock, .maintenance.json, as a user's)
 
-Ids are validated by ``RuntimeContext`` before they get here; ``UserPaths`` checks again that
+Ids are validated by ``RuntimeContext`` before they get here; ``OwnerPaths`` checks again that
 every path stays inside the user's folder.
 """
 
@@ -104,7 +104,7 @@ class WorkspacePaths:
 
 
 @dataclass(frozen=True, slots=True)
-class UserPaths:
+class OwnerPaths:
     """The files of one memory owner: a user (the default), or, for a context in the agent
     or tenant scope, that agent's or the tenant's folder (long-term files only live there)."""
 
@@ -115,7 +115,7 @@ class UserPaths:
     agent_id: str | None = None
 
     @classmethod
-    def of(cls, workspace: Path, ctx: RuntimeContext) -> UserPaths:
+    def of(cls, workspace: Path, ctx: RuntimeContext) -> OwnerPaths:
         root = workspace if isinstance(workspace, Path) else Path(workspace)
         return cls(root, ctx.tenant_id, ctx.user_id, ctx.scope, ctx.agent_id)
 
@@ -248,7 +248,7 @@ class UserPaths:
 
 
 @lru_cache(maxsize=16384)
-def _owner_file(paths: UserPaths, name: str) -> Path:
+def _owner_file(paths: OwnerPaths, name: str) -> Path:
     """``name`` under the owner's folder (``""``: the folder). Cached: a recall reads the
     same few paths of every scope it searches, and building them costs more than the rest
     of a small scope's lexical pass. A bad id raises every time (exceptions are not cached)."""

@@ -6,7 +6,7 @@ from __future__ import annotations
 from memory_service.context import RuntimeContext
 from memory_service.facts import Fact
 from memory_service.longterm.files.backend import FileSystemLongTermMemory
-from memory_service.paths import UserPaths
+from memory_service.paths import OwnerPaths
 
 ALICE = RuntimeContext("acme", "alice")
 
@@ -16,7 +16,7 @@ def test_close_writes_the_counts_a_fresh_process_reads(tmp_path, embedder):
     memory.record(ALICE, [Fact("Alice is allergic to peanuts"), Fact("Alice likes tea")])
     for _ in range(3):
         memory.retrieve(ALICE, "peanuts", 1)
-    access_file = UserPaths.of(tmp_path, ALICE).access_file
+    access_file = OwnerPaths.of(tmp_path, ALICE).access_file
     assert not access_file.exists()  # nothing written per search
     memory.close()
     assert access_file.exists()
@@ -32,7 +32,7 @@ def test_a_zero_interval_writes_after_every_recall(tmp_path, embedder):
     memory.record(ALICE, [Fact("Alice is allergic to peanuts")])
     memory.retrieve(ALICE, "peanuts", 1)
     assert memory.access.pending(ALICE) == {}
-    assert UserPaths.of(tmp_path, ALICE).access_file.exists()
+    assert OwnerPaths.of(tmp_path, ALICE).access_file.exists()
 
 
 def test_tracking_can_be_switched_off(tmp_path, embedder):

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from memory_service.paths import UserPaths
+from memory_service.paths import OwnerPaths
 from tests.support.api import ACME_KEY, GLOBEX_KEY, assert_error, auth, make_client
 from tests.support.llm_server import server_error, text
 
@@ -108,7 +108,7 @@ def test_a_failing_flush_is_reported_and_the_reply_still_arrives(served, script)
     [flush] = body["memory"]["flushes"]
     assert flush["status"] == "failed" and flush["attempts"] == 2
     assert flush["dead_letter"] == "dead-letters/flush.jsonl"
-    paths = UserPaths(services.settings.workspace, "acme", "alice")
+    paths = OwnerPaths(services.settings.workspace, "acme", "alice")
     assert "I am allergic to peanuts." in paths.dead_letters("flush").read_text()
     counters = client.get("/v1/usage", headers=auth()).json()["counters"]
     assert counters["flush_dead_letters"] == 1 and counters["flush_failures"] == 1

@@ -20,7 +20,7 @@ from memory_service.cli import main
 from memory_service.config import load_settings
 from memory_service.context import RuntimeContext
 from memory_service.errors import UserErasedError
-from memory_service.paths import UserPaths
+from memory_service.paths import OwnerPaths
 from memory_service.services import build_harness, build_services
 from tests.support.llm_server import delayed, text
 from tests.support.postgres import PG_DSN
@@ -224,8 +224,8 @@ def test_erase_leaves_nothing_of_the_user_and_every_byte_of_another(
     with client:
         for user in ("alice", "bob"):
             _qdrant_postgres_era(client, script, user)
-        alice = UserPaths(workspace, "acme", "alice")
-        bob = UserPaths(workspace, "acme", "bob")
+        alice = OwnerPaths(workspace, "acme", "alice")
+        bob = OwnerPaths(workspace, "acme", "bob")
         # the setup put every word somewhere, in every kind of store the test is about
         found = _scan(workspace, alice_words)
         # the files era's session log and tool result moved into PostgreSQL with the rest
@@ -393,7 +393,7 @@ def test_a_call_in_flight_during_an_erase_writes_nothing_back(served, script, la
 
     assert [type(e) for e in errors] == [UserErasedError]
     assert _scan(workspace, [word]) == {}
-    assert not UserPaths(workspace, "acme", "alice").root.exists()
+    assert not OwnerPaths(workspace, "acme", "alice").root.exists()
     assert (
         client.get("/v1/memories", params={"user_id": "alice"}, headers=USER).json()["items"] == []
     )
@@ -422,7 +422,7 @@ def test_cli_erase_prints_one_error_line_or_the_receipt(tmp_path, monkeypatch, c
     assert main(argv) == 0
     out = capsys.readouterr().out
     assert '"by": "cli"' in out and '"facts.files": 1' in out
-    assert not UserPaths(Path(ws), "acme", "alice").root.exists()
+    assert not OwnerPaths(Path(ws), "acme", "alice").root.exists()
     assert main(argv) == 2  # nothing left
 
 

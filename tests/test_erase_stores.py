@@ -18,7 +18,7 @@ from memory_service.facts import Fact, utcnow
 from memory_service.longterm.qdrant.backend import open_qdrant
 from memory_service.longterm.qdrant.edge.engine import REPLACED_SUFFIX, EdgeEngine
 from memory_service.messages import Msg
-from memory_service.paths import UserPaths
+from memory_service.paths import OwnerPaths
 from memory_service.pipeline.erasure import UserErasure
 from memory_service.replicas.dead_letters.files import FilesDeadLetterBox, FilesDeadLetterStore
 from memory_service.replicas.dead_letters.record import DeadLetterRecord
@@ -57,7 +57,7 @@ def test_dead_letters_lose_only_the_users_records_in_one_rewrite(tmp_path: Path)
 def test_a_dead_letter_file_with_only_the_users_records_goes(tmp_path: Path):
     FilesDeadLetterBox.of(tmp_path, ALICE).append(_letter(ALICE, "alice"))
     assert FilesDeadLetterStore(tmp_path).erase_user(ALICE) == 1
-    assert not UserPaths.of(tmp_path, ALICE).flush_dead_letters.exists()
+    assert not OwnerPaths.of(tmp_path, ALICE).flush_dead_letters.exists()
 
 
 def test_work_begun_before_an_erase_is_refused_and_work_after_it_is_served(tmp_path: Path):

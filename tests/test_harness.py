@@ -17,7 +17,7 @@ from memory_service.llm import LlmNotConfiguredError, LlmUnavailableError
 from memory_service.longterm.files.fact_files import render_fact
 from memory_service.longterm.protocol import LongTermMemory
 from memory_service.messages import Msg
-from memory_service.paths import UserPaths
+from memory_service.paths import OwnerPaths
 from memory_service.pipeline.consolidation import Consolidator
 from memory_service.pipeline.flush import MemoryFlushManager
 from memory_service.replicas.usage.files import FilesUsageStore
@@ -99,7 +99,7 @@ def test_a_fact_told_in_one_session_shapes_the_prompt_of_the_next(
     assert "The user is allergic to peanuts." not in system_of(script.requests["chat"][0])
     if consolidate:
         facts = built.longterm.list(ALICE, include_inactive=True).items
-        paths = UserPaths.of(built.workspace, ALICE)
+        paths = OwnerPaths.of(built.workspace, ALICE)
         assert Consolidator(model=None).consolidate(paths, facts, utcnow()).written
 
     second = built.harness.call(ALICE.with_session("s2"), "Can you suggest a snack for my hike?")
@@ -177,7 +177,7 @@ def test_recall_merges_the_agents_and_the_tenants_memory_the_users_own_wins(rig,
 
 def test_memory_md_over_budget_is_cut_with_a_hint(rig, script):
     built = rig(memory=MemorySettings(memory_load_token_budget=120))
-    paths = UserPaths.of(built.workspace, ALICE)
+    paths = OwnerPaths.of(built.workspace, ALICE)
     paths.root.mkdir(parents=True)
     bullets = [render_fact(Fact(f"Numbered memory {i} of the user.")) for i in range(200)]
     paths.memory_md.write_text("# Long-term memory\n\n" + "\n".join(bullets) + "\n")
@@ -195,7 +195,7 @@ def test_memory_md_over_budget_is_cut_with_a_hint(rig, script):
 
 def test_tools_switched_off_are_not_offered_or_hinted(rig, script):
     built = rig(memory=MemorySettings(memory_load_token_budget=10, disable_memory_tools=True))
-    paths = UserPaths.of(built.workspace, ALICE)
+    paths = OwnerPaths.of(built.workspace, ALICE)
     paths.root.mkdir(parents=True)
     paths.memory_md.write_text("".join(f"- Memory number {i}.\n" for i in range(50)))
     built.harness.call(ALICE, "hello")
@@ -208,7 +208,7 @@ def test_tools_switched_off_are_not_offered_or_hinted(rig, script):
 def test_hooks_switched_off_leave_memory_out(rig, script):
     built = rig(memory=MemorySettings(disable_memory_hooks=True))
     built.longterm.record(ALICE, [Fact("The user is allergic to peanuts.", importance=10)])
-    paths = UserPaths.of(built.workspace, ALICE)
+    paths = OwnerPaths.of(built.workspace, ALICE)
     paths.memory_md.write_text("- The user lives in Porto.\n")
     outcome = built.harness.call(ALICE, "Any snack ideas with peanuts?")
     system = system_of(script.requests["chat"][0])

@@ -9,7 +9,7 @@ from datetime import UTC, datetime
 
 from memory_service.context import RuntimeContext
 from memory_service.messages import Msg
-from memory_service.paths import UserPaths
+from memory_service.paths import OwnerPaths
 from memory_service.replicas.dead_letters.files import FilesDeadLetterBox, has_dead_letters
 from memory_service.replicas.dead_letters.record import DeadLetterRecord
 
@@ -33,13 +33,13 @@ def record(*said: str, ctx: RuntimeContext = CTX) -> DeadLetterRecord:
 
 def test_an_appended_record_reads_back_with_its_fields(workspace):
     letters = FilesDeadLetterBox.of(workspace, OWNER)
-    assert not letters.exists() and not has_dead_letters(UserPaths.of(workspace, OWNER))
+    assert not letters.exists() and not has_dead_letters(OwnerPaths.of(workspace, OWNER))
 
     letters.append(record("I like tea.", "I moved to Porto.\u2028Really."))
 
     assert letters.relative == "dead-letters/flush.jsonl"
-    assert letters.path == UserPaths.of(workspace, OWNER).flush_dead_letters.resolve()
-    assert has_dead_letters(UserPaths.of(workspace, OWNER))
+    assert letters.path == OwnerPaths.of(workspace, OWNER).flush_dead_letters.resolve()
+    assert has_dead_letters(OwnerPaths.of(workspace, OWNER))
     [line] = letters.path.read_bytes().split(b"\n")[:-1]  # one line, U+2028 raw inside it
     entry = json.loads(line)
     assert entry["version"] == 1 and (entry["from_seq"], entry["through_seq"]) == (3, 4)

@@ -15,7 +15,7 @@ from memory_service.facts import Fact, Source, utcnow
 from memory_service.llm import ChatModel, ContextOverflowError, LlmBadResponseError
 from memory_service.longterm.files.fact_files import render_fact
 from memory_service.messages import Msg, ToolCall
-from memory_service.paths import UserPaths
+from memory_service.paths import OwnerPaths
 from memory_service.pipeline.extraction import parse_flush_reply
 from memory_service.pipeline.flush import MemoryFlushManager
 from memory_service.replicas.session_state.files import FilesAgentStateStore
@@ -44,7 +44,7 @@ def flush_prompt(request) -> str:
 
 
 def dead_letters(workspace, ctx=CTX) -> list[dict]:
-    path = UserPaths.of(workspace, ctx).dead_letters("flush")
+    path = OwnerPaths.of(workspace, ctx).dead_letters("flush")
     if not path.exists():
         return []
     return [json.loads(line) for line in path.read_text().splitlines()]
@@ -106,7 +106,7 @@ def test_flush_records_facts_in_the_daily_ledger_and_moves_the_watermark(
         ("The user prefers short answers.", "created"),
     ]
     assert state.last_flushed_index == 1 == result.through_seq
-    ledger = UserPaths.of(workspace, CTX).ledger(utcnow().date()).read_text()
+    ledger = OwnerPaths.of(workspace, CTX).ledger(utcnow().date()).read_text()
     assert "The user is allergic to peanuts." in ledger
     assert '"key":"user.allergy"' in ledger and '"source":{"origin":"flush"' in ledger
     sent = flush_prompt(script.requests["flush"][0])
@@ -134,7 +134,7 @@ def test_only_messages_not_yet_flushed_are_sent(longterm, chat_model, workspace,
 def test_memory_md_is_read_only_context_and_its_facts_are_not_repeated(
     longterm, chat_model, workspace, script
 ):
-    paths = UserPaths.of(workspace, CTX)
+    paths = OwnerPaths.of(workspace, CTX)
     paths.root.mkdir(parents=True)
     lisbon = render_fact(Fact("The user lives in Lisbon.", importance=7))
     paths.memory_md.write_text(f"# Long-term memory\n\n## Facts\n\n{lisbon}\n")

@@ -18,7 +18,7 @@ from memory_service.facts import Fact, fact_id
 from memory_service.fsutil import remove_stale_temp_files
 from memory_service.longterm.files.backend import FileSystemLongTermMemory
 from memory_service.longterm.files.fact_files import render_fact
-from memory_service.paths import UserPaths
+from memory_service.paths import OwnerPaths
 from memory_service.pipeline.consolidation import Consolidator, deterministic_memory, lost_facts
 from memory_service.pipeline.maintenance import MaintenanceSettings, MemoryMaintenance
 from memory_service.pipeline.policy import plan_maintenance
@@ -157,7 +157,7 @@ def maintenance(memory, workspace, model=None, **settings) -> MemoryMaintenance:
     )
 
 
-def write_ledger(paths: UserPaths, day: str, *facts: Fact) -> None:
+def write_ledger(paths: OwnerPaths, day: str, *facts: Fact) -> None:
     paths.ledger_dir.mkdir(parents=True, exist_ok=True)
     (paths.ledger_dir / f"{day}.md").write_text(
         f"# Memory ledger {day}\n\n" + "".join(render_fact(f) + "\n" for f in facts)
@@ -165,7 +165,7 @@ def write_ledger(paths: UserPaths, day: str, *facts: Fact) -> None:
 
 
 def test_each_step_on_crafted_ledgers(memory, workspace):
-    paths = UserPaths.of(workspace, ALICE)
+    paths = OwnerPaths.of(workspace, ALICE)
     keep = fact("Alice is allergic to peanuts", 2, importance=9)
     write_ledger(
         paths,
@@ -243,7 +243,7 @@ def test_a_second_consolidation_snapshots_the_previous_memory_md(memory, workspa
     assert second.counts["consolidated"] == 1
     snapshot = second.consolidation.snapshot
     assert snapshot and "cello" not in Path(snapshot).read_text()
-    assert "cello" in UserPaths.of(workspace, ALICE).memory_md.read_text()
+    assert "cello" in OwnerPaths.of(workspace, ALICE).memory_md.read_text()
 
 
 def test_a_rewrite_that_loses_over_a_quarter_is_refused(memory, workspace):
@@ -266,7 +266,7 @@ def test_a_rewrite_that_loses_over_a_quarter_is_refused(memory, workspace):
     ]
     memory.record(ALICE, facts)
     maintenance(memory, workspace).run_user(ALICE, force=True)
-    paths = UserPaths.of(workspace, ALICE)
+    paths = OwnerPaths.of(workspace, ALICE)
     before = paths.memory_md.read_text()
     tight = maintenance(memory, workspace, max_tokens=200).run_user(ALICE, force=True)
     assert tight.counts["consolidated"] == 0
@@ -293,7 +293,7 @@ def test_llm_consolidation_uses_the_prompt_and_the_guard(memory, workspace, llm_
     prompt = llm_server.requests[-1].prompt_text
     assert "1234 tokens" in prompt and "4936 characters" in prompt
     assert "Alice is allergic to peanuts" in prompt
-    paths = UserPaths.of(workspace, ALICE)
+    paths = OwnerPaths.of(workspace, ALICE)
     assert paths.memory_md.read_text().startswith("## Health")
 
     llm_server.push(text("- Alice likes tea\n"))  # drops both facts it was given
@@ -307,7 +307,7 @@ def test_llm_failure_leaves_memory_md_unchanged_and_is_reported(
 ):
     memory.record(ALICE, [Fact("Alice is allergic to peanuts", importance=9)])
     maintenance(memory, workspace).run_user(ALICE, force=True)
-    paths = UserPaths.of(workspace, ALICE)
+    paths = OwnerPaths.of(workspace, ALICE)
     before = paths.memory_md.read_text()
     llm_server.push(text("I cannot help with that."), text("Sorry."))
     report = maintenance(memory, workspace, model=chat_model).run_user(ALICE, force=True)
@@ -320,9 +320,9 @@ def test_minimum_gap_and_the_per_user_lock(memory, workspace):
     runner = maintenance(memory, workspace)
     assert runner.run_user(ALICE).status == "ran"
     assert runner.run_user(ALICE).status == "skipped_recent"
-    state = json.loads((UserPaths.of(workspace, ALICE).root / ".maintenance.json").read_text())
+    state = json.loads((OwnerPaths.of(workspace, ALICE).root / ".maintenance.json").read_text())
     assert state["report"]["status"] == "ran"
-    with FileLock(str(UserPaths.of(workspace, ALICE).maintenance_lock)):
+    with FileLock(str(OwnerPaths.of(workspace, ALICE).maintenance_lock)):
         assert runner.run_user(ALICE, force=True).status == "busy"
     assert runner.run_user(ALICE, force=True).status == "ran"
 
@@ -378,7 +378,7 @@ def test_maintenance_endpoint_needs_an_admin_key_and_stays_in_its_tenant(tmp_pat
         one = client.post("/v1/maintenance/run", json={"user_id": "alice"}, headers=admin)
         assert one.json()["reports"][0]["status"] == "skipped_recent"
     services.close()
-    assert not UserPaths(tmp_path / "ws", "globex", "gus").memory_md.exists()
+    assert not OwnerPaths(tmp_path / "ws", "globex", "gus").memory_md.exists()
 
 
 def test_scheduler_maintains_known_users_in_the_background(memory, workspace):
@@ -399,7 +399,7 @@ def test_scheduler_maintains_known_users_in_the_background(memory, workspace):
     finally:
         scheduler.stop()
     assert scheduler.passes == 1
-    assert "peanuts" in UserPaths.of(workspace, ALICE).memory_md.read_text()
+    assert "peanuts" in OwnerPaths.of(workspace, ALICE).memory_md.read_text()
 
 
 def test_the_temp_file_sweep_removes_only_old_hidden_temp_files(tmp_path):

@@ -13,7 +13,7 @@ from memory_service.cli import main
 from memory_service.config import MemorySettings
 from memory_service.context import RuntimeContext
 from memory_service.messages import Msg
-from memory_service.paths import UserPaths
+from memory_service.paths import OwnerPaths
 from memory_service.pipeline.flush import MemoryFlushManager
 from memory_service.pipeline.replay import replay_dead_letters
 from memory_service.replicas.usage.files import FilesUsageStore
@@ -48,7 +48,7 @@ def llm_env(monkeypatch, llm_server):
 
 
 def dead_letter_path(workspace):
-    return UserPaths.of(workspace, OWNER).dead_letters("flush")
+    return OwnerPaths.of(workspace, OWNER).dead_letters("flush")
 
 
 def dead_letters(workspace) -> list[dict]:

@@ -16,7 +16,7 @@ from memory_service.config import MemorySettings, load_settings
 from memory_service.context import RuntimeContext
 from memory_service.facts import Fact, Source, utcnow
 from memory_service.messages import Msg
-from memory_service.paths import UserPaths
+from memory_service.paths import OwnerPaths
 from memory_service.pipeline.extraction import Span, parse_flush_reply, split_citation
 from memory_service.pipeline.flush import MemoryFlushManager
 from memory_service.services import build_services
@@ -180,7 +180,7 @@ def test_export_and_import_keep_the_source_and_read_old_string_sources(longterm,
 
 def test_an_old_ledger_with_a_string_source_loads_unchanged(longterm, workspace):
     alice = RuntimeContext("acme", "alice")
-    ledger = UserPaths.of(workspace, alice).ledger(utcnow().date())
+    ledger = OwnerPaths.of(workspace, alice).ledger(utcnow().date())
     ledger.parent.mkdir(parents=True)
     ledger.write_text(
         '- Alice likes tea <!-- memory {"importance":6,"source":"flush","session_id":"s1"} -->\n'

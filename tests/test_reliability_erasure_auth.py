@@ -11,7 +11,7 @@ from memory_service.api import create_app
 from memory_service.api.keys import ApiKeyRing
 from memory_service.config import load_settings
 from memory_service.context import RuntimeContext
-from memory_service.paths import UserPaths
+from memory_service.paths import OwnerPaths
 from memory_service.services import build_services
 from memory_service.transfer import export_records
 
@@ -53,7 +53,7 @@ def _visible(client, services, text: str) -> list[str]:
         seen.append("list")
     if any(r["text"] == text for r in export_records(services.longterm, "acme", "alice")):
         seen.append("export")
-    memory_md = UserPaths.of(services.settings.workspace, ALICE).memory_md
+    memory_md = OwnerPaths.of(services.settings.workspace, ALICE).memory_md
     if memory_md.exists() and text in memory_md.read_text():
         seen.append("MEMORY.md")
     return seen
@@ -97,7 +97,7 @@ def test_deletes_stick_everywhere_and_after_a_restart(tmp_path, embedder, monkey
         assert receipt.json() == {"deleted": 2}
         for text in FACTS:
             assert _visible(client, services, text) == []
-        paths = UserPaths.of(services.settings.workspace, ALICE)
+        paths = OwnerPaths.of(services.settings.workspace, ALICE)
         assert not paths.memory_md.exists() and not paths.archive_dir.exists()
     services.close()
 

@@ -22,7 +22,7 @@ from memory_service.context import RuntimeContext
 from memory_service.errors import InvalidInputError, NotFoundError
 from memory_service.longterm.files.fact_files import parse_fact_file
 from memory_service.messages import ToolCall
-from memory_service.paths import UserPaths
+from memory_service.paths import OwnerPaths
 from memory_service.services import build_services
 from memory_service.tools import MemoryTools
 from tests.support.llm_server import text, tool_calls
@@ -149,7 +149,7 @@ def hostile(tmp_path, embedder, monkeypatch, llm_server):
     outside.mkdir()
     (outside / "secret.md").write_text(f"- {CANARY} outside\n")
     (ws / "api-keys.json").write_text(json.dumps({CANARY: {}}))
-    alice = UserPaths(ws, "acme", "alice")
+    alice = OwnerPaths(ws, "acme", "alice")
     message = {"role": "user", "content": f"{CANARY} in the state and log"}
     append = {"user_id": "alice", "messages": [message]}
     assert client.post("/v1/sessions/s1/messages", json=append, headers=auth()).status_code == 200

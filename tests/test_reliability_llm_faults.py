@@ -21,7 +21,7 @@ from fastapi.testclient import TestClient
 from memory_service.api import create_app
 from memory_service.api.keys import ApiKeyRing
 from memory_service.config import load_settings
-from memory_service.paths import UserPaths
+from memory_service.paths import OwnerPaths
 from memory_service.pipeline.consolidation import DEFAULT_CONSOLIDATION_PROMPT
 from memory_service.services import build_services
 from tests.support.chat_script import FLUSH_MARK, SUMMARY_MARK, SUMMARY_REPLY
@@ -111,7 +111,7 @@ def api(tmp_path, embedder, monkeypatch, llm_server, model) -> Iterator[tuple]:
     with TestClient(
         create_app(services, ApiKeyRing({KEY: {"tenant": "acme", "role": "admin"}}))
     ) as client:
-        yield client, UserPaths(settings.workspace, "acme", "alice")
+        yield client, OwnerPaths(settings.workspace, "acme", "alice")
     services.close()
 
 
@@ -126,7 +126,7 @@ def facts(client) -> list[str]:
     return [f["text"] for f in got.json()["items"]]
 
 
-def dead_letters(paths: UserPaths) -> list[dict]:
+def dead_letters(paths: OwnerPaths) -> list[dict]:
     path = paths.dead_letters("flush")
     if not path.exists():
         return []

@@ -6,7 +6,7 @@ from __future__ import annotations
 from memory_service.context import RuntimeContext, scope_context
 from memory_service.facts import Fact
 from memory_service.longterm.files.backend import FileSystemLongTermMemory
-from memory_service.paths import UserPaths
+from memory_service.paths import OwnerPaths
 from memory_service.pipeline.consolidation import Consolidator
 from memory_service.pipeline.erasure import erase_facts, forget_user
 from memory_service.pipeline.maintenance import MemoryMaintenance
@@ -47,7 +47,7 @@ def test_every_scope_is_maintained_into_its_own_memory_md(memory, tmp_path):
     ]
     assert reports[2].counts["near_duplicates"] == 1
     memory_md = {
-        owner: UserPaths.of(workspace, ctx).memory_md.read_text()
+        owner: OwnerPaths.of(workspace, ctx).memory_md.read_text()
         for owner, ctx in (("user", ALICE), ("agent", SUPPORT), ("tenant", TENANT))
     }
     assert "Tom" in memory_md["user"] and "Lunch" not in memory_md["user"]
@@ -64,12 +64,12 @@ def test_erasing_a_user_leaves_shared_memory_and_a_shared_delete_leaves_the_user
         _maintenance(memory, workspace), known_users(workspace, memory, ["acme"]), progress=False
     )
     assert forget_user(memory, workspace, ALICE) == 1
-    assert not UserPaths.of(workspace, ALICE).memory_md.exists()
-    assert "Lunch" in UserPaths.of(workspace, TENANT).memory_md.read_text()
+    assert not OwnerPaths.of(workspace, ALICE).memory_md.exists()
+    assert "Lunch" in OwnerPaths.of(workspace, TENANT).memory_md.read_text()
 
     lunch = [f.id for f in memory.list(TENANT).items]
     assert erase_facts(memory, workspace, TENANT, lunch) == 1
-    assert "Lunch" not in UserPaths.of(workspace, TENANT).memory_md.read_text()
+    assert "Lunch" not in OwnerPaths.of(workspace, TENANT).memory_md.read_text()
     bob = RuntimeContext("acme", "bob", agent_id="support")
     assert [r.fact.text for r in memory.retrieve(bob, "refunds lunch", 5)] == [
         "Refunds need a manager"

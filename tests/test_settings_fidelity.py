@@ -17,7 +17,7 @@ from memory_service.config import load_settings
 from memory_service.context import RuntimeContext
 from memory_service.facts import Fact
 from memory_service.messages import Msg
-from memory_service.paths import UserPaths
+from memory_service.paths import OwnerPaths
 from memory_service.pipeline.flush import MemoryFlushManager
 from memory_service.replicas.usage.files import FilesUsageStore
 from memory_service.services import (
@@ -64,7 +64,7 @@ def test_disable_memory_hooks_stops_scheduled_consolidation(build, disabled):
     services.longterm.record(ALICE, [Fact(text="The user is allergic to peanuts.")])
     scheduler = build_scheduler(services, build_maintenance(services))
     [report] = scheduler.run_once()
-    memory_md = UserPaths.of(services.settings.workspace, ALICE).memory_md
+    memory_md = OwnerPaths.of(services.settings.workspace, ALICE).memory_md
     assert report.status == "ran"
     assert memory_md.exists() is not disabled
     assert report.counts["consolidated"] == (0 if disabled else 1)
@@ -123,7 +123,7 @@ def test_unused_relevance_slots_pass_to_the_importance_fallback(build):
         Fact(text="The user once saw a red bicycle.", importance=2),
     ]
     services.longterm.record(ALICE, [Fact(text=t, importance=5) for t in shown] + others)
-    memory_md = UserPaths.of(services.settings.workspace, ALICE).memory_md
+    memory_md = OwnerPaths.of(services.settings.workspace, ALICE).memory_md
     memory_md.write_text("# Memory\n\n" + "".join(f"- {t}\n" for t in shown))
     prompt = build_harness(services).system_prompt(
         ALICE.with_session("s1"), "peanuts allergy, Oslo cats"
@@ -172,7 +172,7 @@ def test_a_failed_idle_flush_is_not_retried_every_sweep(build, llm_server):
     time.sleep(0.1)
     assert scheduler.sweep_once().idle.failed == 0
     assert len(script.requests["flush"]) == 1
-    letters = UserPaths.of(services.settings.workspace, ALICE).root / "dead-letters"
+    letters = OwnerPaths.of(services.settings.workspace, ALICE).root / "dead-letters"
     assert len((letters / "flush.jsonl").read_text().splitlines()) == 1
 
 
@@ -232,7 +232,7 @@ def test_expired_session_states_are_purged_by_the_scheduler(build, backend):
     services = build(shortterm=shortterm, postgres={"dsn": PG_DSN})
     ctx = ALICE.with_session("s1")
     services.shortterm.append(ctx, [Msg.user("a secret plan")], compact=False)
-    state_file = UserPaths.of(services.settings.workspace, ctx).state_file("s1")
+    state_file = OwnerPaths.of(services.settings.workspace, ctx).state_file("s1")
     try:
         time.sleep(0.6)
         scheduler = build_scheduler(services, build_maintenance(services))

@@ -10,7 +10,7 @@ import pytest
 from memory_service.config import load_settings
 from memory_service.context import RuntimeContext
 from memory_service.facts import Fact, utcnow
-from memory_service.paths import UserPaths
+from memory_service.paths import OwnerPaths
 from memory_service.pipeline.consolidation import DEFAULT_CONSOLIDATION_PROMPT
 from memory_service.services import build_harness, build_services
 from tests.support.chat_script import Script
@@ -117,7 +117,7 @@ def test_memory_search_star_lists_what_is_remembered(rig):
 def test_memory_consolidate_rewrites_memory_md_now_and_a_bad_reply_is_the_tools_error(rig):
     rig.services.longterm.record(ALICE, [Fact(text="The user is vegan.")])
     done = rig.ask("memory_consolidate", {})
-    memory_md = UserPaths.of(rig.services.settings.workspace, ALICE).memory_md
+    memory_md = OwnerPaths.of(rig.services.settings.workspace, ALICE).memory_md
     assert done.ok and done.text.startswith("MEMORY.md rewritten (llm)")
     assert "The user is vegan." in memory_md.read_text()
     rig.services.longterm.record(ALICE, [Fact(text="The user plays chess on Sundays.")])

@@ -15,7 +15,7 @@ from memory_service.facts import Fact, Source
 from memory_service.limits import MAX_TAGS, MAX_TOOL_QUERY_CHARS
 from memory_service.longterm.files.fact_files import render_fact
 from memory_service.messages import MEMORY_TOOL_NAMES, Msg, ToolCall
-from memory_service.paths import UserPaths
+from memory_service.paths import OwnerPaths
 from memory_service.services import build_shortterm
 from memory_service.tools import TOOL_ARGUMENTS, MemoryTools
 from memory_service.tools.arguments import MemorySearchArgs
@@ -40,7 +40,7 @@ def tools(workspace, longterm, shortterm):
 @pytest.fixture
 def alice_files(workspace, longterm):
     """MEMORY.md with metadata comments, and one ledger written through the backend."""
-    paths = UserPaths.of(workspace, ALICE)
+    paths = OwnerPaths.of(workspace, ALICE)
     paths.root.mkdir(parents=True)
     bullets = [
         render_fact(Fact("The user is allergic to peanuts.", importance=10)),
@@ -184,7 +184,7 @@ TRAVERSALS = [
 
 @pytest.mark.parametrize("path", TRAVERSALS, ids=range(len(TRAVERSALS)))
 def test_paths_out_of_the_memory_folder_are_refused(tools, alice_files, workspace, path):
-    bob = UserPaths.of(workspace, BOB)
+    bob = OwnerPaths.of(workspace, BOB)
     bob.root.mkdir(parents=True)
     bob.memory_md.write_text(f"- {SECRET}\n")
     with pytest.raises(InvalidInputError) as refused:
@@ -212,7 +212,7 @@ def test_refusals_say_why(tools, alice_files):
 def test_symlinks_that_lead_out_are_refused(tools, alice_files, workspace, tmp_path):
     outside = tmp_path / "outside.md"
     outside.write_text(f"- {SECRET}\n")
-    bob = UserPaths.of(workspace, BOB)
+    bob = OwnerPaths.of(workspace, BOB)
     bob.root.mkdir(parents=True)
     bob.memory_md.write_text(f"- {SECRET}\n")
     state_file = alice_files.root / "state" / "s1.json"
@@ -230,7 +230,7 @@ def test_symlinks_that_lead_out_are_refused(tools, alice_files, workspace, tmp_p
             tools.memory_get(ALICE, name)
     # a linked memory folder is refused too, and search skips what it cannot read
     other = RuntimeContext("acme", "carol", "s1")
-    carol = UserPaths.of(workspace, other)
+    carol = OwnerPaths.of(workspace, other)
     carol.root.mkdir(parents=True)
     os.symlink(bob.root, carol.ledger_dir)
     with pytest.raises(InvalidInputError):

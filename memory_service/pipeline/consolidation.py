@@ -26,7 +26,7 @@ from memory_service.llm import ChatModel, LlmBadResponseError, Usage
 from memory_service.longterm.files.fact_files import render_fact
 from memory_service.messages import estimate_tokens
 from memory_service.observe.telemetry import sink
-from memory_service.paths import UserPaths
+from memory_service.paths import OwnerPaths
 from memory_service.pipeline.memory_md import memory_bullets, plain_memory
 from memory_service.replicas.memory_docs import STAMP_FORMAT, MemoryDocs, Snapshot
 from memory_service.replicas.memory_docs.files import documents
@@ -159,7 +159,7 @@ class Consolidator:
 
     def consolidate(
         self,
-        paths: UserPaths,
+        paths: OwnerPaths,
         facts: Sequence[Fact],
         now: datetime,
         *,
@@ -229,7 +229,7 @@ class Consolidator:
         raise LlmBadResponseError("the model's MEMORY.md rewrite had no '- ' bullets, twice")
 
 
-def _context_of(paths: UserPaths) -> RuntimeContext:
+def _context_of(paths: OwnerPaths) -> RuntimeContext:
     """The owner ``paths`` name, as a context (a caller that gave none: no tombstone check)."""
     scope = check_scope(paths.scope)
     return RuntimeContext(paths.tenant_id, paths.user_id, agent_id=paths.agent_id, scope=scope)

@@ -34,7 +34,7 @@ from memory_service.facts import Fact, utcnow
 from memory_service.fsutil import TEMP_SUFFIX
 from memory_service.longterm.files.fact_files import parse_fact_file, rewrite_fact_file
 from memory_service.longterm.protocol import LongTermMemory
-from memory_service.paths import UserPaths
+from memory_service.paths import OwnerPaths
 from memory_service.pipeline.consolidation import COVERAGE_MIN
 from memory_service.replicas.memory_docs import MemoryDocs
 from memory_service.replicas.memory_docs.files import documents
@@ -100,7 +100,7 @@ def forget_user(
     count = longterm.forget(ctx)
     if docs is not None:
         docs.erase_user(ctx)  # wherever they live; the files go with the ledgers below
-    paths = UserPaths.of(workspace, ctx)
+    paths = OwnerPaths.of(workspace, ctx)
     if paths.root.is_dir():
         with FileLock(str(paths.lock_file), timeout=60):
             paths.memory_md.unlink(missing_ok=True)
@@ -160,7 +160,7 @@ class UserErasure:
         """Erase everything of ``ctx``'s user; ``NotFoundError`` (nothing written) when no
         store holds anything of them. Running it again after a failure finishes the job."""
         tombstones = self.tombstones or FilesTombstones(self.workspace)
-        paths = UserPaths.of(self.workspace, ctx)
+        paths = OwnerPaths.of(self.workspace, ctx)
         pending = tombstones.read(ctx)
         unfinished = pending is not None and pending.erased_at is None
         if not unfinished and not paths.root.exists() and not any(self.inventory(ctx).values()):
@@ -194,7 +194,7 @@ def _who(ctx: RuntimeContext) -> tuple[str, str]:
     return ctx.tenant_id, ctx.user_id
 
 
-def _sweep(paths: UserPaths) -> list[str]:
+def _sweep(paths: OwnerPaths) -> list[str]:
     """After every store erased its part: remove the user's lock files, the temp files of
     killed writes and the folders left empty, the user's folder last. Returns the files left
     (their paths inside the folder), which no store claimed."""

@@ -29,7 +29,7 @@ from memory_service.longterm.files.fact_files import parse_fact_file
 from memory_service.longterm.protocol import ArchivesFactFiles, LongTermMemory, SettlesStoredFacts
 from memory_service.observe.telemetry import sink
 from memory_service.observe.tracing import using_ids
-from memory_service.paths import UserPaths
+from memory_service.paths import OwnerPaths
 from memory_service.pipeline.consolidation import ConsolidationResult, Consolidator
 from memory_service.pipeline.erasure import erase_facts
 from memory_service.pipeline.policy import plan_maintenance, plan_prune
@@ -159,7 +159,7 @@ class MemoryMaintenance:
     def _run_user(
         self, ctx: RuntimeContext, *, force: bool, consolidate: bool
     ) -> MaintenanceReport:
-        paths = UserPaths.of(self.workspace, ctx)
+        paths = OwnerPaths.of(self.workspace, ctx)
         report = MaintenanceReport.of(ctx, "ran")
         tombstones = self.tombstones
         if tombstones.refuses(ctx):  # erased since this pass began: nothing to maintain
@@ -193,7 +193,7 @@ class MemoryMaintenance:
     def _run_steps(
         self,
         ctx: RuntimeContext,
-        paths: UserPaths,
+        paths: OwnerPaths,
         now: datetime,
         report: MaintenanceReport,
         *,
@@ -271,7 +271,7 @@ class MemoryMaintenance:
     def consolidate_user(self, ctx: RuntimeContext) -> ConsolidationResult:
         """Consolidate one user's MEMORY.md now, under the per-user maintenance lock (a
         running maintenance answers ``BackendUnavailableError`` ``busy``); usage counted."""
-        paths = UserPaths.of(self.workspace, ctx)
+        paths = OwnerPaths.of(self.workspace, ctx)
         self.tombstones.check(ctx)  # before the folder is made again
         with self.state.lock(ctx) as alone:
             if not alone:
@@ -293,7 +293,7 @@ class MemoryMaintenance:
         self, ctx: RuntimeContext, *, max_importance: int | None = None
     ) -> list[tuple[Fact, str]]:
         """The facts ``prune`` would remove (``policy.plan_prune``), with why."""
-        paths = UserPaths.of(self.workspace, ctx)
+        paths = OwnerPaths.of(self.workspace, ctx)
         return plan_prune(
             all_facts(self.longterm, ctx),
             self._clock(),
@@ -309,7 +309,7 @@ class MemoryMaintenance:
         docs = self.consolidator.documents(self.workspace)
         return erase_facts(self.longterm, self.workspace, ctx, ids, docs=docs)
 
-    def _consolidated_ids(self, ctx: RuntimeContext, paths: UserPaths) -> set[str]:
+    def _consolidated_ids(self, ctx: RuntimeContext, paths: OwnerPaths) -> set[str]:
         """Facts whose text is a MEMORY.md bullet: consolidated facts do not expire."""
         text = self.consolidator.documents(self.workspace).read(ctx)
         return {

@@ -49,7 +49,7 @@ from memory_service.context import RuntimeContext
 from memory_service.facts import utcnow
 from memory_service.llm import require_model
 from memory_service.observe.telemetry import sink
-from memory_service.paths import UserPaths
+from memory_service.paths import OwnerPaths
 from memory_service.pipeline.flush import MemoryFlushManager
 from memory_service.pipeline.scheduler import known_users
 from memory_service.progress import Progress
@@ -162,7 +162,7 @@ def users_with_dead_letters(
     for ctx in known_users(workspace, None):  # a dead-letter file needs the user's folder
         if tenant_id is not None and ctx.tenant_id != tenant_id:
             continue
-        if has_dead_letters(UserPaths.of(workspace, ctx)):
+        if has_dead_letters(OwnerPaths.of(workspace, ctx)):
             found.append(ctx)
     return found
 

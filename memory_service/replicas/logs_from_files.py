@@ -19,7 +19,7 @@ from pathlib import Path
 
 from memory_service.context import RuntimeContext, validate_id
 from memory_service.errors import InvalidInputError, NotFoundError, UserErasedError
-from memory_service.paths import TOOL_RESULTS_DIR, UserPaths, WorkspacePaths, id_folders
+from memory_service.paths import TOOL_RESULTS_DIR, OwnerPaths, WorkspacePaths, id_folders
 from memory_service.replicas.session_logs.files import FilesSessionLogStore
 from memory_service.replicas.session_logs.postgres import PostgresSessionLogStore
 from memory_service.replicas.tool_results import RESULT_SUFFIX
@@ -71,11 +71,11 @@ def _move_results(
     user: RuntimeContext, files: FilesToolResultStore, results: PostgresToolResultStore
 ) -> int:
     moved = 0
-    for session_id in id_folders(UserPaths.of(files.workspace, user).tool_results_root):
+    for session_id in id_folders(OwnerPaths.of(files.workspace, user).tool_results_root):
         ctx = user.with_session(session_id)
         bodies: dict[str, str] = {}
         paths: list[Path] = []
-        folder = UserPaths.of(files.workspace, ctx).tool_results_dir(session_id)
+        folder = OwnerPaths.of(files.workspace, ctx).tool_results_dir(session_id)
         for path in sorted(folder.glob(f"*{RESULT_SUFFIX}")):
             ref = f"{TOOL_RESULTS_DIR}/{session_id}/{path.name}"
             try:

@@ -19,7 +19,7 @@ from memory_service.context import RuntimeContext
 from memory_service.errors import InvalidIdError, InvalidInputError, NotFoundError
 from memory_service.fsutil import read_text
 from memory_service.limits import MAX_TOOL_PATH_CHARS
-from memory_service.paths import UserPaths
+from memory_service.paths import OwnerPaths
 from memory_service.replicas.memory_docs import MEMORY_MD, MemoryDocs, is_memory_doc
 
 _SAFE_FILE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,127}\.md")
@@ -70,7 +70,7 @@ def memory_path_parts(path: object) -> tuple[str, ...]:
 def resolve(workspace: Path, ctx: RuntimeContext, path: str) -> Path:
     """The memory file ``path`` names, refused unless it really is one of the user's."""
     parts = memory_path_parts(path)
-    paths = UserPaths.of(workspace, ctx)
+    paths = OwnerPaths.of(workspace, ctx)
     resolved = paths.inside(paths.root.joinpath(*parts))
     allowed = paths.memory_md.resolve()
     if resolved != allowed and paths.ledger_dir.resolve() not in resolved.parents:
@@ -83,7 +83,7 @@ def resolve(workspace: Path, ctx: RuntimeContext, path: str) -> Path:
 def memory_files(workspace: Path, ctx: RuntimeContext) -> list[tuple[str, Path]]:
     """MEMORY.md, then the daily ledgers newest first (archived ledgers are not searched);
     a file that is a link out of the user's folder is skipped."""
-    paths = UserPaths.of(workspace, ctx)
+    paths = OwnerPaths.of(workspace, ctx)
     found = [("MEMORY.md", paths.memory_md)]
     if paths.ledger_dir.is_dir():
         ledgers = list(reversed(paths.ledger_candidates()))

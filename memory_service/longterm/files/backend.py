@@ -53,7 +53,7 @@ from memory_service.longterm.store_values import (
     merge_floors,
 )
 from memory_service.observe.telemetry import timed_stage
-from memory_service.paths import UserPaths, WorkspacePaths, id_folders
+from memory_service.paths import OwnerPaths, WorkspacePaths, id_folders
 from memory_service.replicas.tombstones import Tombstones
 from memory_service.replicas.tombstones.files import FilesTombstones
 
@@ -98,8 +98,8 @@ class FileSystemLongTermMemory(BaseLongTermMemory[_Read]):
 
     # -- paths, locks, writes ---------------------------------------------------------------
 
-    def paths(self, ctx: RuntimeContext) -> UserPaths:
-        return UserPaths.of(self.workspace, ctx)
+    def paths(self, ctx: RuntimeContext) -> OwnerPaths:
+        return OwnerPaths.of(self.workspace, ctx)
 
     def _write_lock(self, ctx: RuntimeContext) -> FileLock:
         paths = self.paths(ctx)
@@ -136,7 +136,7 @@ class FileSystemLongTermMemory(BaseLongTermMemory[_Read]):
     def _write(
         self,
         ctx: RuntimeContext,
-        paths: UserPaths,
+        paths: OwnerPaths,
         now: datetime,
         new: list[Fact],
         changes: dict[Path, dict[str, Fact | None]],
@@ -316,7 +316,7 @@ class FileSystemLongTermMemory(BaseLongTermMemory[_Read]):
             self._indexes.invalidate(ctx)
         return count
 
-    def _archived_facts(self, paths: UserPaths) -> int:
+    def _archived_facts(self, paths: OwnerPaths) -> int:
         """Facts in the archived fact files (moved out of recall, still the user's)."""
         archived = sorted(paths.archive_dir.glob("*.md")) if paths.archive_dir.is_dir() else []
         return sum(

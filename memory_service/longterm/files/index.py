@@ -38,7 +38,7 @@ from memory_service.longterm.store_values import (
     newest_holders,
     resolve_key_race,
 )
-from memory_service.paths import UserPaths
+from memory_service.paths import OwnerPaths
 
 Stamp = tuple[int, int, int]  # mtime_ns, size, inode
 
@@ -145,7 +145,7 @@ class OwnerIndex:
         return self._current
 
 
-def parse_file(ctx: RuntimeContext, path: Path, paths: UserPaths) -> list[Fact]:
+def parse_file(ctx: RuntimeContext, path: Path, paths: OwnerPaths) -> list[Fact]:
     """The file's facts with derived hash and id (as written: no newest-wins yet)."""
     if path == paths.memory_md:
         default = datetime.fromtimestamp(path.stat().st_mtime, UTC)
@@ -167,7 +167,7 @@ def parse_file(ctx: RuntimeContext, path: Path, paths: UserPaths) -> list[Fact]:
 
 def build_index(
     ctx: RuntimeContext,
-    paths: UserPaths,
+    paths: OwnerPaths,
     signature: Signature,
     previous: Mapping[Path, ParsedFile] | None,
     expiry: ExpiryPolicy | None = None,
@@ -221,7 +221,7 @@ class OwnerIndexes:
         self._parsed: dict[tuple[str, str], dict[Path, ParsedFile]] = {}
         self._lock = threading.RLock()
 
-    def of(self, ctx: RuntimeContext, paths: UserPaths, expiry: ExpiryPolicy) -> OwnerIndex:
+    def of(self, ctx: RuntimeContext, paths: OwnerPaths, expiry: ExpiryPolicy) -> OwnerIndex:
         """The user's index, rebuilt from the files if their signature (or the expiry rule
         its deadlines were computed by) changed."""
         key = (ctx.tenant_id, ctx.owner)

@@ -1,5 +1,5 @@
 """Which fact files an owner has on disk, read without following a link: MEMORY.md and the
-daily files ``memory/YYYY-MM-DD.md`` (their names are ``paths.UserPaths``'), each one
+daily files ``memory/YYYY-MM-DD.md`` (their names are ``paths.OwnerPaths``'), each one
 ``lstat`` and the folder one scan, since every read checks them (a recall over three scopes
 checks three folders); and which owners of a tenant have any."""
 
@@ -10,7 +10,7 @@ import stat
 from collections.abc import Callable
 from pathlib import Path
 
-from memory_service.paths import UserPaths
+from memory_service.paths import OwnerPaths
 
 Signature = tuple[tuple[str, int, int, int], ...]
 
@@ -24,7 +24,7 @@ def _regular_stat(path: str) -> os.stat_result | None:
     return st if stat.S_ISREG(st.st_mode) else None
 
 
-def _fact_file_stats(paths: UserPaths) -> list[tuple[str, os.stat_result]]:
+def _fact_file_stats(paths: OwnerPaths) -> list[tuple[str, os.stat_result]]:
     """MEMORY.md and the daily fact files (``memory/*.md``, name order) with their stats: one
     ``lstat`` each and one directory scan, since every read checks them (a recall over three
     scopes checks three folders)."""
@@ -49,13 +49,13 @@ def _fact_file_stats(paths: UserPaths) -> list[tuple[str, os.stat_result]]:
     return out
 
 
-def fact_file_paths(paths: UserPaths) -> list[Path]:
+def fact_file_paths(paths: OwnerPaths) -> list[Path]:
     """MEMORY.md and the daily fact files: regular files only. A symlink is never followed,
     so a link planted in ``memory/`` cannot pull another user's file into recall."""
     return [Path(name) for name, _ in _fact_file_stats(paths)]
 
 
-def owners_with_fact_files(folders: Path, paths_of: Callable[[str], UserPaths]) -> list[str]:
+def owners_with_fact_files(folders: Path, paths_of: Callable[[str], OwnerPaths]) -> list[str]:
     """The names of the folders under ``folders`` that are valid ids holding fact files
     (``paths_of`` raises ``ValueError``, as ``InvalidIdError`` is, for a name that is not)."""
     if not folders.is_dir():
@@ -71,7 +71,7 @@ def owners_with_fact_files(folders: Path, paths_of: Callable[[str], UserPaths]) 
     return found
 
 
-def fact_files_signature(paths: UserPaths) -> Signature:
+def fact_files_signature(paths: OwnerPaths) -> Signature:
     """What says the user's files changed: each file's path, mtime, size and inode. Every
     write here is an atomic replace, i.e. a new inode: another process's rewrite is seen
     even when it keeps the size within one mtime tick."""

@@ -22,12 +22,12 @@ import numpy as np
 from indexing.embeddings import Embedder
 from memory_service.context import RuntimeContext
 from memory_service.fsutil import ensure_dir, write_bytes_atomically
-from memory_service.paths import UserPaths
+from memory_service.paths import OwnerPaths
 
 log = logging.getLogger(__name__)
 
 
-def cache_path(paths: UserPaths, embedder: Embedder) -> Path:
+def cache_path(paths: OwnerPaths, embedder: Embedder) -> Path:
     """The user's vector cache for this embedder (model name and dimension, hashed)."""
     model = hashlib.sha256(f"{embedder.name}:{embedder.dimension}".encode()).hexdigest()[:12]
     return paths.vector_cache(model)
@@ -96,11 +96,11 @@ class VectorCaches:
         self.workspace = Path(workspace)
 
     def count_user(self, ctx: RuntimeContext) -> int:
-        return len(UserPaths.of(self.workspace, ctx).vector_caches())
+        return len(OwnerPaths.of(self.workspace, ctx).vector_caches())
 
     def erase_user(self, ctx: RuntimeContext) -> int:
         """Delete the user's vector caches (and their folder when it is left empty)."""
-        paths = UserPaths.of(self.workspace, ctx)
+        paths = OwnerPaths.of(self.workspace, ctx)
         found = paths.vector_caches()
         for path in found:
             path.unlink(missing_ok=True)

@@ -27,7 +27,7 @@ from filelock import FileLock
 from memory_service.context import RuntimeContext
 from memory_service.fsutil import append_durably, try_file_lock, write_bytes_atomically
 from memory_service.observe.telemetry import sink
-from memory_service.paths import UserPaths
+from memory_service.paths import OwnerPaths
 from memory_service.replicas.dead_letters import (
     LOCK_TIMEOUT_S,
     Change,
@@ -42,7 +42,7 @@ from memory_service.replicas.tombstones.files import FilesTombstones
 log = logging.getLogger(__name__)
 
 
-def has_dead_letters(paths: UserPaths) -> bool:
+def has_dead_letters(paths: OwnerPaths) -> bool:
     """Whether the user's dead-letter file exists and is not empty (no lock, no parsing)."""
     path = paths.flush_dead_letters
     return path.is_file() and path.stat().st_size > 0
@@ -51,7 +51,7 @@ def has_dead_letters(paths: UserPaths) -> bool:
 class FilesDeadLetterBox:
     """One user's ``dead-letters/flush.jsonl``; every path is checked to be in their folder."""
 
-    def __init__(self, paths: UserPaths, tombstones: Tombstones | None = None) -> None:
+    def __init__(self, paths: OwnerPaths, tombstones: Tombstones | None = None) -> None:
         self.paths = paths
         self.path = paths.inside(paths.flush_dead_letters)
         self.tombstones = tombstones or FilesTombstones(paths.workspace)
@@ -60,7 +60,7 @@ class FilesDeadLetterBox:
     def of(
         cls, workspace: Path, ctx: RuntimeContext, tombstones: Tombstones | None = None
     ) -> FilesDeadLetterBox:
-        return cls(UserPaths.of(workspace, ctx), tombstones)
+        return cls(OwnerPaths.of(workspace, ctx), tombstones)
 
     @property
     def relative(self) -> str:
@@ -201,7 +201,7 @@ class FilesDeadLetterStore:
 
     def count_user(self, ctx: RuntimeContext) -> int:
         """How many of the user's records the dead-letter file holds (read without the lock)."""
-        paths = UserPaths.of(self.workspace, ctx)
+        paths = OwnerPaths.of(self.workspace, ctx)
         if not has_dead_letters(paths):
             return 0
         return sum(1 for line in FilesDeadLetterBox(paths)._lines() if _owned_by(line, ctx))

@@ -16,7 +16,7 @@ from filelock import FileLock
 from memory_service.context import RuntimeContext
 from memory_service.facts import parse_time
 from memory_service.fsutil import read_text, try_file_lock, write_atomically
-from memory_service.paths import UserPaths
+from memory_service.paths import OwnerPaths
 from memory_service.replicas.maintenance_state import (
     ERASE_WAIT_S,
 )
@@ -28,8 +28,8 @@ class FilesMaintenanceState:
     def __init__(self, workspace: Path) -> None:
         self.workspace = Path(workspace)
 
-    def _paths(self, ctx: RuntimeContext) -> UserPaths:
-        return UserPaths.of(self.workspace, ctx)
+    def _paths(self, ctx: RuntimeContext) -> OwnerPaths:
+        return OwnerPaths.of(self.workspace, ctx)
 
     def last_run(self, ctx: RuntimeContext) -> datetime | None:
         raw = read_text(self._paths(ctx).maintenance_state)

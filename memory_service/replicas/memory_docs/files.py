@@ -12,7 +12,7 @@ from filelock import FileLock
 
 from memory_service.context import RuntimeContext
 from memory_service.fsutil import read_text, write_atomically
-from memory_service.paths import UserPaths
+from memory_service.paths import OwnerPaths
 from memory_service.replicas.memory_docs import (
     MEMORY_MD,
     MemoryDocs,
@@ -33,11 +33,11 @@ class FilesMemoryDocs:
         self.workspace = Path(workspace)
         self.tombstones = tombstones or FilesTombstones(self.workspace)
 
-    def _paths(self, ctx: RuntimeContext) -> UserPaths:
-        return UserPaths.of(self.workspace, ctx)
+    def _paths(self, ctx: RuntimeContext) -> OwnerPaths:
+        return OwnerPaths.of(self.workspace, ctx)
 
     @staticmethod
-    def _files(paths: UserPaths) -> list[Path]:
+    def _files(paths: OwnerPaths) -> list[Path]:
         found = [paths.memory_md] if paths.memory_md.is_file() else []
         if paths.archive_dir.is_dir() and not paths.archive_dir.is_symlink():
             found += sorted(paths.archive_dir.glob("MEMORY.*.md"))

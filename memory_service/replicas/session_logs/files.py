@@ -19,7 +19,7 @@ from memory_service.errors import InvalidIdError
 from memory_service.facts import utcnow
 from memory_service.fsutil import append_durably, ensure_dir
 from memory_service.messages import Msg
-from memory_service.paths import UserPaths, lock_for
+from memory_service.paths import OwnerPaths, lock_for
 from memory_service.replicas.session_logs import (
     DEFAULT_RETENTION_DAYS,
     LogEntry,
@@ -43,7 +43,7 @@ class FilesSessionLogStore:
         self._tombstones = tombstones or FilesTombstones(self.workspace)
 
     def _path(self, ctx: RuntimeContext, session_id: str | None = None) -> Path:
-        paths = UserPaths.of(self.workspace, ctx)
+        paths = OwnerPaths.of(self.workspace, ctx)
         return paths.inside(paths.session_log(session_id or session_of(ctx)))
 
     def append(self, ctx: RuntimeContext, messages: Sequence[Msg]) -> None:
@@ -82,7 +82,7 @@ class FilesSessionLogStore:
 
     def sessions(self, ctx: RuntimeContext) -> list[str]:
         """Session ids with a log (files whose names are not valid ids are ignored)."""
-        names = UserPaths.of(self.workspace, ctx).session_logs()
+        names = OwnerPaths.of(self.workspace, ctx).session_logs()
         return sorted(name for name in names if ID_PATTERN.fullmatch(name) and ".." not in name)
 
     def search(
@@ -122,12 +122,12 @@ class FilesSessionLogStore:
 
     def count_user(self, ctx: RuntimeContext) -> int:
         """How many session logs the user has."""
-        return len(UserPaths.of(self.workspace, ctx).session_logs())
+        return len(OwnerPaths.of(self.workspace, ctx).session_logs())
 
     def erase_user(self, ctx: RuntimeContext) -> int:
         """Delete every session log of the user, each under its lock; how many there were."""
         removed = 0
-        for path in UserPaths.of(self.workspace, ctx).session_logs().values():
+        for path in OwnerPaths.of(self.workspace, ctx).session_logs().values():
             with FileLock(str(lock_for(path)), timeout=30):
                 if path.exists():
                     path.unlink()
@@ -163,7 +163,7 @@ def delete_old_session_logs(
     """Delete the user's session logs not written to for ``retention_days``; returns the
     session ids whose logs went. Maintenance calls this once per user."""
     cutoff = retention_cutoff(retention_days, now).timestamp()
-    paths = UserPaths.of(Path(workspace), ctx)
+    paths = OwnerPaths.of(Path(workspace), ctx)
     deleted = []
     for session_id, found in paths.session_logs().items():
         try:

@@ -10,7 +10,7 @@ move here at a replica's start, ``logs_from_files``)::
 
 One row per logged message; ``id`` keeps the order of appends, ``owner_id`` is
 ``RuntimeContext.owner`` (the user id for a user's sessions), as the files log keys its folder
-by ``UserPaths.of``. ``message`` is ``Msg.to_dict`` (what ``read`` gives back), ``body`` its
+by ``OwnerPaths.of``. ``message`` is ``Msg.to_dict`` (what ``read`` gives back), ``body`` its
 text.
 
 ``terms`` is what ``search`` matches, under a GIN index: the project's own tokenizer

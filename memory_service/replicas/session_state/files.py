@@ -20,7 +20,7 @@ from memory_service.context import RuntimeContext
 from memory_service.errors import BackendUnavailableError, ConflictError, MemoryServiceError
 from memory_service.facts import utcnow
 from memory_service.fsutil import ensure_dir, write_atomically
-from memory_service.paths import UserPaths, WorkspacePaths, lock_for
+from memory_service.paths import OwnerPaths, WorkspacePaths, lock_for
 from memory_service.replicas.session_state import (
     Clock,
     SessionInfo,
@@ -53,8 +53,8 @@ class FilesAgentStateStore:
 
     # -- paths ----------------------------------------------------------------------------
 
-    def _file(self, ctx: RuntimeContext) -> tuple[UserPaths, Path]:
-        paths = UserPaths.of(self.workspace, ctx)
+    def _file(self, ctx: RuntimeContext) -> tuple[OwnerPaths, Path]:
+        paths = OwnerPaths.of(self.workspace, ctx)
         return paths, paths.inside(paths.state_file(session_of(ctx)))
 
     def _lock(self, path: Path) -> FileLock:
@@ -131,7 +131,7 @@ class FilesAgentStateStore:
             return not is_expired(record["expires_at"], self._clock())
 
     def list_sessions(self, ctx: RuntimeContext) -> list[SessionInfo]:
-        paths = UserPaths.of(self.workspace, ctx)
+        paths = OwnerPaths.of(self.workspace, ctx)
         now = self._clock()
         found = []
         for session_id, path in paths.state_files().items():
@@ -152,11 +152,11 @@ class FilesAgentStateStore:
 
     def count_user(self, ctx: RuntimeContext) -> int:
         """How many session states the user has stored, expired ones included."""
-        return len(UserPaths.of(self.workspace, ctx).state_files())
+        return len(OwnerPaths.of(self.workspace, ctx).state_files())
 
     def erase_user(self, ctx: RuntimeContext) -> int:
         """Delete every session state of the user, each under its lock; how many there were."""
-        paths = UserPaths.of(self.workspace, ctx)
+        paths = OwnerPaths.of(self.workspace, ctx)
         removed = 0
         for path in paths.state_files().values():
             with self._lock(path):

@@ -14,7 +14,7 @@ from memory_service.context import RuntimeContext
 from memory_service.errors import InvalidIdError, InvalidInputError
 from memory_service.fsutil import write_atomically
 from memory_service.messages import Msg
-from memory_service.paths import TOOL_RESULTS_DIR, UserPaths
+from memory_service.paths import TOOL_RESULTS_DIR, OwnerPaths
 from memory_service.replicas.session_state import session_of
 from memory_service.replicas.tombstones import Tombstones
 from memory_service.replicas.tombstones.files import FilesTombstones
@@ -50,8 +50,8 @@ class FilesToolResultStore:
         self.preview_chars = min(preview_chars, max_chars)
         self._tombstones = tombstones or FilesTombstones(self.workspace)
 
-    def _paths(self, ctx: RuntimeContext) -> UserPaths:
-        return UserPaths.of(self.workspace, ctx)
+    def _paths(self, ctx: RuntimeContext) -> OwnerPaths:
+        return OwnerPaths.of(self.workspace, ctx)
 
     def needs_eviction(self, message: Msg) -> bool:
         return needs_eviction(message, self.max_chars)
@@ -72,7 +72,7 @@ class FilesToolResultStore:
         return preview_of(message, ref, self.preview_chars)
 
     @staticmethod
-    def _file_id(paths: UserPaths, session: str, message: Msg) -> str:
+    def _file_id(paths: OwnerPaths, session: str, message: Msg) -> str:
         """The tool call's id when it is a safe name, made unique within the session."""
         base = result_id_base(message)
         candidate, n = base, 1
