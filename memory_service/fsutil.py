@@ -1,6 +1,9 @@
-"""Durable file writes: appends are fsynced, rewrites are atomic (temp file + os.replace).
+"""Durable, private file writes: appends are fsynced, rewrites are atomic (temp file +
+os.replace), and every file is created 0600 and every folder 0700, whatever the umask.
 
-Invariant: nothing acknowledged is lost, and a crash leaves either the old or the new file.
+Invariants: nothing acknowledged is lost, a crash leaves either the old or the new file, and
+no other account of the machine can read a user's data (under the common umask 022 a plain
+``open`` would make it world-readable).
 """
 
 from __future__ import annotations
@@ -13,6 +16,10 @@ from contextlib import contextmanager
 from datetime import datetime, timedelta
 from pathlib import Path
 
+from filelock import FileLock
+
+PRIVATE_FILE = 0o600  # every file holding user data: its owner alone reads it
+PRIVATE_DIR = 0o700
 TEMP_SUFFIX = ".tmp"  # ``.<name>.<random>.tmp`` beside the file an atomic write replaces
 
 
@@ -26,15 +33,36 @@ def fsync_dir(path: Path) -> None:
 
 
 def ensure_dir(path: Path) -> Path:
-    path.mkdir(parents=True, exist_ok=True)
+    """``path`` and its missing parents, each created 0700 (``mkdir -p`` would make the
+    parents with the umask's default, 0755 under umask 022). Existing folders are left as
+    they are: their modes are their owner's choice."""
+    missing = []
+    current = path
+    while not current.exists():
+        missing.append(current)
+        if current.parent == current:
+            break
+        current = current.parent
+    for folder in reversed(missing):
+        try:
+            folder.mkdir(mode=PRIVATE_DIR)
+        except FileExistsError:  # made meanwhile by another thread or process
+            continue
     return path
+
+
+def file_lock(path: Path, *, timeout: float = -1) -> FileLock:
+    """A ``filelock.FileLock`` on ``path`` (its folder made), its lock file created 0600."""
+    ensure_dir(path.parent)
+    return FileLock(str(path), timeout=timeout, mode=PRIVATE_FILE)
 
 
 def append_durably(path: Path, text: str, *, header: str = "") -> None:
     """Append ``text`` (UTF-8), fsync it; a new file starts with ``header``."""
     ensure_dir(path.parent)
     created = not path.exists()
-    with open(path, "a", encoding="utf-8", newline="\n") as handle:
+    fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, PRIVATE_FILE)
+    with open(fd, "a", encoding="utf-8", newline="\n") as handle:
         if created and header:
             handle.write(header)
         elif not created and path.stat().st_size > 0 and not _ends_with_newline(path):
@@ -110,9 +138,9 @@ def read_text(path: Path) -> str:
 def try_file_lock(path: Path) -> Iterator[bool]:
     """A non-blocking lock on ``path`` held for the block: yields False (holding nothing) when
     another process or thread holds it, so the caller reports ``busy`` instead of waiting."""
-    from filelock import FileLock, Timeout
+    from filelock import Timeout
 
-    lock = FileLock(str(path), timeout=0)
+    lock = file_lock(path, timeout=0)
     try:
         lock.acquire()
     except Timeout:

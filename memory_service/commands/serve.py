@@ -6,6 +6,8 @@ import argparse
 import logging
 from typing import TYPE_CHECKING
 
+from memory_service.fsutil import ensure_dir
+
 if TYPE_CHECKING:
     from memory_service.api.keys import KeySource
 
@@ -35,7 +37,7 @@ def run(args: argparse.Namespace) -> int:
     configure_logging(observability.log_format, observability.log_level)
     host = args.host or settings.api.host
     port = args.port or settings.api.port
-    settings.workspace.mkdir(parents=True, exist_ok=True)
+    ensure_dir(settings.workspace)
     # a bad keys file is told before the model loads; keys in PostgreSQL need its pool
     keys = None if settings.state_in_postgres else load_key_ring(settings)
     services = build_services(settings)

@@ -23,7 +23,7 @@ from memory_service.config.memory_settings import validate_consolidation_prompt
 from memory_service.context import RuntimeContext, check_scope
 from memory_service.facts import FACT_KINDS, Fact
 from memory_service.llm import ChatModel, LlmBadResponseError, Usage
-from memory_service.longterm.files.fact_files import render_fact
+from memory_service.longterm.files.fact_files import parse_line, render_fact
 from memory_service.messages import estimate_tokens
 from memory_service.observe.telemetry import sink
 from memory_service.paths import OwnerPaths
@@ -104,23 +104,42 @@ def deterministic_memory(facts: Sequence[Fact], max_tokens: int, now: datetime) 
         group = [f for f in chosen if f.kind == kind]
         if group:
             lines += ["", f"## {SECTION_TITLES[kind]}", ""]
-            lines += [render_fact(f) for f in group]
+            lines += [render_fact(f, of=[f.content_hash]) for f in group]
     return "\n".join(lines) + "\n"
+
+
+def _keeps(bullet: Fact, bullet_terms: set[str], fact: Fact, fact_terms: set[str]) -> bool:
+    """Whether ``bullet`` states ``fact``: the same text, or most of its terms."""
+    if content_hash(bullet.text) == content_hash(fact.text):
+        return True
+    return bool(fact_terms) and len(fact_terms & bullet_terms) / len(fact_terms) >= COVERAGE_MIN
+
+
+def with_sources(markdown: str, facts: Sequence[Fact]) -> str:
+    """A model's MEMORY.md with each bullet naming the facts of ``facts`` it states (``of``),
+    so a later hand edit or delete of one of them is seen (``files.index``); a bullet that
+    states none of them stands on its own, as one written by hand does."""
+    fact_terms = [(f, set(tokenize(f.text))) for f in facts if f.content_hash]
+    out = []
+    for line in markdown.split("\n"):
+        bullet = parse_line(line, default_created_at=None)
+        if bullet is None:
+            out.append(line)
+            continue
+        terms = set(tokenize(bullet.text))
+        of = [f.content_hash for f, ft in fact_terms if _keeps(bullet, terms, f, ft)]
+        out.append(render_fact(bullet, of=of) if of else line)
+    return "\n".join(out)
 
 
 def lost_facts(old: Sequence[Fact], new_markdown: str) -> list[Fact]:
     """Facts of ``old`` that no bullet of ``new_markdown`` keeps (same text, or most terms)."""
-    bullets = memory_bullets(new_markdown)
-    hashes = {content_hash(b.text) for b in bullets}
-    term_sets = [set(tokenize(b.text)) for b in bullets]
+    bullets = [(b, set(tokenize(b.text))) for b in memory_bullets(new_markdown)]
     missing = []
     for fact in old:
-        if content_hash(fact.text) in hashes:
-            continue
         terms = set(tokenize(fact.text))
-        if terms and any(len(terms & bt) / len(terms) >= COVERAGE_MIN for bt in term_sets):
-            continue
-        missing.append(fact)
+        if not any(_keeps(b, bt, fact, terms) for b, bt in bullets):
+            missing.append(fact)
     return missing
 
 
@@ -183,6 +202,7 @@ class Consolidator:
         if self.model is not None:
             method = "llm"
             new_text, usage = self._ask_model(old_text, active)
+            new_text = with_sources(new_text, active)
         else:
             method = "deterministic"
             new_text = deterministic_memory(active, self.max_tokens, now)
@@ -241,4 +261,5 @@ __all__ = [
     "DEFAULT_CONSOLIDATION_PROMPT",
     "deterministic_memory",
     "lost_facts",
+    "with_sources",
 ]

@@ -24,14 +24,12 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
 
-from filelock import FileLock
-
 from indexing.hashing import content_hash
 from indexing.tokenize import tokenize
 from memory_service.context import RuntimeContext
 from memory_service.errors import NotFoundError
 from memory_service.facts import Fact, utcnow
-from memory_service.fsutil import TEMP_SUFFIX
+from memory_service.fsutil import TEMP_SUFFIX, file_lock
 from memory_service.longterm.files.fact_files import parse_fact_file, rewrite_fact_file
 from memory_service.longterm.protocol import LongTermMemory
 from memory_service.paths import OwnerPaths
@@ -102,7 +100,7 @@ def forget_user(
         docs.erase_user(ctx)  # wherever they live; the files go with the ledgers below
     paths = OwnerPaths.of(workspace, ctx)
     if paths.root.is_dir():
-        with FileLock(str(paths.lock_file), timeout=60):
+        with file_lock(paths.lock_file, timeout=60):
             paths.memory_md.unlink(missing_ok=True)
             paths.maintenance_state.unlink(missing_ok=True)
             if paths.ledger_dir.exists():

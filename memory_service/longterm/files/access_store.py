@@ -10,7 +10,7 @@ from dataclasses import replace
 from pathlib import Path
 
 from memory_service.facts import Fact, parse_time
-from memory_service.fsutil import read_text, write_atomically
+from memory_service.fsutil import ensure_dir, read_text, write_atomically
 from memory_service.longterm.access import AccessMark
 
 Stamp = tuple[int, int, int]  # mtime_ns, size, inode
@@ -66,7 +66,7 @@ class AccessFiles:
                 "count": int(old.get("count", 0)) + mark.count,
                 "last": newest.isoformat(),
             }
-        path.parent.mkdir(parents=True, exist_ok=True)
+        ensure_dir(path.parent)
         write_atomically(path, json.dumps(stored, separators=(",", ":")))
 
     def drop(self, path: Path, ids: Collection[str]) -> None:

@@ -27,7 +27,7 @@ from memory_service.config.retrieval import Leg, RetrievalConfig
 from memory_service.context import RuntimeContext, scope_context
 from memory_service.fact_filter import ExpiryPolicy
 from memory_service.facts import Fact, fact_id, utcnow
-from memory_service.fsutil import fsync_dir, read_text, write_atomically
+from memory_service.fsutil import ensure_dir, file_lock, fsync_dir, read_text, write_atomically
 from memory_service.longterm.access import AccessMark
 from memory_service.longterm.base_store import BaseLongTermMemory
 from memory_service.longterm.files.access_store import AccessFiles, with_access
@@ -103,8 +103,8 @@ class FileSystemLongTermMemory(BaseLongTermMemory[_Read]):
 
     def _write_lock(self, ctx: RuntimeContext) -> FileLock:
         paths = self.paths(ctx)
-        paths.root.mkdir(parents=True, exist_ok=True)
-        return FileLock(str(paths.lock_file), timeout=60)
+        ensure_dir(paths.root)
+        return file_lock(paths.lock_file, timeout=60)
 
     def _index(self, ctx: RuntimeContext) -> OwnerIndex:
         """The user's index, rebuilt from the files if their signature changed."""
@@ -378,7 +378,7 @@ class FileSystemLongTermMemory(BaseLongTermMemory[_Read]):
                 except ValueError:
                     continue
                 if day < before:
-                    paths.archive_dir.mkdir(parents=True, exist_ok=True)
+                    ensure_dir(paths.archive_dir)
                     os.replace(ledger, paths.archived_ledger(day))
                     moved += 1
             if moved:

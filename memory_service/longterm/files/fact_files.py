@@ -6,10 +6,13 @@ The fact's ``source`` (origin, session, message numbers, source text) is an obje
 comment; an older fact file's plain-string ``source`` reads as its origin label.
 
 A person can read and edit these files; a bullet written by hand without the comment is a fact
-too (kind ``fact``, created on the fact file's date). Text is escaped so a fact can never break
-its line or forge a comment: backslash, line breaks and ``<!--`` are written as escapes, and
-the JSON never contains ``-->``. Lines are split on ``\\n`` only (not ``str.splitlines``, which
-would also split on U+2028 and friends).
+too (kind ``fact``, created on the fact file's date). A MEMORY.md bullet that consolidation
+wrote names the facts it stands for in ``"of"`` (their content hashes, cut to
+``OF_HASH_CHARS``), so reading can tell that a fact it summarised was edited or deleted since.
+
+Text is escaped so a fact can never break its line or forge a comment: backslash, line breaks
+and ``<!--`` are written as escapes, and the JSON never contains ``-->``. Lines are split on
+``\\n`` only (not ``str.splitlines``, which would also split on U+2028 and friends).
 """
 
 from __future__ import annotations
@@ -22,6 +25,8 @@ from datetime import datetime
 
 from memory_service.errors import InvalidInputError
 from memory_service.facts import Fact, Source, parse_time
+
+OF_HASH_CHARS = 16  # 64 bits of the content hash: no collision among one user's facts
 
 _BULLET = re.compile(r"^\s*[-*+]\s+(?P<body>.*?)\s*$")
 _META = re.compile(r"^(?P<text>.*?)\s*<!--\s*memory\s+(?P<json>\{.*\})\s*-->$")
@@ -58,8 +63,9 @@ def _dump_meta(meta: dict) -> str:
     return raw.replace("-->", "--\\u003e").replace("<!--", "\\u003c!--")
 
 
-def render_fact(fact: Fact) -> str:
-    """One bullet line (no trailing newline)."""
+def render_fact(fact: Fact, *, of: Iterable[str] = ()) -> str:
+    """One bullet line (no trailing newline); ``of``: the content hashes of the facts a
+    MEMORY.md bullet stands for."""
     meta: dict = {}
     if fact.key is not None:
         meta["key"] = fact.key
@@ -80,19 +86,31 @@ def render_fact(fact: Fact) -> str:
         value = getattr(fact, name)
         if value is not None:
             meta[name] = value.isoformat()
+    if of_hashes := sorted({h[:OF_HASH_CHARS] for h in of}):
+        meta["of"] = of_hashes
     return f"- {escape_text(fact.text)} <!-- memory {_dump_meta(meta)} -->"
 
 
 @dataclass(frozen=True, slots=True)
 class FactLine:
-    """A parsed bullet: the fact (without derived id/hash) and its 1-based line number."""
+    """A parsed bullet: the fact (without derived id/hash), its 1-based line number and, for
+    a consolidated MEMORY.md bullet, the hashes of the facts it stands for."""
 
     line_no: int
     fact: Fact
+    of: tuple[str, ...] = ()
 
 
 def parse_line(line: str, *, default_created_at: datetime | None) -> Fact | None:
     """The fact on a bullet line, or None for any other line (headings, prose, blanks)."""
+    parsed = _parse_bullet(line, default_created_at)
+    return None if parsed is None else parsed[0]
+
+
+def _parse_bullet(
+    line: str, default_created_at: datetime | None
+) -> tuple[Fact, tuple[str, ...]] | None:
+    """The fact on a bullet line and the ``of`` hashes of its comment."""
     bullet = _BULLET.match(line)
     if not bullet:
         return None
@@ -110,9 +128,11 @@ def parse_line(line: str, *, default_created_at: datetime | None) -> Fact | None
     text = unescape_text(body).strip()
     if not text:
         return None
+    of = meta.get("of")
+    of_hashes = tuple(str(h) for h in of) if isinstance(of, list) else ()
     try:
         tags = meta.get("tags") or ()
-        return Fact(
+        fact = Fact(
             text=text,
             key=_str_or_none(meta.get("key")),
             kind=str(meta.get("kind") or "fact"),
@@ -126,28 +146,31 @@ def parse_line(line: str, *, default_created_at: datetime | None) -> Fact | None
             superseded_by=_str_or_none(meta.get("superseded_by")),
             valid_to=parse_time(meta.get("valid_to")),
         )
-    except (TypeError, ValueError):
-        return Fact(text=text, created_at=default_created_at)
+    except (TypeError, ValueError, OverflowError, InvalidInputError):  # a hand-broken field
+        fact = Fact(text=text, created_at=default_created_at)
+    return fact, of_hashes
 
 
 def parse_fact_file(content: str, *, default_created_at: datetime | None) -> list[FactLine]:
     out = []
     for number, line in enumerate(content.split("\n"), start=1):
-        fact = parse_line(line, default_created_at=default_created_at)
-        if fact is not None:
-            out.append(FactLine(number, fact))
+        parsed = _parse_bullet(line, default_created_at)
+        if parsed is not None:
+            out.append(FactLine(number, *parsed))
     return out
 
 
 def rewrite_fact_file(content: str, replacements: dict[int, Fact | None]) -> str:
-    """``content`` with the bullets at the given line numbers replaced (None: removed)."""
+    """``content`` with the bullets at the given line numbers replaced (None: removed); a
+    replaced bullet keeps the ``of`` hashes it had."""
     lines = content.split("\n")
     out = []
     for number, line in enumerate(lines, start=1):
         if number in replacements:
             fact = replacements[number]
             if fact is not None:
-                out.append(render_fact(fact))
+                old = _parse_bullet(line, None)
+                out.append(render_fact(fact, of=old[1] if old else ()))
         else:
             out.append(line)
     return "\n".join(out)

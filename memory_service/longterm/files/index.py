@@ -5,6 +5,12 @@ resolves duplicates and newest-wins per key the way record would have, and keeps
 with a BM25 index and a matrix of cached embeddings, until the files' stat signature changes:
 a fact file edited by hand, or by another process, is seen by the next read. A file whose stamp
 did not change is not parsed again.
+
+The daily fact files are the record; MEMORY.md is consolidation's digest of them (and whatever
+a person writes into it). A consolidated bullet names the facts it stands for (``of``): when
+one of them is in no fact file any more, live or archived (its line was edited or deleted by
+hand), the bullet is stale and is left out, until the next consolidation rewrites MEMORY.md
+from the facts as they now are.
 """
 
 from __future__ import annotations
@@ -25,7 +31,7 @@ from memory_service.context import RuntimeContext
 from memory_service.fact_filter import ExpiryPolicy
 from memory_service.facts import Fact, fact_id
 from memory_service.fsutil import read_text
-from memory_service.longterm.files.fact_files import parse_fact_file
+from memory_service.longterm.files.fact_files import OF_HASH_CHARS, parse_fact_file
 from memory_service.longterm.files.owner_files import (
     Signature,
     fact_files_signature,
@@ -53,6 +59,7 @@ class StoredFact:
 class ParsedFile:
     stamp: Stamp
     facts: list[Fact]
+    of: list[tuple[str, ...]] = field(default_factory=list)  # per fact: the hashes it stands for
 
 
 @dataclass(slots=True)
@@ -145,8 +152,9 @@ class OwnerIndex:
         return self._current
 
 
-def parse_file(ctx: RuntimeContext, path: Path, paths: OwnerPaths) -> list[Fact]:
-    """The file's facts with derived hash and id (as written: no newest-wins yet)."""
+def parse_file(ctx: RuntimeContext, path: Path, paths: OwnerPaths) -> ParsedFile:
+    """The file's facts with derived hash and id (as written: no newest-wins yet), stamped
+    with nothing yet (the caller knows the stamp it read)."""
     if path == paths.memory_md:
         default = datetime.fromtimestamp(path.stat().st_mtime, UTC)
     else:
@@ -154,15 +162,42 @@ def parse_file(ctx: RuntimeContext, path: Path, paths: OwnerPaths) -> list[Fact]
             default = datetime.fromisoformat(path.stem).replace(tzinfo=UTC)
         except ValueError:
             default = datetime.fromtimestamp(path.stat().st_mtime, UTC)
-    out = []
+    parsed = ParsedFile((0, 0, 0), [])
     for line in parse_fact_file(read_text(path), default_created_at=default):
         text_hash = content_hash(line.fact.text)
         fid = fact_id(ctx.tenant_id, ctx.owner, text_hash)
         agent = ctx.agent_id if ctx.scope == "agent" else None  # the folder says whose it is
-        out.append(
+        parsed.facts.append(
             replace(line.fact, content_hash=text_hash, id=fid, scope=ctx.scope, agent_id=agent)
         )
-    return out
+        parsed.of.append(line.of)
+    return parsed
+
+
+def archived_hashes(paths: OwnerPaths) -> set[str]:
+    """The ``of``-length hashes of the facts in the owner's archived fact files (moved out
+    of recall by maintenance, still stated by MEMORY.md)."""
+    folder = paths.archive_dir
+    if not folder.is_dir():
+        return set()
+    return {
+        content_hash(line.fact.text)[:OF_HASH_CHARS]
+        for p in sorted(folder.glob("*.md"))
+        if not p.name.startswith("MEMORY.")  # MEMORY.md snapshots are not fact files
+        for line in parse_fact_file(read_text(p), default_created_at=None)
+    }
+
+
+def stale_bullets(memory_md: ParsedFile, daily: list[ParsedFile], paths: OwnerPaths) -> set[int]:
+    """Positions of MEMORY.md's bullets that stand for a fact no fact file holds any more.
+    The archive is read only when a bullet names a fact the live files lack."""
+    live = {f.content_hash[:OF_HASH_CHARS] for p in daily for f in p.facts if f.content_hash}
+    missing = {i: set(of) - live for i, of in enumerate(memory_md.of) if of}
+    missing = {i: gone for i, gone in missing.items() if gone}
+    if not missing:
+        return set()
+    archived = archived_hashes(paths)
+    return {i for i, gone in missing.items() if gone - archived}
 
 
 def build_index(
@@ -181,12 +216,18 @@ def build_index(
             parsed[path] = old
         else:
             try:
-                parsed[path] = ParsedFile(stamp, parse_file(ctx, path, paths))
+                parsed[path] = replace(parse_file(ctx, path, paths), stamp=stamp)
             except FileNotFoundError:
                 continue
+    stale: set[int] = set()
+    if (memory_md := parsed.get(paths.memory_md)) is not None:
+        daily = [p for path, p in parsed.items() if path != paths.memory_md]
+        stale = stale_bullets(memory_md, daily, paths)
     by_id: dict[str, StoredFact] = {}
     for path, parsed_file in parsed.items():
-        for fact in parsed_file.facts:
+        for position, fact in enumerate(parsed_file.facts):
+            if path == paths.memory_md and position in stale:
+                continue
             existing = by_id.get(fact.id)
             if existing is None or (not existing.fact.is_active() and fact.is_active()):
                 by_id[fact.id] = StoredFact(fact, path)

@@ -12,7 +12,7 @@ from pathlib import Path
 from filelock import FileLock
 
 from memory_service.errors import ConfigurationError
-from memory_service.fsutil import write_atomically
+from memory_service.fsutil import ensure_dir, file_lock, write_atomically
 from memory_service.paths import lock_for
 from memory_service.replicas.api_keys import (
     KEY_PREFIX,
@@ -95,5 +95,5 @@ class FilesKeyStore:
         return converted
 
     def _lock(self) -> FileLock:
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        return FileLock(str(lock_for(self.path)), timeout=30)
+        ensure_dir(self.path.parent)
+        return file_lock(lock_for(self.path), timeout=30)

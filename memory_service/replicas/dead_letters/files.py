@@ -25,7 +25,13 @@ from pathlib import Path
 from filelock import FileLock
 
 from memory_service.context import RuntimeContext
-from memory_service.fsutil import append_durably, try_file_lock, write_bytes_atomically
+from memory_service.fsutil import (
+    append_durably,
+    ensure_dir,
+    file_lock,
+    try_file_lock,
+    write_bytes_atomically,
+)
 from memory_service.observe.telemetry import sink
 from memory_service.paths import OwnerPaths
 from memory_service.replicas.dead_letters import (
@@ -73,7 +79,7 @@ class FilesDeadLetterBox:
     def lock(self) -> FileLock:
         """The lock every append, read and rewrite holds."""
         lock_path = self.paths.inside(self.paths.flush_dead_letters_lock)
-        return FileLock(str(lock_path), timeout=LOCK_TIMEOUT_S)
+        return file_lock(lock_path, timeout=LOCK_TIMEOUT_S)
 
     @contextlib.contextmanager
     def replaying(self) -> Iterator[bool]:
@@ -88,7 +94,7 @@ class FilesDeadLetterBox:
         tombstones = self.tombstones if ctx is not None else None
         if tombstones is not None and ctx is not None:
             tombstones.check(ctx)  # before the folder is made again
-        self.path.parent.mkdir(parents=True, exist_ok=True)
+        ensure_dir(self.path.parent)
         with self.lock():
             if tombstones is not None and ctx is not None:
                 tombstones.check(ctx)  # under the lock an erase takes too

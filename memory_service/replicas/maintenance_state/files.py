@@ -11,11 +11,9 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from filelock import FileLock
-
 from memory_service.context import RuntimeContext
 from memory_service.facts import parse_time
-from memory_service.fsutil import read_text, try_file_lock, write_atomically
+from memory_service.fsutil import ensure_dir, file_lock, read_text, try_file_lock, write_atomically
 from memory_service.paths import OwnerPaths
 from memory_service.replicas.maintenance_state import (
     ERASE_WAIT_S,
@@ -47,7 +45,7 @@ class FilesMaintenanceState:
     @contextmanager
     def lock(self, ctx: RuntimeContext) -> Iterator[bool]:
         paths = self._paths(ctx)
-        paths.root.mkdir(parents=True, exist_ok=True)
+        ensure_dir(paths.root)
         with try_file_lock(paths.maintenance_lock) as got:
             yield got
 
@@ -60,7 +58,7 @@ class FilesMaintenanceState:
         paths = self._paths(ctx)
         if not paths.root.is_dir():
             return 0
-        with FileLock(str(paths.maintenance_lock), timeout=ERASE_WAIT_S):
+        with file_lock(paths.maintenance_lock, timeout=ERASE_WAIT_S):
             found = paths.maintenance_state.is_file()
             paths.maintenance_state.unlink(missing_ok=True)
         paths.maintenance_lock.unlink(missing_ok=True)

@@ -8,10 +8,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from pathlib import Path
 
-from filelock import FileLock
-
 from memory_service.context import RuntimeContext
-from memory_service.fsutil import read_text, write_atomically
+from memory_service.fsutil import ensure_dir, file_lock, read_text, write_atomically
 from memory_service.paths import OwnerPaths
 from memory_service.replicas.memory_docs import (
     MEMORY_MD,
@@ -65,9 +63,9 @@ class FilesMemoryDocs:
         paths = self._paths(ctx)
         if check:
             self.tombstones.check(ctx)  # before the folder is made again
-        paths.root.mkdir(parents=True, exist_ok=True)
+        ensure_dir(paths.root)
         kept: Path | None = None
-        with FileLock(str(paths.lock_file), timeout=60):
+        with file_lock(paths.lock_file, timeout=60):
             if check:
                 self.tombstones.check(ctx)  # under the lock an erase takes too
             if snapshot is not None and snapshot.text:
@@ -80,7 +78,7 @@ class FilesMemoryDocs:
         paths = self._paths(ctx)
         if not paths.memory_md.is_file():
             return
-        with FileLock(str(paths.lock_file), timeout=60):
+        with file_lock(paths.lock_file, timeout=60):
             changed = change(read_text(paths.memory_md))
             if changed is not None:
                 write_atomically(paths.memory_md, changed)
@@ -93,8 +91,8 @@ class FilesMemoryDocs:
     def write_snapshot(self, ctx: RuntimeContext, snapshot: Snapshot) -> str:
         paths = self._paths(ctx)
         self.tombstones.check(ctx)
-        paths.root.mkdir(parents=True, exist_ok=True)
-        with FileLock(str(paths.lock_file), timeout=60):
+        ensure_dir(paths.root)
+        with file_lock(paths.lock_file, timeout=60):
             self.tombstones.check(ctx)
             path = paths.memory_snapshot(snapshot.stamp)
             write_atomically(path, snapshot.text)
@@ -107,7 +105,7 @@ class FilesMemoryDocs:
         paths = self._paths(ctx)
         if not paths.root.is_dir():
             return 0
-        with FileLock(str(paths.lock_file), timeout=60):
+        with file_lock(paths.lock_file, timeout=60):
             files = self._files(paths)
             for path in files:
                 path.unlink(missing_ok=True)

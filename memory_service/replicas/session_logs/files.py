@@ -11,13 +11,11 @@ from collections.abc import Iterator, Sequence
 from datetime import datetime
 from pathlib import Path
 
-from filelock import FileLock
-
 from indexing.tokenize import tokenize
 from memory_service.context import ID_PATTERN, RuntimeContext
 from memory_service.errors import InvalidIdError
 from memory_service.facts import utcnow
-from memory_service.fsutil import append_durably, ensure_dir
+from memory_service.fsutil import append_durably, ensure_dir, file_lock
 from memory_service.messages import Msg
 from memory_service.paths import OwnerPaths, lock_for
 from memory_service.replicas.session_logs import (
@@ -57,7 +55,7 @@ class FilesSessionLogStore:
         )
         self._tombstones.check(ctx)  # before the folder is made again
         ensure_dir(path.parent)
-        with FileLock(str(lock_for(path)), timeout=30):
+        with file_lock(lock_for(path), timeout=30):
             self._tombstones.check(ctx)  # under the lock an erase takes too
             append_durably(path, text)
 
@@ -128,7 +126,7 @@ class FilesSessionLogStore:
         """Delete every session log of the user, each under its lock; how many there were."""
         removed = 0
         for path in OwnerPaths.of(self.workspace, ctx).session_logs().values():
-            with FileLock(str(lock_for(path)), timeout=30):
+            with file_lock(lock_for(path), timeout=30):
                 if path.exists():
                     path.unlink()
                     removed += 1

@@ -19,7 +19,7 @@ from memory_service.agent_state import AgentState
 from memory_service.context import RuntimeContext
 from memory_service.errors import BackendUnavailableError, ConflictError, MemoryServiceError
 from memory_service.facts import utcnow
-from memory_service.fsutil import ensure_dir, write_atomically
+from memory_service.fsutil import ensure_dir, file_lock, write_atomically
 from memory_service.paths import OwnerPaths, WorkspacePaths, lock_for
 from memory_service.replicas.session_state import (
     Clock,
@@ -59,7 +59,7 @@ class FilesAgentStateStore:
 
     def _lock(self, path: Path) -> FileLock:
         ensure_dir(path.parent)
-        return FileLock(str(lock_for(path)), timeout=self._lock_timeout_s)
+        return file_lock(lock_for(path), timeout=self._lock_timeout_s)
 
     @staticmethod
     def _read(path: Path) -> dict[str, Any] | None:

@@ -10,10 +10,8 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from filelock import FileLock
-
 from memory_service.facts import utcnow
-from memory_service.fsutil import read_text, write_atomically
+from memory_service.fsutil import ensure_dir, file_lock, read_text, write_atomically
 from memory_service.llm import Usage
 from memory_service.paths import lock_for, tenant_usage_file
 from memory_service.replicas.usage import (
@@ -42,8 +40,8 @@ class FilesUsageStore:
         if not tokens and not counters:
             return
         path = tenant_usage_file(self.workspace, tenant_id)
-        path.parent.mkdir(parents=True, exist_ok=True)
-        with FileLock(str(lock_for(path)), timeout=30):
+        ensure_dir(path.parent)
+        with file_lock(lock_for(path), timeout=30):
             data = self._read(path, tenant_id)
             for purpose, usage in tokens.items():
                 row = data["tokens"].setdefault(purpose, dict.fromkeys(_FIELDS, 0))

@@ -18,6 +18,8 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
+from memory_service.fsutil import PRIVATE_FILE, ensure_dir
+
 LOCK_SUFFIX = ".lock"
 _MAX_OWNER_BYTES = 4096
 
@@ -84,8 +86,10 @@ class FolderLock:
     def take(cls, folder: Path) -> FolderLock:
         """Lock ``folder`` for this process now, or raise ``FolderOwnedError``; never waits."""
         path = lock_path(folder)
-        path.parent.mkdir(parents=True, exist_ok=True)
-        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)  # no O_TRUNC: the owner's pid stays
+        ensure_dir(path.parent)
+        fd = os.open(
+            path, os.O_RDWR | os.O_CREAT, PRIVATE_FILE
+        )  # no O_TRUNC: the owner's pid stays
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:

@@ -11,6 +11,7 @@ from typing import Any
 import qdrant_edge as qe
 
 from memory_service.errors import BackendUnavailableError, ConfigurationError, MemoryServiceError
+from memory_service.fsutil import ensure_dir
 from memory_service.longterm.qdrant.edge.folder_lock import FolderOwner
 from memory_service.longterm.qdrant.layout import (
     DENSE,
@@ -123,7 +124,7 @@ def open_shard(folder: Path, dimension: int) -> qe.EdgeShard:
             _check_layout(folder, dimension)
             shard = qe.EdgeShard.load(str(folder), _config(dimension, stored_datatype(folder)))
         else:
-            folder.mkdir(parents=True, exist_ok=True)
+            ensure_dir(folder)
             shard = qe.EdgeShard.create(str(folder), _config(dimension, NEW_DATATYPE))
     except MemoryServiceError:
         raise
