@@ -30,9 +30,10 @@ test: install
 	$(PYTEST)
 
 # The developer's loop: no PostgreSQL, no serve or CLI processes, none of the slow randomised
-# checks (the markers are set in tests/conftest.py from the fixtures a test uses).
+# checks, files and Qdrant Edge but not qdrant-client's local mode (the markers are set in
+# tests/conftest.py from the fixtures and backends a test uses).
 test-fast: install
-	$(PYTEST) -m "not postgres and not subprocess and not slow"
+	$(PYTEST) -m "not postgres and not subprocess and not slow and not qdrant_client"
 
 serve: install
 	$(BIN)/memory-service serve

@@ -6,7 +6,8 @@ and the HTTP API on real services. Helpers that are not fixtures live in ``tests
 
 Tiers: every test is marked by what it needs, from the fixtures it uses (``FIXTURE_MARKS``)
 or by an explicit mark where it starts a process or connects to PostgreSQL by itself.
-``make test-fast`` runs ``-m "not postgres and not subprocess and not slow"``; ``make test``
+The backend a test is parametrised over marks it too (``BACKEND_MARKS``). ``make test-fast``
+runs ``-m "not postgres and not subprocess and not slow and not qdrant_client"``; ``make test``
 runs all of them.
 """
 
@@ -45,13 +46,20 @@ FIXTURE_MARKS = {
     "chat_model": "llm",
     "script": "llm",
     "server_process": "subprocess",
+    "torch_embedder": "slow",  # importing torch and loading the model: 5-8 s per process
 }
+# A test run over this long-term backend gets the mark: qdrant-client's local mode, the
+# server's stand-in, is pure Python and costs ~3x Qdrant Edge per test (``make test`` only).
+BACKEND_MARKS = {"qdrant-local": "qdrant_client"}
 
 
 @pytest.hookimpl(tryfirst=True)  # before ``-m`` deselects by these marks
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     for item in items:
         needs = {FIXTURE_MARKS[name] for name in item.fixturenames if name in FIXTURE_MARKS}
+        callspec = getattr(item, "callspec", None)
+        if callspec is not None:
+            needs |= {m for backend, m in BACKEND_MARKS.items() if backend in callspec.id}
         for mark in sorted(needs - {m.name for m in item.iter_markers()}):
             item.add_marker(mark)
 

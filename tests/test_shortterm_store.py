@@ -323,10 +323,11 @@ def test_postgres_unreachable_is_a_clear_error(tmp_path):
         workspace=tmp_path,
         shortterm={"backend": "postgres"},
         state={"backend": "files"},
-        postgres={"dsn": "postgresql://postgres:secret@127.0.0.1:1/test"},
+        postgres={"dsn": "postgresql://postgres:secret@127.0.0.1:1/test", "connect_timeout_s": 1},
     )
     with pytest.raises(ConfigurationError) as caught:
         session_states(settings)
+    assert "within 1s" in caught.value.message
     assert "MEMORY_POSTGRES__DSN" in caught.value.message
     assert "127.0.0.1" in caught.value.message and "secret" not in caught.value.message
 

@@ -156,6 +156,13 @@ class PostgresSettings(_Section):
     )
     pool_min: int = Field(1, ge=0)
     pool_max: int = Field(10, ge=1)
+    connect_timeout_s: float = Field(
+        10.0,
+        gt=0,
+        le=600,
+        description="how long start-up waits for PostgreSQL to accept a connection (a server "
+        "still starting beside the service gets this long) and each later connect may take",
+    )
 
 
 class StateSettings(_Section):

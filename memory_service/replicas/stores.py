@@ -56,6 +56,7 @@ def _database(settings: Settings) -> Database:
         settings.postgres.dsn,
         pool_min=settings.postgres.pool_min,
         pool_max=settings.postgres.pool_max,
+        connect_timeout_s=settings.postgres.connect_timeout_s,
         schema=settings.postgres.schema_name,
     )
 
