@@ -96,6 +96,8 @@ def test_schemas_are_openai_functions_and_can_be_switched_off(workspace, longter
 
 def test_memory_search_is_literal_case_insensitive_with_sources(tools, alice_files):
     out = tools.memory_search(ALICE, "PeAnUt")
+    recalled = sum(line.startswith("Recall: ") for line in out.splitlines())
+    assert out.splitlines()[0] == f"2 matching lines for 'PeAnUt', {recalled} recalled by meaning:"
     sources = [line for line in out.splitlines() if line.startswith("Source: ")]
     ledger = f"memory/{sorted(alice_files.ledger_dir.glob('*.md'))[0].name}"
     assert sources == [
@@ -108,7 +110,7 @@ def test_memory_search_is_literal_case_insensitive_with_sources(tools, alice_fil
     assert "Source:" not in tools.memory_search(ALICE, '"importance"')
     # the line numbers are the ones memory_get reads
     assert tools.memory_get(ALICE, "MEMORY.md", 5, 5).endswith(
-        "\n- The user is allergic to peanuts."
+        "\n5|- The user is allergic to peanuts."
     )
 
 
@@ -120,18 +122,18 @@ def test_memory_search_sees_only_the_callers_files(tools, alice_files):
 def test_memory_get_reads_inclusive_one_based_ranges(tools, alice_files):
     assert (
         tools.memory_get(ALICE, "MEMORY.md", 1, 1)
-        == "MEMORY.md lines 1-1 of 6 (more: start_line=2):\n# Long-term memory"
+        == "MEMORY.md lines 1-1 of 6 (more: start_line=2):\n1|# Long-term memory"
     )
     whole = tools.memory_get(ALICE, "MEMORY.md")
-    assert whole.startswith("MEMORY.md lines 1-6 of 6:\n# Long-term memory")
+    assert whole.startswith("MEMORY.md lines 1-6 of 6:\n1|# Long-term memory")
     assert "<!--" not in whole
     tail = tools.memory_get(ALICE, "./MEMORY.md", 5, 99)
     assert tail.splitlines()[1:] == [
-        "- The user is allergic to peanuts.",
-        "- The user prefers window seats.",
+        "5|- The user is allergic to peanuts.",
+        "6|- The user prefers window seats.",
     ]
     ledger = f"memory/{sorted(alice_files.ledger_dir.glob('*.md'))[0].name}"
-    assert "PEANUT butter" in tools.memory_get(ALICE, ledger, 3, 3)
+    assert "\n3|- The user bought PEANUT butter" in tools.memory_get(ALICE, ledger, 3, 3)
     with pytest.raises(InvalidInputError, match="past the end: MEMORY.md has 6 lines"):
         tools.memory_get(ALICE, "MEMORY.md", 7)
     with pytest.raises(InvalidInputError, match="end_line must not be before start_line"):

@@ -208,8 +208,8 @@ class MemorySearchArgs(ToolArguments):
     tool: ClassVar[str] = MEMORY_SEARCH
     description: ClassVar[str] = (
         "Search the user's long-term memory: a literal, case-insensitive match over MEMORY.md "
-        "and the daily memory files (lines as 'Source: path#line: text'), plus the memories "
-        "most related to the query. The query '*' lists the remembered facts instead, "
+        "and the daily memory files (first the number of matching lines, then each as "
+        "'Source: path#line: text'), plus the memories most related to the query. The query '*' lists the remembered facts instead, "
         "most important first. Optional filters (kind, tags, min_importance, key, as_of) "
         "return only the related memories that match; as_of asks what was true at a past "
         "moment (superseded facts included)."
@@ -249,8 +249,8 @@ class MemoryGetArgs(ToolArguments):
 
     tool: ClassVar[str] = MEMORY_GET
     description: ClassVar[str] = (
-        "Read lines of one memory file, e.g. a 'Source' that memory_search returned. Paths "
-        "are relative: MEMORY.md or memory/YYYY-MM-DD.md."
+        "Read lines of one memory file, e.g. a 'Source' that memory_search returned, each as "
+        "'number|text'. Paths are relative: MEMORY.md or memory/YYYY-MM-DD.md."
     )
 
     path: Annotated[str, AfterValidator(_memory_path)] = Field(

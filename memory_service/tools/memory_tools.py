@@ -262,9 +262,12 @@ class MemoryTools:
                         lines.append(f"Source: {rel}#{number}: {_BULLET_MARK.sub('', plain)}")
         if matches > len(lines):
             lines.append(f"({matches - len(lines)} more matching lines not shown)")
-        recalls = self.longterm.retrieve(ctx, args.query, RECALL_TOP_K)
-        lines += [format_recall(r) for r in recalls]
-        return "\n".join(lines) if lines else f"No memory matches {args.query!r}."
+        recalls = [format_recall(r) for r in self.longterm.retrieve(ctx, args.query, RECALL_TOP_K)]
+        if not matches and not recalls:
+            return f"No memory matches {args.query!r}."
+        counts = f"{matches} matching line{'' if matches == 1 else 's'} for {args.query!r}"
+        head = f"{counts}, {len(recalls)} recalled by meaning:"
+        return "\n".join([head, *lines, *recalls])
 
     def _get(self, ctx: RuntimeContext, args: MemoryGetArgs) -> str:
         content = memory_text(self.workspace, ctx, args.path, self.docs).split("\n")
@@ -278,7 +281,9 @@ class MemoryTools:
         if first > total:
             raise InvalidInputError(f"start_line {first} is past the end: {rel} has {total} lines")
         last = min(args.end_line or total, total, first + MAX_TOOL_GET_LINES - 1)
-        shown = [plain_line(line) for line in content[first - 1 : last]]
+        shown = [
+            f"{n}|{plain_line(line)}" for n, line in enumerate(content[first - 1 : last], first)
+        ]
         body = "\n".join(shown)
         if len(body) > MAX_TOOL_GET_CHARS:
             body = body[:MAX_TOOL_GET_CHARS] + "\n[... cut: ask for fewer lines ...]"
