@@ -218,6 +218,34 @@ def test_hooks_switched_off_leave_memory_out(rig, script):
     assert built.shortterm.load(ALICE).last_flushed_index == -1
 
 
+def test_instructions_can_place_the_memory_where_they_want_it(rig, script):
+    instructions = (
+        "You are Ada {not a placeholder}.\n<memory>\n{memory_context}\n</memory>\nBe brief."
+    )
+    built = rig(memory=MemorySettings(instructions=instructions))
+    built.longterm.record(ALICE, [Fact("The user is allergic to peanuts.", importance=10)])
+    OwnerPaths.of(built.workspace, ALICE).memory_md.write_text("- The user lives in Porto.\n")
+    built.harness.call(ALICE, "Any snack ideas with peanuts?")
+    system = system_of(script.requests["chat"][0])
+    assert system.startswith("You are Ada {not a placeholder}.\n<memory>\n## Long-term memory")
+    inside = system.split("<memory>")[1].split("</memory>")[0]
+    assert "Porto" in inside and "allergic to peanuts" in inside
+    after = system.split("</memory>")[1]
+    assert after.startswith("\nBe brief.") and "memory_search" in after  # the tools note
+    assert "{memory_context}" not in system
+
+
+def test_instructions_without_the_placeholder_get_the_memory_after_them(rig, script):
+    built = rig(memory=MemorySettings(instructions="You are Ada. Be brief."))
+    paths = OwnerPaths.of(built.workspace, ALICE)
+    paths.root.mkdir(parents=True)
+    paths.memory_md.write_text("- The user lives in Porto.\n")
+    built.harness.call(ALICE, "hello")
+    system = system_of(script.requests["chat"][0])
+    assert system.startswith("You are Ada. Be brief.\n\nTools: memory_search")
+    assert system.index("Tools:") < system.index("## Long-term memory (MEMORY.md)")
+
+
 # -- the model loop ------------------------------------------------------------------------
 
 

@@ -46,7 +46,6 @@ def test_defaults_are_the_issues():
         ({"near_duplicate_distance": 65}, "less than or equal to 64"),
         ({"maintenance_interval_hours": 0}, "greater than 0"),
         ({"flush_trigger": None}, "must not be None: use FlushTrigger.never()"),
-        ({"flush_prompt": "Extract the facts of this conversation."}, "NO_REPLY"),
         ({"flush_prompt": "short"}, "at least 20 characters"),
         ({"flush_retries": -1}, "greater than or equal to 0"),
         ({"memory_load_token_budget": -1}, "greater than or equal to 0"),
@@ -70,6 +69,13 @@ def test_valid_custom_prompts_are_kept():
     flush = "Extract durable facts as bullets, or answer NO_REPLY."
     config = MemorySettings(consolidation_prompt=prompt, flush_prompt=flush)
     assert (config.consolidation_prompt, config.flush_prompt) == (prompt, flush)
+
+
+def test_a_flush_prompt_without_no_reply_is_kept_with_a_warning(caplog):
+    flush = "Extract the facts of this conversation as bullets."
+    with caplog.at_level("WARNING"):
+        assert MemorySettings(flush_prompt=flush).flush_prompt == flush
+    assert "empty reply will count as nothing to record" in caplog.text
 
 
 def test_changes_after_construction_are_validated_too():

@@ -83,6 +83,27 @@ def test_replies_without_bullets_or_no_reply_are_malformed(reply):
         parse_flush_reply(reply)
 
 
+def test_a_blank_reply_is_nothing_to_record_only_for_a_prompt_without_no_reply():
+    assert parse_flush_reply("  \n", empty_is_nothing=True) == []
+    with pytest.raises(LlmBadResponseError):
+        parse_flush_reply("Sure! The user likes tea.", empty_is_nothing=True)
+
+
+def test_a_custom_prompt_without_no_reply_records_nothing_on_an_empty_reply(
+    longterm, chat_model, workspace, llm_server
+):
+    llm_server.push(text(""))
+    state = state_with(Msg.user("Hello there"), Msg.assistant("Hi!"))
+    custom = "Extract the durable facts of this conversation as Markdown bullets."
+    result = manager(longterm, chat_model, workspace, flush_prompt=custom).flush(
+        state, CTX, "post_call"
+    )
+    assert result.status == "no_reply" and result.facts == []  # as if it had said NO_REPLY
+    assert state.last_flushed_index == 1  # nothing to keep, and nothing owed
+    assert dead_letters(workspace) == []
+    assert llm_server.requests[0].messages[0]["content"] == custom
+
+
 def test_importance_is_clamped_and_oversized_bullets_are_refused():
     facts = parse_flush_reply(f"- [fact|99] Loud.\n- {'x' * 9000}\n- ok fact")
     assert [(f.text, f.importance) for f in facts] == [("Loud.", 10), ("ok fact", 5)]

@@ -6,6 +6,7 @@ Kept apart from ``settings.py``, which assembles every section into ``Settings``
 
 from __future__ import annotations
 
+import logging
 import re
 from datetime import datetime, timedelta
 from typing import Literal
@@ -13,6 +14,8 @@ from typing import Literal
 from pydantic import ConfigDict, Field, field_validator, model_validator
 
 from memory_service.config.section import Section as _Section
+
+log = logging.getLogger(__name__)
 
 
 class ImportanceWeights(_Section):
@@ -135,7 +138,8 @@ class MemorySettings(_Section):
 
     ``model``: the model for flush and consolidation (None: the memory model, i.e.
     ``MEMORY_LLM__MEMORY_MODEL`` or else ``MEMORY_LLM__MODEL``). ``flush_prompt`` must tell the
-    model to answer ``NO_REPLY`` when nothing is worth keeping; ``consolidation_prompt`` must
+    model to answer ``NO_REPLY`` when nothing is worth keeping (without it, an empty reply
+    means that); ``consolidation_prompt`` must
     hold exactly two ``%d`` (max tokens, then max characters). ``disable_memory_hooks`` turns
     off the flush (every path, the idle flush too), the MEMORY.md/recall injection of the
     harness and the scheduled consolidation; ``disable_memory_tools`` stops offering the
@@ -191,10 +195,13 @@ class MemorySettings(_Section):
 
     @field_validator("flush_prompt")
     @classmethod
-    def _flush_prompt_says_no_reply(cls, value: str | None) -> str | None:
+    def _flush_prompt_without_no_reply(cls, value: str | None) -> str | None:
+        """Any prompt is accepted: one that never mentions ``NO_REPLY`` gets a warning, and an
+        empty reply to it counts as nothing to record (``pipeline.extraction``)."""
         if value is not None and "NO_REPLY" not in value:
-            raise ValueError(
-                "flush_prompt must tell the model to answer NO_REPLY when nothing is worth keeping"
+            log.warning(
+                "MEMORY_MEMORY__FLUSH_PROMPT does not mention NO_REPLY: an empty reply will "
+                "count as nothing to record"
             )
         return value
 

@@ -41,6 +41,7 @@ memory_consolidate rewrites MEMORY.md now; memory_prune lists expired or unimpor
 (a dry run unless dry_run is false)."""
 
 MAX_PRIORITY_SCAN = 10_000  # facts read to pick the most important ones
+MEMORY_CONTEXT = "{memory_context}"  # where custom instructions want the memory sections
 
 
 class PromptBuilder:
@@ -68,10 +69,11 @@ class PromptBuilder:
         return not self.config.disable_memory_hooks
 
     def system_prompt(self, ctx: RuntimeContext, query: str) -> MemoryPrompt:
-        """Instructions + MEMORY.md within budget (else a hint) + recalled facts."""
-        parts = [self.config.instructions or DEFAULT_INSTRUCTIONS]
-        if self.tools_enabled:
-            parts.append(f"{TOOLS_NOTE}\n{TIDY_NOTE}" if self.tidy_tools else TOOLS_NOTE)
+        """Instructions + MEMORY.md within budget (else a hint) + recalled facts; instructions
+        holding ``{memory_context}`` get the memory sections there (replaced as plain text, so
+        other braces stay as written), others get them after the tools note."""
+        instructions = self.config.instructions or DEFAULT_INSTRUCTIONS
+        parts: list[str] = []
         prompt = MemoryPrompt(text="")
         shown_hashes: set[str] = set()
         if self.hooks:
@@ -93,7 +95,14 @@ class PromptBuilder:
             if prompt.recalled:
                 lines = "\n".join(f"- {r.text}" for r in prompt.recalled)
                 parts.append(f"## Recalled memories\n\n{lines}")
-        prompt.text = "\n\n".join(parts)
+        tools = []
+        if self.tools_enabled:
+            tools.append(f"{TOOLS_NOTE}\n{TIDY_NOTE}" if self.tidy_tools else TOOLS_NOTE)
+        if MEMORY_CONTEXT in instructions:
+            placed = instructions.replace(MEMORY_CONTEXT, "\n\n".join(parts))
+            prompt.text = "\n\n".join([placed, *tools])
+        else:
+            prompt.text = "\n\n".join([instructions, *tools, *parts])
         return prompt
 
     def _truncation_hint(self, prompt: MemoryPrompt) -> str:

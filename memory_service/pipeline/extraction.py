@@ -63,11 +63,14 @@ Keep only what will still matter in future conversations:
 - stable facts about the user: identity, circumstances, health, relationships, work;
 - preferences and dislikes;
 - decisions that were made, with their reasons when given;
-- commitments and plans: who will do what, and by when.
+- commitments and plans: who will do what, and by when;
+- the people the user works with: their roles, and how their team or organisation is set up.
 Do not keep small talk, greetings, questions that were fully answered, transient tool output,
 or anything the assistant merely suggested. MEMORY.md and today's ledger (the memories
-already recorded today), given below, are what is already remembered. They are read-only
-context: do not repeat what they hold; write a memory only for something new or changed.
+already recorded today), given below, are what is already remembered. Both are read-only
+to you: MEMORY.md is rewritten only by consolidation, and the ledger only grows, by the
+bullets you answer with. Do not repeat what they hold; write a memory only for something new
+or changed.
 
 The conversation's messages are numbered (#12 [user] ...). Answer with one Markdown bullet
 per memory and nothing else, each ending with the numbers of the messages it comes from:
@@ -164,10 +167,14 @@ def split_citation(body: str) -> tuple[str, list[int]]:
     return body[: match.start()] + match.group("stop"), numbers
 
 
-def parse_flush_reply(text: str, span: Span | None = None) -> list[Fact]:
-    """The facts in a flush reply; ``[]`` for ``NO_REPLY``. A reply with neither bullets nor
-    ``NO_REPLY`` is malformed (``LlmBadResponseError``). Facts carry no ids yet; each has the
-    ``source`` its citation names within ``span`` (origin ``flush`` only, without a span)."""
+def parse_flush_reply(
+    text: str, span: Span | None = None, *, empty_is_nothing: bool = False
+) -> list[Fact]:
+    """The facts in a flush reply; ``[]`` for ``NO_REPLY`` (and, with ``empty_is_nothing``: a
+    custom prompt that never asks for ``NO_REPLY``, for a blank reply). Any other reply with
+    neither bullets nor ``NO_REPLY`` is malformed (``LlmBadResponseError``). Facts carry no
+    ids yet; each has the ``source`` its citation names within ``span`` (origin ``flush``
+    only, without a span)."""
     lines = [line for line in (text or "").split("\n") if not _FENCE.match(line)]
     facts: list[Fact] = []
     bullets = 0
@@ -191,6 +198,8 @@ def parse_flush_reply(text: str, span: Span | None = None) -> list[Fact]:
         except InvalidInputError as exc:
             # the bullet's text is the user's: the log names the reason and the size only
             log.warning("flush bullet refused (%s, %d characters)", exc.code, len(cleaned))
+    if empty_is_nothing and not (text or "").strip():
+        return facts
     if bullets == 0 and NO_REPLY not in (text or ""):
         shown = (text or "").strip()[:200]
         raise LlmBadResponseError(
@@ -333,7 +342,10 @@ class Extractor:
                 result.usage = result.usage + reply.usage
                 reply_text = reply.text
                 try:
-                    return parse_flush_reply(reply.text, span), None, reply_text
+                    facts = parse_flush_reply(
+                        reply.text, span, empty_is_nothing=NO_REPLY not in self.prompt
+                    )
+                    return facts, None, reply_text
                 except LlmBadResponseError as exc:
                     error, code = f"{exc.code}: {exc.message}", exc.code
             # the message may quote the reply (the user's facts): the log gets the code only

@@ -209,10 +209,10 @@ class MemorySearchArgs(ToolArguments):
     description: ClassVar[str] = (
         "Search the user's long-term memory: a literal, case-insensitive match over MEMORY.md "
         "and the daily memory files (first the number of matching lines, then each as "
-        "'Source: path#line: text'), plus the memories most related to the query. The query '*' lists the remembered facts instead, "
-        "most important first. Optional filters (kind, tags, min_importance, key, as_of) "
-        "return only the related memories that match; as_of asks what was true at a past "
-        "moment (superseded facts included)."
+        "'Source: path#line: text'), plus the memories most related to the query. The query "
+        "'*' lists the remembered facts instead, most important first. Optional filters "
+        "(kind, tags, min_importance, key, as_of) return only the related memories that "
+        "match; as_of asks what was true at a past moment (superseded facts included)."
     )
 
     query: Query = Field(description="words or a phrase to find; '*' lists what is remembered")
