@@ -216,6 +216,8 @@ def test_hooks_switched_off_leave_memory_out(rig, script):
     assert outcome.prompt.recalled == [] and outcome.flushes == []
     assert script.requests["flush"] == []
     assert built.shortterm.load(ALICE).last_flushed_index == -1
+    assert "tools" not in script.requests["chat"][0].body  # the memory tools go with them
+    assert "memory_search" not in system
 
 
 def test_instructions_can_place_the_memory_where_they_want_it(rig, script):

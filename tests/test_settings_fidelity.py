@@ -59,15 +59,24 @@ def llm(server, **extra) -> dict:
 
 
 @pytest.mark.parametrize("disabled", [False, True])
-def test_disable_memory_hooks_stops_scheduled_consolidation(build, disabled):
+def test_disable_memory_hooks_stops_every_scheduled_pass(build, disabled):
     services = build(memory={"disable_memory_hooks": disabled})
     services.longterm.record(ALICE, [Fact(text="The user is allergic to peanuts.")])
+    services.longterm.record(ALICE, [Fact(text="The user is allergic to peanuts!")])
+    paths = OwnerPaths.of(services.settings.workspace, ALICE)
+    ledgers = {p: p.read_bytes() for p in paths.ledger_dir.glob("*.md")}
     scheduler = build_scheduler(services, build_maintenance(services))
-    [report] = scheduler.run_once()
-    memory_md = OwnerPaths.of(services.settings.workspace, ALICE).memory_md
-    assert report.status == "ran"
-    assert memory_md.exists() is not disabled
-    assert report.counts["consolidated"] == (0 if disabled else 1)
+    reports = scheduler.run_once()
+    if disabled:  # no dedup, no MEMORY.md: the ledgers are as the writes left them
+        assert reports == []
+        assert not paths.memory_md.exists()
+        assert {p: p.read_bytes() for p in paths.ledger_dir.glob("*.md")} == ledgers
+        # an explicit run still maintains
+        assert build_maintenance(services).run_user(ALICE, force=True).status == "ran"
+    else:
+        [report] = reports
+        assert report.status == "ran" and report.counts["consolidated"] == 1
+        assert paths.memory_md.exists()
 
 
 # -- consolidation: max_tokens, the memory model, usage --------------------------------------

@@ -142,8 +142,9 @@ class MemorySettings(_Section):
     means that); ``consolidation_prompt`` must
     hold exactly two ``%d`` (max tokens, then max characters). ``disable_memory_hooks`` turns
     off the flush (every path, the idle flush too), the MEMORY.md/recall injection of the
-    harness and the scheduled consolidation; ``disable_memory_tools`` stops offering the
-    memory tools.
+    harness, the memory tools and every scheduled maintenance pass (so nothing but an explicit
+    API or CLI call writes the ledgers or MEMORY.md); ``disable_memory_tools`` stops offering
+    the memory tools alone.
     """
 
     model_config = ConfigDict(extra="forbid", validate_assignment=True)

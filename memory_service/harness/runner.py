@@ -12,9 +12,9 @@
 6. post-call flush, as the ``FlushTrigger`` says;
 7. save the state (the flush watermark and its throttle clock).
 
-``disable_memory_hooks`` leaves out MEMORY.md, recall and every flush; ``disable_memory_tools``
-offers no tools. Nothing here is specific to a backend, and sessions are reached only through
-``ShortTermMemory``'s public methods.
+``disable_memory_hooks`` leaves out MEMORY.md, recall, every flush and the memory tools;
+``disable_memory_tools`` offers no tools. Nothing here is specific to a backend, and sessions
+are reached only through ``ShortTermMemory``'s public methods.
 """
 
 from __future__ import annotations
@@ -86,7 +86,8 @@ class MemoryHarness:
             longterm,
             shortterm,
             maintenance=maintenance,
-            enabled=not self.config.disable_memory_tools,
+            # the tools are part of the memory pipeline: off with it, or on their own
+            enabled=not (self.config.disable_memory_tools or self.config.disable_memory_hooks),
             docs=docs,
         )
         self.prompts = PromptBuilder(

@@ -111,8 +111,9 @@ class SweepReport:
 class MemoryMaintenanceScheduler:
     """A daemon thread with two clocks: a maintenance pass after ``first_delay`` and then
     every ``interval``; a sweep (expired session states purged through the store, idle
-    sessions flushed) every ``sweep_interval``. ``consolidate=False`` (hooks disabled) runs
-    the passes without consolidation."""
+    sessions flushed) every ``sweep_interval``. ``maintain=False`` (memory hooks disabled)
+    schedules no passes at all: the memory pipeline then writes neither the daily ledgers nor
+    MEMORY.md by itself (an explicit ``maintain`` still runs them)."""
 
     def __init__(
         self,
@@ -121,7 +122,7 @@ class MemoryMaintenanceScheduler:
         *,
         interval: timedelta = timedelta(hours=6),
         first_delay: timedelta = timedelta(minutes=1),
-        consolidate: bool = True,
+        maintain: bool = True,
         purge: Callable[[], int] | None = None,
         idle_flush: IdleFlusher | None = None,
         sweep_interval: timedelta = timedelta(minutes=5),
@@ -130,7 +131,7 @@ class MemoryMaintenanceScheduler:
         self.contexts = contexts
         self.interval = interval
         self.first_delay = first_delay
-        self.consolidate = consolidate
+        self.maintain = maintain
         self.purge = purge
         self.idle_flush = idle_flush
         self.sweep_interval = sweep_interval
@@ -156,11 +157,12 @@ class MemoryMaintenanceScheduler:
             self._thread = None
 
     def run_once(self) -> list[MaintenanceReport]:
-        """One pass, under a trace of its own (its log lines share one ``trace_id``)."""
+        """One pass, under a trace of its own (its log lines share one ``trace_id``); none
+        while the memory hooks are disabled."""
+        if not self.maintain:
+            return []
         with using_trace(new_trace()):
-            reports = run_all(
-                self.maintenance, self.contexts(), progress=False, consolidate=self.consolidate
-            )
+            reports = run_all(self.maintenance, self.contexts(), progress=False)
             self.passes += 1
             ran = sum(1 for r in reports if r.status == "ran")
             log.info("maintenance pass %d: %d users, %d maintained", self.passes, len(reports), ran)
@@ -191,6 +193,10 @@ class MemoryMaintenanceScheduler:
         jobs = {"pass": self.run_once, "sweep": self.sweep_once}
         if self.purge is None and self.idle_flush is None:
             del due["sweep"]
+        if not self.maintain:
+            del due["pass"]
+        if not due:
+            return
         while not self._stop.wait(max(0.0, min(due.values()) - time.monotonic())):
             for name in [n for n, at in due.items() if at <= time.monotonic()]:
                 try:

@@ -47,9 +47,9 @@ def build_scheduler(
     maintenance: MemoryMaintenance,
     tenants: Callable[[], Iterable[str]] = tuple,
 ) -> MemoryMaintenanceScheduler:
-    """``serve``'s background work: maintenance passes (without consolidation when
-    ``disable_memory_hooks`` is on), the TTL purge of session states, and the idle flush of
-    sessions that went quiet (``idle_flush_minutes``; needs the flush's model)."""
+    """``serve``'s background work: maintenance passes (none when ``disable_memory_hooks`` is
+    on), the TTL purge of session states, and the idle flush of sessions that went quiet
+    (``idle_flush_minutes``; needs the flush's model; off with the hooks too)."""
     memory = services.settings.memory
     hooks = not memory.disable_memory_hooks
     idle = None
@@ -60,7 +60,7 @@ def build_scheduler(
         maintenance,
         lambda: services.known_users(tenants()),
         interval=timedelta(hours=memory.maintenance_interval_hours),
-        consolidate=hooks,
+        maintain=hooks,
         purge=shortterm.purge_expired if shortterm is not None else None,
         idle_flush=idle,
         sweep_interval=timedelta(minutes=memory.sweep_interval_minutes),
