@@ -7,11 +7,11 @@ from pathlib import Path
 
 import pytest
 
-from memory_service.bench.dataset import BenchInputError, fit_text, safe_user_id
-from memory_service.bench.datasets import load_dataset
-from memory_service.bench.datasets.locomo import load_locomo, parse_evidence
-from memory_service.bench.datasets.longmemeval import load_longmemeval
-from memory_service.bench.datasets.synthetic import generate
+from memory_service.evaluation.dataset import BenchInputError, fit_text, safe_user_id
+from memory_service.evaluation.datasets import load_dataset
+from memory_service.evaluation.datasets.locomo import load_locomo, parse_evidence
+from memory_service.evaluation.datasets.longmemeval import load_longmemeval
+from memory_service.evaluation.datasets.synthetic import generate
 from memory_service.facts import Source
 
 FIXTURES = Path(__file__).parent / "fixtures"

@@ -7,8 +7,8 @@ import os
 import time
 from pathlib import Path
 
-from memory_service.bench import memory_use
-from memory_service.bench.memory_use import PeakPss, pss_mb
+from memory_service.evaluation import memory_use
+from memory_service.evaluation.memory_use import PeakPss, pss_mb
 
 MB = 1024 * 1024
 

@@ -6,7 +6,7 @@ import math
 
 import pytest
 
-from memory_service.bench import metrics
+from memory_service.evaluation import metrics
 
 A_X_B = [{"a"}, {"x"}, {"b"}, set()]
 GOLD_AB = {"a", "b"}

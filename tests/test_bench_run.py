@@ -12,15 +12,15 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from memory_service.bench.backends import FreshBackends, with_backend
-from memory_service.bench.datasets import load_dataset
-from memory_service.bench.embedding import ColdQueryEmbedder
-from memory_service.bench.runner import run
-from memory_service.bench.summary import summarise
-from memory_service.bench.targets import applies, evaluate, tally
 from memory_service.cli import build_parser, main
 from memory_service.commands.bench import command_line
 from memory_service.config import Settings
+from memory_service.evaluation.backends import FreshBackends, with_backend
+from memory_service.evaluation.datasets import load_dataset
+from memory_service.evaluation.embedding import ColdQueryEmbedder
+from memory_service.evaluation.runner import run
+from memory_service.evaluation.summary import summarise
+from memory_service.evaluation.targets import applies, evaluate, tally
 
 FIXTURES = Path(__file__).parent / "fixtures"
 MODES = ("bm25", "dense", "hybrid")
@@ -304,7 +304,7 @@ def test_command_line_says_when_provenance_was_left_out():
 
 
 def test_scale_facts_carry_a_source_message_unless_left_out():
-    from memory_service.bench.scale import scale_facts
+    from memory_service.evaluation.scale import scale_facts
 
     facts = scale_facts(["Likes tea", "Rows on Sundays"], with_source=True)
     assert [f.source.text for f in facts] == [

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from datetime import UTC, datetime
 
-from memory_service.bench.datasets import synthetic_time
-from memory_service.bench.timeline import run_time
 from memory_service.cli import main
 from memory_service.config import load_settings
+from memory_service.evaluation.datasets import synthetic_time
+from memory_service.evaluation.timeline import run_time
 
 ANCHOR = datetime(2026, 6, 1, tzinfo=UTC)
 

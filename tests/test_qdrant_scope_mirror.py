@@ -13,8 +13,8 @@ import numpy as np
 import pytest
 
 from indexing.embeddings import Embedder
-from memory_service.bench.datasets.synthetic import scale_texts
 from memory_service.context import RuntimeContext
+from memory_service.evaluation.datasets.synthetic import scale_texts
 from memory_service.facts import Fact
 from memory_service.longterm.qdrant.backend import QdrantLongTermMemory
 from memory_service.longterm.qdrant.filters import OwnerFilter

@@ -18,10 +18,10 @@ import pytest
 from memory_service.agent_state import AgentState
 from memory_service.api import create_app
 from memory_service.api.keys import ApiKeyRing
-from memory_service.bench.http_server import LoopbackServer
 from memory_service.config import load_settings
 from memory_service.context import RuntimeContext
 from memory_service.errors import BackendUnavailableError, ConflictError
+from memory_service.evaluation.http_server import LoopbackServer
 from memory_service.messages import Msg
 from memory_service.replicas.session_logs.files import FilesSessionLogStore
 from memory_service.replicas.session_state.files import FilesAgentStateStore

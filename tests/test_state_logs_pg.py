@@ -64,7 +64,7 @@ class Replica:
 
     @property
     def results(self) -> ToolResultStore:
-        return self.memory.evictor
+        return self.memory.tool_results
 
 
 def open_replica(workspace: Path, schema: str, tombstones: Tombstones | None = None) -> Replica:
@@ -542,10 +542,12 @@ def test_build_shortterm_keeps_logs_in_the_database_it_is_given(tmp_path, pg_dat
         settings, None, replicas=ReplicaStores.of(settings.workspace, pg_database)
     )
     assert isinstance(on_files.log, FilesSessionLogStore)
-    assert isinstance(on_files.evictor, FilesToolResultStore)
+    assert isinstance(on_files.tool_results, FilesToolResultStore)
     assert isinstance(on_pg.log, PostgresSessionLogStore)
-    assert isinstance(on_pg.evictor, PostgresToolResultStore)
-    assert isinstance(on_pg.log, SessionLogStore) and isinstance(on_pg.evictor, ToolResultStore)
+    assert isinstance(on_pg.tool_results, PostgresToolResultStore)
+    assert isinstance(on_pg.log, SessionLogStore) and isinstance(
+        on_pg.tool_results, ToolResultStore
+    )
     on_files.close()
     on_pg.close()
 

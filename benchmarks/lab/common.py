@@ -28,11 +28,11 @@ import numpy as np
 from indexing.bm25 import BM25Index
 from indexing.lexical import lexical_terms
 from indexing.tokenize import tokenize
-from memory_service.bench import metrics
-from memory_service.bench.dataset import Dataset, MemoryItem
-from memory_service.bench.datasets.locomo import load_locomo
-from memory_service.bench.datasets.synthetic import DEFAULT_USERS, generate
 from memory_service.config.retrieval import RetrievalConfig
+from memory_service.evaluation import metrics
+from memory_service.evaluation.dataset import Dataset, MemoryItem
+from memory_service.evaluation.datasets.locomo import load_locomo
+from memory_service.evaluation.datasets.synthetic import DEFAULT_USERS, generate
 
 ROOT = Path(__file__).resolve().parents[2]
 CACHE = ROOT / "benchmarks" / "results" / "lab"

@@ -21,7 +21,7 @@ from pathlib import Path
 import numpy as np
 
 from benchmarks.lab.common import add_arguments, read_locomo
-from memory_service.bench.datasets.locomo import load_locomo
+from memory_service.evaluation.datasets.locomo import load_locomo
 
 NAMES = ("rrf-plain", "hybrid")
 
@@ -36,10 +36,10 @@ def latency(
 ) -> dict[str, dict[str, float]]:
     """p50 and p95 of ``retrieve(top_k=25)`` per preset, in milliseconds."""
     from indexing.embeddings import CachedEmbedder, SentenceTransformerEmbedder
-    from memory_service.bench.dataset import safe_user_id
     from memory_service.config import QdrantSettings
     from memory_service.config.retrieval import PRESETS
     from memory_service.context import RuntimeContext
+    from memory_service.evaluation.dataset import safe_user_id
     from memory_service.longterm.files.backend import FileSystemLongTermMemory
     from memory_service.longterm.qdrant.backend import open_qdrant
 

@@ -50,8 +50,8 @@ from indexing.bm25 import BM25Index
 from indexing.lexical import date_words, lexical_terms
 from indexing.neighbours import smooth_by_session
 from indexing.tokenize import tokenize
-from memory_service.bench.datasets.locomo import iter_sessions, turn_text
 from memory_service.config.retrieval import PRESETS, RetrievalConfig
+from memory_service.evaluation.datasets.locomo import iter_sessions, turn_text
 from memory_service.longterm.fusion import fuse_legs
 
 HYBRID = PRESETS["hybrid"]

@@ -40,7 +40,7 @@ def _percentile(values: list[float], q: float) -> float:
 
 def _texts(queries: int, facts: int) -> tuple[list[str], list[str]]:
     """Distinct questions and facts from the scale bench's synthetic bank (fixed seed)."""
-    from memory_service.bench.datasets.synthetic import scale_texts
+    from memory_service.evaluation.datasets.synthetic import scale_texts
 
     asked: list[str] = []
     documents: list[str] = []

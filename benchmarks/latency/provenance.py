@@ -25,10 +25,10 @@ import time
 from pathlib import Path
 
 from indexing.embeddings import CachedEmbedder, SentenceTransformerEmbedder
-from memory_service.bench.datasets.synthetic import scale_texts
-from memory_service.bench.scale import scale_facts
 from memory_service.config import QdrantSettings
 from memory_service.context import RuntimeContext
+from memory_service.evaluation.datasets.synthetic import scale_texts
+from memory_service.evaluation.scale import scale_facts
 from memory_service.longterm.files.backend import FileSystemLongTermMemory
 from memory_service.longterm.qdrant.backend import open_qdrant
 

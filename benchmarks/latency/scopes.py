@@ -24,10 +24,10 @@ import time
 from collections.abc import Sequence
 from pathlib import Path
 
-from memory_service.bench import metrics
-from memory_service.bench.datasets.synthetic import scale_texts
 from memory_service.config import QdrantSettings, load_settings
 from memory_service.context import RuntimeContext
+from memory_service.evaluation import metrics
+from memory_service.evaluation.datasets.synthetic import scale_texts
 from memory_service.facts import Fact
 from memory_service.longterm.files.backend import FileSystemLongTermMemory
 from memory_service.longterm.qdrant.backend import open_qdrant

@@ -46,7 +46,7 @@ def _summary(seconds: list[float]) -> dict[str, float]:
 
 
 def _texts(facts: int, queries: int) -> tuple[list[str], list[str]]:
-    from memory_service.bench.datasets.synthetic import scale_texts
+    from memory_service.evaluation.datasets.synthetic import scale_texts
 
     documents: list[str] = []
     asked: list[str] = []

@@ -24,11 +24,11 @@ from pathlib import Path
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
-from memory_service.bench import metrics  # noqa: E402
-from memory_service.bench.datasets.synthetic import scale_texts  # noqa: E402
-from memory_service.bench.scale import scale_facts  # noqa: E402
 from memory_service.config import QdrantSettings, load_settings  # noqa: E402
 from memory_service.context import RuntimeContext  # noqa: E402
+from memory_service.evaluation import metrics  # noqa: E402
+from memory_service.evaluation.datasets.synthetic import scale_texts  # noqa: E402
+from memory_service.evaluation.scale import scale_facts  # noqa: E402
 from memory_service.longterm.files.backend import FileSystemLongTermMemory  # noqa: E402
 from memory_service.longterm.protocol import LongTermMemory  # noqa: E402
 from memory_service.longterm.qdrant.backend import open_qdrant  # noqa: E402

@@ -55,11 +55,11 @@ def main(argv: Sequence[str] | None = None) -> None:
         os.environ["MEMORY_LONGTERM__BACKEND"] = args.backend
 
     from indexing.onnx_embeddings import OnnxEmbedder
-    from memory_service.bench.backends import settings_for
-    from memory_service.bench.datasets.synthetic import scale_texts
-    from memory_service.bench.embedding import ColdQueryEmbedder
-    from memory_service.bench.scale import _user, scale_facts
     from memory_service.config import Settings
+    from memory_service.evaluation.backends import settings_for
+    from memory_service.evaluation.datasets.synthetic import scale_texts
+    from memory_service.evaluation.embedding import ColdQueryEmbedder
+    from memory_service.evaluation.scale import _user, scale_facts
     from memory_service.services import build_services
 
     settings = Settings()

@@ -15,11 +15,11 @@ from collections.abc import Mapping
 from datetime import UTC, datetime
 from pathlib import Path
 
-from memory_service.bench.dataset import BenchInputError
-from memory_service.bench.machine import environment, load_average
-from memory_service.bench.targets import PLAIN_PRESET
 from memory_service.config.retrieval import RetrievalConfig
 from memory_service.config.retrieval import preset as lookup
+from memory_service.evaluation.dataset import BenchInputError
+from memory_service.evaluation.machine import environment, load_average
+from memory_service.evaluation.targets import PLAIN_PRESET
 
 DEFAULT_MODES = "bm25,dense,hybrid"
 DEFAULT_KS = "5,10,25"
@@ -51,7 +51,7 @@ def _ks(raw: str) -> tuple[int, ...]:
 
 
 def _embedders(raw: str) -> tuple[str, ...]:
-    from memory_service.bench.embedding import EMBEDDER_CHOICES
+    from memory_service.evaluation.embedding import EMBEDDER_CHOICES
 
     chosen = tuple(dict.fromkeys(e.strip() for e in raw.split(",") if e.strip()))
     if not chosen or any(e not in EMBEDDER_CHOICES for e in chosen):
@@ -226,10 +226,10 @@ def command_line(args: argparse.Namespace, preset: str | None = None) -> str:
 
 
 def run(args: argparse.Namespace) -> int:
-    from memory_service.bench.backends import with_backend
-    from memory_service.bench.datasets import load_dataset
-    from memory_service.bench.embedding import RECALL_CACHE_ENTRIES, cold_embedder
     from memory_service.config.settings import load_settings
+    from memory_service.evaluation.backends import with_backend
+    from memory_service.evaluation.datasets import load_dataset
+    from memory_service.evaluation.embedding import RECALL_CACHE_ENTRIES, cold_embedder
 
     if args.batch_size < 1:
         raise BenchInputError("--batch-size must be at least 1")
@@ -285,9 +285,9 @@ def run(args: argparse.Namespace) -> int:
 
 def _time(args: argparse.Namespace, settings) -> int:
     """``--dataset synthetic-time``: the configured preset and ``hybrid-recency``."""
-    from memory_service.bench.datasets import synthetic_time
-    from memory_service.bench.report import write_json
-    from memory_service.bench.timeline import print_time_report, run_time
+    from memory_service.evaluation.datasets import synthetic_time
+    from memory_service.evaluation.report import write_json
+    from memory_service.evaluation.timeline import print_time_report, run_time
     from memory_service.services.stores import build_embedder
 
     if args.scale is not None:
@@ -309,7 +309,7 @@ def _time(args: argparse.Namespace, settings) -> int:
 def _scale(args: argparse.Namespace, settings, embedder) -> dict:
     """One scale run on ``embedder``; with ``--embedders`` (``embedder`` None), one per
     embedder, each in a fresh process."""
-    from memory_service.bench.scale import run_scale, run_scale_per_embedder
+    from memory_service.evaluation.scale import run_scale, run_scale_per_embedder
 
     options = {
         "facts": args.scale,
@@ -334,10 +334,10 @@ def _scale(args: argparse.Namespace, settings, embedder) -> dict:
 def _recall(
     args: argparse.Namespace, settings, embedder, dataset, baselines: tuple[str, ...]
 ) -> dict:
-    from memory_service.bench.backends import FreshBackends, with_backend
-    from memory_service.bench.memory_use import peak_rss_mb
-    from memory_service.bench.runner import run as run_recall
-    from memory_service.bench.summary import summarise
+    from memory_service.evaluation.backends import FreshBackends, with_backend
+    from memory_service.evaluation.memory_use import peak_rss_mb
+    from memory_service.evaluation.runner import run as run_recall
+    from memory_service.evaluation.summary import summarise
 
     others = [  # the same backend kind and embedder, another preset each
         FreshBackends(with_backend(settings, None, name), embedder, args.workdir)
@@ -364,7 +364,7 @@ def _recall(
 
 def _judge(doc: dict) -> None:
     """The targets' verdicts, in the document, for a run with hybrid and a leg."""
-    from memory_service.bench.targets import applies, evaluate
+    from memory_service.evaluation.targets import applies, evaluate
 
     if applies(doc):
         doc["targets"] = [verdict.to_dict() for verdict in evaluate(doc)]
@@ -372,8 +372,8 @@ def _judge(doc: dict) -> None:
 
 def _write(doc: dict, args: argparse.Namespace) -> None:
     """Tables to stdout; JSON, Markdown and the plot where asked."""
-    from memory_service.bench.report import print_report, to_markdown, write_json, write_plot
-    from memory_service.bench.scale_report import print_side_by_side, side_by_side_markdown
+    from memory_service.evaluation.report import print_report, to_markdown, write_json, write_plot
+    from memory_service.evaluation.scale_report import print_side_by_side, side_by_side_markdown
 
     runs = doc.get("embedders") or [doc]
     for run in runs:

@@ -28,7 +28,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from memory_service.services.container import build_services
-    from memory_service.services.erasure import build_erasure
+    from memory_service.services.erasure_stores import build_erasure
 
     ctx = RuntimeContext(args.tenant, args.user)  # a malformed id fails before any work
     services = build_services(settings_from(args))

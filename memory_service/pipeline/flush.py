@@ -48,7 +48,7 @@ from memory_service.replicas.memory_docs import MemoryDocs
 from memory_service.replicas.memory_docs.files import documents
 from memory_service.replicas.usage import RECORD_ERRORS, UsageStore
 from memory_service.replicas.usage.files import FilesUsageStore
-from memory_service.shortterm.flush_hook import FlushReason
+from memory_service.shortterm.flush_callback import FlushReason
 
 log = logging.getLogger(__name__)
 

@@ -13,7 +13,7 @@ every part it wires (see ARCHITECTURE.md), so no part needs to import it back.
 """
 
 from memory_service.services.container import Services, build_services
-from memory_service.services.erasure import build_erasure
+from memory_service.services.erasure_stores import build_erasure
 from memory_service.services.stores import (
     build_embedder,
     build_expiry,

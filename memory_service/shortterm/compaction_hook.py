@@ -26,7 +26,7 @@ from memory_service.llm import ContextOverflowError
 from memory_service.observe.telemetry import sink
 from memory_service.observe.tracing import using_ids
 from memory_service.shortterm.compaction_base import CompactionResult, Compactor
-from memory_service.shortterm.flush_hook import FlushCallback, FlushReason
+from memory_service.shortterm.flush_callback import FlushCallback, FlushReason
 
 log = logging.getLogger(__name__)
 

@@ -39,7 +39,7 @@ from memory_service.replicas.tool_results import ToolResultStore
 from memory_service.shortterm.compaction import ConversationCompactor, build_compactor
 from memory_service.shortterm.compaction_base import CompactionResult, summary_trigger
 from memory_service.shortterm.compaction_hook import CompactionHook, count_compaction
-from memory_service.shortterm.flush_hook import FlushCallback
+from memory_service.shortterm.flush_callback import FlushCallback
 from memory_service.shortterm.session_locks import KeyedLocks
 
 log = logging.getLogger(__name__)
@@ -84,7 +84,7 @@ class ShortTermMemory:
         self,
         store: AgentStateStore,
         log: SessionLogStore,
-        evictor: ToolResultStore,
+        tool_results: ToolResultStore,
         *,
         config: CompactionSettings | None = None,
         model: ChatModel | None = None,
@@ -94,7 +94,7 @@ class ShortTermMemory:
     ) -> None:
         self.store = store
         self.log = log
-        self.evictor = evictor
+        self.tool_results = tool_results
         self.config = config or CompactionSettings()
         self.model = model
         self.context_window = self.config.context_window or context_window
@@ -133,7 +133,7 @@ class ShortTermMemory:
         start_line: int | None = None,
         end_line: int | None = None,
     ) -> str:
-        return self.evictor.read(ctx, ref, start_line, end_line)
+        return self.tool_results.read(ctx, ref, start_line, end_line)
 
     def search(self, ctx: RuntimeContext, query: str, *, limit: int = 10) -> list[SessionHit]:
         return self.log.search(ctx, query, limit=limit)
@@ -158,10 +158,10 @@ class ShortTermMemory:
         prepared: list[Msg] = []
         try:
             for message in originals:
-                prepared.append(self.evictor.evict(ctx, message))
+                prepared.append(self.tool_results.evict(ctx, message))
         except BaseException:  # e.g. the user erased meanwhile: no file of this append stays
             done = zip(prepared, originals[: len(prepared)], strict=True)
-            self.evictor.discard(ctx, [m for m, o in done if m is not o])
+            self.tool_results.discard(ctx, [m for m, o in done if m is not o])
             raise
         moved = [m for m, o in zip(prepared, originals, strict=True) if m is not o]
         evicted = [m.metadata["ref"] for m in moved]
@@ -171,7 +171,7 @@ class ShortTermMemory:
                     ctx, prepared, expected_version, compact
                 )
         except BaseException:
-            self.evictor.discard(ctx, moved)
+            self.tool_results.discard(ctx, moved)
             raise
         self.log.append(ctx, [o.with_seq(s.seq) for o, s in zip(originals, stored, strict=True)])
         return AppendResult(state, stored, evicted, compaction)
@@ -270,7 +270,7 @@ class ShortTermMemory:
         """Remove the session's state and evicted tool results (and its log, if asked);
         ``NotFoundError`` when there was none of them."""
         removed = self.store.remove(ctx)
-        files = self.evictor.remove_session(ctx)
+        files = self.tool_results.remove_session(ctx)
         log_removed = self.log.delete_session(ctx) if include_log else False
         if not (removed or files or log_removed):
             raise NotFoundError(no_session(ctx))

@@ -19,8 +19,8 @@ from memory_service.tools.arguments import (
     ToolArguments,
 )
 from memory_service.tools.formatting import ToolOutcome, format_recall
+from memory_service.tools.memory_files import memory_path_parts
 from memory_service.tools.memory_tools import MemoryTools
-from memory_service.tools.paths import memory_path_parts
 
 __all__ = [
     "TOOL_ARGUMENTS",

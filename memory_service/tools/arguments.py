@@ -40,7 +40,7 @@ from memory_service.messages import (
     MEMORY_SEARCH,
     SESSION_SEARCH,
 )
-from memory_service.tools.paths import memory_path_parts
+from memory_service.tools.memory_files import memory_path_parts
 
 
 @dataclass(frozen=True, slots=True)

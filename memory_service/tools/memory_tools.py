@@ -65,7 +65,7 @@ from memory_service.tools.arguments import (
     SessionSearchArgs,
 )
 from memory_service.tools.formatting import ToolOutcome, format_fact, format_recall, plain_line
-from memory_service.tools.paths import memory_path_parts, memory_text, memory_texts, resolve
+from memory_service.tools.memory_files import memory_path_parts, memory_text, memory_texts, resolve
 
 RECALL_TOP_K = 5  # long-term recalls appended to memory_search's literal matches
 SESSION_HITS = 10

@@ -9,7 +9,7 @@ from fastapi import APIRouter, Path
 from memory_service.api.deps import AdminDep, ServicesDep, user_context
 from memory_service.api.schemas.common import UserId
 from memory_service.api.schemas.users import EraseReceiptOut
-from memory_service.services.erasure import build_erasure
+from memory_service.services.erasure_stores import build_erasure
 
 router = APIRouter(prefix="/v1", tags=["users"])
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from memory_service.bench.dataset import BenchInputError, Dataset
+from memory_service.evaluation.dataset import BenchInputError, Dataset
 
 DATASETS: tuple[str, ...] = ("synthetic", "locomo", "longmemeval")
 
@@ -39,13 +39,13 @@ def load_dataset(
     """Load ``name`` (one of ``DATASETS``); ``unit`` None means the dataset's default;
     ``with_source``: record facts with their provenance where the data has it."""
     if name == "synthetic":
-        from memory_service.bench.datasets import synthetic
+        from memory_service.evaluation.datasets import synthetic
 
         if unit not in (None, "facts"):
             raise BenchInputError("--dataset synthetic has one unit: facts")
         return synthetic.generate(users=users or synthetic.DEFAULT_USERS, seed=seed)
     if name == "locomo":
-        from memory_service.bench.datasets import locomo
+        from memory_service.evaluation.datasets import locomo
 
         return locomo.load_locomo(
             read_json(path, name),
@@ -54,7 +54,7 @@ def load_dataset(
             with_source=with_source,
         )
     if name == "longmemeval":
-        from memory_service.bench.datasets import longmemeval
+        from memory_service.evaluation.datasets import longmemeval
 
         return longmemeval.load_longmemeval(
             read_json(path, name), unit=unit or "turns", with_source=with_source

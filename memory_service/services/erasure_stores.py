@@ -62,7 +62,7 @@ def build_erasure(services: Services) -> UserErasure:
         *((f"facts.{name}", store) for name, store in longterm.items()),
         *((f"sessions.{name}", store) for name, store in sessions.items()),
         ("session_logs", services.shortterm.log),
-        ("tool_results", services.shortterm.evictor),
+        ("tool_results", services.shortterm.tool_results),
         *_workspace_logs(services),
         ("dead_letters", services.state.dead_letters),
         ("maintenance", build_maintenance(services)),

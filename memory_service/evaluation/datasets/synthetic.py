@@ -21,8 +21,8 @@ import random
 from collections import Counter
 from datetime import UTC, datetime, timedelta
 
-from memory_service.bench.dataset import Conversation, Dataset, MemoryItem, Question
-from memory_service.bench.datasets.synthetic_bank import (
+from memory_service.evaluation.dataset import Conversation, Dataset, MemoryItem, Question
+from memory_service.evaluation.datasets.synthetic_bank import (
     BOOKING_FACT,
     BOOKING_QUESTION,
     BOOKINGS,

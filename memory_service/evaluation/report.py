@@ -1,7 +1,7 @@
 """Print a result document as tables, write it as JSON, plot it as a PNG.
 
 Tables show rates as percentages with one decimal (the JSON keeps fractions). A recall run
-with hybrid and a leg ends with its targets (``memory_service.bench.targets``), one line each.
+with hybrid and a leg ends with its targets (``memory_service.evaluation.targets``), one line each.
 """
 
 from __future__ import annotations
@@ -11,8 +11,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TextIO
 
-from memory_service.bench.dataset import BenchInputError
-from memory_service.bench.targets import tally
+from memory_service.evaluation.dataset import BenchInputError
+from memory_service.evaluation.targets import tally
 
 
 def _pct(value: float | None) -> str:

@@ -18,7 +18,7 @@ from collections import Counter
 from collections.abc import Iterable, Iterator, Sequence
 from datetime import UTC, datetime, timedelta
 
-from memory_service.bench.dataset import (
+from memory_service.evaluation.dataset import (
     BenchInputError,
     Conversation,
     Dataset,

@@ -10,8 +10,8 @@ from __future__ import annotations
 from collections import defaultdict
 from collections.abc import Callable, Sequence
 
-from memory_service.bench import metrics
-from memory_service.bench.runner import Outcome, RunResult
+from memory_service.evaluation import metrics
+from memory_service.evaluation.runner import Outcome, RunResult
 
 NDCG_K = 10
 

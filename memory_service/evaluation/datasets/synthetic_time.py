@@ -23,7 +23,7 @@ import random
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 
-from memory_service.bench.datasets.synthetic_bank import DISTRACTORS, FILL, NAMES
+from memory_service.evaluation.datasets.synthetic_bank import DISTRACTORS, FILL, NAMES
 from memory_service.facts import Fact
 
 DEFAULT_USERS = 20

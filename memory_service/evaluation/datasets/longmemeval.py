@@ -16,7 +16,8 @@ from __future__ import annotations
 
 from collections import Counter
 
-from memory_service.bench.dataset import (
+from memory_service.context import ID_PATTERN
+from memory_service.evaluation.dataset import (
     BenchInputError,
     Conversation,
     Dataset,
@@ -24,7 +25,6 @@ from memory_service.bench.dataset import (
     Question,
     fit_text,
 )
-from memory_service.context import ID_PATTERN
 from memory_service.facts import Source
 
 UNITS: tuple[str, ...] = ("turns", "sessions")

@@ -26,23 +26,23 @@ from concurrent.futures import ProcessPoolExecutor
 from contextlib import ExitStack, contextmanager
 from pathlib import Path
 
-from memory_service.bench import metrics
-from memory_service.bench.backends import settings_for
-from memory_service.bench.dataset import BenchInputError
-from memory_service.bench.datasets.synthetic import scale_texts
-from memory_service.bench.embedding import ColdQueryEmbedder, cold_embedder, with_embedder
-from memory_service.bench.http_server import LoopbackServer, write_key_file
-from memory_service.bench.machine import load_average
-from memory_service.bench.memory_use import PeakPss, peak_rss_mb
-from memory_service.bench.runner import TENANT, WARM_UP_QUERY
 from memory_service.config.settings import ObservabilitySettings, Settings
 from memory_service.context import RuntimeContext
 from memory_service.errors import MemoryServiceError
+from memory_service.evaluation import metrics
+from memory_service.evaluation.backends import settings_for
+from memory_service.evaluation.dataset import BenchInputError
+from memory_service.evaluation.datasets.synthetic import scale_texts
+from memory_service.evaluation.embedding import ColdQueryEmbedder, cold_embedder, with_embedder
+from memory_service.evaluation.http_server import LoopbackServer, write_key_file
+from memory_service.evaluation.machine import load_average
+from memory_service.evaluation.memory_use import PeakPss, peak_rss_mb
+from memory_service.evaluation.runner import TENANT, WARM_UP_QUERY
 from memory_service.fact_filter import FactFilter
 from memory_service.facts import Fact, Source, clip_source_text
 from memory_service.progress import Progress
 
-log = logging.getLogger("memory_service.bench")
+log = logging.getLogger("memory_service.evaluation")
 
 
 BENCH_AGENT = "scale-agent"

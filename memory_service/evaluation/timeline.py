@@ -15,10 +15,10 @@ from collections import Counter
 from typing import TextIO
 
 from indexing.embeddings import Embedder
-from memory_service.bench.backends import FreshBackends, with_backend
-from memory_service.bench.datasets.synthetic_time import CATEGORIES, TimeDataset
 from memory_service.config.settings import Settings
 from memory_service.context import RuntimeContext
+from memory_service.evaluation.backends import FreshBackends, with_backend
+from memory_service.evaluation.datasets.synthetic_time import CATEGORIES, TimeDataset
 from memory_service.fact_filter import FactFilter
 
 TENANT = "bench"

@@ -21,12 +21,12 @@ from collections.abc import Callable, Sequence
 from contextlib import ExitStack
 from dataclasses import dataclass, field
 
-from memory_service.bench.backends import FreshBackends
-from memory_service.bench.dataset import Conversation, Dataset, MemoryItem, Question
-from memory_service.bench.embedding import ColdQueryEmbedder
-from memory_service.bench.targets import HYBRID, baseline_mode
 from memory_service.context import RuntimeContext
 from memory_service.errors import InvalidInputError
+from memory_service.evaluation.backends import FreshBackends
+from memory_service.evaluation.dataset import Conversation, Dataset, MemoryItem, Question
+from memory_service.evaluation.embedding import ColdQueryEmbedder
+from memory_service.evaluation.targets import HYBRID, baseline_mode
 from memory_service.longterm.protocol import LongTermMemory
 from memory_service.progress import Progress
 
