@@ -51,5 +51,13 @@ class BackendUnavailableError(MemoryServiceError):
     http_status = 503
 
 
+class FlushFailedError(MemoryServiceError):
+    """A flush that failed after its retries; its messages are in a dead-letter file (the
+    session they came from is left as it was)."""
+
+    code = "flush_failed"
+    http_status = 502
+
+
 class ConfigurationError(MemoryServiceError):
     code = "invalid_setting"

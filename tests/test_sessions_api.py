@@ -9,7 +9,7 @@ import pytest
 
 from memory_service.shortterm.summary import SUMMARY_BLOCKS
 from tests.support.api import ACME_KEY, GLOBEX_KEY, append, assert_error, auth, make_client, users
-from tests.support.chat_script import TRIP_SUMMARY
+from tests.support.chat_script import TRIP_SUMMARY, Script
 from tests.support.llm_server import server_error, text
 from tests.support.postgres import PG_DSN
 
@@ -275,3 +275,48 @@ def test_the_api_on_the_postgres_store(tmp_path, embedder, monkeypatch, pg_schem
         services.close()
         with psycopg.connect(PG_DSN, autocommit=True) as conn:
             conn.execute(f'DROP TABLE IF EXISTS "{table}"')
+
+
+# -- ending a session ------------------------------------------------------------------------
+
+
+def _end(client, session="s1", user="alice", key=ACME_KEY):
+    return client.post(f"/v1/sessions/{session}/end", json={"user_id": user}, headers=auth(key))
+
+
+def test_ending_a_session_flushes_it_then_clears_it(client, llm_server):
+    llm_server.responder = Script(flush="- [fact|9|user.allergy] The user is allergic to peanuts.")
+    said = [{"role": "user", "content": "I'm allergic to peanuts."}]
+    assert append(client, "s1", said).status_code == 200
+    ended = _end(client)
+    assert ended.status_code == 200, ended.text
+    body = ended.json()
+    assert body["session_id"] == "s1" and body["state"] is True
+    assert body["flush"]["reason"] == "end" and body["flush"]["status"] == "flushed"
+    assert [f["text"] for f in body["flush"]["facts"]] == ["The user is allergic to peanuts."]
+    assert client.get("/v1/sessions/s1?user_id=alice", headers=auth()).status_code == 404
+    search = {"user_id": "alice", "query": "peanut allergy"}
+    hits = client.post("/v1/memories/search", json=search, headers=auth()).json()["hits"]
+    assert hits[0]["text"] == "The user is allergic to peanuts."
+    logged = client.post("/v1/sessions/search", json=search, headers=auth()).json()
+    assert logged["hits"], "the session log stays"
+
+
+def test_ending_a_session_whose_flush_fails_clears_nothing(client, llm_server):
+    llm_server.responder = Script(flush="Sure, nothing to add.")  # neither bullets nor NO_REPLY
+    assert (
+        append(client, "s1", [{"role": "user", "content": "I'm allergic to peanuts."}]).status_code
+        == 200
+    )
+    assert_error(_end(client), 502, "flush_failed")
+    assert client.get("/v1/sessions/s1?user_id=alice", headers=auth()).status_code == 200
+
+
+def test_ending_without_a_model_or_a_session(no_model_client, client):
+    assert append(no_model_client, "s1", [{"role": "user", "content": "hello"}]).status_code == 200
+    assert_error(_end(no_model_client), 503, "llm_not_configured")
+    assert no_model_client.get("/v1/sessions/s1?user_id=alice", headers=auth()).status_code == 200
+    assert_error(_end(client, "nope"), 404, "not_found")
+    assert append(client, "s2", [{"role": "user", "content": "hello"}]).status_code == 200
+    assert_error(_end(client, "s2", user="bob"), 404, "not_found")  # another user's session
+    assert_error(_end(client, "s2", key=GLOBEX_KEY), 404, "not_found")  # another tenant's

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import time
 import uuid
+from datetime import timedelta
 
 import psycopg
 import pytest
@@ -256,6 +257,36 @@ def test_expired_session_states_are_purged_by_the_scheduler(build, backend):
         if backend == "postgres":
             with psycopg.connect(PG_DSN, autocommit=True) as conn:
                 conn.execute(f"DROP TABLE IF EXISTS {table}")
+
+
+def test_a_session_past_its_ttl_is_flushed_into_long_term_memory_then_purged(build, llm_server):
+    services = build(llm=llm(llm_server), shortterm={"ttl_hours": 0.3 / 3600})
+    llm_server.responder = Script(chat="Noted.", flush=PEANUTS)
+    ctx = ALICE.with_session("s1")
+    services.shortterm.append(ctx, [Msg.user("I'm allergic to peanuts.")], compact=False)
+    time.sleep(0.4)
+    scheduler = build_scheduler(services, build_maintenance(services))
+    assert scheduler.sweep_once().purged == 1
+    assert not OwnerPaths.of(services.settings.workspace, ctx).state_file("s1").exists()
+    [hit] = services.longterm.retrieve(ALICE, "peanut allergy", 1)
+    assert hit.fact.text == "The user is allergic to peanuts." and hit.fact.session_id == "s1"
+
+
+def test_a_session_whose_expiry_flush_fails_is_kept(build, llm_server):
+    services = build(llm=llm(llm_server), shortterm={"ttl_hours": 0.3 / 3600})
+    llm_server.responder = Script(chat="Noted.", flush="Sure, nothing to add.")  # malformed
+    ctx = ALICE.with_session("s1")
+    services.shortterm.append(ctx, [Msg.user("I'm allergic to peanuts.")], compact=False)
+    time.sleep(0.4)
+    scheduler = build_scheduler(services, build_maintenance(services))
+    assert scheduler.sweep_once().purged == 0
+    paths = OwnerPaths.of(services.settings.workspace, ctx)
+    assert paths.state_file("s1").exists()
+    assert "allergic to peanuts" in paths.dead_letters("flush").read_text()
+
+
+def test_session_states_expire_after_a_day_by_default(build):
+    assert build().shortterm.store.ttl == timedelta(hours=24)
 
 
 # -- flush before compaction, switchable ---------------------------------------------------

@@ -137,7 +137,10 @@ class QdrantSettings(_Section):
 class ShortTermSettings(_Section):
     backend: Literal["files", "postgres"] = "files"
     ttl_hours: float | None = Field(
-        None, gt=0, description="a session state unused this long expires; None: never"
+        24.0,
+        ge=0,
+        description="a session state unwritten this long expires (each save refreshes it); "
+        "its unflushed messages are flushed first; 0 or None: never",
     )
     postgres_table: str = Field("agent_state", pattern=r"^[A-Za-z_][A-Za-z0-9_]{0,62}$")
     tool_result_max_chars: int = Field(

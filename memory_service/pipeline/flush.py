@@ -30,9 +30,9 @@ from pathlib import Path
 from memory_service.agent_state import AgentState
 from memory_service.config.memory_settings import MemorySettings
 from memory_service.context import RuntimeContext
-from memory_service.errors import MemoryServiceError
+from memory_service.errors import FlushFailedError, MemoryServiceError
 from memory_service.facts import Fact, parse_time, utcnow
-from memory_service.llm import ChatModel
+from memory_service.llm import NOT_CONFIGURED_MESSAGE, ChatModel, LlmNotConfiguredError
 from memory_service.longterm.protocol import LongTermMemory
 from memory_service.messages import Msg
 from memory_service.observe.telemetry import sink
@@ -53,19 +53,13 @@ from memory_service.shortterm.flush_callback import FlushReason
 log = logging.getLogger(__name__)
 
 EXTRA_KEY = "memory_flush"  # the flush's bookkeeping in AgentState.extra
+TRIED_KEY = "idle_tried_through"  # seq of the last message an idle flush was tried on
 
 __all__ = [  # what other parts import from here
     "EXTRA_KEY",
-    "FlushFailedError",
+    "TRIED_KEY",
     "MemoryFlushManager",
 ]
-
-
-class FlushFailedError(MemoryServiceError):
-    """A flush that failed after its retries; its messages are in a dead-letter file."""
-
-    code = "flush_failed"
-    http_status = 502
 
 
 _collector: ContextVar[list[FlushResult] | None] = ContextVar("flush_collector", default=None)
@@ -169,6 +163,9 @@ class MemoryFlushManager:
         pending = state.unflushed()
         if not pending:
             return self._report(result)
+        if reason == "expiry" and _dead_lettered(state, pending):
+            result.status, result.detail = "skipped", "dead_lettered"  # the state may go
+            return self._report(result)
         memory_md, _ = memory_md_for_model(
             self.docs.read(ctx), self.config.memory_load_token_budget
         )
@@ -179,9 +176,16 @@ class MemoryFlushManager:
             result.through_seq = state.last_flushed_index
             return self._report(result)
         if self.model is None:
+            if reason == "end":  # the session stays as it is: nothing to keep aside
+                raise LlmNotConfiguredError(
+                    "ending a session flushes it to long-term memory first; "
+                    + NOT_CONFIGURED_MESSAGE
+                )
             result.status, result.detail = "skipped", "no_model"
             if reason not in ("post_call", "idle"):  # about to leave the state: keep them
                 self._fail(result, ctx, pending, "no LLM is configured for the flush")
+                if reason == "expiry":  # nothing will ever flush it: the dead letter keeps it
+                    result.status = "skipped"
             return self._report(self._account(result, ctx))
 
         def advance(batch: TranscriptBatch) -> None:
@@ -212,6 +216,11 @@ class MemoryFlushManager:
         ``<reason>`` purposes (``flush_replay``...) so replays are told apart from flushes."""
         result = FlushResult(reason)
         if self.model is None:
+            if reason == "end":  # the session stays as it is: nothing to keep aside
+                raise LlmNotConfiguredError(
+                    "ending a session flushes it to long-term memory first; "
+                    + NOT_CONFIGURED_MESSAGE
+                )
             result.status, result.detail = "skipped", "no_model"
             return result, list(messages)
         messages = with_positions(messages)
@@ -307,3 +316,9 @@ class MemoryFlushManager:
         if collected is not None:
             collected.append(result)
         return result
+
+
+def _dead_lettered(state: AgentState, pending: Sequence[Msg]) -> bool:
+    """Whether an idle flush already tried these messages and left them in a dead letter."""
+    last = max(m.seq for m in pending if m.seq is not None)
+    return state.extra.get(EXTRA_KEY, {}).get(TRIED_KEY, -1) >= last

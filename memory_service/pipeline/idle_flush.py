@@ -18,12 +18,10 @@ from datetime import datetime, timedelta
 from memory_service.context import RuntimeContext
 from memory_service.errors import ConflictError, UserErasedError
 from memory_service.facts import utcnow
-from memory_service.pipeline.flush import EXTRA_KEY, MemoryFlushManager
+from memory_service.pipeline.flush import EXTRA_KEY, TRIED_KEY, MemoryFlushManager
 from memory_service.shortterm.session import ShortTermMemory
 
 log = logging.getLogger(__name__)
-
-TRIED_KEY = "idle_tried_through"  # seq of the last message an idle flush was tried on
 
 
 @dataclass(slots=True)

@@ -12,13 +12,24 @@ from typing import Literal, Protocol
 from memory_service.agent_state import AgentState
 from memory_service.context import RuntimeContext
 
-# Why a flush runs: after a call, before compaction, on a context overflow, asked for, or
-# by the scheduler for a session that went quiet (``idle``).
-FlushReason = Literal["post_call", "pre_compaction", "overflow", "manual", "idle"]
+# Why a flush runs: after a call, before compaction, on a context overflow, asked for, by
+# the scheduler for a session that went quiet (``idle``) or whose state expires (``expiry``),
+# or because the session ends (``end``).
+FlushReason = Literal["post_call", "pre_compaction", "overflow", "manual", "idle", "expiry", "end"]
+
+
+class FlushOutcome(Protocol):
+    """What a flush answers: ``status`` ``failed`` means its messages went to a dead letter
+    and are still unflushed, ``error`` says why (the pipeline's ``FlushResult``)."""
+
+    status: str
+    error: str | None
 
 
 class FlushCallback(Protocol):
-    """Called with the state *before* it is compacted; the long-term pipeline flushes
-    ``state.unflushed()`` and moves ``state.last_flushed_index``."""
+    """Called with the state *before* it is compacted (or cleared); the long-term pipeline
+    flushes ``state.unflushed()`` and moves ``state.last_flushed_index``."""
 
-    def __call__(self, state: AgentState, ctx: RuntimeContext, reason: FlushReason) -> object: ...
+    def __call__(
+        self, state: AgentState, ctx: RuntimeContext, reason: FlushReason
+    ) -> FlushOutcome: ...

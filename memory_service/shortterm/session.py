@@ -27,8 +27,10 @@ from memory_service.context import RuntimeContext
 from memory_service.errors import (
     BackendUnavailableError,
     ConflictError,
+    FlushFailedError,
     MemoryServiceError,
     NotFoundError,
+    UserErasedError,
 )
 from memory_service.llm import NOT_CONFIGURED_MESSAGE, ChatModel, LlmNotConfiguredError
 from memory_service.messages import Msg
@@ -39,7 +41,7 @@ from memory_service.replicas.tool_results import ToolResultStore
 from memory_service.shortterm.compaction import ConversationCompactor, build_compactor
 from memory_service.shortterm.compaction_base import CompactionResult, summary_trigger
 from memory_service.shortterm.compaction_hook import CompactionHook, count_compaction
-from memory_service.shortterm.flush_callback import FlushCallback
+from memory_service.shortterm.flush_callback import FlushCallback, FlushOutcome
 from memory_service.shortterm.session_locks import KeyedLocks
 
 log = logging.getLogger(__name__)
@@ -102,10 +104,13 @@ class ShortTermMemory:
             self.config, model, context_window=self.context_window, embedder=embedder
         )
         self.hook = CompactionHook(compactor, flush=flush) if compactor else None
+        self.flush = flush
         self._turns = KeyedLocks()  # appends to one session, one at a time
 
     def set_flush(self, flush: FlushCallback | None) -> None:
-        """Wire the long-term pipeline's flush (called before every compaction)."""
+        """Wire the long-term pipeline's flush (called before every compaction, before a state
+        expires and when a session ends)."""
+        self.flush = flush
         if self.hook is not None:
             self.hook.flush = flush
 
@@ -276,9 +281,41 @@ class ShortTermMemory:
             raise NotFoundError(no_session(ctx))
         return {"state": removed, "tool_results": files, "log": log_removed}
 
+    def end(self, ctx: RuntimeContext) -> tuple[FlushOutcome | None, dict[str, int | bool]]:
+        """End the session: flush what is unflushed, then clear its state and evicted tool
+        results (the session log stays, under its retention). ``NotFoundError`` when there is
+        no session; a flush that fails raises ``FlushFailedError`` and clears nothing (its
+        messages are in a dead letter)."""
+        state = self.get(ctx)
+        outcome = None
+        if state.unflushed():
+            if self.flush is None:
+                raise LlmNotConfiguredError(
+                    "ending a session flushes it to long-term memory first; "
+                    + NOT_CONFIGURED_MESSAGE
+                )
+            outcome = self.flush(state, ctx, "end")
+        cleared = self.delete(ctx)
+        return outcome, {"state": bool(cleared["state"]), "tool_results": cleared["tool_results"]}
+
     def purge_expired(self) -> int:
-        """Delete the states past the store's TTL (``ttl_hours``); how many went."""
-        return self.store.purge_expired()
+        """Delete the states past the store's TTL (``ttl_hours``); how many went. An expired
+        state with unflushed messages is flushed first (reason ``expiry``) and kept while that
+        flush fails, so nothing said is lost to an expiry."""
+        keep = self._flush_before_expiry if self.flush is not None else None
+        return self.store.purge_expired(keep)
+
+    def _flush_before_expiry(self, ctx: RuntimeContext, state: AgentState) -> bool:
+        """Whether to keep an expired state: only when its flush failed."""
+        if not state.unflushed() or self.flush is None:
+            return False
+        try:
+            self.flush(state, ctx, "expiry")
+        except FlushFailedError:
+            return True  # its dead letter has the messages; the state waits for a good flush
+        except UserErasedError:
+            return False
+        return False
 
     def close(self) -> None:
         self.store.close()

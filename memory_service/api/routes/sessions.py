@@ -1,4 +1,5 @@
-"""Sessions (short-term memory): append messages, read the state, compact, delete, search."""
+"""Sessions (short-term memory): append messages, read the state, compact, end, delete,
+search."""
 
 from __future__ import annotations
 
@@ -15,7 +16,9 @@ from memory_service.api.schemas.sessions import (
     AppendResponse,
     CompactRequest,
     CompactResponse,
+    EndRequest,
     SessionDeleted,
+    SessionEnded,
     SessionList,
     SessionOut,
     SessionSearchRequest,
@@ -152,3 +155,19 @@ def delete_session(
     """Delete the session's state and evicted tool results (404 when there was nothing)."""
     ctx = user_context(principal, user_id, session_id)
     return SessionDeleted.model_validate(memory.delete(ctx, include_log=include_log))
+
+
+@router.post("/sessions/{session_id}/end", response_model=SessionEnded)
+def end_session(
+    body: EndRequest,
+    session_id: SessionPath,
+    principal: PrincipalDep,
+    memory: ShortTermDep,
+):
+    """End the session: flush its unflushed messages to long-term memory, then clear its
+    state and evicted tool results (the log stays). 404 without a session; a failed flush
+    (502 ``flush_failed``, no LLM: 503 ``llm_not_configured``) clears nothing. ``DELETE``
+    discards a session without flushing it."""
+    ctx = user_context(principal, body.user_id, session_id)
+    flush, cleared = memory.end(ctx)
+    return SessionEnded.model_validate(Merged(session_id=session_id, flush=flush, **cleared))

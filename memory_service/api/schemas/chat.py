@@ -18,7 +18,7 @@ from memory_service.api.schemas.common import (
     max_bytes,
     no_nul,
 )
-from memory_service.api.schemas.sessions import CompactionOut
+from memory_service.api.schemas.sessions import CompactionOut, FlushedFactOut, FlushOut
 from memory_service.limits import MAX_CHAT_MESSAGE_BYTES
 from memory_service.llm import Usage
 
@@ -51,31 +51,6 @@ class RecalledOut(Out):  # a harness.RecalledFact
     importance: int
     kind: str
     score: float | None
-
-
-class FlushedFactOut(Out):  # a pipeline FlushedFact
-    id: str
-    text: str
-    status: str
-    kind: str
-    importance: int
-    key: str | None
-
-
-class FlushOut(Out):  # a pipeline FlushResult
-    """One flush: ``reason`` (post_call, pre_compaction, overflow) and its ``status``
-    (flushed, no_reply, nothing_to_flush, skipped, failed)."""
-
-    reason: str
-    status: str
-    facts: list[FlushedFactOut]
-    through_seq: int | None
-    messages: int
-    attempts: int
-    usage: TokenUsage
-    detail: str | None
-    error: str | None
-    dead_letter: str | None
 
 
 class MemoryMdOut(Out):  # a harness.MemoryPrompt's memory_md_* fields

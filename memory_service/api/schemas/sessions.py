@@ -235,6 +235,45 @@ class SessionDeleted(Out):
     log: bool
 
 
+class FlushedFactOut(Out):  # a pipeline FlushedFact
+    id: str
+    text: str
+    status: str
+    kind: str
+    importance: int
+    key: str | None
+
+
+class FlushOut(Out):  # a pipeline FlushResult
+    """One flush: ``reason`` (post_call, pre_compaction, overflow, end, ...) and its ``status``
+    (flushed, no_reply, nothing_to_flush, skipped, failed)."""
+
+    reason: str
+    status: str
+    facts: list[FlushedFactOut]
+    through_seq: int | None
+    messages: int
+    attempts: int
+    usage: TokenUsage
+    detail: str | None
+    error: str | None
+    dead_letter: str | None
+
+
+class EndRequest(Strict):
+    user_id: UserId
+
+
+class SessionEnded(Out):
+    """What ending a session did: the flush of its unflushed messages (None: there were
+    none) and what was cleared (the session log stays)."""
+
+    session_id: str
+    flush: FlushOut | None
+    state: bool
+    tool_results: int
+
+
 class SessionInfoOut(Out):  # a shortterm.store.SessionInfo
     session_id: str
     version: int

@@ -10,7 +10,10 @@ The contract every backend keeps (one test suite proves it):
 - the key is (tenant, user, session): the same session id under two tenants or users is two
   states.
 - a state unused for the store's TTL expires: it is no longer loaded or listed, and
-  ``purge_expired`` deletes it.
+  ``purge_expired`` deletes it, except those its ``keep`` callback (given the expired state,
+  outside any lock) answers True for: short-term memory flushes an expired state's unflushed
+  messages there first and keeps a state whose flush failed. A state saved again meanwhile is
+  not deleted.
 """
 
 from __future__ import annotations
@@ -25,6 +28,8 @@ from memory_service.context import RuntimeContext
 from memory_service.errors import InvalidInputError
 
 Clock = Callable[[], datetime]
+# Called with each expired state before it is deleted: True keeps it (its flush failed).
+KeepExpired = Callable[[RuntimeContext, AgentState], bool]
 
 
 @dataclass(frozen=True, slots=True)
@@ -48,7 +53,7 @@ class AgentStateStore(Protocol):
 
     def list_sessions(self, ctx: RuntimeContext) -> list[SessionInfo]: ...
 
-    def purge_expired(self) -> int: ...
+    def purge_expired(self, keep: KeepExpired | None = None) -> int: ...
 
     def close(self) -> None: ...
 

@@ -23,6 +23,7 @@ from memory_service.fsutil import ensure_dir, file_lock, write_atomically
 from memory_service.paths import OwnerPaths, WorkspacePaths, lock_for
 from memory_service.replicas.session_state import (
     Clock,
+    KeepExpired,
     SessionInfo,
     conflict_message,
     expiry,
@@ -166,22 +167,38 @@ class FilesAgentStateStore:
             lock_for(path).unlink(missing_ok=True)
         return removed
 
-    def purge_expired(self) -> int:
-        """Delete every expired state file in the workspace; returns how many."""
+    def purge_expired(self, keep: KeepExpired | None = None) -> int:
+        """Delete every expired state file in the workspace (``keep`` may spare one: it is
+        asked outside the file's lock, and a state saved meanwhile stays); how many went."""
         if self.ttl is None:
             return 0
-        now = self._clock()
         removed = 0
         for path in WorkspacePaths(self.workspace).all_state_files():
+            found = self._expired(path)
+            if found is None:
+                continue
+            ctx, state = found
+            if keep is not None and keep(ctx, state):
+                continue
             with self._lock(path):
-                try:
-                    record = self._read(path)
-                except MemoryServiceError:
-                    continue  # a corrupt file is for a person to look at, not to delete
-                if record is not None and is_expired(record["expires_at"], now):
+                again = self._expired(path)
+                if again is not None and again[1].version == state.version:
                     path.unlink(missing_ok=True)
                     removed += 1
         return removed
+
+    def _expired(self, path: Path) -> tuple[RuntimeContext, AgentState] | None:
+        """The session whose state ``path`` holds, if it has expired."""
+        try:
+            record = self._read(path)
+        except MemoryServiceError:
+            return None  # a corrupt file is for a person to look at, not to delete
+        if record is None or not is_expired(record["expires_at"], self._clock()):
+            return None
+        tenant, user = path.parents[3].name, path.parents[1].name  # tenants/T/users/U/state
+        state = AgentState.from_dict(record["state"])
+        state.version = int(record["version"])
+        return RuntimeContext(tenant, user, path.stem), state
 
     def close(self) -> None:
         pass

@@ -32,6 +32,7 @@ from memory_service.facts import utcnow
 from memory_service.replicas.database import Database
 from memory_service.replicas.session_state import (
     Clock,
+    KeepExpired,
     SessionInfo,
     conflict_message,
     expiry,
@@ -220,10 +221,36 @@ class PostgresAgentStateStore:
         with self._conn() as conn:
             return [row[0] for row in conn.execute(query, (tenant_id,)).fetchall()]
 
-    def purge_expired(self) -> int:
-        query = sql.SQL("DELETE FROM {table} WHERE expires_at <= %(now)s").format(table=self._table)
+    def purge_expired(self, keep: KeepExpired | None = None) -> int:
+        """Delete the expired rows; with ``keep``, each is asked first (outside any
+        transaction) and deleted only at the version it was asked about."""
+        now = self._clock()
+        if keep is None:
+            query = sql.SQL("DELETE FROM {table} WHERE expires_at <= %(now)s").format(
+                table=self._table
+            )
+            with self._conn() as conn:
+                return conn.execute(query, {"now": now}).rowcount
+        select = sql.SQL(
+            "SELECT tenant_id, user_id, session_id, version, state FROM {table} "
+            "WHERE expires_at <= %(now)s"
+        ).format(table=self._table)
+        delete = sql.SQL(
+            "DELETE FROM {table} WHERE tenant_id = %(tenant)s AND user_id = %(user)s "
+            "AND session_id = %(session)s AND version = %(version)s AND expires_at <= %(now)s"
+        ).format(table=self._table)
         with self._conn() as conn:
-            return conn.execute(query, {"now": self._clock()}).rowcount
+            rows = conn.execute(select, {"now": now}).fetchall()
+        removed = 0
+        for tenant, user, session, version, body in rows:
+            state = AgentState.from_dict(body)
+            state.version = int(version)
+            if keep(RuntimeContext(tenant, user, session), state):
+                continue
+            params = {"tenant": tenant, "user": user, "session": session, "version": version}
+            with self._conn() as conn:
+                removed += conn.execute(delete, {**params, "now": self._clock()}).rowcount
+        return removed
 
     def close(self) -> None:
         if self._owns_database:
