@@ -180,6 +180,9 @@ class MemorySettings(_Section):
         5.0, gt=0, description="how often the scheduler runs the idle flush and the TTL purge"
     )
     max_tool_iterations: int = Field(6, ge=1, le=50)
+    memory_summary_length: int = Field(
+        80, ge=10, le=2000, description="memory_search('*') shows each fact cut to this length"
+    )
     instructions: str | None = Field(None, min_length=1, description="the agent's own prompt")
     disable_memory_hooks: bool = False
     disable_memory_tools: bool = False

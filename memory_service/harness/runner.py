@@ -89,6 +89,7 @@ class MemoryHarness:
             # the tools are part of the memory pipeline: off with it, or on their own
             enabled=not (self.config.disable_memory_tools or self.config.disable_memory_hooks),
             docs=docs,
+            summary_chars=self.config.memory_summary_length,
         )
         self.prompts = PromptBuilder(
             longterm,

@@ -338,26 +338,72 @@ class MemoryRecallArgs(ToolArguments):
     prefix: bool = Field(False, description="match every key starting with key")
 
 
+MAX_MERGED_KEYS = 20  # memory_consolidate: keys merged into one insight
+MAX_PRUNED_IDS = 50  # memory_prune: entries the model names in one call
+MergeKeys = Annotated[
+    list[Key],
+    Field(min_length=1, max_length=MAX_MERGED_KEYS),
+    Says(f"keys_to_merge: 1-{MAX_MERGED_KEYS} keys", code="invalid_fact"),
+]
+
+
 class MemoryConsolidateArgs(ToolArguments):
-    """``memory_consolidate()``: rewrite the caller's MEMORY.md now."""
+    """``memory_consolidate(keys_to_merge?, new_key?, text?)``: merge fragments into one
+    insight (importance 10, kept for ever) that supersedes them; without arguments, rewrite
+    the caller's MEMORY.md now."""
 
     tool: ClassVar[str] = MEMORY_CONSOLIDATE
     description: ClassVar[str] = (
-        "Consolidate the user's long-term memory now: MEMORY.md is rewritten from the facts "
-        "that are still true (the previous file is kept as a snapshot)."
+        "Merge several fragments into one higher-level insight: give keys_to_merge (the keys "
+        "of the fragments), new_key (one of them to merge in place, or a new key) and text "
+        "(the insight, one self-contained sentence). The insight gets importance 10 (never "
+        "forgotten) and the fragments are superseded by it. Without arguments: rewrite "
+        "MEMORY.md from the facts that are still true (the previous file is kept)."
     )
+
+    keys_to_merge: MergeKeys | None = Field(None, description="the keys of the fragments")
+    new_key: Key | None = Field(None, description="the insight's key (may be a merged one)")
+    text: Annotated[
+        str | None,
+        StringConstraints(strip_whitespace=True, min_length=1),
+        AfterValidator(lambda v: _no_nul(v) if v is not None else v),
+        Says("text must be non-empty, no NUL", code="invalid_fact"),
+    ] = Field(None, description="the merged insight")
+
+    @model_validator(mode="after")
+    def _all_or_nothing(self) -> MemoryConsolidateArgs:
+        given = [self.keys_to_merge is not None, self.new_key is not None, self.text is not None]
+        if any(given) and not all(given):
+            raise InvalidInputError(
+                "memory_consolidate merges with keys_to_merge, new_key and text together "
+                "(or rewrites MEMORY.md with none of them)",
+                code="invalid_fact",
+            )
+        return self
+
+    @property
+    def merges(self) -> bool:
+        return self.keys_to_merge is not None
 
 
 class MemoryPruneArgs(ToolArguments):
-    """``memory_prune(dry_run?, max_importance?)``: expired (and low-importance) facts."""
+    """``memory_prune(ids?, dry_run?, max_importance?)``: the entries named (wrong,
+    duplicate, outdated), or else expired (and low-importance) facts."""
 
     tool: ClassVar[str] = MEMORY_PRUNE
     description: ClassVar[str] = (
-        "Find facts to forget: expired ones (their own expiry, or their age for their "
-        "importance) and, with max_importance, every fact of that importance or less. "
-        "A dry run (the default) only lists them; dry_run=false deletes them."
+        "Forget facts. Name the ones that are wrong, duplicated or outdated in ids (the "
+        "id= of memory_search or memory_recall); without ids, find expired ones (their own "
+        "expiry, or their age for their importance) and, with max_importance, every fact of "
+        "that importance or less. A dry run (the default) only lists them; dry_run=false "
+        "deletes them."
     )
 
+    ids: Annotated[
+        list[Annotated[str, StringConstraints(min_length=1, max_length=64)]] | None,
+        Field(min_length=1, max_length=MAX_PRUNED_IDS),
+        Says(f"ids: 1-{MAX_PRUNED_IDS} fact ids", code="invalid_id"),
+    ] = Field(None, description="the facts to forget")
     dry_run: bool = Field(True, description="list only (default); false: delete")
     max_importance: Annotated[Importance | None, Says("max_importance must be an integer 1-10")] = (
         Field(None, description="also prune facts of this importance or less")

@@ -25,11 +25,22 @@ def plain_line(line: str) -> str:
     return plain_memory(line).strip()
 
 
-def format_fact(fact: Fact) -> str:
-    """One fact as the list view and memory_recall show it."""
+def format_fact(fact: Fact, max_chars: int | None = None) -> str:
+    """One fact as the list view (its text cut to ``max_chars``) and memory_recall show it."""
     tags = "|".join(p for p in (fact.kind, str(fact.importance), fact.key) if p)
     day = f", {fact.created_at:%Y-%m-%d}" if fact.created_at else ""
-    return f"- [{tags}] {fact.text} (id={fact.id}{day})"
+    return f"- [{tags}] {summary(fact.text, max_chars)} (id={fact.id}{day})"
+
+
+def summary(text: str, max_chars: int | None) -> str:
+    """``text`` cut to ``max_chars`` at a word where one is near, marked with an ellipsis."""
+    if max_chars is None or len(text) <= max_chars:
+        return text
+    cut = text[: max_chars - 1]
+    space = cut.rfind(" ")
+    if space >= max_chars // 2:
+        cut = cut[:space]
+    return cut.rstrip() + "…"
 
 
 def format_recall(recall: Recall) -> str:

@@ -19,15 +19,17 @@ can correct itself, and raised as ``InvalidInputError`` by the direct methods.
 
 from __future__ import annotations
 
+import difflib
 import re
 from collections.abc import Callable
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 from memory_service.context import RuntimeContext
 from memory_service.errors import InvalidInputError, MemoryServiceError, NotFoundError
 from memory_service.fact_filter import FactFilter
-from memory_service.facts import Fact, Source, clip_source_text
+from memory_service.facts import Fact, Source, clip_source_text, utcnow
 from memory_service.limits import (
     MAX_PAGE_SIZE,
     MAX_TOOL_GET_CHARS,
@@ -71,6 +73,12 @@ RECALL_TOP_K = 5  # long-term recalls appended to memory_search's literal matche
 SESSION_HITS = 10
 LIST_ALL = "*"  # memory_search's query for the list view
 MAX_FACT_SCAN = 10_000  # facts read by the list view and memory_recall
+DEFAULT_SUMMARY_CHARS = 80  # the list view's text per fact (the harness design's default)
+NEAR_KEY_RATIO = 0.85  # memory_extract: keys this alike name one subject
+FRAGMENT_SCAN = 10  # memory_extract: recalls looked at for fragments of the new fact
+LOW_IMPORTANCE = 5  # a fragment: below the importance that is kept a month
+FRAGMENT_MIN_COSINE = 0.5  # a fragment "answers" the new fact: this close in meaning
+FRAGMENTS_BEFORE_HINT = 5  # more low-importance fragments than this: hint to merge them
 
 _BULLET_MARK = re.compile(r"^\s*[-*+]\s+")
 
@@ -89,8 +97,10 @@ class MemoryTools:
         maintenance: MemoryMaintenance | None = None,
         enabled: bool = True,
         docs: MemoryDocs | None = None,
+        summary_chars: int = DEFAULT_SUMMARY_CHARS,
     ) -> None:
         self.workspace = Path(workspace)
+        self.summary_chars = summary_chars  # the list view's cut (memory_summary_length)
         self.docs = docs  # None: MEMORY.md and its snapshots are files of the workspace
         self.longterm = longterm
         self.shortterm = shortterm
@@ -201,15 +211,28 @@ class MemoryTools:
         """The active facts under ``key`` (or every key starting with it), newest first."""
         return self._recall(ctx, MemoryRecallArgs.parse({"key": key, "prefix": prefix}))
 
-    def memory_consolidate(self, ctx: RuntimeContext) -> str:
-        """Rewrite the caller's MEMORY.md now."""
-        return self._consolidate(ctx, MemoryConsolidateArgs.parse({}))
+    def memory_consolidate(
+        self,
+        ctx: RuntimeContext,
+        keys_to_merge: list[str] | None = None,
+        new_key: str | None = None,
+        text: str | None = None,
+    ) -> str:
+        """Merge the fragments under ``keys_to_merge`` into ``text`` under ``new_key``
+        (importance 10); without arguments, rewrite the caller's MEMORY.md now."""
+        arguments = {"keys_to_merge": keys_to_merge, "new_key": new_key, "text": text}
+        return self._consolidate(ctx, MemoryConsolidateArgs.parse(arguments))
 
     def memory_prune(
-        self, ctx: RuntimeContext, dry_run: bool = True, max_importance: int | None = None
+        self,
+        ctx: RuntimeContext,
+        dry_run: bool = True,
+        max_importance: int | None = None,
+        ids: list[str] | None = None,
     ) -> str:
-        """List (dry run, the default) or delete expired and low-importance facts."""
-        arguments = {"dry_run": dry_run, "max_importance": max_importance}
+        """List (dry run, the default) or delete the facts ``ids`` names, or else the expired
+        and low-importance ones."""
+        arguments = {"dry_run": dry_run, "max_importance": max_importance, "ids": ids}
         return self._prune(ctx, MemoryPruneArgs.parse(arguments))
 
     def resolve(self, ctx: RuntimeContext, path: str) -> Path:
@@ -236,7 +259,7 @@ class MemoryTools:
         facts = sorted(self._active_facts(ctx, fact_filter), key=priority)
         if not facts:
             return "Nothing is remembered about the user yet."
-        shown = [format_fact(f) for f in facts[:MAX_TOOL_SEARCH_LINES]]
+        shown = [format_fact(f, self.summary_chars) for f in facts[:MAX_TOOL_SEARCH_LINES]]
         if len(facts) > len(shown):
             shown.append(f"({len(facts) - len(shown)} more facts not shown: search by words)")
         return f"{len(facts)} facts remembered, most important first:\n" + "\n".join(shown)
@@ -337,12 +360,42 @@ class MemoryTools:
         )
         result = self.longterm.record(ctx, [fact])[0]
         if result.status == "duplicate":
-            return f"unchanged (id={result.id}): this fact is already kept under {args.key!r}."
-        if result.status == "superseded":
+            answer = f"unchanged (id={result.id}): this fact is already kept under {args.key!r}."
+        elif result.status == "superseded":
             old = self.longterm.get(ctx, list(result.superseded_ids))
             lines = "\n".join(f"- {f.text} (id={f.id})" for f in old)
-            return f"superseded (id={result.id}): it replaces under {args.key!r}:\n{lines}"
-        return f"created (id={result.id}): nothing was kept under {args.key!r} before."
+            answer = f"superseded (id={result.id}): it replaces under {args.key!r}:\n{lines}"
+        else:
+            answer = f"created (id={result.id}): nothing was kept under {args.key!r} before."
+        return "\n".join([answer, *self._extract_hints(ctx, args)])
+
+    def _extract_hints(self, ctx: RuntimeContext, args: MemoryExtractArgs) -> list[str]:
+        """Keep the keyed memory from fragmenting: a key that is nearly one already in use
+        (``user.diets`` beside ``user.diet``), and more than ``FRAGMENTS_BEFORE_HINT``
+        low-importance facts close in meaning to the new one (merge them into one insight)."""
+        hints = []
+        keys = {f.key for f in self._active_facts(ctx) if f.key and f.key != args.key}
+        near = sorted(k for k in keys if similar_keys(k, args.key))
+        if near:
+            hints.append(
+                f"hint: {', '.join(repr(k) for k in near)} is nearly the same key; keep one "
+                "key per subject (memory_consolidate can merge them)."
+            )
+        recalls = self.longterm.retrieve(ctx, args.text, FRAGMENT_SCAN)
+        fragments = [
+            r.fact
+            for r in recalls
+            if r.fact.importance < LOW_IMPORTANCE
+            and (r.scores.get("dense") or 0.0) >= FRAGMENT_MIN_COSINE
+        ]
+        if len(fragments) > FRAGMENTS_BEFORE_HINT:
+            merged = sorted({f.key for f in fragments if f.key})
+            hints.append(
+                f"hint: {len(fragments)} low-importance fragments answer this "
+                f"({', '.join(merged) or 'without keys'}); merge them into one insight with "
+                "memory_consolidate(keys_to_merge, new_key, text)."
+            )
+        return hints
 
     def _recall(self, ctx: RuntimeContext, args: MemoryRecallArgs) -> str:
         def matches(fact: Fact) -> bool:
@@ -366,6 +419,8 @@ class MemoryTools:
         return self.maintenance
 
     def _consolidate(self, ctx: RuntimeContext, args: MemoryConsolidateArgs) -> str:
+        if args.merges:
+            return self._merge(ctx, args)
         result = self._require_maintenance().consolidate_user(ctx)
         if result.refused:
             return f"MEMORY.md unchanged: {result.refused}"
@@ -376,8 +431,42 @@ class MemoryTools:
             f"{result.bullets_out} bullets out; the previous file was kept as a snapshot."
         )
 
+    def _merge(self, ctx: RuntimeContext, args: MemoryConsolidateArgs) -> str:
+        """One insight (importance 10) under ``new_key``; the fragments under the merged
+        keys are superseded by it (under ``new_key`` itself by newest-wins, in place)."""
+        merged = set(args.keys_to_merge or ())
+        fragments = [f for f in self._active_facts(ctx) if f.key in merged]
+        if not fragments:
+            raise InvalidInputError(
+                f"nothing is remembered under {', '.join(sorted(merged))}", code="invalid_fact"
+            )
+        insight = Fact(
+            text=(args.text or "").strip(),
+            key=args.new_key,
+            kind="fact",
+            importance=10,
+            source="memory_consolidate",
+            session_id=ctx.session_id,
+        )
+        result = self.longterm.record(ctx, [insight])[0]
+        now = utcnow()
+        others = [
+            replace(f, superseded_by=result.id, valid_to=now)
+            for f in fragments
+            if f.key != args.new_key and f.id != result.id
+        ]
+        if others:
+            self.longterm.update(ctx, others)
+        lines = "\n".join(f"- {f.text} (id={f.id}, key={f.key})" for f in fragments)
+        return (
+            f"merged {len(fragments)} fragments into one insight under {args.new_key!r} "
+            f"(id={result.id}, importance 10); superseded:\n{lines}"
+        )
+
     def _prune(self, ctx: RuntimeContext, args: MemoryPruneArgs) -> str:
         maintenance = self._require_maintenance()
+        if args.ids is not None:
+            return self._prune_named(ctx, maintenance, args)
         plan = maintenance.prune_plan(ctx, max_importance=args.max_importance)
         if not plan:
             return "Nothing to prune."
@@ -394,3 +483,35 @@ class MemoryTools:
             )
         deleted = maintenance.prune(ctx, [f.id for f, _ in chosen if f.id])
         return f"Pruned {deleted} facts:\n{listing}"
+
+    def _prune_named(
+        self, ctx: RuntimeContext, maintenance: MemoryMaintenance, args: MemoryPruneArgs
+    ) -> str:
+        """The facts the model names as wrong, duplicated or outdated: listed, or deleted
+        from the backend and MEMORY.md."""
+        wanted = list(dict.fromkeys(args.ids or ()))
+        found = {f.id: f for f in self.longterm.get(ctx, wanted)}
+        unknown = [i for i in wanted if i not in found]
+        lines = [f"- {f.text} (id={f.id}, importance={f.importance})" for f in found.values()]
+        if unknown:
+            lines.append(f"(not found: {', '.join(unknown)})")
+        listing = "\n".join(lines)
+        if args.dry_run:
+            return (
+                f"Would prune {len(found)} facts (dry run: nothing deleted; call again with "
+                f"dry_run=false to delete them):\n{listing}"
+            )
+        deleted = maintenance.prune(ctx, list(found))
+        return f"Pruned {deleted} facts:\n{listing}"
+
+
+def similar_keys(a: str, b: str) -> bool:
+    """Two keys for one subject: the same once case, separators and a plural ``s`` are set
+    aside, or nearly the same spelling (ratio >= ``NEAR_KEY_RATIO``)."""
+
+    def plain(key: str) -> str:
+        return re.sub(r"[\s._\-/:]+", ".", key.casefold()).rstrip("s")
+
+    if plain(a) == plain(b):
+        return True
+    return difflib.SequenceMatcher(None, a.casefold(), b.casefold()).ratio() >= NEAR_KEY_RATIO

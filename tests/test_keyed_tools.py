@@ -1,5 +1,6 @@
-"""Solon's memory tools, called by the chat model through the harness: the real composition
-root, the files backend, the real embedder and the openai SDK against the loopback server."""
+"""The keyed memory tools (memory_extract, memory_recall, memory_consolidate, memory_prune),
+called by the chat model through the harness: the real composition root, the files backend,
+the real embedder and the openai SDK against the loopback server."""
 
 from __future__ import annotations
 
@@ -147,6 +148,75 @@ def test_memory_prune_is_a_dry_run_unless_told_otherwise(rig):
     assert done.ok and done.text.startswith("Pruned 2 facts")
     left = rig.services.longterm.list(ALICE, include_inactive=True).items
     assert [f.text for f in left] == ["The user is allergic to peanuts."]
+
+
+def test_memory_consolidate_merges_fragments_into_one_lasting_insight(rig):
+    rig.services.longterm.record(
+        ALICE,
+        [
+            Fact(text="The user runs on Mondays.", key="user.running", importance=3),
+            Fact(text="The user runs on Thursdays.", key="user.running.thursday", importance=3),
+            Fact(text="The user likes jazz.", key="user.music"),
+        ],
+    )
+    merge = {
+        "keys_to_merge": ["user.running", "user.running.thursday"],
+        "new_key": "user.running",
+        "text": "The user runs every Monday and Thursday.",
+    }
+    done = rig.ask("memory_consolidate", merge)
+    assert done.ok and done.text.startswith("merged 2 fragments into one insight"), done.text
+    active = {f.key: f for f in rig.services.longterm.list(ALICE).items}
+    assert sorted(active) == ["user.music", "user.running"]
+    insight = active["user.running"]
+    assert insight.text == "The user runs every Monday and Thursday." and insight.importance == 10
+    history = rig.services.longterm.list(ALICE, include_inactive=True).items
+    merged = [f for f in history if f.key and f.key.startswith("user.running") and f != insight]
+    assert {f.superseded_by for f in merged} == {insight.id}
+    missing = rig.ask("memory_consolidate", {**merge, "keys_to_merge": ["pet.name"]})
+    assert not missing.ok and "nothing is remembered under pet.name" in missing.text
+    partial = rig.ask("memory_consolidate", {"new_key": "user.running"})
+    assert not partial.ok and "together" in partial.text
+
+
+def test_memory_prune_deletes_the_entries_it_is_told(rig):
+    rig.services.longterm.record(
+        ALICE,
+        [Fact(text="The user lives in Oslo."), Fact(text="The user lives in Bergen.")],
+    )
+    wrong = next(f for f in rig.services.longterm.list(ALICE).items if "Oslo" in f.text)
+    dry = rig.ask("memory_prune", {"ids": [wrong.id, "nope"]})
+    assert dry.ok and dry.text.startswith("Would prune 1 facts") and "not found: nope" in dry.text
+    assert len(rig.services.longterm.list(ALICE).items) == 2
+    done = rig.ask("memory_prune", {"ids": [wrong.id], "dry_run": False})
+    assert done.ok and done.text.startswith("Pruned 1 facts")
+    assert [f.text for f in rig.services.longterm.list(ALICE).items] == [
+        "The user lives in Bergen."
+    ]
+
+
+def test_memory_extract_hints_at_a_near_key_and_at_fragments(rig):
+    rig.services.longterm.record(ALICE, [Fact(text="The user is vegan.", key="user.diet")])
+    near = rig.ask("memory_extract", {"key": "user.diets", "text": "The user eats no honey."})
+    assert near.ok and "hint: 'user.diet' is nearly the same key" in near.text
+    rig.services.longterm.record(
+        ALICE,
+        [Fact(text=f"The user drank tea at cafe {n}.", importance=2) for n in range(7)],
+    )
+    dense = rig.ask("memory_extract", {"key": "user.tea", "text": "The user drinks tea."})
+    assert "low-importance fragments answer this" in dense.text
+    plain = rig.ask("memory_extract", {"key": "user.city", "text": "The user lives in Oslo."})
+    assert "hint" not in plain.text
+
+
+def test_the_list_view_shows_each_key_and_a_summary(rig):
+    long = "The user is planning a trip through " + ", ".join(f"city {n}" for n in range(40))
+    rig.services.longterm.record(ALICE, [Fact(text=long, key="user.trip")])
+    listed = rig.ask("memory_search", {"query": "*"})
+    line = listed.text.splitlines()[1]
+    assert "|user.trip]" in line and "…" in line
+    shown = line.split("] ", 1)[1].split(" (id=")[0]
+    assert len(shown) <= 80 and long.startswith(shown.rstrip("…"))
 
 
 @pytest.mark.parametrize(
