@@ -47,6 +47,7 @@ JSON_ROUTES = {  # path -> a body the route would accept
     "/v1/sessions/search": {"user_id": "alice", "query": "cat"},
     "/v1/sessions/{session_id}/messages": {"user_id": "alice", "messages": users(1)},
     "/v1/sessions/{session_id}/compact": {"user_id": "alice"},
+    "/v1/sessions/{session_id}/end": {"user_id": "alice"},
     "/v1/chat": {"user_id": "alice", "session_id": "s1", "message": "hi"},
     "/v1/maintenance/run": {"user_id": "alice"},
     "/v1/memories/{memory_id}": {"user_id": "alice", "importance": 7},

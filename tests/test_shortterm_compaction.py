@@ -80,9 +80,9 @@ def test_triggers_at_30_messages(compactor):
 
 
 def test_triggers_at_75_percent_of_the_window(compactor):
-    # about 4 characters per token: 0.75 * 8192 tokens is about 24.6k characters
-    below = state_with([Msg.user("x" * 23_000), Msg.assistant("ok")])
-    above = state_with([Msg.user("x" * 25_000), Msg.assistant("ok")])
+    # cl100k_base: "word " is one token each, so 0.75 * 8192 = 6144 tokens is ~6144 words
+    below = state_with([Msg.user("word " * 6000), Msg.assistant("ok")])
+    above = state_with([Msg.user("word " * 6300), Msg.assistant("ok")])
     assert compactor.needs_compaction(below) is None
     assert compactor.needs_compaction(above) == "tokens"
 

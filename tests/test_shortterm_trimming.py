@@ -120,7 +120,7 @@ def test_system_prompt_summary_and_latest_turn_are_never_dropped(embedder):
 
 
 def test_the_token_budget_is_met(embedder):
-    long = [Msg.user(f"Story part {i}: " + "words " * 600) for i in range(8)]
+    long = [Msg.user(f"Story part {i}: " + "words " * 800) for i in range(8)]  # 806 tokens
     state = state_of(*long, Msg.user("What happened next?"))
     compactor = trimmer(embedder, trigger_messages=100, keep_last=50, trim_token_ratio=0.25)
     assert compactor.needs_compaction(state) == "tokens"

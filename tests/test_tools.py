@@ -97,7 +97,7 @@ def test_schemas_are_openai_functions_and_can_be_switched_off(workspace, longter
 def test_memory_search_is_literal_case_insensitive_with_sources(tools, alice_files):
     out = tools.memory_search(ALICE, "PeAnUt")
     recalled = sum(line.startswith("Recall: ") for line in out.splitlines())
-    assert out.splitlines()[0] == f"2 matching lines for 'PeAnUt', {recalled} recalled by meaning:"
+    assert out.splitlines()[0] == f"2 matching lines, {recalled} recalled:"
     sources = [line for line in out.splitlines() if line.startswith("Source: ")]
     ledger = f"memory/{sorted(alice_files.ledger_dir.glob('*.md'))[0].name}"
     assert sources == [

@@ -288,8 +288,7 @@ class MemoryTools:
         recalls = [format_recall(r) for r in self.longterm.retrieve(ctx, args.query, RECALL_TOP_K)]
         if not matches and not recalls:
             return f"No memory matches {args.query!r}."
-        counts = f"{matches} matching line{'' if matches == 1 else 's'} for {args.query!r}"
-        head = f"{counts}, {len(recalls)} recalled by meaning:"
+        head = f"{matches} matching line{'' if matches == 1 else 's'}, {len(recalls)} recalled:"
         return "\n".join([head, *lines, *recalls])
 
     def _get(self, ctx: RuntimeContext, args: MemoryGetArgs) -> str:
