@@ -269,3 +269,16 @@ def test_scopes_latency_times_each_scope_set(embedder, tmp_path) -> None:
     assert json.loads(out.read_text()) == doc
     assert set(doc["search_ms"]) == {"user", "user+tenant", "user+agent+tenant"}
     assert doc["queries_per_variant"] > 0
+
+
+def test_token_counting_compares_the_heuristic_with_cl100k(tmp_path, capsys) -> None:
+    from benchmarks.latency import token_counting
+
+    out = tmp_path / "tokens.json"
+    mini = Path(__file__).parent / "fixtures" / "locomo_mini.json"
+    assert token_counting.main(["--path", str(mini), "--json", str(out)]) == 0
+    doc = json.loads(out.read_text())
+    turns = doc["locomo_turns"]
+    assert turns["texts"] > 0 and turns["tokens"]["cl100k"] > 0
+    assert 0.5 < turns["ratio_total"] < 2.0
+    assert "locomo_turns" in capsys.readouterr().out
