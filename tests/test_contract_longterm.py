@@ -753,6 +753,41 @@ def test_dedup_is_by_fact_text_not_by_source(memory):
     assert same_source[0].status == "created"  # a shared source is not a duplicate
 
 
+def test_the_same_fact_again_with_a_source_attaches_the_source_it_lacked(memory):
+    """A user who records a fact and then records it again with its provenance expects the
+    provenance to be kept (Zep links each new episode to the fact it restates): the answer is
+    still ``duplicate`` (one fact, same id and text), and the fact now has the source, in
+    get, list and recall, its words found by the lexical leg."""
+    plain = Fact("Alice has a new pet", key="user.pet", importance=8)
+    first = memory.record(ALICE, [plain])[0]
+    assert memory.retrieve(ALICE, "Waffles the beagle", 3, mode="bm25") == []
+    again = memory.record(ALICE, [replace(PET, session_id="s-7")])[0]
+    assert (again.status, again.id, again.superseded_ids) == ("duplicate", first.id, ())
+    [stored] = memory.get(ALICE, [first.id])
+    assert stored.source == PET.source and stored.session_id == "s-7"
+    assert (stored.text, stored.key, stored.importance) == ("Alice has a new pet", "user.pet", 8)
+    assert [f.source for f in memory.list(ALICE).items] == [PET.source]
+    [hit] = memory.retrieve(ALICE, "Waffles the beagle", 3, mode="bm25")
+    assert hit.fact.id == first.id and hit.fact.source == PET.source
+    other = Fact("Alice has a new pet", source=Source(text="Something else entirely"))
+    assert memory.record(ALICE, [other])[0].status == "duplicate"
+    assert memory.get(ALICE, [first.id])[0].source == PET.source  # a source is never replaced
+
+
+def test_a_source_given_twice_in_one_batch_is_attached_and_closed_facts_keep_theirs(memory):
+    results = memory.record(
+        ALICE,
+        [
+            Fact("Alice has a dog", key="user.pet"),
+            Fact("Alice has a dog", key="user.pet", source=PET.source),
+            Fact("Alice has a cat", key="user.pet"),
+        ],
+    )
+    assert [r.status for r in results] == ["created", "duplicate", "superseded"]
+    [dog] = memory.get(ALICE, [results[0].id])
+    assert dog.source == PET.source and dog.superseded_by == results[2].id
+
+
 def test_delete_forget_and_supersede_take_the_source_along(memory):
     keyed = Fact("Alice has a dog", key="user.pet", source=PET.source)
     fid = memory.record(ALICE, [keyed])[0].id

@@ -7,6 +7,7 @@ import json
 import os
 import re
 import signal
+import socket
 import subprocess
 import sys
 from pathlib import Path
@@ -141,3 +142,39 @@ def test_an_unreachable_postgresql_at_start_is_one_error_line_naming_the_dsn(tmp
     assert "MEMORY_POSTGRES__DSN" in done.stderr, done.stderr
     assert "Traceback" not in done.stderr and "s3cret" not in done.stderr, done.stderr
     assert not (tmp_path / "data" / "tenants").exists()  # nothing written on the way out
+
+
+def test_the_banner_comes_once_the_port_accepts_connections(tmp_path):
+    """Whoever reads "listening" can connect at once: no retry, no wait."""
+    port = free_port()
+    proc = _start(tmp_path, port)
+    try:
+        banner = proc.stdout.readline()
+        assert banner.startswith("memory-service listening on"), banner
+        assert httpx.get(f"http://127.0.0.1:{port}/healthz", timeout=5).status_code == 200
+    finally:
+        _stop(proc)
+
+
+def test_a_taken_port_is_one_error_line_and_no_banner(tmp_path):
+    """Before: the banner, then uvicorn's "[Errno 98] ... address already in use", exit 3,
+    and a development key minted that no banner showed. Now: the port is bound first."""
+    with socket.socket() as holder:
+        holder.bind(("127.0.0.1", 0))
+        holder.listen()
+        port = holder.getsockname()[1]
+        done = subprocess.run(
+            [sys.executable, "-m", "memory_service.cli", "serve", "--port", str(port)],
+            capture_output=True,
+            text=True,
+            env=_env(),
+            cwd=tmp_path,
+            timeout=120,
+        )
+    assert done.returncode == 2, (done.stdout, done.stderr)
+    assert done.stdout == ""  # no "listening" line
+    lines = done.stderr.strip().splitlines()
+    assert len(lines) == 1, done.stderr
+    assert lines[0].startswith(f"memory-service: error: cannot listen on 127.0.0.1:{port}: ")
+    assert "in use" in lines[0] and "--port" in lines[0], lines[0]
+    assert not (tmp_path / "data" / "api-keys.json").exists()  # no key minted unseen

@@ -3,7 +3,8 @@
 Keys are held as SHA-256 digests and compared in constant time. A ring read from a file
 (``from_file``) follows it: at most once a second it looks at the file's inode, size and
 mtime, and re-reads it when one changed, so ``memory-service keys add`` / ``revoke`` take
-effect in a running ``serve`` without a restart. An edit that cannot be read or parsed keeps
+effect in a running ``serve`` without a restart; a key it does not know makes it look at once,
+so a key just added works at its first request. An edit that cannot be read or parsed keeps
 the previous keys (and is logged). The file's format and its changes: ``replicas/api_keys``.
 
 With replica state in PostgreSQL (``Settings.state_in_postgres``) the ring follows the
@@ -134,20 +135,32 @@ class ApiKeyRing:
         return {p.tenant_id for p in self._by_digest.values()}
 
     def lookup(self, key: str | None) -> Principal | None:
+        """The key's principal, or None. A key the file does not know yet makes the ring look
+        at the file at once (a stat; re-read only when it changed), so a key just added with
+        ``memory-service keys add`` works at its first request. A revoked key still works
+        until the next look, at most an interval later. A store (PostgreSQL) is asked no
+        more than once per interval whatever keys arrive."""
         if not key:
             return None
         self._refresh()
         digest = digest_of(key)
+        found = self._find(digest)
+        if found is None and self._path is not None:
+            self._refresh(at_once=True)
+            found = self._find(digest)
+        return found
+
+    def _find(self, digest: bytes) -> Principal | None:
         found = None
         for known, principal in self._by_digest.items():
             if hmac.compare_digest(known, digest):
                 found = principal
         return found
 
-    def _refresh(self) -> None:
+    def _refresh(self, *, at_once: bool = False) -> None:
         """Re-read the file or the store if it changed; looked at no more than once per
-        interval."""
-        if self._clock() - self._checked_at < self._interval_s:
+        interval (``at_once``: the file now, whenever it was last looked at)."""
+        if not at_once and self._clock() - self._checked_at < self._interval_s:
             return
         if self._store is not None:
             self._refresh_store(self._store)
@@ -157,7 +170,7 @@ class ApiKeyRing:
             return
         with self._reload_lock:
             now = self._clock()
-            if now - self._checked_at < self._interval_s:
+            if not at_once and now - self._checked_at < self._interval_s:
                 return
             self._checked_at = now
             try:

@@ -111,3 +111,4 @@ class AsyncMemoryClient:
     usage = _async(calls.usage)
     run_maintenance = _async(calls.run_maintenance)
     health = _async(calls.health)
+    metrics = _async(calls.metrics)

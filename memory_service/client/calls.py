@@ -22,6 +22,7 @@ from memory_service.api.schemas.memories import (
     FactIn,
     FactOut,
     FactPage,
+    FilterIn,
     RecordRequest,
     RecordResponse,
     SearchRequest,
@@ -45,6 +46,7 @@ from memory_service.api.schemas.transfer import ImportSummary
 from memory_service.api.schemas.usage import UsageReport
 from memory_service.api.schemas.users import EraseReceiptOut
 from memory_service.config.retrieval import Mode
+from memory_service.context import Scope
 from memory_service.facts import FactKind
 
 T = TypeVar("T")
@@ -68,6 +70,22 @@ class Call(Generic[T]):
     @property
     def idempotent(self) -> bool:
         return self.method in IDEMPOTENT
+
+
+B = TypeVar("B", bound=Callable[..., Any])
+OPERATIONS: dict[str, tuple[Method, str]] = {}  # builder name -> (method, path template)
+
+
+def operation(method: Method, path: str) -> Callable[[B], B]:
+    """Marks a builder as the client's one call of ``method path``: the operation of the
+    OpenAPI document whose parameters it offers, under the API's own names (checked by
+    ``tests/test_client_signatures.py`` against ``app.openapi()``)."""
+
+    def mark(build: B) -> B:
+        OPERATIONS[build.__name__] = (method, path)
+        return build
+
+    return mark
 
 
 def _reads(model: type[T]) -> Callable[[Any], T]:
@@ -107,17 +125,33 @@ def _as_ndjson(lines: Iterable[Mapping[str, Any]] | str | bytes) -> bytes:
 # -- memories ---------------------------------------------------------------------------------
 
 
+@operation("POST", "/v1/memories")
 def record(
     user_id: str,
     facts: Sequence[FactIn | str | Mapping[str, Any]],
     *,
     session_id: str | None = None,
+    agent_id: str | None = None,
 ) -> Call[RecordResponse]:
-    """Record facts (text, or ``FactIn`` / its fields): created, duplicate or superseded."""
-    body = RecordRequest(user_id=user_id, session_id=session_id, facts=[_fact(f) for f in facts])
+    """Record facts (text, or ``FactIn`` / its fields, ``scope`` among them): created,
+    duplicate or superseded. ``agent_id``: the agent whose memory ``scope="agent"`` facts go
+    to (a curator or admin key writes shared scopes)."""
+    body = RecordRequest(
+        user_id=user_id,
+        session_id=session_id,
+        agent_id=agent_id,
+        facts=[_fact(f) for f in facts],
+    )
     return Call("POST", "/v1/memories", _reads(RecordResponse), json=_body(body))
 
 
+def _filter(value: FilterIn | Mapping[str, Any] | None) -> FilterIn | None:
+    if value is None or isinstance(value, FilterIn):
+        return value
+    return FilterIn.model_validate(value)
+
+
+@operation("POST", "/v1/memories/search")
 def search(
     user_id: str,
     query: str,
@@ -125,35 +159,90 @@ def search(
     top_k: int = 5,
     threshold: float = 0.0,
     mode: Mode = "hybrid",
+    filter: FilterIn | Mapping[str, Any] | None = None,  # noqa: A002 - the API's name
+    agent_id: str | None = None,
+    scopes: Sequence[Scope] | None = None,
 ) -> Call[SearchResponse]:
-    """Recall the user's facts most related to ``query``."""
-    body = SearchRequest(user_id=user_id, query=query, top_k=top_k, threshold=threshold, mode=mode)
+    """Recall the user's facts most related to ``query``: ``filter`` (``FilterIn`` or its
+    fields: ``kind``, ``tags_any``, ``tags_all``, ``min_importance``, ``key``,
+    ``created_after``, ``created_before``, ``as_of``) narrows every leg before top-k;
+    ``agent_id`` adds that agent's shared memory; ``scopes`` narrows what is read."""
+    fields: dict[str, Any] = {"filter": _filter(filter), "agent_id": agent_id}
+    if scopes is not None:
+        fields["scopes"] = list(scopes)
+    body = SearchRequest(
+        user_id=user_id,
+        query=query,
+        top_k=top_k,
+        threshold=threshold,
+        mode=mode,
+        **{k: v for k, v in fields.items() if v is not None},
+    )
     return Call("POST", "/v1/memories/search", _reads(SearchResponse), json=_body(body))
 
 
-def get(user_id: str, memory_id: str) -> Call[FactOut]:
-    """One fact by id (``NotFoundError`` when the user has none with it)."""
+def _addressed(user_id: str, agent_id: str | None, scope: Scope | None) -> dict[str, Any]:
+    return _query(user_id=user_id, agent_id=agent_id, scope=scope)
+
+
+@operation("GET", "/v1/memories/{memory_id}")
+def get(
+    user_id: str,
+    memory_id: str,
+    *,
+    agent_id: str | None = None,
+    scope: Scope | None = None,
+) -> Call[FactOut]:
+    """One fact by id (``NotFoundError`` when there is none); ``scope`` (``agent`` with
+    ``agent_id``, or ``tenant``) addresses a shared fact."""
     path = f"/v1/memories/{_segment(memory_id)}"
-    return Call("GET", path, _reads(FactOut), params={"user_id": user_id})
+    return Call("GET", path, _reads(FactOut), params=_addressed(user_id, agent_id, scope))
 
 
+@operation("GET", "/v1/memories")
 def list_memories(
     user_id: str,
     *,
     limit: int = 100,
     cursor: str | None = None,
     include_inactive: bool = False,
+    agent_id: str | None = None,
+    scope: Sequence[Scope] | None = None,
+    kind: Sequence[FactKind] = (),
+    tags_any: Sequence[str] = (),
+    tags_all: Sequence[str] = (),
+    min_importance: int | None = None,
+    key: str | None = None,
+    created_after: datetime | str | None = None,
+    created_before: datetime | str | None = None,
+    as_of: datetime | str | None = None,
 ) -> Call[FactPage]:
-    """A page of the user's facts, oldest first; ``next_cursor`` asks for the next."""
+    """A page of the user's facts (or those of the ``scope``s named), oldest first;
+    ``next_cursor`` asks for the next. The filter fields are the search filter's."""
+    given = {
+        "kind": list(kind),
+        "tags_any": list(tags_any),
+        "tags_all": list(tags_all),
+        "min_importance": min_importance,
+        "key": key,
+        "created_after": created_after,
+        "created_before": created_before,
+        "as_of": as_of,
+    }
+    checked = FilterIn.model_validate({k: v for k, v in given.items() if v not in (None, [])})
     params = _query(
         user_id=user_id,
         limit=limit,
         cursor=cursor,
         include_inactive=str(include_inactive).lower(),
+        agent_id=agent_id,
+        scope=list(scope) if scope is not None else None,
+        **checked.model_dump(mode="json", exclude_unset=True),
     )
     return Call("GET", "/v1/memories", _reads(FactPage), params=params)
 
 
+@operation("PATCH", "/v1/memories/{memory_id}")
 def update(
     user_id: str,
     memory_id: str,
@@ -182,17 +271,28 @@ def update(
     return Call("PATCH", path, _reads(FactOut), json=_body(body))
 
 
-def delete(user_id: str, memory_id: str) -> Call[DeleteReceipt]:
-    """Delete one fact, from the store and from MEMORY.md."""
+@operation("DELETE", "/v1/memories/{memory_id}")
+def delete(
+    user_id: str,
+    memory_id: str,
+    *,
+    agent_id: str | None = None,
+    scope: Scope | None = None,
+) -> Call[DeleteReceipt]:
+    """Delete one fact, from the store and from its scope's MEMORY.md (a shared fact:
+    ``scope`` and, for an agent's, ``agent_id``; needs a curator or admin key)."""
     path = f"/v1/memories/{_segment(memory_id)}"
-    return Call("DELETE", path, _reads(DeleteReceipt), params={"user_id": user_id})
+    params = _addressed(user_id, agent_id, scope)
+    return Call("DELETE", path, _reads(DeleteReceipt), params=params)
 
 
+@operation("DELETE", "/v1/users/{user_id}/memories")
 def forget(user_id: str) -> Call[DeleteReceipt]:
     """Every long-term fact of the user, gone."""
     return Call("DELETE", f"/v1/users/{_segment(user_id)}/memories", _reads(DeleteReceipt))
 
 
+@operation("DELETE", "/v1/users/{user_id}")
 def erase_user(user_id: str) -> Call[EraseReceiptOut]:
     """Everything the service keeps of the user, gone (admin key); the receipt."""
     return Call("DELETE", f"/v1/users/{_segment(user_id)}", _reads(EraseReceiptOut))
@@ -201,6 +301,7 @@ def erase_user(user_id: str) -> Call[EraseReceiptOut]:
 # -- sessions ---------------------------------------------------------------------------------
 
 
+@operation("POST", "/v1/sessions/{session_id}/messages")
 def append(
     user_id: str,
     session_id: str,
@@ -220,15 +321,18 @@ def append(
     return Call("POST", path, _reads(AppendResponse), json=_body(body))
 
 
+@operation("GET", "/v1/sessions/{session_id}")
 def get_session(user_id: str, session_id: str) -> Call[SessionOut]:
     path = f"/v1/sessions/{_segment(session_id)}"
     return Call("GET", path, _reads(SessionOut), params={"user_id": user_id})
 
 
+@operation("GET", "/v1/sessions")
 def list_sessions(user_id: str) -> Call[SessionList]:
     return Call("GET", "/v1/sessions", _reads(SessionList), params={"user_id": user_id})
 
 
+@operation("POST", "/v1/sessions/{session_id}/compact")
 def compact(
     user_id: str,
     session_id: str,
@@ -241,6 +345,7 @@ def compact(
     return Call("POST", path, _reads(CompactResponse), json=_body(body))
 
 
+@operation("DELETE", "/v1/sessions/{session_id}")
 def delete_session(
     user_id: str, session_id: str, *, include_log: bool = False
 ) -> Call[SessionDeleted]:
@@ -249,12 +354,14 @@ def delete_session(
     return Call("DELETE", path, _reads(SessionDeleted), params=params)
 
 
+@operation("POST", "/v1/sessions/search")
 def search_sessions(user_id: str, query: str, *, limit: int = 10) -> Call[SessionSearchResponse]:
     """Past messages of the user's sessions that share terms with ``query``."""
     body = SessionSearchRequest(user_id=user_id, query=query, limit=limit)
     return Call("POST", "/v1/sessions/search", _reads(SessionSearchResponse), json=_body(body))
 
 
+@operation("GET", "/v1/sessions/{session_id}/tool-results")
 def read_tool_result(
     user_id: str,
     session_id: str,
@@ -271,17 +378,24 @@ def read_tool_result(
 # -- chat, transfer, usage, maintenance -------------------------------------------------------
 
 
-def chat(user_id: str, session_id: str, message: str) -> Call[ChatResponse]:
-    """One agent call with memory in place (needs a configured LLM: 503 otherwise)."""
-    body = ChatRequest(user_id=user_id, session_id=session_id, message=message)
+@operation("POST", "/v1/chat")
+def chat(
+    user_id: str, session_id: str, message: str, *, agent_id: str | None = None
+) -> Call[ChatResponse]:
+    """One agent call with memory in place (needs a configured LLM: 503 otherwise);
+    ``agent_id``: the agent answering, whose shared memory is recalled too."""
+    fields = {"agent_id": agent_id} if agent_id is not None else {}
+    body = ChatRequest(user_id=user_id, session_id=session_id, message=message, **fields)
     return Call("POST", "/v1/chat", _reads(ChatResponse), json=_body(body))
 
 
+@operation("GET", "/v1/export")
 def export(user_id: str | None = None) -> Call[list[dict[str, Any]]]:
     """Every fact of the key's tenant (or of one user) as the export's JSON lines."""
     return Call("GET", "/v1/export", _lines, params=_query(user_id=user_id))
 
 
+@operation("POST", "/v1/import")
 def import_lines(lines: Iterable[Mapping[str, Any]] | str | bytes) -> Call[ImportSummary]:
     """Record exported lines for the key's tenant (an admin key); all or nothing."""
     headers = {"Content-Type": NDJSON}
@@ -289,15 +403,24 @@ def import_lines(lines: Iterable[Mapping[str, Any]] | str | bytes) -> Call[Impor
     return Call("POST", "/v1/import", _reads(ImportSummary), content=content, headers=headers)
 
 
+@operation("GET", "/v1/usage")
 def usage() -> Call[UsageReport]:
     return Call("GET", "/v1/usage", _reads(UsageReport))
 
 
+@operation("POST", "/v1/maintenance/run")
 def run_maintenance(user_id: str | None = None, *, force: bool = False) -> Call[MaintenanceRun]:
     """Maintenance now (an admin key): one report per user."""
     body = MaintenanceRequest(user_id=user_id, force=force)
     return Call("POST", "/v1/maintenance/run", _reads(MaintenanceRun), json=_body(body))
 
 
+@operation("GET", "/healthz")
 def health() -> Call[Health]:
     return Call("GET", "/healthz", _reads(Health))
+
+
+@operation("GET", "/metrics")
+def metrics() -> Call[str]:
+    """The Prometheus metrics as text (a key is sent, as ``METRICS_REQUIRE_KEY`` may ask)."""
+    return Call("GET", "/metrics", lambda response: response.text)

@@ -110,3 +110,4 @@ class MemoryClient:
     usage = _sync(calls.usage)
     run_maintenance = _sync(calls.run_maintenance)
     health = _sync(calls.health)
+    metrics = _sync(calls.metrics)

@@ -6,6 +6,7 @@ from __future__ import annotations
 import argparse
 import sys
 from dataclasses import replace
+from datetime import datetime
 
 from memory_service.commands.common import (
     add_scope_arguments,
@@ -13,10 +14,12 @@ from memory_service.commands.common import (
     print_json,
     settings_from,
 )
+from memory_service.config.retrieval import MODES
 from memory_service.context import SCOPES, scope_context
 from memory_service.errors import InvalidInputError
-from memory_service.fact_filter import FactFilter
+from memory_service.fact_filter import ExpiryPolicy, FactFilter
 from memory_service.facts import FACT_KINDS, Fact, Source, utcnow
+from memory_service.limits import MAX_THRESHOLD, MAX_TOP_K, MIN_THRESHOLD
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -60,9 +63,23 @@ def register(sub: argparse._SubParsersAction) -> None:
     search = sub.add_parser("search", help="recall a user's facts")
     add_scope_arguments(search)
     search.add_argument("query")
-    search.add_argument("--top-k", type=int, default=5)
-    search.add_argument("--threshold", type=float, default=0.0)
-    search.add_argument("--mode", choices=("hybrid", "bm25", "dense"), default="hybrid")
+    search.add_argument(
+        "--top-k", type=int, default=5, help=f"how many facts at most (1-{MAX_TOP_K}, default 5)"
+    )
+    search.add_argument(
+        "--threshold",
+        type=float,
+        default=0.0,
+        help="the least dense (cosine) similarity a fact needs to be a dense hit "
+        f"({MIN_THRESHOLD:g} to {MAX_THRESHOLD:g}, default 0: every fact may be)",
+    )
+    search.add_argument(
+        "--mode",
+        choices=MODES,
+        default="hybrid",
+        help="hybrid (default): BM25 and dense vectors, fused; bm25 or dense: that retriever "
+        "alone, with its own score",
+    )
     add_filter_arguments(search)
     search.add_argument("--agent", help="the agent asking: its shared memory is searched too")
     search.add_argument(
@@ -79,7 +96,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     listing.add_argument("--limit", type=int, default=100, help="facts per page (default 100)")
     listing.add_argument("--cursor", help="the next_cursor a previous page printed")
     listing.add_argument(
-        "--include-inactive", action="store_true", help="superseded and expired facts too"
+        "--include-inactive",
+        action="store_true",
+        help="superseded and expired facts too (marked so in the text output)",
     )
     add_filter_arguments(listing)
     listing.add_argument("--workspace", help="workspace folder")
@@ -214,14 +233,30 @@ def run_search(args: argparse.Namespace) -> int:
     return 0
 
 
+def inactive_mark(fact: Fact, expiry: ExpiryPolicy, now: datetime) -> str:
+    """Why ``list --include-inactive`` shows a fact recall does not (empty: it is active)."""
+    if fact.superseded_by is not None:
+        return f"  [superseded by {fact.superseded_by}]"
+    if fact.valid_to is not None:
+        return f"  [closed at {fact.valid_to.isoformat()}]"
+    deadline = expiry.expires_at(fact)
+    if deadline is not None and deadline <= now:
+        return f"  [expired at {deadline.isoformat()}]"
+    return ""
+
+
 def run_list(args: argparse.Namespace) -> int:
     from memory_service.pagination import check_page
     from memory_service.services.container import build_services
+    from memory_service.services.stores import build_expiry
 
     ctx = context_from(args)
     check_page(args.limit, args.cursor)
     fact_filter = fact_filter_from(args)
-    services = build_services(settings_from(args))
+    settings = settings_from(args)
+    expiry = build_expiry(settings)
+    services = build_services(settings)
+    now = utcnow()
     try:
         page = services.longterm.list(
             ctx,
@@ -237,7 +272,8 @@ def run_list(args: argparse.Namespace) -> int:
     else:
         for fact in page.items:
             when = fact.created_at.isoformat() if fact.created_at else "-"
-            print(f"{fact.id}  {when}  [{fact.kind}|{fact.importance}]  {fact.text}")
+            mark = inactive_mark(fact, expiry, now)
+            print(f"{fact.id}  {when}  [{fact.kind}|{fact.importance}]  {fact.text}{mark}")
         if page.next_cursor:
             print(f"next: --cursor {page.next_cursor}")
     return 0

@@ -1,15 +1,27 @@
-"""``memory-service serve``: the HTTP API on the configured backends."""
+"""``memory-service serve``: the HTTP API on the configured backends.
+
+The port is bound first, before the stores open and the model loads: a port that is taken is
+one error line (exit 2) within a moment, and no development key is minted that no banner would
+show. The banner ("memory-service listening on ...") is printed once the socket accepts
+connections, so whoever reads it can connect at once.
+"""
 
 from __future__ import annotations
 
 import argparse
 import logging
+import socket
+from collections.abc import Callable
 from typing import TYPE_CHECKING
 
+from memory_service.errors import MemoryServiceError
 from memory_service.fsutil import ensure_dir
 
 if TYPE_CHECKING:
+    import uvicorn
+
     from memory_service.api.keys import KeySource
+    from memory_service.config.settings import Settings
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -21,22 +33,33 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    import uvicorn
-
-    from memory_service.api.app import create_app
-    from memory_service.api.keys import load_key_ring
     from memory_service.commands.common import settings_from
-    from memory_service.mcp_server.http import mount_mcp
     from memory_service.observe.logs import configure_logging
-    from memory_service.observe.telemetry import NULL_SINK, using_sink
-    from memory_service.services.container import build_services
-    from memory_service.services.work import build_scheduler
 
     settings = settings_from(args)
     observability = settings.observability
     configure_logging(observability.log_format, observability.log_level)
     host = args.host or settings.api.host
-    port = args.port or settings.api.port
+    port = args.port if args.port is not None else settings.api.port
+    listener = bind_listener(host, port)
+    try:
+        _serve(settings, host, listener)
+    finally:
+        listener.close()
+    return 0
+
+
+def _serve(settings: Settings, host: str, listener: socket.socket) -> None:
+    import uvicorn
+
+    from memory_service.api.app import create_app
+    from memory_service.api.keys import load_key_ring
+    from memory_service.mcp_server.http import mount_mcp
+    from memory_service.observe.telemetry import NULL_SINK, using_sink
+    from memory_service.services.container import build_services
+    from memory_service.services.work import build_scheduler
+
+    port = listener.getsockname()[1]  # with --port 0, the one the system chose
     ensure_dir(settings.workspace)
     # a bad keys file is told before the model loads; keys in PostgreSQL need its pool
     keys = None if settings.state_in_postgres else load_key_ring(settings)
@@ -48,7 +71,7 @@ def run(args: argparse.Namespace) -> int:
         raise
     app = create_app(services, keys.ring)
     mount_mcp(app, services, keys.ring, host=host)
-    print(banner(f"http://{host}:{port}", services.describe_storage(), keys), flush=True)
+    line = banner(f"http://{url_host(host)}:{port}", services.describe_storage(), keys)
     scheduler = build_scheduler(services, app.state.maintenance, keys.ring.tenants)
     with using_sink(app.state.metrics or NULL_SINK):  # the scheduler's thread counts there
         scheduler.start()
@@ -62,11 +85,49 @@ def run(args: argparse.Namespace) -> int:
     # and the MCP session manager's start and stop lines (at /mcp) would join them
     logging.getLogger("mcp.server.streamable_http_manager").setLevel(logging.WARNING)
     try:
-        uvicorn.Server(config).run()
+        server = announcing_server(config, lambda: print(line, flush=True))
+        server.run(sockets=[listener])
     finally:
         scheduler.stop()
         services.close()
-    return 0
+
+
+def bind_listener(host: str, port: int) -> socket.socket:
+    """A TCP socket bound to ``host``:``port`` as uvicorn binds one (uvicorn listens on it);
+    a port that is taken, or not this user's to bind, is one ``MemoryServiceError``."""
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    try:
+        sock.bind((host, port))
+    except OSError as exc:
+        sock.close()
+        why = (exc.strerror or str(exc)).lower()
+        raise MemoryServiceError(
+            f"cannot listen on {url_host(host)}:{port}: {why} (another process, perhaps "
+            "another serve, holds it: stop it or choose a port with --port or "
+            "MEMORY_API__PORT)",
+            code="cannot_listen",
+        ) from None
+    return sock
+
+
+def url_host(host: str) -> str:
+    return f"[{host}]" if ":" in host else host
+
+
+def announcing_server(config: uvicorn.Config, on_started: Callable[[], None]) -> uvicorn.Server:
+    """A ``uvicorn.Server`` that calls ``on_started`` once its sockets accept connections
+    (not when lifespan start-up failed)."""
+    import uvicorn
+
+    class AnnouncingServer(uvicorn.Server):
+        async def startup(self, sockets: list[socket.socket] | None = None) -> None:
+            await super().startup(sockets)
+            if self.started and not self.should_exit:
+                on_started()
+
+    return AnnouncingServer(config)
 
 
 def banner(url: str, storage: str, keys: KeySource) -> str:

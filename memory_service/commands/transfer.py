@@ -12,7 +12,7 @@ import sys
 from typing import TextIO
 
 from memory_service.commands.common import settings_from
-from memory_service.errors import InvalidInputError, NotFoundError
+from memory_service.errors import InvalidInputError
 from memory_service.transfer import (
     SHOWN_BAD_LINES,
     BadLine,
@@ -52,19 +52,17 @@ def run_export(args: argparse.Namespace) -> int:
     finally:
         services.close()
     sys.stdout.flush()
-    if count == 0:
-        raise NotFoundError(_no_data(args.tenant, args.user, services.describe_backend()))
-    print(f"exported {count} facts of tenant {args.tenant}", file=sys.stderr)
+    whose = f"user {args.user} of tenant {args.tenant}" if args.user else f"tenant {args.tenant}"
+    note = _no_data(services.describe_backend()) if count == 0 else ""
+    print(f"exported {count} facts of {whose}{note}", file=sys.stderr)
     return 0
 
 
-def _no_data(tenant: str, user: str | None, backend: str) -> str:
-    """Why an export wrote nothing: most often a mistyped ``--tenant`` (default: default)."""
-    whose = f"user {user!r} of tenant {tenant!r}" if user else f"tenant {tenant!r}"
-    return (
-        f"{whose} has no data in the long-term backend ({backend}): nothing exported "
-        "(--tenant defaults to 'default')"
-    )
+def _no_data(backend: str) -> str:
+    """An empty export is an empty answer, as ``GET /v1/export`` (and list, and search) give
+    for a user or tenant with no facts, not an error; the note says where it looked, since a
+    mistyped ``--tenant`` (default: default) is the usual reason."""
+    return f" (none in the long-term backend: {backend}; --tenant defaults to 'default')"
 
 
 def _read(path: str) -> list[str]:

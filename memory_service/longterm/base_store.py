@@ -132,7 +132,7 @@ class BaseLongTermMemory(LongTermHooks[S]):
                 if self._tombstones is not None and self._tombstones.refuses(ctx):
                     # an erase in another process began meanwhile (a Qdrant server has no lock
                     # shared with it): take the write back, so nothing of the user remains
-                    self._delete(owner, canonical_ids([*plan.new, *plan.closed]))
+                    self._delete(owner, canonical_ids([*plan.new, *plan.closed, *plan.amended]))
                     self._check_not_erased(ctx)
             _count_records(plan)
             results.update(zip(positions, plan.results, strict=True))

@@ -28,7 +28,8 @@ class LongTermMemory(Protocol):
     user's, the agent's when ``ctx`` names one, the tenant's) and prefers the narrower scope on
     the same ``key``: user over agent over tenant; ``list`` reads ``ctx``'s own scope unless
     ``scopes`` names others. ``record`` is idempotent:
-    the same text twice is one fact (``duplicate``). A fact with the ``key`` of an active fact
+    the same text twice is one fact (``duplicate``; the second brings its ``source`` when the
+    stored fact has none, and never replaces one). A fact with the ``key`` of an active fact
     supersedes it (``superseded``); superseded and expired facts are not recalled.
     ``filter`` narrows retrieve and list by metadata and asks about a past moment (``as_of``),
     inside each leg before top-k; a fact past its ``expires_at`` or its importance TTL is

@@ -13,7 +13,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import datetime
 
-from memory_service.facts import Fact, RecordResult
+from memory_service.facts import Fact, RecordResult, Source
 
 
 @dataclass(slots=True)
@@ -22,6 +22,8 @@ class RecordPlan:
     new: dict[str, Fact] = field(default_factory=dict)  # to write, in order
     closed: dict[str, Fact] = field(default_factory=dict)  # existing facts, now superseded
     revived: set[str] = field(default_factory=set)  # existing inactive facts written anew
+    # duplicates that brought the provenance the stored fact lacked: rewritten where stored
+    amended: dict[str, Fact] = field(default_factory=dict)
 
 
 def plan_record(
@@ -33,7 +35,10 @@ def plan_record(
 ) -> RecordPlan:
     """Rules, in order, for each incoming fact:
 
-    - same id as a fact in this batch or an active stored fact: ``duplicate``, nothing written;
+    - same id as a fact in this batch or an active stored fact: ``duplicate``, nothing written,
+      except provenance the stored fact lacks: a duplicate that carries a ``source`` (and a
+      session) for a fact stored without one attaches it (``amended``; a fact's first source
+      is kept, never replaced);
     - same id as an inactive stored fact (superseded or expired): written anew (revived);
     - a key held by an open fact: the newer of the two (by ``created_at``) stays open and the
       older is closed (``superseded_by``, ``valid_to``). The incoming fact is ``superseded``
@@ -51,6 +56,7 @@ def plan_record(
     for fact in stamped:
         known = existing.get(fact.id)
         if fact.id in plan.new or (known is not None and known.is_active(now)):
+            _amend(plan, known, fact)
             plan.results.append(RecordResult(fact.id, "duplicate"))
             continue
         if known is not None:
@@ -64,7 +70,8 @@ def plan_record(
                 fact = replace(fact, superseded_by=older.id, valid_to=older.created_at)
                 lost = True
             else:
-                shut = replace(older, superseded_by=fact.id, valid_to=fact.created_at)
+                latest = plan.new.get(older.id) or plan.amended.pop(older.id, None) or older
+                shut = replace(latest, superseded_by=fact.id, valid_to=fact.created_at)
                 superseded.append(older.id)
                 if older.id in plan.new:
                     plan.new[older.id] = shut
@@ -79,3 +86,27 @@ def plan_record(
         if fid not in plan.new and fid not in plan.closed:
             plan.closed[fid] = shut
     return plan
+
+
+def _amend(plan: RecordPlan, known: Fact | None, again: Fact) -> None:
+    """A duplicate's provenance onto the latest version of its fact: in this batch's writes,
+    or the stored fact (then rewritten in place: ``amended``)."""
+    for planned in (plan.new, plan.closed, plan.amended):
+        if again.id in planned:
+            planned[again.id] = with_provenance(planned[again.id], again)
+            return
+    if known is not None and (amended := with_provenance(known, again)) is not known:
+        plan.amended[again.id] = amended
+
+
+def with_provenance(stored: Fact, again: Fact) -> Fact:
+    """``stored`` with the provenance ``again`` (the same text recorded again) brings and it
+    lacks: its ``source`` when it has none, and its session. The same fact otherwise: text,
+    key, metadata and creation time stay; a source it has is never replaced."""
+    if not _says_nothing(stored.source) or _says_nothing(again.source):
+        return stored
+    return replace(stored, source=again.source, session_id=stored.session_id or again.session_id)
+
+
+def _says_nothing(source: Source | None) -> bool:
+    return source is None or source.is_empty()

@@ -42,7 +42,8 @@ class LongTermHooks(ABC, Generic[S]):
         now: datetime,
     ) -> None:
         """Write ``plan.new`` (their vectors in ``dense_of``) and ``plan.closed``; remove the
-        old copies of ``plan.revived``. Durable when it returns."""
+        old copies of ``plan.revived``; rewrite ``plan.amended`` where it is stored (its source
+        indexed anew). Durable when it returns."""
 
     @abstractmethod
     def _candidates(

@@ -47,8 +47,9 @@ ScopeQuery = Annotated[
 
 @router.post("/memories", response_model=RecordResponse)
 def record_memories(body: RecordRequest, principal: PrincipalDep, services: ServicesDep):
-    """Record facts. Idempotent: the same text twice is one fact (``duplicate``, its first
-    ``source`` kept); a fact with the ``key`` of an active fact replaces it (``superseded``).
+    """Record facts. Idempotent: the same text twice is one fact (``duplicate``; a ``source``
+    sent with it is attached when the stored fact has none, and a fact's first source is
+    never replaced); a fact with the ``key`` of an active fact replaces it (``superseded``).
     All or nothing. Each fact goes to its ``scope``: the user's own, the agent's
     (``agent_id``) or the tenant's; the shared scopes need a curator or admin key (403
     otherwise, nothing written). A ``source`` says where the fact came from (its session must

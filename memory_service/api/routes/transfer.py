@@ -58,7 +58,9 @@ def export_facts(
 ) -> StreamingResponse:
     """Every fact of the key's tenant (or of one ``user_id``), superseded and expired ones
     included, one JSON object per line: the lines ``memory-service export`` writes, ready for
-    ``POST /v1/import`` or ``memory-service import``. Streamed page by page."""
+    ``POST /v1/import`` or ``memory-service import``. Streamed page by page. A user (or a
+    tenant) with no facts is an empty export, 200 with no lines, as list and search answer
+    empty; ``memory-service export`` likewise writes nothing and exits 0."""
     tenant_id = principal.tenant_id
     users = export_users(memory, tenant_id, query.user_id)  # errors before the first byte
     return StreamingResponse(

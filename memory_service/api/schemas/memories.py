@@ -151,7 +151,8 @@ class UpdateRequest(Strict):
 
 class RecordResultOut(Out):  # a facts.RecordResult
     """What recording one fact did. ``created``: stored and recalled from now on;
-    ``duplicate``: already stored, nothing written; ``superseded``: its ``key`` is shared with
+    ``duplicate``: already stored (the same text), nothing new written but the ``source`` it
+    brought when the stored fact had none; ``superseded``: its ``key`` is shared with
     another open fact, and the older of the two is hidden from recall: the others, when
     ``superseded_ids`` names them, or this fact itself, when it is empty (a newer fact already
     holds the key: a racing write lost; its ``superseded_by`` says which)."""

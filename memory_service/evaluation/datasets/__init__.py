@@ -15,7 +15,7 @@ def read_json(path: str | Path | None, dataset: str) -> object:
     if path is None:
         raise BenchInputError(
             f"--dataset {dataset} needs --path FILE (public data is not shipped with the "
-            "project; LoCoMo is CC BY-NC), e.g. --path ../shared/data/locomo-dev.json"
+            "project; LoCoMo is CC BY-NC: data/locomo10.json of github.com/snap-research/LoCoMo)"
         )
     file = Path(path)
     try:

@@ -185,6 +185,9 @@ class FileSystemLongTermMemory(BaseLongTermMemory[_Read]):
             changes.setdefault(stored.index.by_id[fid].path, {})[fid] = None
         for fid, fact in plan.closed.items():
             changes.setdefault(stored.index.by_id[fid].path, {})[fid] = fact
+        for path, parsed in stored.index.files.items() if plan.amended else ():
+            for fid in plan.amended.keys() & {f.id for f in parsed.facts}:  # every copy of it
+                changes.setdefault(path, {})[fid] = plan.amended[fid]
         paths = self.paths(ctx)
         self._write(ctx, paths, now, list(plan.new.values()), changes)
         # the vectors record computed go to the user's vector cache, read by the next search

@@ -143,14 +143,14 @@ class QdrantLongTermMemory(BaseLongTermMemory[_Read]):
         dense_of: Mapping[str, np.ndarray],
         now: datetime,
     ) -> None:
-        points = [
+        points = [  # an amended fact's lexical vector takes its new source's words
             StoredPoint(f.id, payload_of(ctx, f), dense_of[f.id].tolist(), self._lexical(f))
-            for f in plan.new.values()
+            for f in [*plan.new.values(), *plan.amended.values()]
         ]
         points += [
             replace(stored.points[f.id], payload=payload_of(ctx, f)) for f in plan.closed.values()
         ]
-        self.engine.upsert(points)  # new and closed points in one operation
+        self.engine.upsert(points)  # new, amended and closed points in one operation
 
     def _candidates(
         self,
