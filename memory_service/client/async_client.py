@@ -102,6 +102,7 @@ class AsyncMemoryClient:
     get_session = _async(calls.get_session)
     list_sessions = _async(calls.list_sessions)
     compact = _async(calls.compact)
+    end_session = _async(calls.end_session)
     delete_session = _async(calls.delete_session)
     search_sessions = _async(calls.search_sessions)
     read_tool_result = _async(calls.read_tool_result)

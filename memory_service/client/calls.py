@@ -34,8 +34,10 @@ from memory_service.api.schemas.sessions import (
     AppendResponse,
     CompactRequest,
     CompactResponse,
+    EndRequest,
     MessageIn,
     SessionDeleted,
+    SessionEnded,
     SessionList,
     SessionOut,
     SessionSearchRequest,
@@ -343,6 +345,13 @@ def compact(
     body = CompactRequest(user_id=user_id, expected_version=expected_version, keep_last=keep_last)
     path = f"/v1/sessions/{_segment(session_id)}/compact"
     return Call("POST", path, _reads(CompactResponse), json=_body(body))
+
+
+@operation("POST", "/v1/sessions/{session_id}/end")
+def end_session(user_id: str, session_id: str) -> Call[SessionEnded]:
+    """Flush the session's unflushed messages into long-term memory, then clear it."""
+    path = f"/v1/sessions/{_segment(session_id)}/end"
+    return Call("POST", path, _reads(SessionEnded), json=_body(EndRequest(user_id=user_id)))
 
 
 @operation("DELETE", "/v1/sessions/{session_id}")

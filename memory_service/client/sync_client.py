@@ -101,6 +101,7 @@ class MemoryClient:
     get_session = _sync(calls.get_session)
     list_sessions = _sync(calls.list_sessions)
     compact = _sync(calls.compact)
+    end_session = _sync(calls.end_session)
     delete_session = _sync(calls.delete_session)
     search_sessions = _sync(calls.search_sessions)
     read_tool_result = _sync(calls.read_tool_result)
