@@ -45,6 +45,7 @@ FIXTURE_MARKS = {
     "chat_model": "llm",
     "script": "llm",
     "server_process": "subprocess",
+    "inspector": "subprocess",
 }
 
 
@@ -109,6 +110,16 @@ def server_process(onnx):
     (``with server_process(workspace, keys, **env) as served``); the ONNX model is in the cache
     before the first one starts."""
     return serve
+
+
+@pytest.fixture(scope="session")
+def inspector():
+    """``tests.support.inspector``: the official MCP Inspector's CLI (Node, from npm),
+    installed into its cache folder before the first test that runs it."""
+    from tests.support import inspector as cli
+
+    cli.install()
+    return cli
 
 
 @pytest.fixture(params=sorted(LONGTERM_BACKENDS))

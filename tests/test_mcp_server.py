@@ -3,6 +3,7 @@ subprocess) and over streamable HTTP (``/mcp`` on a real ``serve`` process)."""
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 from collections.abc import Awaitable, Callable
@@ -64,9 +65,19 @@ async def _call(session: ClientSession, name: str, **arguments: Any):
     return await session.call_tool(name, arguments)
 
 
-def _code(result) -> str:
+def _error(result) -> dict[str, str]:
+    """A tool error: its one text content is the API's error envelope, and it has no
+    structured content (which a client would check against the tool's output schema)."""
     assert result.is_error, result
-    return result.structured_content["error"]["code"]
+    assert result.structured_content is None, result
+    (content,) = result.content
+    error = json.loads(content.text)["error"]
+    assert error["message"], error
+    return error
+
+
+def _code(result) -> str:
+    return _error(result)["code"]
 
 
 @pytest.fixture
@@ -321,8 +332,23 @@ def test_stdio_search_reads_shared_memory_and_save_cannot_write_it(workspace: Pa
     key = _key(workspace, "acme")
     from memory_service.cli import main
 
-    assert main(["record", "--workspace", str(workspace), "--tenant", "acme", "--scope",
-                 "agent", "--agent", "support", "Refunds go to the billing team"]) == 0  # fmt: skip
+    assert (
+        main(
+            [
+                "record",
+                "--workspace",
+                str(workspace),
+                "--tenant",
+                "acme",
+                "--scope",
+                "agent",
+                "--agent",
+                "support",
+                "Refunds go to the billing team",
+            ]
+        )
+        == 0
+    )
 
     async def body(session: ClientSession) -> None:
         shared = await _call(session, "memory_search", query="refunds", agent_id="support")
