@@ -57,8 +57,6 @@ def run(args: argparse.Namespace) -> int:
         app, host=host, port=port, log_level="info", access_log=False, log_config=None
     )
     logging.getLogger("uvicorn.error").setLevel(logging.WARNING)
-    # and the MCP session manager's start and stop lines (at /mcp) would join them
-    logging.getLogger("mcp.server.streamable_http_manager").setLevel(logging.WARNING)
     try:
         uvicorn.Server(config).run()
     finally:
