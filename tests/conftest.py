@@ -47,6 +47,7 @@ FIXTURE_MARKS = {
     "script": "llm",
     "server_process": "subprocess",
     "torch_embedder": "slow",  # importing torch and loading the model: 5-8 s per process
+    "inspector": "subprocess",
 }
 # A test run over this long-term backend gets the mark: qdrant-client's local mode, the
 # server's stand-in, is pure Python and costs ~3x Qdrant Edge per test (``make test`` only).
@@ -117,6 +118,16 @@ def server_process(onnx):
     (``with server_process(workspace, keys, **env) as served``); the ONNX model is in the cache
     before the first one starts."""
     return serve
+
+
+@pytest.fixture(scope="session")
+def inspector():
+    """``tests.support.inspector``: the official MCP Inspector's CLI (Node, from npm),
+    installed into its cache folder before the first test that runs it."""
+    from tests.support import inspector as cli
+
+    cli.install()
+    return cli
 
 
 @pytest.fixture(params=sorted(LONGTERM_BACKENDS))

@@ -3,6 +3,7 @@ subprocess) and over streamable HTTP (``/mcp`` on a real ``serve`` process)."""
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 from collections.abc import Awaitable, Callable
@@ -64,9 +65,19 @@ async def _call(session: ClientSession, name: str, **arguments: Any):
     return await session.call_tool(name, arguments)
 
 
-def _code(result) -> str:
+def _error(result) -> dict[str, str]:
+    """A tool error: its one text content is the API's error envelope, and it has no
+    structured content (which a client would check against the tool's output schema)."""
     assert result.is_error, result
-    return result.structured_content["error"]["code"]
+    assert result.structured_content is None, result
+    (content,) = result.content
+    error = json.loads(content.text)["error"]
+    assert error["message"], error
+    return error
+
+
+def _code(result) -> str:
+    return _error(result)["code"]
 
 
 @pytest.fixture
@@ -321,8 +332,23 @@ def test_stdio_search_reads_shared_memory_and_save_cannot_write_it(workspace: Pa
     key = _key(workspace, "acme")
     from memory_service.cli import main
 
-    assert main(["record", "--workspace", str(workspace), "--tenant", "acme", "--scope",
-                 "agent", "--agent", "support", "Refunds go to the billing team"]) == 0  # fmt: skip
+    assert (
+        main(
+            [
+                "record",
+                "--workspace",
+                str(workspace),
+                "--tenant",
+                "acme",
+                "--scope",
+                "agent",
+                "--agent",
+                "support",
+                "Refunds go to the billing team",
+            ]
+        )
+        == 0
+    )
 
     async def body(session: ClientSession) -> None:
         shared = await _call(session, "memory_search", query="refunds", agent_id="support")
@@ -337,3 +363,89 @@ def test_stdio_search_reads_shared_memory_and_save_cannot_write_it(workspace: Pa
         assert listed.structured_content["items"] == []
 
     over_stdio(_stdio(workspace, key, "--user", "alice"), body)
+
+
+def _metrics(served) -> dict[tuple[str, str, str], float]:
+    """``memory_http_requests_total`` by (method, route, status)."""
+    import httpx
+
+    text = httpx.get(served.base_url + "/metrics", headers=_headers(served, "acme")).text
+    counts = {}
+    for line in text.splitlines():
+        if line.startswith("memory_http_requests_total{"):
+            labels, value = line.removeprefix("memory_http_requests_total{").split("} ")
+            found = dict(part.split("=", 1) for part in labels.split(","))
+            key = tuple(found[k].strip('"') for k in ("method", "route", "status"))
+            counts[key] = float(value)
+    return counts
+
+
+MESSAGE = {"jsonrpc": "2.0", "id": 1, "method": "tools/list"}
+BOTH = "application/json, text/event-stream"
+
+
+@pytest.mark.parametrize(
+    ("method", "headers"),
+    [
+        ("GET", {"Accept": "text/event-stream"}),  # a client opening its event stream
+        ("GET", {}),
+        ("DELETE", {}),
+        ("PUT", {"Content-Type": "application/json"}),
+    ],
+)
+def test_http_the_stateless_endpoint_takes_post_only(served, method, headers):
+    """No session, so no event stream to open: a 405 at once (the protocol's answer, which
+    the SDK clients take as "no stream"), never a 200 that then sends nothing."""
+    import httpx
+
+    answer = httpx.request(
+        method,
+        served.base_url + "/mcp",
+        headers={**_headers(served, "acme"), **headers},
+        timeout=10,
+    )
+    assert answer.status_code == 405
+    assert answer.headers["allow"] == "POST"
+    assert answer.json()["error"]["code"] == "method_not_allowed"
+    assert "POST" in answer.json()["error"]["message"]
+
+
+@pytest.mark.parametrize(
+    ("headers", "status", "code"),
+    [
+        ({"Host": "evil.example"}, 421, "invalid_host"),
+        ({"Host": "evil.example:80"}, 421, "invalid_host"),
+        ({"Origin": "http://evil.example"}, 403, "invalid_origin"),
+        ({"Content-Type": "text/plain"}, 400, "invalid_content_type"),
+    ],
+)
+def test_http_transport_refusals_are_the_apis_error_body(served, headers, status, code):
+    import httpx
+
+    sent = {**_headers(served, "acme"), "Accept": BOTH, "Content-Type": "application/json"}
+    answer = httpx.post(
+        served.base_url + "/mcp", content=json.dumps(MESSAGE), headers={**sent, **headers}
+    )
+    assert answer.status_code == status
+    assert answer.headers["content-type"] == "application/json"
+    error = answer.json()["error"]
+    assert error["code"] == code and error["message"].startswith("Invalid "), error
+
+
+def test_http_mcp_requests_are_counted_under_their_route_and_log_one_line(served):
+    import httpx
+
+    before = _metrics(served)
+    sent = {**_headers(served, "acme"), "Accept": BOTH}
+    assert httpx.post(served.base_url + "/mcp", json=MESSAGE, headers=sent).status_code == 200
+    assert httpx.post(served.base_url + "/mcp", json=MESSAGE, headers={}).status_code == 401
+    after = _metrics(served)
+    for status in ("200", "401"):
+        key = ("POST", "/mcp", status)
+        assert after.get(key, 0) == before.get(key, 0) + 1, (key, after)
+    assert not [k for k in after if k[1] == "unmatched" and k[0] == "POST"], after
+    log = served.output()
+    assert '"route": "/mcp"' in log  # the access line, one per request
+    assert "Terminating session" not in log
+    lines = [line for line in log.splitlines() if '"logger": "mcp.' in line]
+    assert not [line for line in lines if '"level": "INFO"' in line], lines

@@ -82,8 +82,6 @@ def _serve(settings: Settings, host: str, listener: socket.socket) -> None:
         app, host=host, port=port, log_level="info", access_log=False, log_config=None
     )
     logging.getLogger("uvicorn.error").setLevel(logging.WARNING)
-    # and the MCP session manager's start and stop lines (at /mcp) would join them
-    logging.getLogger("mcp.server.streamable_http_manager").setLevel(logging.WARNING)
     try:
         server = announcing_server(config, lambda: print(line, flush=True))
         server.run(sockets=[listener])

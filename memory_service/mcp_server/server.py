@@ -3,9 +3,15 @@
 Built on the SDK's low-level ``Server`` rather than ``MCPServer``'s decorators, because the
 argument schemas are the API's pydantic models and differ by the caller's key (an admin's take
 ``user_id``). Errors follow the protocol: an unknown tool is a JSON-RPC error (-32602); bad
-arguments and refusals of the service are a result with ``is_error`` and the service's error
-code (``{"error": {"code", "message"}}``), so the model can correct itself; nothing a caller
-sends stops the server.
+arguments and refusals of the service are a result with ``isError`` whose one text content is
+the API's error envelope, ``{"error": {"code", "message"}}``, so the model can correct itself;
+nothing a caller sends stops the server.
+
+An error result carries no ``structuredContent``: a client checks structured content against
+the tool's output schema whenever it is present, on an error too (the TypeScript SDK, and so
+the MCP Inspector, refuses the whole result with -32602 and the error is lost), and an error
+never has the shape of the tool's result. A result that is not an error always has it: each
+tool's value is validated against its declared result model here, in one place.
 """
 
 from __future__ import annotations
@@ -29,7 +35,7 @@ from mcp.types import (
     ToolAnnotations,
 )
 from mcp.types.jsonrpc import INVALID_PARAMS
-from pydantic import BaseModel, ValidationError
+from pydantic import ValidationError
 
 from memory_service import __version__
 from memory_service.api.schemas.common import code_of
@@ -45,12 +51,9 @@ Identify = Callable[[ServerRequestContext[Any, Any]], Caller]
 
 
 def _error(code: str, message: str) -> CallToolResult:
-    body = {"error": {"code": code, "message": message}}
-    return CallToolResult(
-        content=[TextContent(type="text", text=f"error ({code}): {message}")],
-        structured_content=body,
-        is_error=True,
-    )
+    """A tool error: the API's error envelope as text, and no structured content (see above)."""
+    text = json.dumps({"error": {"code": code, "message": message}}, ensure_ascii=False)
+    return CallToolResult(content=[TextContent(type="text", text=text)], is_error=True)
 
 
 def _invalid(exc: ValidationError) -> CallToolResult:
@@ -61,8 +64,10 @@ def _invalid(exc: ValidationError) -> CallToolResult:
         where = ".".join(str(p) for p in err.get("loc", ()))
         msg = str(err.get("msg", "invalid")).removeprefix("Value error, ")
         parts.append(f"{where}: {msg}" if where else msg)
+    more = f" (+{len(errors) - 5} more)" if len(errors) > 5 else ""
     codes = {code_of(e) or _original_code(e) or "invalid_arguments" for e in errors}
-    return _error(codes.pop() if len(codes) == 1 else "invalid_arguments", "; ".join(parts))
+    code = codes.pop() if len(codes) == 1 else "invalid_arguments"
+    return _error(code, "; ".join(parts) + more)
 
 
 def _original_code(error: Any) -> str | None:
@@ -70,10 +75,13 @@ def _original_code(error: Any) -> str | None:
     return original.code if isinstance(original, MemoryServiceError) else None
 
 
-def _ok(value: BaseModel | str) -> CallToolResult:
-    if isinstance(value, str):
-        return CallToolResult(content=[TextContent(type="text", text=value)])
-    data = value.model_dump(mode="json")
+def _ok(tool: McpTool, value: Any) -> CallToolResult:
+    """The tool's value as its declared result: ``structuredContent`` validated against the
+    result model (a ``ValidationError`` here is the service's fault), and the same JSON as
+    text for clients that read only text."""
+    if tool.result is None:
+        return CallToolResult(content=[TextContent(type="text", text=str(value))])
+    data = tool.result.model_validate(value).model_dump(mode="json")
     text = json.dumps(data, ensure_ascii=False)
     return CallToolResult(content=[TextContent(type="text", text=text)], structured_content=data)
 
@@ -114,14 +122,10 @@ def build_server(services: Services, identify: Identify) -> Server:
             args = arguments_for(tool, caller.may_choose_user).model_validate(
                 params.arguments or {}
             )
-        except ValidationError as exc:
-            return _invalid(exc)
-        try:
             run_ctx = caller.context(getattr(args, "user_id", None))
-            result = await anyio.to_thread.run_sync(tool.run, services, run_ctx, args)
-        except ValidationError as exc:  # e.g. a stored value an output model refuses
-            log.exception("MCP tool %s: result did not validate", tool.name)
-            return _error("internal_error", f"internal error: {exc.error_count()} bad fields")
+            value = await anyio.to_thread.run_sync(tool.run, services, run_ctx, args)
+        except ValidationError as exc:  # the arguments, or what the tool built of them
+            return _invalid(exc)
         except MemoryServiceError as exc:
             if exc.http_status >= 500:
                 log.error("MCP tool %s: %s", tool.name, exc)
@@ -129,7 +133,11 @@ def build_server(services: Services, identify: Identify) -> Server:
         except Exception:
             log.exception("MCP tool %s failed", tool.name)
             return _error("internal_error", "internal server error")
-        return _ok(result)
+        try:
+            return _ok(tool, value)
+        except ValidationError as exc:  # e.g. a stored value the result model refuses
+            log.exception("MCP tool %s: result did not validate", tool.name)
+            return _error("internal_error", f"internal error: {exc.error_count()} bad fields")
 
     return Server(
         SERVER_NAME,

@@ -1,6 +1,10 @@
 """The MCP tools: their argument models (the HTTP API's own, less ``user_id``), their result
 models (the API's responses) and what each runs on ``Services``.
 
+Every argument a tool's schema offers reaches the service, as the matching HTTP route passes
+it (``test_mcp_arguments`` checks each property of each schema). A tool returns its value
+raw; the server validates it against ``McpTool.result``.
+
 The user is not an argument of a user key's tools: it is the connection's (``Caller``), so a
 model steered by a prompt cannot read another user's memory. An admin key's tools take an
 optional ``user_id`` (``arguments_for``). The tenant is never an argument.
@@ -36,6 +40,7 @@ from memory_service.errors import InvalidInputError, NotFoundError
 from memory_service.limits import MAX_CURSOR_CHARS, MAX_FACT_ID_CHARS, MAX_PAGE_SIZE
 from memory_service.messages import MEMORY_GET, MEMORY_SAVE, MEMORY_SEARCH, SESSION_SEARCH
 from memory_service.pipeline.erasure import erase_facts
+from memory_service.pipeline.provenance import check_source_sessions
 from memory_service.services.container import Services
 from memory_service.tools.arguments import MemoryGetArgs
 from memory_service.tools.memory_tools import MemoryTools
@@ -95,7 +100,7 @@ MemorySearchRequest = _without_user(SearchRequest, "MemorySearchRequest")
 SessionSearchToolRequest = _without_user(SessionSearchRequest, "SessionSearchRequest")
 MemoryUpdateRequest = _without_user(UpdateRequest, "MemoryUpdateRequest", id=(FactId, ...))
 
-Run = Callable[[Services, RuntimeContext, Any], BaseModel | str]
+Run = Callable[[Services, RuntimeContext, Any], Any]  # a value of ``result``, or text
 
 
 @dataclass(frozen=True, slots=True)
@@ -109,29 +114,40 @@ class McpTool:
     needs_sessions: bool = False
 
 
-def _search(services: Services, ctx: RuntimeContext, args: Any) -> BaseModel:
-    memory = services.longterm
+def _search(services: Services, ctx: RuntimeContext, args: Any) -> Any:
+    """As ``POST /v1/memories/search``."""
     ctx = replace(ctx, agent_id=args.agent_id) if args.agent_id else ctx
-    recalls = memory.retrieve(
-        ctx, args.query, args.top_k, args.threshold, mode=args.mode, scopes=args.scopes
+    fact_filter = args.filter.to_filter() if args.filter is not None else None
+    recalls = services.longterm.retrieve(
+        ctx,
+        args.query,
+        args.top_k,
+        args.threshold,
+        mode=args.mode,
+        scopes=args.scopes,
+        filter=fact_filter,
     )
-    return SearchResponse.model_validate({"hits": recalls})
+    return {"hits": recalls}
 
 
-def _get(services: Services, ctx: RuntimeContext, args: MemoryGetRequest) -> BaseModel:
+def _get(services: Services, ctx: RuntimeContext, args: MemoryGetRequest) -> Any:
     found = services.longterm.get(ctx, [args.id])
     if not found:
         raise NotFoundError(f"no memory {args.id!r} for this user")
-    return FactOut.model_validate(found[0])
+    return found[0]
 
 
-def _save(services: Services, ctx: RuntimeContext, args: MemorySaveRequest) -> BaseModel:
+def _save(services: Services, ctx: RuntimeContext, args: MemorySaveRequest) -> Any:
+    """As ``POST /v1/memories`` with one fact: the session is the call's, and a source may
+    name only the user's own sessions."""
+    ctx = replace(ctx, session_id=args.session_id)
     fact_in = FactIn.model_validate(args.model_dump(include=set(FactIn.model_fields)))
-    fact = fact_in.to_fact(args.session_id)
-    return RecordResultOut.model_validate(services.longterm.record(ctx, [fact])[0])
+    facts = [fact_in.to_fact(args.session_id)]
+    check_source_sessions(services.shortterm, ctx, facts)
+    return services.longterm.record(ctx, facts)[0]
 
 
-def _update(services: Services, ctx: RuntimeContext, args: Any) -> BaseModel:
+def _update(services: Services, ctx: RuntimeContext, args: Any) -> Any:
     sent = args.model_dump(exclude_unset=True, exclude={"id", "user_id"})
     try:
         changes = UpdateRequest(user_id=ctx.user_id, **sent).changes()
@@ -144,22 +160,21 @@ def _update(services: Services, ctx: RuntimeContext, args: Any) -> BaseModel:
         found = memory.get(ctx, [args.id])
     if not found:
         raise NotFoundError(f"no memory {args.id!r} for this user")
-    return FactOut.model_validate(found[0])
+    return found[0]
 
 
-def _delete(services: Services, ctx: RuntimeContext, args: MemoryGetRequest) -> BaseModel:
+def _delete(services: Services, ctx: RuntimeContext, args: MemoryGetRequest) -> Any:
     workspace, docs = services.settings.workspace, services.memory_docs
     deleted = erase_facts(services.longterm, workspace, ctx, [args.id], docs=docs)
     if not deleted:
         raise NotFoundError(f"no memory {args.id!r} for this user")
-    return DeleteReceipt(deleted=deleted)
+    return {"deleted": deleted}
 
 
-def _list(services: Services, ctx: RuntimeContext, args: MemoryListRequest) -> BaseModel:
-    page = services.longterm.list(
+def _list(services: Services, ctx: RuntimeContext, args: MemoryListRequest) -> Any:
+    return services.longterm.list(
         ctx, limit=args.limit, cursor=args.cursor, include_inactive=args.include_inactive
     )
-    return FactPage.model_validate(page)
 
 
 def _read(services: Services, ctx: RuntimeContext, args: MemoryReadRequest) -> str:
@@ -174,27 +189,24 @@ def _shortterm(services: Services):
     return services.shortterm
 
 
-def _session_search(services: Services, ctx: RuntimeContext, args: Any) -> BaseModel:
-    hits = _shortterm(services).search(ctx, args.query, limit=args.limit)
-    return SessionSearchResponse.model_validate({"hits": hits})
+def _session_search(services: Services, ctx: RuntimeContext, args: Any) -> Any:
+    return {"hits": _shortterm(services).search(ctx, args.query, limit=args.limit)}
 
 
-def _session_list(services: Services, ctx: RuntimeContext, _: NoArguments) -> BaseModel:
-    return SessionList.model_validate({"sessions": _shortterm(services).list_sessions(ctx)})
+def _session_list(services: Services, ctx: RuntimeContext, _: NoArguments) -> Any:
+    return {"sessions": _shortterm(services).list_sessions(ctx)}
 
 
-def _session_get(services: Services, ctx: RuntimeContext, args: SessionGetRequest) -> BaseModel:
+def _session_get(services: Services, ctx: RuntimeContext, args: SessionGetRequest) -> Any:
     memory = _shortterm(services)
-    session_ctx = RuntimeContext(ctx.tenant_id, ctx.user_id, args.session_id)
+    session_ctx = replace(ctx, session_id=args.session_id)
     state = memory.get(session_ctx)
-    return SessionOut.model_validate(
-        Merged(
-            state,
-            context=state.context_openai(),
-            session_id=args.session_id,
-            user_id=ctx.user_id,
-            context_window=memory.context_window,
-        )
+    return Merged(
+        state,
+        context=state.context_openai(),
+        session_id=args.session_id,
+        user_id=ctx.user_id,
+        context_window=memory.context_window,
     )
 
 

@@ -171,6 +171,10 @@ class Served:
     base_url: str
     workspace: Path
     keys: dict[str, str] = field(default_factory=dict)  # name -> key
+    log_path: Path | None = None  # the process's stdout and stderr
+
+    def output(self) -> str:
+        return self.log_path.read_text(encoding="utf-8", errors="replace") if self.log_path else ""
 
 
 @contextmanager
@@ -187,7 +191,7 @@ def serve(workspace: Path, keys: dict[str, tuple[str, str]], **env: str) -> Iter
     for name, (tenant, role) in keys.items():
         served.keys[name] = store.add(tenant, role)
     server = ServerProcess(workspace, keys_file, env=dict(env)).start()
-    served.base_url = server.base_url
+    served.base_url, served.log_path = server.base_url, server.log_path
     try:
         yield served
     finally:
