@@ -15,7 +15,7 @@ import copy
 import json
 import uuid
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime
 from typing import Any, Literal
 
@@ -152,7 +152,7 @@ class AgentState:
         now = now or utcnow()
         stored = []
         for message in messages:
-            numbered = message.with_seq(self.next_seq)
+            numbered = message.with_seq(self.next_seq).stamped(now)
             self.next_seq += 1
             self.messages.append(numbered)
             self._trail(numbered, now)
@@ -240,10 +240,13 @@ class AgentState:
         fmt = data.get("format", STATE_FORMAT)
         if fmt != STATE_FORMAT:
             raise InvalidInputError(f"unsupported AgentState format {fmt!r}")
+        saved = datetime.fromisoformat(data["updated_at"])
+        messages = [Msg.from_dict(m) for m in data.get("messages") or ()]
         return cls(
             session_id=data.get("session_id"),
             incarnation=data.get("incarnation") or uuid.uuid4().hex,
-            messages=[Msg.from_dict(m) for m in data.get("messages") or ()],
+            # a state written before messages had times: each is as old as the state's save
+            messages=[m if m.created_at else replace(m, created_at=saved) for m in messages],
             summary=dict(data["summary"]) if data.get("summary") is not None else None,
             tool_trail=[ToolTrailEntry.from_dict(e) for e in data.get("tool_trail") or ()],
             plan=[PlanItem.from_dict(p) for p in data.get("plan") or ()],

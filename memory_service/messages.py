@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
+from datetime import datetime
 from typing import Any, Literal
 
 from memory_service.errors import InvalidInputError
@@ -116,6 +117,8 @@ class Msg:
     tool_call_id: str | None = None
     name: str | None = None
     seq: int | None = None
+    created_at: datetime | None = None  # stamped when appended to a session (``AgentState``)
+    tokens: int | None = None  # its cl100k tokens, content and tool calls (``message_tokens``)
 
     def __post_init__(self) -> None:
         if self.role not in ROLES:
@@ -153,6 +156,14 @@ class Msg:
 
     def with_seq(self, seq: int | None) -> Msg:
         return replace(self, seq=seq)
+
+    def stamped(self, now: datetime) -> Msg:
+        """The message with its creation time (kept when it has one) and its token count."""
+        return replace(
+            self,
+            created_at=self.created_at or now,
+            tokens=self.tokens if self.tokens is not None else message_tokens(self),
+        )
 
     @property
     def call_ids(self) -> tuple[str, ...]:
@@ -209,6 +220,10 @@ class Msg:
             out["name"] = self.name
         if self.seq is not None:
             out["seq"] = self.seq
+        if self.created_at is not None:
+            out["created_at"] = self.created_at.isoformat()
+        if self.tokens is not None:
+            out["tokens"] = self.tokens
         return out
 
     @classmethod
@@ -222,7 +237,16 @@ class Msg:
             tool_call_id=data.get("tool_call_id"),
             name=data.get("name"),
             seq=data.get("seq"),
+            created_at=datetime.fromisoformat(data["created_at"])
+            if data.get("created_at")
+            else None,
+            tokens=int(data["tokens"]) if data.get("tokens") is not None else None,
         )
+
+
+def parse_created_at(value: object) -> datetime | None:
+    """A stored message's creation time (ISO 8601, with its offset), or None."""
+    return datetime.fromisoformat(value) if isinstance(value, str) and value else None
 
 
 def content_text(content: object) -> str:
@@ -254,13 +278,18 @@ def estimate_tokens(text: str) -> int:
 MESSAGE_OVERHEAD_TOKENS = 4  # role and separators, as chat templates add them
 
 
+def message_tokens(message: Msg) -> int:
+    """The message's own tokens: its content and its tool calls (names and arguments)."""
+    calls = sum(estimate_tokens(c.name) + estimate_tokens(c.arguments) for c in message.tool_calls)
+    return estimate_tokens(message.content) + calls
+
+
 def estimate_message_tokens(messages: Iterable[Msg]) -> int:
-    total = 0
-    for m in messages:
-        total += MESSAGE_OVERHEAD_TOKENS + estimate_tokens(m.content)
-        for call in m.tool_calls:
-            total += estimate_tokens(call.name) + estimate_tokens(call.arguments)
-    return total
+    """The messages' tokens with each one's overhead (its stored count where it has one)."""
+    return sum(
+        MESSAGE_OVERHEAD_TOKENS + (m.tokens if m.tokens is not None else message_tokens(m))
+        for m in messages
+    )
 
 
 def to_openai(messages: Iterable[Msg]) -> list[dict[str, Any]]:

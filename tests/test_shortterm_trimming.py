@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from datetime import UTC, datetime, timedelta
+
 import pytest
 
 from memory_service.agent_state import AgentState
@@ -9,7 +11,7 @@ from memory_service.config import CompactionSettings, ImportanceWeights, load_se
 from memory_service.context import RuntimeContext
 from memory_service.messages import Msg, ToolCall
 from memory_service.services import build_services
-from memory_service.shortterm.trimming import ImportanceTrimmer, units_of
+from memory_service.shortterm.trimming import ImportanceTrimmer, score_messages, units_of
 
 WINDOW = 8192
 FLIGHT = "My flight to Lisbon leaves on Friday at 9:40 from gate B12."
@@ -152,3 +154,75 @@ def test_the_policy_is_chosen_by_settings_and_needs_no_llm(tmp_path, embedder, b
         assert state.messages[-1].content == FLIGHT
     finally:
         services.close()
+
+
+# -- the score, computed by hand -------------------------------------------------------------
+
+NOW = datetime(2026, 12, 3, 12, 0, tzinfo=UTC)
+
+
+def _at(hours_ago: float) -> datetime:
+    return NOW - timedelta(hours=hours_ago)
+
+
+def test_scores_follow_the_articles_formula_by_hand():
+    messages = [
+        Msg.user("I have a peanut allergy", created_at=_at(0)),  # R 2/3, T 1, Ro 1.0
+        Msg.assistant("Noted", created_at=_at(10)),  # R 0, T 1/2, Ro 0.8
+        Msg.system("Be kind", created_at=_at(0)),  # R 0, T 1, Ro 0.9
+        Msg.tool("c1", "dinner at 8", created_at=_at(20)),  # R 1/3, T 1/3, Ro 0.6
+    ]
+    weights = ImportanceWeights()
+    scores = score_messages(messages, "peanut allergy dinner", None, weights, NOW)
+    expected = [
+        0.5 * 2 / 3 + 0.3 * 1 + 0.2 * 1.0,
+        0.5 * 0 + 0.3 * 0.5 + 0.2 * 0.8,
+        0.5 * 0 + 0.3 * 1 + 0.2 * 0.9,
+        0.5 * 1 / 3 + 0.3 * (1 / 3) + 0.2 * 0.6,
+    ]
+    assert scores == pytest.approx(expected)
+    assert weights.role_weight("developer") == 0.5
+
+
+def test_without_a_turn_every_message_is_half_relevant():
+    messages = [Msg.user("hello", created_at=_at(0)), Msg.assistant("hi", created_at=_at(0))]
+    scores = score_messages(messages, "", None, ImportanceWeights(), NOW)
+    assert scores == pytest.approx([0.5 * 0.5 + 0.3 + 0.2 * 1.0, 0.5 * 0.5 + 0.3 + 0.2 * 0.8])
+
+
+def test_with_the_embedder_relevance_is_the_cosine(embedder):
+    messages = [Msg.user(FLIGHT, created_at=_at(0))]
+    [score] = score_messages(messages, FLIGHT, embedder, ImportanceWeights(), NOW)
+    assert score == pytest.approx(0.5 * 1.0 + 0.3 + 0.2, abs=1e-4)  # the same text: cosine 1
+
+
+def test_appended_messages_keep_their_time_and_tokens_and_old_states_load():
+    state = AgentState()
+    [stored] = state.append(Msg.user(" ".join(["word"] * 10)), now=NOW)
+    assert stored.created_at == NOW and stored.tokens == 10  # cl100k: one token a word
+    old = state.to_dict()
+    del old["messages"][0]["created_at"], old["messages"][0]["tokens"]
+    loaded = AgentState.from_dict(old)
+    assert loaded.messages[0].created_at == state.updated_at  # the state's own save time
+    assert loaded.token_estimate == state.token_estimate
+
+
+def test_what_is_kept_stays_in_conversation_order(embedder):
+    old, recent = _at(48), _at(0)
+    messages = [
+        Msg.user(FLIGHT, created_at=old),  # relevant but old
+        *(Msg.user(t, created_at=recent) for t in SMALL_TALK),
+        Msg.user("When does my flight to Lisbon leave?", created_at=recent),
+    ]
+    state = AgentState()
+    state.append(*messages, now=NOW)
+    compactor = ImportanceTrimmer(
+        embedder,
+        CompactionSettings(policy="importance", trigger_messages=12, keep_last=4),
+        context_window=WINDOW,
+        clock=lambda: NOW,
+    )
+    compactor.compact(state, reason="forced")
+    kept = [m.content for m in state.messages]
+    assert kept[0] == FLIGHT and kept[-1].startswith("When does my flight")
+    assert [m.seq for m in state.messages] == sorted(m.seq for m in state.messages)

@@ -20,18 +20,30 @@ log = logging.getLogger(__name__)
 
 class ImportanceWeights(_Section):
     """How the ``importance`` compaction policy scores a message (the higher, the longer it is
-    kept): ``relevance`` × cosine similarity to the current turn (the embedder; 0 to 1) +
-    ``recency`` × 0.5^(messages after it / ``half_life_messages``) + ``role`` × the role's
-    weight (``user``, ``assistant``, ``tool``). Defaults after the architecture article:
-    relevance first, then recency, then who said it; the user's own words weigh most."""
+    kept): S = ``relevance`` × R + ``recency`` × T + ``role`` × Ro. R: the cosine between the
+    current turn's and the message's embeddings (0 to 1); without an embedder, the share of
+    the turn's words the message holds; without a turn to compare with, 0.5. T = 1 / (1 +
+    ``recency_decay_per_hour`` × hours since the message was created). Ro: the role's weight.
+    The defaults are the architecture article's: relevance first, then recency, then who said
+    it, the user's own words weighing most."""
 
     relevance: float = Field(0.5, ge=0)
     recency: float = Field(0.3, ge=0)
     role: float = Field(0.2, ge=0)
-    half_life_messages: float = Field(10.0, gt=0)
+    recency_decay_per_hour: float = Field(0.1, ge=0, description="λ in T = 1 / (1 + λ·Δt)")
     user: float = Field(1.0, ge=0, le=1)
-    assistant: float = Field(0.6, ge=0, le=1)
-    tool: float = Field(0.4, ge=0, le=1)
+    assistant: float = Field(0.8, ge=0, le=1)
+    tool: float = Field(0.6, ge=0, le=1)
+    system: float = Field(0.9, ge=0, le=1)
+    other: float = Field(0.5, ge=0, le=1, description="any other role")
+
+    def role_weight(self, role: str) -> float:
+        return {
+            "user": self.user,
+            "assistant": self.assistant,
+            "tool": self.tool,
+            "system": self.system,
+        }.get(role, self.other)
 
 
 class CompactionSettings(_Section):

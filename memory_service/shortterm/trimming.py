@@ -1,30 +1,37 @@
 """Importance-scored trimming: the LLM-free compaction policy that drops what matters least.
 
-Each message of the conversation is scored (``ImportanceWeights``) by its relevance to the
-current turn (cosine similarity of the embedder's vectors), by recency (a half-life in
-messages) and by who said it. Messages are grouped into units first: an assistant message that
-calls tools and the results of those calls are one unit, scored by its best message, so a call
-is never kept without its results or the other way round. The lowest-scored units are dropped
-until at most ``keep_last`` conversation messages (``overflow_keep_last`` on an overflow) and
-``trim_token_ratio`` of the window remain. Never dropped: system messages, the summary of an
-earlier compaction, and the latest turn (the last user message and all after it).
+Each message of the conversation is scored as the architecture article defines it
+(``ImportanceWeights``): S = α·R + β·T + γ·Ro, with R its relevance to the current turn (the
+cosine of the embedder's vectors; the share of the turn's words it holds without an embedder;
+0.5 without a turn), T = 1 / (1 + λ·hours since it was created) and Ro its role's weight.
+Messages are grouped into units first: an assistant message that calls tools and the results
+of those calls are one unit, scored by its best message, so a call is never kept without its
+results or the other way round. The lowest-scored units are dropped until at most
+``keep_last`` conversation messages (``overflow_keep_last`` on an overflow) and
+``trim_token_ratio`` of the window remain. What is kept stays in conversation order: a model
+reads a conversation in the order it was said, so the score decides what stays, never where.
+Never dropped: system messages (scored, weight 0.9, but they carry instructions), the summary
+of an earlier compaction, and the latest turn (the last user message and all after it).
 """
 
 from __future__ import annotations
 
-import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from datetime import datetime
 
 import numpy as np
 
 from indexing.embeddings import Embedder
+from indexing.tokenize import tokenize
 from memory_service.agent_state import AgentState
 from memory_service.config.memory_settings import CompactionSettings, ImportanceWeights
-from memory_service.messages import Msg, estimate_tokens
+from memory_service.facts import utcnow
+from memory_service.messages import Msg, message_tokens
 from memory_service.shortterm.compaction_base import CompactionResult, pinned, summary_trigger
 
 MAX_SCORED_CHARS = 2_000  # of each message, embedded for relevance
+NO_QUERY_RELEVANCE = 0.5  # R when there is no current turn to compare with
 
 
 @dataclass(slots=True)
@@ -61,37 +68,57 @@ def latest_turn_start(messages: Sequence[Msg]) -> int:
 
 
 def score_messages(
-    messages: Sequence[Msg], query: str, embedder: Embedder, weights: ImportanceWeights
+    messages: Sequence[Msg],
+    query: str,
+    embedder: Embedder | None,
+    weights: ImportanceWeights,
+    now: datetime,
 ) -> list[float]:
-    """Each message's score: relevance to ``query`` + recency + role, as weighted."""
+    """Each message's score S = α·R + β·T + γ·Ro (see the module docstring)."""
     if not messages:
         return []
-    relevance = [0.0] * len(messages)
-    if query.strip() and weights.relevance > 0:
+    relevance = relevance_of(messages, query, embedder)
+    scores = []
+    for message, r in zip(messages, relevance, strict=True):
+        hours = max(0.0, (now - (message.created_at or now)).total_seconds() / 3600)
+        recency = 1.0 / (1.0 + weights.recency_decay_per_hour * hours)
+        scores.append(
+            weights.relevance * r
+            + weights.recency * recency
+            + weights.role * weights.role_weight(message.role)
+        )
+    return scores
+
+
+def relevance_of(messages: Sequence[Msg], query: str, embedder: Embedder | None) -> list[float]:
+    """R per message: cosine to ``query`` (clamped to 0..1) with an embedder, else the share
+    of the query's words found in the message, and 0.5 for all when there is no query."""
+    if not query.strip():
+        return [NO_QUERY_RELEVANCE] * len(messages)
+    if embedder is not None:
         texts = [query[:MAX_SCORED_CHARS], *(m.content[:MAX_SCORED_CHARS] for m in messages)]
         vectors = np.asarray(embedder.embed(texts), dtype=np.float32)
         similarity = vectors[1:] @ vectors[0]  # rows are normalised: the cosine
-        relevance = [max(0.0, min(1.0, float(s))) for s in similarity]
-    role = {"user": weights.user, "assistant": weights.assistant, "tool": weights.tool}
-    last = len(messages) - 1
-    scores = []
-    for i, message in enumerate(messages):
-        recency = math.pow(0.5, (last - i) / weights.half_life_messages)
-        scores.append(
-            weights.relevance * relevance[i]
-            + weights.recency * recency
-            + weights.role * role.get(message.role, weights.assistant)
-        )
-    return scores
+        return [max(0.0, min(1.0, float(s))) for s in similarity]
+    words = set(tokenize(query))
+    if not words:
+        return [NO_QUERY_RELEVANCE] * len(messages)
+    return [len(words & set(tokenize(m.content))) / len(words) for m in messages]
 
 
 class ImportanceTrimmer:
     """The ``importance`` policy: no LLM, the embedder scores what to keep."""
 
     def __init__(
-        self, embedder: Embedder, config: CompactionSettings | None = None, *, context_window: int
+        self,
+        embedder: Embedder | None,
+        config: CompactionSettings | None = None,
+        *,
+        context_window: int,
+        clock: Callable[[], datetime] = utcnow,
     ) -> None:
-        self.embedder = embedder
+        self.embedder = embedder  # None: relevance by the share of the turn's words
+        self._clock = clock
         self.config = config or CompactionSettings(policy="importance")
         self.window = self.config.context_window or context_window
 
@@ -130,11 +157,16 @@ class ImportanceTrimmer:
         """Units with their scores, token costs and protection."""
         turn = latest_turn_start(messages)
         query = messages[turn].content if turn < len(messages) else ""
-        scores = score_messages(messages, query, self.embedder, self.config.importance_weights)
+        weights = self.config.importance_weights
+        scores = score_messages(messages, query, self.embedder, weights, self._clock())
         units = units_of(messages)
         for unit in units:
             first = messages[unit.indexes[0]]
             unit.protected = pinned(first) or first.mark == "summary" or unit.indexes[-1] >= turn
             unit.score = max(scores[i] for i in unit.indexes)
-            unit.tokens = sum(estimate_tokens(messages[i].content) for i in unit.indexes)
+            unit.tokens = sum(_tokens(messages[i]) for i in unit.indexes)
         return units
+
+
+def _tokens(message: Msg) -> int:
+    return message.tokens if message.tokens is not None else message_tokens(message)
