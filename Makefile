@@ -29,11 +29,11 @@ test: install
 	$(BIN)/lint-imports --no-cache
 	$(PYTEST)
 
-# The developer's loop: no PostgreSQL, no serve or CLI processes, none of the slow randomised
+# The developer's loop: no PostgreSQL or Redis, no serve or CLI processes, none of the slow randomised
 # checks, files and Qdrant Edge but not qdrant-client's local mode (the markers are set in
 # tests/conftest.py from the fixtures and backends a test uses).
 test-fast: install
-	$(PYTEST) -m "not postgres and not subprocess and not slow and not qdrant_client"
+	$(PYTEST) -m "not postgres and not redis and not subprocess and not slow and not qdrant_client"
 
 serve: install
 	$(BIN)/memory-service serve

@@ -7,8 +7,8 @@ and the HTTP API on real services. Helpers that are not fixtures live in ``tests
 Tiers: every test is marked by what it needs, from the fixtures it uses (``FIXTURE_MARKS``)
 or by an explicit mark where it starts a process or connects to PostgreSQL by itself.
 The backend a test is parametrised over marks it too (``BACKEND_MARKS``). ``make test-fast``
-runs ``-m "not postgres and not subprocess and not slow and not qdrant_client"``; ``make test``
-runs all of them.
+runs ``-m "not postgres and not redis and not subprocess and not slow and not qdrant_client"``;
+``make test`` runs all of them.
 """
 
 from __future__ import annotations
@@ -42,6 +42,7 @@ FIXTURE_MARKS = {
     "pg_schema": "postgres",
     "pg_database": "postgres",
     "pg_table": "postgres",
+    "redis_prefix": "redis",
     "llm_server": "llm",
     "chat_model": "llm",
     "script": "llm",
@@ -185,6 +186,16 @@ def script(llm_server: LlmTestServer) -> Script:
     script = Script()
     llm_server.responder = script
     return script
+
+
+@pytest.fixture
+def redis_prefix() -> Iterator[str]:
+    """A key prefix of one test's own in the test Redis, its keys deleted after it."""
+    from tests.support.redis import drop_prefix
+
+    prefix = f"t-{uuid.uuid4().hex[:12]}"
+    yield prefix
+    drop_prefix(prefix)
 
 
 @pytest.fixture

@@ -18,13 +18,20 @@ import pytest
 from memory_service.agent_state import AgentState, PlanItem
 from memory_service.config import load_settings
 from memory_service.context import RuntimeContext
-from memory_service.errors import ConfigurationError, ConflictError, MemoryServiceError
+from memory_service.errors import (
+    ConfigurationError,
+    ConflictError,
+    MemoryServiceError,
+    UserErasedError,
+)
 from memory_service.messages import Msg, ToolCall
 from memory_service.replicas.session_state import AgentStateStore
 from memory_service.replicas.session_state.files import FilesAgentStateStore
 from memory_service.replicas.session_state.postgres import PostgresAgentStateStore
+from memory_service.replicas.session_state.redis import RedisAgentStateStore
 from memory_service.replicas.stores import session_states
 from tests.support.postgres import PG_DSN, postgres_state_store
+from tests.support.redis import REDIS_URL
 
 TTL = timedelta(hours=1)
 
@@ -47,14 +54,27 @@ class FakeClock:
 StoreFactory = Callable[..., AgentStateStore]
 
 
-@pytest.fixture(params=["files", pytest.param("postgres", marks=pytest.mark.postgres)])
+@pytest.fixture(
+    params=[
+        "files",
+        pytest.param("postgres", marks=pytest.mark.postgres),
+        pytest.param("redis", marks=pytest.mark.redis),
+    ]
+)
 def make_store(request, tmp_path: Path) -> Iterator[StoreFactory]:
-    """A factory: every store it makes shares one backing (folder or table)."""
+    """A factory: every store it makes shares one backing (folder, table or key prefix)."""
     made: list[AgentStateStore] = []
     if request.param == "files":
 
         def factory(**kw) -> AgentStateStore:
             made.append(FilesAgentStateStore(tmp_path / "ws", **kw))
+            return made[-1]
+
+    elif request.param == "redis":
+        prefix = request.getfixturevalue("redis_prefix")
+
+        def factory(**kw) -> AgentStateStore:
+            made.append(RedisAgentStateStore(REDIS_URL, key_prefix=prefix, **kw))
             return made[-1]
 
     else:
@@ -350,3 +370,66 @@ def test_the_backend_is_chosen_by_settings(tmp_path, pg_table):
         store.close()
     with pytest.raises(ConfigurationError, match="MEMORY_POSTGRES__DSN"):
         session_states(load_settings(workspace=tmp_path, shortterm={"backend": "postgres"}))
+
+
+# -- Redis: its own failure modes ------------------------------------------------------------
+
+
+def test_redis_unreachable_at_start_names_the_setting_without_the_password():
+    with pytest.raises(ConfigurationError) as caught:
+        RedisAgentStateStore("redis://:hunter2@127.0.0.1:1/0", timeout_s=0.5)
+    assert "MEMORY_REDIS__URL" in caught.value.message and "127.0.0.1:1" in caught.value.message
+    assert "hunter2" not in caught.value.message
+
+
+def test_the_redis_backend_is_chosen_by_settings(tmp_path, redis_prefix):
+    settings = load_settings(
+        workspace=tmp_path,
+        shortterm={"backend": "redis"},
+        redis={"url": REDIS_URL, "key_prefix": redis_prefix},
+    )
+    store = session_states(settings)
+    try:
+        assert isinstance(store, RedisAgentStateStore) and store.ttl == timedelta(hours=24)
+    finally:
+        store.close()
+    without = load_settings(workspace=tmp_path, shortterm={"backend": "redis"})
+    with pytest.raises(ConfigurationError, match="MEMORY_REDIS__URL"):
+        session_states(without)
+
+
+def test_a_redis_save_begun_before_an_erase_is_refused(redis_prefix, clock):
+    store = RedisAgentStateStore(REDIS_URL, key_prefix=redis_prefix, clock=clock)
+    try:
+        ctx = RuntimeContext("acme", "alice", "s1")
+        state = store.load(ctx)
+        state.append(Msg.user("my locker code is 4711"))
+        store.save(state, ctx)
+        assert store.erase_user(ctx) == 1
+        assert store.load(ctx).is_new and store.list_sessions(ctx) == []
+        late = AgentState(session_id="s1")
+        late.append(Msg.user("written by a save that began before the erase"))
+        clock.advance(timedelta(seconds=-5))  # its work began before the erase's marker
+        with pytest.raises(UserErasedError):
+            store.save(late, ctx)
+        clock.advance(timedelta(seconds=10))  # a new session after the erase is the user's
+        fresh = AgentState(session_id="s1")
+        store.save(fresh, ctx)
+        assert store.load(ctx).version == 1
+    finally:
+        store.close()
+
+
+def test_redis_expires_a_state_itself_after_the_ttl_and_a_grace(redis_prefix):
+    import redis
+
+    store = RedisAgentStateStore(REDIS_URL, key_prefix=redis_prefix, ttl=timedelta(hours=1))
+    try:
+        ctx = RuntimeContext("acme", "alice", "s1")
+        store.save(AgentState(session_id="s1"), ctx)
+        client = redis.Redis.from_url(REDIS_URL)
+        remaining_ms = client.pttl(f"{redis_prefix}:state:acme:alice:s1")
+        client.close()
+        assert timedelta(hours=24) < timedelta(milliseconds=remaining_ms) <= timedelta(hours=25)
+    finally:
+        store.close()

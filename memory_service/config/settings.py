@@ -134,8 +134,17 @@ class QdrantSettings(_Section):
     timeout_s: float = Field(10.0, gt=0)
 
 
+class RedisSettings(_Section):
+    """The Redis of ``MEMORY_SHORTTERM__BACKEND=redis`` (session states only)."""
+
+    url: SecretStr | None = Field(None, description="e.g. redis://127.0.0.1:6379/0")
+    key_prefix: str = Field(
+        "memory-service", pattern=r"^[A-Za-z0-9_.-]{1,64}$", description="every key starts so"
+    )
+
+
 class ShortTermSettings(_Section):
-    backend: Literal["files", "postgres"] = "files"
+    backend: Literal["files", "postgres", "redis"] = "files"
     ttl_hours: float | None = Field(
         24.0,
         ge=0,
@@ -225,6 +234,7 @@ class Settings(BaseSettings):
     qdrant: QdrantSettings = QdrantSettings()
     shortterm: ShortTermSettings = ShortTermSettings()
     postgres: PostgresSettings = PostgresSettings()
+    redis: RedisSettings = RedisSettings()
     state: StateSettings = StateSettings()
     llm: LlmSettings = LlmSettings()
     compaction: CompactionSettings = CompactionSettings()

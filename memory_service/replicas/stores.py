@@ -175,8 +175,8 @@ class ReplicaStores:
 def session_states(
     settings: Settings, database: Database | None = None, tombstones: Tombstones | None = None
 ) -> AgentStateStore:
-    """Session states on ``MEMORY_SHORTTERM__BACKEND``: files, or PostgreSQL in ``database``
-    (a pool of their own when replica state is in the workspace)."""
+    """Session states on ``MEMORY_SHORTTERM__BACKEND``: files, PostgreSQL in ``database`` (a
+    pool of their own when replica state is in the workspace), or Redis."""
     cfg = settings.shortterm
     ttl = timedelta(hours=cfg.ttl_hours) if cfg.ttl_hours else None
     erased = tombstones if tombstones is not None else FilesTombstones(settings.workspace)
@@ -184,6 +184,18 @@ def session_states(
         return FilesAgentStateStore(settings.workspace, ttl=ttl, tombstones=erased)
     if cfg.backend == "postgres":
         return postgres_session_states(settings, database, erased)
+    if cfg.backend == "redis":
+        from memory_service.replicas.session_state.redis import URL_SETTING, RedisAgentStateStore
+
+        if settings.redis.url is None:
+            needs = "required when MEMORY_SHORTTERM__BACKEND=redis"
+            raise ConfigurationError(f"{URL_SETTING}: {needs}")
+        return RedisAgentStateStore(
+            settings.redis.url.get_secret_value(),
+            key_prefix=settings.redis.key_prefix,
+            ttl=ttl,
+            tombstones=erased,
+        )
     raise ConfigurationError(f"MEMORY_SHORTTERM__BACKEND: unknown backend {cfg.backend!r}")
 
 
