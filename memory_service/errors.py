@@ -2,12 +2,17 @@
 
 from __future__ import annotations
 
+import logging
+
 
 class MemoryServiceError(Exception):
-    """Base class: ``code`` is stable and machine-readable, the message is for people."""
+    """Base class: ``code`` is stable and machine-readable, the message is for people.
+    ``log_level``: how loud an answer of this error with a 5xx status is logged (ERROR: an
+    operator should look; lower for a state the deployment chose, such as no model)."""
 
     code = "memory_error"
     http_status = 500
+    log_level = logging.ERROR
 
     def __init__(self, message: str, *, code: str | None = None) -> None:
         super().__init__(message)

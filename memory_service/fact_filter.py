@@ -15,8 +15,9 @@ from __future__ import annotations
 from dataclasses import dataclass, fields, replace
 from datetime import datetime, timedelta
 
+from memory_service.characters import NUL_PROBLEM, has_nul
 from memory_service.errors import InvalidInputError
-from memory_service.facts import FACT_KINDS, Fact, parse_time
+from memory_service.facts import FACT_KINDS, TIME_EXAMPLE, Fact, InvalidTimeError, parse_time
 from memory_service.limits import (
     MAX_IMPORTANCE,
     MAX_KEY_CHARS,
@@ -33,10 +34,12 @@ def _bad(field: str, message: str) -> InvalidInputError:
 
 
 def _time(field: str, value: datetime | str | None) -> datetime | None:
+    if value == "":  # asked for, but empty: not "no filter"
+        raise _bad(field, f"must be an ISO-8601 time ({TIME_EXAMPLE}), not ''")
     try:
-        return parse_time(value)
-    except (TypeError, ValueError):
-        raise _bad(field, f"not an ISO-8601 time: {value!r}") from None
+        return parse_time(value, field)
+    except InvalidTimeError as exc:
+        raise _bad(field, exc.reason) from None
 
 
 @dataclass(frozen=True, slots=True)
@@ -80,6 +83,8 @@ class FactFilter:
                 raise _bad(name, f"at most {MAX_TAGS} tags, not {len(tags)}")
             if any(not isinstance(t, str) or not t or len(t) > MAX_TAG_CHARS for t in tags):
                 raise _bad(name, f"tags must be 1-{MAX_TAG_CHARS} characters")
+            if has_nul(tags):
+                raise _bad(name, f"tags {NUL_PROBLEM}")
         low, high = MIN_IMPORTANCE, MAX_IMPORTANCE
         value = self.min_importance
         if value is not None and (
@@ -90,6 +95,8 @@ class FactFilter:
             not isinstance(self.key, str) or not self.key.strip() or len(self.key) > MAX_KEY_CHARS
         ):
             raise _bad("key", f"1-{MAX_KEY_CHARS} characters")
+        if self.key is not None and has_nul(self.key):
+            raise _bad("key", NUL_PROBLEM)
         after = _time("created_after", self.created_after)
         before = _time("created_before", self.created_before)
         if after is not None and before is not None and after >= before:
@@ -159,7 +166,10 @@ class ExpiryPolicy:
         if not self.by_importance or fact.importance >= self.never_at or fact.created_at is None:
             return None
         days = self.long_days if fact.importance >= self.long_at else self.short_days
-        return parse_time(fact.created_at) + timedelta(days=days)  # type: ignore[operator]
+        try:
+            return parse_time(fact.created_at) + timedelta(days=days)  # type: ignore[operator]
+        except OverflowError:  # created within ``days`` of 9999-12-31: no deadline is later
+            return None
 
     def expired(self, fact: Fact, now: datetime) -> bool:
         deadline = self.expires_at(fact)

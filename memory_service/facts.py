@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import re
 import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
@@ -10,6 +9,7 @@ from datetime import UTC, datetime
 from typing import Literal
 
 from indexing.hashing import content_hash
+from memory_service.characters import CONTROL_RE, check_text
 from memory_service.context import RuntimeContext, validate_id
 from memory_service.errors import InvalidInputError
 from memory_service.limits import (
@@ -29,6 +29,7 @@ from memory_service.limits import (
 FactKind = Literal["fact", "preference", "event", "procedure"]
 FACT_KINDS: tuple[str, ...] = ("fact", "preference", "event", "procedure")
 RecordStatus = Literal["created", "duplicate", "superseded"]
+TIME_FIELDS: tuple[str, ...] = ("created_at", "expires_at", "valid_to")  # a caller may set
 
 
 # Fixed namespace: fact ids must be the same in every backend and every process.
@@ -50,7 +51,7 @@ def clip_source_text(text: str, limit: int = MAX_SOURCE_TEXT_BYTES) -> str:
     """``text`` with whitespace runs made single spaces, cut at a word boundary to at most
     ``limit`` UTF-8 bytes: what producers (the flush, ``memory_save``, the benchmarks) store,
     so a long message never makes a fact's source refused."""
-    flat = " ".join(_CONTROL_RE.sub(" ", text).split())
+    flat = " ".join(CONTROL_RE.sub(" ", text).split())
     if len(flat.encode("utf-8")) <= limit:
         return flat
     cut = flat.encode("utf-8")[: limit + 1].decode("utf-8", errors="ignore")
@@ -58,14 +59,6 @@ def clip_source_text(text: str, limit: int = MAX_SOURCE_TEXT_BYTES) -> str:
     while len(head.encode("utf-8")) > limit:
         head = head[:-1]
     return head.rstrip()
-
-
-# Unicode's "Cc" category is closed (C0, DEL, C1): one regex scan, not a lookup per character
-_CONTROL_RE = re.compile("[\x00-\x1f\x7f-\x9f]")
-
-
-def _has_control(text: str, allowed: str = "") -> bool:
-    return any(m.group() not in allowed for m in _CONTROL_RE.finditer(text))
 
 
 @dataclass(frozen=True, slots=True)
@@ -88,8 +81,7 @@ class Source:
         if self.origin is not None:
             if not self.origin.strip() or len(self.origin) > MAX_SOURCE_CHARS:
                 raise _bad_source(f"source origin must be 1-{MAX_SOURCE_CHARS} characters")
-            if _has_control(self.origin):
-                raise _bad_source("source origin must not contain control characters")
+            check_text(self.origin, "source origin", "invalid_source")
         if self.session_id is not None:
             try:
                 validate_id(self.session_id, "source session_id")
@@ -104,8 +96,7 @@ class Source:
         if self.text is not None:
             if len(self.text.encode("utf-8")) > MAX_SOURCE_TEXT_BYTES:
                 raise _bad_source(f"source text is over {MAX_SOURCE_TEXT_BYTES} bytes")
-            if _has_control(self.text, allowed="\n\t"):
-                raise _bad_source("source text must not contain control characters")
+            check_text(self.text, "source text", "invalid_source")
         return self
 
     def is_empty(self) -> bool:
@@ -196,8 +187,7 @@ class Fact:
             raise InvalidInputError(
                 f"fact text is over {MAX_FACT_TEXT_BYTES} bytes", code="fact_too_large"
             )
-        if "\x00" in self.text:
-            raise InvalidInputError("fact text must not contain NUL", code="invalid_fact")
+        check_text(self.text, "fact text", "invalid_fact")
         if self.kind not in FACT_KINDS:
             raise InvalidInputError(
                 f"kind must be one of {', '.join(FACT_KINDS)}, not {self.kind!r}",
@@ -208,21 +198,26 @@ class Fact:
             raise InvalidInputError(
                 f"importance must be an integer {low}-{high}", code="invalid_fact"
             )
-        if not MIN_CONFIDENCE <= float(self.confidence) <= MAX_CONFIDENCE:
+        if not MIN_CONFIDENCE <= float(self.confidence) <= MAX_CONFIDENCE:  # nor NaN
             raise InvalidInputError(
-                f"confidence must be between {MIN_CONFIDENCE:g} and {MAX_CONFIDENCE:g}",
+                f"confidence must be a number between {MIN_CONFIDENCE:g} and "
+                f"{MAX_CONFIDENCE:g}, not {self.confidence!r}",
                 code="invalid_fact",
             )
         if self.key is not None and (not self.key.strip() or len(self.key) > MAX_KEY_CHARS):
             raise InvalidInputError(
                 f"key must be 1-{MAX_KEY_CHARS} characters", code="invalid_fact"
             )
+        check_text(self.key, "key", "invalid_fact")
         if len(self.tags) > MAX_TAGS or any(not t or len(t) > MAX_TAG_CHARS for t in self.tags):
             raise InvalidInputError(
                 f"at most {MAX_TAGS} tags of 1-{MAX_TAG_CHARS} characters", code="invalid_fact"
             )
+        check_text(self.tags, "a tag", "invalid_fact")
         if self.source is not None:
             self.source.validate()
+        for name in TIME_FIELDS:
+            parse_time(getattr(self, name), name)
         return self
 
     def stamped(self, ctx: RuntimeContext, now: datetime | None = None) -> Fact:
@@ -239,9 +234,9 @@ class Fact:
             id=fact_id(ctx.tenant_id, ctx.owner, text_hash),
             scope=ctx.scope,
             agent_id=ctx.agent_id if ctx.scope == "agent" else None,
-            created_at=parse_time(self.created_at) or now or utcnow(),
-            expires_at=parse_time(self.expires_at),
-            valid_to=parse_time(self.valid_to),
+            created_at=parse_time(self.created_at, "created_at") or now or utcnow(),
+            expires_at=parse_time(self.expires_at, "expires_at"),
+            valid_to=parse_time(self.valid_to, "valid_to"),
             session_id=session_id,
             source=source,
             tags=tuple(dict.fromkeys(self.tags)),
@@ -287,14 +282,14 @@ class Fact:
             tags=tuple(data.get("tags") or ()),
             source=Source.coerce(data.get("source")),
             session_id=data.get("session_id"),
-            created_at=parse_time(data.get("created_at")),
-            expires_at=parse_time(data.get("expires_at")),
+            created_at=parse_time(data.get("created_at"), "created_at"),
+            expires_at=parse_time(data.get("expires_at"), "expires_at"),
             superseded_by=data.get("superseded_by"),
-            valid_to=parse_time(data.get("valid_to")),
+            valid_to=parse_time(data.get("valid_to"), "valid_to"),
             id=data.get("id") or "",
             content_hash=data.get("content_hash") or "",
             access_count=int(data.get("access_count") or 0),
-            last_accessed_at=parse_time(data.get("last_accessed_at")),
+            last_accessed_at=parse_time(data.get("last_accessed_at"), "last_accessed_at"),
             scope=data.get("scope") or "user",
             agent_id=data.get("agent_id"),
         )
@@ -305,12 +300,55 @@ def iso_time(value: datetime | None) -> str | None:
     return value.isoformat() if value else None
 
 
-def parse_time(value: str | datetime | None) -> datetime | None:
-    """ISO-8601 in, aware UTC datetime out (naive times are taken as UTC)."""
+TIME_EXAMPLE = "2025-01-31T09:30:00Z"
+
+
+class InvalidTimeError(InvalidInputError):
+    """A time that is not one, or that no UTC datetime can hold (``0001-01-01T00:00:00+14:00``
+    is before year 1 in UTC). ``field`` names it; ``reason`` says what is wrong without it."""
+
+    code = "invalid_time"
+
+    def __init__(self, field: str, reason: str) -> None:
+        super().__init__(f"{field} {reason}")
+        self.field, self.reason = field, reason
+
+
+def parse_time(value: str | datetime | None, field: str = "time") -> datetime | None:
+    """ISO-8601 in, aware UTC datetime out (naive times are taken as UTC); None and "" are
+    None. The one check of every time the service is given, whatever the entry point: one
+    that is not an ISO-8601 time, or lies outside years 1-9999 once in UTC, raises
+    ``InvalidTimeError`` (an ``InvalidInputError``: a 422, one CLI error line) naming
+    ``field``."""
     if value is None or value == "":
         return None
-    parsed = value if isinstance(value, datetime) else datetime.fromisoformat(value)
-    return parsed.replace(tzinfo=UTC) if parsed.tzinfo is None else parsed.astimezone(UTC)
+    if isinstance(value, datetime):
+        parsed = value
+    else:
+        try:
+            parsed = datetime.fromisoformat(value)  # type: ignore[arg-type]
+        except (TypeError, ValueError):
+            not_a_time = f"must be an ISO-8601 time ({TIME_EXAMPLE}), not {value!r}"
+            raise InvalidTimeError(field, not_a_time) from None
+    if parsed.tzinfo is None:
+        return parsed.replace(tzinfo=UTC)
+    try:
+        return parsed.astimezone(UTC)
+    except (OverflowError, ValueError):  # a zone's own offset can overflow, too
+        pass
+    side = "before 0001-01-01T00:00:00Z" if parsed.year == 1 else "after 9999-12-31T23:59:59Z"
+    raise InvalidTimeError(
+        field, f"must be a time in years 1-9999 in UTC; {_shown(value)} is {side}"
+    )
+
+
+def _shown(value: str | datetime) -> str:
+    if isinstance(value, str):
+        return repr(value)
+    try:
+        return repr(value.isoformat())
+    except (OverflowError, ValueError):  # its zone's offset overflows too
+        return repr(value)
 
 
 SCOPE_ORDER = {"user": 0, "agent": 1, "tenant": 2}  # narrowest first: it wins on a key

@@ -48,7 +48,10 @@ class LlmUnavailableError(LlmError):
 
 
 class LlmNotConfiguredError(LlmUnavailableError):
+    """No model is configured: a 503 the deployment chose, not a fault (logged at WARNING)."""
+
     code = "llm_not_configured"
+    log_level = logging.WARNING
 
 
 class LlmTimeoutError(LlmUnavailableError):

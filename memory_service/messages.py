@@ -10,12 +10,14 @@ same when compaction rewrites the state, so watermarks built on it survive compa
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from datetime import datetime
 from typing import Any, Literal
 
+from memory_service.characters import check_text
 from memory_service.errors import InvalidInputError
+from memory_service.limits import MAX_SESSION_MESSAGE_BYTES
 from memory_service.tokens import cl100k_tokens
 
 Role = Literal["system", "user", "assistant", "tool"]
@@ -46,31 +48,14 @@ MEMORY_TOOL_NAMES = frozenset(
     }
 )
 
-# NUL is refused in a message with the code a fact with NUL gets (``facts.Fact.validate``): one
-# mistake, one code, whichever entry point it comes through. PostgreSQL's jsonb cannot hold it.
+# NUL in a message (``characters``) is refused with the code a fact's gets (``Fact.validate``):
+# one mistake, one code, whichever entry point it comes through.
 NUL_CODE = "invalid_fact"
 
 
-def has_nul(value: object) -> bool:
-    """Whether ``value`` (text, or JSON-like data: keys, values, items) holds a NUL."""
-    pending = [value]
-    while pending:
-        item = pending.pop()
-        if isinstance(item, str):
-            if "\x00" in item:
-                return True
-        elif isinstance(item, Mapping):
-            pending.extend(item.keys())
-            pending.extend(item.values())
-        elif isinstance(item, list | tuple):
-            pending.extend(item)
-    return False
-
-
 def refuse_nul(value: object, what: str) -> None:
-    """``InvalidInputError`` (code ``NUL_CODE``) when ``value`` holds a NUL."""
-    if has_nul(value):
-        raise InvalidInputError(f"{what} must not contain NUL", code=NUL_CODE)
+    """``InvalidInputError`` (code ``NUL_CODE``) when ``value`` holds a NUL (``characters``)."""
+    check_text(value, what, NUL_CODE)
 
 
 @dataclass(frozen=True, slots=True)
@@ -249,19 +234,64 @@ def parse_created_at(value: object) -> datetime | None:
     return datetime.fromisoformat(value) if isinstance(value, str) and value else None
 
 
+def stored_bytes(message: Msg) -> int:
+    """The message's size as stored (its JSON, UTF-8): content, tool calls, metadata, name,
+    everything the state file and the session log hold of it."""
+    return len(json.dumps(message.to_dict(), ensure_ascii=False).encode("utf-8"))
+
+
+def check_message(message: Msg, limit: int = MAX_SESSION_MESSAGE_BYTES) -> Msg:
+    """``message``, or ``InvalidInputError`` (``message_too_large``) when the whole of it, not
+    only its content, is over ``limit`` bytes as stored. Checked where messages come in
+    (``ShortTermMemory.append``, the API's body), not on every ``Msg``: a stored message is
+    read back as it was written. (NUL, the one character no text may hold, is refused when
+    a ``Msg`` is made.)"""
+    size = stored_bytes(message)
+    if size > limit:
+        raise InvalidInputError(
+            f"a message is {size} bytes as stored (content, tool calls, metadata and name "
+            f"together): over the {limit}-byte limit",
+            code="message_too_large",
+        )
+    return message
+
+
+# The content parts that are text, and the field that holds it (an assistant's ``refusal``
+# part is what it said, too).
+TEXT_PARTS = {"text": "text", "refusal": "refusal"}
+
+
 def content_text(content: object) -> str:
-    """Text of an OpenAI ``content`` field: a string, None, or a list of parts."""
+    """Text of an OpenAI ``content`` field: a string, None, or a list of content parts, whose
+    text (``text`` parts; an assistant's ``refusal`` parts) is joined with newlines. A memory
+    holds text: a part of another type (``image_url``, ``input_audio``, ``file``, ...) is
+    refused (``unsupported_content``), never dropped, so the stored conversation is never
+    silently less than what was said; send its text, or a description, as a text part."""
     if content is None:
         return ""
     if isinstance(content, str):
         return content
-    if isinstance(content, Sequence):
+    if isinstance(content, list | tuple):
         parts = []
-        for part in content:
-            if isinstance(part, Mapping) and isinstance(part.get("text"), str):
-                parts.append(part["text"])
-            elif isinstance(part, str):
+        for index, part in enumerate(content):
+            if isinstance(part, str):  # a bare string part: its text
                 parts.append(part)
+                continue
+            kind = part.get("type") if isinstance(part, Mapping) else None
+            field = TEXT_PARTS.get(kind) if isinstance(kind, str) else None
+            if field is not None and isinstance(part.get(field), str):  # type: ignore[union-attr]
+                parts.append(part[field])  # type: ignore[index]
+                continue
+            if field is not None:
+                problem = f"a {kind} part needs its {field!r} as a string"
+            elif isinstance(kind, str):
+                problem = (
+                    f"a part of type {kind!r} is not taken: memory keeps text parts only "
+                    "(send its text, or a description of it, as a text part)"
+                )
+            else:
+                problem = "a content part must be an object with a 'type'"
+            raise InvalidInputError(f"content[{index}]: {problem}", code="unsupported_content")
         return "\n".join(parts)
     raise InvalidInputError("message content must be text or a list of text parts")
 

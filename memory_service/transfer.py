@@ -19,7 +19,7 @@ from typing import Any
 
 from memory_service.context import RuntimeContext, check_scope, scope_context, validate_id
 from memory_service.errors import InvalidInputError
-from memory_service.facts import Fact, parse_time
+from memory_service.facts import TIME_FIELDS, Fact, parse_time
 from memory_service.limits import MAX_CONFIDENCE, MAX_IMPORTANCE, MIN_CONFIDENCE, MIN_IMPORTANCE
 from memory_service.longterm.protocol import ListsAgents, LongTermMemory
 from memory_service.replicas.user_data import ListsUsers
@@ -127,8 +127,13 @@ _TEXT_FIELDS = (
     "scope",
     "agent_id",
 )
-_TIME_FIELDS = ("created_at", "expires_at", "valid_to")
-_TIME_EXAMPLE = "2025-01-31T09:30:00Z"
+
+
+def json_problem(message: str) -> str:
+    """What ``json``'s error ``message`` (``JSONDecodeError.msg``) says, in a person's words;
+    the API's answer to a body that is not JSON says it the same way."""
+    problem = next((v for k, v in _JSON_PROBLEMS.items() if message.startswith(k)), None)
+    return problem or message[:1].lower() + message[1:]
 
 
 def _loads(raw: str) -> dict[str, Any]:
@@ -136,8 +141,7 @@ def _loads(raw: str) -> dict[str, Any]:
     try:
         data = json.loads(raw)
     except json.JSONDecodeError as exc:
-        problem = next((v for k, v in _JSON_PROBLEMS.items() if exc.msg.startswith(k)), None)
-        problem = problem or exc.msg[:1].lower() + exc.msg[1:]
+        problem = json_problem(exc.msg)
         raise InvalidInputError(f"not JSON ({problem} at column {exc.colno})") from None
     if not isinstance(data, dict):
         kind = "true or false" if isinstance(data, bool) else _JSON_KINDS.get(type(data), "null")
@@ -165,13 +169,8 @@ def _check_fields(data: dict[str, Any]) -> None:
     tags = data.get("tags")
     if tags is not None and not (isinstance(tags, list) and all(isinstance(t, str) for t in tags)):
         raise InvalidInputError("tags must be a list of strings")
-    for name in _TIME_FIELDS:
-        try:
-            parse_time(data.get(name))
-        except (ValueError, TypeError):
-            raise InvalidInputError(
-                f"{name} must be an ISO-8601 time ({_TIME_EXAMPLE}), not {data[name]!r}"
-            ) from None
+    for name in (*TIME_FIELDS, "last_accessed_at"):
+        parse_time(data.get(name), name)  # the message names the field and says why
 
 
 def _is_number(value: object, kind: type[int] | type[float]) -> bool:

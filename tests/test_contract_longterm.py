@@ -379,8 +379,10 @@ BAD_FACTS = [
     (Fact("nul \x00 inside"), "invalid_fact"),
     (Fact("x" * 20_000), "fact_too_large"),
     (Fact("x", source=Source(text="y" * 3000)), "invalid_source"),
-    (Fact("x", source=Source(text="bell \x07 inside")), "invalid_source"),
-    (Fact("x", source=Source(origin="a\nb")), "invalid_source"),
+    (Fact("x", key="user\x00city"), "invalid_fact"),  # NUL in no text field (characters)
+    (Fact("x", tags=("a\x00",)), "invalid_fact"),
+    (Fact("x", source=Source(text="nul \x00 inside")), "invalid_source"),
+    (Fact("x", source=Source(origin="a\x00b")), "invalid_source"),
     (Fact("x", source=Source(session_id="../s")), "invalid_source"),
     (Fact("x", source=Source(messages=(-1,))), "invalid_source"),
 ]

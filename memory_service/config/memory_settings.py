@@ -14,6 +14,7 @@ from typing import Literal
 from pydantic import ConfigDict, Field, field_validator, model_validator
 
 from memory_service.config.section import Section as _Section
+from memory_service.config.section import setting_error
 
 log = logging.getLogger(__name__)
 
@@ -87,9 +88,10 @@ class CompactionSettings(_Section):
     @model_validator(mode="after")
     def _tail_shorter_than_trigger(self) -> CompactionSettings:
         if self.keep_last >= self.trigger_messages:
-            raise ValueError(
+            raise setting_error(
+                "keep_last",
                 f"keep_last ({self.keep_last}) must be below trigger_messages "
-                f"({self.trigger_messages}), or every message would trigger a compaction"
+                f"({self.trigger_messages}), or every message would trigger a compaction",
             )
         return self
 

@@ -30,6 +30,7 @@ from memory_service.config.memory_settings import (
     MemorySettings,
 )
 from memory_service.config.retrieval import PRESETS, RetrievalConfig
+from memory_service.config.section import SETTING_KEY, setting_error
 from memory_service.config.section import Section as _Section
 from memory_service.errors import ConfigurationError
 
@@ -62,14 +63,17 @@ class LongTermSettings(_Section):
     def _known_preset(self) -> LongTermSettings:
         clash = sorted(set(self.presets) & set(PRESETS))
         if clash:
-            raise ValueError(f"custom presets may not reuse a built-in name: {', '.join(clash)}")
+            raise setting_error(
+                "presets", f"custom presets may not reuse a built-in name: {', '.join(clash)}"
+            )
         for name, custom in list(self.presets.items()):
             if custom.name != name:  # the table's name is the preset's name
                 self.presets[name] = custom.with_changes(name=name)
         known = {**PRESETS, **self.presets}
         if self.retrieval_preset not in known:
-            raise ValueError(
-                f"unknown retrieval preset {self.retrieval_preset!r}; known: {', '.join(known)}"
+            raise setting_error(
+                "retrieval_preset",
+                f"unknown retrieval preset {self.retrieval_preset!r}; known: {', '.join(known)}",
             )
         return self
 
@@ -244,8 +248,9 @@ class Settings(BaseSettings):
     @model_validator(mode="after")
     def _state_needs_a_dsn(self) -> Settings:
         if self.state.backend == "postgres" and not self.postgres.dsn:
-            raise ValueError(
-                "MEMORY_STATE__BACKEND=postgres needs MEMORY_POSTGRES__DSN (the database to use)"
+            raise setting_error(
+                ("postgres", "dsn"),
+                "MEMORY_STATE__BACKEND=postgres needs MEMORY_POSTGRES__DSN (the database to use)",
             )
         return self
 
@@ -279,6 +284,13 @@ def setting_name(loc: tuple[object, ...]) -> str:
     return "MEMORY_" + "__".join(p.upper() for p in parts)
 
 
+def _where(error: dict) -> str:
+    """The variable an error is about: its location, and the field a check across fields
+    named (``section.setting_error``)."""
+    named = (error.get("ctx") or {}).get(SETTING_KEY, ())
+    return setting_name((*error["loc"], *named))
+
+
 def load_settings(**overrides: object) -> Settings:
     """Settings from all sources, or ``ConfigurationError`` naming each bad setting."""
     config_file = os.environ.get("MEMORY_CONFIG")
@@ -287,7 +299,7 @@ def load_settings(**overrides: object) -> Settings:
     try:
         return Settings(**overrides)  # type: ignore[arg-type]
     except ValidationError as exc:
-        problems = "; ".join(f"{setting_name(err['loc'])}: {err['msg']}" for err in exc.errors())
+        problems = "; ".join(f"{_where(err)}: {err['msg']}" for err in exc.errors())
         raise ConfigurationError(f"invalid setting: {problems}") from exc
     except (OSError, ValueError) as exc:  # unreadable TOML, or an undecodable variable
         where = f" (MEMORY_CONFIG {config_file!r} or the environment)" if config_file else ""

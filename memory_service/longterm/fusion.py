@@ -23,6 +23,7 @@ from indexing.fusion import (
 )
 from indexing.lexical import lexical_terms
 from indexing.neighbours import smooth_by_session
+from memory_service.characters import check_text
 from memory_service.config.retrieval import RetrievalConfig, legs_for_mode
 from memory_service.errors import InvalidInputError
 from memory_service.facts import Fact
@@ -256,12 +257,14 @@ def validate_query(
     """Shared argument checks, so every backend refuses the same bad input the same way."""
     if not isinstance(query, str) or not query.strip():
         raise InvalidInputError("query must not be empty", code="invalid_query")
+    check_text(query, "query", "invalid_query")
     if len(query.encode("utf-8")) > max_query_bytes:
         raise InvalidInputError(f"query is over {max_query_bytes} bytes", code="query_too_large")
     if not isinstance(top_k, int) or not 1 <= top_k <= MAX_TOP_K:
         raise InvalidInputError(f"top_k must be an integer 1-{MAX_TOP_K}", code="invalid_top_k")
-    if not MIN_THRESHOLD <= float(threshold) <= MAX_THRESHOLD:
+    if not MIN_THRESHOLD <= float(threshold) <= MAX_THRESHOLD:  # NaN is not either
         raise InvalidInputError(
-            f"threshold must be between {MIN_THRESHOLD:g} and {MAX_THRESHOLD:g}",
+            f"threshold must be a number between {MIN_THRESHOLD:g} and {MAX_THRESHOLD:g}, "
+            f"not {threshold!r}",
             code="invalid_threshold",
         )

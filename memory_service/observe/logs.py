@@ -8,6 +8,7 @@ counts, statuses and times, never an API key, a fact's text or a message's conte
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import sys
@@ -29,6 +30,28 @@ class TraceFilter(logging.Filter):
         if getattr(record, "trace_id", None) is None:
             record.trace_id, record.span_id = current_ids()
         return True
+
+
+_LOGGED = "_memory_service_logged"
+
+
+def mark_logged(exc: BaseException) -> None:
+    """Note that ``exc``'s traceback has been logged (under its request's trace)."""
+    with contextlib.suppress(AttributeError, TypeError):  # a type that takes no attributes
+        setattr(exc, _LOGGED, True)
+
+
+def already_logged(exc: BaseException | None) -> bool:
+    return bool(getattr(exc, _LOGGED, False))
+
+
+class LoggedOnce(logging.Filter):
+    """Drops a record whose exception was already logged: the server (uvicorn's "Exception in
+    ASGI application") would otherwise log a traceback the service logged once already, with
+    its trace id, when it answered the 500."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return not (record.exc_info and already_logged(record.exc_info[1]))
 
 
 class JsonFormatter(logging.Formatter):
@@ -82,6 +105,7 @@ def configure_logging(fmt: LogFormat = "auto", level: str | int = "INFO", stream
         return
     handler = logging.StreamHandler(stream)
     handler.addFilter(TraceFilter())
+    handler.addFilter(LoggedOnce())
     chosen = resolve_format(fmt, stream)
     handler.setFormatter(JsonFormatter() if chosen == "json" else TextFormatter())
     for old in ours:

@@ -22,6 +22,7 @@ from typing import TypeVar
 
 from indexing.embeddings import Embedder
 from memory_service.agent_state import AgentState
+from memory_service.characters import check_text
 from memory_service.config.memory_settings import CompactionSettings
 from memory_service.context import RuntimeContext
 from memory_service.errors import (
@@ -33,7 +34,7 @@ from memory_service.errors import (
     UserErasedError,
 )
 from memory_service.llm import NOT_CONFIGURED_MESSAGE, ChatModel, LlmNotConfiguredError
-from memory_service.messages import Msg
+from memory_service.messages import Msg, check_message
 from memory_service.observe.telemetry import sink
 from memory_service.replicas.session_logs import SessionHit, SessionLogStore
 from memory_service.replicas.session_state import AgentStateStore, SessionInfo
@@ -141,6 +142,7 @@ class ShortTermMemory:
         return self.tool_results.read(ctx, ref, start_line, end_line)
 
     def search(self, ctx: RuntimeContext, query: str, *, limit: int = 10) -> list[SessionHit]:
+        check_text(query, "query", "invalid_query")  # PostgreSQL's text cannot hold NUL
         return self.log.search(ctx, query, limit=limit)
 
     # -- writes ---------------------------------------------------------------------------
@@ -158,8 +160,11 @@ class ShortTermMemory:
         expected_version: int | None = None,
         compact: bool = True,
     ) -> AppendResult:
-        """Append ``messages`` to the session and save it; see the module docstring."""
-        originals = list(messages)
+        """Append ``messages`` to the session and save it; see the module docstring. A message
+        ``messages.check_message`` refuses (over ``MAX_SESSION_MESSAGE_BYTES`` as a whole,
+        metadata included; a control character in a label) is refused before anything is
+        written."""
+        originals = [check_message(m) for m in messages]
         prepared: list[Msg] = []
         try:
             for message in originals:

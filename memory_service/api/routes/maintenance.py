@@ -12,12 +12,17 @@ router = APIRouter(prefix="/v1", tags=["maintenance"])
 
 @router.post("/maintenance/run", response_model=MaintenanceRun)
 def run_maintenance(
-    body: MaintenanceRequest, principal: AdminDep, services: ServicesDep, request: Request
+    principal: AdminDep,
+    services: ServicesDep,
+    request: Request,
+    body: MaintenanceRequest | None = None,
 ):
     """Dedup, supersession, expiry, archival, retention and consolidation, with counts per
-    step. Needs an admin key; touches only that key's tenant."""
+    step. Needs an admin key; touches only that key's tenant. The body is optional: none is
+    ``{}`` (every user, not forced)."""
     from memory_service.pipeline.scheduler import run_all
 
+    body = body or MaintenanceRequest()
     maintenance = request.app.state.maintenance
     if body.user_id is not None:
         targets = [user_context(principal, body.user_id)]

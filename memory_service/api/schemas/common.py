@@ -8,22 +8,27 @@ gets the same code in a body, a query or a path as it gets from the service itse
 from __future__ import annotations
 
 from collections.abc import Callable
+from datetime import datetime
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, BeforeValidator, ConfigDict
+from pydantic import BaseModel, BeforeValidator, ConfigDict, ValidationInfo
 from pydantic_core import PydanticCustomError
 
+from memory_service.characters import NUL_PROBLEM, check_text
 from memory_service.context import validate_id
 from memory_service.errors import InvalidIdError, InvalidInputError, MemoryServiceError
-from memory_service.messages import refuse_nul
+from memory_service.facts import TIME_EXAMPLE, InvalidTimeError, parse_time
+from memory_service.messages import NUL_CODE
 
 CODE_KEY = "service_code"  # where ``coded`` keeps the code in a pydantic error's context
 
 
 class Strict(BaseModel):
-    """Unknown fields are refused: a typo (or a ``tenant_id``) is a 422, not ignored."""
+    """Unknown fields are refused: a typo (or a ``tenant_id``) is a 422, not ignored; so are
+    NaN and infinities, which JSON as Python reads it allows ("a finite number", not "less
+    than or equal to 1")."""
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
 
 
 class Out(BaseModel):
@@ -66,10 +71,16 @@ def max_bytes(limit: int) -> Callable[[str], str]:
     return check
 
 
-def coded(exc: MemoryServiceError) -> PydanticCustomError:
-    """``exc`` as a pydantic error that keeps its code: a 422 for it answers with that code
-    (see ``api.errors``) rather than ``validation_error``."""
-    return PydanticCustomError(exc.code, "{message}", {"message": exc.message, CODE_KEY: exc.code})
+def coded(
+    exc: MemoryServiceError, *, message: str | None = None, code: str | None = None
+) -> PydanticCustomError:
+    """``exc`` as a pydantic error that keeps its code (or ``code``): a 422 for it answers with
+    that code (see ``api.errors``) rather than ``validation_error``. ``message`` replaces the
+    exception's (where the error's location already names the field)."""
+    code = code or exc.code
+    return PydanticCustomError(
+        code, "{message}", {"message": message or exc.message, CODE_KEY: code}
+    )
 
 
 def code_of(error: dict[str, Any]) -> str | None:
@@ -77,17 +88,44 @@ def code_of(error: dict[str, Any]) -> str | None:
     return (error.get("ctx") or {}).get(CODE_KEY)
 
 
-def no_nul(what: str) -> Callable[[Any], Any]:
-    """A check refusing NUL in a value (text or JSON-like data) as a message does."""
+def no_nul(what: str, code: str = NUL_CODE) -> Callable[[Any], Any]:
+    """A check refusing NUL in a value (text or JSON-like data), the one character no text
+    field may hold (``characters``), with the ``code`` of what the field belongs to; the
+    error's location names the field."""
 
     def check(value: Any) -> Any:
         try:
-            refuse_nul(value, what)
+            check_text(value, what, code)
         except InvalidInputError as exc:
-            raise coded(exc) from None
+            raise coded(exc, message=NUL_PROBLEM) from None
         return value
 
     return check
+
+
+def _utc(code: str | None) -> Callable[[object, ValidationInfo], object]:
+    def check(value: object, info: ValidationInfo) -> object:
+        field = info.field_name or "time"
+        try:
+            if value is None:
+                return None
+            if value == "" or not isinstance(value, str | datetime):  # parse_time's None, a number
+                raise InvalidTimeError(
+                    field, f"must be an ISO-8601 time ({TIME_EXAMPLE}), not {value!r}"
+                )
+            return parse_time(value, field)
+        except InvalidTimeError as exc:
+            raise coded(exc, message=exc.reason, code=code) from None
+
+    return check
+
+
+# Every time a request sends is read by the service's own rule (``facts.parse_time``), so the
+# API takes what the CLI, an import line and a tool take, and made UTC: one no UTC datetime
+# can hold (``0001-01-01T00:00:00+14:00``) is a 422 naming the field, never an overflow
+# later. A filter's times answer ``invalid_filter``, as the service's filter check does.
+UtcTime = Annotated[datetime, BeforeValidator(_utc(None))]
+FilterTime = Annotated[datetime, BeforeValidator(_utc("invalid_filter"))]
 
 
 def _id_of(what: str) -> Callable[[object], object]:

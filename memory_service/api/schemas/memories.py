@@ -10,12 +10,15 @@ from pydantic import AfterValidator, AliasPath, BeforeValidator, Field, model_va
 
 from memory_service.api.schemas.common import (
     AgentId,
+    FilterTime,
     Out,
     SessionId,
     Strict,
     UserId,
+    UtcTime,
     coded,
     max_bytes,
+    no_nul,
 )
 from memory_service.config.retrieval import LEGS, Mode
 from memory_service.context import SCOPES, Scope
@@ -41,9 +44,25 @@ from memory_service.limits import (
     MIN_THRESHOLD,
 )
 
-FactText = Annotated[str, Field(min_length=1), AfterValidator(max_bytes(MAX_FACT_TEXT_BYTES))]
+FactText = Annotated[
+    str,
+    Field(min_length=1),
+    AfterValidator(max_bytes(MAX_FACT_TEXT_BYTES)),
+    AfterValidator(no_nul("fact text")),
+]
 Query = Annotated[str, Field(min_length=1), AfterValidator(max_bytes(MAX_QUERY_BYTES))]
-Tag = Annotated[str, Field(min_length=1, max_length=MAX_TAG_CHARS)]
+Tag = Annotated[str, Field(min_length=1, max_length=MAX_TAG_CHARS), AfterValidator(no_nul("a tag"))]
+Key = Annotated[str, Field(min_length=1, max_length=MAX_KEY_CHARS), AfterValidator(no_nul("key"))]
+FilterTag = Annotated[
+    str,
+    Field(min_length=1, max_length=MAX_TAG_CHARS),
+    AfterValidator(no_nul("a tag", "invalid_filter")),
+]
+FilterKey = Annotated[
+    str,
+    Field(min_length=1, max_length=MAX_KEY_CHARS),
+    AfterValidator(no_nul("key", "invalid_filter")),
+]
 Scopes = Annotated[
     list[Scope],
     Field(
@@ -58,7 +77,7 @@ Scopes = Annotated[
 class SourceIn(Strict):
     """Where a fact came from: ``origin`` (a label such as ``chat`` or ``crm``), the session
     and the messages' sequence numbers in it, and what was said (``text``, at most
-    ``MAX_SOURCE_TEXT_BYTES``, no control characters but newline and tab), which recall
+    ``MAX_SOURCE_TEXT_BYTES``; no NUL in it or the origin), which recall
     searches beside the fact. ``session_id`` must name one of the user's own sessions."""
 
     origin: Annotated[str, Field(min_length=1, max_length=MAX_SOURCE_CHARS)] | None = None
@@ -96,7 +115,7 @@ class SourceOut(Out):  # a facts.Source
 
 class FactIn(Strict):
     text: FactText
-    key: Annotated[str, Field(min_length=1, max_length=MAX_KEY_CHARS)] | None = None
+    key: Key | None = None
     kind: FactKind = "fact"
     importance: Annotated[int, Field(ge=MIN_IMPORTANCE, le=MAX_IMPORTANCE)] = 5
     confidence: Annotated[float, Field(ge=MIN_CONFIDENCE, le=MAX_CONFIDENCE)] = 1.0
@@ -104,7 +123,7 @@ class FactIn(Strict):
     source: Annotated[SourceIn | None, BeforeValidator(_label_as_origin)] = Field(
         None, description="provenance; a plain string is taken as the origin label"
     )
-    expires_at: datetime | None = None
+    expires_at: UtcTime | None = None
     scope: Scope = Field(
         "user",
         description="whose memory: the user's own (default), the agent's (the request's "
@@ -135,7 +154,7 @@ class UpdateRequest(Strict):
     importance: Annotated[int, Field(ge=MIN_IMPORTANCE, le=MAX_IMPORTANCE)] | None = None
     confidence: Annotated[float, Field(ge=MIN_CONFIDENCE, le=MAX_CONFIDENCE)] | None = None
     tags: Annotated[list[Tag], Field(max_length=MAX_TAGS)] | None = None
-    expires_at: datetime | None = None
+    expires_at: UtcTime | None = None
 
     def changes(self) -> dict[str, object]:
         """The fields to replace on the stored ``Fact`` (only those sent, nulls refused but
@@ -169,7 +188,7 @@ class RecordResponse(Out):
     results: list[RecordResultOut]
 
 
-Tags = Annotated[list[Tag], Field(max_length=MAX_TAGS)]
+Tags = Annotated[list[FilterTag], Field(max_length=MAX_TAGS)]
 
 
 class FilterIn(Strict):
@@ -184,10 +203,10 @@ class FilterIn(Strict):
     tags_any: Tags = []
     tags_all: Tags = []
     min_importance: Annotated[int, Field(ge=MIN_IMPORTANCE, le=MAX_IMPORTANCE)] | None = None
-    key: Annotated[str, Field(min_length=1, max_length=MAX_KEY_CHARS)] | None = None
-    created_after: datetime | None = None
-    created_before: datetime | None = None
-    as_of: datetime | None = None
+    key: FilterKey | None = None
+    created_after: FilterTime | None = None
+    created_before: FilterTime | None = None
+    as_of: FilterTime | None = None
 
     def to_filter(self) -> FactFilter:
         return FactFilter(

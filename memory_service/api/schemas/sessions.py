@@ -13,6 +13,7 @@ from pydantic import (
     BeforeValidator,
     Field,
     PlainSerializer,
+    WithJsonSchema,
     model_validator,
 )
 
@@ -24,9 +25,11 @@ from memory_service.api.schemas.common import (
     Strict,
     TokenUsage,
     UserId,
+    coded,
     max_bytes,
     no_nul,
 )
+from memory_service.errors import InvalidInputError
 from memory_service.limits import (
     MAX_KEEP_LAST,
     MAX_MESSAGES_PER_APPEND,
@@ -36,7 +39,7 @@ from memory_service.limits import (
     MAX_SESSION_QUERY_CHARS,
     MAX_TOOL_CALLS,
 )
-from memory_service.messages import Msg, ToolCall
+from memory_service.messages import Msg, ToolCall, check_message, content_text
 
 # NUL is refused in every text of a message, as ``Msg`` refuses it (and facts do).
 NoNul = AfterValidator(no_nul("text"))
@@ -67,11 +70,46 @@ class ToolCallIn(Strict):
     function: FunctionCallIn
 
 
+class ContentPartIn(BaseModel):
+    """One part of an OpenAI content array: a ``text`` part (or an assistant's ``refusal``).
+    A part of any other type (``image_url``, ``input_audio``, ``file``) is refused: memory
+    keeps text, and never drops part of what was said."""
+
+    type: Literal["text", "refusal"]
+    text: str | None = None
+    refusal: str | None = None
+
+
+def _joined_parts(value: Any) -> Any:
+    """A content array as the text it says (``messages.content_text``: parts joined with
+    newlines); a string or null as it is."""
+    if not isinstance(value, list):
+        return value
+    try:
+        return content_text(value)
+    except InvalidInputError as exc:
+        raise coded(exc) from None
+
+
+# Validated as text once the parts are joined; documented as OpenAI sends it.
+_CONTENT_SCHEMA = WithJsonSchema(
+    {
+        "anyOf": [
+            {"type": "string"},
+            {"type": "array", "items": ContentPartIn.model_json_schema()},
+            {"type": "null"},
+        ],
+        "description": "text, or an array of text parts (joined with newlines)",
+    }
+)
+
+
 class MessageIn(Strict):
-    """A message in OpenAI's chat format; ``mark: "hint"`` flags guidance for the model."""
+    """A message in OpenAI's chat format; ``mark: "hint"`` flags guidance for the model.
+    ``content`` is a string or an array of text parts (stored joined with newlines)."""
 
     role: Literal["system", "user", "assistant", "tool"]
-    content: Content | None = None
+    content: Annotated[Content | None, BeforeValidator(_joined_parts), _CONTENT_SCHEMA] = None
     tool_calls: Annotated[list[ToolCallIn], Field(max_length=MAX_TOOL_CALLS)] | None = None
     tool_call_id: ShortText | None = None
     name: Name | None = None
@@ -88,6 +126,10 @@ class MessageIn(Strict):
             raise ValueError("only assistant messages carry 'tool_calls'")
         if self.content is None and not (self.role == "assistant" and self.tool_calls):
             raise ValueError(f"a {self.role} message needs 'content'")
+        try:
+            check_message(self.to_msg())  # the whole message, metadata included, as stored
+        except InvalidInputError as exc:
+            raise coded(exc) from None
         return self
 
     def to_msg(self) -> Msg:
@@ -121,7 +163,7 @@ class CompactRequest(Strict):
 
 class SessionSearchRequest(Strict):
     user_id: UserId
-    query: Annotated[str, Field(min_length=1, max_length=MAX_SESSION_QUERY_CHARS)]
+    query: Annotated[str, Field(min_length=1, max_length=MAX_SESSION_QUERY_CHARS), NoNul]
     limit: Annotated[int, Field(ge=1, le=MAX_SESSION_HITS)] = 10
 
 

@@ -204,6 +204,13 @@ class ClientEngine:
                 dimension,
                 description=f"qdrant ({url}, collection {collection})",
             )
+        except BackendUnavailableError as exc:  # at start: name the setting to look at
+            client.close()
+            raise BackendUnavailableError(
+                f"MEMORY_QDRANT__URL {url!r}: cannot use the Qdrant server there "
+                f"(collection {collection}): {exc.__cause__ or exc}; is it running, and "
+                "reachable from here?"
+            ) from exc
         except Exception:
             client.close()
             raise
