@@ -91,7 +91,10 @@ def _operations(doc: dict[str, Any]) -> dict[tuple[str, str], dict[str, str]]:
         for method, op in methods.items():
             params = {p["name"]: p["in"] for p in op.get("parameters", [])}
             content = op.get("requestBody", {}).get("content", {})
-            ref = content.get("application/json", {}).get("schema", {}).get("$ref")
+            schema = content.get("application/json", {}).get("schema", {})
+            # an optional body is ``anyOf: [{$ref}, {type: null}]``
+            refs = [schema.get("$ref"), *(s.get("$ref") for s in schema.get("anyOf", ()))]
+            ref = next((r for r in refs if r), None)
             if ref is not None:
                 body = schemas[ref.rsplit("/", 1)[-1]]
                 params.update(dict.fromkeys(body.get("properties", {}), "body"))
