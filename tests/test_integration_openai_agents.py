@@ -26,11 +26,15 @@ from memory_service.config import CompactionSettings
 from memory_service.context import RuntimeContext
 from memory_service.errors import InvalidInputError
 from memory_service.integrations.openai_agents import MemoryServiceSession
+from memory_service.longterm.protocol import LongTermMemory
 from memory_service.messages import Msg, ToolCall
+from memory_service.pipeline.flush import MemoryFlushManager
 from memory_service.replicas.session_logs.files import FilesSessionLogStore
 from memory_service.replicas.session_state.files import FilesAgentStateStore
 from memory_service.replicas.tool_results.files import FilesToolResultStore
 from memory_service.shortterm.session import ShortTermMemory
+from tests.support.backends import LONGTERM_BACKENDS
+from tests.support.llm_server import text
 
 USER = {"role": "user", "content": "What is the weather in Lyon?"}
 DEVELOPER = {"role": "developer", "content": "Answer briefly."}
@@ -63,12 +67,13 @@ ANSWER = {
 EVERY_KIND = [DEVELOPER, USER, REASONING, CALL, OUTPUT, ANSWER, PARTS]
 
 
-def build(workspace: Path) -> ShortTermMemory:
+def build(workspace: Path, model=None) -> ShortTermMemory:
     return ShortTermMemory(
         FilesAgentStateStore(workspace),
         FilesSessionLogStore(workspace),
         FilesToolResultStore(workspace, max_chars=500, preview_chars=50),
         config=CompactionSettings(),
+        model=model,
         context_window=8192,
     )
 
@@ -138,6 +143,27 @@ def test_clear_session_empties_it_without_an_llm(shortterm):
     assert run(session.get_items()) == []
     run(session.add_items([USER]))
     assert run(session.get_items()) == [USER]
+
+
+def test_clear_session_ends_it_flushing_facts_into_long_term_memory(
+    tmp_path, embedder, chat_model, script
+):
+    workspace = tmp_path / "ws"
+    longterm: LongTermMemory = LONGTERM_BACKENDS["files"](tmp_path, embedder)
+    shortterm = build(workspace, chat_model)
+    shortterm.set_flush(MemoryFlushManager(longterm, chat_model, workspace))
+    session = session_of(shortterm)
+    run(session.add_items([{"role": "user", "content": "I moved to Paris"}, CALL, OUTPUT]))
+    script.flush(text("- [fact|8|user.city] The user lives in Paris."))
+
+    run(session.clear_session())
+
+    assert run(session.get_items()) == []
+    transcript = str(script.wait_for("flush").body)
+    assert "I moved to Paris" in transcript and "weather" in transcript
+    facts = longterm.list(RuntimeContext("acme", "alice"))
+    assert [f.text for f in facts.items] == ["The user lives in Paris."]
+    longterm.close()
 
 
 def test_sessions_users_and_tenants_are_isolated(shortterm):
