@@ -22,6 +22,7 @@ COMMAND_MODULES: tuple[str, ...] = (
     "memory_service.commands.maintain",
     "memory_service.commands.keys",
     "memory_service.commands.erase",
+    "memory_service.commands.sessions",
     "memory_service.commands.mcp",
 )
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import uuid
 
 import psycopg
@@ -320,3 +321,33 @@ def test_ending_without_a_model_or_a_session(no_model_client, client):
     assert append(client, "s2", [{"role": "user", "content": "hello"}]).status_code == 200
     assert_error(_end(client, "s2", user="bob"), 404, "not_found")  # another user's session
     assert_error(_end(client, "s2", key=GLOBEX_KEY), 404, "not_found")  # another tenant's
+
+
+def test_the_cli_ends_a_session(tmp_path, embedder, monkeypatch, capsys, llm_server):
+    from memory_service.cli import main
+    from memory_service.config import load_settings
+    from memory_service.context import RuntimeContext
+    from memory_service.messages import Msg
+    from memory_service.services import build_services
+
+    monkeypatch.delenv("MEMORY_CONFIG", raising=False)
+    ws = tmp_path / "ws"
+    services = build_services(load_settings(workspace=ws), embedder=embedder)
+    ctx = RuntimeContext("acme", "alice", "s1")
+    services.shortterm.append(ctx, [Msg.user("I'm allergic to peanuts.")], compact=False)
+    services.close()
+    argv = ["end-session", "s1", "--workspace", str(ws), "--tenant", "acme", "--user", "alice"]
+
+    assert main(argv) == 2  # no LLM: the session stays
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "flushes it to long-term memory first" in err
+    assert main([*argv[:2], "--workspace", str(ws), "--tenant", "acme", "--user", "bob"]) == 2
+    assert "no session" in capsys.readouterr().err
+
+    llm_server.responder = Script(flush="- [fact|9|user.allergy] The user is allergic to peanuts.")
+    monkeypatch.setenv("MEMORY_LLM__BASE_URL", llm_server.base_url)
+    monkeypatch.setenv("MEMORY_LLM__MODEL", "chat-model")
+    assert main([*argv, "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["flush"] == {"status": "flushed", "facts_created": 1} and out["state"] is True
+    assert main(argv) == 2  # ended: nothing left to end

@@ -25,6 +25,9 @@ class FlushOutcome(Protocol):
     status: str
     error: str | None
 
+    @property
+    def facts_created(self) -> int: ...
+
 
 class FlushCallback(Protocol):
     """Called with the state *before* it is compacted (or cleared); the long-term pipeline
