@@ -282,3 +282,13 @@ def test_token_counting_compares_the_heuristic_with_cl100k(tmp_path, capsys) -> 
     assert turns["texts"] > 0 and turns["tokens"]["cl100k"] > 0
     assert 0.5 < turns["ratio_total"] < 2.0
     assert "locomo_turns" in capsys.readouterr().out
+
+
+def test_session_stores_times_each_store(tmp_path, capsys) -> None:
+    from benchmarks.latency import session_stores
+
+    out = tmp_path / "stores.json"
+    assert session_stores.main(["--rounds", "3", "--json", str(out)]) == 0
+    doc = json.loads(out.read_text())
+    assert doc["files"]["save"]["p50"] > 0 and doc["files"]["load"]["p50"] > 0
+    assert "files" in capsys.readouterr().out
