@@ -21,7 +21,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime, timedelta
-from typing import Protocol, runtime_checkable
+from typing import Any, Protocol, runtime_checkable
 
 from memory_service.agent_state import AgentState
 from memory_service.context import RuntimeContext
@@ -71,6 +71,25 @@ def expiry(now: datetime, ttl: timedelta | None) -> datetime | None:
 
 def is_expired(expires_at: datetime | None, now: datetime) -> bool:
     return expires_at is not None and expires_at <= now
+
+
+def saved_record(
+    state: AgentState, ctx: RuntimeContext, now: datetime, ttl: timedelta | None
+) -> dict[str, Any]:
+    """What a key-value store keeps for ``state`` saved at ``now`` (its next version):
+    ``{version, incarnation, updated_at, expires_at, state}``, times as ISO 8601."""
+    new_version = state.version + 1
+    body = state.to_dict()
+    body["version"] = new_version
+    body["session_id"] = ctx.session_id
+    expires_at = expiry(now, ttl)
+    return {
+        "version": new_version,
+        "incarnation": state.incarnation,
+        "updated_at": now.isoformat(),
+        "expires_at": expires_at.isoformat() if expires_at else None,
+        "state": body,
+    }
 
 
 def conflict_message(ctx: RuntimeContext, expected: int) -> str:

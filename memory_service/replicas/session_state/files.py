@@ -26,8 +26,8 @@ from memory_service.replicas.session_state import (
     KeepExpired,
     SessionInfo,
     conflict_message,
-    expiry,
     is_expired,
+    saved_record,
     session_of,
 )
 from memory_service.replicas.tombstones import Tombstones
@@ -104,18 +104,8 @@ class FilesAgentStateStore:
                 reborn = live and record.get("incarnation") != state.incarnation
                 if stored_version != state.version or reborn:
                     raise ConflictError(conflict_message(ctx, state.version))
-                new_version = state.version + 1
-                body = state.to_dict()
-                body["version"] = new_version
-                body["session_id"] = ctx.session_id
-                expires_at = expiry(now, self.ttl)
-                out = {
-                    "version": new_version,
-                    "incarnation": state.incarnation,
-                    "updated_at": now.isoformat(),
-                    "expires_at": expires_at.isoformat() if expires_at else None,
-                    "state": body,
-                }
+                out = saved_record(state, ctx, now, self.ttl)
+                new_version = out["version"]
                 write_atomically(path, json.dumps(out, ensure_ascii=False))
         except Timeout as exc:
             raise BackendUnavailableError(f"session {ctx.session_id!r} is locked") from exc

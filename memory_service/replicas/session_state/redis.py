@@ -20,7 +20,7 @@ state's messages before it goes, and a state nobody sweeps still goes. A lost co
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from contextlib import contextmanager
 from datetime import datetime, timedelta
 from typing import Any
@@ -39,8 +39,8 @@ from memory_service.replicas.session_state import (
     KeepExpired,
     SessionInfo,
     conflict_message,
-    expiry,
     is_expired,
+    saved_record,
     session_of,
 )
 from memory_service.replicas.tombstones import Tombstones
@@ -188,20 +188,10 @@ class RedisAgentStateStore:
         if self._tombstones is not None:
             self._tombstones.check(ctx)
         now = self._clock()
-        new_version = state.version + 1
-        body = state.to_dict()
-        body["version"] = new_version
-        body["session_id"] = ctx.session_id
-        expires_at = expiry(now, self.ttl)
-        record = {
-            "version": new_version,
-            "incarnation": state.incarnation,
-            "updated_at": now.isoformat(),
-            "expires_at": expires_at.isoformat() if expires_at else None,
-            "state": body,
-        }
-        if expires_at is not None:
-            record["expires_ts"] = expires_at.timestamp()
+        record = saved_record(state, ctx, now, self.ttl)
+        new_version = record["version"]
+        if self.ttl is not None:  # the Lua script compares numbers, not ISO text
+            record["expires_ts"] = (now + self.ttl).timestamp()
         redis_ttl_ms = int((self.ttl + EXPIRY_GRACE).total_seconds() * 1000) if self.ttl else 0
         keys = [
             self._state_key(ctx.tenant_id, ctx.user_id, session),
@@ -325,6 +315,3 @@ class RedisAgentStateStore:
 
     def close(self) -> None:
         self._redis.close()
-
-
-StoreFactory = Callable[..., RedisAgentStateStore]
