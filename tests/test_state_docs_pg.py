@@ -22,6 +22,7 @@ from memory_service.config import load_settings
 from memory_service.context import RuntimeContext, scope_context
 from memory_service.errors import BackendUnavailableError, InvalidInputError
 from memory_service.facts import Fact
+from memory_service.pipeline.memory_md import plain_memory
 from memory_service.replicas.memory_docs import Snapshot
 from memory_service.replicas.memory_docs.files import FilesMemoryDocs
 from memory_service.services import (
@@ -120,7 +121,9 @@ def test_one_replica_consolidates_and_another_reads_it_with_no_file_on_either(
         ("acme", "user", "alice", second.snapshot),
     ]
     assert second.snapshot.startswith("memory/archive/MEMORY.")
-    assert rows[0][4] == SECOND and rows[1][4] == FIRST  # the bytes the model wrote
+    # the text the model wrote; consolidation adds each bullet's sources ("of") as comments
+    assert plain_memory(rows[0][4]) == SECOND and plain_memory(rows[1][4]) == FIRST
+    assert '"of":' in rows[0][4]
 
     tools = build_harness(b).tools
     assert "Brindlewood" in tools.memory_get(ALICE, "MEMORY.md")

@@ -21,11 +21,11 @@ items for tool calls and tool results.
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from memory_service.errors import InvalidInputError
-from memory_service.messages import Msg, ToolCall, content_text
+from memory_service.messages import Msg, ToolCall
 
 ITEM_KEY = "agents_item"  # the item, as added, in the message's metadata
 OUTPUT_IN_CONTENT = "agents_output_in_content"  # the item's text output is the content
@@ -54,7 +54,8 @@ def item_to_msg(item: Mapping[str, Any]) -> Msg:
                 f"a message item needs a role of {', '.join(MESSAGE_ROLES)}, "
                 f"not {item.get('role')!r}"
             )
-        return Msg(role, content_text(item.get("content")), metadata={ITEM_KEY: dict(item)})  # type: ignore[arg-type]
+        text = item_text(item.get("content"))
+        return Msg(role, text, metadata={ITEM_KEY: dict(item)})  # type: ignore[arg-type]
     if kind == "function_call":
         call = ToolCall(_text(item, "call_id"), _text(item, "name"), _text(item, "arguments"))
         return Msg.assistant("", tool_calls=(call,), metadata={ITEM_KEY: dict(item)})
@@ -67,7 +68,7 @@ def item_to_msg(item: Mapping[str, Any]) -> Msg:
                 output,
                 metadata={ITEM_KEY: kept, OUTPUT_IN_CONTENT: True},
             )
-        text = content_text(output)
+        text = item_text(output)
         return Msg.tool(_text(item, "call_id"), text, metadata={ITEM_KEY: dict(item)})
     if not isinstance(kind, str) or not kind:
         raise InvalidInputError("an Agents SDK session item's 'type' must be text")
@@ -114,5 +115,27 @@ def _text(item: Mapping[str, Any], field: str) -> str:
 
 def _visible_text(item: Mapping[str, Any]) -> str:
     """What a reader of the transcript would see of an item that is not a message."""
-    parts = [content_text(item.get(field)) for field in ("summary", "content")]
+    parts = [item_text(item.get(field)) for field in ("summary", "content")]
     return "\n".join(p for p in parts if p)
+
+
+def item_text(content: object) -> str:
+    """The text of an item's content, as compaction, the flush and search read it: a string,
+    or the ``text`` (or ``refusal``) of each part whatever its type (``input_text``,
+    ``output_text``, ``summary_text``, ...); parts without text (an image, a file) add
+    nothing, since the exact item is kept beside the text."""
+    if content is None:
+        return ""
+    if isinstance(content, str):
+        return content
+    if isinstance(content, Sequence):
+        texts = []
+        for part in content:
+            if isinstance(part, str):
+                texts.append(part)
+            elif isinstance(part, Mapping):
+                value = part.get("text", part.get("refusal"))
+                if isinstance(value, str):
+                    texts.append(value)
+        return "\n".join(texts)
+    return ""
