@@ -18,6 +18,7 @@ from memory_service.context import RuntimeContext
 from memory_service.facts import Fact
 from memory_service.longterm.files.backend import FileSystemLongTermMemory
 from tests.support.postgres import PG_DSN
+from tests.support.redis import REDIS_URL
 from tests.support.reliability.crash import run_crash_test
 
 # serve processes killed with SIGKILL, and a child that fills the disk
@@ -101,6 +102,33 @@ except OSError as exc:
 else:
     print("recorded")
 """
+
+
+def test_acknowledged_writes_survive_sigkill_with_sessions_in_redis(tmp_path, redis_prefix):
+    """The same check with session states in Redis (facts and logs in the workspace)."""
+    env = {
+        "MEMORY_SHORTTERM__BACKEND": "redis",
+        "MEMORY_REDIS__URL": REDIS_URL,
+        "MEMORY_REDIS__KEY_PREFIX": redis_prefix,
+    }
+    report = run_crash_test(
+        tmp_path,
+        backend="files",
+        kills=2,
+        writers=4,
+        min_run_s=0.2,
+        max_run_s=1.5,
+        log=None,
+        env=env,
+    )
+
+    assert report.kills == 2
+    assert report.acked_facts > 0 and report.acked_messages > 0
+    assert report.lost_facts == 0 and report.lost_messages == 0, report.problems
+    assert report.messages_out_of_order == 0 and report.partial_batches == 0, report.problems
+    assert report.resurrected_deletes == 0 and report.corrupt_records == 0, report.problems
+    assert report.server_errors == 0, report.unexpected_statuses
+    assert not list((tmp_path / "workspace").rglob("state/*.json"))  # states in Redis
 
 
 def test_a_disk_that_fills_up_mid_record_leaves_the_ledger_whole(tmp_path: Path, embedder):
