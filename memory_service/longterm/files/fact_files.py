@@ -86,7 +86,7 @@ def render_fact(fact: Fact, *, of: Iterable[str] = ()) -> str:
         value = getattr(fact, name)
         if value is not None:
             meta[name] = value.isoformat()
-    if of_hashes := sorted({h[:OF_HASH_CHARS] for h in of}):
+    if of_hashes := sorted({h[:OF_HASH_CHARS] for h in of if h}):
         meta["of"] = of_hashes
     return f"- {escape_text(fact.text)} <!-- memory {_dump_meta(meta)} -->"
 
