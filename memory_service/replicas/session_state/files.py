@@ -17,7 +17,12 @@ from filelock import FileLock, Timeout
 
 from memory_service.agent_state import AgentState
 from memory_service.context import RuntimeContext
-from memory_service.errors import BackendUnavailableError, ConflictError, MemoryServiceError
+from memory_service.errors import (
+    BackendUnavailableError,
+    ConflictError,
+    InvalidInputError,
+    MemoryServiceError,
+)
 from memory_service.facts import utcnow
 from memory_service.fsutil import ensure_dir, file_lock, write_atomically
 from memory_service.paths import OwnerPaths, WorkspacePaths, lock_for
@@ -186,9 +191,13 @@ class FilesAgentStateStore:
         if record is None or not is_expired(record["expires_at"], self._clock()):
             return None
         tenant, user = path.parents[3].name, path.parents[1].name  # tenants/T/users/U/state
+        try:
+            ctx = RuntimeContext(tenant, user, path.stem)
+        except InvalidInputError:
+            return None  # a folder no id names: not the service's to delete
         state = AgentState.from_dict(record["state"])
         state.version = int(record["version"])
-        return RuntimeContext(tenant, user, path.stem), state
+        return ctx, state
 
     def close(self) -> None:
         pass
