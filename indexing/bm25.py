@@ -4,6 +4,8 @@ rank-bm25's Okapi IDF, ``log((N - df + 0.5) / (df + 0.5))``, goes to zero or bel
 in half the documents, which on a user with two or three facts makes every score 0. We use the
 Lucene/Qdrant form ``log(1 + (N - df + 0.5) / (df + 0.5))`` instead: always positive, and the
 same IDF that Qdrant's ``Modifier.IDF`` applies to the sparse leg, so both backends rank alike.
+A document's length is ``tokenize.document_length`` (positions: a stacked term adds none), as
+in ``indexing.sparse``.
 """
 
 from __future__ import annotations
@@ -15,6 +17,8 @@ from dataclasses import dataclass
 
 import numpy as np
 from rank_bm25 import BM25Okapi
+
+from indexing.tokenize import document_length
 
 
 class _LuceneIdfBM25(BM25Okapi):
@@ -56,11 +60,25 @@ class BM25Index:
     above is positive for every term, so no postings lists are kept beside it. Terms are
     interned: the same word in ten thousand documents is one string, not ten thousand."""
 
-    def __init__(self, documents: Sequence[Sequence[str]], *, k1: float = 1.2, b: float = 0.75):
+    def __init__(
+        self,
+        documents: Sequence[Sequence[str]],
+        *,
+        k1: float = 1.2,
+        b: float = 0.75,
+        lengths: Sequence[int] | None = None,
+    ):
+        """``lengths``: each document's length for the norm, where its terms are not
+        ``tokenize``'s (the lab's other tokenizations); default ``document_length``."""
         self._size = len(documents)
         # rank-bm25 divides by the average length: an all-empty corpus needs a placeholder.
         corpus = [[sys.intern(t) for t in doc] if doc else [""] for doc in documents]
         self._bm25 = _LuceneIdfBM25(corpus, k1=k1, b=b) if corpus else None
+        if self._bm25 is not None:  # lengths in positions, as the sparse vectors count them
+            if lengths is None:
+                lengths = [document_length(doc) for doc in corpus]
+            self._bm25.doc_len = [max(n, 1) for n in lengths]
+            self._bm25.avgdl = sum(self._bm25.doc_len) / len(self._bm25.doc_len)
 
     def __len__(self) -> int:
         return self._size

@@ -6,11 +6,12 @@ corpus::
     score(q, d) = sum_{t in q} qtf(t) * idf(t) * tf(t,d) * (k1 + 1)
                                               / (tf(t,d) + k1 * (1 - b + b * |d| / avg_len))
 
-The document part (term-frequency saturation and length normalisation) is stored as the
-document's sparse vector; the query vector carries each query term's count ``qtf(t)``
-(rank-bm25 also sums over repeated query terms); ``idf(t)`` is applied at query time by
-Qdrant's IDF modifier, ``log(1 + (N - df + 0.5) / (df + 0.5))`` — the same Lucene form
-``indexing.bm25`` uses. The dot product of the two vectors is then exactly the BM25 score.
+The document part (term-frequency saturation and length normalisation, ``|d|`` in positions:
+``tokenize.document_length``) is stored as the document's sparse vector; the query vector
+carries each query term's count ``qtf(t)`` (rank-bm25 also sums over repeated query terms);
+``idf(t)`` is applied at query time by Qdrant's IDF modifier,
+``log(1 + (N - df + 0.5) / (df + 0.5))`` — the same Lucene form ``indexing.bm25`` uses. The
+dot product of the two vectors is then exactly the BM25 score.
 
 What differs from an in-process index: ``avg_len`` is a constant fixed at indexing time rather
 than the corpus mean (a stored vector cannot change when other documents arrive).
@@ -31,6 +32,8 @@ from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from functools import lru_cache
+
+from indexing.tokenize import document_length
 
 K1 = 1.2
 B = 0.75
@@ -67,7 +70,7 @@ def document_vector(
     if avg_len <= 0:
         raise ValueError("avg_len must be positive")
     counts = _counts(tokens)
-    norm = k1 * (1.0 - b + b * len(tokens) / avg_len)
+    norm = k1 * (1.0 - b + b * max(document_length(tokens), 1 if tokens else 0) / avg_len)
     ids = sorted(counts)
     return SparseTerms(tuple(ids), tuple(counts[i] * (k1 + 1.0) / (counts[i] + norm) for i in ids))
 

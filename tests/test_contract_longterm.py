@@ -169,6 +169,29 @@ def test_cjk_facts_are_found_by_a_word_inside_them(memory):
     assert texts(got) == ["用户对花生过敏"]
 
 
+def test_a_word_inside_a_cjk_run_is_a_lexical_hit(memory):
+    memory.record(
+        ALICE, [Fact("王小明喜欢吃北京烤鸭"), Fact("用户喜欢喝绿茶"), Fact("我家有一只猫")]
+    )
+    assert texts(memory.retrieve(ALICE, "烤鸭", 5, mode="bm25")) == ["王小明喜欢吃北京烤鸭"]
+    # one-character words: 茶 (tea) and 猫 (cat) stand inside their runs
+    assert texts(memory.retrieve(ALICE, "茶", 5, mode="bm25")) == ["用户喜欢喝绿茶"]
+    assert texts(memory.retrieve(ALICE, "猫", 5, mode="bm25")) == ["我家有一只猫"]
+
+
+def test_accents_do_not_decide_a_lexical_hit(memory):
+    memory.record(ALICE, [Fact("Alice moved to Zürich in 2021"), Fact("Bob lives in Zurich")])
+    for query in ("Zurich", "zurich", "ZÜRICH", "Zu\u0308rich"):
+        got = memory.retrieve(ALICE, query, 5, mode="bm25")
+        assert set(texts(got)) == {"Alice moved to Zürich in 2021", "Bob lives in Zurich"}
+    # written with its accent, the query ranks the fact written so first
+    got = memory.retrieve(ALICE, "Zürich", 5, mode="bm25")
+    assert texts(got)[0] == "Alice moved to Zürich in 2021"
+    memory.record(ALICE, [Fact("Lunch at the café by the lake")])
+    got = memory.retrieve(ALICE, "cafe", 5, mode="bm25")
+    assert texts(got) == ["Lunch at the café by the lake"]
+
+
 def test_expired_facts_are_not_recalled(memory):
     past = utcnow() - timedelta(days=1)
     memory.record(ALICE, [Fact("Temporary door code 4711", expires_at=past)])

@@ -4,18 +4,21 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from indexing.bm25 import BM25Index
 from indexing.embeddings import CachedEmbedder
 from indexing.fusion import reciprocal_rank_fusion
 from indexing.hashing import content_hash, hamming_distance, simhash
 from indexing.padding import padding_plan
-from indexing.tokenize import stem, tokenize
+from indexing.sparse import document_vector, term_id
+from indexing.tokenize import _TOKEN_RE, document_length, fold, normalize, stem, tokenize
 
 
 def test_tokenize_folds_case_width_and_stems():
     assert tokenize("The CATS were Running") == ["cat", "run"]
-    assert tokenize("ＡＢＣ café") == ["abc", "café"]  # NFKC folds full-width letters
+    assert tokenize("ＡＢＣ") == ["abc"]  # NFKC folds full-width letters
     assert tokenize("Alice's dogs") == tokenize("alice dog") == ["alic", "dog"]  # Snowball
     assert tokenize("meeting on 2023-05-01") == ["meet", "2023", "05", "01"]
 
@@ -43,11 +46,98 @@ def test_stemming_from_many_threads_agrees():
     assert all(r == expected for r in results)
 
 
-def test_cjk_text_becomes_character_bigrams():
-    assert tokenize("用户对花生过敏") == ["用户", "户对", "对花", "花生", "生过", "过敏"]
+def test_cjk_runs_become_characters_and_bigrams():
+    assert tokenize("北京烤鸭") == ["北", "北京", "京", "京烤", "烤", "烤鸭", "鸭"]
     assert tokenize("花") == ["花"]
-    assert "花生" in tokenize("花生")
-    assert tokenize("I like 花生 a lot") == ["like", "花生", "lot"]
+    assert tokenize("I like 花生 a lot") == ["like", "花", "花生", "生", "lot"]
+    # a word inside a run: every term of the word is one of the run's
+    assert set(tokenize("烤鸭")) <= set(tokenize("王小明喜欢吃北京烤鸭"))
+    assert set(tokenize("茶")) <= set(tokenize("我喜欢喝茶"))  # a one-character word
+    assert set(tokenize("서울")) <= set(tokenize("서울에서 살아요"))  # Korean: noun + particle
+
+
+def test_a_kana_is_indexed_in_its_pairs_only():
+    # a kana alone is a particle or an ending (の, が, ます): not a term, as a stop word is not
+    assert tokenize("猫が好き") == ["猫", "猫が", "が好", "好", "好き"]
+    assert set(tokenize("猫")) <= set(tokenize("猫が好き"))  # a one-kanji word is found
+    assert tokenize("ラーメン") == ["ラー", "ーメ", "メン"]
+    assert tokenize("の") == ["の"]  # a run of one is its own term
+
+
+def test_cjk_runs_are_cut_by_script_not_by_a_list_of_blocks():
+    # 々 (Han's iteration mark), ー and the kana stay in the run; 、。「」 end it
+    assert "人々" in tokenize("人々が好き")
+    assert "ラー" in tokenize("ラーメン")
+    assert tokenize("東京、「大阪」") == ["東", "東京", "京", "大", "大阪", "阪"]
+    assert "𠮷野" in tokenize("𠮷野家で食べる")  # CJK extension B
+    assert tokenize("ｶﾀｶﾅ") == tokenize("カタカナ")  # half-width kana, through NFKC
+
+
+def test_accents_fold_and_the_word_as_written_is_kept():
+    assert tokenize("Zürich") == ["zurich", "zürich"]
+    assert set(tokenize("Zurich")) <= set(tokenize("Zürich"))
+    assert tokenize("cafés") == ["cafe", "cafés"]  # folded first, so Snowball sees "cafes"
+    assert set(tokenize("cafe")) <= set(tokenize("café"))
+    assert tokenize("Łódź Øresund") == ["lodz", "łódź", "oresund", "øresund"]
+    assert tokenize("Tiếng Việt") == ["tieng", "tiếng", "viet", "việt"]
+    assert tokenize("ΕΛΛΗΝΙΚΆ") == ["ελληνικα", "ελληνικά"]
+    # decomposed input folds alike, and a mark NFKC cannot compose stays in its word
+    assert tokenize("Zu\u0308rich") == tokenize("Zürich")
+    assert tokenize("q\u0303uick") == ["quick", "q\u0303uick"]
+    # the English stop list applies to words as written: pinyin "hé" is no "he"
+    assert tokenize("he hé") == ["he", "hé"]
+
+
+def test_a_stacked_term_adds_no_length():
+    assert document_length(tokenize("北京烤鸭")) == 3  # as long as its bigrams
+    assert document_length(tokenize("猫が好き")) == 3
+    assert document_length(tokenize("花")) == 1
+    assert document_length(tokenize("北京。京。京都")) == 3  # the lone 京 is a run of its own
+    assert document_length(tokenize("Zürich café")) == 2
+    assert document_length(tokenize("Alice likes tea")) == 3
+
+
+_MIXED = st.text(alphabet="北京烤鸭花生のが好きラーメン서울에 abcz'éüøı\u0301、。", max_size=40)
+
+
+@settings(max_examples=300, deadline=None)
+@given(_MIXED)
+def test_every_text_is_as_long_as_version_1_counted_it(text):
+    """Version 1: a word one position, a CJK run its bigrams (a run of one: one)."""
+    expected = 0
+    for match in _TOKEN_RE.finditer(normalize(text)):
+        run = match.group("cjk")
+        expected += max(len(run) - 1, 1) if run else 1
+    assert document_length(tokenize(text, stop_words=None)) == expected
+
+
+def test_an_accent_does_not_make_a_memory_longer_to_either_index():
+    plain, accented = tokenize("Alice moved to Zurich"), tokenize("Alice moved to Zürich")
+    index = BM25Index([plain, accented])
+    scores = index.scores(tokenize("Zurich"))
+    assert scores[0] == pytest.approx(scores[1]) and scores[0] > 0
+    weights = [
+        dict(zip(v.indices, v.values, strict=True)) for v in map(document_vector, (plain, accented))
+    ]
+    assert weights[0][term_id("zurich")] == pytest.approx(weights[1][term_id("zurich")])
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.text(alphabet=st.characters(max_codepoint=127), max_size=80))
+def test_ascii_text_takes_a_shortcut_to_the_same_terms(text):
+    # "。" ends any word and is no term: the text then goes the general (Unicode) way
+    assert tokenize(text) == tokenize(text + "。")
+
+
+def test_a_mark_without_a_letter_is_no_word():
+    assert tokenize("great 👍️ job") == ["great", "job"]  # U+FE0F after the emoji
+
+
+def test_other_scripts_keep_their_marks_inside_words():
+    assert tokenize("हिन्दी भाषा") == ["हिन्दी", "भाषा"]  # vowel signs and virama are letters' parts
+    assert tokenize("كِتَابٌ") == ["كِتَابٌ"]
+    assert fold("привёт") == "привёт"  # Cyrillic: ё and й are letters, not accents
+    assert fold("zürich") == "zurich"
 
 
 def test_content_hash_ignores_case_width_and_whitespace():

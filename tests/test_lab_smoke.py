@@ -19,6 +19,7 @@ from benchmarks.lab import (
     maxsim_cuts,
     presets,
     score_normalisation,
+    scripts_lexical,
     stemming,
     variants,
 )
@@ -175,6 +176,37 @@ def test_stemming_compares_stemmers_and_restores_snowball(lab, embedder, tmp_pat
     assert stemming.light_stem("running") == "run"
 
 
+def test_scripts_lexical_scores_every_scheme_and_restores_the_tokenizer(tmp_path, capsys):
+    import indexing.tokenize as tokenize_module
+
+    def sentence(words: list[tuple[str, str]]) -> dict:
+        return {
+            "chinese": "".join(w for w, _ in words),
+            "pinyin": " ".join(p for _, p in words),
+            "tokens": [{"word": w, "pinyin": p} for w, p in words],
+        }
+
+    hsk = tmp_path / "sentences.json"
+    rows = [
+        [("我", "wǒ"), ("喜欢", "xǐ huan"), ("喝", "hē"), ("茶", "chá")],
+        [("我", "wǒ"), ("家", "jiā"), ("有", "yǒu"), ("猫", "māo")],
+        [("北京", "běi jīng"), ("烤鸭", "kǎo yā"), ("好吃", "hǎo chī")],
+    ]
+    hsk.write_text(json.dumps([sentence(r) for r in rows], ensure_ascii=False))
+    out = tmp_path / "scripts.json"
+    grams = tokenize_module.cjk_grams
+    scripts_lexical.main(["--hsk", str(hsk), "--json", str(out)])
+    assert tokenize_module.cjk_grams is grams
+    result = json.loads(out.read_text())
+    assert set(result["cjk"]) == set(scripts_lexical.CJK_SCHEMES)
+    assert set(result["accents"]) == set(scripts_lexical.ACCENT_SCHEMES)
+    # a one-character word alone: only schemes with unigrams find it
+    assert result["cjk"]["bigrams"]["1 char"]["found"] < result["cjk"]["uni+bi"]["1 char"]["found"]
+    assert result["accents"]["none"]["typed bare"]["found"] < 100.0
+    assert result["accents"]["fold+original"]["typed bare"]["found"] == 100.0
+    assert "| uni+bi |" in capsys.readouterr().out
+
+
 def test_lexical_coverage_table_and_diagnosis(lab, embedder, capsys) -> None:
     assert lexical_coverage.main(lab, embedder=embedder) == 0
     out = capsys.readouterr().out
@@ -292,3 +324,12 @@ def test_session_stores_times_each_store(tmp_path, capsys) -> None:
     doc = json.loads(out.read_text())
     assert doc["files"]["save"]["p50"] > 0 and doc["files"]["load"]["p50"] > 0
     assert "files" in capsys.readouterr().out
+
+
+def test_reindex_latency_reindexes_every_point_once(tmp_path) -> None:
+    from benchmarks.latency import reindex
+
+    out = tmp_path / "reindex.json"
+    reindex.main(["--sizes", "30", "--json", str(out)])
+    (row,) = json.loads(out.read_text())["edge_reindex"]
+    assert row["points"] == 30 and row["first_open_s"] > 0 and row["next_open_s"] > 0

@@ -38,9 +38,11 @@ from tests.support.postgres import postgres_state_store
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
 from indexing.sparse import SparseTerms  # noqa: E402
+from indexing.tokenize import TOKENIZER_VERSION  # noqa: E402
 from memory_service.context import RuntimeContext  # noqa: E402
 from memory_service.longterm.qdrant.backend import QdrantLongTermMemory  # noqa: E402
 from memory_service.longterm.qdrant.edge.engine import EdgeEngine  # noqa: E402
+from memory_service.longterm.qdrant.layout import TERMS_FIELD  # noqa: E402
 from memory_service.longterm.qdrant.points import StoredPoint  # noqa: E402
 from memory_service.messages import Msg  # noqa: E402
 from memory_service.replicas.session_state.files import FilesAgentStateStore
@@ -72,6 +74,7 @@ def _points(users: int, rng: np.random.Generator) -> list[StoredPoint]:
             "kind": "fact",
             "importance": 5,
             "created_at": "2026-12-01T00:00:00+00:00",
+            TERMS_FIELD: TOKENIZER_VERSION,  # current terms: opening re-indexes nothing
         }
         sparse = SparseTerms((i % 5000, 7000 + i % 11), (1.0, 0.5))
         points.append(StoredPoint(str(uuid.uuid4()), payload, vector.tolist(), sparse))

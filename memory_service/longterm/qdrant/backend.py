@@ -16,6 +16,12 @@ own open facts (Qdrant's ``IdfParams`` corpus filter), as the files backend's pe
 does: another tenant's words never change a user's scores. Ties within a leg are broken by
 (``created_at``, id), the files backend's order.
 
+Lexical terms: each point records the tokenizer version its sparse vector was made with
+(``terms_version``); opening the collection makes again the vectors of every point an older
+tokenizer made (``_reindex_stale_terms``), so a query's new terms meet old facts' new terms.
+On a server several replicas may do it at once: each writes the same vectors, and only the
+sparse vector and the stamp, so a fact written meanwhile keeps its payload.
+
 Writes of one user are serialised in this process. With several processes writing to one
 Qdrant server, two concurrent records with the same key for the same user can both be stored
 open; reads resolve that as the files backend does (``qdrant.key_race``): the newest per key
@@ -26,6 +32,7 @@ maintenance pass (``settle_stored_facts``) writes the closure down.
 
 from __future__ import annotations
 
+import logging
 import threading
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
@@ -38,6 +45,7 @@ import numpy as np
 from indexing.embeddings import Embedder
 from indexing.lexical import average_length
 from indexing.sparse import AVG_DOC_LEN, AVG_SOURCE_LEN, SparseTerms, document_vector, query_vector
+from indexing.tokenize import TOKENIZER_VERSION
 from memory_service.config.retrieval import Leg, RetrievalConfig
 from memory_service.config.settings import QdrantSettings
 from memory_service.context import RuntimeContext, validate_id
@@ -68,6 +76,8 @@ from memory_service.replicas.tombstones import Tombstones
 from memory_service.replicas.tombstones.files import FilesTombstones
 
 _LOCK_STRIPES = 64
+_REINDEX_BATCH = 1000
+log = logging.getLogger(__name__)
 
 
 @dataclass(slots=True)
@@ -100,6 +110,36 @@ class QdrantLongTermMemory(BaseLongTermMemory[_Read]):
         held = hold_shared_scopes and ScopeMirrors.can_hold(engine)
         self._mirrors = ScopeMirrors(engine) if held else None
         self._locks = [threading.Lock() for _ in range(_LOCK_STRIPES)]
+        self.reindexed = self._reindex_stale_terms()
+
+    def _reindex_stale_terms(self) -> int:
+        """Make again, with this tokenizer, the sparse vector of every point an older one
+        made (``terms_version`` another or absent: the terms of a query would miss them), in
+        batches, and return how many there were. Nothing to do costs one empty read. Each
+        batch leaves the stale set, so the loop ends. A point that comes back stale was
+        written meanwhile by a process of an older version (a rolling upgrade of replicas on
+        one server): it is left for the next open, and the loop stops there."""
+        done: set[str] = set()
+        while stale := self.engine.stale_terms(TOKENIZER_VERSION, _REINDEX_BATCH):
+            fresh = [p for p in stale if p.id not in done]
+            if not fresh:
+                log.warning(
+                    "%s: facts are being written with an older tokenizer's terms; they are "
+                    "re-indexed when this collection is next opened",
+                    self.engine.description,
+                )
+                break
+            rebuilt = [replace(p, sparse=self._lexical(fact_of(p.id, p.payload))) for p in fresh]
+            self.engine.set_terms(rebuilt, TOKENIZER_VERSION)
+            done.update(p.id for p in fresh)
+        if done:
+            log.info(
+                "re-indexed the lexical terms of %d facts in %s (tokenizer version %d)",
+                len(done),
+                self.engine.description,
+                TOKENIZER_VERSION,
+            )
+        return len(done)
 
     def _lexical(self, fact: Fact) -> SparseTerms:
         """The fact's BM25 document vector (``fact_terms``: its words, its source text's, its
@@ -147,8 +187,9 @@ class QdrantLongTermMemory(BaseLongTermMemory[_Read]):
             StoredPoint(f.id, payload_of(ctx, f), dense_of[f.id].tolist(), self._lexical(f))
             for f in [*plan.new.values(), *plan.amended.values()]
         ]
-        points += [
-            replace(stored.points[f.id], payload=payload_of(ctx, f)) for f in plan.closed.values()
+        points += [  # their sparse vectors made again too: every payload written says how
+            replace(stored.points[f.id], payload=payload_of(ctx, f), sparse=self._lexical(f))
+            for f in plan.closed.values()
         ]
         self.engine.upsert(points)  # new, amended and closed points in one operation
 

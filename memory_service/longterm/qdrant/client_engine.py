@@ -30,6 +30,7 @@ from memory_service.longterm.qdrant.layout import (
     PAYLOAD_INDEXES,
     SPARSE,
     TENANT_FIELD,
+    TERMS_FIELD,
     USER_FIELD,
     check_dense_size,
     reindex_hint,
@@ -39,6 +40,7 @@ from memory_service.longterm.qdrant.query_plan import LegRequest, QueryPlan, Sco
 
 SCROLL_PAGE = 1000
 LOCAL = ":memory:"
+_NO_TERMS = SparseTerms((), ())
 
 log = logging.getLogger(__name__)
 
@@ -345,6 +347,36 @@ class ClientEngine:
 
     def tenants(self) -> list[str]:
         return self._values(None, TENANT_FIELD)
+
+    def stale_terms(self, version: int, limit: int) -> list[StoredPoint]:
+        current = qm.FieldCondition(key=TERMS_FIELD, match=qm.MatchValue(value=version))
+        with self._calls():
+            records, _ = self._client.scroll(
+                self.collection,
+                scroll_filter=qm.Filter(must_not=[current]),
+                limit=limit,
+                with_payload=True,
+                with_vectors=False,
+            )
+        return [stored_point(r, False) for r in records]
+
+    def set_terms(self, points: Sequence[StoredPoint], version: int) -> None:
+        if not points:
+            return
+        ids = [p.id for p in points]
+        vectors = [
+            qm.PointVectors(id=p.id, vector={SPARSE: _sparse(p.sparse or _NO_TERMS)})
+            for p in points
+        ]
+        operations: list[Any] = [
+            qm.UpdateVectorsOperation(update_vectors=qm.UpdateVectors(points=vectors)),
+            qm.SetPayloadOperation(
+                set_payload=qm.SetPayload(payload={TERMS_FIELD: version}, points=ids)
+            ),
+        ]
+        with self._calls():  # one request: vectors and stamp land together
+            self._client.batch_update_points(self.collection, operations, wait=True)
+            self.writes += 1
 
     def users(self, tenant_id: str) -> list[str]:
         return self._values(tenant_id, USER_FIELD)

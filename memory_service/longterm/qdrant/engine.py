@@ -48,6 +48,18 @@ class QdrantEngine(Protocol):
 
     def tenants(self) -> list[str]: ...
 
+    def stale_terms(self, version: int, limit: int) -> list[StoredPoint]:
+        """Up to ``limit`` points of any owner whose ``terms_version`` is not ``version`` (or
+        that have none), payloads only: the points whose sparse vectors an older tokenizer
+        made. Unscoped, as ``tenants`` is: the open's re-indexing reads the whole collection."""
+        ...
+
+    def set_terms(self, points: Sequence[StoredPoint], version: int) -> None:
+        """Give each of ``points`` its ``sparse`` vector and ``terms_version`` ``version``,
+        leaving its dense vector and the rest of its payload as stored (so a write another
+        process makes meanwhile keeps its fields)."""
+        ...
+
     def users(self, tenant_id: str) -> list[str]: ...
 
     def agents(self, tenant_id: str) -> list[str]: ...

@@ -1,7 +1,8 @@
 """The collection's layout, the same in both engines: one collection for all tenants, named
 vectors ``dense`` (cosine) and sparse ``bm25`` (IDF modifier), payload ``tenant_id`` (keyword
 index, tenant flag) and the owner's fields (``user_id``; ``scope``/``agent_id`` on shared facts)
-plus the fact's (``payload.payload_of``), with a payload index on every field a read tests."""
+plus the fact's (``payload.payload_of``) and the tokenizer version of its sparse vector
+(``terms_version``), with a payload index on every field a read tests."""
 
 from __future__ import annotations
 
@@ -13,6 +14,10 @@ TENANT_FIELD = "tenant_id"
 USER_FIELD = "user_id"
 SCOPE_FIELD = "scope"  # "agent" | "tenant" on shared facts ("user", or absent, on a user's)
 AGENT_FIELD = "agent_id"
+# The tokenizer version (``indexing.tokenize.TOKENIZER_VERSION``) a point's sparse vector was
+# made with: a point whose version is another (or none: made before versions were recorded)
+# has its sparse vector made again when the collection is opened (``QdrantLongTermMemory``).
+TERMS_FIELD = "terms_version"
 # Payload indexes: the tenant index first; then every field a recall or record filter tests.
 # Without the state and expiry indexes, Edge checked them point by point: a 10k-point hybrid
 # query took 2.5 ms instead of 0.5 ms. kind, tags, importance and created_at serve the
@@ -30,6 +35,7 @@ PAYLOAD_INDEXES: dict[str, str] = {
     "tags": "keyword",
     "importance": "integer",
     "created_at": "datetime",
+    TERMS_FIELD: "integer",  # the open's look for points an older tokenizer indexed
 }
 
 

@@ -5,16 +5,24 @@ from __future__ import annotations
 
 from typing import Any
 
+from indexing.tokenize import TOKENIZER_VERSION
 from memory_service.context import RuntimeContext
 from memory_service.facts import Fact, parse_time
-from memory_service.longterm.qdrant.layout import AGENT_FIELD, SCOPE_FIELD, TENANT_FIELD, USER_FIELD
+from memory_service.longterm.qdrant.layout import (
+    AGENT_FIELD,
+    SCOPE_FIELD,
+    TENANT_FIELD,
+    TERMS_FIELD,
+    USER_FIELD,
+)
 
 _TIME_FIELDS = ("created_at", "expires_at", "valid_to")
 
 
 def payload_of(ctx: RuntimeContext, fact: Fact) -> dict[str, Any]:
     """Payload of a stamped fact: its fields (times in UTC ISO-8601) plus tenant and owner
-    (``user_id`` for a user's fact; ``scope``/``agent_id`` and no user for a shared one)."""
+    (``user_id`` for a user's fact; ``scope``/``agent_id`` and no user for a shared one), and
+    ``terms_version``: the point written with it carries a sparse vector made now."""
     data = fact.to_dict()
     data.pop("id")
     for name in _TIME_FIELDS:
@@ -22,6 +30,7 @@ def payload_of(ctx: RuntimeContext, fact: Fact) -> dict[str, Any]:
         data[name] = value.isoformat() if value is not None else None
     data[SCOPE_FIELD] = ctx.scope
     data[AGENT_FIELD] = ctx.agent_id if ctx.scope == "agent" else None
+    data[TERMS_FIELD] = TOKENIZER_VERSION
     if ctx.scope != "user":
         return {TENANT_FIELD: ctx.tenant_id, **data}
     return {TENANT_FIELD: ctx.tenant_id, USER_FIELD: ctx.user_id, **data}

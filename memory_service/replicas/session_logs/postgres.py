@@ -15,16 +15,18 @@ text.
 
 ``terms`` is what ``search`` matches, under a GIN index: the project's own tokenizer
 (``indexing.tokenize``: NFKC and case folding, English Snowball stems, English stop words
-dropped, CJK runs as character bigrams), written as a tsvector with positions. In PostgreSQL's
-terms it is the ``simple`` configuration over lexemes the service made itself. Neither built-in
-configuration would do: ``english`` stems with Porter rather than Snowball and drops another
-stop list, ``simple`` does not stem, and neither splits CJK text, so the same query would find
-other messages here than in the files log. Hits are scored as the files log scores them
-(the share of the query's terms matched, +0.5 when the text holds the query literally) and
-ordered by that score, then ``ts_rank`` (more occurrences, in a shorter message), then the
-newest. A hit must share a term with the query: a literal match inside a word ("Lui" in
-"Luigi's"), which the files log also finds, needs a scan the index cannot serve, so it is
-found only when the query has no terms at all (stop words, punctuation).
+dropped, accents folded beside the word as written, CJK runs as characters and bigrams),
+written as a tsvector with positions, beside the tokenizer version that made it
+(``terms_version``; a replica's start makes again the terms an older version made). In
+PostgreSQL's terms it is the ``simple`` configuration over lexemes the service made itself.
+Neither built-in configuration would do: ``english`` stems with Porter rather than Snowball
+and drops another stop list, ``simple`` does not stem, and neither splits CJK text, so the
+same query would find other messages here than in the files log. Hits are scored as the files
+log scores them (the share of the query's terms matched, +0.5 when the text holds the query
+literally) and ordered by that score, then ``ts_rank`` (more occurrences, in a shorter
+message), then the newest. A hit must share a term with the query: a literal match inside a
+word ("Lui" in "Luigi's"), which the files log also finds, needs a scan the index cannot
+serve, so it is found only when the query has no terms at all (stop words, punctuation).
 
 Appends and erasing meet on a transaction-level advisory lock per user, as the PostgreSQL state
 store's saves do: an append takes it shared and checks the user's tombstone inside its
@@ -41,7 +43,7 @@ from typing import Any
 
 from psycopg.types.json import Jsonb
 
-from indexing.tokenize import tokenize
+from indexing.tokenize import TOKENIZER_VERSION, tokenize
 from memory_service.context import RuntimeContext, validate_id
 from memory_service.facts import utcnow
 from memory_service.messages import Msg
@@ -74,7 +76,12 @@ MIGRATIONS: tuple[str, ...] = (
     "CREATE INDEX IF NOT EXISTS session_log_session "
     "ON session_log (tenant_id, owner_id, session_id, id)",
     "CREATE INDEX IF NOT EXISTS session_log_terms ON session_log USING gin (terms)",
+    # the tokenizer version that made ``terms``: rows from before it was recorded (and any a
+    # writer that does not say inserts) are version 1's
+    "ALTER TABLE session_log ADD COLUMN IF NOT EXISTS terms_version integer NOT NULL DEFAULT 1",
+    "CREATE INDEX IF NOT EXISTS session_log_terms_version ON session_log (terms_version)",
 )
+RETERM_BATCH = 1000
 
 # What PostgreSQL lets a tsvector hold: lexemes under 2 KiB, 256 positions each, positions up
 # to 16383, 1 MiB of lexemes in all. A term past these limits is left out of the index (a
@@ -137,6 +144,25 @@ class PostgresSessionLogStore:
             Path(workspace)
         )  # nothing is written there
         database.ensure_schema(TABLE, MIGRATIONS)
+        self.retermed = self._reterm()
+
+    def _reterm(self) -> int:
+        """Make again, with this tokenizer, the ``terms`` of every message an older one made
+        (``terms_version`` below ``TOKENIZER_VERSION``), a batch per transaction; how many.
+        Nothing to do is one indexed read. Replicas starting at once write the same terms."""
+        select = "SELECT id, body FROM session_log WHERE terms_version < %s ORDER BY id LIMIT %s"
+        update = "UPDATE session_log SET terms = %s::tsvector, terms_version = %s WHERE id = %s"
+        total = 0
+        while True:
+            with self._db.connection() as conn:
+                rows = conn.execute(select, (TOKENIZER_VERSION, RETERM_BATCH)).fetchall()
+                if not rows:
+                    return total
+                with conn.cursor() as cur:
+                    cur.executemany(
+                        update, [(terms_vector(body), TOKENIZER_VERSION, i) for i, body in rows]
+                    )
+            total += len(rows)
 
     def _key(self, ctx: RuntimeContext) -> dict[str, Any]:
         return {"tenant": ctx.tenant_id, "owner": ctx.owner}
@@ -151,6 +177,7 @@ class PostgresSessionLogStore:
             return
         at = self._clock()
         key = {**self._key(ctx), "session": session_of(ctx), "at": at}
+        key["version"] = TOKENIZER_VERSION
         rows = [
             {
                 **key,
@@ -164,8 +191,8 @@ class PostgresSessionLogStore:
         ]
         query = (
             "INSERT INTO session_log (tenant_id, owner_id, session_id, seq, role, message, "
-            "body, terms, created_at) VALUES (%(tenant)s, %(owner)s, %(session)s, %(seq)s, "
-            "%(role)s, %(message)s, %(body)s, %(terms)s::tsvector, %(at)s)"
+            "body, terms, terms_version, created_at) VALUES (%(tenant)s, %(owner)s, %(session)s, "
+            "%(seq)s, %(role)s, %(message)s, %(body)s, %(terms)s::tsvector, %(version)s, %(at)s)"
         )
         with self._db.connection() as conn:
             self._db.lock_key(conn, self._lock_key(ctx), shared=True)
@@ -177,11 +204,12 @@ class PostgresSessionLogStore:
         """Add logged ``entries`` of ``ctx``'s session with their own times, in one
         transaction, skipping those already here (a move from files cut short, run again);
         how many were added."""
-        key = {**self._key(ctx), "session": session_of(ctx)}
+        key = {**self._key(ctx), "session": session_of(ctx), "version": TOKENIZER_VERSION}
         query = (
             "INSERT INTO session_log (tenant_id, owner_id, session_id, seq, role, message, "
-            "body, terms, created_at) SELECT %(tenant)s, %(owner)s, %(session)s, %(seq)s, "
-            "%(role)s, %(message)s, %(body)s, %(terms)s::tsvector, %(at)s WHERE NOT EXISTS "
+            "body, terms, terms_version, created_at) SELECT %(tenant)s, %(owner)s, %(session)s, "
+            "%(seq)s, %(role)s, %(message)s, %(body)s, %(terms)s::tsvector, %(version)s, %(at)s "
+            "WHERE NOT EXISTS "
             "(SELECT 1 FROM session_log WHERE tenant_id = %(tenant)s AND owner_id = %(owner)s "
             "AND session_id = %(session)s AND created_at = %(at)s AND message = %(message)s)"
         )

@@ -40,6 +40,7 @@ from memory_service.longterm.qdrant.layout import (
     DENSE,
     SPARSE,
     TENANT_FIELD,
+    TERMS_FIELD,
     USER_FIELD,
     check_dense_size,
 )
@@ -53,6 +54,7 @@ REPLACED_SUFFIX = ".replaced"  # the old shard between the two renames of a rewr
 
 log = logging.getLogger(__name__)
 _registry: dict[Path, EdgeEngine] = {}
+_NO_TERMS = SparseTerms((), ())
 _registry_lock = threading.Lock()
 
 
@@ -319,6 +321,27 @@ class EdgeEngine:
 
     def tenants(self) -> list[str]:
         return self._values(None, TENANT_FIELD)
+
+    def stale_terms(self, version: int, limit: int) -> list[StoredPoint]:
+        current = qe.FieldCondition(TERMS_FIELD, match=qe.MatchValue(version))
+        request = qe.ScrollRequest(
+            limit=limit, filter=qe.Filter(must_not=[current]), with_payload=True
+        )
+        with self._calls():
+            records, _ = self._shard.scroll(request)
+        return [stored_point(r, False) for r in records]
+
+    def set_terms(self, points: Sequence[StoredPoint], version: int) -> None:
+        if not points:
+            return
+        vectors = [qe.PointVectors(p.id, {SPARSE: _sparse(p.sparse or _NO_TERMS)}) for p in points]
+        with self._calls():
+            self._shard.update(qe.UpdateOperation.update_vectors(vectors))
+            ids = [p.id for p in points]
+            self._shard.update(qe.UpdateOperation.set_payload(ids, {TERMS_FIELD: version}))
+            self.commit.after_write(self._shard)
+            self.writes += 1
+            self._touched.add({owner_key_of(p.payload) for p in points})
 
     def users(self, tenant_id: str) -> list[str]:
         return self._values(tenant_id, USER_FIELD)
