@@ -1,7 +1,7 @@
 """The Python client offers every parameter the HTTP API has, under the API's names, and
 sends each one: its calls are compared with the app's OpenAPI document (``app.openapi()``),
 so a parameter added to a route and not to the client fails here, not in a user's hands
-(``search() got an unexpected keyword argument 'filter'`` was issue 34's item 7)."""
+(as ``search() got an unexpected keyword argument 'filter'`` once did)."""
 
 from __future__ import annotations
 
