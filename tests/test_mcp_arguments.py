@@ -13,6 +13,7 @@ argument is advertised and then dropped.
 from __future__ import annotations
 
 import dataclasses
+import json
 from typing import Any
 
 import anyio
@@ -187,6 +188,7 @@ def cases(ids: dict[str, str], ledger: str, cursor: str) -> dict[str, tuple[dict
         "session_search": ({"query": "Lisbon"}, {"query": "hotel", "limit": 1}),
         "session_list": ({}, {}),
         "session_get": ({"session_id": "trip"}, {"session_id": "home"}),
+        "session_end": ({"session_id": "trip"}, {"session_id": "home"}),
     }
 
 
@@ -199,10 +201,15 @@ def _differs(a: Answer, b: Answer) -> bool:
 
 
 @pytest.fixture
-def seeded(apps):
+def seeded(apps, llm_server):
     """Services with alice's facts (ids by role), sessions ``trip`` and ``home``, her ledger
-    and MEMORY.md, and a list cursor."""
-    services, client = apps("a")
+    and MEMORY.md, and a list cursor; an LLM whose flush finds nothing to keep, so
+    ``session_end`` can end a session."""
+    from tests.support.chat_script import Script
+
+    llm_server.responder = Script()
+    llm = {"base_url": llm_server.base_url, "model": "chat-model", "context_window": 8192}
+    services, client = apps("a", llm=llm)
     memory = services.longterm
 
     texts = ["Alice takes her coffee black", "Alice drinks green tea", *DELETED]
@@ -225,6 +232,16 @@ def _restore(services: Any, ids: dict[str, str]) -> None:
     assert [r.id for r in again] == [ids["delete_a"], ids["delete_b"]]
 
 
+def _restore_sessions(services: Any) -> None:
+    """Alice's sessions again (``session_end`` clears the one it ends)."""
+    from memory_service.messages import Msg
+
+    for session, said in (("trip", "Book a hotel in Lisbon"), ("home", "Water the plants")):
+        ctx = RuntimeContext("acme", "alice", session)
+        if services.shortterm.load(ctx).is_new:
+            services.shortterm.append(ctx, [Msg.user(said)], compact=False)
+
+
 def test_every_argument_of_every_tool_reaches_the_service(seeded):
     services, ids, ledger, cursor = seeded
     tools = Tools(services)
@@ -245,6 +262,8 @@ def test_every_argument_of_every_tool_reaches_the_service(seeded):
                 continue
             if name == "memory_delete":  # each call deletes: the facts are there again
                 _restore(services, ids)
+            if name == "session_end":  # each call ends a session: they are there again
+                _restore_sessions(services)
             base = dict(start)
             if isinstance(value, tuple):
                 extra, value = value
@@ -313,3 +332,24 @@ def test_a_saved_source_names_only_the_users_own_sessions(apps):
     assert not own.is_error, own
     (fact,) = services.longterm.list(ALICE).items
     assert (fact.session_id, fact.source.session_id) == ("now", "now")
+
+
+def test_session_end_flushes_then_clears_the_session(apps, llm_server):
+    from tests.support.chat_script import Script
+
+    llm = {"base_url": llm_server.base_url, "model": "chat-model", "context_window": 8192}
+    services, client = apps("end", llm=llm)
+    llm_server.responder = Script(flush="- [fact|9|user.allergy] Alice is allergic to peanuts.")
+    said = [{"role": "user", "content": "I'm allergic to peanuts."}]
+    assert append(client, "trip", said).status_code == 200
+    tools = Tools(services)
+
+    ended = tools.call("session_end", {"session_id": "trip"})
+    assert not ended.is_error, ended.text
+    body = json.loads(ended.text)
+    assert body["flush"]["status"] == "flushed" and body["state"] is True
+    assert services.shortterm.list_sessions(RuntimeContext("acme", "alice")) == []
+    [hit] = services.longterm.retrieve(RuntimeContext("acme", "alice"), "peanut allergy", 1)
+    assert hit.fact.text == "Alice is allergic to peanuts."
+    again = tools.call("session_end", {"session_id": "trip"})
+    assert again.is_error and "not_found" in again.text

@@ -149,4 +149,10 @@ def test_http_every_tool_result_passes_the_typescript_clients_schema_check(serve
     assert read.returncode == 0 and not read.result.get("isError"), read
     assert "Carol takes the night train" in read.result["content"][0]["text"]
     assert ok("memory_delete", id=fact_id) == {"deleted": 1}
+    # this server has no LLM, so ending a session with unflushed messages is the tool's error
+    # (its success shape is checked against the result model by the server, and over the SDK)
+    ended = call("session_end", session_id="trip")
+    called.add("session_end")
+    assert ended.result.get("isError"), ended
+    assert "llm_not_configured" in ended.result["content"][0]["text"]
     assert called == names

@@ -30,6 +30,7 @@ from memory_service.api.schemas.memories import (
     UpdateRequest,
 )
 from memory_service.api.schemas.sessions import (
+    SessionEnded,
     SessionList,
     SessionOut,
     SessionSearchRequest,
@@ -51,6 +52,7 @@ MEMORY_LIST = "memory_list"
 MEMORY_READ = "memory_read"
 SESSION_LIST = "session_list"
 SESSION_GET = "session_get"
+SESSION_END = "session_end"
 
 FactId = Annotated[str, Field(min_length=1, max_length=MAX_FACT_ID_CHARS, description="a fact id")]
 
@@ -210,6 +212,12 @@ def _session_get(services: Services, ctx: RuntimeContext, args: SessionGetReques
     )
 
 
+def _session_end(services: Services, ctx: RuntimeContext, args: SessionGetRequest) -> Any:
+    """As ``POST /v1/sessions/{id}/end``: flush, then clear."""
+    flush, cleared = _shortterm(services).end(replace(ctx, session_id=args.session_id))
+    return Merged(session_id=args.session_id, flush=flush, **cleared)
+
+
 TOOLS: tuple[McpTool, ...] = (
     McpTool(
         MEMORY_SEARCH,
@@ -290,6 +298,16 @@ TOOLS: tuple[McpTool, ...] = (
         SessionGetRequest,
         SessionOut,
         _session_get,
+        needs_sessions=True,
+    ),
+    McpTool(
+        SESSION_END,
+        "End one of the user's sessions: what it has not yet flushed is extracted into "
+        "long-term memory (this needs the service's LLM), then the session is cleared.",
+        SessionGetRequest,
+        SessionEnded,
+        _session_end,
+        read_only=False,
         needs_sessions=True,
     ),
 )
