@@ -19,6 +19,7 @@ from memory_service.agent_state import AgentState, PlanItem
 from memory_service.config import load_settings
 from memory_service.context import RuntimeContext
 from memory_service.errors import (
+    BackendUnavailableError,
     ConfigurationError,
     ConflictError,
     MemoryServiceError,
@@ -431,5 +432,72 @@ def test_redis_expires_a_state_itself_after_the_ttl_and_a_grace(redis_prefix):
         remaining_ms = client.pttl(f"{redis_prefix}:state:acme:alice:s1")
         client.close()
         assert timedelta(hours=24) < timedelta(milliseconds=remaining_ms) <= timedelta(hours=25)
+    finally:
+        store.close()
+
+
+def test_a_negative_ttl_or_an_unknown_backend_is_refused_at_start(tmp_path):
+    with pytest.raises(ConfigurationError, match="MEMORY_SHORTTERM__TTL_HOURS"):
+        load_settings(workspace=tmp_path, shortterm={"ttl_hours": -1})
+    with pytest.raises(ConfigurationError, match="MEMORY_SHORTTERM__BACKEND"):
+        load_settings(workspace=tmp_path, shortterm={"backend": "mongodb"})
+
+
+class _Proxy:
+    """A TCP relay to the test Redis that can be cut: a connection lost mid-service."""
+
+    def __init__(self) -> None:
+        import socket
+        import threading
+
+        self._socket = socket
+        self.listener = socket.create_server(("127.0.0.1", 0))
+        self.port = self.listener.getsockname()[1]
+        self.open: list = []
+        threading.Thread(target=self._accept, daemon=True).start()
+
+    def _accept(self) -> None:
+        import threading
+
+        while True:
+            try:
+                client, _ = self.listener.accept()
+            except OSError:
+                return
+            upstream = self._socket.create_connection(("127.0.0.1", 6379))
+            self.open += [client, upstream]
+            for a, b in ((client, upstream), (upstream, client)):
+                threading.Thread(target=self._pipe, args=(a, b), daemon=True).start()
+
+    @staticmethod
+    def _pipe(a, b) -> None:
+        try:
+            while data := a.recv(65536):
+                b.sendall(data)
+        except OSError:
+            pass
+
+    def cut(self) -> None:
+        self.listener.shutdown(self._socket.SHUT_RDWR)  # wakes accept(); no new connection
+        self.listener.close()
+        for conn in self.open:
+            try:
+                conn.shutdown(self._socket.SHUT_RDWR)
+                conn.close()
+            except OSError:
+                pass
+
+
+def test_a_lost_redis_connection_is_a_503_not_a_crash(redis_prefix):
+    proxy = _Proxy()
+    store = RedisAgentStateStore(
+        f"redis://127.0.0.1:{proxy.port}/0", key_prefix=redis_prefix, timeout_s=1
+    )
+    try:
+        ctx = RuntimeContext("acme", "alice", "s1")
+        store.save(AgentState(session_id="s1"), ctx)
+        proxy.cut()
+        with pytest.raises(BackendUnavailableError, match="Redis"):
+            store.load(ctx)
     finally:
         store.close()
