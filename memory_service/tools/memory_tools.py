@@ -474,14 +474,8 @@ class MemoryTools:
         more = len(plan) - len(chosen)
         if more:
             lines.append(f"({more} more: prune again after this)")
-        listing = "\n".join(lines)
-        if args.dry_run:
-            return (
-                f"Would prune {len(plan)} facts (dry run: nothing deleted; call again with "
-                f"dry_run=false to delete them):\n{listing}"
-            )
-        deleted = maintenance.prune(ctx, [f.id for f, _ in chosen if f.id])
-        return f"Pruned {deleted} facts:\n{listing}"
+        ids = [f.id for f, _ in chosen if f.id]
+        return _pruned(ctx, maintenance, ids, len(plan), lines, dry_run=args.dry_run)
 
     def _prune_named(
         self, ctx: RuntimeContext, maintenance: MemoryMaintenance, args: MemoryPruneArgs
@@ -494,14 +488,26 @@ class MemoryTools:
         lines = [f"- {f.text} (id={f.id}, importance={f.importance})" for f in found.values()]
         if unknown:
             lines.append(f"(not found: {', '.join(unknown)})")
-        listing = "\n".join(lines)
-        if args.dry_run:
-            return (
-                f"Would prune {len(found)} facts (dry run: nothing deleted; call again with "
-                f"dry_run=false to delete them):\n{listing}"
-            )
-        deleted = maintenance.prune(ctx, list(found))
-        return f"Pruned {deleted} facts:\n{listing}"
+        return _pruned(ctx, maintenance, list(found), len(found), lines, dry_run=args.dry_run)
+
+
+def _pruned(
+    ctx: RuntimeContext,
+    maintenance: MemoryMaintenance,
+    ids: list[str],
+    count: int,
+    lines: list[str],
+    *,
+    dry_run: bool,
+) -> str:
+    """memory_prune's answer: the listing as a dry run, or the facts ``ids`` deleted."""
+    listing = "\n".join(lines)
+    if dry_run:
+        return (
+            f"Would prune {count} facts (dry run: nothing deleted; call again with "
+            f"dry_run=false to delete them):\n{listing}"
+        )
+    return f"Pruned {maintenance.prune(ctx, ids)} facts:\n{listing}"
 
 
 def similar_keys(a: str, b: str) -> bool:
