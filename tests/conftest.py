@@ -14,6 +14,7 @@ runs ``-m "not postgres and not redis and not subprocess and not slow and not qd
 from __future__ import annotations
 
 import os
+import tempfile
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -23,6 +24,23 @@ import pytest
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+
+
+def _temp_root() -> str | None:
+    """Where every test's ``tmp_path`` (and ``tempfile``'s folders) go: a RAM disk where the
+    machine has one. Creating a Qdrant Edge shard msyncs and fsyncs some 160 files; with
+    ``tmp_path`` on the disk the 103 Edge contract tests took 39.7 s, on ``/dev/shm`` 11.3 s
+    (one process, same machine, minutes apart). ``MEMORY_TEST_TMPDIR`` names another folder;
+    an empty value keeps the system's default."""
+    chosen = os.environ.get("MEMORY_TEST_TMPDIR")
+    if chosen is not None:
+        return chosen or None
+    ram_disk = Path("/dev/shm")
+    return str(ram_disk) if ram_disk.is_dir() and os.access(ram_disk, os.W_OK) else None
+
+
+# Read lazily by pytest's tmp_path factory (and by xdist when it gives each worker its folder).
+tempfile.tempdir = _temp_root()
 
 from indexing.embeddings import CachedEmbedder, Embedder, SentenceTransformerEmbedder  # noqa: E402
 from memory_service.longterm.files.backend import FileSystemLongTermMemory  # noqa: E402
