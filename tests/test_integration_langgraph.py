@@ -79,6 +79,7 @@ def test_search_reads_a_prefix_of_one_users_namespaces(langgraph_stores):
     assert keys(("notes", "alice")) == ["d"]
     assert keys(("memories", "bob")) == ["e"]
     assert keys(("memories", "carol")) == []
+    assert keys(("memories", "alice", "work"), query="one") == ["b", "c"]  # not a, nor d
     work = store.search(("memories", "alice", "work", "old"))[0]
     assert work.namespace == ("memories", "alice", "work", "old") and work.score is None
 

@@ -94,7 +94,7 @@ class LocalFacts:
             query,
             top_k=top_k,
             threshold=MIN_THRESHOLD,
-            filter=FactFilter(tags_all=tuple(tags_all)),
+            filter=FactFilter(tags_all=tuple(tags_all)) if tags_all else None,
             scopes=("user",),
         )
         return [(hit.fact, hit.score) for hit in hits]
@@ -158,7 +158,7 @@ class ClientFacts:
             query,
             top_k=top_k,
             threshold=MIN_THRESHOLD,
-            filter={"tags_all": list(tags_all)},
+            filter={"tags_all": list(tags_all)} if tags_all else None,
             scopes=["user"],
         )
         return [(_fact(hit), hit.score) for hit in found.hits]
