@@ -14,7 +14,7 @@ $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
 	$(BIN)/python -m pip install --quiet torch==2.13.0
-	$(BIN)/python -m pip install --quiet -e '.[dev,plot,openai-agents]'
+	$(BIN)/python -m pip install --quiet -e '.[dev,plot,openai-agents,langgraph]'
 	touch $(STAMP)
 
 install: $(STAMP)

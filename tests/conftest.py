@@ -275,3 +275,37 @@ def apps(tmp_path, embedder, monkeypatch):
     for services, client in opened:
         client.__exit__(None, None, None)
         services.close()
+
+
+@pytest.fixture(
+    params=[
+        ("files", "in-process"),
+        ("files", "http"),
+        ("qdrant-edge", "in-process"),
+        ("qdrant-edge", "http"),
+    ],
+    ids=lambda p: "-".join(p),
+)
+def langgraph_stores(request, tmp_path, embedder, monkeypatch):
+    """Makes LangGraph stores (``integrations.langgraph``) for a tenant on one set of real
+    services (files or Qdrant Edge), in-process or over HTTP through the shipped client on
+    FastAPI's TestClient: ``langgraph_stores("acme")``; ``.services`` and ``.http`` beside."""
+    from memory_service.client.sync_client import MemoryClient
+    from memory_service.integrations.langgraph import MemoryServiceStore
+    from tests.support.api import ACME_KEY, GLOBEX_KEY
+
+    backend, transport = request.param
+    longterm = {"backend": "qdrant"} if backend == "qdrant-edge" else {}
+    services, test_client = make_client(tmp_path, embedder, monkeypatch, longterm=longterm)
+    keys = {"acme": ACME_KEY, "globex": GLOBEX_KEY}
+
+    def make(tenant: str = "acme", **options):
+        if transport == "in-process":
+            return MemoryServiceStore.in_process(services.longterm, tenant, **options)
+        client = MemoryClient("http://testserver", keys[tenant], http_client=test_client)
+        return MemoryServiceStore.over_http(client, **options)
+
+    make.services, make.http, make.transport = services, test_client, transport
+    with test_client:
+        yield make
+    services.close()
