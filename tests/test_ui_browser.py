@@ -22,6 +22,7 @@ from tests.support.browser import screenshot
 WAIT_S = 20
 XSS_IMG = '"><img src=x onerror="window.__pwned = 1">'
 XSS_SCRIPT = "<script>window.__pwned = 2</script>"
+BIG_TOOL_RESULT = "Lisbon forecast: sunny\n" * 1500  # over the 20,000 characters kept inline
 
 
 def api(url: str, key: str = ACME_KEY) -> httpx.Client:
@@ -32,9 +33,14 @@ def seed(url: str) -> dict[str, str]:
     """Alice's session and facts (one with its provenance), and another tenant's user."""
     with api(url) as client:
         said = "I moved to Lisbon last spring and I walk my dog Pixel every morning"
+        call = {"id": "c1", "type": "function", "function": {"name": "weather", "arguments": "{}"}}
+        messages = [
+            {"role": "user", "content": said},
+            {"role": "assistant", "content": None, "tool_calls": [call]},
+            {"role": "tool", "tool_call_id": "c1", "content": BIG_TOOL_RESULT},
+        ]
         client.post(
-            "/v1/sessions/s1/messages",
-            json={"user_id": "alice", "messages": [{"role": "user", "content": said}]},
+            "/v1/sessions/s1/messages", json={"user_id": "alice", "messages": messages}
         ).raise_for_status()
         facts = [
             {
@@ -155,6 +161,12 @@ def test_a_users_facts_with_provenance_and_only_its_own_tenant(browser, ui_app):
     link.click()
     wait(browser, lambda d: "Session s1" in d.find_element(By.ID, "session-detail").text)
     assert "I walk my dog Pixel" in browser.find_element(By.ID, "session-detail").text
+    assert "calls weather({})" in browser.find_element(By.ID, "session-detail").text
+    # the big tool result was evicted from the session: the page reads it back
+    evicted = browser.find_element(By.CSS_SELECTOR, "#session-detail .message.role-tool button")
+    evicted.click()
+    shown = wait(browser, lambda d: d.find_elements(By.CSS_SELECTOR, "pre.evicted:not([hidden])"))
+    assert shown[0].get_attribute("textContent") == BIG_TOOL_RESULT
     screenshot(browser, "session")
 
 

@@ -72,8 +72,15 @@ def live_app(app: Any) -> Iterator[str]:
 
 
 def screenshot(driver: Any, name: str) -> Path:
-    """The page as it looks now, kept as a test artifact."""
+    """The whole page as it looks now (the window stretched to its height, then put back),
+    kept as a test artifact."""
     SCREENSHOTS.mkdir(parents=True, exist_ok=True)
     path = SCREENSHOTS / f"{name}.png"
-    driver.save_screenshot(str(path))
+    size = driver.get_window_size()
+    height = driver.execute_script("return document.documentElement.scrollHeight")
+    driver.set_window_size(size["width"], min(max(size["height"], height + 150), 4000))
+    try:
+        driver.save_screenshot(str(path))
+    finally:
+        driver.set_window_size(size["width"], size["height"])
     return path

@@ -727,7 +727,7 @@
     const top = Math.max(...days.map(total));
     const [w, h, left, bottom, pad] = [Math.max(320, days.length * 14 + 60), 200, 40, 40, 10];
     const bar = (w - left - pad) / days.length;
-    const plot = svg("svg", { viewBox: `0 0 ${w} ${h}`, role: "img", "aria-labelledby": "chart-title", class: "bars" },
+    const plot = svg("svg", { viewBox: `0 0 ${w} ${h}`, width: w, height: h, role: "img", "aria-labelledby": "chart-title", class: "bars" },
       svg("title", { id: "chart-title", text: `Facts recorded per day by kind: ${facts.length} facts over ${days.length} days, at most ${top} in one day` }));
     const y = (n) => h - bottom - (n / top) * (h - bottom - pad);
     plot.append(svg("line", { x1: left, y1: y(0), x2: w - pad, y2: y(0), stroke: "#555" }),
