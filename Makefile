@@ -17,7 +17,19 @@ $(STAMP): pyproject.toml
 	$(BIN)/python -m pip install --quiet -e '.[dev,plot,openai-agents,langgraph]'
 	touch $(STAMP)
 
-install: $(STAMP)
+# The inspector's browser tests drive Debian's Chromium through its chromedriver (Selenium
+# downloads nothing): installed here when missing and we are root, as on CI.
+CHROMIUM := /usr/bin/chromium
+CHROMEDRIVER := /usr/bin/chromedriver
+
+$(CHROMIUM) $(CHROMEDRIVER):
+	@if [ "$$(id -u)" = 0 ]; then \
+		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium chromium-driver; \
+	else \
+		echo "$@ is missing: run 'sudo apt-get install -y chromium chromium-driver' (the browser tests fail without it)"; \
+	fi
+
+install: $(STAMP) $(CHROMIUM) $(CHROMEDRIVER)
 
 # Two workers (pytest-xdist), each with its own PostgreSQL database (tests/support/postgres.py);
 # the slowest 15 tests are listed at the end (pyproject addopts).
@@ -30,10 +42,10 @@ test: install
 	$(PYTEST)
 
 # The developer's loop: no PostgreSQL or Redis, no serve or CLI processes, none of the slow randomised
-# checks, files and Qdrant Edge but not qdrant-client's local mode (the markers are set in
-# tests/conftest.py from the fixtures and backends a test uses).
+# checks, no browser, files and Qdrant Edge but not qdrant-client's local mode (the markers are
+# set in tests/conftest.py from the fixtures and backends a test uses).
 test-fast: install
-	$(PYTEST) -m "not postgres and not redis and not subprocess and not slow and not qdrant_client"
+	$(PYTEST) -m "not postgres and not redis and not subprocess and not slow and not qdrant_client and not browser"
 
 serve: install
 	$(BIN)/memory-service serve

@@ -7,7 +7,8 @@ and the HTTP API on real services. Helpers that are not fixtures live in ``tests
 Tiers: every test is marked by what it needs, from the fixtures it uses (``FIXTURE_MARKS``)
 or by an explicit mark where it starts a process or connects to PostgreSQL by itself.
 The backend a test is parametrised over marks it too (``BACKEND_MARKS``). ``make test-fast``
-runs ``-m "not postgres and not redis and not subprocess and not slow and not qdrant_client"``;
+runs ``-m "not postgres and not redis and not subprocess and not slow and not qdrant_client and
+not browser"``;
 ``make test`` runs all of them.
 """
 
@@ -67,6 +68,7 @@ FIXTURE_MARKS = {
     "server_process": "subprocess",
     "torch_embedder": "slow",  # importing torch and loading the model: 5-8 s per process
     "inspector": "subprocess",
+    "browser": "browser",
 }
 # A test run over this long-term backend gets the mark: qdrant-client's local mode, the
 # server's stand-in, is pure Python and costs ~3x Qdrant Edge per test (``make test`` only).
@@ -309,3 +311,28 @@ def langgraph_stores(request, tmp_path, embedder, monkeypatch):
     with test_client:
         yield make
     services.close()
+
+
+@pytest.fixture(scope="session")
+def browser():
+    """Headless Chromium (Debian's, under Selenium), one per process; each test opens its
+    own page. Fails, never skips, when the browser is not installed."""
+    from tests.support.browser import open_chromium
+
+    driver = open_chromium()
+    yield driver
+    driver.quit()
+
+
+@pytest.fixture
+def ui_app(tmp_path, embedder, monkeypatch):
+    """Real services (files backend) with ``tests.support.api.KEYS``, served over a loopback
+    port by uvicorn in a thread: ``(services, base_url)`` for a browser to open."""
+    from tests.support.browser import live_app
+
+    services, client = make_client(tmp_path, embedder, monkeypatch)
+    try:
+        with live_app(client.app) as url:
+            yield services, url
+    finally:
+        services.close()

@@ -57,7 +57,7 @@ SAMPLES: dict[str, Any] = {
     "force": True,
     "lines": [{"text": "x"}],
 }
-SCALAR_SCOPE = {"get", "delete"}  # one scope addresses one fact; a listing takes several
+SCALAR_SCOPE = {"get", "delete", "read_memory_md"}  # one scope: one fact, one document
 
 
 def _sample(builder: str, name: str) -> Any:

@@ -84,6 +84,7 @@ def test_serve_prints_one_line_with_absolute_paths_as_the_readme_shows(tmp_path)
     keys_file = (tmp_path / "data" / "api-keys.json").resolve()
     assert f"API keys: {keys_file}, new development key for tenant 'default'" in banner
     assert f"docs: http://127.0.0.1:{port}/docs" in banner
+    assert f"inspector: http://127.0.0.1:{port}/ui" in banner
     assert _shape(banner) == _shape(_readme_banner()), (banner, _readme_banner())
     others = [line for line in rest.splitlines() if not _is_access_line(line)]
     assert others == [], others  # one line, then one access-log line per request

@@ -16,6 +16,7 @@ from memory_service.api.openapi import document_errors
 from memory_service.api.routes import (
     chat,
     maintenance,
+    me,
     memories,
     sessions,
     transfer,
@@ -24,6 +25,7 @@ from memory_service.api.routes import (
 )
 from memory_service.api.routes.metrics import metrics_router
 from memory_service.api.schemas.common import Health
+from memory_service.api.ui import install_ui
 from memory_service.config.settings import ObservabilitySettings
 from memory_service.services.container import Services
 from memory_service.services.work import build_maintenance
@@ -36,6 +38,7 @@ ROUTERS = [
     usage.router,
     transfer.router,
     users.router,
+    me.router,
 ]
 
 
@@ -84,5 +87,6 @@ def create_app(
     if app.state.metrics is not None:
         app.include_router(metrics_router(require_key=observability.metrics_require_key))
     install_docs(app)
+    install_ui(app)
     document_errors(app)
     return app

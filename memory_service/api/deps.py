@@ -13,7 +13,7 @@ from memory_service.api.keys import ApiKeyRing, Principal
 from memory_service.context import RuntimeContext
 from memory_service.longterm.protocol import LongTermMemory
 from memory_service.observe.tracing import current_ids
-from memory_service.replicas.api_keys import SHARED_MEMORY_ROLES
+from memory_service.replicas.api_keys import ROLES, SHARED_MEMORY_ROLES
 from memory_service.services.container import Services
 
 _bearer = HTTPBearer(auto_error=False, description="API key as a bearer token")
@@ -40,8 +40,28 @@ def get_principal(
     return principal
 
 
+ADMIN_ROLE = "admin"
+# What only an admin key may do; what any key may do to its tenant's users' own memory.
+ADMIN_ACTIONS: tuple[str, ...] = ("erase_users", "import", "run_maintenance")
+MEMBER_ACTIONS: tuple[str, ...] = ("read", "write_memory")
+
+
+def role_actions(role: str) -> list[str]:
+    """What a key of ``role`` may do, from the rules the routes' checks apply
+    (``require_admin``, ``require_scope_writer``), for a page that shows only those
+    controls (``GET /v1/me``). A role this service does not know may do nothing."""
+    if role not in ROLES:
+        return []
+    actions = list(MEMBER_ACTIONS)
+    if role in SHARED_MEMORY_ROLES:
+        actions.append("write_shared_memory")
+    if role == ADMIN_ROLE:
+        actions.extend(ADMIN_ACTIONS)
+    return actions
+
+
 def require_admin(principal: Annotated[Principal, Depends(get_principal)]) -> Principal:
-    if principal.role != "admin":
+    if principal.role != ADMIN_ROLE:
         raise ApiError(403, "forbidden", "this operation needs an admin key")
     return principal
 

@@ -17,6 +17,7 @@ from pydantic import BaseModel
 from memory_service.api.schemas.chat import ChatRequest, ChatResponse
 from memory_service.api.schemas.common import Health
 from memory_service.api.schemas.maintenance import MaintenanceRequest, MaintenanceRun
+from memory_service.api.schemas.me import WhoAmI
 from memory_service.api.schemas.memories import (
     DeleteReceipt,
     FactIn,
@@ -46,7 +47,7 @@ from memory_service.api.schemas.sessions import (
 )
 from memory_service.api.schemas.transfer import ImportSummary
 from memory_service.api.schemas.usage import UsageReport
-from memory_service.api.schemas.users import EraseReceiptOut
+from memory_service.api.schemas.users import EraseReceiptOut, MemoryDocOut, UserList
 from memory_service.config.retrieval import Mode
 from memory_service.context import Scope
 from memory_service.facts import FactKind
@@ -298,6 +299,28 @@ def forget(user_id: str) -> Call[DeleteReceipt]:
 def erase_user(user_id: str) -> Call[EraseReceiptOut]:
     """Everything the service keeps of the user, gone (admin key); the receipt."""
     return Call("DELETE", f"/v1/users/{_segment(user_id)}", _reads(EraseReceiptOut))
+
+
+@operation("GET", "/v1/users")
+def list_users() -> Call[UserList]:
+    """The tenant's users with their fact counts, its agents with shared memory, and the
+    tenant's own shared facts."""
+    return Call("GET", "/v1/users", _reads(UserList))
+
+
+@operation("GET", "/v1/users/{user_id}/memory-md")
+def read_memory_md(
+    user_id: str, *, agent_id: str | None = None, scope: Scope | None = None
+) -> Call[MemoryDocOut]:
+    """The user's consolidated MEMORY.md (or the agent's or tenant's, with ``scope``)."""
+    path = f"/v1/users/{_segment(user_id)}/memory-md"
+    return Call("GET", path, _reads(MemoryDocOut), params=_query(agent_id=agent_id, scope=scope))
+
+
+@operation("GET", "/v1/me")
+def me() -> Call[WhoAmI]:
+    """Who the key is: tenant, role, fingerprint, and what its role may do."""
+    return Call("GET", "/v1/me", _reads(WhoAmI))
 
 
 # -- sessions ---------------------------------------------------------------------------------

@@ -137,4 +137,5 @@ def banner(url: str, storage: str, keys: KeySource) -> str:
             f"{keys.where}, new development key for tenant 'default': {keys.created_dev_key} "
             "(role admin)"
         )
-    return f"memory-service listening on {url} (docs: {url}/docs) | {storage} | API keys: {origin}"
+    pages = f"docs: {url}/docs, inspector: {url}/ui"
+    return f"memory-service listening on {url} ({pages}) | {storage} | API keys: {origin}"

@@ -49,12 +49,20 @@ def known_users(
     for store in stores:
         all_tenants |= set(store.tenants())
     for tenant in sorted(all_tenants):
-        users = set(id_folders(where.users_dir(tenant)))
-        for store in stores:
-            users |= set(store.users(tenant))
-        for user in sorted(users):
-            yield RuntimeContext(tenant, user)
-        yield from shared_scopes(where, longterm, tenant)
+        yield from tenant_owners(where, longterm, tenant, stores)
+
+
+def tenant_owners(
+    where: WorkspacePaths, longterm: object, tenant: str, stores: Iterable[ListsUsers]
+) -> Iterator[RuntimeContext]:
+    """One tenant's users (a folder in the workspace, or data in one of ``stores``), in
+    order, then its shared scopes that hold something."""
+    users = set(id_folders(where.users_dir(tenant)))
+    for store in stores:
+        users |= set(store.users(tenant))
+    for user in sorted(users):
+        yield RuntimeContext(tenant, user)
+    yield from shared_scopes(where, longterm, tenant)
 
 
 def shared_scopes(where: WorkspacePaths, longterm: object, tenant: str) -> Iterator[RuntimeContext]:

@@ -10,8 +10,10 @@ from typing import Protocol, runtime_checkable
 from memory_service.context import RuntimeContext
 
 
+@runtime_checkable
 class UserData(Protocol):
-    """A store that keeps data of users: it counts and erases one user's, under its own lock."""
+    """A store that keeps data of users: it counts and erases one user's, under its own lock
+    (the long-term backends too: the inspector's fact counts)."""
 
     def count_user(self, ctx: RuntimeContext) -> int: ...
 

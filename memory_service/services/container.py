@@ -15,10 +15,11 @@ from memory_service.longterm.protocol import LongTermMemory
 from memory_service.observe.telemetry import TimedEmbedder
 from memory_service.paths import WorkspacePaths
 from memory_service.pipeline.flush import MemoryFlushManager
-from memory_service.pipeline.scheduler import known_users
+from memory_service.pipeline.scheduler import known_users, tenant_owners
 from memory_service.replicas.database import Database
 from memory_service.replicas.memory_docs import MemoryDocs
 from memory_service.replicas.stores import ReplicaStores, open_database
+from memory_service.replicas.user_data import ListsUsers
 from memory_service.services.stores import build_embedder, build_longterm, build_shortterm
 from memory_service.shortterm.session import ShortTermMemory
 
@@ -67,6 +68,14 @@ class Services:
         """Users and shared scopes to maintain, wherever they are known (``known_users``)."""
         sources = self.state.user_sources(self.shortterm and self.shortterm.store)
         return known_users(self.settings.workspace, self.longterm, tenants, state=sources)
+
+    def tenant_owners(self, tenant_id: str) -> list[RuntimeContext]:
+        """One tenant's users and shared scopes, wherever they are known (the inspector's
+        list of users): ``known_users``' rule for that tenant alone."""
+        sources = self.state.user_sources(self.shortterm and self.shortterm.store)
+        stores = [*sources, *([self.longterm] if isinstance(self.longterm, ListsUsers) else [])]
+        where = WorkspacePaths(self.settings.workspace)
+        return list(tenant_owners(where, self.longterm, tenant_id, stores))
 
     def close(self) -> None:
         self.longterm.close()

@@ -33,3 +33,31 @@ class EraseReceiptOut(Out):  # a pipeline.erasure.EraseReceipt
     left_behind: Annotated[
         int, Field(description="files in the user's folder that no store claims (kept, logged)")
     ]
+
+
+class UserOut(Out):
+    user_id: str
+    facts: Annotated[int, Field(description="facts stored (superseded and expired included)")]
+
+
+class AgentOut(Out):
+    agent_id: str
+    facts: Annotated[int, Field(description="facts in the agent's shared memory")]
+
+
+class UserList(Out):
+    """The tenant's users (a user with sessions only has 0 facts), the agents with shared
+    memory, and the count of the tenant's own shared facts."""
+
+    users: list[UserOut]
+    agents: list[AgentOut]
+    tenant_facts: int
+
+
+class MemoryDocOut(Out):
+    """A scope owner's consolidated MEMORY.md ('' when there is none) and its snapshots'
+    names, oldest first."""
+
+    name: str
+    text: str
+    snapshots: list[str]
