@@ -18,7 +18,8 @@ $(STAMP): pyproject.toml
 	touch $(STAMP)
 
 # The inspector's browser tests drive Debian's Chromium through its chromedriver (Selenium
-# downloads nothing): installed here when missing and we are root, as on CI.
+# downloads nothing): installed by `make test` when missing and we are root, as on CI. Only
+# the tests need it: `make serve` and `make test-fast` do not install a browser.
 CHROMIUM := /usr/bin/chromium
 CHROMEDRIVER := /usr/bin/chromedriver
 
@@ -29,7 +30,7 @@ $(CHROMIUM) $(CHROMEDRIVER):
 		echo "$@ is missing: run 'sudo apt-get install -y chromium chromium-driver' (the browser tests fail without it)"; \
 	fi
 
-install: $(STAMP) $(CHROMIUM) $(CHROMEDRIVER)
+install: $(STAMP)
 
 # Two workers (pytest-xdist), each with its own PostgreSQL database (tests/support/postgres.py);
 # the slowest 15 tests are listed at the end (pyproject addopts).
@@ -37,7 +38,7 @@ PYTEST := $(BIN)/python -m pytest -q -n 2
 
 # The layer contracts first (pyproject.toml [tool.importlinter]): an upward import fails CI.
 # Every test: PostgreSQL on 127.0.0.1:5432 (MEMORY_TEST_POSTGRES_DSN), serve processes, all.
-test: install
+test: install $(CHROMIUM) $(CHROMEDRIVER)
 	$(BIN)/lint-imports --no-cache
 	$(PYTEST)
 
