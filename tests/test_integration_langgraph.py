@@ -144,20 +144,29 @@ def test_a_query_is_the_hybrid_recall_with_its_score(langgraph_stores):
     assert store.search(titled, query="bread baking")[0].key == "d1"
 
 
+def _expiry(langgraph_stores, key: str):
+    """The stored expiry of the item ``key`` of ``NS`` (what the adapter set from its ttl)."""
+    ctx = RuntimeContext(tenant_id="acme", user_id="alice")
+    page = langgraph_stores.services.longterm.list(ctx, limit=100)
+    (fact,) = [f for f in page.items if f.key is not None and f.key.endswith(f'"{key}"]')]
+    return fact.expires_at
+
+
 def test_ttl_hides_an_item_and_refresh_ttl_keeps_it(langgraph_stores):
     store = langgraph_stores()
-    store.put(NS, "short", {"text": "gone soon"}, ttl=0.5 / 60)  # half a second
-    store.put(NS, "kept", {"text": "read often"}, ttl=1.5 / 60)
+    store.put(NS, "short", {"text": "gone soon"}, ttl=0.3 / 60)  # 0.3 s
+    store.put(NS, "kept", {"text": "read often"}, ttl=10)
     store.put(NS, "forever", {"text": "no ttl"})
     assert store.get(NS, "short") is not None
-    for _ in range(4):  # each read moves the expiry on by the item's ttl
-        time.sleep(0.5)
-        assert store.get(NS, "kept") is not None
-    assert store.get(NS, "short") is None
+    assert _expiry(langgraph_stores, "forever") is None
+    set_at = _expiry(langgraph_stores, "kept")
+    assert store.get(NS, "kept", refresh_ttl=False) is not None
+    assert _expiry(langgraph_stores, "kept") == set_at  # read without a refresh: unmoved
+    time.sleep(0.35)
+    assert store.get(NS, "short") is None  # and its read refreshed nothing
+    assert store.get(NS, "kept") is not None
+    assert _expiry(langgraph_stores, "kept") > set_at  # each read moves it on by the ttl
     assert sorted(i.key for i in store.search(NS)) == ["forever", "kept"]
-    time.sleep(1.6)
-    assert store.get(NS, "kept", refresh_ttl=False) is None
-    assert [i.key for i in store.search(NS)] == ["forever"]
 
 
 def test_list_namespaces_matches_prefix_suffix_wildcards_and_depth(langgraph_stores):
