@@ -16,7 +16,8 @@ from memory_service.api import create_app
 from memory_service.api.keys import ApiKeyRing
 from memory_service.config import load_settings
 from memory_service.context import RuntimeContext
-from memory_service.facts import Fact
+from memory_service.errors import ConfigurationError
+from memory_service.facts import Fact, utcnow
 from memory_service.messages import Msg
 from memory_service.paths import OwnerPaths
 from memory_service.pipeline.flush import MemoryFlushManager
@@ -287,6 +288,61 @@ def test_a_session_whose_expiry_flush_fails_is_kept(build, llm_server):
 
 def test_session_states_expire_after_a_day_by_default(build):
     assert build().shortterm.store.ttl == timedelta(hours=24)
+
+
+# -- the long-term lifecycle ----------------------------------------------------------------
+
+SISTER = "The user's sister is called Ines"
+GYM = "The user's gym pass ran out this morning"
+
+
+def _an_old_fact_and_an_expired_one(services) -> None:
+    """A fact of the default importance (5) recorded 40 days ago, and one whose own
+    ``expires_at`` has passed."""
+    now = utcnow()
+    services.longterm.record(
+        ALICE,
+        [
+            Fact(text=SISTER, created_at=now - timedelta(days=40)),
+            Fact(
+                text=GYM, created_at=now - timedelta(days=40), expires_at=now - timedelta(hours=1)
+            ),
+        ],
+    )
+
+
+def _visible(services) -> tuple[list[str], list[str]]:
+    hits = services.longterm.retrieve(ALICE, "the user's sister and gym pass", 5, -1.0)
+    return [h.fact.text for h in hits], [f.text for f in services.longterm.list(ALICE).items]
+
+
+@pytest.mark.parametrize("backend", ["files", "qdrant"])
+def test_long_term_facts_are_kept_until_deleted_by_default(build, backend):
+    services = build(longterm={"backend": backend})
+    _an_old_fact_and_an_expired_one(services)
+    assert _visible(services) == ([SISTER], [SISTER])  # the gym pass: its own expires_at
+    report = build_maintenance(services).run_user(ALICE, force=True)
+    assert report.status == "ran" and report.counts["expired"] == 1
+    stored = services.longterm.list(ALICE, include_inactive=True).items
+    assert [f.text for f in stored] == [SISTER]
+    assert _visible(services) == ([SISTER], [SISTER])
+
+
+@pytest.mark.parametrize("backend", ["files", "qdrant"])
+def test_expiry_by_importance_is_a_setting(build, backend):
+    services = build(longterm={"backend": backend, "expire_by_importance": True})
+    _an_old_fact_and_an_expired_one(services)
+    assert _visible(services) == ([], [])  # importance 5: 30 days
+    report = build_maintenance(services).run_user(ALICE, force=True)
+    assert report.status == "ran" and report.counts["expired"] == 2
+    assert services.longterm.list(ALICE, include_inactive=True).items == []
+
+
+def test_a_bad_expiry_setting_stops_the_start_naming_the_variable(monkeypatch):
+    monkeypatch.delenv("MEMORY_CONFIG", raising=False)
+    monkeypatch.setenv("MEMORY_LONGTERM__EXPIRE_BY_IMPORTANCE", "sometimes")
+    with pytest.raises(ConfigurationError, match="MEMORY_LONGTERM__EXPIRE_BY_IMPORTANCE"):
+        load_settings()
 
 
 # -- flush before compaction, switchable ---------------------------------------------------
