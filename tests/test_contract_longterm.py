@@ -111,6 +111,18 @@ def test_threshold_bounds_the_dense_cosine(memory):
     assert texts(bounded) == [loose[0].fact.text]
 
 
+def test_hybrid_answers_nothing_when_no_memory_reaches_the_threshold(memory):
+    """A shared word is no evidence: under the threshold, the BM25 match alone is not returned."""
+    memory.record(ALICE, [Fact("Alice's cat is named Biscuit"), Fact("Alice plays the cello")])
+    query = "biscuit recipe with butter and flour"
+    assert texts(memory.retrieve(ALICE, query, 5, mode="bm25")) == ["Alice's cat is named Biscuit"]
+    closest = memory.retrieve(ALICE, query, 5, threshold=-1.0, mode="dense")[0].score
+    assert memory.retrieve(ALICE, query, 5, threshold=closest + 1e-3) == []
+    reached = memory.retrieve(ALICE, query, 5, threshold=closest - 1e-3)
+    assert "Alice's cat is named Biscuit" in texts(reached)
+    assert all(r.scores.get("dense", 1.0) >= closest - 1e-3 for r in reached)
+
+
 def test_list_pages_through_everything_once(memory):
     memory.record(ALICE, [Fact(f"Alice fact number {i}") for i in range(23)])
     seen, cursor, pages = [], None, 0

@@ -143,6 +143,49 @@ def test_unused_relevance_slots_pass_to_the_importance_fallback(build):
     assert [r.text for r in prompt.recalled] == [f.text for f in others[:3]]
 
 
+# -- the recall threshold ----------------------------------------------------------------------
+
+HOBBIES = [
+    "The user plays the cello in a string quartet.",
+    "The user grows tomatoes on the balcony.",
+    "The user runs 10 km every Saturday morning.",
+    "The user collects vintage fountain pens.",
+    "The user is learning Portuguese for a trip to Lisbon.",
+    "The user bakes sourdough bread on Sundays.",
+    "The user watches Formula 1 races with their brother.",
+    "The user keeps bees in the garden.",
+]
+
+
+def _recalled(services, message: str) -> list[tuple[str, str]]:
+    services.longterm.record(ALICE, [Fact(text=t) for t in HOBBIES])  # importance 5 each
+    return [(r.via, r.text) for r in build_harness(services).recall(ALICE, message)]
+
+
+def test_a_message_about_nothing_remembered_injects_no_memory_by_relevance(build):
+    recalled = _recalled(build(), "How do I convert a PDF to a Word document?")
+    assert [via for via, _ in recalled] == ["importance"] * 5  # the fallback's own five
+
+
+def test_a_message_about_a_memory_still_recalls_it_by_relevance(build):
+    recalled = _recalled(build(), "Which instrument do I play in my quartet?")
+    assert recalled[0] == ("relevance", "The user plays the cello in a string quartet.")
+
+
+def test_the_lowest_recall_threshold_injects_the_top_six_whatever_the_message(build):
+    services = build(memory={"recall_threshold": -1.0})
+    recalled = _recalled(services, "How do I convert a PDF to a Word document?")
+    assert [via for via, _ in recalled].count("relevance") == 6
+
+
+@pytest.mark.parametrize("value", ["1.5", "-2", "high"])
+def test_a_bad_recall_threshold_stops_the_start_naming_the_variable(monkeypatch, value):
+    monkeypatch.delenv("MEMORY_CONFIG", raising=False)
+    monkeypatch.setenv("MEMORY_MEMORY__RECALL_THRESHOLD", value)
+    with pytest.raises(ConfigurationError, match="MEMORY_MEMORY__RECALL_THRESHOLD"):
+        load_settings()
+
+
 # -- the background offline flush ----------------------------------------------------------
 
 

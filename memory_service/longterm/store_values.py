@@ -127,6 +127,16 @@ def is_hit(leg: str, score: float, threshold: float) -> bool:
     return score >= threshold if leg == "dense" else score > 0.0
 
 
+def has_evidence(leg_hits: Mapping[str, Sequence[object]]) -> bool:
+    """Whether a recall answers at all: with the dense leg asked beside another, only when it
+    has a hit, i.e. some memory's cosine reaches ``threshold``. Shared words alone are no
+    evidence that memory holds anything on the question: LoCoMo dev questions asked of another
+    conversation's facts (``memory-service bench``'s false-injection sweep) still got a BM25
+    hit 93 % of the time with the dense floor at 0.5 and no gate, 3 % with it, the question's
+    own recall@6 unchanged (``benchmarks/RESULTS.md``, "Recall threshold")."""
+    return "dense" not in leg_hits or len(leg_hits) == 1 or bool(leg_hits["dense"])
+
+
 EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 
 
