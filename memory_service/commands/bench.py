@@ -56,13 +56,14 @@ def _sweep(raw: str) -> tuple[float, ...]:
     """``--threshold-sweep``: a comma list of thresholds in [-1, 1], or ``none``."""
     if raw.strip() == NO_SWEEP:
         return ()
+    usage = "a comma list of thresholds, e.g. 0,0.3,0.5, or none"
     try:
         values = tuple(sorted({float(t) for t in raw.split(",") if t.strip()}))
     except ValueError:
-        raise argparse.ArgumentTypeError(
-            "a comma list of thresholds, e.g. 0,0.3,0.5, or none"
-        ) from None
-    if not values or not all(-1.0 <= t <= 1.0 for t in values):  # NaN is neither
+        raise argparse.ArgumentTypeError(usage) from None
+    if not values:
+        raise argparse.ArgumentTypeError(usage)
+    if not all(-1.0 <= t <= 1.0 for t in values):  # NaN is neither
         raise argparse.ArgumentTypeError("every threshold must be between -1 and 1")
     return values
 
