@@ -5,8 +5,9 @@
 checked once (``check``) and then applied by every backend inside each leg, before top-k
 (Qdrant: payload conditions; files: a candidate mask): ``matches`` is the rule they all follow.
 
-``ExpiryPolicy`` is the importance TTL that maintenance deletes by and that every read hides
-by, so an expired fact is never returned whether or not maintenance ran. ``ConfidenceDecay``
+``ExpiryPolicy`` is the expiry rule that maintenance deletes by and that every read hides by,
+so an expired fact is never returned whether or not maintenance ran: a fact's own
+``expires_at`` always, the importance TTL only when switched on. ``ConfidenceDecay``
 is the age discount shown on each hit.
 """
 
@@ -151,14 +152,19 @@ def valid_at(fact: Fact, moment: datetime) -> bool:
 
 @dataclass(frozen=True, slots=True)
 class ExpiryPolicy:
-    """Age after which a fact without its own ``expires_at`` expires, by importance.
-    ``by_importance=False``: only a fact's own ``expires_at`` expires it."""
+    """When a fact expires: at its own ``expires_at``, else never, unless ``by_importance``
+    (then a fact without ``expires_at`` expires by age for its importance: 10 never, 5-9 after
+    30 days, below 5 after 7 days; the tiers of 003_44b66fa107e6049c.txt).
+
+    Off by default: long-term memory is kept until it is deleted (004_e0d48588211a3a15.txt:
+    persistent, retained for years; 000_ef4d275565635678.txt: the daily records are never
+    deleted), so a fact recorded with the default importance 5 is still recalled a year on."""
 
     never_at: int = 10  # importance >= this: never
     long_at: int = 5  # importance >= this: ``long_days``
     long_days: int = 30
     short_days: int = 7
-    by_importance: bool = True
+    by_importance: bool = False
 
     def expires_at(self, fact: Fact) -> datetime | None:
         if fact.expires_at is not None:

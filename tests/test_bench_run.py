@@ -111,6 +111,34 @@ def test_bench_locomo_facts_end_to_end(tmp_path: Path, capsys):
     assert "targets met:" in printed and "(4 not measured)" in printed
 
 
+def test_bench_sweeps_thresholds_over_another_memorys_questions(tmp_path: Path, capsys):
+    out = tmp_path / "locomo.json"
+    args = ["bench", "--dataset", "locomo", "--path", str(FIXTURES / "locomo_mini.json")]
+    args += ["--unit", "facts", "--modes", "hybrid", "--baseline-preset", "none"]
+    assert main([*args, "--no-progress", "--json", str(out)]) == 0
+    sweep = json.loads(out.read_text())["injection"]
+    assert (sweep["top_k"], sweep["own_questions"], sweep["foreign_questions"]) == (6, 7, 7)
+    rows = {r["threshold"]: r for r in sweep["rows"]}
+    assert rows[0.0]["false_injection"] == 1.0  # no threshold: every question injects
+    at_default = rows[sweep["default"]]
+    assert at_default["false_injection"] == 0.0
+    assert at_default["recall"] == rows[0.0]["recall"]
+    printed = capsys.readouterr().out
+    assert "false injection" in printed and f"{sweep['default']:g} (default)" in printed
+
+    assert main([*args, "--no-progress", "--json", str(out), "--threshold-sweep", "none"]) == 0
+    assert "injection" not in json.loads(out.read_text())
+
+
+@pytest.mark.parametrize("sweep", ["2", "0.1,x", ""])
+def test_a_bad_threshold_sweep_is_a_usage_error(sweep, capsys):
+    with pytest.raises(SystemExit) as stopped:
+        main(["bench", "--threshold-sweep", sweep])
+    assert stopped.value.code == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err[-1].startswith("memory-service bench: error: argument --threshold-sweep:")
+
+
 def test_bench_scale_measures_in_process_and_over_http(tmp_path: Path):
     out = tmp_path / "scale.json"
     args = ["bench", "--scale", "40", "--users", "4", "--queries", "6", "--batch-size", "7"]

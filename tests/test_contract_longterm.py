@@ -11,7 +11,7 @@ import pytest
 from indexing.hashing import content_hash
 from memory_service.context import RuntimeContext
 from memory_service.errors import InvalidInputError
-from memory_service.fact_filter import ConfidenceDecay, FactFilter
+from memory_service.fact_filter import ConfidenceDecay, ExpiryPolicy, FactFilter
 from memory_service.facts import FACT_NAMESPACE, Fact, Source, utcnow
 from memory_service.limits import MAX_TAG_CHARS, MAX_TAGS
 from memory_service.longterm.files.backend import FileSystemLongTermMemory
@@ -109,6 +109,18 @@ def test_threshold_bounds_the_dense_cosine(memory):
     best = loose[0].score
     bounded = memory.retrieve(ALICE, "pet dog", 5, threshold=best - 1e-4, mode="dense")
     assert texts(bounded) == [loose[0].fact.text]
+
+
+def test_hybrid_answers_nothing_when_no_memory_reaches_the_threshold(memory):
+    """A shared word is no evidence: under the threshold, the BM25 match alone is not returned."""
+    memory.record(ALICE, [Fact("Alice's cat is named Biscuit"), Fact("Alice plays the cello")])
+    query = "biscuit recipe with butter and flour"
+    assert texts(memory.retrieve(ALICE, query, 5, mode="bm25")) == ["Alice's cat is named Biscuit"]
+    closest = memory.retrieve(ALICE, query, 5, threshold=-1.0, mode="dense")[0].score
+    assert memory.retrieve(ALICE, query, 5, threshold=closest + 1e-3) == []
+    reached = memory.retrieve(ALICE, query, 5, threshold=closest - 1e-3)
+    assert "Alice's cat is named Biscuit" in texts(reached)
+    assert all(r.scores.get("dense", 1.0) >= closest - 1e-3 for r in reached)
 
 
 def test_list_pages_through_everything_once(memory):
@@ -604,6 +616,7 @@ def test_as_of_combines_with_metadata_filters(memory):
 
 
 def test_expiry_by_importance_applies_at_read_time(memory):
+    memory.expiry = ExpiryPolicy(by_importance=True)
     now = utcnow()
     memory.record(
         ALICE,
@@ -627,7 +640,23 @@ def test_expiry_by_importance_applies_at_read_time(memory):
     assert len(memory.get(ALICE, [f.id for f in stored])) == 4  # get reads by id, as export
 
 
+def test_facts_are_kept_whatever_their_age_by_default(memory):
+    now = utcnow()
+    memory.record(
+        ALICE,
+        [
+            Fact("Alice's sister is called Ines", created_at=now - timedelta(days=40)),
+            Fact("Alice's first car was a Fiat", importance=1, created_at=now - timedelta(900)),
+        ],
+    )
+    query = "Alice sister first car"
+    kept = ["Alice's first car was a Fiat", "Alice's sister is called Ines"]
+    assert sorted(texts(memory.retrieve(ALICE, query, 10))) == kept
+    assert sorted(f.text for f in memory.list(ALICE).items) == kept
+
+
 def test_an_own_expires_at_beats_the_importance_ttl(memory):
+    memory.expiry = ExpiryPolicy(by_importance=True)
     now = utcnow()
     old = now - timedelta(days=60)
     memory.record(

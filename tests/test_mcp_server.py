@@ -129,6 +129,8 @@ def test_stdio_save_search_get_and_refusals(workspace: Path):
         # wrong argument types and unknown arguments: a tool error the model can read
         wrong = await _call(session, "memory_search", query="peanut", top_k="many")
         assert _code(wrong) == "invalid_arguments" and "top_k" in wrong.content[0].text
+        far = await _call(session, "memory_search", query="peanut", threshold=1.5)
+        assert _code(far) == "invalid_arguments" and "threshold" in far.content[0].text
         assert _code(await _call(session, "memory_search", query="x", user_id="bob")) == (
             "invalid_arguments"
         )

@@ -27,6 +27,7 @@ from tests.support.waiting import wait_until
 
 NOW = datetime(2026, 6, 30, 12, 0, tzinfo=UTC)
 ALICE = RuntimeContext("acme", "alice")
+TTL = ExpiryPolicy(by_importance=True)  # the importance TTL, switched on
 
 
 def fact(text_: str, days_old: float, **fields) -> Fact:
@@ -94,8 +95,15 @@ def test_newest_wins_among_open_facts_with_one_key():
 )
 def test_expiry_by_importance(importance, days_old, expired):
     f = fact("A note", days_old, importance=importance)
-    plan = plan_maintenance([f], NOW, expiry=ExpiryPolicy(), near_duplicate_distance=0)
+    plan = plan_maintenance([f], NOW, expiry=TTL, near_duplicate_distance=0)
     assert (f.id in plan.delete) is expired
+
+
+@pytest.mark.parametrize("importance", [1, 5, 9])
+def test_without_the_importance_ttl_an_old_fact_is_kept(importance):
+    f = fact("A note", 400, importance=importance)
+    plan = plan_maintenance([f], NOW, expiry=ExpiryPolicy(), near_duplicate_distance=0)
+    assert f.id not in plan.delete
 
 
 def test_own_expiry_wins_and_consolidated_facts_stay():
@@ -104,7 +112,7 @@ def test_own_expiry_wins_and_consolidated_facts_stay():
     plan = plan_maintenance(
         [soon, kept],
         NOW,
-        expiry=ExpiryPolicy(),
+        expiry=TTL,
         near_duplicate_distance=0,
         protected_ids=frozenset({kept.id}),
     )
@@ -207,7 +215,8 @@ def test_each_step_on_crafted_ledgers(memory, workspace):
     in_progress.write_text("being written")
     os.utime(in_progress, (NOW.timestamp(), NOW.timestamp()))
 
-    report = maintenance(memory, workspace, near_duplicate_distance=6).run_user(ALICE)
+    memory.expiry = TTL  # the cold (importance 3, 20 days old) expires by age
+    report = maintenance(memory, workspace, near_duplicate_distance=6, expiry=TTL).run_user(ALICE)
     assert report.status == "ran", report.error
     assert report.counts == {
         "exact_duplicates": 1,

@@ -16,7 +16,8 @@ from memory_service.api import create_app
 from memory_service.api.keys import ApiKeyRing
 from memory_service.config import load_settings
 from memory_service.context import RuntimeContext
-from memory_service.facts import Fact
+from memory_service.errors import ConfigurationError
+from memory_service.facts import Fact, utcnow
 from memory_service.messages import Msg
 from memory_service.paths import OwnerPaths
 from memory_service.pipeline.flush import MemoryFlushManager
@@ -140,6 +141,49 @@ def test_unused_relevance_slots_pass_to_the_importance_fallback(build):
     )
     assert {r.via for r in prompt.recalled} == {"importance"}
     assert [r.text for r in prompt.recalled] == [f.text for f in others[:3]]
+
+
+# -- the recall threshold ----------------------------------------------------------------------
+
+HOBBIES = [
+    "The user plays the cello in a string quartet.",
+    "The user grows tomatoes on the balcony.",
+    "The user runs 10 km every Saturday morning.",
+    "The user collects vintage fountain pens.",
+    "The user is learning Portuguese for a trip to Lisbon.",
+    "The user bakes sourdough bread on Sundays.",
+    "The user watches Formula 1 races with their brother.",
+    "The user keeps bees in the garden.",
+]
+
+
+def _recalled(services, message: str) -> list[tuple[str, str]]:
+    services.longterm.record(ALICE, [Fact(text=t) for t in HOBBIES])  # importance 5 each
+    return [(r.via, r.text) for r in build_harness(services).recall(ALICE, message)]
+
+
+def test_a_message_about_nothing_remembered_injects_no_memory_by_relevance(build):
+    recalled = _recalled(build(), "How do I convert a PDF to a Word document?")
+    assert [via for via, _ in recalled] == ["importance"] * 5  # the fallback's own five
+
+
+def test_a_message_about_a_memory_still_recalls_it_by_relevance(build):
+    recalled = _recalled(build(), "Which instrument do I play in my quartet?")
+    assert recalled[0] == ("relevance", "The user plays the cello in a string quartet.")
+
+
+def test_the_lowest_recall_threshold_injects_the_top_six_whatever_the_message(build):
+    services = build(memory={"recall_threshold": -1.0})
+    recalled = _recalled(services, "How do I convert a PDF to a Word document?")
+    assert [via for via, _ in recalled].count("relevance") == 6
+
+
+@pytest.mark.parametrize("value", ["1.5", "-2", "high"])
+def test_a_bad_recall_threshold_stops_the_start_naming_the_variable(monkeypatch, value):
+    monkeypatch.delenv("MEMORY_CONFIG", raising=False)
+    monkeypatch.setenv("MEMORY_MEMORY__RECALL_THRESHOLD", value)
+    with pytest.raises(ConfigurationError, match="MEMORY_MEMORY__RECALL_THRESHOLD"):
+        load_settings()
 
 
 # -- the background offline flush ----------------------------------------------------------
@@ -287,6 +331,61 @@ def test_a_session_whose_expiry_flush_fails_is_kept(build, llm_server):
 
 def test_session_states_expire_after_a_day_by_default(build):
     assert build().shortterm.store.ttl == timedelta(hours=24)
+
+
+# -- the long-term lifecycle ----------------------------------------------------------------
+
+SISTER = "The user's sister is called Ines"
+GYM = "The user's gym pass ran out this morning"
+
+
+def _an_old_fact_and_an_expired_one(services) -> None:
+    """A fact of the default importance (5) recorded 40 days ago, and one whose own
+    ``expires_at`` has passed."""
+    now = utcnow()
+    services.longterm.record(
+        ALICE,
+        [
+            Fact(text=SISTER, created_at=now - timedelta(days=40)),
+            Fact(
+                text=GYM, created_at=now - timedelta(days=40), expires_at=now - timedelta(hours=1)
+            ),
+        ],
+    )
+
+
+def _visible(services) -> tuple[list[str], list[str]]:
+    hits = services.longterm.retrieve(ALICE, "the user's sister and gym pass", 5, -1.0)
+    return [h.fact.text for h in hits], [f.text for f in services.longterm.list(ALICE).items]
+
+
+@pytest.mark.parametrize("backend", ["files", "qdrant"])
+def test_long_term_facts_are_kept_until_deleted_by_default(build, backend):
+    services = build(longterm={"backend": backend})
+    _an_old_fact_and_an_expired_one(services)
+    assert _visible(services) == ([SISTER], [SISTER])  # the gym pass: its own expires_at
+    report = build_maintenance(services).run_user(ALICE, force=True)
+    assert report.status == "ran" and report.counts["expired"] == 1
+    stored = services.longterm.list(ALICE, include_inactive=True).items
+    assert [f.text for f in stored] == [SISTER]
+    assert _visible(services) == ([SISTER], [SISTER])
+
+
+@pytest.mark.parametrize("backend", ["files", "qdrant"])
+def test_expiry_by_importance_is_a_setting(build, backend):
+    services = build(longterm={"backend": backend, "expire_by_importance": True})
+    _an_old_fact_and_an_expired_one(services)
+    assert _visible(services) == ([], [])  # importance 5: 30 days
+    report = build_maintenance(services).run_user(ALICE, force=True)
+    assert report.status == "ran" and report.counts["expired"] == 2
+    assert services.longterm.list(ALICE, include_inactive=True).items == []
+
+
+def test_a_bad_expiry_setting_stops_the_start_naming_the_variable(monkeypatch):
+    monkeypatch.delenv("MEMORY_CONFIG", raising=False)
+    monkeypatch.setenv("MEMORY_LONGTERM__EXPIRE_BY_IMPORTANCE", "sometimes")
+    with pytest.raises(ConfigurationError, match="MEMORY_LONGTERM__EXPIRE_BY_IMPORTANCE"):
+        load_settings()
 
 
 # -- flush before compaction, switchable ---------------------------------------------------

@@ -169,6 +169,8 @@ def search(
     """Recall the user's facts most related to ``query``: ``filter`` (``FilterIn`` or its
     fields: ``kind``, ``tags_any``, ``tags_all``, ``min_importance``, ``key``,
     ``created_after``, ``created_before``, ``as_of``) narrows every leg before top-k;
+    ``threshold`` is the least dense cosine (-1 to 1) a memory must reach (hybrid: nothing is
+    recalled unless one does);
     ``agent_id`` adds that agent's shared memory; ``scopes`` narrows what is read."""
     fields: dict[str, Any] = {"filter": _filter(filter), "agent_id": agent_id}
     if scopes is not None:

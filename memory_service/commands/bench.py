@@ -18,6 +18,7 @@ from pathlib import Path
 from memory_service.config.retrieval import RetrievalConfig
 from memory_service.config.retrieval import preset as lookup
 from memory_service.evaluation.dataset import BenchInputError
+from memory_service.evaluation.injection import SWEEP
 from memory_service.evaluation.machine import environment, load_average
 from memory_service.evaluation.targets import PLAIN_PRESET
 
@@ -25,6 +26,7 @@ DEFAULT_MODES = "bm25,dense,hybrid"
 DEFAULT_KS = "5,10,25"
 DEFAULT_SCALE_USERS = 1000
 NO_BASELINE = "none"  # --baseline-preset none: no baseline backend
+NO_SWEEP = "none"  # --threshold-sweep none: no threshold sweep
 # Beside the run's hybrid by default: plain RRF (the latency target's baseline) and RRF with the
 # default preset's date terms and session neighbours, so the fusions are compared in one run.
 DEFAULT_BASELINES: tuple[str, ...] = (PLAIN_PRESET, "rrf")
@@ -48,6 +50,26 @@ def _ks(raw: str) -> tuple[int, ...]:
     if not ks or ks[0] < 1 or ks[-1] > 100:
         raise argparse.ArgumentTypeError("every k must be 1-100")
     return ks
+
+
+def _sweep(raw: str) -> tuple[float, ...]:
+    """``--threshold-sweep``: a comma list of thresholds in [-1, 1], or ``none``."""
+    if raw.strip() == NO_SWEEP:
+        return ()
+    usage = "a comma list of thresholds, e.g. 0,0.3,0.5, or none"
+    try:
+        values = tuple(sorted({float(t) for t in raw.split(",") if t.strip()}))
+    except ValueError:
+        raise argparse.ArgumentTypeError(usage) from None
+    if not values:
+        raise argparse.ArgumentTypeError(usage)
+    if not all(-1.0 <= t <= 1.0 for t in values):  # NaN is neither
+        raise argparse.ArgumentTypeError("every threshold must be between -1 and 1")
+    return values
+
+
+def _shown(thresholds: tuple[float, ...]) -> str:
+    return ",".join(f"{t:g}" for t in thresholds) or NO_SWEEP
 
 
 def _embedders(raw: str) -> tuple[str, ...]:
@@ -104,6 +126,15 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--details", action="store_true", help="per-question results in the JSON")
     p.add_argument("--batch-size", type=int, default=64, help="facts per record() call")
     p.add_argument("--threshold", type=float, default=0.0, help="retrieve threshold (default 0)")
+    p.add_argument(
+        "--threshold-sweep",
+        type=_sweep,
+        metavar="LIST",
+        help="recall runs: each memory's own questions and another memory's asked at each of "
+        "these thresholds (hybrid, top 6, as the harness injects): recall@6 beside the share "
+        "of foreign questions that still recall a memory (default "
+        f"{_shown(SWEEP)}; '{NO_SWEEP}': no sweep)",
+    )
     p.add_argument(
         "--turn-text",
         choices=("speaker", "plain", "speaker+caption"),
@@ -222,6 +253,11 @@ def command_line(args: argparse.Namespace, preset: str | None = None) -> str:
         parts += ["--baseline-preset", ",".join(_named(chosen)) or NO_BASELINE]
     if args.batch_size != 64:
         parts += ["--batch-size", str(args.batch_size)]
+    if args.scale is None and getattr(args, "threshold", 0.0) != 0.0:
+        parts += ["--threshold", f"{args.threshold:g}"]
+    sweep = getattr(args, "threshold_sweep", None)
+    if args.scale is None and sweep is not None and sweep != SWEEP:
+        parts += ["--threshold-sweep", _shown(sweep)]
     return " ".join(parts)
 
 
@@ -335,6 +371,7 @@ def _recall(
     args: argparse.Namespace, settings, embedder, dataset, baselines: tuple[str, ...]
 ) -> dict:
     from memory_service.evaluation.backends import FreshBackends, with_backend
+    from memory_service.evaluation.injection import InjectionSweep
     from memory_service.evaluation.memory_use import peak_rss_mb
     from memory_service.evaluation.runner import run as run_recall
     from memory_service.evaluation.summary import summarise
@@ -352,6 +389,7 @@ def _recall(
         threshold=args.threshold,
         show_progress=not args.no_progress,
         baseline=others,
+        sweep=InjectionSweep(thresholds) if (thresholds := _thresholds(args)) else None,
     )
     doc = summarise(result, args.k, details=args.details)
     doc["peak_rss_mb"] = peak_rss_mb()
@@ -360,6 +398,14 @@ def _recall(
     if dataset.name == "locomo" and dataset.unit == "turns":
         doc["turn_text"] = args.turn_text
     return doc
+
+
+def _thresholds(args: argparse.Namespace) -> tuple[float, ...]:
+    """The sweep's thresholds: the default's unless ``--threshold-sweep`` says; none without
+    hybrid in ``--modes`` (the sweep asks hybrid, the harness's mode)."""
+    if getattr(args, "threshold_sweep", None) is not None:
+        return args.threshold_sweep
+    return SWEEP if "hybrid" in args.modes else ()
 
 
 def _judge(doc: dict) -> None:

@@ -70,8 +70,9 @@ def register(sub: argparse._SubParsersAction) -> None:
         "--threshold",
         type=float,
         default=0.0,
-        help="the least dense (cosine) similarity a fact needs to be a dense hit "
-        f"({MIN_THRESHOLD:g} to {MAX_THRESHOLD:g}, default 0: every fact may be)",
+        help="the least dense (cosine) similarity a fact needs to be a dense hit; in hybrid "
+        "mode nothing is recalled unless one fact reaches it "
+        f"({MIN_THRESHOLD:g} to {MAX_THRESHOLD:g}, default 0)",
     )
     search.add_argument(
         "--mode",

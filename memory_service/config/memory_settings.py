@@ -178,6 +178,13 @@ class MemorySettings(_Section):
         4000, ge=0, description="MEMORY.md tokens put in the system prompt; beyond: a hint"
     )
     recall_by_relevance: int = Field(6, ge=0, le=100)
+    recall_threshold: float = Field(
+        0.45,
+        ge=-1.0,  # the range of retrieve's threshold (``limits.MIN_THRESHOLD``..``MAX_``)
+        le=1.0,
+        description="the least dense (cosine) similarity to the message a memory must reach for "
+        "recall by relevance to inject anything (retrieve's threshold)",
+    )
     recall_by_importance: int = Field(
         5, ge=0, le=100, description="plus the relevance slots recall left unused"
     )

@@ -42,9 +42,11 @@ class LongTermSettings(_Section):
     defined under ``presets`` (in TOML: ``[longterm.presets.mine]`` with ``fusion = "rrf"``
     and so on; a custom preset may not reuse a built-in name).
 
-    ``expire_by_importance``: a fact without its own ``expires_at`` expires by importance
-    (below 5: 7 days; 5-9: 30 days; 10: never), hidden from every read at once and deleted by
-    maintenance; False: only ``expires_at`` expires a fact. ``confidence_half_life_days``: each
+    ``expire_by_importance``: off (the default), a fact is kept until deleted unless it has
+    its own ``expires_at`` (long-term memory is permanent: 004_e0d48588211a3a15.txt); on, a
+    fact without ``expires_at`` expires by importance (below 5: 7 days; 5-9: 30 days; 10:
+    never: 003_44b66fa107e6049c.txt), hidden from every read at once and deleted by
+    maintenance. ``confidence_half_life_days``: each
     hit's confidence is its stored confidence halved every this many days of age (None: not
     decayed), never below ``confidence_floor``. ``track_access``: each recall counts its hits
     (``access_count``, ``last_accessed_at``), in memory, written per user every
@@ -53,7 +55,7 @@ class LongTermSettings(_Section):
     backend: Literal["files", "qdrant"] = "files"
     retrieval_preset: str = "hybrid"
     presets: dict[str, RetrievalConfig] = Field(default_factory=dict)
-    expire_by_importance: bool = True
+    expire_by_importance: bool = False
     confidence_half_life_days: float | None = Field(None, gt=0)
     confidence_floor: float = Field(0.0, ge=0.0, le=1.0)
     track_access: bool = True

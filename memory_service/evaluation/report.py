@@ -121,6 +121,7 @@ def print_recall(doc: dict, out: TextIO) -> None:
                 row += [c["hybrid_below_best_leg"], c["hybrid_above_best_leg"]]
             rows.append([str(x) for x in row])
         _table(header, rows, out)
+    print_injection(doc, out)
     ingest = doc["ingest"]
     print(
         f"\ningest: {ingest['items']} items in {ingest['record_s']:.1f} s "
@@ -137,6 +138,42 @@ def print_recall(doc: dict, out: TextIO) -> None:
             file=out,
         )
     print_targets(doc, out)
+
+
+INJECTION_HEADER = ["threshold", "own R@{k}", "false injection", "injected/question"]
+
+
+def injection_title(sweep: dict) -> str:
+    return (
+        f"threshold sweep (hybrid, top {sweep['top_k']}): recall@{sweep['top_k']} of "
+        f"{sweep['own_questions']} questions on their own memory; false injection: share of "
+        f"{sweep['foreign_questions']} questions asked of another memory that still recall "
+        f">= 1 memory"
+    )
+
+
+def injection_rows(doc: dict) -> list[list[str]]:
+    sweep = doc["injection"]
+    default = sweep.get("default")
+    return [
+        [
+            f"{r['threshold']:g}" + (" (default)" if r["threshold"] == default else ""),
+            _pct(r["recall"]),
+            _pct(r["false_injection"]),
+            "-" if r["injected_per_question"] is None else f"{r['injected_per_question']:.2f}",
+        ]
+        for r in sweep["rows"]
+    ]
+
+
+def print_injection(doc: dict, out: TextIO) -> None:
+    """The threshold sweep, when the run made one."""
+    if "injection" not in doc:
+        return
+    sweep = doc["injection"]
+    print(f"\n{injection_title(sweep)}", file=out)
+    header = [h.format(k=sweep["top_k"]) for h in INJECTION_HEADER]
+    _table(header, injection_rows(doc), out)
 
 
 TARGETS_TITLE = "targets (hybrid against the single legs and plain hybrid, in this run)"
@@ -336,6 +373,13 @@ def to_markdown(doc: dict) -> str:
             if extra:
                 row += [c["hybrid_below_best_leg"], c["hybrid_above_best_leg"]]
             lines.append("| " + " | ".join(str(x) for x in row) + " |")
+    if "injection" in doc:
+        sweep = doc["injection"]
+        header = [h.format(k=sweep["top_k"]) for h in INJECTION_HEADER]
+        title = injection_title(sweep)
+        lines += ["", f"{title[0].upper()}{title[1:]}:", ""]
+        lines += ["| " + " | ".join(header) + " |", "|---" * len(header) + "|"]
+        lines += ["| " + " | ".join(row) + " |" for row in injection_rows(doc)]
     if doc.get("targets"):
         lines += ["", f"{TARGETS_TITLE[0].upper()}{TARGETS_TITLE[1:]}:", ""]
         lines += ["| target | measured | verdict |", "|---|---|---|"]

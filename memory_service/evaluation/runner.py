@@ -11,6 +11,10 @@ also recorded into one more fresh backend of the same kind per baseline preset, 
 question is asked there in hybrid mode too, right after the run's own modes: other fusions
 measured on the same data, under the same machine noise. Their outcomes carry the label
 ``hybrid (<preset>)``; their ingest is not timed.
+
+With a threshold sweep (``injection.InjectionSweep``) and at least two memories, each memory
+is also asked its own and the previous memory's questions at every threshold of the sweep,
+after the timed questions.
 """
 
 from __future__ import annotations
@@ -26,6 +30,7 @@ from memory_service.errors import InvalidInputError
 from memory_service.evaluation.backends import FreshBackends
 from memory_service.evaluation.dataset import Conversation, Dataset, MemoryItem, Question
 from memory_service.evaluation.embedding import ColdQueryEmbedder
+from memory_service.evaluation.injection import InjectionSweep
 from memory_service.evaluation.targets import HYBRID, baseline_mode
 from memory_service.longterm.protocol import LongTermMemory
 from memory_service.progress import Progress
@@ -75,6 +80,7 @@ class RunResult:
     skipped: Counter[str] = field(default_factory=Counter)
     wall_s: float = 0.0
     baseline_presets: tuple[str, ...] = ()
+    injection: InjectionSweep | None = None
 
     @property
     def ingest_per_s(self) -> float | None:
@@ -227,9 +233,11 @@ def run(
     threshold: float = 0.0,
     show_progress: bool = True,
     baseline: FreshBackends | Sequence[FreshBackends] | None = None,
+    sweep: InjectionSweep | None = None,
 ) -> RunResult:
     """Every conversation of ``dataset`` through a fresh backend; every question in every mode,
-    and in hybrid mode on a fresh backend of each ``baseline`` too when given."""
+    and in hybrid mode on a fresh backend of each ``baseline`` too when given; with ``sweep``
+    (and two memories or more), each memory's own and foreign questions at its thresholds."""
     depth = max(*ks, 10)  # nDCG@10 is always reported
     result = RunResult(dataset, tuple(modes), depth)
     if baseline is None:
@@ -240,12 +248,14 @@ def run(
         baselines = tuple(baseline)
     result.baseline_presets = tuple(b.settings.longterm.retrieval_preset for b in baselines)
     conversations = [c for c in dataset.conversations if c.questions]
+    if sweep is not None and len(conversations) > 1:
+        result.injection = sweep
     if dropped := len(dataset.conversations) - len(conversations):
         result.skipped["memories without questions (not ingested)"] = dropped
     total = sum(len(c.items) + len(c.questions) for c in conversations)
     started = time.perf_counter()
     with Progress(total, f"bench {dataset.name}/{dataset.unit}", enabled=show_progress) as bar:
-        for conversation in conversations:
+        for n, conversation in enumerate(conversations):
             ctx = RuntimeContext(TENANT, conversation.user_id)
             _mark_queries(conversation, backends.embedder, *(b.embedder for b in baselines))
             with ExitStack() as stack:
@@ -255,17 +265,21 @@ def run(
                 result.facts_stored += len(refs_by_fact)
                 result.index_build_ms.append(_build_indexes(memory, ctx, result.modes))
                 lanes = [_Lane(memory, ctx, m, m, refs_by_fact) for m in result.modes]
-                for n, (other, label) in enumerate(
+                for b, (other, label) in enumerate(
                     zip(baselines, result.baseline_modes, strict=True)
                 ):
                     bar.stage(f"baseline ingest {conversation.id} ({label})")
                     lanes.append(
                         _baseline_lane(
-                            stack, other, conversation, batch_size, label, baseline_tenant(n)
+                            stack, other, conversation, batch_size, label, baseline_tenant(b)
                         )
                     )
                 bar.stage(f"query {conversation.id}")
                 _ask(conversation, lanes, result, threshold, bar)
+                if result.injection is not None:
+                    bar.stage(f"threshold sweep {conversation.id}")
+                    foreign = conversations[n - 1].questions  # the last one's for the first
+                    result.injection.ask(memory, ctx, conversation.questions, foreign, refs_by_fact)
     result.skipped = +result.skipped
     result.wall_s = time.perf_counter() - started
     return result

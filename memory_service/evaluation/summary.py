@@ -175,6 +175,8 @@ def summarise(run: RunResult, ks: Sequence[int], *, details: bool = False) -> di
         ]
     if (legs := compare_legs(run, ks, categories)) is not None:
         doc["legs"] = legs
+    if run.injection is not None:
+        doc["injection"] = run.injection.summary()
     if details:
         doc["per_question"] = _details(run, ks)
     return doc

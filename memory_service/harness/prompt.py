@@ -117,10 +117,13 @@ class PromptBuilder:
     def recall(
         self, ctx: RuntimeContext, query: str, *, exclude: set[str] | None = None
     ) -> list[RecalledFact]:
-        """Facts by relevance to ``query``, then by importance (``recall_by_importance`` plus
-        the relevance slots left unused, only facts of at least ``recall_importance_floor``:
-        a trivia fact is no fallback), once each (by id); facts whose text MEMORY.md already
-        shows (``exclude``, content hashes) are left out."""
+        """Facts by relevance to ``query`` (hybrid recall at ``recall_threshold``: none when no
+        memory is that close to it), then by importance (``recall_by_importance`` plus the
+        relevance slots whose hits were already shown, only facts of at least
+        ``recall_importance_floor``: a trivia fact is no fallback), once each (by id); facts
+        whose text MEMORY.md already shows (``exclude``, content hashes) are left out. Slots
+        the threshold leaves empty stay empty: a message about nothing remembered gets the
+        important facts alone, not six more of them."""
         out: list[RecalledFact] = []
         seen: set[str] = set()
         skip = exclude or set()
@@ -134,11 +137,12 @@ class PromptBuilder:
 
         query = query.encode("utf-8")[:MAX_QUERY_BYTES].decode("utf-8", errors="ignore").strip()
         slots = self.config.recall_by_relevance
+        shown = 0  # relevance hits already in the prompt: their slots pass to importance
         if slots and query:
-            for recall in self.longterm.retrieve(ctx, query, slots):
-                take(recall.fact, "relevance", round(recall.score, 6))
-        # the relevance slots recall left unused pass to the importance fallback
-        wanted = self.config.recall_by_importance + max(0, slots - len(out))
+            threshold = self.config.recall_threshold
+            for recall in self.longterm.retrieve(ctx, query, slots, threshold):
+                shown += not take(recall.fact, "relevance", round(recall.score, 6))
+        wanted = self.config.recall_by_importance + shown
         if wanted:
             extra = len(seen) + len(skip)  # enough candidates after dedup
             added = 0

@@ -2,7 +2,8 @@
 
 ``BaseLongTermMemory`` implements the public ``LongTermMemory`` methods: input checks, fact
 stamping and validation, the mode's legs, what counts as a hit in each leg (the dense
-``threshold``, a shared term for BM25), fusion, pagination, id handling and the closed state.
+``threshold``, a shared term for BM25) and when a fused recall answers at all
+(``store_values.has_evidence``), fusion, pagination, id handling and the closed state.
 A backend implements small hooks only: read what a write needs, write a record plan or
 metadata changes, generate each leg's candidates, list, get, delete. So one bad input gives one
 error, and one rule gives one result, whatever backend is configured.
@@ -40,6 +41,7 @@ from memory_service.longterm.store_values import (
     ReadView,
     StoredFacts,
     canonical_ids,
+    has_evidence,
     is_hit,
     utc_times,
 )
@@ -177,7 +179,7 @@ class BaseLongTermMemory(LongTermHooks[S]):
             for leg in legs
             if leg in found.legs
         }
-        if not any(leg_hits.values()):
+        if not any(leg_hits.values()) or not has_evidence(leg_hits):
             return []
         with timed_stage("fusion"):
             if wants_coverage(legs, self.retrieval):

@@ -32,9 +32,12 @@ class LongTermMemory(Protocol):
     stored fact has none, and never replaces one). A fact with the ``key`` of an active fact
     supersedes it (``superseded``); superseded and expired facts are not recalled.
     ``filter`` narrows retrieve and list by metadata and asks about a past moment (``as_of``),
-    inside each leg before top-k; a fact past its ``expires_at`` or its importance TTL is
+    inside each leg before top-k; a fact past its ``expires_at`` or (when on) its importance TTL is
     never returned by either, whether or not maintenance ran. ``get`` reads by id whatever
     is stored (superseded and expired facts too: erasure, import and audits read by id).
+    ``retrieve``'s ``threshold`` is a floor on the dense cosine of query and memory: every
+    ``dense`` hit reaches it; a ``hybrid`` recall answers only when some memory does (BM25
+    then adds the memories sharing a term); ``bm25`` ignores it.
     ``update`` rewrites the metadata of existing facts by id (maintenance closes and merges
     facts with it); the text, and so the id, never changes.
     """

@@ -127,6 +127,19 @@ def is_hit(leg: str, score: float, threshold: float) -> bool:
     return score >= threshold if leg == "dense" else score > 0.0
 
 
+def has_evidence(leg_hits: Mapping[str, Sequence[object]]) -> bool:
+    """Whether a recall answers at all: with the dense leg asked beside another, only when it
+    has a hit, i.e. some memory's cosine reaches ``threshold``. The threshold is on the dense
+    cosine because it is the one score that means the same in every user's memory (BM25 and
+    fused z-scores are relative to the memories at hand); shared words alone are no evidence
+    that memory holds anything on the question. LoCoMo dev questions asked of another
+    conversation's facts (``memory-service bench``'s false-injection sweep, top 6) still got a
+    memory 93.4 % of the time with the floor at 0.45 and no such gate, 11.7 % with it, while
+    the questions' own recall@6 went 65.9 -> 65.7 (``benchmarks/RESULTS.md``, "Recall
+    threshold")."""
+    return "dense" not in leg_hits or len(leg_hits) == 1 or bool(leg_hits["dense"])
+
+
 EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 
 

@@ -1,10 +1,10 @@
 """Scheduled maintenance of one user's (or one shared scope's) long-term memory, step by step.
 
 Steps, in order: exact duplicates (repeated ledger bullets), near-duplicates (SimHash), newest
-wins per key, expiry by importance, daily ledgers past retention to ``memory/archive/``, session
-logs past retention deleted, temp files that killed writes left in the user's folder removed,
-then consolidation into MEMORY.md. The decisions are the pure rules
-of ``policy.py``; this module applies them to whichever backend is configured.
+wins per key, expired facts (``ExpiryPolicy``), daily ledgers past retention to
+``memory/archive/``, session logs past retention deleted, temp files that killed writes left
+in the user's folder removed, then consolidation into MEMORY.md. The decisions are the pure
+rules of ``policy.py``; this module applies them to whichever backend is configured.
 
 Two processes never maintain the same user at once (a non-blocking lock per user), and a
 user is maintained at most once per ``min_gap`` unless forced; the last run is remembered so

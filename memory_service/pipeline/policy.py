@@ -68,7 +68,8 @@ def plan_maintenance(
 
     1. near-duplicates (SimHash): keep the newest, merge tags, keep the highest importance;
     2. newest wins among active facts sharing a key: older ones get ``valid_to``;
-    3. expiry: facts past their own ``expires_at`` or their importance's age are deleted,
+    3. expiry: facts past their own ``expires_at`` (or, with ``expiry.by_importance``, their
+       importance's age) are deleted,
        except ``protected_ids`` (facts consolidated into MEMORY.md stay).
     Superseded facts are history and are kept, unless they expire.
     """

@@ -1,0 +1,96 @@
+"""The false-injection sweep: what a recall threshold saves and costs when memories go into
+the prompt.
+
+The harness injects the top ``recall_by_relevance`` (6) hybrid recalls of each user message.
+With no threshold it injects six memories whatever the message is about. Here every memory's
+own questions and another memory's questions (the previous memory's, in turn: nothing in this
+one is about them) are asked in hybrid mode at that top k, at each threshold of the sweep:
+the own questions give recall@k (what a threshold costs), the foreign ones the share that
+still injects at least one memory (a false injection: what it saves) and how many on average.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+
+from memory_service.config.memory_settings import MemorySettings
+from memory_service.context import RuntimeContext
+from memory_service.errors import InvalidInputError
+from memory_service.evaluation import metrics
+from memory_service.evaluation.dataset import Question
+from memory_service.longterm.protocol import LongTermMemory
+
+# 0 is the retrieve default; the rest bracket the MiniLM cosines of LoCoMo questions: their own
+# best fact's median is ~0.75, a foreign conversation's ~0.35 (locomo-dev facts, 2026-12-03).
+SWEEP: tuple[float, ...] = (0.0, 0.1, 0.15, 0.2, 0.25, 0.3, 0.35, 0.4, 0.45, 0.5, 0.55, 0.6)
+INJECT_TOP_K: int = MemorySettings.model_fields["recall_by_relevance"].default
+HARNESS_THRESHOLD: float = MemorySettings.model_fields["recall_threshold"].default
+
+
+@dataclass(slots=True)
+class InjectionSweep:
+    """Per threshold: the own questions' recall@``top_k`` and, per foreign question, how many
+    memories it injected."""
+
+    thresholds: tuple[float, ...] = SWEEP
+    top_k: int = INJECT_TOP_K
+    recall: dict[float, list[float]] = field(default_factory=dict)
+    injected: dict[float, list[int]] = field(default_factory=dict)
+    refused: int = 0
+
+    def ask(
+        self,
+        memory: LongTermMemory,
+        ctx: RuntimeContext,
+        own: Sequence[Question],
+        foreign: Sequence[Question],
+        refs_by_fact: Mapping[str, frozenset[str]],
+    ) -> None:
+        """``own`` (this memory's questions) and ``foreign`` (another memory's) at every
+        threshold; a question retrieve refuses (over the query limit) is counted, not asked."""
+        for threshold in self.thresholds:
+            for question in own:
+                if not question.gold:
+                    continue
+                recalls = self._retrieve(memory, ctx, question, threshold)
+                if recalls is not None:
+                    ranked = [refs_by_fact.get(r.fact.id, frozenset()) for r in recalls]
+                    got = metrics.recall_at_k(ranked, question.gold, self.top_k)
+                    self.recall.setdefault(threshold, []).append(got)
+            for question in foreign:
+                recalls = self._retrieve(memory, ctx, question, threshold)
+                if recalls is not None:
+                    self.injected.setdefault(threshold, []).append(len(recalls))
+
+    def _retrieve(self, memory, ctx, question: Question, threshold: float) -> list | None:
+        try:
+            return memory.retrieve(ctx, question.text, self.top_k, threshold, mode="hybrid")
+        except InvalidInputError:
+            self.refused += 1
+            return None
+
+    def summary(self) -> dict:
+        """The document's ``injection`` section: one row per threshold (rates as fractions)."""
+        rows = []
+        for threshold in self.thresholds:
+            injected = self.injected.get(threshold, [])
+            rows.append(
+                {
+                    "threshold": threshold,
+                    "recall": metrics.mean(self.recall.get(threshold, [])),
+                    "false_injection": metrics.mean([float(n > 0) for n in injected]),
+                    "injected_per_question": metrics.mean([float(n) for n in injected]),
+                }
+            )
+        own = len(self.recall.get(self.thresholds[0], []))
+        foreign = len(self.injected.get(self.thresholds[0], []))
+        summary = {
+            "top_k": self.top_k,
+            "default": HARNESS_THRESHOLD,  # the harness's recall_threshold
+            "own_questions": own,
+            "foreign_questions": foreign,
+        }
+        if self.refused:
+            summary["refused"] = self.refused
+        return {**summary, "rows": rows}
