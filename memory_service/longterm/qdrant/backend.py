@@ -359,6 +359,12 @@ class QdrantLongTermMemory(BaseLongTermMemory[_Read]):
     def _release(self) -> None:
         self.engine.close()
 
+    def compact_deleted(self) -> bool:
+        """Leave no deleted text in the engine's files (``CompactsDeleted``): Edge rewrites
+        its shard if a delete since the last rewrite left some; a server vacuums by itself."""
+        self._check_open()
+        return isinstance(self.engine, RewritesDeleted) and self.engine.compact_deleted()
+
     # -- capabilities: SettlesStoredFacts, ListsUsers, ListsAgents ----------------------------
 
     def settle_stored_facts(self, ctx: RuntimeContext) -> dict[str, int]:
