@@ -106,9 +106,10 @@ def run_add(args: argparse.Namespace) -> int:
         key = store.add(args.tenant, role, user=args.user)
     print(key, flush=True)
     bound = f" bound to user {args.user!r}" if args.user is not None else ""
+    article = "an" if role[0] in "aeiou" else "a"
     print(
-        f"added a {role} key for tenant {args.tenant!r}{bound} to {store.where}; it is shown "
-        "only now (only its digest is stored)",
+        f"added {article} {role} key for tenant {args.tenant!r}{bound} to {store.where}; it is "
+        "shown only now (only its digest is stored)",
         file=sys.stderr,
     )
     return 0
