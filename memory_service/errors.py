@@ -35,6 +35,14 @@ class NotFoundError(MemoryServiceError, LookupError):
     http_status = 404
 
 
+class ForbiddenError(MemoryServiceError):
+    """The key may not do this: ``forbidden`` for its role, ``forbidden_user`` for a personal
+    key asked about anyone but its own user (or about the whole tenant)."""
+
+    code = "forbidden"
+    http_status = 403
+
+
 class ConflictError(MemoryServiceError):
     """A write based on a stale version: the caller must reload and retry."""
 

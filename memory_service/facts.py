@@ -61,6 +61,11 @@ def clip_source_text(text: str, limit: int = MAX_SOURCE_TEXT_BYTES) -> str:
     return head.rstrip()
 
 
+# the origins the service itself gives a source whose text is a user's message (the flush, the
+# memory_save tool): such text is a user's words even where no session is named
+USER_ORIGINS: tuple[str, ...] = ("flush", "memory_save")
+
+
 @dataclass(frozen=True, slots=True)
 class Source:
     """Where a fact came from: personal data, stored, recalled and deleted with the fact.
@@ -98,6 +103,24 @@ class Source:
                 raise _bad_source(f"source text is over {MAX_SOURCE_TEXT_BYTES} bytes")
             check_text(self.text, "source text", "invalid_source")
         return self
+
+    @property
+    def quotes_a_user(self) -> bool:
+        """Whether ``text`` is what a user said: it names a session (a user's conversation)
+        or came from the service's own pipeline (``USER_ORIGINS``). A source a curator writes
+        for a shared fact with neither (a document's words, ``origin`` ``handbook``) does not."""
+        return self.text is not None and (
+            self.session_id is not None or self.origin in USER_ORIGINS
+        )
+
+    def for_shared_scope(self) -> Source | None:
+        """This source as an agent's or the tenant's memory keeps it: without a user's words
+        (``quotes_a_user``), the rest (origin, session, message numbers) kept; None if that
+        leaves nothing."""
+        if not self.quotes_a_user:
+            return self
+        kept = replace(self, text=None)
+        return None if kept.is_empty() else kept
 
     def is_empty(self) -> bool:
         return (
@@ -221,12 +244,20 @@ class Fact:
         return self
 
     def stamped(self, ctx: RuntimeContext, now: datetime | None = None) -> Fact:
-        """Validated copy with derived hash and id, creation time and session filled in."""
+        """Validated copy with derived hash and id, creation time and session filled in.
+
+        A fact of an agent's or the tenant's memory keeps no user's words: every reader of the
+        scope would see them. Its source drops a text that quotes a user
+        (``Source.quotes_a_user``: the flush's, ``memory_save``'s, one naming a session) and
+        is not given the request's session; a text the caller writes for the shared fact
+        itself (no session, its own origin label) is kept: that is supplying one explicitly."""
         self.validate()
         text_hash = content_hash(self.text)
         session_id = self.session_id or ctx.session_id
         source = self.source
-        if source is not None and source.session_id is None and session_id is not None:
+        if source is not None and ctx.scope != "user":
+            source = source.for_shared_scope()
+        elif source is not None and source.session_id is None and session_id is not None:
             source = replace(source, session_id=session_id)  # it came from this session
         return replace(
             self,

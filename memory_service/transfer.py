@@ -62,8 +62,9 @@ def _users(longterm: LongTermMemory, tenant_id: str) -> list[str]:
 def export_users(
     longterm: LongTermMemory, tenant_id: str, user_id: str | None = None
 ) -> list[RuntimeContext]:
-    """The memories an export covers: one user's, or the tenant's users' and then its shared
-    memory (each agent's, the tenant's). Called eagerly, so a bad id fails before any output."""
+    """The memories an export covers: one user's own (none of the shared memory they read:
+    it is not theirs), or the tenant's users' and then its shared memory (each agent's, the
+    tenant's). Called eagerly, so a bad id fails before any output."""
     check_ids(tenant_id, user_id)
     if user_id:
         return [RuntimeContext(tenant_id, user_id)]
@@ -181,7 +182,9 @@ def _is_number(value: object, kind: type[int] | type[float]) -> bool:
     return True
 
 
-def _parse_line(line_no: int, raw: str, tenant_id: str | None) -> ImportLine:
+def _parse_line(
+    line_no: int, raw: str, tenant_id: str | None, user_id: str | None = None
+) -> ImportLine:
     data = _loads(raw)
     _check_fields(data)
     scope = check_scope(data.get("scope") or "user")
@@ -193,6 +196,11 @@ def _parse_line(line_no: int, raw: str, tenant_id: str | None) -> ImportLine:
         raise InvalidInputError(
             f"tenant_id {ctx.tenant_id!r} is not the importing tenant {tenant_id!r}",
             code="foreign_tenant",
+        )
+    if user_id is not None and (ctx.scope != "user" or ctx.user_id != user_id):
+        whose = f"user {ctx.user_id!r}" if ctx.scope == "user" else f"the {ctx.scope} memory"
+        raise InvalidInputError(
+            f"the line is {whose}'s, not the importing user {user_id!r}'s", code="foreign_user"
         )
     fact = Fact.from_dict(data)
     stamped = fact.stamped(ctx)
@@ -207,17 +215,18 @@ def _parse_line(line_no: int, raw: str, tenant_id: str | None) -> ImportLine:
 
 
 def parse_import(
-    lines: Iterable[str], tenant_id: str | None = None
+    lines: Iterable[str], tenant_id: str | None = None, user_id: str | None = None
 ) -> tuple[list[ImportLine], list[BadLine]]:
     """Every line checked; blank lines skipped. Line numbers are 1-based. With ``tenant_id``
-    (the API: the caller's tenant), a line naming any other tenant is a bad line."""
+    (the API: the caller's tenant), a line naming any other tenant is a bad line; with
+    ``user_id`` (a personal key's user), so is one of any other user or of a shared scope."""
     good: list[ImportLine] = []
     bad: list[BadLine] = []
     for line_no, raw in enumerate(lines, start=1):
         if not raw.strip():
             continue
         try:
-            good.append(_parse_line(line_no, raw, tenant_id))
+            good.append(_parse_line(line_no, raw, tenant_id, user_id))
         except InvalidInputError as exc:
             bad.append(BadLine(line_no, exc.message))
         except (ValueError, TypeError, KeyError, AttributeError):  # a case _check_fields missed

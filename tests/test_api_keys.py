@@ -57,7 +57,7 @@ def test_add_prints_the_key_once_and_stores_only_its_hash(tmp_path, capsys):
     assert entries[f"sha256:{digest(key)}"]["tenant"] == "acme"
     assert (tmp_path / "api-keys.json").stat().st_mode & 0o777 == 0o600
     ring = ApiKeyRing.from_file(tmp_path / "api-keys.json")
-    assert ring.lookup(key).tenant_id == "acme" and ring.lookup(key).role == "user"
+    assert ring.lookup(key).tenant_id == "acme" and ring.lookup(key).role == "application"
     assert ring.lookup(admin).role == "admin"
     assert ring.lookup("msk_" + "x" * 30) is None
 
@@ -67,11 +67,11 @@ def test_list_shows_tenant_role_fingerprint_and_time_never_the_key(tmp_path, cap
     assert keys(tmp_path, "list") == 0
     out = capsys.readouterr().out
     assert key not in out and digest(key) not in out
-    assert digest(key)[:12] in out and "acme" in out and "user" in out
+    assert digest(key)[:12] in out and "acme" in out and "application" in out
     assert keys(tmp_path, "list", "--json") == 0
     [listed] = json.loads(capsys.readouterr().out)
     assert listed["fingerprint"] == digest(key)[:12]
-    assert (listed["tenant"], listed["role"]) == ("acme", "user")
+    assert (listed["tenant"], listed["role"]) == ("acme", "application")
     assert listed["created_at"].startswith("20")
     assert key not in json.dumps(listed)
 

@@ -748,8 +748,8 @@ def test_api_keys_add_stores_only_the_digest(keys: KeyStore) -> None:
     entries = keys.entries()
     assert [(e.tenant, e.role) for e in entries] == [
         ("acme", "curator"),
-        ("globex", "user"),
-        ("acme", "user"),
+        ("globex", "application"),
+        ("acme", "application"),
     ]
     assert entries[0].digest == digest_of(key) and entries[0].plaintext is False
     assert entries[0].fingerprint == digest_of(key).hex()[:12]
@@ -762,6 +762,20 @@ def test_api_keys_add_refuses_a_bad_tenant_or_role(keys: KeyStore) -> None:
     with pytest.raises(InvalidInputError):
         keys.add("acme", "root")  # type: ignore[arg-type]
     assert keys.entries() == []
+
+
+def test_api_keys_a_personal_key_keeps_its_user_and_the_older_role_name_reads(
+    keys: KeyStore,
+) -> None:
+    personal = keys.add("acme", "personal", user="alice")
+    keys.add("acme", "user")  # the application role's older name
+    entries = keys.entries()
+    assert [(e.role, e.user) for e in entries] == [("personal", "alice"), ("application", None)]
+    assert entries[0].digest == digest_of(personal)
+    for role, user in (("personal", None), ("admin", "alice"), ("personal", "../alice")):
+        with pytest.raises(InvalidInputError):
+            keys.add("acme", role, user=user)
+    assert len(keys.entries()) == 2
 
 
 def test_api_keys_revoke_by_key_or_fingerprint_prefix(keys: KeyStore) -> None:

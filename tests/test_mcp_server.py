@@ -210,7 +210,7 @@ def test_stdio_admin_key_may_name_a_user_of_its_tenant(workspace: Path):
         (None, ["--user", "alice"], "no API key: set MEMORY_API_KEY"),
         ("msk_not_a_key_of_this_store", ["--user", "alice"], "unknown API key"),
         ("acme", ["--user", "alice", "--tenant", "globex"], "belongs to tenant 'acme'"),
-        ("acme", [], "a user key acts for one user: name it with --user"),
+        ("acme", [], "an application key acts for one user: name it with --user"),
         ("acme", ["--user", "../alice"], "invalid user '../alice'"),
     ],
 )

@@ -150,3 +150,102 @@ def test_random_scoped_reads_over_http_never_leak_across_tenants_agents_users(
             assert leaks == []
     finally:
         services.close()
+
+
+def test_random_probes_with_personal_keys_never_reach_another_user(tmp_path, embedder, monkeypatch):
+    """3 tenants x 4 users with the same user ids, each with a personal key; 400 random probes
+    of a random path for a random user of the key's tenant: the key's own user answers with
+    that user's facts and the tenant's shared ones only, any other is a 403 forbidden_user,
+    and a refused write leaves the stores as they were."""
+    import json
+    import random
+
+    monkeypatch.delenv("MEMORY_CONFIG", raising=False)
+    tenants, users = ("acme", "globex", "initech"), ("al", "bo", "cy", "di")
+    keys = {
+        f"{t}-{u}-personal-0123456789": {"tenant": t, "user": u} for t in tenants for u in users
+    }
+    keys |= {f"{t}-curator-0123456789abcdef": {"tenant": t, "role": "curator"} for t in tenants}
+    services = build_services(load_settings(workspace=tmp_path / "ws"), embedder=embedder)
+
+    def auth(tenant: str, who: str) -> dict[str, str]:
+        tail = "curator-0123456789abcdef" if who == "curator" else f"{who}-personal-0123456789"
+        return {"Authorization": f"Bearer {tenant}-{tail}"}
+
+    owner_of: dict[str, tuple[str, str]] = {}  # text -> (tenant, user or "shared")
+    ids: dict[tuple[str, str], str] = {}
+    try:
+        with TestClient(create_app(services, ApiKeyRing(keys))) as client:
+            for t in tenants:
+                for u in users:
+                    text = f"{t} {u} keeps the parking badge"
+                    body = {"user_id": u, "facts": [{"text": text}]}
+                    got = client.post("/v1/memories", json=body, headers=auth(t, u))
+                    ids[(t, u)] = got.json()["results"][0]["id"]
+                    owner_of[text] = (t, u)
+                    said = {"user_id": u, "messages": [{"role": "user", "content": text}]}
+                    client.post("/v1/sessions/s1/messages", json=said, headers=auth(t, u))
+                shared = f"{t} shared parking badge rules"
+                body = {"user_id": "curator", "facts": [{"text": shared, "scope": "tenant"}]}
+                client.post("/v1/memories", json=body, headers=auth(t, "curator"))
+                owner_of[shared] = (t, "shared")
+
+            def texts_of(path: str, response) -> list[str]:
+                if path in ("export_user", "export"):
+                    return [json.loads(line)["text"] for line in response.text.splitlines()]
+                if path == "session":
+                    return [m["content"] for m in response.json()["messages"]]
+                data = response.json()
+                if path == "get":
+                    return [data["text"]]
+                return [h["text"] for h in data.get("hits", data.get("items", []))]
+
+            rng = random.Random(29)
+            leaks, refused, answered = [], 0, 0
+            paths = ("search", "list", "get", "session", "export_user", "export", "record")
+            for _ in range(400):
+                t, u, v = rng.choice(tenants), rng.choice(users), rng.choice(users)
+                path = rng.choice(paths)
+                headers = auth(t, u)
+                if path == "search":
+                    body = {"user_id": v, "query": "parking badge", "top_k": 50}
+                    got = client.post("/v1/memories/search", json=body, headers=headers)
+                elif path == "list":
+                    scope = ["user", "tenant"]
+                    params = {"user_id": v, "scope": scope}
+                    got = client.get("/v1/memories", params=params, headers=headers)
+                elif path == "get":
+                    params = {"user_id": v}
+                    got = client.get(f"/v1/memories/{ids[(t, v)]}", params=params, headers=headers)
+                elif path == "session":
+                    got = client.get("/v1/sessions/s1", params={"user_id": v}, headers=headers)
+                elif path == "export_user":
+                    got = client.get(f"/v1/users/{v}/export", headers=headers)
+                elif path == "export":
+                    got = client.get("/v1/export", params={"user_id": v}, headers=headers)
+                else:
+                    body = {"user_id": v, "facts": [{"text": f"{t} {v} was probed"}]}
+                    got = client.post("/v1/memories", json=body, headers=headers)
+                if v != u:
+                    ok = got.status_code == 403 and got.json()["error"]["code"] == "forbidden_user"
+                    refused += ok
+                    if not ok:
+                        leaks.append((path, t, u, v, got.status_code, got.text[:200]))
+                    continue
+                assert got.status_code == 200, (path, got.text)
+                if path == "record":
+                    continue
+                for text in texts_of(path, got):
+                    answered += 1
+                    owner = owner_of.get(text, (t, u) if f"{t} {u} " in text else None)
+                    if owner not in ((t, u), (t, "shared")):
+                        leaks.append((path, t, u, v, text))
+            assert leaks == []
+            assert refused > 250 and answered > 50
+            for t in tenants:  # a refused write wrote nothing: only the owner's own probes
+                for u in users:
+                    listed = client.get("/v1/memories", params={"user_id": u}, headers=auth(t, u))
+                    for item in listed.json()["items"]:
+                        assert item["text"].startswith(f"{t} {u} "), item["text"]
+    finally:
+        services.close()

@@ -1,4 +1,12 @@
-"""FastAPI dependencies: services from app state, the caller from the bearer key."""
+"""FastAPI dependencies: services from app state, the caller from the bearer key.
+
+A personal key (bound to one user) is held to that user here and nowhere else: ``get_principal``
+refuses a ``user_id`` of another user in the path or the query string before any route runs,
+and ``user_context``, through which every route makes the ``RuntimeContext`` it reads and
+writes with, refuses one in the body (``Principal.user_for``); routes that reach every user of
+the tenant depend on ``require_every_user``. Each refusal is a 403 ``forbidden_user`` before
+anything is read or written.
+"""
 
 from __future__ import annotations
 
@@ -11,9 +19,10 @@ from fastapi.security import APIKeyHeader, HTTPAuthorizationCredentials, HTTPBea
 from memory_service.api.errors import ApiError
 from memory_service.api.keys import ApiKeyRing, Principal
 from memory_service.context import RuntimeContext
+from memory_service.errors import ForbiddenError
 from memory_service.longterm.protocol import LongTermMemory
 from memory_service.observe.tracing import current_ids
-from memory_service.replicas.api_keys import ROLES, SHARED_MEMORY_ROLES
+from memory_service.replicas.api_keys import RIGHTS, ROLE_ALIASES, ROLES, SHARED_MEMORY_ROLES
 from memory_service.services.container import Services
 
 _bearer = HTTPBearer(auto_error=False, description="API key as a bearer token")
@@ -37,32 +46,53 @@ def get_principal(
     principal = ring.lookup(key)
     if principal is None:
         raise ApiError(401, "unauthorized", "unknown API key")
+    if principal.user_id is not None:  # a personal key: no other user in the path or query
+        principal.user_for(request.path_params.get("user_id"))
+        for named in request.query_params.getlist("user_id"):
+            principal.user_for(named)
     return principal
 
 
-ADMIN_ROLE = "admin"
-# What only an admin key may do; what any key may do to its tenant's users' own memory.
+# What an admin key may do beyond the rest; what every key may do to its users' own memory;
+# what a key that reaches every user of its tenant may do besides (not a personal key).
 ADMIN_ACTIONS: tuple[str, ...] = ("erase_users", "import", "run_maintenance")
 MEMBER_ACTIONS: tuple[str, ...] = ("read", "write_memory")
+EVERY_USER_ACTIONS: tuple[str, ...] = ("list_users",)
 
 
 def role_actions(role: str) -> list[str]:
-    """What a key of ``role`` may do, from the rules the routes' checks apply
-    (``require_admin``, ``require_scope_writer``), for a page that shows only those
-    controls (``GET /v1/me``). A role this service does not know may do nothing."""
+    """What a key of ``role`` may do, from the rights the routes' checks ask
+    (``replicas.api_keys.RIGHTS``: ``require_admin``, ``require_every_user``,
+    ``require_scope_writer``), for a page that shows only those controls (``GET /v1/me``).
+    A role this service does not know may do nothing."""
+    role = ROLE_ALIASES.get(role, role)
     if role not in ROLES:
         return []
+    rights = RIGHTS[role]
     actions = list(MEMBER_ACTIONS)
-    if role in SHARED_MEMORY_ROLES:
+    if "every_user" in rights:
+        actions.extend(EVERY_USER_ACTIONS)
+    if "shared_write" in rights:
         actions.append("write_shared_memory")
-    if role == ADMIN_ROLE:
+    if "admin" in rights:
         actions.extend(ADMIN_ACTIONS)
     return actions
 
 
 def require_admin(principal: Annotated[Principal, Depends(get_principal)]) -> Principal:
-    if principal.role != ADMIN_ROLE:
-        raise ApiError(403, "forbidden", "this operation needs an admin key")
+    if not principal.may("admin"):
+        bound = principal.user_id is not None
+        raise ForbiddenError(
+            "this operation needs an admin key"
+            + (f" (this key is bound to user {principal.user_id!r})" if bound else ""),
+            code="forbidden_user" if bound else "forbidden",
+        )
+    return principal
+
+
+def require_every_user(principal: Annotated[Principal, Depends(get_principal)]) -> Principal:
+    """The key, if it reaches every user of its tenant (not a personal key's)."""
+    principal.check_every_user("this route")
     return principal
 
 
@@ -77,12 +107,13 @@ def user_context(
     *,
     agent_id: str | None = None,
 ) -> RuntimeContext:
-    """The context of a request: tenant from the key, never from the body; the request's
-    trace and span, so the work it hands on (flush, compaction) logs under them."""
+    """The context of a request: tenant from the key, never from the body; a personal key's
+    own user, any other ``user_id`` a 403 ``forbidden_user``; the request's trace and span, so
+    the work it hands on (flush, compaction) logs under them."""
     trace_id, span_id = current_ids()
     return RuntimeContext(
         principal.tenant_id,
-        user_id,
+        principal.user_for(user_id) or user_id,
         session_id,
         agent_id=agent_id,
         trace_id=trace_id,
@@ -94,16 +125,17 @@ def require_scope_writer(principal: Principal, scopes: Iterable[str | None]) -> 
     """403 unless the key may write every scope named: a user's own memory takes any key;
     the shared agent and tenant memory a ``curator`` or ``admin`` key."""
     shared = sorted({s for s in scopes if s not in (None, "user")})
-    if shared and principal.role not in SHARED_MEMORY_ROLES:
+    if shared and not principal.may("shared_write"):
         raise ApiError(
             403,
             "forbidden",
-            f"writing {' and '.join(shared)} memory needs a curator or admin key "
+            f"writing {' and '.join(shared)} memory needs a {' or '.join(SHARED_MEMORY_ROLES)} key "
             f"(this key's role: {principal.role})",
         )
 
 
 PrincipalDep = Annotated[Principal, Depends(get_principal)]
 AdminDep = Annotated[Principal, Depends(require_admin)]
+EveryUserDep = Annotated[Principal, Depends(require_every_user)]
 LongTermDep = Annotated[LongTermMemory, Depends(get_longterm)]
 ServicesDep = Annotated[Services, Depends(get_services)]

@@ -1,4 +1,5 @@
-"""API keys: each key belongs to one tenant and has a role. The tenant comes only from here.
+"""API keys: each key belongs to one tenant and has a role (a personal key also one user). The
+tenant, and a personal key's user, come only from here.
 
 Keys are held as SHA-256 digests and compared in constant time. A ring read from a file
 (``from_file``) follows it: at most once a second it looks at the file's inode, size and
@@ -30,8 +31,17 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Protocol
 
 from memory_service.config.settings import Settings
-from memory_service.errors import BackendUnavailableError, ConfigurationError
-from memory_service.replicas.api_keys import KeyEntry, Role, Stamp, digest_of, parse_entries
+from memory_service.errors import BackendUnavailableError, ConfigurationError, ForbiddenError
+from memory_service.replicas.api_keys import (
+    RIGHTS,
+    ROLE_ALIASES,
+    KeyEntry,
+    Right,
+    Role,
+    Stamp,
+    digest_of,
+    parse_entries,
+)
 from memory_service.replicas.api_keys.files import read_entries, stamp_of
 from memory_service.replicas.api_keys.postgres import PostgresKeyStore
 from memory_service.replicas.stores import api_keys, keys_file
@@ -54,11 +64,39 @@ RELOAD_INTERVAL_S = 1.0
 
 @dataclass(frozen=True, slots=True)
 class Principal:
-    """Who called: the tenant their key belongs to, and its role."""
+    """Who called: the tenant their key belongs to, its role, and a personal key's user."""
 
     tenant_id: str
     role: Role
     key_id: str  # the key's fingerprint (first hex digits of its digest): safe to log
+    user_id: str | None = None  # a personal key's one user; None: the role's reach
+
+    def may(self, right: Right) -> bool:
+        """Whether the key's role (or the role its alias names) has ``right``
+        (``replicas.api_keys.RIGHTS``); an unknown role has none."""
+        return right in RIGHTS.get(ROLE_ALIASES.get(self.role, self.role), frozenset())
+
+    def user_for(self, user_id: str | None) -> str | None:
+        """The user a call with ``user_id`` acts for: a personal key's own whatever is named,
+        and anything but its own user named is a ``ForbiddenError`` (``forbidden_user``);
+        other keys act for the user named. Every context of a request is made through here."""
+        if self.user_id is None:
+            return user_id
+        if user_id is not None and user_id != self.user_id:
+            raise ForbiddenError(
+                f"this key is bound to user {self.user_id!r}: it cannot act for {user_id!r}",
+                code="forbidden_user",
+            )
+        return self.user_id
+
+    def check_every_user(self, what: str) -> None:
+        """``forbidden_user`` for a personal key: ``what`` reaches every user of the tenant."""
+        if not self.may("every_user"):
+            raise ForbiddenError(
+                f"this key is bound to user {self.user_id!r}: {what} reaches every user of "
+                "the tenant (use an application or admin key)",
+                code="forbidden_user",
+            )
 
 
 class VersionedKeys(Protocol):
@@ -73,7 +111,7 @@ class VersionedKeys(Protocol):
 
 
 def _index(entries: Iterable[KeyEntry]) -> dict[bytes, Principal]:
-    return {e.digest: Principal(e.tenant, e.role, e.fingerprint) for e in entries}
+    return {e.digest: Principal(e.tenant, e.role, e.fingerprint, e.user) for e in entries}
 
 
 class ApiKeyRing:

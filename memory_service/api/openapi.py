@@ -20,7 +20,8 @@ from memory_service.api.schemas.errors import ErrorResponse
 ERRORS: dict[int, str] = {
     401: "missing or unknown API key (code unauthorized)",
     403: "the key's role may not do this: an admin key, or a curator key for shared memory "
-    "(code forbidden)",
+    "(code forbidden); a personal key names another user, or reaches for every user "
+    "(code forbidden_user)",
     404: "nothing stored under this id for this user (code not_found)",
     409: "the session changed meanwhile (expected_version: conflict), or the user is being "
     "erased (user_erased)",
@@ -60,7 +61,7 @@ def operation_errors(method: str, path: str, operation: dict[str, Any]) -> set[i
     """The error statuses an operation of the document can answer."""
     found: set[int] = set(ROUTE_ERRORS.get((method, path), set()))
     if operation.get("security"):
-        found.add(401)
+        found |= {401, 403}  # 403: any key route refuses a personal key another user
     if "requestBody" in operation:
         found |= {413, 415, 422}
     if operation.get("parameters"):

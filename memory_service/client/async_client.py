@@ -111,6 +111,7 @@ class AsyncMemoryClient:
     read_tool_result = _async(calls.read_tool_result)
     chat = _async(calls.chat)
     export = _async(calls.export)
+    export_user = _async(calls.export_user)
     import_lines = _async(calls.import_lines)
     usage = _async(calls.usage)
     run_maintenance = _async(calls.run_maintenance)

@@ -429,9 +429,16 @@ def export(user_id: str | None = None) -> Call[list[dict[str, Any]]]:
     return Call("GET", "/v1/export", _lines, params=_query(user_id=user_id))
 
 
+@operation("GET", "/v1/users/{user_id}/export")
+def export_user(user_id: str) -> Call[list[dict[str, Any]]]:
+    """One user's own facts as the export's JSON lines (a personal key: its own user only)."""
+    return Call("GET", f"/v1/users/{_segment(user_id)}/export", _lines)
+
+
 @operation("POST", "/v1/import")
 def import_lines(lines: Iterable[Mapping[str, Any]] | str | bytes) -> Call[ImportSummary]:
-    """Record exported lines for the key's tenant (an admin key); all or nothing."""
+    """Record exported lines for the key's tenant (an admin key; a personal key: its own
+    user's lines); all or nothing."""
     headers = {"Content-Type": NDJSON}
     content = _as_ndjson(lines)
     return Call("POST", "/v1/import", _reads(ImportSummary), content=content, headers=headers)

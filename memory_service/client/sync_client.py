@@ -110,6 +110,7 @@ class MemoryClient:
     read_tool_result = _sync(calls.read_tool_result)
     chat = _sync(calls.chat)
     export = _sync(calls.export)
+    export_user = _sync(calls.export_user)
     import_lines = _sync(calls.import_lines)
     usage = _sync(calls.usage)
     run_maintenance = _sync(calls.run_maintenance)

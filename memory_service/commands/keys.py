@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING
 
 from memory_service.commands.common import print_json, settings_from
 from memory_service.errors import BackendUnavailableError, ConfigurationError
+from memory_service.replicas.api_keys import ROLE_ALIASES, ROLES
 
 if TYPE_CHECKING:  # imported when a command runs: the CLI starts without psycopg
     from memory_service.replicas.api_keys import KeyStore
@@ -41,10 +42,17 @@ def register(sub: argparse._SubParsersAction) -> None:
     add = actions.add_parser("add", help="mint a key for a tenant (printed once)")
     add.add_argument("--tenant", required=True, help="the tenant the key acts for")
     add.add_argument(
+        "--user",
+        help="bind the key to this one user of the tenant (a personal key: an MCP client on "
+        "a desktop, a browser extension): it reads and writes that user's memory only",
+    )
+    add.add_argument(
         "--role",
-        choices=("user", "curator", "admin"),
-        default="user",
-        help="user; curator (also writes agent and tenant memory); admin. Default: user",
+        choices=(*ROLES, *ROLE_ALIASES),
+        default=None,
+        help="application (every user of the tenant; 'user' is its older name); curator "
+        "(also writes agent and tenant memory); admin; personal (with --user). Default: "
+        "personal with --user, else application",
     )
     add.set_defaults(handler=run_add)
 
@@ -91,12 +99,17 @@ def _store(args: argparse.Namespace) -> Iterator[KeyStore]:
 
 
 def run_add(args: argparse.Namespace) -> int:
+    from memory_service.replicas.api_keys import role_of
+
+    role = role_of(args.role or ("personal" if args.user is not None else "application"))
     with _store(args) as store:
-        key = store.add(args.tenant, args.role)
+        key = store.add(args.tenant, role, user=args.user)
     print(key, flush=True)
+    bound = f" bound to user {args.user!r}" if args.user is not None else ""
+    article = "an" if role[0] in "aeiou" else "a"
     print(
-        f"added a {args.role} key for tenant {args.tenant!r} to {store.where}; it is shown "
-        "only now (only its digest is stored)",
+        f"added {article} {role} key for tenant {args.tenant!r}{bound} to {store.where}; it is "
+        "shown only now (only its digest is stored)",
         file=sys.stderr,
     )
     return 0
@@ -116,6 +129,7 @@ def run_list(args: argparse.Namespace) -> int:
             "fingerprint": e.fingerprint,
             "tenant": e.tenant,
             "role": e.role,
+            "user": e.user,
             "created_at": e.created_at,
             "stored": "plaintext" if e.plaintext else "sha256",
         }
@@ -124,11 +138,11 @@ def run_list(args: argparse.Namespace) -> int:
     if args.json:
         print_json(rows)
         return 0
-    print(f"{'FINGERPRINT':<14}{'TENANT':<20}{'ROLE':<9}{'CREATED_AT':<34}STORED")
+    print(f"{'FINGERPRINT':<14}{'TENANT':<20}{'ROLE':<13}{'USER':<20}{'CREATED_AT':<34}STORED")
     for row in rows:
         print(
-            f"{row['fingerprint']:<14}{row['tenant']:<20}{row['role']:<9}"
-            f"{row['created_at'] or '-':<34}{row['stored']}"
+            f"{row['fingerprint']:<14}{row['tenant']:<20}{row['role']:<13}"
+            f"{row['user'] or '-':<20}{row['created_at'] or '-':<34}{row['stored']}"
         )
     return 0
 

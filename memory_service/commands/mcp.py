@@ -21,7 +21,7 @@ def register(sub: argparse._SubParsersAction) -> None:
         "--user",
         default=os.environ.get("MEMORY_MCP_USER"),
         help="the user the tools act for (default: MEMORY_MCP_USER); an admin key's tools "
-        "may also name a user",
+        "may also name a user; a personal key's user needs no flag",
     )
     parser.add_argument(
         "--tenant",

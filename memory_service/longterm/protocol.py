@@ -102,3 +102,12 @@ class ArchivesFactFiles(Protocol):
     recall. Returns how many were moved."""
 
     def archive_fact_files(self, ctx: RuntimeContext, before: date) -> int: ...
+
+
+@runtime_checkable
+class CompactsDeleted(Protocol):
+    """A backend whose files may keep deleted text for a while (Qdrant Edge's write-ahead
+    log and segments): ``compact_deleted`` rewrites them without it, and says whether it
+    had to. Each maintenance pass calls it once."""
+
+    def compact_deleted(self) -> bool: ...

@@ -119,9 +119,10 @@ def build_server(services: Services, identify: Identify) -> Server:
             )
         caller = identify(ctx)
         try:
-            args = arguments_for(tool, caller.may_choose_user).model_validate(
-                params.arguments or {}
-            )
+            sent = dict(params.arguments or {})
+            if caller.principal.user_id is not None and "user_id" in sent:
+                caller.context(str(sent.pop("user_id")))  # a personal key's: its user or 403
+            args = arguments_for(tool, caller.may_choose_user).model_validate(sent)
             run_ctx = caller.context(getattr(args, "user_id", None))
             value = await anyio.to_thread.run_sync(tool.run, services, run_ctx, args)
         except ValidationError as exc:  # the arguments, or what the tool built of them

@@ -2,7 +2,8 @@
 
 The key comes from the environment and is looked up in the API's key store, like the HTTP
 API: no key, or an unknown one, and the server does not start. The process serves one caller,
-so the caller (tenant from the key, the user from ``--user``) is fixed at start.
+so the caller (tenant from the key, the user from ``--user``, or a personal key's own user) is
+fixed at start.
 """
 
 from __future__ import annotations
@@ -31,9 +32,16 @@ def authenticate(
         raise ConfigurationError(
             f"the API key belongs to tenant {principal.tenant_id!r}, not {tenant!r}"
         )
+    if principal.user_id is not None:
+        if user is not None and user != principal.user_id:
+            raise ConfigurationError(
+                f"{KEY_VARIABLE}: the API key is bound to user {principal.user_id!r}, "
+                f"not {user!r} (leave --user out)"
+            )
+        return Caller(principal, principal.user_id)
     caller = Caller(principal, user)
     if user is None and not caller.may_choose_user:
-        raise ConfigurationError("a user key acts for one user: name it with --user")
+        raise ConfigurationError("an application key acts for one user: name it with --user")
     return caller
 
 

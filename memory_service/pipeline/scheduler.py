@@ -22,7 +22,7 @@ from datetime import timedelta
 from pathlib import Path
 
 from memory_service.context import RuntimeContext, scope_context
-from memory_service.longterm.protocol import ListsAgents, LongTermMemory
+from memory_service.longterm.protocol import CompactsDeleted, ListsAgents, LongTermMemory
 from memory_service.observe.tracing import new_trace, using_trace
 from memory_service.paths import WorkspacePaths, id_folders
 from memory_service.pipeline.idle_flush import IdleFlusher, IdleFlushReport
@@ -105,6 +105,9 @@ def run_all(
             bar.update()
     finally:
         bar.close()
+    longterm = maintenance.longterm
+    if isinstance(longterm, CompactsDeleted) and longterm.compact_deleted():
+        log.info("maintenance: deleted facts' text rewritten out of the long-term store")
     return reports
 
 

@@ -5,16 +5,17 @@ from __future__ import annotations
 from fastapi import APIRouter, Depends, Request
 from fastapi.responses import Response
 
-from memory_service.api.deps import get_principal
+from memory_service.api.deps import require_every_user
 from memory_service.api.metrics import CONTENT_TYPE, AppMetrics
 
 METRICS_PATH = "/metrics"
 
 
 def metrics_router(*, require_key: bool) -> APIRouter:
-    """The route; ``require_key``: answer only with a valid API key (any role)."""
+    """The route; ``require_key``: answer only with a valid API key that reaches every user of
+    its tenant (any role but a personal key's: the figures are the whole service's)."""
     router = APIRouter(tags=["observability"])
-    dependencies = [Depends(get_principal)] if require_key else []
+    dependencies = [Depends(require_every_user)] if require_key else []
 
     @router.get(
         METRICS_PATH,

@@ -1,8 +1,12 @@
-"""``GET /v1/export`` and ``POST /v1/import``: a tenant's facts out and back in, as JSON lines.
+"""``GET /v1/export``, ``GET /v1/users/{user_id}/export`` and ``POST /v1/import``: facts out
+and back in, as JSON lines.
 
 The lines are the CLI's (``memory-service export`` / ``import``, see ``memory_service.transfer``);
 the tenant is always the key's: export never reads another tenant, and an import line that
-names another tenant is a bad line.
+names another tenant is a bad line. Who exports what: an admin or application key its tenant
+(every user, then the shared memory) or one user; a personal key its own user only, through
+either route (``deps``: another user is a 403). Import takes an admin key (the tenant's lines)
+or a personal key (its own user's lines only).
 """
 
 from __future__ import annotations
@@ -10,13 +14,16 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Annotated, Any
 
-from fastapi import APIRouter, Query, Request
+from fastapi import APIRouter, Path, Query, Request
 from fastapi.responses import StreamingResponse
 from starlette.concurrency import run_in_threadpool
 
-from memory_service.api.deps import AdminDep, LongTermDep, PrincipalDep
+from memory_service.api.deps import LongTermDep, PrincipalDep, user_context
 from memory_service.api.errors import ApiError
+from memory_service.api.keys import Principal
+from memory_service.api.schemas.common import UserId
 from memory_service.api.schemas.transfer import ExportQuery, ImportSummary
+from memory_service.errors import ForbiddenError
 from memory_service.longterm.protocol import LongTermMemory
 from memory_service.transfer import (
     SHOWN_BAD_LINES,
@@ -48,11 +55,19 @@ def _filename(tenant_id: str, user_id: str | None) -> str:
     return f"memories-{tenant_id}{f'-{user_id}' if user_id else ''}.jsonl"  # ids are safe
 
 
-@router.get(
-    "/export",
-    response_class=StreamingResponse,
-    responses={200: {"description": "the facts as JSON lines", "content": {NDJSON: _LINES_SCHEMA}}},
-)
+_EXPORTED = {200: {"description": "the facts as JSON lines", "content": {NDJSON: _LINES_SCHEMA}}}
+
+
+def _export(memory: LongTermMemory, tenant_id: str, user_id: str | None) -> StreamingResponse:
+    users = export_users(memory, tenant_id, user_id)  # errors before the first byte
+    return StreamingResponse(
+        _chunks(export_pages(memory, tenant_id, users)),
+        media_type=NDJSON,
+        headers={"Content-Disposition": f'attachment; filename="{_filename(tenant_id, user_id)}"'},
+    )
+
+
+@router.get("/export", response_class=StreamingResponse, responses=_EXPORTED)
 def export_facts(
     query: Annotated[ExportQuery, Query()], principal: PrincipalDep, memory: LongTermDep
 ) -> StreamingResponse:
@@ -60,16 +75,24 @@ def export_facts(
     included, one JSON object per line: the lines ``memory-service export`` writes, ready for
     ``POST /v1/import`` or ``memory-service import``. Streamed page by page. A user (or a
     tenant) with no facts is an empty export, 200 with no lines, as list and search answer
-    empty; ``memory-service export`` likewise writes nothing and exits 0."""
-    tenant_id = principal.tenant_id
-    users = export_users(memory, tenant_id, query.user_id)  # errors before the first byte
-    return StreamingResponse(
-        _chunks(export_pages(memory, tenant_id, users)),
-        media_type=NDJSON,
-        headers={
-            "Content-Disposition": f'attachment; filename="{_filename(tenant_id, query.user_id)}"'
-        },
-    )
+    empty; ``memory-service export`` likewise writes nothing and exits 0. The whole tenant
+    takes an admin or application key; a personal key exports its own user (``user_id``
+    omitted or its own)."""
+    user_id = principal.user_for(query.user_id)
+    return _export(memory, principal.tenant_id, user_id)
+
+
+@router.get("/users/{user_id}/export", response_class=StreamingResponse, responses=_EXPORTED)
+def export_user(
+    user_id: Annotated[UserId, Path(description="the user whose facts to export")],
+    principal: PrincipalDep,
+    memory: LongTermDep,
+) -> StreamingResponse:
+    """One user's own facts (their user memory, inactive facts included; none of the shared
+    memory they read), as ``GET /v1/export`` writes them: the user's copy of their data. A
+    personal key exports its own user only (403 ``forbidden_user`` for another)."""
+    ctx = user_context(principal, user_id)
+    return _export(memory, ctx.tenant_id, ctx.user_id)
 
 
 def _check_media_type(request: Request) -> None:
@@ -101,8 +124,9 @@ def _decode(body: bytes) -> str:
         raise _bad_lines([BadLine(line_no, "not UTF-8")]) from exc
 
 
-def _import(memory: LongTermMemory, tenant_id: str, text: str) -> ImportSummary:
-    lines, bad = parse_import(text.split("\n"), tenant_id=tenant_id)
+def _import(memory: LongTermMemory, principal: Principal, text: str) -> ImportSummary:
+    tenant_id, user_id = principal.tenant_id, principal.user_id
+    lines, bad = parse_import(text.split("\n"), tenant_id=tenant_id, user_id=user_id)
     if bad:
         raise _bad_lines(bad)
     return ImportSummary.model_validate(summarize(lines, import_records(memory, lines)))
@@ -118,19 +142,24 @@ def _import(memory: LongTermMemory, tenant_id: str, text: str) -> ImportSummary:
         }
     },
     responses={
-        403: {"description": "the key is not an admin key"},
+        403: {"description": "the key is neither an admin key nor a personal key"},
         413: {"description": "the body is over MEMORY_API__MAX_IMPORT_BYTES"},
         415: {"description": "the body is not sent as JSON lines"},
         422: {"description": "bad lines (code bad_lines, listed in error.bad_lines)"},
     },
 )
-async def import_facts(request: Request, principal: AdminDep, memory: LongTermDep) -> ImportSummary:
+async def import_facts(
+    request: Request, principal: PrincipalDep, memory: LongTermDep
+) -> ImportSummary:
     """Record exported lines (``GET /v1/export`` or ``memory-service export``) for the key's
-    tenant. Needs an admin key: lines carry history (``superseded_by``, ``valid_to``,
-    ``created_at``) that ``POST /v1/memories`` never lets a client set. Every line is checked
-    first: one bad line (bad JSON, a bad field, another tenant's ``tenant_id``) and nothing is
-    written, with the bad lines named. Ids are derived, so they come back equal, and importing
-    the same lines twice only counts duplicates."""
+    tenant. Needs an admin key (lines carry history, ``superseded_by``, ``valid_to``,
+    ``created_at``, that ``POST /v1/memories`` never lets a client set), or a personal key,
+    bringing its own user's lines back. Every line is checked first: one bad line (bad JSON,
+    a bad field, another tenant's ``tenant_id``, for a personal key another user's or a shared
+    scope's line) and nothing is written, with the bad lines named. Ids are derived, so they
+    come back equal, and importing the same lines twice only counts duplicates."""
+    if not principal.may("admin") and principal.user_id is None:
+        raise ForbiddenError("importing needs an admin key or a personal key")
     _check_media_type(request)
     text = _decode(await request.body())
-    return await run_in_threadpool(_import, memory, principal.tenant_id, text)
+    return await run_in_threadpool(_import, memory, principal, text)

@@ -4,14 +4,15 @@ from __future__ import annotations
 
 from fastapi import APIRouter
 
-from memory_service.api.deps import PrincipalDep, ServicesDep
+from memory_service.api.deps import EveryUserDep, ServicesDep
 from memory_service.api.schemas.usage import UsageReport
 
 router = APIRouter(prefix="/v1", tags=["usage"])
 
 
 @router.get("/usage", response_model=UsageReport)
-def usage(principal: PrincipalDep, services: ServicesDep):
+def usage(principal: EveryUserDep, services: ServicesDep):
     """Tokens by purpose (chat, flush, compaction) with call counts, their total, and the
-    flush counters (runs, facts created, retries, failures, dead letters)."""
+    flush counters (runs, facts created, retries, failures, dead letters). The whole tenant's:
+    not for a personal key (403 ``forbidden_user``)."""
     return UsageReport.model_validate(services.state.usage.report(principal.tenant_id))

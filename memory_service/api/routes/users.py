@@ -40,11 +40,14 @@ def _facts_of(services: Services, ctx: RuntimeContext) -> int:
 def list_users(principal: PrincipalDep, services: ServicesDep):
     """The key's tenant's users: those with facts, sessions or other data kept, each with
     the number of facts stored; then the agents with shared memory and the tenant's own
-    shared facts. Another tenant's users are never listed."""
+    shared facts. Another tenant's users are never listed, and a personal key's list holds
+    its own user alone (beside the shared scopes it reads)."""
     users: list[UserOut] = []
     agents: list[AgentOut] = []
     tenant_facts = 0
     for ctx in services.tenant_owners(principal.tenant_id):
+        if ctx.scope == "user" and principal.user_id not in (None, ctx.user_id):
+            continue
         facts = _facts_of(services, ctx)
         if ctx.scope == "agent" and ctx.agent_id is not None:
             agents.append(AgentOut(agent_id=ctx.agent_id, facts=facts))

@@ -15,6 +15,10 @@ class WhoAmI(Out):  # an api.keys.Principal, with its role's actions
 
     tenant_id: str
     role: str
+    user_id: Annotated[
+        str | None,
+        Field(description="a personal key's one user (every call acts for it); null otherwise"),
+    ] = None
     key_id: Annotated[
         str, Field(description="the key's fingerprint (first hex digits of its SHA-256)")
     ]
@@ -22,7 +26,8 @@ class WhoAmI(Out):  # an api.keys.Principal, with its role's actions
         list[str],
         Field(
             description="what the role may do: read, write_memory (the users' own facts), "
-            "write_shared_memory (agent and tenant scopes), erase_users, import, "
+            "list_users (every user of the tenant), write_shared_memory (agent and tenant "
+            "scopes), erase_users, import, "
             "run_maintenance; a role not listed here may do none of it"
         ),
     ]

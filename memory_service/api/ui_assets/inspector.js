@@ -161,7 +161,7 @@
     $("key-input").value = "";
     $("key-forget").hidden = false;
     const who = $("whoami");
-    who.textContent = `Tenant ${me.tenant_id} · role ${me.role} · key ${me.key_id}`;
+    who.textContent = `Tenant ${me.tenant_id} · role ${me.role}${me.user_id ? ` (user ${me.user_id} only)` : ""} · key ${me.key_id}`;
     who.hidden = false;
     applyPermissions();
     $("app").hidden = false;

@@ -10,6 +10,7 @@ the next retrieve. The memory semantics are ``BaseLongTermMemory``'s.
 
 from __future__ import annotations
 
+import logging
 import os
 import shutil
 from collections.abc import Callable, Mapping, Sequence
@@ -40,7 +41,7 @@ from memory_service.longterm.files.index import (
     OwnerIndex,
     OwnerIndexes,
 )
-from memory_service.longterm.files.owner_files import owners_with_fact_files
+from memory_service.longterm.files.owner_files import fact_file_paths, owners_with_fact_files
 from memory_service.longterm.files.vector_cache import add_vectors
 from memory_service.longterm.files.vector_cache import cache_path as vector_cache_path
 from memory_service.longterm.fusion import LegHit
@@ -56,6 +57,8 @@ from memory_service.observe.telemetry import timed_stage
 from memory_service.paths import OwnerPaths, WorkspacePaths, id_folders
 from memory_service.replicas.tombstones import Tombstones
 from memory_service.replicas.tombstones.files import FilesTombstones
+
+log = logging.getLogger(__name__)
 
 LEDGER_HEADER = "# Memory ledger {day}\n\n"
 
@@ -95,6 +98,47 @@ class FileSystemLongTermMemory(BaseLongTermMemory[_Read]):
         self.workspace = Path(workspace)
         self._indexes = OwnerIndexes()
         self._access = AccessFiles()
+        self.shared_words_dropped = self._drop_shared_user_words()
+
+    def _drop_shared_user_words(self) -> int:
+        """Every agent's and tenant's fact (daily and archived fact files) whose source
+        quotes a user (``Source.quotes_a_user``) loses that text, as a record into a shared
+        scope now drops it (``Fact.stamped``); returns how many, logged. Run at every open:
+        a second one finds nothing (one read of each shared fact file)."""
+        tenants_dir = WorkspacePaths(self.workspace).tenants_dir
+        dropped = 0
+        for tenant in id_folders(tenants_dir) if tenants_dir.is_dir() else ():
+            owners = [scope_context(tenant, "agent", a) for a in self.agents(tenant)]
+            for ctx in [*owners, scope_context(tenant, "tenant")]:
+                paths = self.paths(ctx)
+                files = [p for p in fact_file_paths(paths) if p != paths.memory_md]
+                if paths.archive_dir.is_dir():
+                    archived = paths.archive_dir.glob("*.md")
+                    files += sorted(p for p in archived if not p.name.startswith("MEMORY."))
+                if files:
+                    dropped += self._drop_user_words(ctx, files)
+        if dropped:
+            log.info(
+                "dropped the users' source text of %d shared facts in %s", dropped, self.workspace
+            )
+        return dropped
+
+    def _drop_user_words(self, ctx: RuntimeContext, files: Sequence[Path]) -> int:
+        dropped = 0
+        with self._write_lock(ctx):
+            for path in files:
+                content = read_text(path)
+                changes: dict[int, Fact | None] = {
+                    line.line_no: replace(line.fact, source=line.fact.source.for_shared_scope())
+                    for line in parse_fact_file(content, default_created_at=None)
+                    if line.fact.source is not None and line.fact.source.quotes_a_user
+                }
+                if changes:
+                    write_atomically(path, rewrite_fact_file(content, changes))
+                    dropped += len(changes)
+            if dropped:
+                self._indexes.invalidate(ctx)
+        return dropped
 
     # -- paths, locks, writes ---------------------------------------------------------------
 

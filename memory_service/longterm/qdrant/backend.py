@@ -48,7 +48,7 @@ from indexing.sparse import AVG_DOC_LEN, AVG_SOURCE_LEN, SparseTerms, document_v
 from indexing.tokenize import TOKENIZER_VERSION
 from memory_service.config.retrieval import Leg, RetrievalConfig
 from memory_service.config.settings import QdrantSettings
-from memory_service.context import RuntimeContext, validate_id
+from memory_service.context import RuntimeContext, scope_context, validate_id
 from memory_service.errors import ConfigurationError
 from memory_service.facts import Fact, utcnow
 from memory_service.longterm.access import AccessMark, applied
@@ -111,6 +111,40 @@ class QdrantLongTermMemory(BaseLongTermMemory[_Read]):
         self._mirrors = ScopeMirrors(engine) if held else None
         self._locks = [threading.Lock() for _ in range(_LOCK_STRIPES)]
         self.reindexed = self._reindex_stale_terms()
+        self.shared_words_dropped = self._drop_shared_user_words()
+
+    def _drop_shared_user_words(self) -> int:
+        """Every agent's and tenant's point whose source quotes a user
+        (``Source.quotes_a_user``) is written again without that text, its sparse vector made
+        again without its words, as a record into a shared scope now does (``Fact.stamped``);
+        returns how many, logged. Shared scopes are small (one scroll per agent and tenant);
+        a second open finds nothing. An engine that keeps replaced payloads in its files
+        (``RewritesDeleted``: Edge) is rewritten after, so the words leave its bytes too."""
+        dropped = 0
+        for tenant in self.engine.tenants():
+            owners = [scope_context(tenant, "agent", a) for a in self.engine.agents(tenant)]
+            for ctx in [*owners, scope_context(tenant, "tenant")]:
+                with self._write_lock(ctx):
+                    points = self.engine.scroll(OwnerFilter.of(ctx), with_vectors=True)
+                    rewritten = []
+                    for point in points:
+                        fact = fact_of(point.id, point.payload)
+                        if fact.source is None or not fact.source.quotes_a_user:
+                            continue
+                        kept = replace(fact, source=fact.source.for_shared_scope())
+                        payload, sparse = payload_of(ctx, kept), self._lexical(kept)
+                        rewritten.append(replace(point, payload=payload, sparse=sparse))
+                    self.engine.upsert(rewritten)
+                    dropped += len(rewritten)
+        if dropped:
+            if isinstance(self.engine, RewritesDeleted):
+                self.engine.rewrite_without_deleted()
+            log.info(
+                "dropped the users' source text of %d shared facts in %s",
+                dropped,
+                self.engine.description,
+            )
+        return dropped
 
     def _reindex_stale_terms(self) -> int:
         """Make again, with this tokenizer, the sparse vector of every point an older one
@@ -324,6 +358,12 @@ class QdrantLongTermMemory(BaseLongTermMemory[_Read]):
 
     def _release(self) -> None:
         self.engine.close()
+
+    def compact_deleted(self) -> bool:
+        """Leave no deleted text in the engine's files (``CompactsDeleted``): Edge rewrites
+        its shard if a delete since the last rewrite left some; a server vacuums by itself."""
+        self._check_open()
+        return isinstance(self.engine, RewritesDeleted) and self.engine.compact_deleted()
 
     # -- capabilities: SettlesStoredFacts, ListsUsers, ListsAgents ----------------------------
 

@@ -85,6 +85,9 @@ class CountsSharedWrites(Protocol):
 class RewritesDeleted(Protocol):
     """An engine whose files keep what was deleted (a write-ahead log, segments not yet
     vacuumed) and that can rewrite them from the live points alone: erasing a user calls it,
-    so the user's text is not left in the engine's bytes."""
+    so the user's text is not left in the engine's bytes; ``compact_deleted`` rewrites only
+    when a delete since the last rewrite left some (maintenance calls it each pass)."""
 
     def rewrite_without_deleted(self) -> None: ...
+
+    def compact_deleted(self) -> bool: ...

@@ -4,7 +4,8 @@
 
 The keys file is a JSON object from a key to its owner::
 
-    {"sha256:<64 hex digits>": {"tenant": "acme", "role": "user", "created_at": "..."}}
+    {"sha256:<64 hex digits>": {"tenant": "acme", "role": "application", "created_at": "..."}}
+    {"sha256:<64 hex digits>": {"tenant": "acme", "role": "personal", "user": "alice"}}
 
 Only SHA-256 digests of the keys are written: a key is shown once, when it is added, and
 cannot be read back. A file written by hand (or by an older version) may still name keys in
@@ -27,16 +28,54 @@ from memory_service.errors import ConfigurationError, InvalidIdError, InvalidInp
 from memory_service.facts import utcnow
 from memory_service.limits import MIN_API_KEY_CHARS
 
-# user: a tenant's users' own memory; curator: also the shared agent and tenant memory;
-# admin: everything, the admin-only routes (import, erase, maintenance) included. Any key
-# addresses every user of its tenant (the platform holds it), so export takes any key.
-Role = Literal["user", "curator", "admin"]
+# personal: one user's key (``user`` names them): that user's memory and sessions, the shared
+# scopes they read, their own export and import, nothing of another user; application: the
+# platform's key, addressing every user of its tenant; curator: also writes the shared agent
+# and tenant memory; admin: everything, the admin-only routes (import, erase, maintenance)
+# included. What each may do is ``RIGHTS``: the API checks a right, never a role's name.
+Role = Literal["personal", "application", "curator", "admin"]
 
 
-ROLES: tuple[str, ...] = ("user", "curator", "admin")
+ROLES: tuple[str, ...] = ("personal", "application", "curator", "admin")
 
 
-SHARED_MEMORY_ROLES: tuple[str, ...] = ("curator", "admin")  # may write agent/tenant scope
+# the name an older version gave the application role: read from files, the CLI and table rows
+ROLE_ALIASES: Mapping[str, str] = {"user": "application"}
+
+
+Right = Literal["every_user", "shared_write", "admin"]
+
+
+RIGHTS: Mapping[str, frozenset[str]] = {
+    "personal": frozenset(),
+    "application": frozenset({"every_user"}),
+    "curator": frozenset({"every_user", "shared_write"}),
+    "admin": frozenset({"every_user", "shared_write", "admin"}),
+}
+
+
+SHARED_MEMORY_ROLES: tuple[str, ...] = tuple(r for r in ROLES if "shared_write" in RIGHTS[r])
+
+
+def role_of(name: object) -> Role:
+    """The role ``name`` names (an alias read as its role); ``InvalidInputError`` otherwise."""
+    role = ROLE_ALIASES.get(name, name) if isinstance(name, str) else name
+    if role not in ROLES:
+        raise InvalidInputError(f"role {name!r} is not {'|'.join(ROLES)}")
+    return role  # type: ignore[return-value]
+
+
+def check_binding(role: Role, user: str | None) -> str | None:
+    """The validated user of a key: a personal key names one, no other role does."""
+    if role == "personal":
+        if user is None:
+            raise InvalidInputError("a personal key is bound to one user: name it (--user)")
+        return validate_id(user, "user")
+    if user is not None:
+        raise InvalidInputError(
+            f"a key bound to a user is a personal key, not {role} (leave --role out)"
+        )
+    return None
 
 
 SETTING = "MEMORY_API_KEYS_FILE"
@@ -77,6 +116,7 @@ class KeyEntry:
     role: Role
     created_at: str | None = None
     plaintext: bool = False
+    user: str | None = None  # a personal key's one user
 
     @property
     def fingerprint(self) -> str:
@@ -84,6 +124,8 @@ class KeyEntry:
 
     def to_json(self) -> tuple[str, dict[str, str]]:
         spec = {"tenant": self.tenant, "role": self.role}
+        if self.user is not None:
+            spec["user"] = self.user
         if self.created_at:
             spec["created_at"] = self.created_at
         return DIGEST_PREFIX + self.digest.hex(), spec
@@ -115,21 +157,27 @@ def _entry(name: object, spec: object) -> KeyEntry:
         tenant = validate_id(spec.get("tenant"), "tenant")
     except InvalidIdError as exc:
         raise ConfigurationError(f"{SETTING}: {exc.message}") from exc
-    role = spec.get("role", "user")
-    if role not in ROLES:
-        raise ConfigurationError(f"{SETTING}: role {role!r} is not {'|'.join(ROLES)}")
+    user = spec.get("user")
+    try:
+        role = role_of(spec.get("role", "personal" if user is not None else "application"))
+        user = check_binding(role, user)
+    except InvalidInputError as exc:
+        raise ConfigurationError(f"{SETTING}: {exc.message}") from exc
     created = spec.get("created_at")
-    return KeyEntry(digest, tenant, role, str(created) if created else None, plaintext)
+    return KeyEntry(digest, tenant, role, str(created) if created else None, plaintext, user)
 
 
-def mint(tenant: str, role: Role, prefix: str = KEY_PREFIX) -> tuple[str, KeyEntry]:
-    """A new key for ``tenant`` and the entry that stores its digest; a bad tenant or role
-    is an ``InvalidInputError`` before anything is written."""
+def mint(
+    tenant: str, role: str, prefix: str = KEY_PREFIX, *, user: str | None = None
+) -> tuple[str, KeyEntry]:
+    """A new key for ``tenant`` (bound to ``user`` for a personal key) and the entry that
+    stores its digest; a bad tenant, role or user is an ``InvalidInputError`` before anything
+    is written."""
     tenant = validate_id(tenant, "tenant")
-    if role not in ROLES:
-        raise InvalidInputError(f"role {role!r} is not {'|'.join(ROLES)}")
+    checked = role_of(role)
+    user = check_binding(checked, user)
     key = new_key(prefix)
-    return key, KeyEntry(digest_of(key), tenant, role, utcnow().isoformat())
+    return key, KeyEntry(digest_of(key), tenant, checked, utcnow().isoformat(), user=user)
 
 
 def find_entry(entries: Iterable[KeyEntry], given: str, where: str) -> KeyEntry:
@@ -165,8 +213,16 @@ class KeyStore(Protocol):
 
     def entries(self) -> list[KeyEntry]: ...
 
-    def add(self, tenant: str, role: Role = "user", *, prefix: str = KEY_PREFIX) -> str:
-        """Mint a key for ``tenant``, store its digest, return the key (shown only now)."""
+    def add(
+        self,
+        tenant: str,
+        role: str = "application",
+        *,
+        prefix: str = KEY_PREFIX,
+        user: str | None = None,
+    ) -> str:
+        """Mint a key for ``tenant`` (a personal key: for its ``user`` alone), store its
+        digest, return the key (shown only now)."""
         ...
 
     def revoke(self, key_or_fingerprint: str) -> KeyEntry:

@@ -18,7 +18,6 @@ from memory_service.replicas.api_keys import (
     KEY_PREFIX,
     SETTING,
     KeyEntry,
-    Role,
     Stamp,
     find_entry,
     mint,
@@ -70,9 +69,17 @@ class FilesKeyStore:
             return []
         return read_entries(self.path)[0]
 
-    def add(self, tenant: str, role: Role = "user", *, prefix: str = KEY_PREFIX) -> str:
-        """Mint a key for ``tenant``, store its digest, return the key (shown only now)."""
-        key, entry = mint(tenant, role, prefix)
+    def add(
+        self,
+        tenant: str,
+        role: str = "application",
+        *,
+        prefix: str = KEY_PREFIX,
+        user: str | None = None,
+    ) -> str:
+        """Mint a key for ``tenant`` (a personal key: for its ``user`` alone), store its
+        digest, return the key (shown only now)."""
+        key, entry = mint(tenant, role, prefix, user=user)
         with self._lock():
             write_entries(self.path, [*self.entries(), entry])
         return key

@@ -7,7 +7,10 @@ of its fingerprint; ``entries`` lists the keys in force. The tables::
 
     api_keys          digest (32 bytes, primary key), tenant, role, created_at (ISO-8601, as
                       the file keeps it), revoked_at (a revoked key stays, so re-importing an
-                      old keys file cannot bring it back), position (insertion order)
+                      old keys file cannot bring it back), position (insertion order),
+                      user_id (a personal key's one user; null for every other role). A row
+                      an older version wrote says ``user`` for the application role, and is
+                      read so; rows are never rewritten, so an older replica still reads them
     api_keys_version  one row: locked by every change, bumped in its transaction if it
                       changed something
 
@@ -26,18 +29,26 @@ from pathlib import Path
 
 import psycopg
 
-from memory_service.replicas.api_keys import KEY_PREFIX, ROLES, KeyEntry, Role, find_entry, mint
+from memory_service.replicas.api_keys import (
+    KEY_PREFIX,
+    ROLE_ALIASES,
+    ROLES,
+    KeyEntry,
+    find_entry,
+    mint,
+    role_of,
+)
 from memory_service.replicas.api_keys.files import read_entries
 from memory_service.replicas.database import Database
 
 STORE_NAME = "api_keys"
-_ROLES_SQL = ", ".join(f"'{r}'" for r in ROLES)
+_ROLES_SQL = ", ".join(f"'{r}'" for r in (*ROLES, *ROLE_ALIASES))
 MIGRATIONS: tuple[str, ...] = (
-    f"""
+    """
     CREATE TABLE IF NOT EXISTS api_keys (
         digest bytea PRIMARY KEY CHECK (octet_length(digest) = 32),
         tenant text NOT NULL,
-        role text NOT NULL CHECK (role IN ({_ROLES_SQL})),
+        role text NOT NULL CHECK (role IN ('user', 'curator', 'admin')),
         created_at text,
         revoked_at timestamptz,
         position bigint GENERATED ALWAYS AS IDENTITY
@@ -48,20 +59,27 @@ MIGRATIONS: tuple[str, ...] = (
     );
     INSERT INTO api_keys_version (id, version) VALUES (1, 0) ON CONFLICT (id) DO NOTHING;
     """,
+    f"""
+    ALTER TABLE api_keys DROP CONSTRAINT IF EXISTS api_keys_role_check;
+    ALTER TABLE api_keys ADD CONSTRAINT api_keys_role_check CHECK (role IN ({_ROLES_SQL}));
+    ALTER TABLE api_keys ADD COLUMN IF NOT EXISTS user_id text;
+    ALTER TABLE api_keys ADD CONSTRAINT api_keys_personal_user
+        CHECK ((role = 'personal') = (user_id IS NOT NULL));
+    """,
 )
 _ACTIVE = (
-    "SELECT digest, tenant, role, created_at FROM api_keys "
+    "SELECT digest, tenant, role, created_at, user_id FROM api_keys "
     "WHERE revoked_at IS NULL ORDER BY position"
 )
 _INSERT = (
-    "INSERT INTO api_keys (digest, tenant, role, created_at) VALUES (%s, %s, %s, %s) "
-    "ON CONFLICT (digest) DO NOTHING"
+    "INSERT INTO api_keys (digest, tenant, role, created_at, user_id) "
+    "VALUES (%s, %s, %s, %s, %s) ON CONFLICT (digest) DO NOTHING"
 )
 
 
 def _entry(row: tuple) -> KeyEntry:
-    digest, tenant, role, created_at = row
-    return KeyEntry(bytes(digest), tenant, role, created_at)
+    digest, tenant, role, created_at, user_id = row
+    return KeyEntry(bytes(digest), tenant, role_of(role), created_at, user=user_id)
 
 
 class PostgresKeyStore:
@@ -96,15 +114,23 @@ class PostgresKeyStore:
     def entries(self) -> list[KeyEntry]:
         return self.load()[1]
 
-    def add(self, tenant: str, role: Role = "user", *, prefix: str = KEY_PREFIX) -> str:
-        """Mint a key for ``tenant``, store its digest, return the key (shown only now)."""
-        key, entry = mint(tenant, role, prefix)
+    def add(
+        self,
+        tenant: str,
+        role: str = "application",
+        *,
+        prefix: str = KEY_PREFIX,
+        user: str | None = None,
+    ) -> str:
+        """Mint a key for ``tenant`` (a personal key: for its ``user`` alone), store its
+        digest, return the key (shown only now)."""
+        key, entry = mint(tenant, role, prefix, user=user)
         with self.database.connection() as conn:
             self._lock(conn)
             self._insert(conn, [entry])
         return key
 
-    def add_if_empty(self, tenant: str, role: Role, *, prefix: str) -> str | None:
+    def add_if_empty(self, tenant: str, role: str, *, prefix: str) -> str | None:
         """``add`` only when the table has never held a key (revoked ones count): the
         development key of a first start, minted once even when replicas start together."""
         key, entry = mint(tenant, role, prefix)
@@ -155,7 +181,8 @@ class PostgresKeyStore:
         """Store the entries not here yet; returns how many were; bumps the version if any."""
         added = 0
         for e in entries:
-            cursor = conn.execute(_INSERT, (e.digest, e.tenant, e.role, e.created_at))
+            row = (e.digest, e.tenant, e.role, e.created_at, e.user)
+            cursor = conn.execute(_INSERT, row)
             added += cursor.rowcount
         if added:
             self._bump(conn)

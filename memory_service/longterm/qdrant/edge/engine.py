@@ -51,6 +51,12 @@ from memory_service.longterm.qdrant.write_counts import SharedWrites
 SCROLL_PAGE = 1000
 REWRITE_SUFFIX = ".rewrite"  # the new shard while a rewrite builds it
 REPLACED_SUFFIX = ".replaced"  # the old shard between the two renames of a rewrite
+DELETED_SUFFIX = ".deleted"  # a marker beside the folder: deleted text is still in its bytes
+# A delete rewrites the shard at once when it holds at most this many points (a rewrite copies
+# the collection: about a minute per 100k points on 2 loaded cores by
+# ``benchmarks/latency/erase.py``, so some 3 s at 5,000); a larger shard is rewritten by the
+# next maintenance pass, on close, or at the next open after a kill (the marker says one is owed).
+REWRITE_AT_ONCE_POINTS = 5000
 
 log = logging.getLogger(__name__)
 _registry: dict[Path, EdgeEngine] = {}
@@ -181,7 +187,9 @@ class EdgeEngine:
             raise BackendUnavailableError(message) from exc
         try:
             _recover_rewrite(folder)
-            return cls(folder, open_shard(folder, dimension), dimension, lock)
+            engine = cls(folder, open_shard(folder, dimension), dimension, lock)
+            engine.compact_deleted()  # one a kill left owed
+            return engine
         except BaseException:
             lock.release()
             raise
@@ -193,6 +201,7 @@ class EdgeEngine:
                 return
             _registry.pop(self.folder, None)
             try:
+                self.compact_deleted()
                 self.commit.flush(self._shard)
             finally:
                 try:
@@ -259,11 +268,27 @@ class EdgeEngine:
             return int(self._shard.count(qe.CountRequest(exact=True, filter=edge_filter(scope))))
 
     def delete(self, scope: OwnerFilter) -> None:
+        """Delete the scope's points; their text leaves the folder's bytes at once when the
+        shard is small (``REWRITE_AT_ONCE_POINTS``), else at the next ``compact_deleted``."""
+        marker = _sibling(self.folder, DELETED_SUFFIX)
         with self._calls():
+            marker.touch(mode=0o600)  # before the delete: a kill after it leaves the marker
+            fsync_dir(self.folder.parent)
             self._shard.update(qe.UpdateOperation.delete_points_by_filter(edge_filter(scope)))
             self.commit.after_write(self._shard)
             self.writes += 1
             self._touched.add({scope.owner_key()})
+            left = int(self._shard.count(qe.CountRequest(exact=True)))
+        if left <= REWRITE_AT_ONCE_POINTS:
+            self.rewrite_without_deleted()
+
+    def compact_deleted(self) -> bool:
+        """Rewrite the shard if a delete since the last rewrite left text in its bytes (the
+        marker says so); whether it did. Maintenance calls it once a pass."""
+        if not _sibling(self.folder, DELETED_SUFFIX).exists():
+            return False
+        self.rewrite_without_deleted()
+        return True
 
     def rewrite_without_deleted(self) -> None:
         """Rebuild the shard from its live points. Edge keeps a deleted point's payload in its
@@ -301,6 +326,7 @@ class EdgeEngine:
             try:
                 os.rename(self.folder, replaced)
                 os.rename(building, self.folder)
+                _sibling(self.folder, DELETED_SUFFIX).unlink(missing_ok=True)
                 fsync_dir(self.folder.parent)
             finally:  # swapped or not: no copy left behind, and a shard open again
                 _recover_rewrite(self.folder)
