@@ -29,17 +29,24 @@ from tests.support.api import (
 def test_me_says_the_keys_tenant_role_fingerprint_and_what_it_may_do(api_client):
     user = api_client.get("/v1/me", headers=auth(ACME_KEY)).json()
     admin = api_client.get("/v1/me", headers=auth(ACME_ADMIN_KEY)).json()
-    assert (user["tenant_id"], user["role"]) == ("acme", "user")
+    assert (user["tenant_id"], user["role"]) == ("acme", "application")
     assert re.fullmatch(r"[0-9a-f]{12}", user["key_id"]) and user["key_id"] != admin["key_id"]
     assert ACME_KEY not in str(user)
-    assert user["may"] == ["read", "write_memory"]
+    assert user["may"] == ["read", "write_memory", "list_users"]
     assert {"erase_users", "import", "run_maintenance", "write_shared_memory"} <= set(admin["may"])
     assert_error(api_client.get("/v1/me"), 401, "unauthorized")
     assert_error(api_client.get("/v1/me", headers=auth("nope-" * 5)), 401, "unauthorized")
 
 
 def test_a_role_the_service_does_not_know_may_do_nothing():
-    assert role_actions("curator") == ["read", "write_memory", "write_shared_memory"]
+    assert role_actions("curator") == [
+        "read",
+        "write_memory",
+        "list_users",
+        "write_shared_memory",
+    ]
+    assert role_actions("user") == role_actions("application")  # the older name, its alias
+    assert role_actions("personal") == ["read", "write_memory"]
     assert role_actions("superuser") == []
 
 
@@ -127,7 +134,8 @@ def test_the_python_client_reads_them_as_the_apis_models(ui_app):
     with MemoryClient(url, ACME_KEY) as memory:
         memory.record("alice", ["Alice lives in Lisbon"])
         me = memory.me()
-        assert (me.tenant_id, me.role, me.may) == ("acme", "user", ["read", "write_memory"])
+        assert (me.tenant_id, me.role, me.user_id) == ("acme", "application", None)
+        assert me.may == ["read", "write_memory", "list_users"]
         assert [(u.user_id, u.facts) for u in memory.list_users().users] == [("alice", 1)]
         assert memory.read_memory_md("alice").text == ""
         with pytest.raises(PermissionDeniedError):

@@ -279,3 +279,17 @@ def test_the_key_table_of_an_older_version_is_migrated_in_place(pg_database):
         assert conn.execute("SELECT role FROM api_keys ORDER BY position").fetchall()[0] == (
             "user",
         )
+
+
+def test_a_personal_key_sees_itself_and_its_own_user_in_the_inspectors_calls(api):
+    seeded(api)
+    me = api.get("/v1/me", headers=auth(ALICE)).json()
+    assert (me["role"], me["user_id"]) == ("personal", "alice")
+    assert "list_users" not in me["may"] and "erase_users" not in me["may"]
+    assert api.get("/v1/me", headers=auth(APP)).json()["user_id"] is None
+    assert "list_users" in api.get("/v1/me", headers=auth(APP)).json()["may"]
+    listed = api.get("/v1/users", headers=auth(ALICE)).json()
+    assert [u["user_id"] for u in listed["users"]] == ["alice"]  # never bob
+    assert listed["tenant_facts"] == 1  # the shared scope alice reads
+    every = api.get("/v1/users", headers=auth(APP)).json()
+    assert sorted(u["user_id"] for u in every["users"]) == ["alice", "bob"]
