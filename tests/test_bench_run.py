@@ -104,6 +104,12 @@ def test_bench_locomo_facts_end_to_end(tmp_path: Path, capsys):
     assert doc["notes"]["observations linked to no turn"] == 1
     printed = capsys.readouterr().out
     assert "per category" in printed and "4 single-hop" in printed
+    # each mode's time beside its question's embedding by the model alone, in the same run
+    embedding = doc["query_embedding_ms"]
+    assert 0 < embedding["p50"] <= embedding["p95"]
+    assert "query embedding alone" in printed and "÷ embed" in printed
+    hybrid_p50 = doc["results"][1]["latency_ms"]["p50"]
+    assert f"{hybrid_p50 / embedding['p50']:.2f}x" in printed
     # no bm25 leg and no k=10: only the latency target can be judged, the rest say so
     status = {t["name"]: t["status"] for t in doc["targets"]}
     assert status.pop("hybrid_p50_vs_plain") in ("met", "NOT met")

@@ -294,3 +294,37 @@ def test_a_new_edge_folder_stores_float16_and_an_older_float32_one_keeps_working
         memory.close()
     kept = json.loads((older / "edge_config.json").read_text())["vectors"]["dense"]
     assert kept.get("datatype", "float32") == "float32"
+
+
+@pytest.mark.parametrize("kind", ["edge", "client"])
+def test_fetch_by_id_reads_whole_payloads_of_its_owner_alone(tmp_path, kind):
+    """A recall reads its surviving hits by id: never another owner's point, and an id no
+    longer stored (deleted since the query) is simply absent."""
+    from indexing.sparse import SparseTerms
+    from memory_service.longterm.qdrant.filters import OwnerFilter
+    from memory_service.longterm.qdrant.points import StoredPoint
+
+    if kind == "edge":
+        engine = EdgeEngine.acquire(tmp_path / "edge", 4)
+    else:
+        engine = ClientEngine.attach(QdrantClient(location=":memory:"), "memories", 4)
+    alices, bobs, gone = (f"00000000-0000-5000-8000-00000000000{i}" for i in (1, 2, 3))
+    source = {"origin": "chat", "text": "said at length " * 100}
+    owned = {"tenant_id": "acme", "scope": "user", "text": "x", "source": source}
+    try:
+        engine.upsert(
+            [
+                StoredPoint(
+                    alices, {**owned, "user_id": "alice"}, [0.5] * 4, SparseTerms((1,), (1.0,))
+                ),
+                StoredPoint(
+                    bobs, {**owned, "user_id": "bob"}, [0.5] * 4, SparseTerms((1,), (1.0,))
+                ),
+            ]
+        )
+        got = engine.fetch(OwnerFilter("acme", "alice"), [alices, bobs, gone])
+        assert [(p.id, p.payload["source"]) for p in got] == [(alices, source)]
+        assert engine.fetch(OwnerFilter("globex", "alice"), [alices]) == []
+        assert engine.fetch(OwnerFilter("acme", "alice"), []) == []
+    finally:
+        engine.close()

@@ -9,6 +9,7 @@ So texts marked as queries always go to the model; everything else goes through 
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterable, Sequence
 
 import numpy as np
@@ -24,6 +25,9 @@ class ColdQueryEmbedder:
         self._model = model
         self._documents = CachedEmbedder(model, max_entries=max_entries)
         self._queries: set[str] = set()
+        # each marked query's embedding by the model alone, ms: what a recall's time is
+        # compared with (a recall cannot be faster than embedding its query)
+        self.query_ms: list[float] = []
 
     @property
     def name(self) -> str:
@@ -38,7 +42,10 @@ class ColdQueryEmbedder:
 
     def embed(self, texts: Sequence[str]) -> np.ndarray:
         if texts and all(t in self._queries for t in texts):
-            return self._model.embed(texts)
+            started = time.perf_counter()
+            vectors = self._model.embed(texts)
+            self.query_ms.append((time.perf_counter() - started) * 1000.0)
+            return vectors
         return self._documents.embed(texts)
 
 

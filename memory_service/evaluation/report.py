@@ -68,9 +68,11 @@ def print_recall(doc: dict, out: TextIO) -> None:
         file=out,
     )
     header = ["mode", *(f"R@{k}" for k in ks), *(f"Rall@{k}" for k in ks), "MRR", "nDCG@10"]
-    header += ["p50 ms", "p95 ms", "ingest/s"]
+    embedding = (doc.get("query_embedding_ms") or {}).get("p50")
+    header += ["p50 ms", "p95 ms", "÷ embed", "ingest/s"]
     rows = []
     for r in doc["results"]:
+        p50 = r["latency_ms"]["p50"]
         rows.append(
             [
                 r["mode"],
@@ -78,12 +80,19 @@ def print_recall(doc: dict, out: TextIO) -> None:
                 *(_pct(r["recall_all"][k]) for k in ks),
                 _pct(r["mrr"]),
                 _pct(r["ndcg@10"]),
-                _ms(r["latency_ms"]["p50"]),
+                _ms(p50),
                 _ms(r["latency_ms"]["p95"]),
+                f"{p50 / embedding:.2f}x" if embedding and p50 is not None else "-",
                 _rate(r["ingest_per_s"]),
             ]
         )
     _table(header, rows, out)
+    if embedding:
+        print(
+            f"query embedding alone (the model, this run): p50 {_ms(embedding)} ms, p95 "
+            f"{_ms(doc['query_embedding_ms']['p95'])} ms; '÷ embed': a mode's p50 over it",
+            file=out,
+        )
     stale = [(r["mode"], r["stale"]) for r in doc["results"] if "stale" in r]
     if stale:
         depth = stale[0][1]["at_k"]

@@ -81,6 +81,7 @@ class RunResult:
     wall_s: float = 0.0
     baseline_presets: tuple[str, ...] = ()
     injection: InjectionSweep | None = None
+    query_embedding_ms: list[float] = field(default_factory=list)  # the model alone, per query
 
     @property
     def ingest_per_s(self) -> float | None:
@@ -282,4 +283,6 @@ def run(
                     result.injection.ask(memory, ctx, conversation.questions, foreign, refs_by_fact)
     result.skipped = +result.skipped
     result.wall_s = time.perf_counter() - started
+    if isinstance(backends.embedder, ColdQueryEmbedder):
+        result.query_embedding_ms = list(backends.embedder.query_ms)
     return result

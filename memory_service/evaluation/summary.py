@@ -165,6 +165,11 @@ def summarise(run: RunResult, ks: Sequence[int], *, details: bool = False) -> di
         "results": [_mode_result(run, label, ks, categories) for label in run.labels],
         "wall_s": run.wall_s,
     }
+    if run.query_embedding_ms:
+        doc["query_embedding_ms"] = {
+            "p50": metrics.percentile(run.query_embedding_ms, 50),
+            "p95": metrics.percentile(run.query_embedding_ms, 95),
+        }
     if run.reachable:
         doc["recall_ceiling"] = metrics.mean(list(run.reachable.values()))
     if run.baseline_preset is not None:  # the first: the latency target's

@@ -188,8 +188,11 @@ class BaseLongTermMemory(LongTermHooks[S]):
                 mode, leg_hits, self.retrieval, top_k, now=view.moment, query_terms=terms
             )
         recalls = []
+        facts = found.facts([h.id for h in fused])
         for h in fused:
-            fact = found.fact(h.id)
+            fact = facts.get(h.id)
+            if fact is None:
+                continue
             confidence = self.confidence.at(fact, view.moment)
             recalls.append(Recall(fact, h.score, h.ranks, h.scores, confidence))
         return recalls
@@ -216,12 +219,12 @@ class BaseLongTermMemory(LongTermHooks[S]):
             self._retrieving.vectors = self._retrieving.terms = None
         if len(found) == 1:
             return found[0]
-        loader: dict[str, Callable[[str], Fact]] = {}
+        loader: dict[str, Candidates] = {}
         hidden: set[str] = set()
         held: set[str] = set()  # keys held by the narrower scopes seen so far
         for owner, cands in zip(owners, found, strict=True):
             ids = {h.id for hits in cands.legs.values() for h in hits}
-            loader.update(dict.fromkeys(ids, cands.fact))
+            loader.update(dict.fromkeys(ids, cands))
             if held:
                 keyed = {i: k for i in ids if (k := cands.key(i)) is not None}
                 hidden |= {i for i, k in keyed.items() if k in held}
@@ -237,7 +240,17 @@ class BaseLongTermMemory(LongTermHooks[S]):
             )[:depth]
             for leg in legs
         }
-        return Candidates(merged, lambda fid: loader[fid](fid))
+
+        def load(fact_ids: Sequence[str]) -> None:  # one read per scope's backend request
+            by_scope: dict[int, tuple[Candidates, list[str]]] = {}
+            for fid in fact_ids:
+                cands = loader[fid]
+                by_scope.setdefault(id(cands), (cands, []))[1].append(fid)
+            for cands, ids in by_scope.values():
+                if cands.load is not None:
+                    cands.load(ids)
+
+        return Candidates(merged, lambda fid: loader[fid].fact(fid), load=load)
 
     def _query_terms(self, query: str) -> list[str]:
         """The query's lexical terms for ``_candidates``: those ``_retrieve`` tokenized, however

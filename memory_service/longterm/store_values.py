@@ -43,6 +43,21 @@ class Candidates:
     legs: Mapping[str, list[LegHit]]
     fact: Callable[[str], Fact]
     key_of: Callable[[str], str | None] | None = None
+    load: Callable[[Sequence[str]], None] | None = None
+
+    def facts(self, fact_ids: Sequence[str]) -> dict[str, Fact]:
+        """The facts of these hits, by id: read at once where the backend reads them in one
+        request (``load``: Qdrant reads the payloads of the hits that survive fusion alone);
+        a hit whose fact is gone meanwhile (deleted by another call) is left out."""
+        if self.load is not None:
+            self.load(fact_ids)
+        out: dict[str, Fact] = {}
+        for fid in fact_ids:
+            try:
+                out[fid] = self.fact(fid)
+            except KeyError:
+                continue
+        return out
 
     def key(self, fact_id: str) -> str | None:
         """The ``key`` of the fact of hit ``fact_id``."""

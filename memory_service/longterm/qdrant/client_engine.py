@@ -23,7 +23,7 @@ from memory_service.context import validate_id
 from memory_service.errors import BackendUnavailableError, ConfigurationError, MemoryServiceError
 from memory_service.fact_filter import FactFilter
 from memory_service.longterm.qdrant.errors import engine_calls
-from memory_service.longterm.qdrant.filters import ImportanceTtl, OwnerFilter
+from memory_service.longterm.qdrant.filters import ImportanceTtl, OwnerFilter, owner_key_of
 from memory_service.longterm.qdrant.layout import (
     AGENT_FIELD,
     DENSE,
@@ -163,7 +163,7 @@ def _request(plan: QueryPlan, leg: LegRequest, where: qm.Filter) -> qm.QueryRequ
         using=leg.leg,
         filter=where,
         limit=plan.limit,
-        with_payload=True,
+        with_payload=plan.with_payload,
         with_vector=plan.with_vector,
         score_threshold=leg.threshold,
         params=params,
@@ -318,6 +318,17 @@ class ClientEngine:
                 out += [stored_point(r, with_vectors) for r in records]
                 if offset is None:
                     return out
+
+    def fetch(self, scope: OwnerFilter, ids: Sequence[str]) -> list[StoredPoint]:
+        if not ids:
+            return []
+        with self._calls():
+            records = self._client.retrieve(
+                self.collection, ids=list(ids), with_payload=True, with_vectors=False
+            )
+        owner = scope.owner_key()
+        points = [stored_point(r, False) for r in records]
+        return [p for p in points if owner_key_of(p.payload) == owner]
 
     def set_payload(self, scope: OwnerFilter, values: Mapping[str, dict[str, Any]]) -> None:
         if not values:

@@ -37,6 +37,11 @@ class QdrantEngine(Protocol):
 
     def scroll(self, scope: OwnerFilter, *, with_vectors: bool = False) -> list[StoredPoint]: ...
 
+    def fetch(self, scope: OwnerFilter, ids: Sequence[str]) -> list[StoredPoint]:
+        """The points of ``ids`` that ``scope``'s owner holds, payloads only, in one request
+        by id (a recall's surviving hits: no filter to evaluate, unlike ``scroll``)."""
+        ...
+
     def set_payload(self, scope: OwnerFilter, values: Mapping[str, dict[str, Any]]) -> None:
         """Merge ``values[id]`` into the payload of each point of ``scope`` named there, in
         one batch where the engine allows (vectors untouched)."""

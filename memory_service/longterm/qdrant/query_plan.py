@@ -34,10 +34,20 @@ class OwnerSearch:
         return floor if threshold is None else max(threshold, floor)
 
 
+# What a recall reads of each candidate: its rank order and neighbours (``created_at``,
+# ``session_id``), the key a wider scope's hit is compared by, and whether it holds its key
+# open (the key-race check). The rest (text, source text up to 2 KB, tags) is read for the
+# hits that survive fusion alone (``Candidates.load``): converting whole payloads was a
+# third of an Edge recall on LoCoMo's facts with their sources (benchmarks/RESULTS.md,
+# "Recall time by stage").
+CANDIDATE_FIELDS: tuple[str, ...] = ("created_at", "session_id", "key", "superseded_by", "valid_to")
+
+
 @dataclass(frozen=True, slots=True)
 class ScoredHit:
-    """``terms``: the term ids of the point's BM25 document (its sparse vector's indices),
-    when the query asked for them (``with_terms``), else None."""
+    """``payload``: the ``CANDIDATE_FIELDS`` of the point's payload. ``terms``: the term
+    ids of the point's BM25 document (its sparse vector's indices), when the query asked for
+    them (``with_terms``), else None."""
 
     id: str
     score: float
@@ -104,6 +114,11 @@ class QueryPlan:
                     LegRequest(i, SPARSE, least, sparse=sparse, idf_corpus=search.idf_corpus)
                 )
         return cls(tuple(searches), tuple(requests), limit, with_terms)
+
+    @property
+    def with_payload(self) -> list[str]:
+        """The payload fields each hit carries back: ``CANDIDATE_FIELDS``."""
+        return list(CANDIDATE_FIELDS)
 
     @property
     def with_vector(self) -> list[str] | bool:

@@ -14,7 +14,7 @@ the same floors, and costs no engine request at all.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
 from indexing.sparse import SparseTerms, matched_terms, terms_by_id
@@ -135,7 +135,7 @@ class Searcher:
                         again.append(i)
                 pending = again
             for i, answer in answers.items():
-                found[i] = _candidates_of(legs, answer, term_ids)
+                found[i] = _candidates_of(legs, answer, term_ids, self._reader(owners[i]))
 
         if self.engine.shared or len(owners) == 1:  # a server: one round trip for all
             ask(range(len(owners)), None)
@@ -143,6 +143,18 @@ class Searcher:
             ask([0], None)
             ask(range(1, len(owners)), merge_floors(found[0], depth))
         return [found[i] for i in range(len(owners))]
+
+    def _reader(self, ctx: RuntimeContext) -> Callable[[Sequence[str]], dict[str, Fact]]:
+        """Reads whole facts of ``ctx`` by id in one engine request (a hit carries only its
+        ``CANDIDATE_FIELDS``); ids no longer stored are left out."""
+
+        def read(fact_ids: Sequence[str]) -> dict[str, Fact]:
+            if not fact_ids:
+                return {}
+            points = self.engine.fetch(OwnerFilter.of(ctx), fact_ids)
+            return {p.id: fact_of(p.id, p.payload) for p in points}
+
+        return read
 
     def _lost_race(
         self,
@@ -158,7 +170,8 @@ class Searcher:
         its searches skip the check (~0.4 ms a search at 1k facts)."""
         if not self.engine.shared or not self._races.rivals(ctx, payloads):
             return False
-        changed = self._races.losers(ctx, [fact_of(i, p) for i, p in payloads.items()])
+        whole = self._reader(ctx)(list(payloads))
+        changed = self._races.losers(ctx, list(whole.values()))
         resolved.update(changed)
         lost = {fid for fid, fact in changed.items() if not view.admits(fact)} - raced
         raced |= lost  # rivals, but every hit holding its key at the moment: nothing lost
@@ -197,13 +210,16 @@ def _search(
 
 
 def _candidates_of(
-    legs: tuple[Leg, ...], answer: _Answer, term_ids: Mapping[int, tuple[str, ...]] | None
+    legs: tuple[Leg, ...],
+    answer: _Answer,
+    term_ids: Mapping[int, tuple[str, ...]] | None,
+    read: Callable[[Sequence[str]], dict[str, Fact]],
 ) -> Candidates:
     """One owner's ``Candidates``: each leg's hits in the files backend's order, with the
     query terms each hit's stored BM25 document holds when ``term_ids`` are given (query
-    coverage: read from the engine, not by tokenizing every candidate again); a fact is
-    built from its payload once, when asked for, and a key is read without building it
-    (comparing scopes reads the key of every wider candidate)."""
+    coverage: read from the engine, not by tokenizing every candidate again); the facts of
+    the hits fusion keeps are read whole in one request (``read``), and a key is read from
+    the hit's own fields (comparing scopes reads the key of every wider candidate)."""
     leg_hits: dict[str, list[LegHit]] = {}
     for leg, engine_leg in ENGINE_LEG.items():
         if leg in legs:
@@ -219,12 +235,15 @@ def _candidates_of(
             ]
     payloads, built = answer.payloads, dict(answer.resolved)
 
+    def load(fact_ids: Sequence[str]) -> None:
+        built.update(read([fid for fid in fact_ids if fid not in built]))
+
     def fact(fid: str) -> Fact:
         if fid not in built:
-            built[fid] = fact_of(fid, payloads[fid])
-        return built[fid]
+            load([fid])
+        return built[fid]  # KeyError: deleted since the query
 
-    return Candidates(leg_hits, fact, key_of=lambda fid: payloads[fid].get("key"))
+    return Candidates(leg_hits, fact, key_of=lambda fid: payloads[fid].get("key"), load=load)
 
 
 def _ordered(hits: list[ScoredHit]) -> list[ScoredHit]:

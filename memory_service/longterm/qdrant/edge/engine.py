@@ -83,7 +83,7 @@ def _request(plan: QueryPlan, leg: LegRequest, where: qe.Filter) -> qe.QueryRequ
         limit=plan.limit,
         query=qe.Query.Nearest(query, using=leg.leg),
         filter=where,
-        with_payload=True,
+        with_payload=plan.with_payload,
         with_vector=plan.with_vector,
         score_threshold=leg.threshold,
         params=params,
@@ -250,6 +250,15 @@ class EdgeEngine:
                 out += [stored_point(r, with_vectors) for r in records]
                 if offset is None:
                     return out
+
+    def fetch(self, scope: OwnerFilter, ids: Sequence[str]) -> list[StoredPoint]:
+        if not ids:
+            return []
+        with self._calls():
+            records = self._shard.retrieve(list(ids), True, False)
+        owner = scope.owner_key()
+        points = [stored_point(r, False) for r in records]
+        return [p for p in points if owner_key_of(p.payload) == owner]
 
     def set_payload(self, scope: OwnerFilter, values: Mapping[str, dict[str, Any]]) -> None:
         if not values:
