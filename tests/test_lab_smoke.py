@@ -333,3 +333,17 @@ def test_reindex_latency_reindexes_every_point_once(tmp_path) -> None:
     reindex.main(["--sizes", "30", "--json", str(out)])
     (row,) = json.loads(out.read_text())["edge_reindex"]
     assert row["points"] == 30 and row["first_open_s"] > 0 and row["next_open_s"] > 0
+
+
+def test_recall_stages_times_both_backends_beside_the_embedding(lab, tmp_path, capsys) -> None:
+    from benchmarks.latency import recall_stages
+
+    out = tmp_path / "stages.json"
+    assert recall_stages.main([*lab[:2], "--rounds", "1", "--json", str(out)]) == 0
+    doc = json.loads(out.read_text())
+    assert set(doc["latency_ms"]) == {"embedding", "files", "qdrant"}
+    assert doc["ratios"]["Edge / files"] > 0
+    assert "Edge: engine query" in doc["stages_ms"]["qdrant"]
+    assert "files: candidates (BM25 + matrix)" in doc["stages_ms"]["files"]
+    printed = capsys.readouterr().out
+    assert "query embedding (model)" in printed and "Edge / files" in printed

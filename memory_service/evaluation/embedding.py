@@ -30,6 +30,11 @@ class ColdQueryEmbedder:
         self.query_ms: list[float] = []
 
     @property
+    def model(self) -> Embedder:
+        """The model underneath, uncached."""
+        return self._model
+
+    @property
     def name(self) -> str:
         return self._model.name
 

@@ -1,0 +1,160 @@
+"""Where a recall's time goes, on the files backend and Qdrant Edge, beside the query's
+embedding by the model alone.
+
+LoCoMo's facts (each with its source turn: payloads of up to 2 KB, as the service stores
+them) are recorded into a files workspace and an Edge folder, one memory per conversation.
+Then, question by question, taking turns in one process: the question embedded by the model
+alone, a hybrid ``retrieve(top_k=10)`` on files, the same on Edge (each embeds its query
+again: no cache between them). A second pass runs each backend under cProfile and splits a
+recall into its stages (ms per recall, profiler overhead included: compare stages with each
+other, the timing table with the targets).
+
+    python -m benchmarks.latency.recall_stages --data ../shared/data/locomo-dev.json
+        [--rounds 2] [--json benchmarks/results/recall_stages.json]
+"""
+
+from __future__ import annotations
+
+import argparse
+import cProfile
+import json
+import os
+import pstats
+import tempfile
+import time
+from collections.abc import Sequence
+from contextlib import ExitStack
+from pathlib import Path
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+
+BACKENDS = ("files", "qdrant")
+
+# A stage: the profiled functions (file suffix, function name) whose cumulative time it is.
+STAGES: dict[str, tuple[tuple[str, str], ...]] = {
+    "embedding (the model)": (("onnx_embeddings.py", "embed"),),
+    "files: candidates (BM25 + matrix)": (("files/backend.py", "_candidates"),),
+    "Edge: engine query": (("~", "<method 'query_batch' of 'builtins.EdgeShard' objects>"),),
+    "Edge: hits converted": (("qdrant/query_plan.py", "hits"),),
+    "Edge: candidates built": (("qdrant/search.py", "_candidates_of"),),
+    "Edge: surviving hits read": (("qdrant/edge/engine.py", "fetch"),),
+    "fusion": (("longterm/fusion.py", "fuse_legs"), ("longterm/fusion.py", "with_matched")),
+    "access notes": (("longterm/access.py", "note"),),
+    "whole recall": (("longterm/base_store.py", "retrieve"),),
+}
+
+
+def _percentile(values: Sequence[float], q: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(round(q * (len(ordered) - 1))))]
+
+
+def _stage_ms(profile: cProfile.Profile, calls: int) -> dict[str, float]:
+    stats = pstats.Stats(profile).stats  # type: ignore[attr-defined]
+    out: dict[str, float] = {}
+    for stage, functions in STAGES.items():
+        total = 0.0
+        for (filename, _line, name), (_cc, _nc, _tt, cumulative, _callers) in stats.items():
+            if any(filename.endswith(f) and name == n for f, n in functions):
+                total += cumulative
+        if total:
+            out[stage] = 1000.0 * total / calls
+    return out
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--data", type=Path, default=os.environ.get("LOCOMO_DATA"))
+    parser.add_argument("--rounds", type=int, default=2, help="timed passes over the questions")
+    parser.add_argument("--conversations", type=int, default=None, help="only the first N")
+    parser.add_argument("--json", type=Path, default=None)
+    args = parser.parse_args(argv)
+    if args.data is None:
+        parser.error("--data (or $LOCOMO_DATA): the LoCoMo JSON file")
+
+    from memory_service.config.settings import Settings
+    from memory_service.context import RuntimeContext
+    from memory_service.evaluation.backends import FreshBackends, with_backend
+    from memory_service.evaluation.dataset import safe_user_id
+    from memory_service.evaluation.datasets.locomo import load_locomo
+    from memory_service.evaluation.embedding import cold_embedder
+
+    dataset = load_locomo(json.loads(args.data.read_text(encoding="utf-8")), unit="facts")
+    conversations = [c for c in dataset.conversations if c.questions][: args.conversations]
+    settings = Settings()
+    embedder = cold_embedder(settings, cache_entries=200_000)
+    questions = [(i, q.text) for i, c in enumerate(conversations) for q in c.questions]
+    embedder.mark_queries(text for _, text in questions)
+    facts = sum(len(c.items) for c in conversations)
+    with tempfile.TemporaryDirectory(prefix="recall-stages-") as tmp, ExitStack() as stack:
+        memories = {}
+        for backend in BACKENDS:
+            fresh = FreshBackends(with_backend(settings, backend, None), embedder, Path(tmp))
+            memory = stack.enter_context(fresh.fresh())
+            contexts = []
+            for conversation in conversations:
+                ctx = RuntimeContext("bench", safe_user_id(conversation.id))
+                items = conversation.items
+                for start in range(0, len(items), 64):
+                    memory.record(ctx, [item.to_fact() for item in items[start : start + 64]])
+                contexts.append(ctx)
+            memories[backend] = (memory, contexts)
+        for memory, contexts in memories.values():  # first reads build indexes
+            for ctx in contexts:
+                memory.retrieve(ctx, "warm up", top_k=10)
+        model = embedder.model
+        times: dict[str, list[float]] = {"embedding": [], **{b: [] for b in BACKENDS}}
+        for _ in range(args.rounds):
+            for index, text in questions:
+                started = time.perf_counter()
+                model.embed([text])
+                times["embedding"].append(time.perf_counter() - started)
+                for backend, (memory, contexts) in memories.items():
+                    started = time.perf_counter()
+                    memory.retrieve(contexts[index], text, top_k=10)
+                    times[backend].append(time.perf_counter() - started)
+        stages: dict[str, dict[str, float]] = {}
+        for backend, (memory, contexts) in memories.items():
+            profile = cProfile.Profile()
+            profile.enable()
+            for index, text in questions:
+                memory.retrieve(contexts[index], text, top_k=10)
+            profile.disable()
+            stages[backend] = _stage_ms(profile, len(questions))
+
+    summary = {
+        name: {"p50": 1000 * _percentile(v, 0.5), "p95": 1000 * _percentile(v, 0.95)}
+        for name, v in times.items()
+    }
+    embedding, files, edge = (summary[n]["p50"] for n in ("embedding", *BACKENDS))
+    ratios = {"files / embedding": files / embedding, "Edge / embedding": edge / embedding}
+    ratios["Edge / files"] = edge / files
+    print(
+        f"LoCoMo facts with sources: {len(conversations)} memories, {facts} facts, "
+        f"{len(questions)} questions x {args.rounds} rounds, hybrid top 10, taking turns"
+    )
+    print(f"{'':28s} {'p50 ms':>8s} {'p95 ms':>8s}")
+    for name, label in (
+        ("embedding", "query embedding (model)"),
+        *zip(BACKENDS, ("files", "Qdrant Edge"), strict=True),
+    ):
+        print(f"{label:28s} {summary[name]['p50']:8.2f} {summary[name]['p95']:8.2f}")
+    print("  ".join(f"{name} {value:.2f}x" for name, value in ratios.items()))
+    print(f"\nstages, ms per recall under cProfile ({len(questions)} recalls each)")
+    print(f"{'stage':36s} {'files':>8s} {'Edge':>8s}")
+    for stage in STAGES:
+        cells = [stages[b].get(stage) for b in BACKENDS]
+        if any(c is not None for c in cells):
+            shown = [f"{c:8.2f}" if c is not None else f"{'-':>8s}" for c in cells]
+            print(f"{stage:36s} {shown[0]} {shown[1]}")
+    if args.json is not None:
+        args.json.parent.mkdir(parents=True, exist_ok=True)
+        doc = {"latency_ms": summary, "ratios": ratios, "stages_ms": stages, "facts": facts}
+        doc["questions"], doc["rounds"] = len(questions), args.rounds
+        args.json.write_text(json.dumps(doc, indent=2), encoding="utf-8")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
