@@ -14,10 +14,11 @@ from fastapi import APIRouter, Query, Request
 from fastapi.responses import StreamingResponse
 from starlette.concurrency import run_in_threadpool
 
-from memory_service.api.deps import AdminDep, LongTermDep, PrincipalDep
+from memory_service.api.deps import AdminDep, LongTermDep, PrincipalDep, ServicesDep
 from memory_service.api.errors import ApiError
 from memory_service.api.schemas.transfer import ExportQuery, ImportSummary
 from memory_service.longterm.protocol import LongTermMemory
+from memory_service.redaction import Redactor
 from memory_service.transfer import (
     SHOWN_BAD_LINES,
     BadLine,
@@ -101,8 +102,8 @@ def _decode(body: bytes) -> str:
         raise _bad_lines([BadLine(line_no, "not UTF-8")]) from exc
 
 
-def _import(memory: LongTermMemory, tenant_id: str, text: str) -> ImportSummary:
-    lines, bad = parse_import(text.split("\n"), tenant_id=tenant_id)
+def _import(memory: LongTermMemory, tenant_id: str, text: str, redactor: Redactor) -> ImportSummary:
+    lines, bad = parse_import(text.split("\n"), tenant_id=tenant_id, redactor=redactor)
     if bad:
         raise _bad_lines(bad)
     return ImportSummary.model_validate(summarize(lines, import_records(memory, lines)))
@@ -124,13 +125,18 @@ def _import(memory: LongTermMemory, tenant_id: str, text: str) -> ImportSummary:
         422: {"description": "bad lines (code bad_lines, listed in error.bad_lines)"},
     },
 )
-async def import_facts(request: Request, principal: AdminDep, memory: LongTermDep) -> ImportSummary:
+async def import_facts(
+    request: Request, principal: AdminDep, memory: LongTermDep, services: ServicesDep
+) -> ImportSummary:
     """Record exported lines (``GET /v1/export`` or ``memory-service export``) for the key's
     tenant. Needs an admin key: lines carry history (``superseded_by``, ``valid_to``,
     ``created_at``) that ``POST /v1/memories`` never lets a client set. Every line is checked
     first: one bad line (bad JSON, a bad field, another tenant's ``tenant_id``) and nothing is
     written, with the bad lines named. Ids are derived, so they come back equal, and importing
-    the same lines twice only counts duplicates."""
+    the same lines twice only counts duplicates. Sensitive data is redacted as
+    ``POST /v1/memories`` does it (a redacted fact gets the id of its redacted text), or, under
+    ``MEMORY_PRIVACY__REDACTION=refuse``, its line is a bad line."""
     _check_media_type(request)
     text = _decode(await request.body())
-    return await run_in_threadpool(_import, memory, principal.tenant_id, text)
+    tenant_id, redactor = principal.tenant_id, services.redactor
+    return await run_in_threadpool(_import, memory, tenant_id, text, redactor)
