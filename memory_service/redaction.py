@@ -95,15 +95,26 @@ _CARD_SHAPES = (
     (re.compile(r"3(?:0[0-5]|[689])"), (14, 15, 16, 17, 18, 19)),
     (re.compile(r"35(?:2[89]|[3-8][0-9])"), (16, 17, 18, 19)),
     (re.compile(r"6(?:011|4[4-9]|5|2)"), (16, 17, 18, 19)),
-    (re.compile(r"5[06-9]|6"), (13, 14, 15, 16, 17, 18, 19)),
+    (re.compile(r"5[06-8]|6(?:304|759|76[1-3])"), (13, 14, 15, 16, 17, 18, 19)),  # Maestro
 )
 _IBAN = re.compile(r"(?<![0-9A-Za-z_])[A-Z]{2}[0-9]{2}(?: ?[A-Z0-9]){11,30}")
 
 
 def _is_card(digits: str) -> bool:
-    return any(
+    shaped = any(
         len(digits) in lengths and prefix.match(digits) for prefix, lengths in _CARD_SHAPES
-    ) and luhn.is_valid(digits)
+    )
+    return shaped and luhn.is_valid(digits) and not (len(digits) == 18 and _born(digits))
+
+
+def _born(digits: str) -> bool:
+    """Whether 18 digits carry a resident identity number's birth date: one with a wrong
+    check digit is a mistyped identity number, not a card that happens to pass Luhn."""
+    try:
+        ric.get_birth_date(digits)
+    except ValueError:
+        return False
+    return True
 
 
 @dataclass(frozen=True, slots=True)
@@ -222,12 +233,13 @@ _TOKEN_TAIL = re.compile(r"[A-Za-z0-9_\-+/=]*(?:\.[A-Za-z0-9_\-+/=]+)*")
 _KEY_END = re.compile(r"-----END [A-Z0-9 ]*PRIVATE KEY[A-Z ]*-----|PRIVATE KEY BLOCK-----")
 _KEY_BODY = re.compile(r"[A-Za-z0-9+/=\s:-]*")
 _TRIM = " \t\r\n'\"`=:"
-# ``password: ...`` in the words detect-secrets does not list (it has English and Spanish),
-# a full-width colon, and Chinese "是" / "为"
+# ``password: ...`` in more words than detect-secrets lists, with a full-width colon or
+# Chinese "是" / "为", and values its pattern skips (one that starts with a symbol)
 _LOCAL_PAIR = re.compile(
-    r"(?i:密码|密碼|口令|支付密码|passwort|kennwort|mot de passe|senha|пароль|パスワード|비밀번호"
+    r"(?i:密码|密碼|口令|支付密码|passwort|kennwort|mot de passe|contraseña|senha|пароль"
+    r"|パスワード|비밀번호"
     r"|password|passwd|pwd|pin|api[_ -]?key|access[_ -]?token|secret[_ -]?key)"
-    r"\s*(?:[:：=]|是|为|為)\s*"
+    r"[\"']?\s*(?:[:：=]|是|为|為)\s*[\"']?"
     r"(?P<value>[^\s\[\]，。；、,;'\"（）()]+)"
 )
 _VALUE_END = ".,;:。，；、)）]"

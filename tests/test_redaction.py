@@ -20,6 +20,7 @@ import pytest
 from mcp import Client
 from stdnum import luhn
 
+from benchmarks.privacy import redaction as bench
 from memory_service.agent_state import AgentState
 from memory_service.api.keys import Principal
 from memory_service.cli import main
@@ -352,3 +353,16 @@ def test_mcp_memory_save_returns_the_redactions(tmp_path, embedder, monkeypatch)
     assert saved["redacted"] == {"card": 1}
     assert stored[0].text == "card [card] for rent"
     assert holding(tmp_path, DIGITS, CARD) == []
+
+
+# -- the benchmark's corpus ---------------------------------------------------------------
+
+
+def test_the_detector_meets_its_targets_on_a_generated_corpus(capsys):
+    bench.main(["--positives", "300", "--negatives", "300", "--seed", "3"])
+    printed = capsys.readouterr().out
+    result = bench.evaluate(bench.corpus(300, 300, seed=3))
+    for kind, row in result["kinds"].items():
+        assert row["recall"] >= bench.TARGETS[kind], (kind, result["missed"])
+    assert result["false_positive_rate"] <= bench.MAX_FALSE_POSITIVE_RATE, result["false_alarms"]
+    assert "| card | 90 |" in printed and "hard negatives" in printed

@@ -7,8 +7,12 @@ card, the value of a ``password:`` pair, a private key's whole block); a finding
 kind, or a finding on a negative, is a false positive of the kind it claims. Time is
 ``memory_service.redaction.redact_text`` per sentence, after one warm-up pass.
 
+``--locomo PATH`` adds real conversation: every turn of a LoCoMo file (it holds no card or
+secret), timed the same way, and the turns anything was found in (each one a false positive
+unless it really holds a value).
+
     python -m benchmarks.privacy.redaction [--positives 1200] [--negatives 1200] \
-        [--json benchmarks/results/redaction.json]
+        [--locomo ../shared/data/locomo-dev.json] [--json benchmarks/results/redaction.json]
 """
 
 from __future__ import annotations
@@ -104,6 +108,37 @@ def evaluate(samples: Sequence[Sample]) -> dict:
     }
 
 
+def conversation(path: Path) -> dict:
+    """Time per turn and the turns with a finding, over a LoCoMo file's turns."""
+    from memory_service.evaluation.datasets.locomo import iter_turns
+
+    samples = json.loads(path.read_text(encoding="utf-8"))
+    turns = [
+        str(t.get("text") or "")
+        for sample in samples
+        for t in iter_turns(sample.get("conversation") or {})
+        if t.get("text")
+    ]
+    for turn in turns:
+        redact_text(turn)
+    timings, flagged = [], []
+    for turn in turns:
+        began = time.perf_counter()
+        _, found = redact_text(turn)
+        timings.append((time.perf_counter() - began) * 1e6)
+        if found:
+            flagged.append({"text": turn, "kinds": dict(found)})
+    return {
+        "turns": len(turns),
+        "flagged": len(flagged),
+        "flagged_turns": flagged[:20],
+        "us_per_turn": {
+            "median": round(statistics.median(timings), 1),
+            "p95": round(_p95(timings), 1),
+        },
+    }
+
+
 def table(result: dict) -> str:
     lines = [
         "| kind | positives | recall | precision | target recall |",
@@ -121,6 +156,13 @@ def table(result: dict) -> str:
         f"hard negatives (target ≤ {MAX_FALSE_POSITIVE_RATE:.0%}); "
         f"time per sentence: median {us['median']} µs, p95 {us['p95']} µs"
     )
+    if "locomo" in result:
+        real = result["locomo"]
+        us = real["us_per_turn"]
+        lines.append(
+            f"LoCoMo turns: {real['flagged']} of {real['turns']} with a finding; "
+            f"time per turn: median {us['median']} µs, p95 {us['p95']} µs"
+        )
     return "\n".join(lines)
 
 
@@ -129,10 +171,15 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument("--positives", type=int, default=1200)
     parser.add_argument("--negatives", type=int, default=1200)
     parser.add_argument("--seed", type=int, default=SEED)
+    parser.add_argument("--locomo", type=Path, default=None, help="a LoCoMo file's turns too")
     parser.add_argument("--json", type=Path, default=None, help="write the figures here too")
     args = parser.parse_args(argv)
     result = evaluate(corpus(args.positives, args.negatives, args.seed))
     result["seed"] = args.seed
+    if args.locomo is not None:
+        result["locomo"] = conversation(args.locomo)
+        for turn in result["locomo"]["flagged_turns"][:5]:
+            print("LoCoMo turn with a finding:", turn)
     print(table(result))
     for miss in result["missed"][:20]:
         print("missed:", miss)
