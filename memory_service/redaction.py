@@ -238,10 +238,11 @@ _TRIM = " \t\r\n'\"`=:"
 _LOCAL_PAIR = re.compile(
     r"(?i:密码|密碼|口令|支付密码|passwort|kennwort|mot de passe|contraseña|senha|пароль"
     r"|パスワード|비밀번호"
-    r"|password|passwd|pwd|pin|api[_ -]?key|access[_ -]?token|secret[_ -]?key)"
+    r"|password|passwd|pwd|pin|(?P<key>api[_ -]?key|access[_ -]?token|secret[_ -]?key))"
     r"[\"']?\s*(?:[:：=]|是|为|為)\s*[\"']?"
-    r"(?P<value>[^\s\[\]，。；、,;'\"（）()]+)"
+    r"(?P<value>(?:(?![\[\]'\"(),;])[!-~])+)"  # printable ASCII: a password, not a sentence
 )
+MIN_KEY_CHARS = 8  # an API key or token is longer than a word; a password need not be
 _VALUE_END = ".,;:。，；、)）]"
 
 
@@ -293,6 +294,8 @@ def find_secrets(text: str) -> list[Finding]:
             if m.group(group) and not m.group(group).startswith("["):
                 found.append(Finding("secret", *_pair_value(text, *m.span(group))))
     for m in _LOCAL_PAIR.finditer(text):
+        if m.group("key") and len(m.group("value")) < MIN_KEY_CHARS:
+            continue  # "API key: set it in the dashboard" names no key
         found.append(Finding("secret", *_pair_value(text, *m.span("value"))))
     return found
 

@@ -27,6 +27,7 @@ from memory_service.cli import main
 from memory_service.config import MemorySettings, Settings
 from memory_service.context import RuntimeContext
 from memory_service.facts import Fact, Source
+from memory_service.longterm.files.backend import FileSystemLongTermMemory
 from memory_service.mcp_server.caller import Caller
 from memory_service.mcp_server.server import build_server
 from memory_service.messages import Msg, ToolCall
@@ -317,6 +318,22 @@ def test_flush_extracted_facts_are_redacted(longterm, chat_model, workspace, scr
     stored = longterm.list(ALICE).items
     assert [f.text for f in stored] == ["The user's grocery card is [card]."]
     assert DIGITS not in (stored[0].source_text or "")
+    assert holding(workspace, DIGITS, CARD) == []
+
+
+def test_a_refused_flush_keeps_no_reply_in_its_dead_letter(embedder, chat_model, workspace, script):
+    script.flush(*[text(f"- [fact|8] The user's card is {CARD}.") for _ in range(4)])
+    strict = FileSystemLongTermMemory(workspace, embedder, redactor=Redactor("refuse"))
+    try:
+        flush = MemoryFlushManager(strict, chat_model, workspace, config=MemorySettings())
+        state = AgentState(session_id="s1")
+        state.append(Msg.user("Remember my card, please."), Msg.assistant("Noted."))
+        result = flush.flush(state, ALICE, "post_call")
+        assert result.status == "failed" and "sensitive data" in (result.error or "")
+        assert strict.list(ALICE).items == []
+    finally:
+        strict.close()
+    assert holding(workspace, "Remember my card")  # the dead letter keeps the messages
     assert holding(workspace, DIGITS, CARD) == []
 
 

@@ -339,6 +339,8 @@ NEGATIVE_WORDS = [
     "La contraseña debe tener ocho caracteres.",
     "Use a password manager for every account.",
     "パスワードを変更してください。",
+    "No API key: set one in the dashboard first.",
+    "密码：请在设置里修改",
 ]
 
 
