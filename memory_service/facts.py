@@ -416,8 +416,10 @@ class Recall:
 @dataclass(frozen=True, slots=True)
 class RecordResult:
     """What recording one fact did: ``created``, ``duplicate`` or ``superseded`` (an older
-    fact with the same key was replaced; its ids are in ``superseded_ids``)."""
+    fact with the same key was replaced; its ids are in ``superseded_ids``). ``redacted``:
+    the sensitive values replaced before it was stored, by kind (``redaction``)."""
 
     id: str
     status: RecordStatus
     superseded_ids: tuple[str, ...] = ()
+    redacted: dict[str, int] = field(default_factory=dict)

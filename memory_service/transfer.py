@@ -22,6 +22,7 @@ from memory_service.errors import InvalidInputError
 from memory_service.facts import TIME_FIELDS, Fact, parse_time
 from memory_service.limits import MAX_CONFIDENCE, MAX_IMPORTANCE, MIN_CONFIDENCE, MIN_IMPORTANCE
 from memory_service.longterm.protocol import ListsAgents, LongTermMemory
+from memory_service.redaction import Redactor
 from memory_service.replicas.user_data import ListsUsers
 
 PAGE = 1000
@@ -183,7 +184,11 @@ def _is_number(value: object, kind: type[int] | type[float]) -> bool:
 
 
 def _parse_line(
-    line_no: int, raw: str, tenant_id: str | None, user_id: str | None = None
+    line_no: int,
+    raw: str,
+    tenant_id: str | None,
+    user_id: str | None = None,
+    redactor: Redactor | None = None,
 ) -> ImportLine:
     data = _loads(raw)
     _check_fields(data)
@@ -211,22 +216,28 @@ def _parse_line(
         )
     if fact.content_hash and fact.content_hash != stamped.content_hash:
         raise InvalidInputError("content_hash does not match the text")
+    if redactor is not None:
+        redactor.fact(fact)  # refuse: a bad line, so nothing is written (record redacts)
     return ImportLine(line_no, ctx, stamped)
 
 
 def parse_import(
-    lines: Iterable[str], tenant_id: str | None = None, user_id: str | None = None
+    lines: Iterable[str],
+    tenant_id: str | None = None,
+    user_id: str | None = None,
+    redactor: Redactor | None = None,
 ) -> tuple[list[ImportLine], list[BadLine]]:
     """Every line checked; blank lines skipped. Line numbers are 1-based. With ``tenant_id``
     (the API: the caller's tenant), a line naming any other tenant is a bad line; with
-    ``user_id`` (a personal key's user), so is one of any other user or of a shared scope."""
+    ``user_id`` (a personal key's user), so is one of any other user or of a shared scope;
+    with a ``redactor`` that refuses, so is a line holding sensitive data."""
     good: list[ImportLine] = []
     bad: list[BadLine] = []
     for line_no, raw in enumerate(lines, start=1):
         if not raw.strip():
             continue
         try:
-            good.append(_parse_line(line_no, raw, tenant_id, user_id))
+            good.append(_parse_line(line_no, raw, tenant_id, user_id, redactor))
         except InvalidInputError as exc:
             bad.append(BadLine(line_no, exc.message))
         except (ValueError, TypeError, KeyError, AttributeError):  # a case _check_fields missed

@@ -44,7 +44,12 @@ def test_record_then_search_shows_ranks_per_retriever(client):
     results = response.json()["results"]
     assert [r["status"] for r in results] == ["created", "created"]
     again = record(client, "alice", "alice is allergic to PEANUTS").json()["results"]
-    assert again[0] == {"id": results[0]["id"], "status": "duplicate", "superseded_ids": []}
+    assert again[0] == {
+        "id": results[0]["id"],
+        "status": "duplicate",
+        "superseded_ids": [],
+        "redacted": {},
+    }
 
     hits = search(client, "alice", "what is she allergic to?").json()["hits"]
     assert hits[0]["text"] == "Alice is allergic to peanuts"

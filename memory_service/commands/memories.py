@@ -20,6 +20,7 @@ from memory_service.errors import InvalidInputError
 from memory_service.fact_filter import ExpiryPolicy, FactFilter
 from memory_service.facts import FACT_KINDS, Fact, Source, utcnow
 from memory_service.limits import MAX_THRESHOLD, MAX_TOP_K, MIN_THRESHOLD
+from memory_service.redaction import describe
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -136,6 +137,7 @@ def fact_filter_from(args: argparse.Namespace) -> FactFilter:
 def run_record(args: argparse.Namespace) -> int:
     from memory_service.pipeline.provenance import check_source_sessions
     from memory_service.services.container import build_services
+    from memory_service.services.stores import build_redactor
 
     texts = args.text or [line.strip() for line in sys.stdin if line.strip()]
     if not texts:
@@ -163,19 +165,23 @@ def run_record(args: argparse.Namespace) -> int:
         ctx = context_from(args)
     else:
         ctx = scope_context(args.tenant, args.scope, args.agent)
-    for fact in facts:  # refuse bad input before loading the model
+    settings = settings_from(args)
+    redactor = build_redactor(settings)
+    stored = [redactor.fact(f)[0] for f in facts]  # refuse: before loading the model
+    for fact in stored:  # refuse bad input before loading the model
         fact.stamped(ctx)
-    services = build_services(settings_from(args))
+    services = build_services(settings)
     try:
         check_source_sessions(services.shortterm, ctx, facts)
         results = services.longterm.record(ctx, facts)
     finally:
         services.close()
     if args.json:
-        print_json([{"id": r.id, "status": r.status} for r in results])
+        print_json([{"id": r.id, "status": r.status, "redacted": r.redacted} for r in results])
     else:
-        for result, fact in zip(results, facts, strict=True):
-            print(f"{result.status:<10} {result.id}  {fact.text}")
+        for result, fact in zip(results, stored, strict=True):
+            note = describe(result.redacted)
+            print(f"{result.status:<10} {result.id}  {fact.text}" + (f"  ({note})" if note else ""))
     return 0
 
 

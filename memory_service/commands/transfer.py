@@ -85,12 +85,14 @@ def _report_bad(bad: list[BadLine], out: TextIO) -> None:
 
 def run_import(args: argparse.Namespace) -> int:
     from memory_service.services.container import build_services
+    from memory_service.services.stores import build_redactor
 
-    lines, bad = parse_import(_read(args.file))
+    settings = settings_from(args)
+    lines, bad = parse_import(_read(args.file), redactor=build_redactor(settings))
     if bad:
         _report_bad(bad, sys.stderr)
         return 2
-    services = build_services(settings_from(args))
+    services = build_services(settings)
     try:
         statuses = import_records(services.longterm, lines)
     finally:

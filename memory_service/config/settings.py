@@ -222,6 +222,16 @@ class ObservabilitySettings(_Section):
     access_log: bool = Field(True, description="one line per request (route, status, time)")
 
 
+class PrivacySettings(_Section):
+    """What happens to sensitive data sent to be stored (``memory_service.redaction``): card
+    numbers, IBANs, identity numbers and secrets in a fact (text, key, tags, source) or a
+    session message. ``redact`` (default): replaced by ``[card]``, ``[iban]``,
+    ``[national-id]``, ``[secret]`` and counted in the answer; ``refuse``: the write is
+    refused (422 ``sensitive_data``), nothing written; ``off``: stored as sent."""
+
+    redaction: Literal["redact", "refuse", "off"] = "redact"
+
+
 class Settings(BaseSettings):
     """Every setting of the service. ``MEMORY_CONFIG=path.toml`` adds a file layer."""
 
@@ -246,6 +256,7 @@ class Settings(BaseSettings):
     compaction: CompactionSettings = CompactionSettings()
     memory: MemorySettings = MemorySettings()
     observability: ObservabilitySettings = ObservabilitySettings()
+    privacy: PrivacySettings = PrivacySettings()
 
     @model_validator(mode="after")
     def _state_needs_a_dsn(self) -> Settings:

@@ -4,6 +4,7 @@
 stamping and validation, the mode's legs, what counts as a hit in each leg (the dense
 ``threshold``, a shared term for BM25) and when a fused recall answers at all
 (``store_values.has_evidence``), fusion, pagination, id handling and the closed state.
+Every fact is redacted (``redaction.Redactor``) before it is stamped.
 A backend implements small hooks only: read what a write needs, write a record plan or
 metadata changes, generate each leg's candidates, list, get, delete. So one bad input gives one
 error, and one rule gives one result, whatever backend is configured.
@@ -47,6 +48,7 @@ from memory_service.longterm.store_values import (
 )
 from memory_service.observe.telemetry import sink, timed_stage
 from memory_service.pagination import Page, check_page, paginate
+from memory_service.redaction import Redactor
 from memory_service.replicas.tombstones import Tombstones
 
 S = TypeVar("S", bound=StoredFacts)
@@ -62,6 +64,12 @@ def _count_records(plan: RecordPlan) -> None:
     for status, count in counts.items():
         target.records(status, count)
     target.facts_changed(counts.get("created", 0) + counts.get("superseded", 0))
+
+
+def _redacted(redactor: Redactor, facts: Sequence[Fact]) -> tuple[list[Fact], list[dict[str, int]]]:
+    """Each fact as it may be stored, and the values replaced in it by kind."""
+    pairs = [redactor.fact(f) for f in facts]
+    return [f for f, _ in pairs], [dict(c) for _, c in pairs]
 
 
 class BaseLongTermMemory(LongTermHooks[S]):
@@ -81,8 +89,10 @@ class BaseLongTermMemory(LongTermHooks[S]):
         track_access: bool = True,
         access_flush_s: float = 30.0,
         tombstones: Tombstones | None = None,
+        redactor: Redactor | None = None,
     ) -> None:
         self._embedder = embedder
+        self.redactor = redactor or Redactor()  # every record and update passes it
         self.retrieval = retrieval or PRESETS["hybrid"]
         self._clock = clock
         self.expiry = expiry or ExpiryPolicy()
@@ -111,6 +121,8 @@ class BaseLongTermMemory(LongTermHooks[S]):
         """Each fact goes to its ``scope`` (None: ``ctx``'s); one write per scope, in scope
         order, each atomic. Results come back in the order of ``facts``."""
         now = self._clock()
+        # redacted before the id and hash are derived (refuse: nothing written)
+        facts, found = _redacted(self.redactor, facts)
         # all validated before anything is written; times made aware (naive = UTC)
         owners = [ctx if f.scope is None else ctx.in_scope(f.scope, f.agent_id) for f in facts]
         stamped = [utc_times(f.stamped(o, now)) for f, o in zip(facts, owners, strict=True)]
@@ -138,7 +150,10 @@ class BaseLongTermMemory(LongTermHooks[S]):
                     self._check_not_erased(ctx)
             _count_records(plan)
             results.update(zip(positions, plan.results, strict=True))
-        return [results[i] for i in range(len(stamped))]
+        return [
+            replace(results[i], redacted=found[i]) if found[i] else results[i]
+            for i in range(len(stamped))
+        ]
 
     def retrieve(
         self,
@@ -331,7 +346,7 @@ class BaseLongTermMemory(LongTermHooks[S]):
         """Rewrite the metadata of existing facts, matched by id: the text (so the id, hash and
         vectors) stays. Every fact is validated first; unknown ids are ignored. Returns how many
         facts were rewritten."""
-        wanted = {f.id: f.validate() for f in facts if f.id}
+        wanted = {f.id: self.redactor.fact(f, text=False)[0].validate() for f in facts if f.id}
         ids = canonical_ids(list(wanted))
         if not ids:
             return 0

@@ -51,6 +51,7 @@ from memory_service.pipeline.transcript import (
     batch_transcript,
     transcript_budget,
 )
+from memory_service.redaction import SensitiveDataError
 
 log = logging.getLogger(__name__)
 
@@ -306,6 +307,8 @@ class Extractor:
                     recorded = self.longterm.record(ctx, fresh) if fresh else []
                 except UserErasedError:
                     raise  # the user was erased meanwhile: nothing to keep, no dead letter
+                except SensitiveDataError as exc:  # refuse: the dead letter keeps no reply
+                    error, facts, reply = f"recording failed: {exc.message}", [], None
                 except (MemoryServiceError, OSError) as exc:
                     error = f"recording failed: {type(exc).__name__}: {exc}"
                 else:

@@ -16,11 +16,17 @@ from memory_service.observe.telemetry import TimedEmbedder
 from memory_service.paths import WorkspacePaths
 from memory_service.pipeline.flush import MemoryFlushManager
 from memory_service.pipeline.scheduler import known_users, tenant_owners
+from memory_service.redaction import Redactor
 from memory_service.replicas.database import Database
 from memory_service.replicas.memory_docs import MemoryDocs
 from memory_service.replicas.stores import ReplicaStores, open_database
 from memory_service.replicas.user_data import ListsUsers
-from memory_service.services.stores import build_embedder, build_longterm, build_shortterm
+from memory_service.services.stores import (
+    build_embedder,
+    build_longterm,
+    build_redactor,
+    build_shortterm,
+)
 from memory_service.shortterm.session import ShortTermMemory
 
 
@@ -57,6 +63,12 @@ class Services:
             longterm = f"qdrant edge ({(root / s.qdrant.collection).resolve()})"
         state = " | replica state: postgres" if s.state_in_postgres else ""
         return f"long-term backend: {longterm} | short-term: {s.shortterm.backend}{state}"
+
+    @cached_property
+    def redactor(self) -> Redactor:
+        """The redaction rule the stores apply, for checks made before a write (an import's
+        lines)."""
+        return build_redactor(self.settings)
 
     @cached_property
     def state(self) -> ReplicaStores:

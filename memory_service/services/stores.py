@@ -12,6 +12,7 @@ from memory_service.fact_filter import ConfidenceDecay, ExpiryPolicy
 from memory_service.llm import ChatModel
 from memory_service.longterm.protocol import LongTermMemory
 from memory_service.observe.telemetry import TimedEmbedder
+from memory_service.redaction import Redactor
 from memory_service.replicas.stores import ReplicaStores
 from memory_service.replicas.tombstones import Tombstones
 from memory_service.shortterm.session import ShortTermMemory
@@ -72,6 +73,11 @@ def build_expiry(settings: Settings) -> ExpiryPolicy:
     return ExpiryPolicy(by_importance=settings.longterm.expire_by_importance)
 
 
+def build_redactor(settings: Settings) -> Redactor:
+    """The one redaction rule every write passes (``MEMORY_PRIVACY__REDACTION``)."""
+    return Redactor(settings.privacy.redaction)
+
+
 def build_longterm(
     settings: Settings, embedder: Embedder, tombstones: Tombstones | None = None
 ) -> LongTermMemory:
@@ -86,6 +92,7 @@ def build_longterm(
         "track_access": cfg.track_access,
         "access_flush_s": cfg.access_flush_seconds,
         "tombstones": tombstones,
+        "redactor": build_redactor(settings),
     }
     backend = cfg.backend
     if backend == "files":
@@ -118,4 +125,5 @@ def build_shortterm(
         model=memory_model,
         context_window=settings.llm.context_window,
         embedder=embedder,
+        redactor=build_redactor(settings),
     )

@@ -1,9 +1,9 @@
 """ShortTermMemory: the session operations the API and the harness call.
 
-One append, in order: load the state -> evict big tool results -> append -> compaction check
-(flush callback first) -> save with the loaded version -> log the messages. Appending always
-works: when compaction is needed but no model is configured, or the model fails, the messages
-are still stored and the result says why nothing was compacted.
+One append, in order: redact -> load the state -> evict big tool results -> append ->
+compaction check (flush callback first) -> save with the loaded version -> log the messages.
+Appending always works: when compaction is needed but no model is configured, or the model
+fails, the messages are still stored and the result says why nothing was compacted.
 
 Appends to one session take turns in this process (``KeyedLocks``). A plain append (no
 ``expected_version``) that still loses the save to another process reloads and tries again, a
@@ -36,6 +36,7 @@ from memory_service.errors import (
 from memory_service.llm import NOT_CONFIGURED_MESSAGE, ChatModel, LlmNotConfiguredError
 from memory_service.messages import Msg, check_message
 from memory_service.observe.telemetry import sink
+from memory_service.redaction import Redactor, total
 from memory_service.replicas.session_logs import SessionHit, SessionLogStore
 from memory_service.replicas.session_state import AgentStateStore, SessionInfo
 from memory_service.replicas.tool_results import ToolResultStore
@@ -60,6 +61,7 @@ class AppendResult:
     appended: list[Msg]  # as stored in the state (with seq; evicted ones as previews)
     evicted: list[str] = field(default_factory=list)  # references of evicted tool results
     compaction: CompactionResult | None = None
+    redacted: dict[str, int] = field(default_factory=dict)  # values replaced, by kind
 
 
 def retry_pause(attempt: int) -> float:
@@ -94,8 +96,10 @@ class ShortTermMemory:
         context_window: int = 128_000,
         flush: FlushCallback | None = None,
         embedder: Embedder | None = None,
+        redactor: Redactor | None = None,
     ) -> None:
         self.store = store
+        self.redactor = redactor or Redactor()  # every appended message passes it
         self.log = log
         self.tool_results = tool_results
         self.config = config or CompactionSettings()
@@ -163,8 +167,10 @@ class ShortTermMemory:
         """Append ``messages`` to the session and save it; see the module docstring. A message
         ``messages.check_message`` refuses (over ``MAX_SESSION_MESSAGE_BYTES`` as a whole,
         metadata included; a control character in a label) is refused before anything is
-        written."""
-        originals = [check_message(m) for m in messages]
+        written. Each message is redacted first (``redaction``), so the state, the log and
+        the evicted tool results hold the placeholders only; ``refuse``: nothing written."""
+        redacted = [self.redactor.message(m) for m in messages]
+        originals = [check_message(m) for m, _ in redacted]
         prepared: list[Msg] = []
         try:
             for message in originals:
@@ -184,7 +190,7 @@ class ShortTermMemory:
             self.tool_results.discard(ctx, moved)
             raise
         self.log.append(ctx, [o.with_seq(s.seq) for o, s in zip(originals, stored, strict=True)])
-        return AppendResult(state, stored, evicted, compaction)
+        return AppendResult(state, stored, evicted, compaction, total(c for _, c in redacted))
 
     def _save_appended(
         self,

@@ -53,6 +53,7 @@ from memory_service.messages import (
 )
 from memory_service.pipeline.consolidation import priority
 from memory_service.pipeline.maintenance import MemoryMaintenance
+from memory_service.redaction import describe
 from memory_service.replicas.memory_docs import MemoryDocs
 from memory_service.shortterm.session import ShortTermMemory
 from memory_service.tools.arguments import (
@@ -329,11 +330,13 @@ class MemoryTools:
         )
         result = self.longterm.record(ctx, [fact])[0]
         if result.status == "duplicate":
-            return f"Already remembered (id={result.id})."
-        if result.status == "superseded":
+            answer = f"Already remembered (id={result.id})."
+        elif result.status == "superseded":
             older = ", ".join(result.superseded_ids)
-            return f"Saved (id={result.id}); it replaces the older fact with this key ({older})."
-        return f"Saved (id={result.id})."
+            answer = f"Saved (id={result.id}); it replaces the older fact with this key ({older})."
+        else:
+            answer = f"Saved (id={result.id})."
+        return _with_redactions(answer, result.redacted)
 
     def _session_search(self, ctx: RuntimeContext, args: SessionSearchArgs) -> str:
         if self.shortterm is None:
@@ -366,6 +369,7 @@ class MemoryTools:
             answer = f"superseded (id={result.id}): it replaces under {args.key!r}:\n{lines}"
         else:
             answer = f"created (id={result.id}): nothing was kept under {args.key!r} before."
+        answer = _with_redactions(answer, result.redacted)
         return "\n".join([answer, *self._extract_hints(ctx, args)])
 
     def _extract_hints(self, ctx: RuntimeContext, args: MemoryExtractArgs) -> list[str]:
@@ -457,10 +461,11 @@ class MemoryTools:
         if others:
             self.longterm.update(ctx, others)
         lines = "\n".join(f"- {f.text} (id={f.id}, key={f.key})" for f in fragments)
-        return (
+        answer = (
             f"merged {len(fragments)} fragments into one insight under {args.new_key!r} "
-            f"(id={result.id}, importance 10); superseded:\n{lines}"
+            f"(id={result.id}, importance 10)"
         )
+        return f"{_with_redactions(answer, result.redacted)}; superseded:\n{lines}"
 
     def _prune(self, ctx: RuntimeContext, args: MemoryPruneArgs) -> str:
         maintenance = self._require_maintenance()
@@ -520,3 +525,10 @@ def similar_keys(a: str, b: str) -> bool:
     if plain(a) == plain(b):
         return True
     return difflib.SequenceMatcher(None, a.casefold(), b.casefold()).ratio() >= NEAR_KEY_RATIO
+
+
+def _with_redactions(answer: str, redacted: dict[str, int]) -> str:
+    """The tool's answer, and what was replaced before storing (so the model does not say
+    the number back as remembered)."""
+    note = describe(redacted)
+    return f"{answer} ({note})" if note else answer

@@ -34,6 +34,7 @@ from memory_service.fact_filter import FactFilter
 from memory_service.limits import MAX_CURSOR_CHARS, MAX_FACT_ID_CHARS, MAX_PAGE_SIZE
 from memory_service.pipeline.erasure import erase_facts, forget_user
 from memory_service.pipeline.provenance import check_source_sessions
+from memory_service.redaction import total
 
 router = APIRouter(prefix="/v1", tags=["memories"])
 
@@ -53,13 +54,16 @@ def record_memories(body: RecordRequest, principal: PrincipalDep, services: Serv
     All or nothing. Each fact goes to its ``scope``: the user's own, the agent's
     (``agent_id``) or the tenant's; the shared scopes need a curator or admin key (403
     otherwise, nothing written). A ``source`` says where the fact came from (its session must
-    be the user's)."""
+    be the user's). Card numbers, IBANs, identity numbers and secrets are replaced by a
+    placeholder before anything is stored (``redacted`` counts them), or refused (422
+    ``sensitive_data``) under ``MEMORY_PRIVACY__REDACTION=refuse``."""
     require_scope_writer(principal, [f.scope for f in body.facts])
     ctx = user_context(principal, body.user_id, body.session_id, agent_id=body.agent_id)
     facts = [f.to_fact(body.session_id) for f in body.facts]
     check_source_sessions(services.shortterm, ctx, facts)
     results = services.longterm.record(ctx, facts)
-    return RecordResponse.model_validate({"results": results})
+    redacted = total(r.redacted for r in results)
+    return RecordResponse.model_validate({"results": results, "redacted": redacted})
 
 
 @router.post("/memories/search", response_model=SearchResponse)

@@ -18,13 +18,14 @@ from fastapi import APIRouter, Path, Query, Request
 from fastapi.responses import StreamingResponse
 from starlette.concurrency import run_in_threadpool
 
-from memory_service.api.deps import LongTermDep, PrincipalDep, user_context
+from memory_service.api.deps import LongTermDep, PrincipalDep, ServicesDep, user_context
 from memory_service.api.errors import ApiError
 from memory_service.api.keys import Principal
 from memory_service.api.schemas.common import UserId
 from memory_service.api.schemas.transfer import ExportQuery, ImportSummary
 from memory_service.errors import ForbiddenError
 from memory_service.longterm.protocol import LongTermMemory
+from memory_service.redaction import Redactor
 from memory_service.transfer import (
     SHOWN_BAD_LINES,
     BadLine,
@@ -124,9 +125,13 @@ def _decode(body: bytes) -> str:
         raise _bad_lines([BadLine(line_no, "not UTF-8")]) from exc
 
 
-def _import(memory: LongTermMemory, principal: Principal, text: str) -> ImportSummary:
+def _import(
+    memory: LongTermMemory, principal: Principal, text: str, redactor: Redactor
+) -> ImportSummary:
     tenant_id, user_id = principal.tenant_id, principal.user_id
-    lines, bad = parse_import(text.split("\n"), tenant_id=tenant_id, user_id=user_id)
+    lines, bad = parse_import(
+        text.split("\n"), tenant_id=tenant_id, user_id=user_id, redactor=redactor
+    )
     if bad:
         raise _bad_lines(bad)
     return ImportSummary.model_validate(summarize(lines, import_records(memory, lines)))
@@ -149,7 +154,7 @@ def _import(memory: LongTermMemory, principal: Principal, text: str) -> ImportSu
     },
 )
 async def import_facts(
-    request: Request, principal: PrincipalDep, memory: LongTermDep
+    request: Request, principal: PrincipalDep, memory: LongTermDep, services: ServicesDep
 ) -> ImportSummary:
     """Record exported lines (``GET /v1/export`` or ``memory-service export``) for the key's
     tenant. Needs an admin key (lines carry history, ``superseded_by``, ``valid_to``,
@@ -157,9 +162,11 @@ async def import_facts(
     bringing its own user's lines back. Every line is checked first: one bad line (bad JSON,
     a bad field, another tenant's ``tenant_id``, for a personal key another user's or a shared
     scope's line) and nothing is written, with the bad lines named. Ids are derived, so they
-    come back equal, and importing the same lines twice only counts duplicates."""
+    come back equal, and importing the same lines twice only counts duplicates. Sensitive
+    data is redacted as ``POST /v1/memories`` does it (a redacted fact gets the id of its
+    redacted text), or, under ``MEMORY_PRIVACY__REDACTION=refuse``, its line is a bad line."""
     if not principal.may("admin") and principal.user_id is None:
         raise ForbiddenError("importing needs an admin key or a personal key")
     _check_media_type(request)
     text = _decode(await request.body())
-    return await run_in_threadpool(_import, memory, principal, text)
+    return await run_in_threadpool(_import, memory, principal, text, services.redactor)

@@ -182,10 +182,19 @@ class RecordResultOut(Out):  # a facts.RecordResult
         "itself was recorded superseded by a newer fact with the same key, hidden from recall)"
     )
     superseded_ids: list[str] = []
+    redacted: dict[str, int] = Field(
+        default_factory=dict,
+        description="sensitive values replaced before the fact was stored, by kind (card, "
+        "iban, national-id, secret); empty: none",
+    )
 
 
 class RecordResponse(Out):
     results: list[RecordResultOut]
+    redacted: dict[str, int] = Field(
+        default_factory=dict,
+        description="the results' redactions summed by kind (MEMORY_PRIVACY__REDACTION)",
+    )
 
 
 Tags = Annotated[list[FilterTag], Field(max_length=MAX_TAGS)]

@@ -260,11 +260,13 @@ class SessionChange(Out):  # read from an object with ``state``: an AgentState
 
 class AppendResponse(SessionChange):  # a shortterm.session.AppendResult
     """The messages as stored (``evicted``: the references of big tool results moved out of
-    the conversation) and what the compaction check did (null: not asked)."""
+    the conversation; ``redacted``: sensitive values replaced before they were stored, by
+    kind) and what the compaction check did (null: not asked)."""
 
     appended: list[MessageOut]
     evicted: list[str]
     compaction: CompactionOut | None
+    redacted: dict[str, int] = {}
 
 
 class CompactResponse(SessionChange):
