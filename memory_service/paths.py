@@ -8,6 +8,7 @@
         MEMORY.md                      consolidated long-term memory
         memory/YYYY-MM-DD.md           daily ledgers (facts as Markdown bullets)
         memory/archive/                ledgers past retention, MEMORY.<stamp>.md snapshots
+        memory/decisions/journal.md    append-only: what maintenance and record decided of them
         .index/vectors-<model>.npz     embeddings cached by content hash (derived)
         .memory.lock                   the long-term write lock
         .maintenance.json / .lock      the last maintenance run / its per-user lock
@@ -138,6 +139,11 @@ class OwnerPaths:
     @property
     def archive_dir(self) -> Path:
         return self.ledger_dir / "archive"
+
+    @property
+    def decisions_journal(self) -> Path:
+        """What maintenance and record decided about the ledgers' facts (files backend)."""
+        return self.ledger_dir / "decisions" / "journal.md"
 
     def ledger(self, day: date) -> Path:
         return self.ledger_dir / f"{day.isoformat()}.md"

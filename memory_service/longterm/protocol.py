@@ -8,6 +8,7 @@ looks a method up by name, and a backend that gains a capability only has to imp
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 from datetime import date
 from typing import Protocol, runtime_checkable
 
@@ -90,10 +91,33 @@ class ListsAgents(Protocol):
 class SettlesStoredFacts(Protocol):
     """A backend whose stored form can disagree with what reading resolves (the files
     backend's fact files: repeated bullets, unmarked superseded facts; Qdrant's points: two open
-    facts with one key after two writers raced) and can write it down (maintenance).
+    facts with one key after two writers raced) and can write it down (maintenance: the files
+    backend in its decisions journal, its ledgers untouched).
     Returns counts by name (``exact_duplicates``, ``superseded``)."""
 
     def settle_stored_facts(self, ctx: RuntimeContext) -> dict[str, int]: ...
+
+
+@dataclass(frozen=True, slots=True)
+class Settlement:
+    """What maintenance decided about one stored fact: ``decision`` (``superseded``,
+    ``updated``: its metadata is now ``fact``'s; ``merged``, ``expired``: it leaves every read,
+    ``fact`` None) and ``why``, in words."""
+
+    fact_id: str
+    decision: str
+    why: str
+    fact: Fact | None = None
+    into: str | None = None  # merged: the fact that stays
+
+
+@runtime_checkable
+class JournalsDecisions(Protocol):
+    """A backend whose stored record is append-only (the files backend's daily ledgers):
+    maintenance's settlements are written beside it, and every read applies them, instead of
+    an ``update`` or ``delete`` rewriting it. Returns how many were written."""
+
+    def journal_decisions(self, ctx: RuntimeContext, settlements: Sequence[Settlement]) -> int: ...
 
 
 @runtime_checkable

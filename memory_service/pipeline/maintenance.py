@@ -4,7 +4,9 @@ Steps, in order: exact duplicates (repeated ledger bullets), near-duplicates (Si
 wins per key, expired facts (``ExpiryPolicy``), daily ledgers past retention to
 ``memory/archive/``, session logs past retention deleted, temp files that killed writes left
 in the user's folder removed, then consolidation into MEMORY.md. The decisions are the pure
-rules of ``policy.py``; this module applies them to whichever backend is configured.
+rules of ``policy.py``; this module applies them to whichever backend is configured: a
+backend with append-only ledgers (``JournalsDecisions``: files) journals them beside its
+ledgers, whose lines stay as written; any other closes and deletes (Qdrant).
 
 Two processes never maintain the same user at once (a non-blocking lock per user), and a
 user is maintained at most once per ``min_gap`` unless forced; the last run is remembered so
@@ -26,7 +28,12 @@ from memory_service.fact_filter import ExpiryPolicy
 from memory_service.facts import Fact, fact_id, utcnow
 from memory_service.fsutil import remove_stale_temp_files
 from memory_service.longterm.files.fact_files import parse_fact_file
-from memory_service.longterm.protocol import ArchivesFactFiles, LongTermMemory, SettlesStoredFacts
+from memory_service.longterm.protocol import (
+    ArchivesFactFiles,
+    JournalsDecisions,
+    LongTermMemory,
+    SettlesStoredFacts,
+)
 from memory_service.observe.telemetry import sink
 from memory_service.observe.tracing import using_ids
 from memory_service.paths import OwnerPaths
@@ -214,10 +221,14 @@ class MemoryMaintenance:
             near_duplicate_distance=self.settings.near_duplicate_distance,
             protected_ids=protected,
         )
-        if plan.update:
-            self.longterm.update(ctx, list(plan.update.values()))
-        if plan.delete:
-            self.longterm.delete(ctx, sorted(plan.delete))
+        if isinstance(longterm, JournalsDecisions):  # append-only ledgers: decisions beside
+            if not plan.is_empty():
+                longterm.journal_decisions(ctx, plan.settlements())
+        else:
+            if plan.update:
+                self.longterm.update(ctx, list(plan.update.values()))
+            if plan.delete:
+                self.longterm.delete(ctx, sorted(plan.delete))
         counts.update(plan.counts)
         counts["superseded"] += settled.get("superseded", 0)
 

@@ -13,20 +13,41 @@ from datetime import datetime
 from indexing.hashing import hamming_distance, simhash
 from memory_service.fact_filter import ExpiryPolicy
 from memory_service.facts import Fact
+from memory_service.longterm.protocol import Settlement
 
 __all__ = ["MaintenancePlan", "near_duplicate_groups", "plan_maintenance"]
 
 
 @dataclass(slots=True)
 class MaintenancePlan:
-    """Changes to apply: ids to delete, facts to rewrite (same id, new metadata)."""
+    """Changes to apply: ids to delete, facts to rewrite (same id, new metadata), and per id
+    the decision and why (``reasons``: decision, why, the fact it was merged into)."""
 
     delete: set[str] = field(default_factory=set)
     update: dict[str, Fact] = field(default_factory=dict)
     counts: dict[str, int] = field(default_factory=dict)
+    reasons: dict[str, tuple[str, str, str | None]] = field(default_factory=dict)
 
     def is_empty(self) -> bool:
         return not self.delete and not self.update
+
+    def decide(self, fact_id: str, decision: str, why: str, into: str | None = None) -> None:
+        """Note why ``fact_id`` changes; a later decision about it adds to the earlier why."""
+        earlier = self.reasons.get(fact_id)
+        if earlier is not None and decision != "expired":
+            why = f"{earlier[1]}; {why}"
+        self.reasons[fact_id] = (decision, why, into)
+
+    def settlements(self) -> list[Settlement]:
+        """The plan as decisions about stored facts, for a backend that journals them."""
+        out = []
+        for fid, fact in self.update.items():
+            decision, why, _ = self.reasons.get(fid, ("updated", "maintenance", None))
+            out.append(Settlement(fid, decision, why, fact=fact))
+        for fid in sorted(self.delete):
+            decision, why, into = self.reasons.get(fid, ("expired", "maintenance", None))
+            out.append(Settlement(fid, decision, why, into=into))
+        return out
 
 
 def _newest_first(facts: Iterable[Fact]) -> list[Fact]:
@@ -84,9 +105,17 @@ def plan_maintenance(
         if tags != keep.tags or importance != keep.importance:
             merged = replace(keep, tags=tags, importance=importance)
             current[keep.id] = plan.update[keep.id] = merged
+            ids = ", ".join(f.id for f in drop)
+            plan.decide(keep.id, "updated", f"merged with its near-duplicates {ids}")
         for fact in drop:
             plan.delete.add(fact.id)
             current.pop(fact.id)
+            bits = hamming_distance(simhash(keep.text), simhash(fact.text))
+            why = (
+                f"a near-duplicate of {keep.id}, which is newer (SimHash {bits} bits apart, "
+                f"at most {near_duplicate_distance})"
+            )
+            plan.decide(fact.id, "merged", why, into=keep.id)
         plan.counts["near_duplicates"] += len(drop)
 
     by_key: dict[str, list[Fact]] = {}
@@ -99,6 +128,7 @@ def plan_maintenance(
             closed = replace(fact, superseded_by=newest.id, valid_to=newest.created_at or now)
             current[fact.id] = plan.update[fact.id] = closed
             plan.counts["superseded"] += 1
+            plan.decide(fact.id, "superseded", f"newest wins on key {fact.key!r}: {newest.id}")
 
     for fact in list(current.values()):
         if fact.id in protected_ids:
@@ -109,7 +139,16 @@ def plan_maintenance(
             plan.update.pop(fact.id, None)
             current.pop(fact.id)
             plan.counts["expired"] += 1
+            plan.decide(fact.id, "expired", _expired_why(fact, deadline))
     return plan
+
+
+def _expired_why(fact: Fact, deadline: datetime) -> str:
+    when = deadline.isoformat(timespec="seconds")
+    if fact.expires_at is not None:
+        return f"past its expires_at, {when}"
+    days = (deadline - fact.created_at).days if fact.created_at else 0
+    return f"importance {fact.importance}: past its {days}-day lifetime, {when}"
 
 
 def plan_prune(

@@ -1,11 +1,16 @@
 """Files backend: Markdown fact files are the source of truth; the index is derived.
 
-Per user: ``MEMORY.md`` plus ``memory/YYYY-MM-DD.md`` (see ``memory_service.paths``). Writes
-add bullets to today's fact file under a file lock, as one atomic rewrite fsynced before returning;
-changes to existing lines (supersession marks, deletes) rewrite their file atomically too.
-Reads use a per-user index (``files.index``: BM25 over the shared tokenizer, a matrix of cached
-embeddings) kept until the files' stat signature changes, so a fact file edited by hand is seen by
-the next retrieve. The memory semantics are ``BaseLongTermMemory``'s.
+Per user: ``MEMORY.md`` plus the daily ledgers ``memory/YYYY-MM-DD.md`` (see
+``memory_service.paths``), which are append-only: a record adds bullets to today's ledger under
+a file lock, as one atomic rewrite fsynced before returning that keeps every earlier line byte
+for byte. What record and maintenance decide about facts already written (closed by a newer
+one on the same key, merged into a near-duplicate, expired, their metadata updated or their
+provenance attached) goes to the decisions journal beside the ledgers (``files.journal``),
+never into a ledger line; only ``delete``, ``forget`` and the erase remove lines.
+Reads use a per-user index (``files.index``: the journal applied, BM25 over the shared
+tokenizer, a matrix of cached embeddings) kept until the files' stat signature changes, so a
+fact file edited by hand is seen by the next retrieve. The memory semantics are
+``BaseLongTermMemory``'s.
 """
 
 from __future__ import annotations
@@ -41,10 +46,17 @@ from memory_service.longterm.files.index import (
     OwnerIndex,
     OwnerIndexes,
 )
+from memory_service.longterm.files.journal import (
+    Decision,
+    append_decisions,
+    changed_fields,
+    drop_decisions,
+)
 from memory_service.longterm.files.owner_files import fact_file_paths, owners_with_fact_files
 from memory_service.longterm.files.vector_cache import add_vectors
 from memory_service.longterm.files.vector_cache import cache_path as vector_cache_path
 from memory_service.longterm.fusion import LegHit
+from memory_service.longterm.protocol import Settlement
 from memory_service.longterm.recording import RecordPlan
 from memory_service.longterm.store_values import (
     NO_CANDIDATES,
@@ -154,54 +166,59 @@ class FileSystemLongTermMemory(BaseLongTermMemory[_Read]):
         """The user's index, rebuilt from the files if their signature changed."""
         return self._indexes.of(ctx, self.paths(ctx), self.expiry)
 
-    def _rewrite(
-        self,
-        ctx: RuntimeContext,
-        path: Path,
-        changes: dict[str, Fact | None],
-        *,
-        append: str = "",
-    ) -> int:
-        """Rewrite ``path`` atomically with the facts in ``changes`` replaced or removed, and
-        ``append`` added at the end (one atomic replace: all of it or none of it)."""
+    def _remove_lines(self, ctx: RuntimeContext, path: Path, ids: set[str]) -> int:
+        """Rewrite ``path`` atomically without the bullets of the facts ``ids`` (an explicit
+        delete: the one write that removes ledger lines); how many went."""
         content = read_text(path)
-        replacements: dict[int, Fact | None] = {}
-        for line in parse_fact_file(content, default_created_at=None) if changes else ():
-            fid = fact_id(ctx.tenant_id, ctx.owner, content_hash(line.fact.text))
-            if fid in changes:
-                replacements[line.line_no] = changes[fid]
-        if replacements or append:
-            updated = rewrite_fact_file(content, replacements)
-            if append and updated and not updated.endswith("\n"):
-                updated += "\n"
-            write_atomically(path, updated + append)
-        return len(replacements)
+        gone: dict[int, Fact | None] = {}
+        for line in parse_fact_file(content, default_created_at=None):
+            if fact_id(ctx.tenant_id, ctx.owner, content_hash(line.fact.text)) in ids:
+                gone[line.line_no] = None
+        if gone:
+            write_atomically(path, rewrite_fact_file(content, gone))
+        return len(gone)
 
-    def _write(
-        self,
-        ctx: RuntimeContext,
-        paths: OwnerPaths,
-        now: datetime,
-        new: list[Fact],
-        changes: dict[Path, dict[str, Fact | None]],
-    ) -> None:
-        """New facts first (durable), then changes to older lines.
+    def _append_facts(self, paths: OwnerPaths, now: datetime, new: list[Fact]) -> Path:
+        """New facts at the end of today's ledger (durable before this returns); its path.
 
-        Today's fact file is rewritten whole with the new lines at its end (temp file, fsync,
-        ``os.replace``), together with its own changes: a kill or a power cut mid-write leaves
+        The ledger is rewritten whole with the new lines at its end (temp file, fsync,
+        ``os.replace``), its earlier lines byte for byte: a kill or a power cut mid-write leaves
         the old file or the new one, never a torn bullet or half a batch (an append can be cut
-        at a page boundary), and no reader ever parses a half-written line. A crash before the
-        older fact files' changes leaves an extra open fact, which reading resolves (duplicate ids
-        prefer the active copy, newest wins per key); it never loses an acknowledged fact."""
+        at a page boundary), and no reader ever parses a half-written line."""
         day = now.astimezone(UTC).date()
         today = paths.ledger(day)
-        lines = render_lines(new)
-        if new and not today.exists():
-            lines = LEDGER_HEADER.format(day=day.isoformat()) + lines
-        if today in changes or new:
-            self._rewrite(ctx, today, changes.pop(today, {}), append=lines)
-        for path, path_changes in changes.items():
-            self._rewrite(ctx, path, path_changes)
+        if new:
+            lines = render_lines(new)
+            if not today.exists():
+                lines = LEDGER_HEADER.format(day=day.isoformat()) + lines
+            content = read_text(today)
+            if content and not content.endswith("\n"):
+                content += "\n"  # a hand edit may have left the last line open
+            write_atomically(today, content + lines)
+        return today
+
+    def _journal(self, paths: OwnerPaths, decisions: list[Decision]) -> int:
+        """Append ``decisions`` to the owner's journal (under the write lock)."""
+        return append_decisions(paths.decisions_journal, decisions)
+
+    def _decision(self, fact: Fact, decision: str, why: str, **fields: Any) -> Decision:
+        return Decision(fact.id, fact.content_hash, decision, why, self._clock(), **fields)
+
+    def _changes(
+        self, old: Mapping[str, Fact], new: Mapping[str, Fact], why: Callable[[Fact, Fact], str]
+    ) -> list[Decision]:
+        """A ``superseded`` or ``updated`` decision per fact of ``new`` whose metadata differs
+        from ``old``'s (the fact as it reads now)."""
+        out = []
+        for fid, fact in new.items():
+            before = old[fid]
+            changed = changed_fields(before, fact)
+            if not changed:
+                continue
+            closes = fact.superseded_by is not None and before.superseded_by is None
+            kind = "superseded" if closes else "updated"
+            out.append(self._decision(before, kind, why(before, fact), fields=changed))
+        return out
 
     # -- BaseLongTermMemory hooks ---------------------------------------------------------
 
@@ -224,16 +241,26 @@ class FileSystemLongTermMemory(BaseLongTermMemory[_Read]):
         dense_of: Mapping[str, np.ndarray],
         now: datetime,
     ) -> None:
-        changes: dict[Path, dict[str, Fact | None]] = {}
-        for fid in plan.revived:  # its old line goes; the new one is appended
-            changes.setdefault(stored.index.by_id[fid].path, {})[fid] = None
-        for fid, fact in plan.closed.items():
-            changes.setdefault(stored.index.by_id[fid].path, {})[fid] = fact
-        for path, parsed in stored.index.files.items() if plan.amended else ():
-            for fid in plan.amended.keys() & {f.id for f in parsed.facts}:  # every copy of it
-                changes.setdefault(path, {})[fid] = plan.amended[fid]
+        """The new facts appended to today's ledger first (durable), then what the plan
+        decided about stored facts, journalled: a crash between the two leaves an extra open
+        fact, which reading resolves (newest wins per key); it never loses an acknowledged
+        fact, and no earlier ledger line is touched."""
         paths = self.paths(ctx)
-        self._write(ctx, paths, now, list(plan.new.values()), changes)
+        today = self._append_facts(paths, now, list(plan.new.values()))
+        settled = stored.index.journal.settled
+        decisions = [
+            self._decision(
+                fact,
+                "recorded",
+                f"recorded again: reads as its line in {today.name}",
+                in_file=today.name,
+            )
+            for fid, fact in plan.new.items()
+            if fid in plan.revived or fid in settled
+        ]
+        decisions += self._changes(stored.by_id, plan.closed, _closed_by_record)
+        decisions += self._changes(stored.by_id, plan.amended, _amended_by_record)
+        self._journal(paths, decisions)
         # the vectors record computed go to the user's vector cache, read by the next search
         add_vectors(
             vector_cache_path(paths, self._embedder),
@@ -330,10 +357,8 @@ class FileSystemLongTermMemory(BaseLongTermMemory[_Read]):
     def _write_update(
         self, ctx: RuntimeContext, changes: Mapping[str, Fact], stored: _Read
     ) -> None:
-        for path, parsed in stored.index.files.items():
-            present = changes.keys() & {f.id for f in parsed.facts}
-            if present:
-                self._rewrite(ctx, path, {fid: changes[fid] for fid in present})
+        """The new metadata journalled (the ledger lines stay as written)."""
+        self._journal(self.paths(ctx), self._changes(stored.by_id, changes, _updated))
         self._indexes.invalidate(ctx)
 
     def _delete(self, ctx: RuntimeContext, ids: Sequence[str]) -> int:
@@ -342,10 +367,11 @@ class FileSystemLongTermMemory(BaseLongTermMemory[_Read]):
         for path, parsed in index.files.items():
             present = found.intersection(f.id for f in parsed.facts)
             if present:
-                self._rewrite(ctx, path, dict.fromkeys(present))
+                self._remove_lines(ctx, path, present)
         if found:  # the vector cache must not outlive the text it was computed from
             vector_cache_path(self.paths(ctx), self._embedder).unlink(missing_ok=True)
             self._access.drop(self.paths(ctx).access_file, found)
+            drop_decisions(self.paths(ctx).decisions_journal, found)  # a source may be there
         self._indexes.invalidate(ctx)
         return len(found)
 
@@ -362,6 +388,16 @@ class FileSystemLongTermMemory(BaseLongTermMemory[_Read]):
             fsync_dir(paths.root)
             self._indexes.invalidate(ctx)
         return count
+
+    def _archived_ids(self, ctx: RuntimeContext, paths: OwnerPaths) -> set[str]:
+        """The ids of the facts in the archived ledgers."""
+        archived = sorted(paths.archive_dir.glob("*.md")) if paths.archive_dir.is_dir() else []
+        return {
+            fact_id(ctx.tenant_id, ctx.owner, content_hash(line.fact.text))
+            for p in archived
+            if not p.name.startswith("MEMORY.")
+            for line in parse_fact_file(read_text(p), default_created_at=None)
+        }
 
     def _archived_facts(self, paths: OwnerPaths) -> int:
         """Facts in the archived fact files (moved out of recall, still the user's)."""
@@ -391,26 +427,70 @@ class FileSystemLongTermMemory(BaseLongTermMemory[_Read]):
     # -- capabilities: SettlesStoredFacts, ArchivesFactFiles, ListsUsers, ListsAgents ------------
 
     def settle_stored_facts(self, ctx: RuntimeContext) -> dict[str, int]:
-        """Write down what reading resolves on the fly, so the files say what recall does:
+        """Journal what reading resolves on the fly, so the journal says what recall does:
 
-        - ``exact_duplicates``: repeated bullets of one fact across daily fact files (a hand edit
-          or an interrupted rewrite) are removed, keeping the newest copy;
+        - ``exact_duplicates``: a fact's text repeated on several daily ledger lines (a hand
+          edit, an import of a copy) gets a ``duplicate`` decision naming the line it reads
+          as, once per new repeat; the lines stay;
         - ``superseded``: an open fact that a newer one with its key replaces gets its
-          ``superseded_by`` / ``valid_to`` marks.
-        MEMORY.md is left alone: consolidation rewrites it."""
+          ``superseded`` decision (``superseded_by`` / ``valid_to``).
+        Then the journal is compacted: the decisions about facts that no fact file holds any
+        more, live or archived (their lines deleted by hand), go. MEMORY.md is left alone:
+        consolidation rewrites it."""
         paths = self.paths(ctx)
         counts = {"exact_duplicates": 0, "superseded": 0}
         with self._write_lock(ctx):
             index = self._index(ctx)
-            daily = sorted(p for p in index.files if p != paths.memory_md)
-            seen: set[str] = set()
-            for path in reversed(daily):  # newest fact file first
-                content = read_text(path)
-                changes = settled_lines(ctx, content, index, seen, counts)
-                if changes:
-                    write_atomically(path, rewrite_fact_file(content, changes))
+            settled = index.journal.settled
+            lines: dict[str, list[Path]] = {}
+            for path, parsed in index.files.items():
+                if path != paths.memory_md:
+                    for fact in parsed.facts:
+                        lines.setdefault(fact.id, []).append(path)
+            decisions = []
+            for fid, where in lines.items():
+                noted = settled[fid].copies_noted if fid in settled else 0
+                if len(where) <= max(noted, 1) or fid not in index.by_id:
+                    continue
+                item = index.by_id[fid]
+                names = ", ".join(sorted({p.name for p in where}))
+                why = f"the same text on {len(where)} ledger lines ({names}): read once"
+                if item.path != paths.memory_md:
+                    why += f", as its line in {item.path.name}"
+                decisions.append(self._decision(item.fact, "duplicate", why, copies=len(where)))
+                counts["exact_duplicates"] += len(where) - max(noted, 1)
+            for fid in sorted(index.raced):
+                fact = index.by_id[fid].fact
+                why = f"newest wins on key {fact.key!r}: {fact.superseded_by} is newer"
+                fields = {"superseded_by": fact.superseded_by, "valid_to": _iso(fact.valid_to)}
+                decisions.append(self._decision(fact, "superseded", why, fields=fields))
+                counts["superseded"] += 1
+            self._journal(paths, decisions)
+            gone = settled.keys() - {f.id for p in index.files.values() for f in p.facts}
+            if gone:
+                drop_decisions(paths.decisions_journal, gone - self._archived_ids(ctx, paths))
             self._indexes.invalidate(ctx)
         return counts
+
+    def journal_decisions(self, ctx: RuntimeContext, settlements: Sequence[Settlement]) -> int:
+        """Maintenance's settlements as journal decisions (``JournalsDecisions``): a fact
+        ``merged`` or ``expired`` leaves every read, a ``superseded`` or ``updated`` one reads
+        with its new metadata; facts deleted meanwhile are skipped. How many were written."""
+        paths = self.paths(ctx)
+        with self._write_lock(ctx):
+            by_id = self._index(ctx).by_id
+            decisions = []
+            for s in settlements:
+                if s.fact_id not in by_id:
+                    continue
+                old = by_id[s.fact_id].fact
+                if s.fact is None:
+                    decisions.append(self._decision(old, s.decision, s.why, into=s.into))
+                elif changed := changed_fields(old, s.fact):
+                    decisions.append(self._decision(old, s.decision, s.why, fields=changed))
+            written = self._journal(paths, decisions)
+            self._indexes.invalidate(ctx)
+        return written
 
     def archive_fact_files(self, ctx: RuntimeContext, before: date) -> int:
         """Move daily fact files dated before ``before`` to ``memory/archive/`` (not recalled)."""
@@ -454,33 +534,18 @@ class FileSystemLongTermMemory(BaseLongTermMemory[_Read]):
         )
 
 
-def settled_lines(
-    ctx: RuntimeContext,
-    content: str,
-    index: OwnerIndex,
-    seen: set[str],
-    counts: dict[str, int],
-) -> dict[int, Fact | None]:
-    """The changes that make one fact file (``content``) say what reading it resolves: a line
-    repeating a fact of ``seen`` (newer fact files, read first) goes; an open line whose fact
-    the index reads as superseded gets its ``superseded_by`` / ``valid_to``. ``seen`` and
-    ``counts`` (``exact_duplicates``, ``superseded``) are updated."""
-    changes: dict[int, Fact | None] = {}
-    for line in parse_fact_file(content, default_created_at=None):
-        fid = fact_id(ctx.tenant_id, ctx.owner, content_hash(line.fact.text))
-        effective = index.by_id[fid].fact if fid in index.by_id else None
-        if fid in seen:
-            changes[line.line_no] = None
-            counts["exact_duplicates"] += 1
-        elif (
-            effective is not None
-            and line.fact.superseded_by is None
-            and line.fact.valid_to is None
-            and effective.superseded_by is not None
-        ):
-            changes[line.line_no] = replace(
-                line.fact, superseded_by=effective.superseded_by, valid_to=effective.valid_to
-            )
-            counts["superseded"] += 1
-        seen.add(fid)
-    return changes
+def _iso(moment: datetime | None) -> str | None:
+    return None if moment is None else moment.isoformat()
+
+
+def _closed_by_record(old: Fact, new: Fact) -> str:
+    return f"a newer fact with key {old.key!r} was recorded: {new.superseded_by}"
+
+
+def _amended_by_record(old: Fact, new: Fact) -> str:
+    return "recorded again with the provenance it lacked"
+
+
+def _updated(old: Fact, new: Fact) -> str:
+    fields = ", ".join(changed_fields(old, new))
+    return f"its metadata updated ({fields})"

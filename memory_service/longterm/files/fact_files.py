@@ -56,16 +56,16 @@ def unescape_text(text: str) -> str:
     return _UNESCAPE.sub(repl, text)
 
 
-def _dump_meta(meta: dict) -> str:
+def dump_meta(meta: dict) -> str:
+    """``meta`` as the JSON of a comment: one line, never ``-->`` nor ``<!--``."""
     raw = json.dumps(meta, ensure_ascii=False, separators=(",", ":"))
     for ch in ("\x85", "\u2028", "\u2029"):
         raw = raw.replace(ch, f"\\u{ord(ch):04x}")
     return raw.replace("-->", "--\\u003e").replace("<!--", "\\u003c!--")
 
 
-def render_fact(fact: Fact, *, of: Iterable[str] = ()) -> str:
-    """One bullet line (no trailing newline); ``of``: the content hashes of the facts a
-    MEMORY.md bullet stands for."""
+def fact_meta(fact: Fact) -> dict:
+    """The metadata a bullet's comment holds for ``fact`` (defaults left out)."""
     meta: dict = {}
     if fact.key is not None:
         meta["key"] = fact.key
@@ -86,9 +86,16 @@ def render_fact(fact: Fact, *, of: Iterable[str] = ()) -> str:
         value = getattr(fact, name)
         if value is not None:
             meta[name] = value.isoformat()
+    return meta
+
+
+def render_fact(fact: Fact, *, of: Iterable[str] = ()) -> str:
+    """One bullet line (no trailing newline); ``of``: the content hashes of the facts a
+    MEMORY.md bullet stands for."""
+    meta = fact_meta(fact)
     if of_hashes := sorted({h[:OF_HASH_CHARS] for h in of if h}):
         meta["of"] = of_hashes
-    return f"- {escape_text(fact.text)} <!-- memory {_dump_meta(meta)} -->"
+    return f"- {escape_text(fact.text)} <!-- memory {dump_meta(meta)} -->"
 
 
 @dataclass(frozen=True, slots=True)
@@ -131,24 +138,31 @@ def _parse_bullet(
     of = meta.get("of")
     of_hashes = tuple(str(h) for h in of) if isinstance(of, list) else ()
     try:
-        tags = meta.get("tags") or ()
-        fact = Fact(
-            text=text,
-            key=_str_or_none(meta.get("key")),
-            kind=str(meta.get("kind") or "fact"),
-            importance=_clamp_int(meta.get("importance", 5), 1, 10),
-            confidence=float(meta.get("confidence", 1.0)),
-            tags=tuple(str(t) for t in tags) if isinstance(tags, list | tuple) else (),
-            source=_source_or_none(meta.get("source")),
-            session_id=_str_or_none(meta.get("session_id")),
-            created_at=parse_time(meta.get("created_at")) or default_created_at,
-            expires_at=parse_time(meta.get("expires_at")),
-            superseded_by=_str_or_none(meta.get("superseded_by")),
-            valid_to=parse_time(meta.get("valid_to")),
-        )
+        fact = fact_from_meta(text, meta, default_created_at)
     except (TypeError, ValueError, OverflowError, InvalidInputError):  # a hand-broken field
         fact = Fact(text=text, created_at=default_created_at)
     return fact, of_hashes
+
+
+def fact_from_meta(text: str, meta: dict, default_created_at: datetime | None) -> Fact:
+    """The fact ``text`` with the metadata of a comment (``fact_meta``'s form); a field
+    that is missing or None takes its default. Raises ``ValueError`` and friends on a field
+    that cannot be read."""
+    tags = meta.get("tags") or ()
+    return Fact(
+        text=text,
+        key=_str_or_none(meta.get("key")),
+        kind=str(meta.get("kind") or "fact"),
+        importance=_clamp_int(_or_default(meta, "importance", 5), 1, 10),
+        confidence=float(_or_default(meta, "confidence", 1.0)),
+        tags=tuple(str(t) for t in tags) if isinstance(tags, list | tuple) else (),
+        source=_source_or_none(meta.get("source")),
+        session_id=_str_or_none(meta.get("session_id")),
+        created_at=parse_time(meta.get("created_at")) or default_created_at,
+        expires_at=parse_time(meta.get("expires_at")),
+        superseded_by=_str_or_none(meta.get("superseded_by")),
+        valid_to=parse_time(meta.get("valid_to")),
+    )
 
 
 def parse_fact_file(content: str, *, default_created_at: datetime | None) -> list[FactLine]:
@@ -187,6 +201,11 @@ def _source_or_none(value: object) -> Source | None:
         return Source.coerce(value)
     except InvalidInputError:
         return None
+
+
+def _or_default(meta: dict, name: str, default: object) -> object:
+    value = meta.get(name)
+    return default if value is None else value
 
 
 def _str_or_none(value: object) -> str | None:

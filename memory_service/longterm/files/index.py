@@ -11,6 +11,12 @@ a person writes into it). A consolidated bullet names the facts it stands for (`
 one of them is in no fact file any more, live or archived (its line was edited or deleted by
 hand), the bullet is stale and is left out, until the next consolidation rewrites MEMORY.md
 from the facts as they now are.
+
+The ledgers are append-only: what maintenance and record decided about their facts (closed
+by a newer one, merged into a near-duplicate, expired, their metadata changed) is in the
+decisions journal (``files.journal``), applied here once for every reader: a fact that was
+merged or expired is left out as if deleted (a MEMORY.md bullet that stands for it is stale),
+and the others read with the metadata their decisions set.
 """
 
 from __future__ import annotations
@@ -32,6 +38,7 @@ from memory_service.fact_filter import ExpiryPolicy
 from memory_service.facts import Fact, fact_id
 from memory_service.fsutil import read_text
 from memory_service.longterm.files.fact_files import OF_HASH_CHARS, parse_fact_file
+from memory_service.longterm.files.journal import EMPTY_JOURNAL, Journal, read_journal, settle
 from memory_service.longterm.files.owner_files import (
     Signature,
     fact_files_signature,
@@ -128,6 +135,8 @@ class OwnerIndex:
     by_id: dict[str, StoredFact]
     recallable: list[int] = field(default_factory=list)  # positions not superseded
     expiry: ExpiryPolicy = field(default_factory=ExpiryPolicy)
+    journal: Journal = EMPTY_JOURNAL  # the decisions applied to ``stored``
+    raced: set[str] = field(default_factory=set)  # open as written, closed by newest-wins
     _current: Corpus | None = None
     _history: Corpus | None = None
 
@@ -188,15 +197,22 @@ def archived_hashes(paths: OwnerPaths) -> set[str]:
     }
 
 
-def stale_bullets(memory_md: ParsedFile, daily: list[ParsedFile], paths: OwnerPaths) -> set[int]:
-    """Positions of MEMORY.md's bullets that stand for a fact no fact file holds any more.
-    The archive is read only when a bullet names a fact the live files lack."""
+def stale_bullets(
+    memory_md: ParsedFile,
+    daily: list[ParsedFile],
+    paths: OwnerPaths,
+    hidden: set[str] = frozenset(),  # type: ignore[assignment]
+) -> set[int]:
+    """Positions of MEMORY.md's bullets that stand for a fact no fact file holds any more, or
+    one the journal settled out of every read (``hidden``: merged, expired). The archive is
+    read only when a bullet names a fact the live files lack."""
     live = {f.content_hash[:OF_HASH_CHARS] for p in daily for f in p.facts if f.content_hash}
+    live -= hidden
     missing = {i: set(of) - live for i, of in enumerate(memory_md.of) if of}
     missing = {i: gone for i, gone in missing.items() if gone}
     if not missing:
         return set()
-    archived = archived_hashes(paths)
+    archived = archived_hashes(paths) - hidden
     return {i for i, gone in missing.items() if gone - archived}
 
 
@@ -206,11 +222,17 @@ def build_index(
     signature: Signature,
     previous: Mapping[Path, ParsedFile] | None,
     expiry: ExpiryPolicy | None = None,
+    previous_journal: Journal | None = None,
 ) -> OwnerIndex:
-    """The index of the files in ``signature``, reusing ``previous``'s unchanged files."""
+    """The index of the files in ``signature``, reusing ``previous``'s unchanged files (and
+    ``previous_journal`` while the journal is unchanged)."""
     parsed: dict[Path, ParsedFile] = {}
+    journal_name, journal_stamp = str(paths.decisions_journal), None
     for name, mtime_ns, size, inode in signature:
         path, stamp = Path(name), (mtime_ns, size, inode)
+        if name == journal_name:
+            journal_stamp = stamp
+            continue
         old = previous.get(path) if previous else None
         if old is not None and old.stamp == stamp:
             parsed[path] = old
@@ -219,37 +241,68 @@ def build_index(
                 parsed[path] = replace(parse_file(ctx, path, paths), stamp=stamp)
             except FileNotFoundError:
                 continue
+    try:
+        journal = read_journal(paths.decisions_journal, journal_stamp, previous_journal)
+    except FileNotFoundError:  # removed since the signature was read
+        journal = EMPTY_JOURNAL
+    settled = journal.settled
     stale: set[int] = set()
     if (memory_md := parsed.get(paths.memory_md)) is not None:
         daily = [p for path, p in parsed.items() if path != paths.memory_md]
-        stale = stale_bullets(memory_md, daily, paths)
+        stale = stale_bullets(memory_md, daily, paths, journal.hidden_hashes)
     by_id: dict[str, StoredFact] = {}
+    pinned: set[str] = set()  # recorded again: the copy in the ledger the journal names
     for path, parsed_file in parsed.items():
         for position, fact in enumerate(parsed_file.facts):
             if path == paths.memory_md and position in stale:
                 continue
-            existing = by_id.get(fact.id)
-            if existing is None or (not existing.fact.is_active() and fact.is_active()):
+            state = settled.get(fact.id)
+            if state is not None and state.hidden is not None:
+                continue  # merged or expired: as if deleted
+            if state is not None and state.newest_in == path.name and path != paths.memory_md:
                 by_id[fact.id] = StoredFact(fact, path)
+                pinned.add(fact.id)
+                continue
+            existing = by_id.get(fact.id)
+            if existing is None or (
+                fact.id not in pinned and not existing.fact.is_active() and fact.is_active()
+            ):
+                by_id[fact.id] = StoredFact(fact, path)
+    for fid, item in by_id.items():
+        item.fact = settle(item.fact, settled.get(fid))
     stored = sorted(by_id.values(), key=lambda s: (s.fact.created_at or EPOCH, s.fact.id))
-    apply_newest_wins(stored)
+    raced = apply_newest_wins(stored)
     by_id_map = {s.fact.id: s for s in stored}
-    index = OwnerIndex(signature, parsed, stored, by_id_map, expiry=expiry or ExpiryPolicy())
+    index = OwnerIndex(
+        signature,
+        parsed,
+        stored,
+        by_id_map,
+        expiry=expiry or ExpiryPolicy(),
+        journal=journal,
+        raced=raced,
+    )
     index.recallable = [
         i for i, s in enumerate(stored) if s.fact.superseded_by is None and s.fact.valid_to is None
     ]
     return index
 
 
-def apply_newest_wins(stored: list[StoredFact]) -> None:
+def apply_newest_wins(stored: list[StoredFact]) -> set[str]:
     """Among unsuperseded facts sharing a key, the newest stays; older ones read as superseded.
+    Returns the ids this closed.
 
-    Record marks the older line explicitly, but a crash between the append and that rewrite, or a
-    hand edit, can leave two open facts with one key: reading resolves it the same way (the
-    rule every backend shares, ``store_values.resolve_key_race``)."""
+    Record journals the older fact's closure, but a crash between the append and that
+    decision, or a hand edit, can leave two open facts with one key: reading resolves it the
+    same way (the rule every backend shares, ``store_values.resolve_key_race``)."""
     holders = newest_holders(item.fact for item in stored)
+    closed: set[str] = set()
     for item in stored:
-        item.fact = resolve_key_race(item.fact, holders)
+        resolved = resolve_key_race(item.fact, holders)
+        if resolved is not item.fact:
+            closed.add(item.fact.id)
+        item.fact = resolved
+    return closed
 
 
 class OwnerIndexes:
@@ -259,7 +312,7 @@ class OwnerIndexes:
         self._indexes: dict[tuple[str, str], OwnerIndex] = {}
         # the parsed files of an invalidated index: the rebuild reparses only the files whose
         # stamp changed (a record rewrites today's fact file, not the user's other ones)
-        self._parsed: dict[tuple[str, str], dict[Path, ParsedFile]] = {}
+        self._parsed: dict[tuple[str, str], tuple[dict[Path, ParsedFile], Journal]] = {}
         self._lock = threading.RLock()
 
     def of(self, ctx: RuntimeContext, paths: OwnerPaths, expiry: ExpiryPolicy) -> OwnerIndex:
@@ -271,8 +324,11 @@ class OwnerIndexes:
             cached = self._indexes.get(key)
             if cached is not None and cached.signature == signature and cached.expiry == expiry:
                 return cached
-            previous = cached.files if cached is not None else self._parsed.pop(key, None)
-            index = build_index(ctx, paths, signature, previous, expiry)
+            if cached is not None:
+                previous, journal = cached.files, cached.journal
+            else:
+                previous, journal = self._parsed.pop(key, (None, None))
+            index = build_index(ctx, paths, signature, previous, expiry, journal)
             self._indexes[key] = index
             return index
 
@@ -283,7 +339,7 @@ class OwnerIndexes:
         with self._lock:
             dropped = self._indexes.pop(key, None)
             if dropped is not None:
-                self._parsed[key] = dropped.files
+                self._parsed[key] = (dropped.files, dropped.journal)
 
     def clear(self) -> None:
         with self._lock:

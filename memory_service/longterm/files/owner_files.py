@@ -72,7 +72,12 @@ def owners_with_fact_files(folders: Path, paths_of: Callable[[str], OwnerPaths])
 
 
 def fact_files_signature(paths: OwnerPaths) -> Signature:
-    """What says the user's files changed: each file's path, mtime, size and inode. Every
-    write here is an atomic replace, i.e. a new inode: another process's rewrite is seen
-    even when it keeps the size within one mtime tick."""
-    return tuple((n, st.st_mtime_ns, st.st_size, st.st_ino) for n, st in _fact_file_stats(paths))
+    """What says the user's files changed: each fact file's path, mtime, size and inode, and
+    the decisions journal's last (when there is one). Every fact-file write here is an atomic
+    replace, i.e. a new inode: another process's rewrite is seen even when it keeps the size
+    within one mtime tick; the journal only grows, so its size says it changed."""
+    stats = _fact_file_stats(paths)
+    journal = str(paths.decisions_journal)
+    if (st := _regular_stat(journal)) is not None:
+        stats.append((journal, st))
+    return tuple((n, st.st_mtime_ns, st.st_size, st.st_ino) for n, st in stats)
