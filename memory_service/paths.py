@@ -6,7 +6,7 @@
     <workspace>/tenants/<tenant>/erased/<digest>.json  an erased user's tombstone (no user id)
     <workspace>/tenants/<tenant>/users/<user>/
         MEMORY.md                      consolidated long-term memory
-        memory/YYYY-MM-DD.md           daily ledgers (facts as Markdown bullets)
+        memory/YYYY-MM-DD.md           daily ledgers (facts as Markdown bullets), append-only
         memory/archive/                ledgers past retention, MEMORY.<stamp>.md snapshots
         memory/decisions/journal.md    append-only: what maintenance and record decided of them
         .index/vectors-<model>.npz     embeddings cached by content hash (derived)

@@ -245,3 +245,17 @@ def test_a_journal_line_cut_by_a_crash_is_skipped(memory, workspace):
     memory.update(ALICE, [replace(stored, importance=3)])
     assert memory.get(ALICE, [tea.id])[0].importance == 3
     assert len(journal(paths)) == 2
+
+
+def test_settling_drops_only_the_decisions_about_lines_deleted_by_hand(memory, workspace, clock):
+    paths = OwnerPaths.of(workspace, ALICE)
+    tea, chess = memory.record(ALICE, [Fact("Alice drinks green tea"), Fact("Alice plays chess")])
+    for fid in (tea.id, chess.id):
+        [stored] = memory.get(ALICE, [fid])
+        memory.update(ALICE, [replace(stored, importance=8)])
+    [ledger] = paths.ledger_dir.glob("*.md")
+    ledger.write_text("\n".join(x for x in ledger.read_text().split("\n") if "tea" not in x))
+    clock.now = NOW
+    maintain(memory, workspace, clock)
+    assert [d["id"] for d in journal(paths)] == [chess.id]
+    assert memory.get(ALICE, [chess.id])[0].importance == 8

@@ -69,9 +69,9 @@ Keep only what will still matter in future conversations:
 Do not keep small talk, greetings, questions that were fully answered, transient tool output,
 or anything the assistant merely suggested. MEMORY.md and today's ledger (the memories
 already recorded today), given below, are what is already remembered. Both are read-only
-to you: MEMORY.md is rewritten only by consolidation, and the ledger only grows, by the
-bullets you answer with. Do not repeat what they hold; write a memory only for something new
-or changed.
+to you: MEMORY.md is rewritten only by consolidation, and the ledger is append-only: it only
+grows, by the bullets you answer with. Do not repeat what they hold; write a memory only for
+something new or changed.
 
 The conversation's messages are numbered (#12 [user] ...). Answer with one Markdown bullet
 per memory and nothing else, each ending with the numbers of the messages it comes from:

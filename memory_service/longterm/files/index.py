@@ -201,7 +201,7 @@ def stale_bullets(
     memory_md: ParsedFile,
     daily: list[ParsedFile],
     paths: OwnerPaths,
-    hidden: set[str] = frozenset(),  # type: ignore[assignment]
+    hidden: frozenset[str] = frozenset(),
 ) -> set[int]:
     """Positions of MEMORY.md's bullets that stand for a fact no fact file holds any more, or
     one the journal settled out of every read (``hidden``: merged, expired). The archive is

@@ -179,16 +179,15 @@ def fold(
             out[d.fact_id] = Settled(d.content_hash, newest_in=d.in_file)
             fresh.add(d.fact_id)
             continue
-        state = out.get(d.fact_id)
-        if d.fact_id not in fresh:
-            state = (
+        if d.fact_id not in fresh:  # copied before it changes
+            known = out.get(d.fact_id)
+            out[d.fact_id] = (
                 Settled(d.content_hash)
-                if state is None
-                else replace(state, fields=dict(state.fields))
+                if known is None
+                else replace(known, fields=dict(known.fields))
             )
-            out[d.fact_id] = state
             fresh.add(d.fact_id)
-        assert state is not None
+        state = out[d.fact_id]
         if d.decision in HIDING:
             state.hidden = d
         elif d.decision == "duplicate":

@@ -1,7 +1,8 @@
 """Which fact files an owner has on disk, read without following a link: MEMORY.md and the
 daily files ``memory/YYYY-MM-DD.md`` (their names are ``paths.OwnerPaths``'), each one
 ``lstat`` and the folder one scan, since every read checks them (a recall over three scopes
-checks three folders); and which owners of a tenant have any."""
+checks three folders), and their signature with the decisions journal's stat; and which
+owners of a tenant have any."""
 
 from __future__ import annotations
 
