@@ -73,7 +73,7 @@ def test_bench_synthetic_end_to_end(tmp_path: Path):
     out, png = tmp_path / "results" / "synthetic.json", tmp_path / "plot.png"
     code = main(
         ["bench", "--users", "3", "--json", str(out), "--plot", str(png), "--no-progress"]
-        + ["--workdir", str(tmp_path / "work")]
+        + ["--workdir", str(tmp_path / "work"), "--threshold-sweep", "none"]  # swept below
     )
     assert code == 0
     doc = json.loads(out.read_text())
@@ -274,7 +274,7 @@ def test_each_baseline_asks_on_a_backend_of_its_own(tmp_path: Path, embedder):
 def test_bench_prints_targets_and_the_plain_hybrid_row(tmp_path: Path, capsys):
     out = tmp_path / "synthetic.json"
     args = ["bench", "--users", "2", "--json", str(out), "--no-progress"]
-    assert main([*args, "--workdir", str(tmp_path / "work")]) == 0
+    assert main([*args, "--workdir", str(tmp_path / "work"), "--threshold-sweep", "none"]) == 0
     printed = capsys.readouterr().out
     assert "\nhybrid (rrf-plain) " in printed  # a result row like any mode
     assert "\nhybrid (rrf) " in printed  # RRF with dates and neighbours, beside it
