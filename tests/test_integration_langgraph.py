@@ -191,13 +191,10 @@ def test_list_namespaces_matches_prefix_suffix_wildcards_and_depth(langgraph_sto
     assert store.list_namespaces(prefix=mine, limit=2) == sorted(spaces[:5])[:2]
     assert store.list_namespaces(prefix=mine, offset=3) == sorted(spaces[:5])[3:]
     assert store.list_namespaces(prefix=("a", "bob")) == []
-    if langgraph_stores.transport == "in-process":  # every user of the tenant
-        store.put(("a", "bob"), "x", {"data": 0})
-        assert store.list_namespaces(suffix=("f",)) == [("a", "alice", "f"), ("b", "alice", "f")]
-        assert store.list_namespaces(max_depth=2) == [("a", "alice"), ("a", "bob"), ("b", "alice")]
-    else:  # the API lists no users: the prefix names one
-        with pytest.raises(InvalidNamespaceError, match="naming the user"):
-            store.list_namespaces(suffix=("f",))
+    store.put(("a", "bob"), "x", {"data": 0})  # every user of the tenant, in-process or over HTTP
+    assert store.list_namespaces(suffix=("f",)) == [("a", "alice", "f"), ("b", "alice", "f")]
+    assert store.list_namespaces(max_depth=2) == [("a", "alice"), ("a", "bob"), ("b", "alice")]
+    assert langgraph_stores("globex").list_namespaces() == []  # never another tenant's
 
 
 @pytest.mark.parametrize(

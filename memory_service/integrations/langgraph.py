@@ -29,8 +29,8 @@ compiles with (``graph.compile(store=...)``) or LangMem's memory tools use. What
 - **time.** ``Item.updated_at`` is the current fact's ``created_at``, ``Item.created_at`` the
   first put's (a tag). ``ttl`` (minutes) is the fact's ``expires_at``, which every read hides
   once past; ``refresh_ttl`` moves it on from each ``get`` and ``search`` that returns it.
-- ``list_namespaces`` reads every user of the tenant in-process; over HTTP (the API lists no
-  users) its ``prefix`` must name the user.
+- ``list_namespaces`` reads every user of the tenant, in-process or over HTTP (``GET
+  /v1/users``: a personal key's own user alone), unless its ``prefix`` names the user.
 """
 
 from __future__ import annotations
@@ -348,8 +348,8 @@ class MemoryServiceStore(BaseStore):
         users = self.facts.users()
         if users is None:
             raise InvalidNamespaceError(
-                f"over HTTP list_namespaces needs a prefix naming the user (position "
-                f"{self.user_at}): the API lists no users"
+                f"list_namespaces needs a prefix naming the user (position {self.user_at}): "
+                "this memory lists no users"
             )
         return users
 

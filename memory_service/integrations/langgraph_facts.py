@@ -49,7 +49,7 @@ class UserFacts(Protocol):
     def delete(self, user: str, ids: Sequence[str]) -> None: ...
 
     def users(self) -> list[str] | None:
-        """The tenant's users, or None where they cannot be listed (the API has no listing)."""
+        """The tenant's users, or None where the memory cannot list them."""
         ...
 
 
@@ -177,7 +177,8 @@ class ClientFacts:
                 continue
 
     def users(self) -> list[str] | None:
-        return None
+        """``GET /v1/users``: the key's tenant's users (a personal key's: its own alone)."""
+        return [u.user_id for u in self.client.list_users().users]
 
 
 def _fact(out: FactOut | Hit) -> Fact:
