@@ -86,6 +86,8 @@ def render_fact(fact: Fact, *, of: Iterable[str] = ()) -> str:
         value = getattr(fact, name)
         if value is not None:
             meta[name] = value.isoformat()
+    if fact.updated_at is not None and fact.updated_at != fact.created_at:
+        meta["updated_at"] = fact.updated_at.isoformat()  # else: updated when created
     if of_hashes := sorted({h[:OF_HASH_CHARS] for h in of if h}):
         meta["of"] = of_hashes
     return f"- {escape_text(fact.text)} <!-- memory {_dump_meta(meta)} -->"
@@ -132,6 +134,7 @@ def _parse_bullet(
     of_hashes = tuple(str(h) for h in of) if isinstance(of, list) else ()
     try:
         tags = meta.get("tags") or ()
+        created = parse_time(meta.get("created_at")) or default_created_at
         fact = Fact(
             text=text,
             key=_str_or_none(meta.get("key")),
@@ -141,13 +144,14 @@ def _parse_bullet(
             tags=tuple(str(t) for t in tags) if isinstance(tags, list | tuple) else (),
             source=_source_or_none(meta.get("source")),
             session_id=_str_or_none(meta.get("session_id")),
-            created_at=parse_time(meta.get("created_at")) or default_created_at,
+            created_at=created,
+            updated_at=parse_time(meta.get("updated_at")) or created,
             expires_at=parse_time(meta.get("expires_at")),
             superseded_by=_str_or_none(meta.get("superseded_by")),
             valid_to=parse_time(meta.get("valid_to")),
         )
     except (TypeError, ValueError, OverflowError, InvalidInputError):  # a hand-broken field
-        fact = Fact(text=text, created_at=default_created_at)
+        fact = Fact(text=text, created_at=default_created_at, updated_at=default_created_at)
     return fact, of_hashes
 
 
