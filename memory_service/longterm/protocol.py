@@ -30,7 +30,8 @@ class LongTermMemory(Protocol):
     ``scopes`` names others. ``record`` is idempotent:
     the same text twice is one fact (``duplicate``; the second confirms it, and brings its
     ``source`` when the stored fact has none, and never replaces one). A fact with the
-    ``key`` of an active fact supersedes it (``superseded``); superseded and expired facts are not recalled.
+    ``key`` of an active fact supersedes it (``superseded``); superseded and expired facts
+    are not recalled.
     ``filter`` narrows retrieve and list by metadata and asks about a past moment (``as_of``),
     inside each leg before top-k; a fact past its ``expires_at`` or (when on) its importance TTL is
     never returned by either, whether or not maintenance ran. ``get`` reads by id whatever
