@@ -991,3 +991,14 @@ def test_delete_forget_and_supersede_take_the_source_along(memory):
 def test_a_source_given_as_a_string_is_its_origin(memory):
     fid = memory.record(ALICE, [Fact("Alice sings", source="crm")])[0].id
     assert memory.get(ALICE, [fid])[0].source == Source(origin="crm")
+
+
+def test_a_confidence_weight_prefers_the_surer_of_two_matches(memory):
+    memory.record(
+        ALICE,
+        [Fact("Alice parks on level two", confidence=0.3), Fact("Alice parks on level three")],
+    )
+    query = "Alice parks on level two"
+    assert texts(memory.retrieve(ALICE, query, 1)) == ["Alice parks on level two"]
+    memory.retrieval = memory.retrieval.with_changes(confidence_weight=10)
+    assert texts(memory.retrieve(ALICE, query, 1)) == ["Alice parks on level three"]

@@ -196,7 +196,13 @@ class BaseLongTermMemory(LongTermHooks[S]):
             if wants_coverage(legs, self.retrieval):
                 leg_hits = with_matched(leg_hits, found.fact, self.retrieval, terms)
             fused = fuse_legs(
-                mode, leg_hits, self.retrieval, top_k, now=view.moment, query_terms=terms
+                mode,
+                leg_hits,
+                self.retrieval,
+                top_k,
+                now=view.moment,
+                query_terms=terms,
+                confidence_of=lambda fid: self.confidence.at(found.fact(fid), view.moment),
             )
         recalls = []
         for h in fused:
