@@ -50,6 +50,14 @@ class ConflictError(MemoryServiceError):
     http_status = 409
 
 
+class InactiveFactError(MemoryServiceError):
+    """A confirmation of a fact that is no longer open (superseded or closed): confirming it
+    would not bring it back, so the caller records what is true instead."""
+
+    code = "not_active"
+    http_status = 409
+
+
 class UserErasedError(MemoryServiceError):
     """A write for a user who is being erased, or was erased after the write's work began:
     refused, so nothing of an erased user comes back. Not a ``ConflictError``: reloading and

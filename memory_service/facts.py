@@ -28,8 +28,18 @@ from memory_service.limits import (
 
 FactKind = Literal["fact", "preference", "event", "procedure"]
 FACT_KINDS: tuple[str, ...] = ("fact", "preference", "event", "procedure")
+# The memory types of 004_e0d48588211a3a15.txt, accepted on input as names of these kinds:
+# an episode is an event, a factual memory a fact, a procedural one a procedure, and semantic
+# memory (stable knowledge that holds until replaced) a preference.
+KIND_ALIASES: dict[str, str] = {
+    "episodic": "event",
+    "factual": "fact",
+    "procedural": "procedure",
+    "semantic": "preference",
+}
 RecordStatus = Literal["created", "duplicate", "superseded"]
-TIME_FIELDS: tuple[str, ...] = ("created_at", "expires_at", "valid_to")  # a caller may set
+# the times a caller may set
+TIME_FIELDS: tuple[str, ...] = ("created_at", "updated_at", "expires_at", "valid_to")
 
 
 # Fixed namespace: fact ids must be the same in every backend and every process.
@@ -38,6 +48,20 @@ FACT_NAMESPACE = uuid.UUID("6f1b8d0e-2f53-5c1e-9a53-6d656d6f7279")
 
 def utcnow() -> datetime:
     return datetime.now(UTC)
+
+
+def canonical_kind(kind: object) -> object:
+    """``kind`` as stored: one of ``FACT_KINDS``, or the kind a ``KIND_ALIASES`` name stands
+    for; anything else is returned as given, for ``Fact.validate`` to refuse."""
+    if isinstance(kind, str):
+        return KIND_ALIASES.get(kind.strip().lower(), kind)
+    return kind
+
+
+def kind_error(kind: object) -> str:
+    """Why ``kind`` is not one, naming the kinds and their aliases."""
+    aliases = ", ".join(f"{a} ({k})" for a, k in KIND_ALIASES.items())
+    return f"kind must be one of {', '.join(FACT_KINDS)} or an alias: {aliases}; not {kind!r}"
 
 
 def fact_id(tenant_id: str, owner: str, text_hash: str) -> str:
@@ -172,7 +196,13 @@ def _bad_source(message: str) -> InvalidInputError:
 
 @dataclass(frozen=True, slots=True)
 class Fact:
-    """One long-term memory. ``id`` and ``content_hash`` are derived when it is recorded."""
+    """One long-term memory. ``id`` and ``content_hash`` are derived when it is recorded.
+
+    ``confidence`` is the initial one (1.0: recorded by a person or a caller; the flush's
+    are lower), never decayed in storage; ``updated_at`` is when it was recorded or last
+    confirmed (``ConfidenceDecay`` ages it from there; a fact stored without one reads as
+    updated when it was created). ``needs_verification`` is set on each read, never stored:
+    its decayed confidence is below the memory's verification threshold."""
 
     text: str
     key: str | None = None
@@ -183,6 +213,7 @@ class Fact:
     source: Source | None = None  # a plain string is taken as the origin label
     session_id: str | None = None
     created_at: datetime | None = None
+    updated_at: datetime | None = None
     expires_at: datetime | None = None
     superseded_by: str | None = None
     valid_to: datetime | None = None
@@ -192,10 +223,18 @@ class Fact:
     last_accessed_at: datetime | None = None
     scope: str | None = None  # None: the recording context's; set on every stored fact
     agent_id: str | None = None  # the agent whose fact it is (agent scope only)
+    needs_verification: bool = False  # set by each read (see above), never stored
 
     def __post_init__(self) -> None:
         if not isinstance(self.source, Source | None):
             object.__setattr__(self, "source", Source.coerce(self.source))
+        if self.kind not in FACT_KINDS:
+            object.__setattr__(self, "kind", canonical_kind(self.kind))
+
+    @property
+    def last_updated(self) -> datetime | None:
+        """When it was recorded or last confirmed: what its confidence decays from."""
+        return parse_time(self.updated_at) or parse_time(self.created_at)
 
     @property
     def source_text(self) -> str:
@@ -212,14 +251,15 @@ class Fact:
             )
         check_text(self.text, "fact text", "invalid_fact")
         if self.kind not in FACT_KINDS:
-            raise InvalidInputError(
-                f"kind must be one of {', '.join(FACT_KINDS)}, not {self.kind!r}",
-                code="invalid_fact",
-            )
+            raise InvalidInputError(kind_error(self.kind), code="invalid_fact")
         low, high = MIN_IMPORTANCE, MAX_IMPORTANCE
         if not isinstance(self.importance, int) or not low <= self.importance <= high:
             raise InvalidInputError(
                 f"importance must be an integer {low}-{high}", code="invalid_fact"
+            )
+        if isinstance(self.confidence, bool) or not isinstance(self.confidence, int | float):
+            raise InvalidInputError(
+                f"confidence must be a number, not {self.confidence!r}", code="invalid_fact"
             )
         if not MIN_CONFIDENCE <= float(self.confidence) <= MAX_CONFIDENCE:  # nor NaN
             raise InvalidInputError(
@@ -259,13 +299,16 @@ class Fact:
             source = source.for_shared_scope()
         elif source is not None and source.session_id is None and session_id is not None:
             source = replace(source, session_id=session_id)  # it came from this session
+        created_at = parse_time(self.created_at, "created_at") or now or utcnow()
         return replace(
             self,
             content_hash=text_hash,
             id=fact_id(ctx.tenant_id, ctx.owner, text_hash),
             scope=ctx.scope,
             agent_id=ctx.agent_id if ctx.scope == "agent" else None,
-            created_at=parse_time(self.created_at, "created_at") or now or utcnow(),
+            created_at=created_at,
+            updated_at=parse_time(self.updated_at, "updated_at") or created_at,
+            needs_verification=False,
             expires_at=parse_time(self.expires_at, "expires_at"),
             valid_to=parse_time(self.valid_to, "valid_to"),
             session_id=session_id,
@@ -292,6 +335,7 @@ class Fact:
             "source": self.source.to_dict() if self.source is not None else None,
             "session_id": self.session_id,
             "created_at": iso_time(self.created_at),
+            "updated_at": iso_time(self.updated_at),
             "expires_at": iso_time(self.expires_at),
             "superseded_by": self.superseded_by,
             "valid_to": iso_time(self.valid_to),
@@ -314,6 +358,9 @@ class Fact:
             source=Source.coerce(data.get("source")),
             session_id=data.get("session_id"),
             created_at=parse_time(data.get("created_at"), "created_at"),
+            # stored before facts had an update time: updated when created
+            updated_at=parse_time(data.get("updated_at"), "updated_at")
+            or parse_time(data.get("created_at"), "created_at"),
             expires_at=parse_time(data.get("expires_at"), "expires_at"),
             superseded_by=data.get("superseded_by"),
             valid_to=parse_time(data.get("valid_to"), "valid_to"),

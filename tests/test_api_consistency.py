@@ -51,6 +51,7 @@ JSON_ROUTES = {  # path -> a body the route would accept
     "/v1/chat": {"user_id": "alice", "session_id": "s1", "message": "hi"},
     "/v1/maintenance/run": {"user_id": "alice"},
     "/v1/memories/{memory_id}": {"user_id": "alice", "importance": 7},
+    "/v1/memories/{memory_id}/confirm": {"user_id": "alice"},
 }
 METHODS = {"/v1/memories/{memory_id}": "PATCH"}  # the rest are POST
 SOME_FACT_ID = "00000000-0000-0000-0000-000000000000"

@@ -40,6 +40,7 @@ SAMPLES: dict[str, Any] = {
     "created_after": "2026-01-01T00:00:00Z",
     "created_before": "2026-02-01T00:00:00Z",
     "as_of": "2026-03-01T00:00:00Z",
+    "needs_verification": True,
     "importance": 7,
     "confidence": 0.5,
     "tags": ["t"],
@@ -57,7 +58,7 @@ SAMPLES: dict[str, Any] = {
     "force": True,
     "lines": [{"text": "x"}],
 }
-SCALAR_SCOPE = {"get", "delete", "read_memory_md"}  # one scope: one fact, one document
+SCALAR_SCOPE = {"get", "confirm", "delete", "read_memory_md"}  # one scope: one fact, one document
 
 
 def _sample(builder: str, name: str) -> Any:

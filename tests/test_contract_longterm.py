@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import uuid
 from dataclasses import replace
 from datetime import timedelta
@@ -10,7 +11,7 @@ import pytest
 
 from indexing.hashing import content_hash
 from memory_service.context import RuntimeContext
-from memory_service.errors import InvalidInputError
+from memory_service.errors import InactiveFactError, InvalidInputError
 from memory_service.fact_filter import ConfidenceDecay, ExpiryPolicy, FactFilter
 from memory_service.facts import FACT_NAMESPACE, Fact, Source, utcnow
 from memory_service.limits import MAX_TAG_CHARS, MAX_TAGS
@@ -665,22 +666,150 @@ def test_an_own_expires_at_beats_the_importance_ttl(memory):
     assert texts(memory.retrieve(ALICE, "visa", 5)) == ["Alice's visa is valid"]
 
 
-def test_confidence_decays_with_age_on_each_hit(memory):
+def test_confidence_decays_by_kind_from_the_last_update(memory):
+    """C0 * exp(-rate * days): an event loses 1 % a day, a fact 0.1 %, a procedure and a
+    preference nothing; the stored (initial) confidence is unchanged."""
     now = utcnow()
+    then = now - timedelta(days=100)
     memory.record(
         ALICE,
-        [Fact("Alice likes jazz", confidence=0.8, importance=10, created_at=now - timedelta(60))],
+        [
+            Fact("Alice went to a jazz concert", kind="event", confidence=0.8, created_at=then),
+            Fact("Alice plays jazz piano", kind="fact", created_at=then),
+            Fact("To tune the piano Alice calls Ines", kind="procedure", created_at=then),
+            Fact("Alice prefers jazz to pop", kind="preference", created_at=then),
+        ],
     )
-    assert memory.retrieve(ALICE, "jazz", 5)[0].confidence == pytest.approx(0.8)  # off: stored
-    memory.confidence = ConfidenceDecay(half_life_days=30)
-    assert memory.retrieve(ALICE, "jazz", 5)[0].confidence == pytest.approx(0.2, rel=1e-3)
-    memory.confidence = ConfidenceDecay(half_life_days=30, floor=0.5)
-    assert memory.retrieve(ALICE, "jazz", 5)[0].confidence == pytest.approx(0.5)
-    then = FactFilter(as_of=now - timedelta(days=30))
-    memory.confidence = ConfidenceDecay(half_life_days=30)
-    hit = memory.retrieve(ALICE, "jazz", 5, filter=then)[0]
-    assert hit.confidence == pytest.approx(0.4, rel=1e-3)  # aged at the moment asked about
-    assert hit.fact.confidence == pytest.approx(0.8)  # the stored value is unchanged
+    hits = {r.fact.kind: r for r in memory.retrieve(ALICE, "jazz piano concert pop tune", 10)}
+    assert hits["event"].confidence == pytest.approx(0.8 * math.exp(-1.0), rel=1e-4)
+    assert hits["fact"].confidence == pytest.approx(math.exp(-0.1), rel=1e-4)
+    assert hits["procedure"].confidence == hits["preference"].confidence == 1.0
+    assert hits["event"].fact.confidence == 0.8
+    assert [k for k, r in hits.items() if r.fact.needs_verification] == ["event"]
+    past = memory.retrieve(ALICE, "jazz concert", 10, filter=FactFilter(as_of=then))
+    event = next(r for r in past if r.fact.kind == "event")
+    assert event.confidence == pytest.approx(0.8)  # aged at the moment asked about
+    assert not event.fact.needs_verification
+    memory.confidence = ConfidenceDecay(event=0.0)
+    assert memory.retrieve(ALICE, "jazz concert", 1)[0].confidence == pytest.approx(0.8)
+
+
+def test_updated_at_is_stored_and_a_fact_without_one_reads_as_updated_when_created(memory):
+    then = utcnow() - timedelta(days=3)
+    stored = memory.record(ALICE, [Fact("Alice keeps bees", created_at=then)])[0]
+    fact = memory.get(ALICE, [stored.id])[0]
+    assert fact.updated_at == fact.created_at == then
+    assert memory.list(ALICE).items[0].updated_at == then
+
+
+def test_needs_verification_is_marked_on_every_read_and_filters_each_leg(memory):
+    old = utcnow() - timedelta(days=80)  # an event: e^-0.8 = 0.45
+    ids = [
+        r.id
+        for r in memory.record(
+            ALICE,
+            [
+                Fact("Alice met Ines at the lake", kind="event", created_at=old),
+                Fact("Alice met Tom at the lake last week", kind="event"),
+            ],
+        )
+    ]
+    assert [f.needs_verification for f in memory.get(ALICE, ids)] == [True, False]
+    assert [f.needs_verification for f in memory.list(ALICE).items] == [True, False]
+    flagged = FactFilter(needs_verification=True)
+    assert texts(memory.retrieve(ALICE, "met at the lake", 1, filter=flagged)) == [
+        "Alice met Ines at the lake"
+    ]
+    fresh = FactFilter(needs_verification=False)
+    assert texts(memory.retrieve(ALICE, "Alice met Ines at the lake", 1, filter=fresh)) == [
+        "Alice met Tom at the lake last week"
+    ]
+    assert [f.id for f in memory.list(ALICE, filter=flagged).items] == ids[:1]
+    assert [f.id for f in memory.list(ALICE, filter=fresh).items] == ids[1:]
+    memory.delete(ALICE, ids[:1])
+    assert memory.retrieve(ALICE, "met at the lake", 5, filter=flagged) == []
+
+
+def test_confirm_lifts_confidence_back_to_its_initial_value(memory):
+    old = utcnow() - timedelta(days=200)
+    fid = memory.record(
+        ALICE, [Fact("Alice ran the Berlin marathon", kind="event", confidence=0.9, created_at=old)]
+    )[0].id
+    assert memory.retrieve(ALICE, "marathon", 1)[0].fact.needs_verification
+    before = utcnow()
+    [confirmed] = memory.confirm(ALICE, [fid])
+    assert confirmed.updated_at >= before and confirmed.created_at == old
+    assert not confirmed.needs_verification
+    hit = memory.retrieve(ALICE, "marathon", 1)[0]
+    assert hit.confidence == pytest.approx(0.9, rel=1e-4)
+    assert hit.fact.updated_at == confirmed.updated_at
+    assert memory.get(ALICE, [fid])[0].updated_at == confirmed.updated_at
+
+
+def test_confirm_finds_no_fact_of_another_user_or_tenant(memory):
+    fid = memory.record(ALICE, [Fact("Alice owns a kayak")])[0].id
+    assert memory.confirm(BOB, [fid]) == []
+    assert memory.confirm(OTHER_TENANT_ALICE, [fid]) == []
+    assert memory.confirm(ALICE, ["not-a-fact"]) == []
+
+
+def test_confirming_a_superseded_fact_is_refused_and_writes_nothing(memory):
+    old = memory.record(ALICE, [Fact("Alice lives in Porto", key="user.city")])[0].id
+    memory.record(ALICE, [Fact("Alice lives in Faro", key="user.city")])
+    before = memory.get(ALICE, [old])[0]
+    with pytest.raises(InactiveFactError) as refused:
+        memory.confirm(ALICE, [old])
+    assert refused.value.code == "not_active"
+    assert memory.get(ALICE, [old])[0].updated_at == before.updated_at
+
+
+def test_recording_the_same_text_again_confirms_it(memory):
+    old = utcnow() - timedelta(days=90)
+    fact = Fact("Alice visited Kyoto", kind="event", confidence=0.8, created_at=old)
+    fid = memory.record(ALICE, [fact])[0].id
+    assert memory.get(ALICE, [fid])[0].needs_verification
+    again = memory.record(ALICE, [Fact("Alice visited Kyoto", kind="episodic")])[0]
+    assert again.status == "duplicate"
+    stored = memory.get(ALICE, [fid])[0]
+    assert not stored.needs_verification and stored.created_at == old
+    assert stored.confidence == 0.8  # its initial value, not the duplicate's
+    assert memory.retrieve(ALICE, "Kyoto", 1)[0].confidence == pytest.approx(0.8, rel=1e-4)
+
+
+def test_a_new_confidence_restarts_the_decay(memory):
+    old = utcnow() - timedelta(days=100)
+    fid = memory.record(ALICE, [Fact("Alice sang in a choir", kind="event", created_at=old)])[0].id
+    stored = memory.get(ALICE, [fid])[0]
+    memory.update(ALICE, [replace(stored, importance=7)])
+    assert memory.get(ALICE, [fid])[0].needs_verification  # other metadata: no reassessment
+    memory.update(ALICE, [replace(stored, confidence=0.9)])
+    hit = memory.retrieve(ALICE, "choir", 1)[0]
+    assert hit.confidence == pytest.approx(0.9, rel=1e-4) and not hit.fact.needs_verification
+
+
+def test_the_memory_types_are_aliases_of_the_kinds(memory):
+    ids = [
+        r.id
+        for r in memory.record(
+            ALICE,
+            [
+                Fact("Alice flew to Oslo", kind="episodic"),
+                Fact("Alice is left-handed", kind="factual"),
+                Fact("To water the ferns Alice uses rain water", kind="procedural"),
+                Fact("Alice likes quiet cafes", kind="semantic"),
+            ],
+        )
+    ]
+    assert [f.kind for f in memory.get(ALICE, ids)] == ["event", "fact", "procedure", "preference"]
+    events = memory.list(ALICE, filter=FactFilter(kinds=("episodic",))).items
+    assert [f.id for f in events] == ids[:1]
+    with pytest.raises(InvalidInputError) as bad:
+        memory.record(ALICE, [Fact("Alice dreams", kind="dreamlike")])
+    assert bad.value.code == "invalid_fact" and "episodic (event)" in bad.value.message
+    with pytest.raises(InvalidInputError) as bad_filter:
+        memory.list(ALICE, filter=FactFilter(kinds=("dreamlike",)))
+    assert bad_filter.value.code == "invalid_filter"
+    assert len(memory.list(ALICE).items) == 4
 
 
 def test_recency_prefers_the_newer_of_two_open_facts(memory):
@@ -862,3 +991,14 @@ def test_delete_forget_and_supersede_take_the_source_along(memory):
 def test_a_source_given_as_a_string_is_its_origin(memory):
     fid = memory.record(ALICE, [Fact("Alice sings", source="crm")])[0].id
     assert memory.get(ALICE, [fid])[0].source == Source(origin="crm")
+
+
+def test_a_confidence_weight_prefers_the_surer_of_two_matches(memory):
+    memory.record(
+        ALICE,
+        [Fact("Alice parks on level two", confidence=0.3), Fact("Alice parks on level three")],
+    )
+    query = "Alice parks on level two"
+    assert texts(memory.retrieve(ALICE, query, 1)) == ["Alice parks on level two"]
+    memory.retrieval = memory.retrieval.with_changes(confidence_weight=10)
+    assert texts(memory.retrieve(ALICE, query, 1)) == ["Alice parks on level three"]

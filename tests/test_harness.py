@@ -4,6 +4,7 @@ long-term backends: what the model is sent, what memory keeps, and in which orde
 from __future__ import annotations
 
 from dataclasses import dataclass
+from datetime import timedelta
 from pathlib import Path
 
 import pytest
@@ -13,6 +14,7 @@ from memory_service.config import MemorySettings, Settings
 from memory_service.context import RuntimeContext
 from memory_service.facts import Fact, utcnow
 from memory_service.harness import OUT_OF_TOOL_CALLS, MemoryHarness
+from memory_service.harness.prompt import VERIFY_MARK
 from memory_service.llm import LlmNotConfiguredError, LlmUnavailableError
 from memory_service.longterm.files.fact_files import render_fact
 from memory_service.longterm.protocol import LongTermMemory
@@ -144,6 +146,32 @@ def test_recall_takes_relevant_then_important_facts_once_each(rig, script):
     system = system_of(script.requests["chat"][0])
     assert all(f"- {r.text}" in system for r in recalled)
     assert "Swiss stamps" not in system
+
+
+@pytest.mark.parametrize("backend", sorted(LONGTERM_BACKENDS))
+def test_a_fact_that_needs_verification_is_injected_with_a_mark(rig, script, backend):
+    built = rig(backend)
+    old = utcnow() - timedelta(days=90)  # an event: e^-0.9 = 0.41
+    built.longterm.record(
+        ALICE,
+        [
+            Fact("The user moved to Porto", kind="event", importance=9, created_at=old),
+            Fact("The user works at the Porto harbour", importance=9),
+        ],
+    )
+
+    outcome = built.harness.call(ALICE, "What is there to do in Porto?")
+
+    flagged = {r.text: r.needs_verification for r in outcome.prompt.recalled}
+    assert flagged == {
+        "The user moved to Porto": True,
+        "The user works at the Porto harbour": False,
+    }
+    system = system_of(script.requests["chat"][0])
+    assert f"- The user moved to Porto {VERIFY_MARK}" in system
+    assert "- The user works at the Porto harbour\n" in system + "\n"
+    shown = ChatResponse.model_validate(outcome).model_dump(mode="json")["memory"]["recalled"]
+    assert {r["text"]: r["needs_verification"] for r in shown} == flagged
 
 
 @pytest.mark.parametrize("backend", sorted(LONGTERM_BACKENDS))

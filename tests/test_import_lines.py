@@ -50,7 +50,28 @@ BAD_LINES = [
         "created_at must be an ISO-8601 time (2025-01-31T09:30:00Z), not 'yesterday'",
     ),
     (_with(expires_at=12), "expires_at must be an ISO-8601 time (2025-01-31T09:30:00Z), not 12"),
+    (
+        _with(updated_at="lately"),
+        "updated_at must be an ISO-8601 time (2025-01-31T09:30:00Z), not 'lately'",
+    ),
+    (_with(confidence=1.5), "confidence must be a number between 0 and 1, not 1.5"),
+    (
+        _with(kind="dreamlike"),
+        "kind must be one of fact, preference, event, procedure or an "
+        "alias: episodic (event), factual (fact), procedural (procedure), semantic (preference); "
+        "not 'dreamlike'",
+    ),  # fmt: skip
 ]
+
+
+def test_a_line_takes_a_memory_type_as_its_kind_and_keeps_its_update_time():
+    updated = "2025-03-01T10:00:00+00:00"
+    line = _with(kind="episodic", created_at="2025-01-01T10:00:00Z", updated_at=updated)
+    [good], bad = parse_import([line])
+    assert bad == []
+    assert good.fact.kind == "event" and good.fact.updated_at.isoformat() == updated
+    [old], _ = parse_import([_with(created_at="2025-01-01T10:00:00Z")])  # an older export's
+    assert old.fact.updated_at == old.fact.created_at
 
 
 @pytest.mark.parametrize(("line", "message"), BAD_LINES)

@@ -145,6 +145,7 @@ def cases(ids: dict[str, str], ledger: str, cursor: str) -> dict[str, tuple[dict
                 "filter.created_after": "2020-01-01T00:00:00Z",
                 "filter.created_before": "2090-01-01T00:00:00Z",
                 "filter.as_of": "2021-01-01T00:00:00Z",
+                "filter.needs_verification": True,
                 "agent_id": "support",
                 "scopes": ["user"],
             },
@@ -179,6 +180,7 @@ def cases(ids: dict[str, str], ledger: str, cursor: str) -> dict[str, tuple[dict
                 "expires_at": "2091-01-01T00:00:00Z",
             },
         ),
+        "memory_confirm": ({"id": ids["get"]}, {"id": ids["other"]}),
         "memory_delete": ({"id": ids["delete_a"]}, {"id": ids["delete_b"]}),
         "memory_list": ({}, {"limit": 1, "cursor": cursor, "include_inactive": True}),
         "memory_read": (

@@ -139,6 +139,7 @@ def test_http_every_tool_result_passes_the_typescript_clients_schema_check(serve
     assert ok("memory_search", query="night train", filter={"kind": ["procedure"]}) == {"hits": []}
     assert ok("memory_get", id=fact_id)["text"] == "Carol takes the night train"
     assert ok("memory_update", id=fact_id, importance=8)["importance"] == 8
+    assert ok("memory_confirm", id=fact_id)["needs_verification"] is False
     assert [f["id"] for f in ok("memory_list")["items"]] == [fact_id]
     assert [s["session_id"] for s in ok("session_list")["sessions"]] == ["trip"]
     assert ok("session_get", session_id="trip")["message_count"] == 1

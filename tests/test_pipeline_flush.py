@@ -104,6 +104,25 @@ def test_a_custom_prompt_without_no_reply_records_nothing_on_an_empty_reply(
     assert llm_server.requests[0].messages[0]["content"] == custom
 
 
+def test_extracted_facts_are_less_sure_than_recorded_ones_unless_the_model_says():
+    facts = parse_flush_reply(
+        "- [fact|7] The user is a nurse.\n"
+        "- [preference|0.9|6] The user prefers tea.\n"
+        "- [0.72|episodic] The user went to Rome.\n"
+        "- [event|0.99] The user ran a marathon.\n"
+        "- [fact|.3] The user may like chess.\n"
+        "- No annotation at all.\n"
+    )
+    assert [(f.kind, f.confidence) for f in facts] == [
+        ("fact", 0.8),
+        ("preference", 0.9),
+        ("event", 0.72),
+        ("event", 0.9),  # kept within 0.7-0.9
+        ("fact", 0.7),
+        ("fact", 0.8),
+    ]
+
+
 def test_importance_is_clamped_and_oversized_bullets_are_refused():
     facts = parse_flush_reply(f"- [fact|99] Loud.\n- {'x' * 9000}\n- ok fact")
     assert [(f.text, f.importance) for f in facts] == [("Loud.", 10), ("ok fact", 5)]
@@ -136,6 +155,7 @@ def test_flush_records_facts_in_the_daily_ledger_and_moves_the_watermark(
     top = longterm.retrieve(CTX, "peanut allergy", 1)[0]
     assert top.fact.text == "The user is allergic to peanuts." and top.fact.importance == 10
     assert top.fact.session_id == "s1"
+    assert top.fact.confidence == 0.8 and '"confidence":0.8' in ledger
 
 
 def test_only_messages_not_yet_flushed_are_sent(longterm, chat_model, workspace, script):

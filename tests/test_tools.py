@@ -362,3 +362,25 @@ def test_memory_search_recalls_the_agents_and_tenants_memory_and_says_so(tools, 
     no_agent = tools.memory_search(RuntimeContext("acme", "dan", "s1"), "parking")
     assert "front desk" in no_agent and "receipt" not in no_agent
     assert "front desk" not in tools.memory_search(RuntimeContext("globex", "carol"), "parking")
+
+
+def test_a_memory_that_needs_verification_is_marked_in_every_tool_view(tools, longterm):
+    from datetime import timedelta
+
+    from memory_service.facts import utcnow
+
+    old = utcnow() - timedelta(days=75)  # an event: e^-0.75 = 0.47
+    longterm.record(
+        ALICE,
+        [
+            Fact("The user adopted a cat named Miso", kind="event", importance=8, created_at=old),
+            Fact("The user feeds the cat at seven", kind="procedure", importance=8),
+        ],
+    )
+    lines = tools.run(ALICE, call("memory_search", query="cat", kind="episodic")).text
+    assert "Miso" in lines and "needs verification, confidence=0.47" in lines
+    assert "seven" not in lines
+    listed = tools.run(ALICE, call("memory_search", query="*")).text.split("\n")
+    miso = next(line for line in listed if "Miso" in line)
+    seven = next(line for line in listed if "seven" in line)
+    assert "needs verification" in miso and "needs verification" not in seven

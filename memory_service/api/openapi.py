@@ -41,6 +41,7 @@ ROUTE_ERRORS: dict[tuple[str, str], set[int]] = {
     ("post", "/v1/memories"): {403, 409},  # 403: agent or tenant scope with a user key
     ("get", "/v1/memories/{memory_id}"): {404},
     ("delete", "/v1/memories/{memory_id}"): {403, 404},
+    ("post", "/v1/memories/{memory_id}/confirm"): {403, 404, 409},
     ("post", "/v1/sessions/{session_id}/messages"): {409} | _LLM,
     ("get", "/v1/sessions/{session_id}"): {404},
     ("post", "/v1/sessions/{session_id}/compact"): {409, 413} | _LLM,

@@ -95,6 +95,7 @@ class AsyncMemoryClient:
     get = _async(calls.get)
     list_memories = _async(calls.list_memories)
     update = _async(calls.update)
+    confirm = _async(calls.confirm)
     delete = _async(calls.delete)
     forget = _async(calls.forget)
     erase_user = _async(calls.erase_user)

@@ -19,6 +19,7 @@ from memory_service.api.schemas.common import Health
 from memory_service.api.schemas.maintenance import MaintenanceRequest, MaintenanceRun
 from memory_service.api.schemas.me import WhoAmI
 from memory_service.api.schemas.memories import (
+    ConfirmRequest,
     DeleteReceipt,
     FactIn,
     FactOut,
@@ -221,10 +222,12 @@ def list_memories(
     created_after: datetime | str | None = None,
     created_before: datetime | str | None = None,
     as_of: datetime | str | None = None,
+    needs_verification: bool | None = None,
 ) -> Call[FactPage]:
     """A page of the user's facts (or those of the ``scope``s named), oldest first;
     ``next_cursor`` asks for the next. The filter fields are the search filter's."""
     given = {
+        "needs_verification": needs_verification,
         "kind": list(kind),
         "tags_any": list(tags_any),
         "tags_all": list(tags_all),
@@ -274,6 +277,23 @@ def update(
     body = UpdateRequest(user_id=user_id, **fields)
     path = f"/v1/memories/{_segment(memory_id)}"
     return Call("PATCH", path, _reads(FactOut), json=_body(body))
+
+
+@operation("POST", "/v1/memories/{memory_id}/confirm")
+def confirm(
+    user_id: str,
+    memory_id: str,
+    *,
+    agent_id: str | None = None,
+    scope: Scope | None = None,
+) -> Call[FactOut]:
+    """Confirm one fact as still true: its confidence is its initial one again and it no
+    longer needs verification (``NotFoundError`` when there is none, ``ConflictError``
+    ``not_active`` for a superseded or closed one)."""
+    fields = {"agent_id": agent_id, "scope": scope}
+    body = ConfirmRequest(user_id=user_id, **{k: v for k, v in fields.items() if v is not None})
+    path = f"/v1/memories/{_segment(memory_id)}/confirm"
+    return Call("POST", path, _reads(FactOut), json=_body(body))
 
 
 @operation("DELETE", "/v1/memories/{memory_id}")

@@ -94,6 +94,7 @@ class MemoryClient:
     get = _sync(calls.get)
     list_memories = _sync(calls.list_memories)
     update = _sync(calls.update)
+    confirm = _sync(calls.confirm)
     delete = _sync(calls.delete)
     forget = _sync(calls.forget)
     erase_user = _sync(calls.erase_user)

@@ -1,5 +1,6 @@
-"""``memory-service record``, ``search`` and ``list``: work on a workspace directly, no
-server. ``search`` and ``list`` take the same filter options as the API's ``filter``."""
+"""``memory-service record``, ``search``, ``list`` and ``confirm``: work on a workspace
+directly, no server. ``search`` and ``list`` take the same filter options as the API's
+``filter``."""
 
 from __future__ import annotations
 
@@ -16,11 +17,22 @@ from memory_service.commands.common import (
 )
 from memory_service.config.retrieval import MODES
 from memory_service.context import SCOPES, scope_context
-from memory_service.errors import InvalidInputError
+from memory_service.errors import InvalidInputError, NotFoundError
 from memory_service.fact_filter import ExpiryPolicy, FactFilter
-from memory_service.facts import FACT_KINDS, Fact, Source, utcnow
-from memory_service.limits import MAX_THRESHOLD, MAX_TOP_K, MIN_THRESHOLD
+from memory_service.facts import Fact, Source, utcnow
+from memory_service.limits import (
+    MAX_CONFIDENCE,
+    MAX_THRESHOLD,
+    MAX_TOP_K,
+    MIN_CONFIDENCE,
+    MIN_THRESHOLD,
+)
 from memory_service.redaction import describe
+
+KIND_HELP = (
+    "fact (default), preference, event or procedure; episodic, factual, procedural and "
+    "semantic name event, fact, procedure and preference"
+)
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -40,8 +52,15 @@ def register(sub: argparse._SubParsersAction) -> None:
         help="subject key, for one text only: a newer fact with the same key supersedes the "
         "older one (several texts with one key would supersede each other, so it is refused)",
     )
-    record.add_argument("--kind", choices=FACT_KINDS, default="fact")
+    record.add_argument("--kind", default="fact", help=KIND_HELP)
     record.add_argument("--importance", type=int, default=5, help="1-10 (default 5)")
+    record.add_argument(
+        "--confidence",
+        type=float,
+        default=1.0,
+        help=f"how sure ({MIN_CONFIDENCE:g}-{MAX_CONFIDENCE:g}, default 1: a person's own "
+        "record); it decays with the fact's age by its kind",
+    )
     record.add_argument("--tag", action="append", default=[], help="a tag (repeatable)")
     record.add_argument(
         "--source-text",
@@ -106,11 +125,22 @@ def register(sub: argparse._SubParsersAction) -> None:
     listing.add_argument("--workspace", help="workspace folder")
     listing.set_defaults(handler=run_list)
 
+    confirm = sub.add_parser(
+        "confirm",
+        help="confirm a user's fact as still true: its confidence is its initial one again",
+    )
+    add_scope_arguments(confirm)
+    confirm.add_argument("id", help="the fact's id (as search and list print it)")
+    confirm.add_argument("--workspace", help="workspace folder")
+    confirm.set_defaults(handler=run_confirm)
+
 
 def add_filter_arguments(parser: argparse.ArgumentParser) -> None:
     """The ``FactFilter`` options (checked by the backend, before the model loads)."""
     group = parser.add_argument_group("filters")
-    group.add_argument("--kind", action="append", default=[], help="this kind (repeatable)")
+    group.add_argument(
+        "--kind", action="append", default=[], help="this kind or memory type (repeatable)"
+    )
     group.add_argument("--tag-any", action="append", default=[], help="one of these tags")
     group.add_argument("--tag-all", action="append", default=[], help="every one of these tags")
     group.add_argument("--min-importance", type=int, help="importance at least this")
@@ -118,6 +148,13 @@ def add_filter_arguments(parser: argparse.ArgumentParser) -> None:
     group.add_argument("--created-after", help="created at or after this ISO-8601 time")
     group.add_argument("--created-before", help="created before this ISO-8601 time")
     group.add_argument("--as-of", help="what was valid at this past ISO-8601 time")
+    group.add_argument(
+        "--needs-verification",
+        action=argparse.BooleanOptionalAction,
+        default=None,
+        help="only facts whose decayed confidence is below the verification threshold "
+        "(--no-needs-verification: only the others)",
+    )
 
 
 def fact_filter_from(args: argparse.Namespace) -> FactFilter:
@@ -131,6 +168,7 @@ def fact_filter_from(args: argparse.Namespace) -> FactFilter:
         created_after=args.created_after,
         created_before=args.created_before,
         as_of=args.as_of,
+        needs_verification=args.needs_verification,
     ).check(utcnow())
 
 
@@ -154,6 +192,7 @@ def run_record(args: argparse.Namespace) -> int:
             key=args.key,
             kind=args.kind,
             importance=args.importance,
+            confidence=args.confidence,
             tags=tuple(args.tag),
             source=source,
         )
@@ -226,6 +265,8 @@ def run_search(args: argparse.Namespace) -> int:
                     "score": r.score,
                     "ranks": r.ranks,
                     "confidence": r.confidence,
+                    "needs_verification": r.fact.needs_verification,
+                    "updated_at": r.fact.updated_at,
                     "scope": r.fact.scope,
                     "agent_id": r.fact.agent_id,
                     "source": r.fact.source.to_dict() if r.fact.source else None,
@@ -236,8 +277,14 @@ def run_search(args: argparse.Namespace) -> int:
     else:
         for r in recalls:
             ranks = " ".join(f"{leg}={rank if rank else '-'}" for leg, rank in r.ranks.items())
-            print(f"{r.score:.4f}  [{ranks}]  ({r.fact.scope})  {r.fact.text}")
+            mark = verify_mark(r.fact)
+            print(f"{r.score:.4f}  [{ranks}]  ({r.fact.scope})  {r.fact.text}{mark}")
     return 0
+
+
+def verify_mark(fact: Fact) -> str:
+    """The text output's mark of a fact that needs verification (empty: it does not)."""
+    return "  [needs verification]" if fact.needs_verification else ""
 
 
 def inactive_mark(fact: Fact, expiry: ExpiryPolicy, now: datetime) -> str:
@@ -275,12 +322,32 @@ def run_list(args: argparse.Namespace) -> int:
     finally:
         services.close()
     if args.json:
-        print_json({"items": [f.to_dict() for f in page.items], "next_cursor": page.next_cursor})
+        items = [{**f.to_dict(), "needs_verification": f.needs_verification} for f in page.items]
+        print_json({"items": items, "next_cursor": page.next_cursor})
     else:
         for fact in page.items:
             when = fact.created_at.isoformat() if fact.created_at else "-"
-            mark = inactive_mark(fact, expiry, now)
+            mark = inactive_mark(fact, expiry, now) + verify_mark(fact)
             print(f"{fact.id}  {when}  [{fact.kind}|{fact.importance}]  {fact.text}{mark}")
         if page.next_cursor:
             print(f"next: --cursor {page.next_cursor}")
+    return 0
+
+
+def run_confirm(args: argparse.Namespace) -> int:
+    from memory_service.services.container import build_services
+
+    ctx = context_from(args)
+    services = build_services(settings_from(args))
+    try:
+        confirmed = services.longterm.confirm(ctx, [args.id])
+    finally:
+        services.close()
+    if not confirmed:
+        raise NotFoundError(f"no memory {args.id!r} for user {ctx.user_id!r}")
+    fact = confirmed[0]
+    if args.json:
+        print_json({**fact.to_dict(), "needs_verification": fact.needs_verification})
+    else:
+        print(f"confirmed  {fact.id}  {fact.text}")
     return 0

@@ -71,6 +71,10 @@ class RetrievalConfig(BaseModel):
       moment asked about (now, or ``as_of``). None (the default): off.
     - ``source_terms``: the lexical leg also indexes each fact's source text (the message it
       came from, ``Fact.source``) beside its own words; the same re-index note applies.
+    - ``confidence_weight``: ``confidence_weight * confidence`` (the fact's decayed
+      confidence, 0-1, at the moment asked about) is added to each fused score (z-score
+      units), so a less sure or older unconfirmed memory ranks lower. 0 (the default): off;
+      the ``hybrid-confidence`` preset sets 1 (``benchmarks/RESULTS.md``, "Confidence").
 
     Single-leg modes (``bm25``, ``dense``) return the leg's own ranking: no fusion, no smoothing.
     """
@@ -93,6 +97,7 @@ class RetrievalConfig(BaseModel):
     recency_half_life_days: float | None = Field(None, gt=0)
     recency_weight: float = Field(1.0, ge=0)
     source_terms: bool = True
+    confidence_weight: float = Field(0.0, ge=0, le=100)
 
     @field_validator("weights")
     @classmethod
@@ -140,8 +145,12 @@ HYBRID_RECENCY = HYBRID.with_changes(
     name="hybrid-recency", recency_half_life_days=30.0, recency_weight=2.0
 )
 
+# hybrid weighing each hit's decayed confidence in (off in the default preset: measured by
+# ``memory-service bench --dataset synthetic-time`` and LoCoMo, benchmarks/RESULTS.md)
+HYBRID_CONFIDENCE = HYBRID.with_changes(name="hybrid-confidence", confidence_weight=1.0)
+
 PRESETS: Mapping[str, RetrievalConfig] = MappingProxyType(
-    {p.name: p for p in (HYBRID, RRF, RRF_PLAIN, ZSCORE_PLAIN, HYBRID_RECENCY)}
+    {p.name: p for p in (HYBRID, RRF, RRF_PLAIN, ZSCORE_PLAIN, HYBRID_RECENCY, HYBRID_CONFIDENCE)}
 )
 
 

@@ -46,9 +46,11 @@ class LongTermSettings(_Section):
     its own ``expires_at`` (long-term memory is permanent: 004_e0d48588211a3a15.txt); on, a
     fact without ``expires_at`` expires by importance (below 5: 7 days; 5-9: 30 days; 10:
     never: 003_44b66fa107e6049c.txt), hidden from every read at once and deleted by
-    maintenance. ``confidence_half_life_days``: each
-    hit's confidence is its stored confidence halved every this many days of age (None: not
-    decayed), never below ``confidence_floor``. ``track_access``: each recall counts its hits
+    maintenance. ``decay_event`` / ``decay_fact`` / ``decay_procedure`` / ``decay_preference``:
+    per day, how fast a fact of that kind loses confidence from its last update
+    (``C0 * exp(-rate * days)``; 0.01, 0.001, 0 and 0 are the episodic, factual, procedural
+    and semantic rates of 004_e0d48588211a3a15.txt); below ``verify_below`` (0.5, the same
+    document's) a fact needs verification. ``track_access``: each recall counts its hits
     (``access_count``, ``last_accessed_at``), in memory, written per user every
     ``access_flush_seconds`` (0: after every recall) and on close."""
 
@@ -56,8 +58,11 @@ class LongTermSettings(_Section):
     retrieval_preset: str = "hybrid"
     presets: dict[str, RetrievalConfig] = Field(default_factory=dict)
     expire_by_importance: bool = False
-    confidence_half_life_days: float | None = Field(None, gt=0)
-    confidence_floor: float = Field(0.0, ge=0.0, le=1.0)
+    decay_event: float = Field(0.01, ge=0.0, le=10.0)
+    decay_fact: float = Field(0.001, ge=0.0, le=10.0)
+    decay_procedure: float = Field(0.0, ge=0.0, le=10.0)
+    decay_preference: float = Field(0.0, ge=0.0, le=10.0)
+    verify_below: float = Field(0.5, ge=0.0, le=1.0)
     track_access: bool = True
     access_flush_seconds: float = Field(30.0, ge=0.0)
 

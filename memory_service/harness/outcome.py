@@ -17,7 +17,8 @@ from memory_service.tools.formatting import ToolOutcome
 
 @dataclass(frozen=True, slots=True)
 class RecalledFact:
-    """A fact put into the prompt, and why: ``relevance`` (with its score) or ``importance``."""
+    """A fact put into the prompt, and why: ``relevance`` (with its score) or ``importance``;
+    ``needs_verification``: shown with a mark that asks the agent to check it with the user."""
 
     id: str
     text: str
@@ -25,6 +26,7 @@ class RecalledFact:
     importance: int
     kind: str
     score: float | None = None
+    needs_verification: bool = False
 
 
 @dataclass(slots=True)

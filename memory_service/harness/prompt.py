@@ -40,6 +40,8 @@ TIDY_NOTE = """\
 memory_consolidate rewrites MEMORY.md now; memory_prune lists expired or unimportant facts
 (a dry run unless dry_run is false)."""
 
+# after a recalled fact whose decayed confidence is below the threshold
+VERIFY_MARK = "[unverified: old and unconfirmed; ask the user whether it still holds]"
 MAX_PRIORITY_SCAN = 10_000  # facts read to pick the most important ones
 MEMORY_CONTEXT = "{memory_context}"  # where custom instructions want the memory sections
 
@@ -93,7 +95,7 @@ class PromptBuilder:
                 }
             prompt.recalled = self.recall(ctx, query, exclude=shown_hashes)
             if prompt.recalled:
-                lines = "\n".join(f"- {r.text}" for r in prompt.recalled)
+                lines = "\n".join(f"- {r.text}{self._mark(r)}" for r in prompt.recalled)
                 parts.append(f"## Recalled memories\n\n{lines}")
         tools = []
         if self.tools_enabled:
@@ -104,6 +106,15 @@ class PromptBuilder:
         else:
             prompt.text = "\n\n".join([instructions, *tools, *parts])
         return prompt
+
+    def _mark(self, recalled: RecalledFact) -> str:
+        """What follows a recalled fact whose confidence decayed below the threshold: the agent
+        asks before relying on it, and (with the tools) saving it again confirms it."""
+        if not recalled.needs_verification:
+            return ""
+        if self.tools_enabled:
+            return f" {VERIFY_MARK} (if the user says it still holds, memory_save it again)"
+        return f" {VERIFY_MARK}"
 
     def _truncation_hint(self, prompt: MemoryPrompt) -> str:
         size = f"about {prompt.memory_md_tokens} of {prompt.memory_md_total_tokens} tokens"
@@ -132,7 +143,17 @@ class PromptBuilder:
             if fact.id in seen or fact.content_hash in skip:
                 return False
             seen.add(fact.id)
-            out.append(RecalledFact(fact.id, fact.text, via, fact.importance, fact.kind, score))
+            out.append(
+                RecalledFact(
+                    fact.id,
+                    fact.text,
+                    via,
+                    fact.importance,
+                    fact.kind,
+                    score,
+                    fact.needs_verification,
+                )
+            )
             return True
 
         query = query.encode("utf-8")[:MAX_QUERY_BYTES].decode("utf-8", errors="ignore").strip()

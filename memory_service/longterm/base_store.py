@@ -25,7 +25,7 @@ from indexing.embeddings import Embedder
 from indexing.tokenize import tokenize
 from memory_service.config.retrieval import PRESETS, Leg, Mode, RetrievalConfig, legs_for_mode
 from memory_service.context import RuntimeContext
-from memory_service.errors import BackendUnavailableError, InvalidInputError
+from memory_service.errors import BackendUnavailableError, InactiveFactError, InvalidInputError
 from memory_service.fact_filter import (
     NO_FILTER,
     ConfidenceDecay,
@@ -53,6 +53,17 @@ from memory_service.replicas.tombstones import Tombstones
 
 S = TypeVar("S", bound=StoredFacts)
 log = logging.getLogger(__name__)
+
+
+def _reassessed(old: Fact, new: Fact, now: datetime) -> datetime | None:
+    """The update time of ``old`` rewritten as ``new``: now when its confidence changed."""
+    if float(new.confidence) != float(old.confidence):
+        return now
+    return new.updated_at or old.updated_at
+
+
+def _open(fact: Fact) -> bool:
+    return fact.superseded_by is None and fact.valid_to is None
 
 
 def _count_records(plan: RecordPlan) -> None:
@@ -113,7 +124,7 @@ class BaseLongTermMemory(LongTermHooks[S]):
         now = self._clock()
         if fact_filter is not None and not isinstance(fact_filter, FactFilter):
             raise InvalidInputError("filter must be a FactFilter", code="invalid_filter")
-        return ReadView((fact_filter or NO_FILTER).check(now), now, self.expiry)
+        return ReadView((fact_filter or NO_FILTER).check(now), now, self.expiry, self.confidence)
 
     # -- LongTermMemory -------------------------------------------------------------------
 
@@ -200,7 +211,13 @@ class BaseLongTermMemory(LongTermHooks[S]):
             if wants_coverage(legs, self.retrieval):
                 leg_hits = with_matched(leg_hits, found.fact, self.retrieval, terms)
             fused = fuse_legs(
-                mode, leg_hits, self.retrieval, top_k, now=view.moment, query_terms=terms
+                mode,
+                leg_hits,
+                self.retrieval,
+                top_k,
+                now=view.moment,
+                query_terms=terms,
+                confidence_of=lambda fid: self.confidence.at(found.fact(fid), view.moment),
             )
         recalls = []
         facts = found.facts([h.id for h in fused])
@@ -208,6 +225,7 @@ class BaseLongTermMemory(LongTermHooks[S]):
             fact = facts.get(h.id)
             if fact is None:
                 continue
+            fact = self.confidence.marked(fact, view.moment)
             confidence = self.confidence.at(fact, view.moment)
             recalls.append(Recall(fact, h.score, h.ranks, h.scores, confidence))
         return recalls
@@ -308,7 +326,12 @@ class BaseLongTermMemory(LongTermHooks[S]):
             return []
         self._check_open()
         found = self._get(ctx, wanted)
-        return self.access.overlay(ctx, [found[i] for i in wanted if i in found])
+        facts = self.access.overlay(ctx, [found[i] for i in wanted if i in found])
+        return self._marked(facts, self._clock())
+
+    def _marked(self, facts: Sequence[Fact], moment: datetime) -> list[Fact]:
+        """``facts`` with ``needs_verification`` as of ``moment``."""
+        return [self.confidence.marked(f, moment) for f in facts]
 
     def list(
         self,
@@ -337,15 +360,17 @@ class BaseLongTermMemory(LongTermHooks[S]):
             f for o in owners for f in self._list(o, include_inactive=include_inactive, view=view)
         ]
         if include_inactive:
-            kept = [f for f in facts if view.filter.matches(f)]
+            kept = [f for f in facts if view.matches(f)]
         else:
             kept = [f for f in facts if view.admits(f)]
-        return paginate(self.access.overlay(ctx, kept), limit, cursor)
+        page = paginate(self.access.overlay(ctx, kept), limit, cursor)
+        return replace(page, items=self._marked(page.items, view.moment))
 
     def update(self, ctx: RuntimeContext, facts: Sequence[Fact]) -> int:
         """Rewrite the metadata of existing facts, matched by id: the text (so the id, hash and
-        vectors) stays. Every fact is validated first; unknown ids are ignored. Returns how many
-        facts were rewritten."""
+        vectors) stays. Every fact is validated first; unknown ids are ignored. A new
+        ``confidence`` is a new assessment: its decay starts again (``updated_at`` becomes
+        now). Returns how many facts were rewritten."""
         wanted = {f.id: self.redactor.fact(f, text=False)[0].validate() for f in facts if f.id}
         ids = canonical_ids(list(wanted))
         if not ids:
@@ -353,6 +378,7 @@ class BaseLongTermMemory(LongTermHooks[S]):
         self._check_open()
         with self._write_lock(ctx):
             stored = self._read_for_update(ctx, ids)
+            now = self._clock()
             changes = {  # access metadata is the access log's: never rewritten from outside
                 fid: utc_times(
                     replace(
@@ -361,6 +387,8 @@ class BaseLongTermMemory(LongTermHooks[S]):
                         content_hash=old.content_hash,
                         access_count=old.access_count,
                         last_accessed_at=old.last_accessed_at,
+                        updated_at=_reassessed(old, wanted[fid], now),
+                        needs_verification=False,
                     )
                 )
                 for fid, old in stored.by_id.items()
@@ -369,6 +397,30 @@ class BaseLongTermMemory(LongTermHooks[S]):
             if changes:
                 self._write_update(ctx, changes, stored)
         return len(changes)
+
+    def confirm(self, ctx: RuntimeContext, ids: Sequence[str]) -> list[Fact]:
+        """Confirm facts as still true: each one's ``updated_at`` becomes now, so its
+        confidence is its initial (stored) one again and it no longer needs verification.
+        Returns the confirmed facts (unknown ids, another user's included, are left out;
+        a superseded or closed fact cannot be confirmed: ``InactiveFactError``, nothing
+        written)."""
+        wanted = canonical_ids(ids)
+        if not wanted:
+            return []
+        self._check_open()
+        now = self._clock()
+        with self._write_lock(ctx):
+            self._check_not_erased(ctx)
+            stored = self._read_for_update(ctx, wanted)
+            closed = [i for i in wanted if i in stored.by_id and not _open(stored.by_id[i])]
+            if closed:
+                raise InactiveFactError(
+                    f"memory {closed[0]!r} was superseded or closed: record what is true instead"
+                )
+            changes = {fid: replace(old, updated_at=now) for fid, old in stored.by_id.items()}
+            if changes:
+                self._write_update(ctx, changes, stored)
+        return self.get(ctx, [i for i in wanted if i in changes])
 
     def delete(self, ctx: RuntimeContext, ids: Sequence[str]) -> int:
         wanted = canonical_ids(ids)

@@ -125,6 +125,7 @@ def fuse_legs(
     *,
     now: datetime | None = None,
     query_terms: Collection[str] | None = None,
+    confidence_of: Callable[[str], float] | None = None,
 ) -> list[FusedHit]:
     """Top ``top_k`` after fusing ``leg_hits`` (each leg asked for ``config.depth(top_k)``).
 
@@ -132,7 +133,8 @@ def fuse_legs(
     reports the fused score (RRF, or summed z-scores, BM25 scaled by query coverage when
     ``query_terms`` are given and every lexical hit says what it ``matched``), after
     session-neighbour smoothing when the config asks for it, plus the recency bonus when
-    ``recency_half_life_days`` is set (ages counted at ``now``, the moment asked about).
+    ``recency_half_life_days`` is set (ages counted at ``now``, the moment asked about), plus
+    ``confidence_weight`` times each candidate's ``confidence_of`` when both are given.
     Ranks and the reported per-leg scores are the legs' own. Ranks are 1-based."""
     legs = legs_for_mode(mode)
     score_of = {leg: {h.id: h.score for h in leg_hits.get(leg, [])} for leg in legs}
@@ -147,6 +149,8 @@ def fuse_legs(
         fused = _smooth(fused, leg_hits, config)
     if config.recency_half_life_days is not None and config.recency_weight > 0:
         fused = _prefer_recent(fused, leg_hits, config, now or datetime.now(UTC))
+    if config.confidence_weight > 0 and confidence_of is not None:
+        fused = _prefer_sure(fused, config.confidence_weight, confidence_of)
     return [
         FusedHit(c.id, c.score, dict(c.ranks), {leg: score_of[leg].get(c.id) for leg in legs})
         for c in fused[:top_k]
@@ -248,6 +252,16 @@ def _prefer_recent(
             age_days = max(0.0, (now - when).total_seconds() / 86_400.0)
             bonus = config.recency_weight * 0.5 ** (age_days / half_life)
         out.append(FusedCandidate(c.id, c.score + bonus, c.ranks))
+    return sorted(out, key=lambda c: (-c.score, order[c.id]))
+
+
+def _prefer_sure(
+    fused: list[FusedCandidate], weight: float, confidence_of: Callable[[str], float]
+) -> list[FusedCandidate]:
+    """``weight * confidence`` added to each fused score: a sure, recently confirmed memory
+    gains the whole weight, one whose confidence decayed to half of it half."""
+    order = {c.id: i for i, c in enumerate(fused)}
+    out = [FusedCandidate(c.id, c.score + weight * confidence_of(c.id), c.ranks) for c in fused]
     return sorted(out, key=lambda c: (-c.score, order[c.id]))
 
 

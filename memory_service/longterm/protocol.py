@@ -29,9 +29,10 @@ class LongTermMemory(Protocol):
     user's, the agent's when ``ctx`` names one, the tenant's) and prefers the narrower scope on
     the same ``key``: user over agent over tenant; ``list`` reads ``ctx``'s own scope unless
     ``scopes`` names others. ``record`` is idempotent:
-    the same text twice is one fact (``duplicate``; the second brings its ``source`` when the
-    stored fact has none, and never replaces one). A fact with the ``key`` of an active fact
-    supersedes it (``superseded``); superseded and expired facts are not recalled.
+    the same text twice is one fact (``duplicate``; the second confirms it, and brings its
+    ``source`` when the stored fact has none, and never replaces one). A fact with the
+    ``key`` of an active fact supersedes it (``superseded``); superseded and expired facts
+    are not recalled.
     ``filter`` narrows retrieve and list by metadata and asks about a past moment (``as_of``),
     inside each leg before top-k; a fact past its ``expires_at`` or (when on) its importance TTL is
     never returned by either, whether or not maintenance ran. ``get`` reads by id whatever
@@ -40,7 +41,9 @@ class LongTermMemory(Protocol):
     ``dense`` hit reaches it; a ``hybrid`` recall answers only when some memory does (BM25
     then adds the memories sharing a term); ``bm25`` ignores it.
     ``update`` rewrites the metadata of existing facts by id (maintenance closes and merges
-    facts with it); the text, and so the id, never changes.
+    facts with it); the text, and so the id, never changes. ``confirm`` marks facts as
+    still true (``updated_at`` now: their confidence decays from there again); every read
+    marks a fact whose decayed confidence is below the threshold ``needs_verification``.
     """
 
     def record(self, ctx: RuntimeContext, facts: Sequence[Fact]) -> list[RecordResult]: ...
@@ -71,6 +74,8 @@ class LongTermMemory(Protocol):
     ) -> Page[Fact]: ...
 
     def update(self, ctx: RuntimeContext, facts: Sequence[Fact]) -> int: ...
+
+    def confirm(self, ctx: RuntimeContext, ids: Sequence[str]) -> list[Fact]: ...
 
     def delete(self, ctx: RuntimeContext, ids: Sequence[str]) -> int: ...
 

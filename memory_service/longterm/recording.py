@@ -35,10 +35,12 @@ def plan_record(
 ) -> RecordPlan:
     """Rules, in order, for each incoming fact:
 
-    - same id as a fact in this batch or an active stored fact: ``duplicate``, nothing written,
-      except provenance the stored fact lacks: a duplicate that carries a ``source`` (and a
-      session) for a fact stored without one attaches it (``amended``; a fact's first source
-      is kept, never replaced);
+    - same id as a fact in this batch or an active stored fact: ``duplicate``. The stored fact
+      is confirmed: its ``updated_at`` becomes the duplicate's when that is later (its
+      confidence stops decaying from the older time); and it gets provenance it lacks: a
+      duplicate that carries a ``source`` (and a session) for a fact stored without one
+      attaches it (``amended``; a fact's first source is kept, never replaced). Nothing else
+      is written;
     - same id as an inactive stored fact (superseded or expired): written anew (revived);
     - a key held by an open fact: the newer of the two (by ``created_at``) stays open and the
       older is closed (``superseded_by``, ``valid_to``). The incoming fact is ``superseded``
@@ -89,14 +91,26 @@ def plan_record(
 
 
 def _amend(plan: RecordPlan, known: Fact | None, again: Fact) -> None:
-    """A duplicate's provenance onto the latest version of its fact: in this batch's writes,
-    or the stored fact (then rewritten in place: ``amended``)."""
+    """A duplicate's provenance and update time onto the latest version of its fact: in this
+    batch's writes, or the stored fact (then rewritten in place: ``amended``)."""
     for planned in (plan.new, plan.closed, plan.amended):
         if again.id in planned:
-            planned[again.id] = with_provenance(planned[again.id], again)
+            planned[again.id] = confirmed(with_provenance(planned[again.id], again), again)
             return
-    if known is not None and (amended := with_provenance(known, again)) is not known:
+    if (
+        known is not None
+        and (amended := confirmed(with_provenance(known, again), again)) is not known
+    ):
         plan.amended[again.id] = amended
+
+
+def confirmed(stored: Fact, again: Fact) -> Fact:
+    """``stored`` updated when ``again`` (the same text recorded again) was, if that is later:
+    recording a fact again confirms it. The same fact otherwise."""
+    then, now = stored.last_updated, again.last_updated
+    if now is None or (then is not None and now <= then):
+        return stored
+    return replace(stored, updated_at=now)
 
 
 def with_provenance(stored: Fact, again: Fact) -> Fact:

@@ -9,7 +9,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 
-from memory_service.fact_filter import ExpiryPolicy, FactFilter, valid_at
+from memory_service.fact_filter import ConfidenceDecay, ExpiryPolicy, FactFilter, valid_at
 from memory_service.facts import Fact, parse_time
 from memory_service.longterm.fusion import LegHit
 
@@ -77,7 +77,8 @@ def merge_floors(first: Candidates, depth: int) -> dict[str, float]:
 
 @dataclass(frozen=True, slots=True)
 class ReadView:
-    """What one read may return: ``filter`` (checked), at ``now``, under ``expiry``.
+    """What one read may return: ``filter`` (checked), at ``now``, under ``expiry``, with
+    ``decay`` the rule its ``needs_verification`` filter asks about (at ``moment``).
 
     A fact is admitted when it matches the filter, is not expired at ``now`` (expiry is
     never undone by asking about the past: maintenance may already have deleted it), and is
@@ -88,6 +89,7 @@ class ReadView:
     filter: FactFilter
     now: datetime
     expiry: ExpiryPolicy
+    decay: ConfidenceDecay = field(default_factory=ConfidenceDecay)
 
     @property
     def moment(self) -> datetime:
@@ -98,8 +100,15 @@ class ReadView:
         """Asks about the past: superseded facts may be admitted."""
         return self.filter.as_of is not None
 
+    def matches(self, fact: Fact) -> bool:
+        """The filter's metadata conditions, ``needs_verification`` included."""
+        wanted = self.filter.needs_verification
+        if wanted is not None and self.decay.needs_verification(fact, self.moment) != wanted:
+            return False
+        return self.filter.matches(fact)
+
     def admits(self, fact: Fact) -> bool:
-        if self.expiry.expired(fact, self.now) or not self.filter.matches(fact):
+        if self.expiry.expired(fact, self.now) or not self.matches(fact):
             return False
         if self.filter.as_of is not None:
             return valid_at(fact, self.filter.as_of)

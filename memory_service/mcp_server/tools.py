@@ -48,6 +48,7 @@ from memory_service.tools.memory_tools import MemoryTools
 
 MEMORY_DELETE = "memory_delete"
 MEMORY_UPDATE = "memory_update"
+MEMORY_CONFIRM = "memory_confirm"
 MEMORY_LIST = "memory_list"
 MEMORY_READ = "memory_read"
 SESSION_LIST = "session_list"
@@ -165,6 +166,14 @@ def _update(services: Services, ctx: RuntimeContext, args: Any) -> Any:
     return found[0]
 
 
+def _confirm(services: Services, ctx: RuntimeContext, args: MemoryGetRequest) -> Any:
+    """As ``POST /v1/memories/{id}/confirm`` for the user's own fact."""
+    confirmed = services.longterm.confirm(ctx, [args.id])
+    if not confirmed:
+        raise NotFoundError(f"no memory {args.id!r} for this user")
+    return confirmed[0]
+
+
 def _delete(services: Services, ctx: RuntimeContext, args: MemoryGetRequest) -> Any:
     workspace, docs = services.settings.workspace, services.memory_docs
     deleted = erase_facts(services.longterm, workspace, ctx, [args.id], docs=docs)
@@ -251,6 +260,16 @@ TOOLS: tuple[McpTool, ...] = (
         MemoryUpdateRequest,
         FactOut,
         _update,
+        read_only=False,
+    ),
+    McpTool(
+        MEMORY_CONFIRM,
+        "Confirm one memory as still true by its id (one that needs_verification, after the "
+        "user said so): its confidence is its initial one again. A superseded memory cannot "
+        "be confirmed: save what is true instead.",
+        MemoryGetRequest,
+        FactOut,
+        _confirm,
         read_only=False,
     ),
     McpTool(

@@ -9,9 +9,12 @@ start with an annotation::
     - The user works at Acme.              (no annotation: kind fact, importance 5)
 
 The annotation is ``[...]`` with ``|``-separated parts in any order, each optional: a kind
-(fact, preference, event, procedure), an importance 1-10, and a key (a subject such as
-``user.diet``; a newer fact with the same key supersedes the older one). A bracket that is not
-a valid annotation stays part of the text.
+(fact, preference, event, procedure, or the memory types episodic, factual, procedural,
+semantic that stand for them), an importance 1-10, a confidence (a decimal such as ``0.9``,
+kept within 0.7-0.9; without one a fact the flush extracts gets 0.8: what is taken from a
+conversation is less sure than what a person records, 004_e0d48588211a3a15.txt), and a key
+(a subject such as ``user.diet``; a newer fact with the same key supersedes the older one).
+A bracket that is not a valid annotation stays part of the text.
 
 Provenance: the transcript numbers its messages (``#12 [user] ...``) and a bullet ends with the
 numbers it came from, ``- [fact|7|user.diet] The user is vegetarian. (#12, #14)``. The fact's
@@ -38,7 +41,7 @@ from typing import Any
 from indexing.hashing import content_hash
 from memory_service.context import RuntimeContext
 from memory_service.errors import InvalidInputError, MemoryServiceError, UserErasedError
-from memory_service.facts import FACT_KINDS, Fact, Source, clip_source_text
+from memory_service.facts import FACT_KINDS, KIND_ALIASES, Fact, Source, clip_source_text
 from memory_service.limits import MAX_PAGE_SIZE, MAX_SOURCE_MESSAGES
 from memory_service.llm import ChatModel, LlmBadResponseError, LlmError
 from memory_service.longterm.protocol import LongTermMemory
@@ -57,6 +60,9 @@ log = logging.getLogger(__name__)
 
 NO_REPLY = "NO_REPLY"
 MAX_TODAY_SCAN = 10_000  # facts read to find the ones recorded today
+# A fact taken from a conversation: 0.7-0.9, 0.8 unless the model says (004_e0d48588211a3a15.txt)
+EXTRACTED_CONFIDENCE = 0.8
+EXTRACTED_RANGE = (0.7, 0.9)
 
 DEFAULT_FLUSH_PROMPT = """\
 You extract long-term memories from a conversation between a user and an AI assistant.
@@ -75,9 +81,10 @@ something new or changed.
 
 The conversation's messages are numbered (#12 [user] ...). Answer with one Markdown bullet
 per memory and nothing else, each ending with the numbers of the messages it comes from:
-- [kind|importance|key] The memory, as one self-contained sentence. (#12, #14)
+- [kind|importance|confidence|key] The memory, as one self-contained sentence. (#12, #14)
 kind is fact, preference, event or procedure; importance is 1-10 (10: must never be
-forgotten, such as an allergy; 1: trivia); key is an optional subject such as user.diet, given
+forgotten, such as an allergy; 1: trivia); confidence is optional, 0.7-0.9 (0.9: the user
+said it plainly; 0.7: you inferred it); key is an optional subject such as user.diet, given
 when a newer memory should replace an older one on the same subject (leave it out when unsure:
 "- [preference|6] ..."). Write in the third person ("The user ..."), in the language of the
 conversation, with absolute dates where they are known.
@@ -94,6 +101,7 @@ _QUOTES = "\"'\u201c\u201d\u2018\u2019"
 # a trailing "(#12, #14)", before or after the sentence's final stop
 _CITATION = re.compile(r"\s*\((?P<refs>\s*#[^()\n]{0,200})\)\s*(?P<stop>[.!?]?)\s*$")
 _CITED_NUMBER = re.compile(r"#\s*(\d{1,9})\b")
+_CONFIDENCE = re.compile(r"[01]?\.\d{1,6}")
 
 
 # -- the request and the reply -------------------------------------------------------------
@@ -115,16 +123,21 @@ def flush_request(lines: Sequence[str], memory_md: str, today: str = "") -> str:
 
 
 def _annotation(inner: str) -> dict[str, Any] | None:
-    """``kind|importance|key`` in any order, each optional; None if it is not one."""
+    """``kind|importance|confidence|key`` in any order, each optional; None if it is not
+    one."""
     found: dict[str, Any] = {}
     parts = [p.strip() for p in inner.split("|")]
+    low, high = EXTRACTED_RANGE
     for part in parts:
         if not part:
             continue
-        if part.lower() in FACT_KINDS and "kind" not in found:
-            found["kind"] = part.lower()
+        kind = part.lower()
+        if (kind in FACT_KINDS or kind in KIND_ALIASES) and "kind" not in found:
+            found["kind"] = KIND_ALIASES.get(kind, kind)
         elif part.isdigit() and "importance" not in found:
             found["importance"] = max(1, min(10, int(part)))
+        elif _CONFIDENCE.fullmatch(part) and "confidence" not in found:
+            found["confidence"] = max(low, min(high, float(part)))
         elif _KEY.fullmatch(part) and "key" not in found and (len(parts) > 1 or "." in part):
             found["key"] = part
         else:
@@ -194,6 +207,7 @@ def parse_flush_reply(
         if len(cleaned) < 3 or cleaned.upper().strip(".! ") == NO_REPLY:
             continue
         source = span.source(cited) if span is not None else Source("flush")
+        meta.setdefault("confidence", EXTRACTED_CONFIDENCE)
         try:
             facts.append(Fact(text=cleaned, source=source, **meta).validate())
         except InvalidInputError as exc:

@@ -78,6 +78,18 @@ def build_redactor(settings: Settings) -> Redactor:
     return Redactor(settings.privacy.redaction)
 
 
+def build_decay(settings: Settings) -> ConfidenceDecay:
+    """The one decay rule: the confidence every read shows and what needs verification."""
+    cfg = settings.longterm
+    return ConfidenceDecay(
+        event=cfg.decay_event,
+        fact=cfg.decay_fact,
+        procedure=cfg.decay_procedure,
+        preference=cfg.decay_preference,
+        verify_below=cfg.verify_below,
+    )
+
+
 def build_longterm(
     settings: Settings, embedder: Embedder, tombstones: Tombstones | None = None
 ) -> LongTermMemory:
@@ -88,7 +100,7 @@ def build_longterm(
     read = {
         "retrieval": retrieval,
         "expiry": build_expiry(settings),
-        "confidence": ConfidenceDecay(cfg.confidence_half_life_days, cfg.confidence_floor),
+        "confidence": build_decay(settings),
         "track_access": cfg.track_access,
         "access_flush_s": cfg.access_flush_seconds,
         "tombstones": tombstones,

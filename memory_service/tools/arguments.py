@@ -28,7 +28,7 @@ from pydantic_core import ErrorDetails
 
 from memory_service.errors import InvalidInputError, MemoryServiceError
 from memory_service.fact_filter import FactFilter
-from memory_service.facts import FACT_KINDS
+from memory_service.facts import FACT_KINDS, canonical_kind
 from memory_service.limits import MAX_KEY_CHARS, MAX_TAG_CHARS, MAX_TAGS, MAX_TOOL_QUERY_CHARS
 from memory_service.messages import (
     MEMORY_CONSOLIDATE,
@@ -95,7 +95,8 @@ Key = Annotated[
     AfterValidator(_no_nul),
     Says(f"key must be 1-{MAX_KEY_CHARS} characters, no NUL", code="invalid_fact"),
 ]
-Kind = Annotated[str, AfterValidator(lambda v: _one_of(v, FACT_KINDS))]
+# a kind, or a memory type that names one (``facts.KIND_ALIASES``: episodic is event, ...)
+Kind = Annotated[str, AfterValidator(lambda v: _one_of(str(canonical_kind(v)), FACT_KINDS))]
 _TYPE_ERRORS = {
     "int_type": "an integer",
     "int_parsing": "an integer",
@@ -196,7 +197,9 @@ def _openai_parameters(schema: dict[str, Any]) -> dict[str, Any]:
 # -- the four tools -------------------------------------------------------------------------
 
 
-FilterKind = Literal["fact", "preference", "event", "procedure"]
+FilterKind = Annotated[
+    Literal["fact", "preference", "event", "procedure"], BeforeValidator(canonical_kind)
+]
 Tag = Annotated[str, StringConstraints(min_length=1, max_length=MAX_TAG_CHARS)]
 
 

@@ -29,7 +29,13 @@ def format_fact(fact: Fact, max_chars: int | None = None) -> str:
     """One fact as the list view (its text cut to ``max_chars``) and memory_recall show it."""
     tags = "|".join(p for p in (fact.kind, str(fact.importance), fact.key) if p)
     day = f", {fact.created_at:%Y-%m-%d}" if fact.created_at else ""
-    return f"- [{tags}] {summary(fact.text, max_chars)} (id={fact.id}{day})"
+    return f"- [{tags}] {summary(fact.text, max_chars)} (id={fact.id}{day}{_unverified(fact)})"
+
+
+def _unverified(fact: Fact) -> str:
+    """The mark of a fact whose decayed confidence is below the threshold: the model should
+    ask the user before relying on it (saving it again confirms it)."""
+    return ", needs verification" if fact.needs_verification else ""
 
 
 def summary(text: str, max_chars: int | None) -> str:
@@ -47,4 +53,9 @@ def format_recall(recall: Recall) -> str:
     legs = ", ".join(f"{leg} #{rank}" for leg, rank in recall.ranks.items() if rank is not None)
     fact = recall.fact
     shared = f", {fact.scope} memory" if fact.scope not in (None, "user") else ""
-    return f"Recall: {fact.text} (id={fact.id}, score={recall.score:.4f}, {legs}{shared})"
+    unverified = _unverified(fact)
+    if unverified:
+        unverified += f", confidence={recall.confidence:.2f}"
+    return (
+        f"Recall: {fact.text} (id={fact.id}, score={recall.score:.4f}, {legs}{shared}{unverified})"
+    )

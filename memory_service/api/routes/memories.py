@@ -19,6 +19,7 @@ from memory_service.api.errors import ApiError
 from memory_service.api.schemas.common import AgentId, UserId
 from memory_service.api.schemas.memories import (
     FILTER_FIELDS,
+    ConfirmRequest,
     DeleteReceipt,
     FactOut,
     FactPage,
@@ -184,6 +185,26 @@ def update_memory(
     if not updated:  # deleted meanwhile
         raise ApiError(404, "not_found", f"no memory {memory_id!r} for this user")
     return FactOut.model_validate(updated[0])
+
+
+@router.post("/memories/{memory_id}/confirm", response_model=FactOut)
+def confirm_memory(
+    body: ConfirmRequest,
+    principal: PrincipalDep,
+    memory: LongTermDep,
+    memory_id: Annotated[str, Path(max_length=MAX_FACT_ID_CHARS)],
+):
+    """Confirm one fact as still true: its ``updated_at`` becomes now, its confidence its
+    initial one again, and it no longer needs verification. 404 for an id the user does not
+    have (another user's or tenant's included), 409 ``not_active`` for a superseded or
+    closed fact (record what is true instead); a shared scope's fact needs a curator or
+    admin key."""
+    require_scope_writer(principal, [body.scope])
+    ctx = user_context(principal, body.user_id, agent_id=body.agent_id).in_scope(body.scope)
+    confirmed = memory.confirm(ctx, [memory_id])
+    if not confirmed:
+        raise ApiError(404, "not_found", f"no memory {memory_id!r} for this user")
+    return FactOut.model_validate(confirmed[0])
 
 
 @router.delete("/memories/{memory_id}", response_model=DeleteReceipt)

@@ -43,7 +43,8 @@ class ChatRequest(Strict):
 
 
 class RecalledOut(Out):  # a harness.RecalledFact
-    """A fact put into the prompt; ``via`` says why (``relevance`` or ``importance``)."""
+    """A fact put into the prompt; ``via`` says why (``relevance`` or ``importance``);
+    ``needs_verification``: it was marked for the agent to check with the user."""
 
     id: str
     text: str
@@ -51,6 +52,7 @@ class RecalledOut(Out):  # a harness.RecalledFact
     importance: int
     kind: str
     score: float | None
+    needs_verification: bool = False
 
 
 class MemoryMdOut(Out):  # a harness.MemoryPrompt's memory_md_* fields

@@ -24,7 +24,7 @@ from memory_service.config.retrieval import LEGS, Mode
 from memory_service.context import SCOPES, Scope
 from memory_service.errors import InvalidInputError
 from memory_service.fact_filter import FactFilter
-from memory_service.facts import Fact, FactKind, Source
+from memory_service.facts import Fact, FactKind, Source, canonical_kind
 from memory_service.limits import (
     MAX_CONFIDENCE,
     MAX_FACT_TEXT_BYTES,
@@ -62,6 +62,14 @@ FilterKey = Annotated[
     str,
     Field(min_length=1, max_length=MAX_KEY_CHARS),
     AfterValidator(no_nul("key", "invalid_filter")),
+]
+Kind = Annotated[
+    FactKind,
+    BeforeValidator(canonical_kind),
+    Field(
+        description="fact, preference, event or procedure; the memory types episodic, "
+        "factual, procedural and semantic are taken as event, fact, procedure and preference"
+    ),
 ]
 Scopes = Annotated[
     list[Scope],
@@ -114,9 +122,12 @@ class SourceOut(Out):  # a facts.Source
 
 
 class FactIn(Strict):
+    """One fact to record. ``confidence``: how sure the sender is, 1.0 (the default: a fact
+    a person or a caller states) down to 0; it decays with the fact's age by its kind."""
+
     text: FactText
     key: Key | None = None
-    kind: FactKind = "fact"
+    kind: Kind = "fact"
     importance: Annotated[int, Field(ge=MIN_IMPORTANCE, le=MAX_IMPORTANCE)] = 5
     confidence: Annotated[float, Field(ge=MIN_CONFIDENCE, le=MAX_CONFIDENCE)] = 1.0
     tags: Annotated[list[Tag], Field(max_length=MAX_TAGS)] = []
@@ -147,10 +158,11 @@ class RecordRequest(Strict):
 
 class UpdateRequest(Strict):
     """New metadata for one fact: the fields sent replace the stored ones (``expires_at:
-    null`` clears the expiry); text, key and id never change (a new text is a new fact)."""
+    null`` clears the expiry); text, key and id never change (a new text is a new fact). A
+    new ``confidence`` restarts its decay (``updated_at`` becomes now)."""
 
     user_id: UserId
-    kind: FactKind | None = None
+    kind: Kind | None = None
     importance: Annotated[int, Field(ge=MIN_IMPORTANCE, le=MAX_IMPORTANCE)] | None = None
     confidence: Annotated[float, Field(ge=MIN_CONFIDENCE, le=MAX_CONFIDENCE)] | None = None
     tags: Annotated[list[Tag], Field(max_length=MAX_TAGS)] | None = None
@@ -168,9 +180,20 @@ class UpdateRequest(Strict):
         return sent
 
 
+class ConfirmRequest(Strict):
+    """Whose fact to confirm: the user's own (default), or the agent's or the tenant's."""
+
+    user_id: UserId
+    agent_id: AgentId | None = None
+    scope: Scope = Field(
+        "user", description="whose memory the fact is in: user (default), agent or tenant"
+    )
+
+
 class RecordResultOut(Out):  # a facts.RecordResult
     """What recording one fact did. ``created``: stored and recalled from now on;
-    ``duplicate``: already stored (the same text), nothing new written but the ``source`` it
+    ``duplicate``: already stored (the same text): confirmed (its ``updated_at`` becomes now,
+    its confidence its initial one again), nothing else written but the ``source`` it
     brought when the stored fact had none; ``superseded``: its ``key`` is shared with
     another open fact, and the older of the two is hidden from recall: the others, when
     ``superseded_ids`` names them, or this fact itself, when it is empty (a newer fact already
@@ -206,9 +229,11 @@ class FilterIn(Strict):
     ``tags_all``: every one; ``min_importance``: at least this; ``key``: exactly this key;
     ``created_after`` (inclusive) / ``created_before`` (exclusive): the creation-time range;
     ``as_of``: what was valid at that past moment (facts superseded later are included, facts
-    recorded later are not). An unknown field is refused."""
+    recorded later are not); ``needs_verification``: true, only facts whose decayed
+    confidence is below the verification threshold (0.5); false, only the others. An unknown
+    field is refused."""
 
-    kind: list[FactKind] = []
+    kind: list[Kind] = []
     tags_any: Tags = []
     tags_all: Tags = []
     min_importance: Annotated[int, Field(ge=MIN_IMPORTANCE, le=MAX_IMPORTANCE)] | None = None
@@ -216,6 +241,7 @@ class FilterIn(Strict):
     created_after: FilterTime | None = None
     created_before: FilterTime | None = None
     as_of: FilterTime | None = None
+    needs_verification: bool | None = None
 
     def to_filter(self) -> FactFilter:
         return FactFilter(
@@ -227,6 +253,7 @@ class FilterIn(Strict):
             created_after=self.created_after,
             created_before=self.created_before,
             as_of=self.as_of,
+            needs_verification=self.needs_verification,
         )
 
 
@@ -250,7 +277,11 @@ class SearchRequest(Strict):
 
 class FactOut(Out):  # a facts.Fact (its content_hash stays inside)
     """A stored fact; ``superseded_by``/``valid_to`` are set once a newer fact replaced it;
-    ``access_count``/``last_accessed_at``: how often and when recall returned it."""
+    ``access_count``/``last_accessed_at``: how often and when recall returned it.
+    ``confidence`` is the initial one (its decayed value is on each search hit);
+    ``updated_at``: when it was recorded or last confirmed, what its confidence decays from;
+    ``needs_verification``: its decayed confidence is below the verification threshold now
+    (confirm it, or record what is true instead)."""
 
     id: str
     text: str
@@ -262,9 +293,11 @@ class FactOut(Out):  # a facts.Fact (its content_hash stays inside)
     source: SourceOut | None
     session_id: str | None
     created_at: datetime | None
+    updated_at: datetime | None = None
     expires_at: datetime | None
     superseded_by: str | None
     valid_to: datetime | None
+    needs_verification: bool = False
     access_count: int = 0
     last_accessed_at: datetime | None = None
     scope: Scope
@@ -283,14 +316,16 @@ def _of_fact(name: str) -> AliasPath:
 class Hit(Out):  # a facts.Recall: its fact's fields, flat
     """A recalled fact and its fused ``score``; ``ranks`` says where each retriever placed it
     (1-based) and ``scores`` what it scored there (null: not found by that retriever).
-    ``confidence``: the stored confidence decayed by the fact's age at the moment asked about
-    (``MEMORY_LONGTERM__CONFIDENCE_HALF_LIFE_DAYS``; the stored value when decay is off);
+    ``confidence``: the stored confidence decayed by the days since ``updated_at`` at the
+    moment asked about, at its kind's rate (``MEMORY_LONGTERM__DECAY_EVENT`` and the like);
+    ``needs_verification``: that is below the verification threshold;
     ``valid_to``: set when a newer fact replaced it (seen with ``filter.as_of``)."""
 
     id: str = Field(validation_alias=_of_fact("id"))
     text: str = Field(validation_alias=_of_fact("text"))
     score: float
     confidence: float
+    needs_verification: bool = Field(validation_alias=_of_fact("needs_verification"))
     ranks: Annotated[dict[str, int | None], BeforeValidator(_every_leg)]
     scores: Annotated[dict[str, float | None], BeforeValidator(_every_leg)]
     key: str | None = Field(validation_alias=_of_fact("key"))
@@ -300,6 +335,7 @@ class Hit(Out):  # a facts.Recall: its fact's fields, flat
     source: SourceOut | None = Field(validation_alias=_of_fact("source"))
     session_id: str | None = Field(validation_alias=_of_fact("session_id"))
     created_at: datetime | None = Field(validation_alias=_of_fact("created_at"))
+    updated_at: datetime | None = Field(validation_alias=_of_fact("updated_at"))
     valid_to: datetime | None = Field(validation_alias=_of_fact("valid_to"))
     scope: Scope = Field(validation_alias=_of_fact("scope"))
     agent_id: str | None = Field(validation_alias=_of_fact("agent_id"))

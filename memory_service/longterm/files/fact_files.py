@@ -86,6 +86,8 @@ def fact_meta(fact: Fact) -> dict:
         value = getattr(fact, name)
         if value is not None:
             meta[name] = value.isoformat()
+    if fact.updated_at is not None and fact.updated_at != fact.created_at:
+        meta["updated_at"] = fact.updated_at.isoformat()  # else: updated when created
     return meta
 
 
@@ -140,7 +142,7 @@ def _parse_bullet(
     try:
         fact = fact_from_meta(text, meta, default_created_at)
     except (TypeError, ValueError, OverflowError, InvalidInputError):  # a hand-broken field
-        fact = Fact(text=text, created_at=default_created_at)
+        fact = Fact(text=text, created_at=default_created_at, updated_at=default_created_at)
     return fact, of_hashes
 
 
@@ -149,6 +151,7 @@ def fact_from_meta(text: str, meta: dict, default_created_at: datetime | None) -
     that is missing or None takes its default. Raises ``ValueError`` and friends on a field
     that cannot be read."""
     tags = meta.get("tags") or ()
+    created = parse_time(meta.get("created_at")) or default_created_at
     return Fact(
         text=text,
         key=_str_or_none(meta.get("key")),
@@ -158,7 +161,8 @@ def fact_from_meta(text: str, meta: dict, default_created_at: datetime | None) -
         tags=tuple(str(t) for t in tags) if isinstance(tags, list | tuple) else (),
         source=_source_or_none(meta.get("source")),
         session_id=_str_or_none(meta.get("session_id")),
-        created_at=parse_time(meta.get("created_at")) or default_created_at,
+        created_at=created,
+        updated_at=parse_time(meta.get("updated_at")) or created,
         expires_at=parse_time(meta.get("expires_at")),
         superseded_by=_str_or_none(meta.get("superseded_by")),
         valid_to=parse_time(meta.get("valid_to")),

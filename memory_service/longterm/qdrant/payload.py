@@ -16,7 +16,7 @@ from memory_service.longterm.qdrant.layout import (
     USER_FIELD,
 )
 
-_TIME_FIELDS = ("created_at", "expires_at", "valid_to")
+_TIME_FIELDS = ("created_at", "updated_at", "expires_at", "valid_to")
 
 
 def payload_of(ctx: RuntimeContext, fact: Fact) -> dict[str, Any]:

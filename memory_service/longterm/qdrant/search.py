@@ -15,7 +15,7 @@ the same floors, and costs no engine request at all.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from indexing.sparse import SparseTerms, matched_terms, terms_by_id
 from memory_service.config.retrieval import Leg
@@ -34,19 +34,50 @@ from memory_service.longterm.store_values import Candidates, ReadView, merge_flo
 
 
 def read_scope(
-    ctx: RuntimeContext, view: ReadView, expiry: ExpiryPolicy, raced: set[str] | None = None
+    ctx: RuntimeContext,
+    view: ReadView,
+    expiry: ExpiryPolicy,
+    raced: set[str] | None = None,
+    flagged: set[str] | None = None,
 ) -> OwnerFilter:
     """``view`` as payload conditions, so Qdrant applies it inside each leg; ``raced``:
-    facts that lost a key race, which ``view`` no longer admits."""
+    facts that lost a key race, which ``view`` no longer admits; ``flagged``: with a
+    ``needs_verification`` filter, the owner's facts that need verification
+    (``flagged_ids``), asked for by id or left out by id."""
+    excluded = set(raced or ())
+    ids = None
+    if flagged is not None and view.filter.needs_verification:
+        ids = sorted(flagged)
+    elif flagged is not None:
+        excluded |= flagged
     return OwnerFilter.of(
         ctx,
+        ids=ids,
         open_only=not view.history,
         live_at=view.now,
         expiry=expiry,
         valid_at=view.filter.as_of,
         facts=view.filter,
-        exclude_ids=sorted(raced) if raced else None,
+        exclude_ids=sorted(excluded) if excluded else None,
     )
+
+
+def flagged_ids(
+    engine: QdrantEngine, ctx: RuntimeContext, view: ReadView, expiry: ExpiryPolicy
+) -> set[str] | None:
+    """With a ``needs_verification`` filter, the ids of the owner's facts ``view`` admits
+    otherwise that need verification at its moment (None without one). Decay depends on a
+    fact's kind, confidence and age together, which no payload condition can compare, so
+    the owner's admitted facts are read once first (a filtered read pays one scroll of the
+    owner's points) and the legs then ask by id."""
+    if view.filter.needs_verification is None:
+        return None
+    plain = replace(view, filter=replace(view.filter, needs_verification=None))
+    return {
+        p.id
+        for p in engine.scroll(read_scope(ctx, plain, expiry))
+        if view.decay.needs_verification(fact_of(p.id, p.payload), view.moment)
+    }
 
 
 @dataclass(frozen=True, slots=True)
@@ -94,6 +125,10 @@ class Searcher:
         # each query term by id: a hit's matched terms are those its sparse vector holds
         term_ids = None if coverage_terms is None else terms_by_id(coverage_terms)
         held = list(mirrors) if mirrors is not None else [None] * len(owners)
+        flagged = [
+            None if held[i] is not None else flagged_ids(self.engine, owner, view, expiry)
+            for i, owner in enumerate(owners)
+        ]
 
         def ask(indices: Sequence[int], floors: Mapping[str, float] | None) -> None:
             """``floors``: per retrieval leg, the score a hit must beat."""
@@ -118,7 +153,10 @@ class Searcher:
             answers: dict[int, _Answer] = {}
             while pending:
                 plan = QueryPlan.of(
-                    [_search(owners[i], view, expiry, raced[i], engine_floors) for i in pending],
+                    [
+                        _search(owners[i], view, expiry, raced[i], engine_floors, flagged[i])
+                        for i in pending
+                    ],
                     dense=dense,
                     sparse=sparse,
                     limit=depth,
@@ -200,13 +238,14 @@ def _search(
     expiry: ExpiryPolicy,
     raced: set[str],
     floors: Mapping[str, float] | None = None,
+    flagged: set[str] | None = None,
 ) -> OwnerSearch:
     """One owner's part of a query: ``view``'s scope, and the BM25 IDF over the open facts,
     lost races excluded, or over all of them for a read about the past (as files)."""
     idf_corpus = OwnerFilter.of(
         ctx, open_only=not view.history, exclude_ids=None if view.history else raced
     )
-    return OwnerSearch(read_scope(ctx, view, expiry, raced), idf_corpus, floors)
+    return OwnerSearch(read_scope(ctx, view, expiry, raced, flagged), idf_corpus, floors)
 
 
 def _candidates_of(
