@@ -77,8 +77,6 @@ class FilesKeyStore:
         prefix: str = KEY_PREFIX,
         user: str | None = None,
     ) -> str:
-        """Mint a key for ``tenant`` (a personal key: for its ``user`` alone), store its
-        digest, return the key (shown only now)."""
         key, entry = mint(tenant, role, prefix, user=user)
         with self._lock():
             write_entries(self.path, [*self.entries(), entry])

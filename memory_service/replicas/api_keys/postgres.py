@@ -122,8 +122,6 @@ class PostgresKeyStore:
         prefix: str = KEY_PREFIX,
         user: str | None = None,
     ) -> str:
-        """Mint a key for ``tenant`` (a personal key: for its ``user`` alone), store its
-        digest, return the key (shown only now)."""
         key, entry = mint(tenant, role, prefix, user=user)
         with self.database.connection() as conn:
             self._lock(conn)
