@@ -273,6 +273,28 @@ def test_second_hop_scores_every_candidate_per_category(lab, embedder, tmp_path,
     assert result["locomo-turns"]["dense hop m=3 w=0.3"]["recall"]["25"] == 1.0
 
 
+def test_second_hop_held_out_chooses_a_setting_per_fold(lab, embedder, tmp_path, capsys):
+    out_file = tmp_path / "held-out.json"
+    args = [*lab, "--sets", "locomo-turns", "--held-out", "--json", str(out_file)]
+    assert second_hop.main(args, embedder=embedder) == 0
+    assert "locomo-turns: leave one conversation out, R@10" in capsys.readouterr().out
+    result = json.loads(out_file.read_text())["locomo-turns"]
+    assert list(result) == list(second_hop.families({}))
+    for family, row in result.items():
+        settings = [label for label, _ in second_hop.families({})[family]]
+        assert len(row["chosen"]) == 2  # one fold per conversation
+        assert set(row["chosen"]) <= set(settings)
+        assert 0.0 <= row["held_out_r10"] <= 1.0
+    assert (
+        second_hop.main(
+            [*lab, "--sets", "locomo-turns", "--misses", "--json", str(out_file)], embedder=embedder
+        )
+        == 0
+    )
+    shares = json.loads(out_file.read_text())["locomo-turns"]
+    assert all(abs(sum(row.values()) - 1.0) < 1e-9 for row in shares.values())
+
+
 def test_fusion_latency_times_both_presets(lab, embedder, capsys) -> None:
     assert fusion_latency.main([*lab[:2], "--backend", "files"], embedder=embedder) == 0
     out = capsys.readouterr().out

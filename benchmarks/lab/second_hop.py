@@ -20,7 +20,15 @@ base row equals ``memory-service bench``) and adds one principled second step:
   events).
 - ``dense hop``: the centroid of the top ``m`` hits' vectors asked as a second dense query,
   fused the same way.
-- ``mmr``: maximal marginal relevance over the final cut (cosine between memories).
+- ``mmr``: maximal marginal relevance over the final cut (cosine between memories, or the
+  Jaccard of their lexical terms).
+
+What it found (LoCoMo dev, 2026-12-03; RESULTS.md, "Second hop"): no hop is worth its cost.
+The best row moves R@10 by at most +0.4 (facts) and +0.6 (turns) and multi-hop by +1.9, and
+left one conversation out (``--held-out``) every gain is within +0.6 (entity hop on turns,
++0.0 on facts, and it costs synthetic MRR 4 points); RM3 loses 0.7 / 2.2. The misses are
+aggregation questions ("What books has John read?") whose gold turns share neither words nor
+a neighbourhood with the first hits.
 
 Each row: R@5 / R@10 / R@25 and MRR, then R@10 per LoCoMo category (1 multi-hop, 2 temporal,
 3 open-domain, 4 single-hop); the synthetic set also shows its legs, for the target "hybrid at
@@ -28,6 +36,8 @@ least each leg - 0.5".
 
     python -m benchmarks.lab.second_hop --data ../shared/data/locomo-dev.json \\
         --sets locomo-facts,locomo-turns,synthetic
+    python -m benchmarks.lab.second_hop --data ... --sets locomo-facts,locomo-turns --held-out
+    python -m benchmarks.lab.second_hop --data ... --sets locomo-facts,locomo-turns --misses
 """
 
 from __future__ import annotations
@@ -49,6 +59,7 @@ from benchmarks.lab.common import (
     Legs,
     Ranker,
     add_arguments,
+    evaluate,
     leg_lists,
     service_legs,
     sets_of,
@@ -105,14 +116,21 @@ def memories(convs: Sequence[Conv], config: RetrievalConfig = HYBRID) -> dict[st
     return out
 
 
-def first_hop(mem: Memory, row: int, legs: Legs | None = None, extra: Sequence[str] = ()):
-    """The default's fused list for question ``row`` (``legs`` in place of the memory's own
-    when given; ``extra`` terms join the query terms coverage reads)."""
+def first_hop(
+    mem: Memory,
+    row: int,
+    legs: Legs | None = None,
+    extra: Sequence[str] = (),
+    *,
+    top_k: int = TOP_K,
+):
+    """The default's fused top ``top_k`` for question ``row`` (``legs`` in place of the
+    memory's own when given; ``extra`` terms join the query terms coverage reads)."""
     conv = mem.conv
     depth = HYBRID.depth(TOP_K)
     hits = leg_lists(conv, legs or mem.legs, row, depth)
     terms = [*tokenize(conv.questions[row]), *extra]
-    return fuse_legs("hybrid", hits, HYBRID, TOP_K, query_terms=terms), hits
+    return fuse_legs("hybrid", hits, HYBRID, top_k, query_terms=terms), hits
 
 
 def baseline(mems: Mapping[str, Memory]) -> Ranker:
@@ -287,17 +305,26 @@ def dense_hop(
     return rank
 
 
-def mmr(mems: Mapping[str, Memory], lam: float = 0.8) -> Ranker:
-    """Maximal marginal relevance over the fused list."""
+def mmr(
+    mems: Mapping[str, Memory], lam: float = 0.8, *, similarity: str = "dense", pool: int = TOP_K
+) -> Ranker:
+    """Maximal marginal relevance over the fused top ``pool``: similarity between memories
+    as the cosine of their vectors (``dense``) or the Jaccard of their lexical terms
+    (``terms``, which a backend's candidates give without their vectors)."""
 
     def rank(conv: Conv, row: int) -> list[int]:
-        fused, _ = first_hop(mems[conv.id], row)
+        mem = mems[conv.id]
+        fused, _ = first_hop(mem, row, top_k=pool)
         ids = [int(h.id) for h in fused]
         if not ids:
             return []
         s = np.array([h.score for h in fused])
         s = (s - s.min()) / ((s.max() - s.min()) or 1.0)
-        sim = conv.doc_vectors[ids] @ conv.doc_vectors[ids].T
+        if similarity == "dense":
+            sim = conv.doc_vectors[ids] @ conv.doc_vectors[ids].T
+        else:
+            held = [set(mem.docs[i]) for i in ids]
+            sim = np.array([[len(a & b) / (len(a | b) or 1) for b in held] for a in held])
         chosen, rest = [0], list(range(1, len(ids)))
         while rest:
             best = max(rest, key=lambda j: lam * s[j] - (1 - lam) * sim[j, chosen].max())
@@ -330,6 +357,10 @@ def candidates(mems: Mapping[str, Memory]) -> list[tuple[str, Callable[[], Ranke
         ("rocchio m=5 beta=0.25", lambda: rocchio(mems, m=5, beta=0.25)),
         ("mmr lambda=0.8", lambda: mmr(mems)),
         ("mmr lambda=0.9", lambda: mmr(mems, 0.9)),
+        ("mmr lambda=0.8, pool 50", lambda: mmr(mems, pool=50)),
+        ("mmr lambda=0.8, term similarity", lambda: mmr(mems, similarity="terms")),
+        ("mmr lambda=0.9, term similarity", lambda: mmr(mems, 0.9, similarity="terms")),
+        ("mmr lambda=0.7, term similarity", lambda: mmr(mems, 0.7, similarity="terms")),
         ("dense hop m=3 w=0.3", lambda: dense_hop(mems)),
         ("dense hop m=5 w=0.2", lambda: dense_hop(mems, m=5, w=0.2)),
         ("dense hop m=3 w=0.5", lambda: dense_hop(mems, w=0.5)),
@@ -352,6 +383,94 @@ def candidates(mems: Mapping[str, Memory]) -> list[tuple[str, Callable[[], Ranke
         ("entity hop m=5 5 terms w=0.3", lambda: term_hop(mems, m=5, entities=True)),
     ]
     return rows
+
+
+def families(mems: Mapping[str, Memory]) -> dict[str, list[tuple[str, Callable[[], Ranker]]]]:
+    """Each candidate's small grid, for ``--held-out``: a setting chosen on four
+    conversations is tested on the fifth."""
+    return {
+        "rm3": [
+            (f"m={m} lambda={lam}", lambda m=m, lam=lam: rm3(mems, m=m, lam=lam))
+            for m in (3, 5)
+            for lam in (0.1, 0.3)
+        ],
+        "rocchio": [
+            (f"m={m} beta={b}", lambda m=m, b=b: rocchio(mems, m=m, beta=b))
+            for m in (3, 5)
+            for b in (0.25, 0.5)
+        ],
+        "dense hop": [
+            (f"m={m} w={w}", lambda m=m, w=w: dense_hop(mems, m=m, w=w))
+            for m in (2, 3, 5)
+            for w in (0.1, 0.2, 0.3, 0.5)
+        ],
+        "entity hop": [
+            (f"m={m} w={w}", lambda m=m, w=w: term_hop(mems, m=m, w=w, entities=True))
+            for m in (3, 5)
+            for w in (0.15, 0.3)
+        ],
+        "mmr": [(f"lambda={lam}", lambda lam=lam: mmr(mems, lam)) for lam in (0.7, 0.8, 0.9)],
+    }
+
+
+def held_out(convs: Sequence[Conv], mems: Mapping[str, Memory]) -> dict[str, dict]:
+    """Per family, leave one conversation out: the setting with the best R@10 on the other
+    conversations (pooled by question) is scored on the one left out; printed and returned
+    as the pooled held-out R@10 beside the default's and the settings each fold chose."""
+    n = {c.id: len(c.questions) for c in convs}
+    base = evaluate(convs, baseline(mems)).per_conv
+    base_r10 = sum(base[c][10] * n[c] for c in n) / sum(n.values())
+    out = {}
+    for family, grid in families(mems).items():
+        per = {label: evaluate(convs, make()).per_conv for label, make in grid}
+        chosen, total = [], 0.0
+        for left in n:
+            rest = [c for c in n if c != left]
+
+            def pooled(label: str, rest: list[str] = rest, per: dict = per) -> float:
+                return sum(per[label][c][10] * n[c] for c in rest)
+
+            best = max(per, key=pooled)
+            chosen.append(best)
+            total += per[best][left][10] * n[left]
+        r10 = total / sum(n.values())
+        out[family] = {"held_out_r10": r10, "default_r10": base_r10, "chosen": chosen}
+        print(
+            f"  {family:12s} held-out R@10 {100 * r10:.1f} (default {100 * base_r10:.1f}, "
+            f"{100 * (r10 - base_r10):+.1f}); chosen: {', '.join(chosen)}",
+            flush=True,
+        )
+    return out
+
+
+def misses(convs: Sequence[Conv], mems: Mapping[str, Memory]) -> dict[str, dict[str, float]]:
+    """Per category, where the default's fused list (to the legs' depth) places each gold id:
+    in the top 10, at 11-25, at 26 or deeper, or nowhere (no leg's candidate carries it, or no
+    memory does). Printed and returned as shares."""
+    depth = HYBRID.depth(TOP_K)
+    counts: dict[str, Counter[str]] = {}
+    for conv in convs:
+        mem = mems[conv.id]
+        for row, gold in enumerate(conv.gold):
+            fused, _ = first_hop(mem, row, top_k=depth)
+            place: dict[str, int] = {}
+            for rank, h in enumerate(fused, start=1):
+                for g in conv.refs[int(h.id)] & gold:
+                    place.setdefault(g, rank)
+            bucket = counts.setdefault(conv.categories[row], Counter())
+            for g in gold:
+                r = place.get(g)
+                bucket[
+                    "nowhere" if r is None else "1-10" if r <= 10 else "11-25" if r <= 25 else "26+"
+                ] += 1
+    out = {}
+    for category in sorted(counts):
+        c = counts[category]
+        total = sum(c.values())
+        out[category] = {b: c[b] / total for b in ("1-10", "11-25", "26+", "nowhere")}
+        cells = "  ".join(f"{b} {100 * v:4.1f} %" for b, v in out[category].items())
+        print(f"  {category:14s} {total:4d} gold ids  {cells}", flush=True)
+    return out
 
 
 @dataclass
@@ -387,12 +506,28 @@ def main(argv: Sequence[str] | None = None, *, embedder=None) -> int:
     add_arguments(parser, sets="locomo-facts,locomo-turns")
     parser.add_argument("--only", default="", help="comma-separated substrings of row names")
     parser.add_argument("--json", type=Path, help="write every row's figures here")
+    parser.add_argument(
+        "--held-out",
+        action="store_true",
+        help="per candidate, a setting chosen on all conversations but one, scored on that one",
+    )
+    parser.add_argument(
+        "--misses", action="store_true", help="where the default ranks each gold id, by category"
+    )
     args = parser.parse_args(argv)
     sets = sets_of(args, embedder)
     wanted = [w for w in args.only.split(",") if w]
     out: dict[str, dict[str, dict]] = {}
     for name, convs in sets.items():
         mems = memories(convs)
+        if args.misses:
+            print(f"\n{name}: where the default places each gold id", flush=True)
+            out[name] = misses(convs, mems)
+            continue
+        if args.held_out:
+            print(f"\n{name}: leave one conversation out, R@10", flush=True)
+            out[name] = held_out(convs, mems)
+            continue
         cats = sorted({c for conv in convs for c in conv.categories})
         labels = "  ".join(f"{c.split()[-1][:5]:>5s}" for c in cats)
         print(f"\n{name}: R@5 / R@10 / R@25  MRR  | R@10 by category: {labels}", flush=True)
