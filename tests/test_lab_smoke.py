@@ -20,6 +20,7 @@ from benchmarks.lab import (
     presets,
     score_normalisation,
     scripts_lexical,
+    second_hop,
     stemming,
     variants,
 )
@@ -251,6 +252,47 @@ def test_maxsim_cuts_reports_bytes_and_recall_per_cut(lab, torch_embedder, capsy
     assert len(lines) == len(chosen)
     assert all(len(ROW.findall(line)) == 2 for line in lines)
     assert "today's default hybrid:" in out
+
+
+def test_second_hop_scores_every_candidate_per_category(lab, embedder, tmp_path, capsys):
+    out_file = tmp_path / "second-hop.json"
+    args = [*lab, "--sets", "locomo-turns,locomo-facts,synthetic", "--json", str(out_file)]
+    assert second_hop.main(args, embedder=embedder) == 0
+    out = capsys.readouterr().out
+    labels = [label for label, _ in second_hop.candidates({})]
+    result = json.loads(out_file.read_text())
+    assert list(result) == ["locomo-turns", "locomo-facts", "synthetic"]
+    for name, rows in result.items():
+        assert f"{name}: R@5 / R@10 / R@25  MRR  | R@10 by category:" in out
+        assert list(rows) == labels
+        for row in rows.values():
+            assert all(0.0 <= v <= 1.0 for v in row["recall"].values())
+    categories = set(result["locomo-turns"]["hybrid (today's default)"]["r10_by_category"])
+    assert categories == {"1 multi-hop", "2 temporal", "3 open-domain", "4 single-hop"}
+    # a hop reorders the first hop's memories; on two short talks it finds every gold turn
+    assert result["locomo-turns"]["dense hop m=3 w=0.3"]["recall"]["25"] == 1.0
+
+
+def test_second_hop_held_out_chooses_a_setting_per_fold(lab, embedder, tmp_path, capsys):
+    out_file = tmp_path / "held-out.json"
+    args = [*lab, "--sets", "locomo-turns", "--held-out", "--json", str(out_file)]
+    assert second_hop.main(args, embedder=embedder) == 0
+    assert "locomo-turns: leave one conversation out, R@10" in capsys.readouterr().out
+    result = json.loads(out_file.read_text())["locomo-turns"]
+    assert list(result) == list(second_hop.families({}))
+    for family, row in result.items():
+        settings = [label for label, _ in second_hop.families({})[family]]
+        assert len(row["chosen"]) == 2  # one fold per conversation
+        assert set(row["chosen"]) <= set(settings)
+        assert 0.0 <= row["held_out_r10"] <= 1.0
+    assert (
+        second_hop.main(
+            [*lab, "--sets", "locomo-turns", "--misses", "--json", str(out_file)], embedder=embedder
+        )
+        == 0
+    )
+    shares = json.loads(out_file.read_text())["locomo-turns"]
+    assert all(abs(sum(row.values()) - 1.0) < 1e-9 for row in shares.values())
 
 
 def test_fusion_latency_times_both_presets(lab, embedder, capsys) -> None:
