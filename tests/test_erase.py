@@ -22,7 +22,7 @@ from memory_service.context import RuntimeContext
 from memory_service.errors import UserErasedError
 from memory_service.paths import OwnerPaths
 from memory_service.services import build_harness, build_services
-from tests.support.llm_server import delayed, text
+from tests.support.llm_server import held, text
 from tests.support.postgres import PG_DSN
 
 USER_KEY = "acme-user-key-0123456789abcdef"
@@ -373,8 +373,9 @@ def test_a_call_in_flight_during_an_erase_writes_nothing_back(served, script, la
     client.post("/v1/memories", json={"user_id": "alice", "facts": [{"text": "x"}]}, headers=USER)
     reply = text(f"Noted, {word}.")
     bullet = text(f"- [fact|9] The user lives in {word}.")
-    script.chat(delayed(1.5, reply) if late == "chat" else reply)
-    script.flush(delayed(1.5, bullet) if late == "flush" else bullet)
+    held_reply, release = held(reply if late == "chat" else bullet)
+    script.chat(held_reply if late == "chat" else reply)
+    script.flush(held_reply if late == "flush" else bullet)
     errors: list[BaseException] = []
 
     def call() -> None:
@@ -388,6 +389,7 @@ def test_a_call_in_flight_during_an_erase_writes_nothing_back(served, script, la
     worker.start()
     script.wait_for(late)  # the call is in flight: the model holds its reply
     receipt = client.delete("/v1/users/alice", headers=ADMIN)
+    release.set()  # the model answers only now, after the erase
     assert receipt.status_code == 200, receipt.text
     worker.join(10)
 

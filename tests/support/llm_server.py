@@ -33,6 +33,7 @@ class Reply:
     body: Any = None
     headers: dict[str, str] = field(default_factory=dict)
     delay_s: float = 0.0
+    release: threading.Event | None = None  # sent once set (``held``), or when the server closes
 
 
 @dataclass
@@ -159,6 +160,13 @@ def delayed(seconds: float, reply: Reply) -> Reply:
     return Reply(reply.status, reply.body, dict(reply.headers), delay_s=seconds)
 
 
+def held(reply: Reply) -> tuple[Reply, threading.Event]:
+    """``reply``, sent only once the returned event is set: the call waiting for it is in
+    flight for exactly as long as the test needs, with no delay to guess."""
+    release = threading.Event()
+    return Reply(reply.status, reply.body, dict(reply.headers), release=release), release
+
+
 _ids = itertools.count(1)
 
 
@@ -275,6 +283,10 @@ class LlmTestServer:
                 reply = server._next_reply(request)
                 if reply.delay_s and server._closing.wait(reply.delay_s):
                     return
+                if reply.release is not None:
+                    while not reply.release.wait(0.02):
+                        if server._closing.is_set():
+                            return
                 if isinstance(reply.body, dict) and "choices" in reply.body:
                     reply = Reply(
                         reply.status,
