@@ -17,6 +17,7 @@ from memory_service.limits import (
     MAX_FACT_TEXT_BYTES,
     MAX_IMPORTANCE,
     MAX_KEY_CHARS,
+    MAX_PHRASINGS,
     MAX_SOURCE_CHARS,
     MAX_SOURCE_MESSAGES,
     MAX_SOURCE_TEXT_BYTES,
@@ -37,7 +38,7 @@ KIND_ALIASES: dict[str, str] = {
     "procedural": "procedure",
     "semantic": "preference",
 }
-RecordStatus = Literal["created", "duplicate", "superseded"]
+RecordStatus = Literal["created", "duplicate", "superseded", "merged"]
 # the times a caller may set
 TIME_FIELDS: tuple[str, ...] = ("created_at", "updated_at", "expires_at", "valid_to")
 
@@ -195,6 +196,50 @@ def _bad_source(message: str) -> InvalidInputError:
 
 
 @dataclass(frozen=True, slots=True)
+class Phrasing:
+    """Another wording of a fact, merged into it when it was recorded (a near-duplicate,
+    ``longterm.near_duplicates``): what was recorded, where it came from and when, kept with
+    the fact so nothing anyone said is lost, and indexed by the lexical leg beside its text."""
+
+    text: str
+    source: Source | None = None
+    recorded_at: datetime | None = None
+
+    def validate(self) -> Phrasing:
+        if not isinstance(self.text, str) or not self.text.strip():
+            raise InvalidInputError("a phrasing's text must not be empty", code="invalid_fact")
+        if len(self.text.encode("utf-8")) > MAX_FACT_TEXT_BYTES:
+            raise InvalidInputError(
+                f"a phrasing's text is over {MAX_FACT_TEXT_BYTES} bytes", code="fact_too_large"
+            )
+        check_text(self.text, "phrasing text", "invalid_fact")
+        if self.source is not None:
+            self.source.validate()
+        parse_time(self.recorded_at, "phrasings.recorded_at")
+        return self
+
+    def to_dict(self) -> dict:
+        return {
+            "text": self.text,
+            "source": self.source.to_dict() if self.source is not None else None,
+            "recorded_at": iso_time(self.recorded_at),
+        }
+
+    @classmethod
+    def coerce(cls, value: object) -> Phrasing:
+        """A ``Phrasing`` from what is stored or sent: itself, or its dict."""
+        if isinstance(value, Phrasing):
+            return value
+        if isinstance(value, dict) and isinstance(value.get("text"), str):
+            return cls(
+                text=value["text"],
+                source=Source.coerce(value.get("source")),
+                recorded_at=parse_time(value.get("recorded_at"), "phrasings.recorded_at"),
+            )
+        raise InvalidInputError("each phrasing must be an object with a text", code="invalid_fact")
+
+
+@dataclass(frozen=True, slots=True)
 class Fact:
     """One long-term memory. ``id`` and ``content_hash`` are derived when it is recorded.
 
@@ -202,7 +247,8 @@ class Fact:
     are lower), never decayed in storage; ``updated_at`` is when it was recorded or last
     confirmed (``ConfidenceDecay`` ages it from there; a fact stored without one reads as
     updated when it was created). ``needs_verification`` is set on each read, never stored:
-    its decayed confidence is below the memory's verification threshold."""
+    its decayed confidence is below the memory's verification threshold. ``phrasings``: the
+    near-duplicates merged into it when they were recorded (at most ``MAX_PHRASINGS``)."""
 
     text: str
     key: str | None = None
@@ -224,10 +270,14 @@ class Fact:
     scope: str | None = None  # None: the recording context's; set on every stored fact
     agent_id: str | None = None  # the agent whose fact it is (agent scope only)
     needs_verification: bool = False  # set by each read (see above), never stored
+    phrasings: tuple[Phrasing, ...] = ()
 
     def __post_init__(self) -> None:
         if not isinstance(self.source, Source | None):
             object.__setattr__(self, "source", Source.coerce(self.source))
+        if any(not isinstance(p, Phrasing) for p in self.phrasings):
+            phrasings = tuple(Phrasing.coerce(p) for p in self.phrasings)
+            object.__setattr__(self, "phrasings", phrasings)
         if self.kind not in FACT_KINDS:
             object.__setattr__(self, "kind", canonical_kind(self.kind))
 
@@ -238,8 +288,17 @@ class Fact:
 
     @property
     def source_text(self) -> str:
-        """What the lexical leg indexes beside the fact's text ("" without a source text)."""
-        return (self.source.text or "") if self.source is not None else ""
+        """What the lexical leg indexes beside the fact's words as their sources: its source
+        text and those of its phrasings ("" without any)."""
+        texts = [s.text for s in (self.source, *(p.source for p in self.phrasings)) if s]
+        return "\n".join(t for t in texts if t)
+
+    @property
+    def indexed_text(self) -> str:
+        """The fact's words as the lexical leg indexes them: its text and its phrasings'."""
+        if not self.phrasings:
+            return self.text
+        return "\n".join([self.text, *(p.text for p in self.phrasings)])
 
     def validate(self) -> Fact:
         """Raise ``InvalidInputError`` naming the first problem; return self when valid."""
@@ -279,6 +338,10 @@ class Fact:
         check_text(self.tags, "a tag", "invalid_fact")
         if self.source is not None:
             self.source.validate()
+        if len(self.phrasings) > MAX_PHRASINGS:
+            raise InvalidInputError(f"at most {MAX_PHRASINGS} phrasings", code="invalid_fact")
+        for phrasing in self.phrasings:
+            phrasing.validate()
         for name in TIME_FIELDS:
             parse_time(getattr(self, name), name)
         return self
@@ -295,8 +358,14 @@ class Fact:
         text_hash = content_hash(self.text)
         session_id = self.session_id or ctx.session_id
         source = self.source
+        phrasings = self.phrasings
         if source is not None and ctx.scope != "user":
             source = source.for_shared_scope()
+        if ctx.scope != "user":
+            phrasings = tuple(
+                replace(p, source=p.source.for_shared_scope() if p.source else None)
+                for p in phrasings
+            )
         elif source is not None and source.session_id is None and session_id is not None:
             source = replace(source, session_id=session_id)  # it came from this session
         created_at = parse_time(self.created_at, "created_at") or now or utcnow()
@@ -313,6 +382,7 @@ class Fact:
             valid_to=parse_time(self.valid_to, "valid_to"),
             session_id=session_id,
             source=source,
+            phrasings=phrasings,
             tags=tuple(dict.fromkeys(self.tags)),
         )
 
@@ -344,6 +414,7 @@ class Fact:
             "last_accessed_at": iso_time(self.last_accessed_at),
             "scope": self.scope or "user",
             "agent_id": self.agent_id,
+            "phrasings": [p.to_dict() for p in self.phrasings],
         }
 
     @classmethod
@@ -370,6 +441,7 @@ class Fact:
             last_accessed_at=parse_time(data.get("last_accessed_at"), "last_accessed_at"),
             scope=data.get("scope") or "user",
             agent_id=data.get("agent_id"),
+            phrasings=tuple(Phrasing.coerce(p) for p in data.get("phrasings") or ()),
         )
 
 
@@ -462,11 +534,14 @@ class Recall:
 
 @dataclass(frozen=True, slots=True)
 class RecordResult:
-    """What recording one fact did: ``created``, ``duplicate`` or ``superseded`` (an older
-    fact with the same key was replaced; its ids are in ``superseded_ids``). ``redacted``:
-    the sensitive values replaced before it was stored, by kind (``redaction``)."""
+    """What recording one fact did: ``created``, ``duplicate``, ``superseded`` (an older
+    fact with the same key was replaced; its ids are in ``superseded_ids``) or ``merged`` (a
+    near-duplicate of the stored fact ``merged_into``, which ``id`` then names: it keeps the
+    text as one of its phrasings). ``redacted``: the sensitive values replaced before it was
+    stored, by kind (``redaction``)."""
 
     id: str
     status: RecordStatus
     superseded_ids: tuple[str, ...] = ()
+    merged_into: str | None = None
     redacted: dict[str, int] = field(default_factory=dict)

@@ -17,6 +17,7 @@ MAX_TAGS = 32
 MAX_TAG_CHARS = 64
 MAX_SOURCE_CHARS = 256  # a fact source's origin label ("flush", "memory_save", a caller's)
 MAX_SOURCE_TEXT_BYTES = 2 * 1024  # the message text a fact came from, UTF-8 (producers cut it)
+MAX_PHRASINGS = 8  # near-duplicates one fact takes in; the next is a fact of its own
 MAX_SOURCE_MESSAGES = 256  # message sequence numbers one fact's source may name
 MIN_IMPORTANCE = 1
 MAX_IMPORTANCE = 10

@@ -28,7 +28,7 @@ from memory_service.replicas.user_data import ListsUsers
 PAGE = 1000
 RECORD_BATCH = 500
 SHOWN_BAD_LINES = 50
-STATUSES = ("created", "superseded", "duplicate")
+STATUSES = ("created", "superseded", "duplicate", "merged")
 
 
 @dataclass(frozen=True, slots=True)
@@ -255,7 +255,7 @@ def _already_there(stored: Fact | None, incoming: Fact) -> bool:
 
 def import_records(longterm: LongTermMemory, lines: list[ImportLine]) -> Counter[str]:
     """Record parsed lines owner by owner (a user, an agent, the tenant); count statuses
-    (created, superseded, duplicate)."""
+    (created, superseded, duplicate, merged)."""
     by_owner: dict[RuntimeContext, list[ImportLine]] = {}
     for line in lines:
         by_owner.setdefault(line.ctx, []).append(line)
@@ -273,5 +273,6 @@ def import_records(longterm: LongTermMemory, lines: list[ImportLine]) -> Counter
 
 
 def summarize(lines: list[ImportLine], statuses: Counter[str]) -> dict[str, int]:
-    """``{"lines", "created", "superseded", "duplicate"}``: what ``import --json`` prints."""
+    """``{"lines", "created", "superseded", "duplicate", "merged"}``: what ``import --json``
+    prints."""
     return {"lines": len(lines), **{s: statuses.get(s, 0) for s in STATUSES}}

@@ -48,6 +48,7 @@ def test_record_then_search_shows_ranks_per_retriever(client):
         "id": results[0]["id"],
         "status": "duplicate",
         "superseded_ids": [],
+        "merged_into": None,
         "redacted": {},
     }
 

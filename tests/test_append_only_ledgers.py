@@ -18,6 +18,7 @@ from memory_service.context import RuntimeContext
 from memory_service.facts import Fact, fact_id
 from memory_service.longterm.files.backend import FileSystemLongTermMemory
 from memory_service.longterm.files.fact_files import render_fact
+from memory_service.longterm.near_duplicates import OFF
 from memory_service.paths import OwnerPaths
 from memory_service.pipeline.consolidation import Consolidator
 from memory_service.pipeline.maintenance import MaintenanceSettings, MemoryMaintenance
@@ -44,7 +45,8 @@ def clock() -> Clock:
 
 @pytest.fixture
 def memory(workspace, embedder, clock):
-    backend = FileSystemLongTermMemory(workspace, embedder, clock=clock)
+    # record merges no near-duplicate here: maintenance's own pass is part of what is tested
+    backend = FileSystemLongTermMemory(workspace, embedder, clock=clock, near_duplicates=OFF)
     yield backend
     backend.close()
 

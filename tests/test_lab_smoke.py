@@ -17,6 +17,7 @@ from benchmarks.lab import (
     fusion_latency,
     lexical_coverage,
     maxsim_cuts,
+    near_duplicates,
     presets,
     score_normalisation,
     scripts_lexical,
@@ -389,3 +390,19 @@ def test_recall_stages_times_both_backends_beside_the_embedding(lab, tmp_path, c
     assert "files: candidates (BM25 + matrix)" in doc["stages_ms"]["files"]
     printed = capsys.readouterr().out
     assert "query embedding (model)" in printed and "Edge / files" in printed
+
+
+def test_near_duplicates_measures_made_up_pairs_and_locomo_facts(lab, embedder, tmp_path, capsys):
+    out_file = tmp_path / "near-duplicates.json"
+    assert near_duplicates.main([*lab, "--json", str(out_file)], embedder=embedder) == 0
+    out = capsys.readouterr().out
+    result = json.loads(out_file.read_text())
+    assert set(result["pairs"]) == {*near_duplicates.CHANGES, "negation", "rewording"}
+    for kind, row in result["pairs"].items():
+        assert f"  {kind} " in out
+        assert row["merged"] <= row["above"]["0.9"]
+        if kind != "rewording":
+            assert row["merged"] == 0.0  # the guard keeps every changed value apart
+    assert result["pairs"]["rewording"]["merged"] > 0.5
+    assert result["locomo"]["facts"] > 0
+    assert "LoCoMo observation facts" in out

@@ -25,6 +25,7 @@ from indexing.tokenize import tokenize
 from memory_service.context import RuntimeContext
 from memory_service.fact_filter import ExpiryPolicy
 from memory_service.facts import Fact
+from memory_service.longterm.near_duplicates import OFF
 from tests.support.backends import LONGTERM_BACKENDS
 
 QDRANT_BACKENDS = ["qdrant-edge", "qdrant-local"]
@@ -139,6 +140,7 @@ def _record(memory, texts: list[str]) -> list[str]:
 def qdrant_memory(request, tmp_path, embedder):
     memory = LONGTERM_BACKENDS[request.param](tmp_path, embedder)
     memory.expiry = ExpiryPolicy(by_importance=False)  # the facts are dated 2024 on purpose
+    memory.near_duplicates = OFF  # random word bags: each must stay a document of its own
     yield memory
     memory.close()
 

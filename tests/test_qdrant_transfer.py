@@ -136,8 +136,8 @@ def test_cli_export_then_import_into_qdrant(tmp_path, embedder, monkeypatch, cap
     monkeypatch.setenv("MEMORY_LONGTERM__BACKEND", "qdrant")
     monkeypatch.setenv("MEMORY_QDRANT__PATH", str(tmp_path / "q"))
     for expected_summary in (
-        {"lines": 6, "created": 6, "superseded": 0, "duplicate": 0},
-        {"lines": 6, "created": 0, "superseded": 0, "duplicate": 6},
+        {"lines": 6, "created": 6, "superseded": 0, "duplicate": 0, "merged": 0},
+        {"lines": 6, "created": 0, "superseded": 0, "duplicate": 6, "merged": 0},
     ):
         monkeypatch.setattr("sys.stdin", io.StringIO(exported))
         assert main(["import", "--json"]) == 0

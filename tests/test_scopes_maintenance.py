@@ -6,6 +6,7 @@ from __future__ import annotations
 from memory_service.context import RuntimeContext, scope_context
 from memory_service.facts import Fact
 from memory_service.longterm.files.backend import FileSystemLongTermMemory
+from memory_service.longterm.near_duplicates import OFF
 from memory_service.paths import OwnerPaths
 from memory_service.pipeline.consolidation import Consolidator
 from memory_service.pipeline.erasure import erase_facts, forget_user
@@ -24,6 +25,7 @@ def _maintenance(memory, workspace) -> MemoryMaintenance:
 
 
 def _seed(memory) -> None:
+    memory.near_duplicates = OFF  # the near duplicate below is for maintenance's pass to find
     memory.record(ALICE, [Fact("Alice's cat is called Tom", importance=8)])
     memory.record(ALICE, [Fact("Refunds need a manager", importance=8, scope="agent")])
     memory.record(ALICE, [Fact("Lunch is at noon", importance=8, scope="tenant")])

@@ -98,7 +98,13 @@ def test_round_trip_into_a_fresh_workspace_keeps_ids(apps):
 
     response = import_(target, body)
     assert response.status_code == 200, response.text
-    assert response.json() == {"lines": 4, "created": 4, "superseded": 0, "duplicate": 0}
+    assert response.json() == {
+        "lines": 4,
+        "created": 4,
+        "superseded": 0,
+        "duplicate": 0,
+        "merged": 0,
+    }
     for user in ("alice", "bob"):
         assert listed(target, user) == listed(source, user)  # ids and metadata equal
     search = {"user_id": "alice", "query": "where does Alice live?", "top_k": 1}
@@ -117,7 +123,7 @@ def test_importing_twice_only_counts_duplicates(apps):
 
     again = import_(target, body, headers={"Content-Type": "text/plain; charset=utf-8"})
     assert again.status_code == 200, again.text
-    assert again.json() == {"lines": 4, "created": 0, "superseded": 0, "duplicate": 4}
+    assert again.json() == {"lines": 4, "created": 0, "superseded": 0, "duplicate": 4, "merged": 0}
     assert export(target).text == before
 
 

@@ -138,8 +138,9 @@ def record(
     agent_id: str | None = None,
 ) -> Call[RecordResponse]:
     """Record facts (text, or ``FactIn`` / its fields, ``scope`` among them): created,
-    duplicate or superseded. ``agent_id``: the agent whose memory ``scope="agent"`` facts go
-    to (a curator or admin key writes shared scopes)."""
+    duplicate, superseded or merged (into a near-duplicate: ``merged_into``). ``agent_id``:
+    the agent whose memory ``scope="agent"`` facts go to (a curator or admin key writes
+    shared scopes)."""
     body = RecordRequest(
         user_id=user_id,
         session_id=session_id,

@@ -216,10 +216,22 @@ def run_record(args: argparse.Namespace) -> int:
     finally:
         services.close()
     if args.json:
-        print_json([{"id": r.id, "status": r.status, "redacted": r.redacted} for r in results])
+        print_json(
+            [
+                {
+                    "id": r.id,
+                    "status": r.status,
+                    "merged_into": r.merged_into,
+                    "redacted": r.redacted,
+                }
+                for r in results
+            ]
+        )
     else:
         for result, fact in zip(results, stored, strict=True):
             note = describe(result.redacted)
+            if result.merged_into is not None:
+                note = ", ".join(filter(None, ["kept as a phrasing of this near-duplicate", note]))
             print(f"{result.status:<10} {result.id}  {fact.text}" + (f"  ({note})" if note else ""))
     return 0
 

@@ -50,7 +50,11 @@ class LongTermSettings(_Section):
     per day, how fast a fact of that kind loses confidence from its last update
     (``C0 * exp(-rate * days)``; 0.01, 0.001, 0 and 0 are the episodic, factual, procedural
     and semantic rates of 004_e0d48588211a3a15.txt); below ``verify_below`` (0.5, the same
-    document's) a fact needs verification. ``track_access``: each recall counts its hits
+    document's) a fact needs verification. ``merge_near_duplicates``: a recorded fact whose
+    dense cosine to an active fact of the same owner and scope reaches
+    ``near_duplicate_cosine`` (0.9: 004_e0d48588211a3a15.txt) is merged into it, its text kept
+    as a phrasing, unless it changes a value or either has a key
+    (``longterm.near_duplicates``). ``track_access``: each recall counts its hits
     (``access_count``, ``last_accessed_at``), in memory, written per user every
     ``access_flush_seconds`` (0: after every recall) and on close."""
 
@@ -63,6 +67,8 @@ class LongTermSettings(_Section):
     decay_procedure: float = Field(0.0, ge=0.0, le=10.0)
     decay_preference: float = Field(0.0, ge=0.0, le=10.0)
     verify_below: float = Field(0.5, ge=0.0, le=1.0)
+    merge_near_duplicates: bool = True
+    near_duplicate_cosine: float = Field(0.9, ge=0.0, le=1.0)
     track_access: bool = True
     access_flush_seconds: float = Field(30.0, ge=0.0)
 

@@ -4,7 +4,8 @@
 stamping and validation, the mode's legs, what counts as a hit in each leg (the dense
 ``threshold``, a shared term for BM25) and when a fused recall answers at all
 (``store_values.has_evidence``), fusion, pagination, id handling and the closed state.
-Every fact is redacted (``redaction.Redactor``) before it is stamped.
+Every fact is redacted (``redaction.Redactor``) before it is stamped, and a near-duplicate of an
+active fact is merged into it (``near_duplicates``: one dense-leg search per new fact).
 A backend implements small hooks only: read what a write needs, write a record plan or
 metadata changes, generate each leg's candidates, list, get, delete. So one bad input gives one
 error, and one rule gives one result, whatever backend is configured.
@@ -35,6 +36,7 @@ from memory_service.fact_filter import (
 from memory_service.facts import Fact, Recall, RecordResult, utcnow
 from memory_service.longterm.access import AccessLog, AccessMark
 from memory_service.longterm.fusion import fuse_legs, validate_query, wants_coverage, with_matched
+from memory_service.longterm.near_duplicates import NearDuplicatePolicy, cosine
 from memory_service.longterm.recording import RecordPlan, plan_record
 from memory_service.longterm.store_hooks import LongTermHooks
 from memory_service.longterm.store_values import (
@@ -101,8 +103,10 @@ class BaseLongTermMemory(LongTermHooks[S]):
         access_flush_s: float = 30.0,
         tombstones: Tombstones | None = None,
         redactor: Redactor | None = None,
+        near_duplicates: NearDuplicatePolicy | None = None,
     ) -> None:
         self._embedder = embedder
+        self.near_duplicates = near_duplicates or NearDuplicatePolicy()  # merged at record
         self.redactor = redactor or Redactor()  # every record and update passes it
         self.retrieval = retrieval or PRESETS["hybrid"]
         self._clock = clock
@@ -141,7 +145,7 @@ class BaseLongTermMemory(LongTermHooks[S]):
             return []
         self._check_open()
         vectors = self._embedder.embed([f.text for f in stamped])  # fails before writing
-        dense_of = {f.id: vectors[i] for i, f in enumerate(stamped)}
+        dense_of: dict[str, np.ndarray] = {f.id: vectors[i] for i, f in enumerate(stamped)}
         self._check_not_erased(ctx)  # before the files backend makes the user's folder again
         groups: dict[RuntimeContext, list[int]] = {}
         for i, owner in enumerate(owners):
@@ -152,7 +156,11 @@ class BaseLongTermMemory(LongTermHooks[S]):
             with self._write_lock(owner):
                 self._check_not_erased(ctx)
                 stored = self._read_for_record(owner, batch, now)
-                plan = plan_record(batch, stored.by_id, stored.open_by_key, now, stored.raced)
+                near = self._near_duplicates(owner, batch, stored, dense_of, now)
+                plan = plan_record(
+                    batch, stored.by_id, stored.open_by_key, now, stored.raced, near=near
+                )
+                self._vectors_of_merged(plan, dense_of)
                 self._write_record(owner, plan, stored, dense_of, now)
                 if self._tombstones is not None and self._tombstones.refuses(ctx):
                     # an erase in another process began meanwhile (a Qdrant server has no lock
@@ -160,11 +168,71 @@ class BaseLongTermMemory(LongTermHooks[S]):
                     self._delete(owner, canonical_ids([*plan.new, *plan.closed, *plan.amended]))
                     self._check_not_erased(ctx)
             _count_records(plan)
+            if plan.merged_into:  # a merge is one more access of the fact it joined
+                into = set(plan.merged_into.values())
+                joined = [plan.amended.get(i) or plan.new[i] for i in into]
+                self.access.note(ctx, joined, now)
             results.update(zip(positions, plan.results, strict=True))
         return [
             replace(results[i], redacted=found[i]) if found[i] else results[i]
             for i in range(len(stamped))
         ]
+
+    def _near_duplicates(
+        self,
+        owner: RuntimeContext,
+        batch: Sequence[Fact],
+        stored: StoredFacts,
+        dense_of: Mapping[str, np.ndarray],
+        now: datetime,
+    ) -> dict[str, Fact]:
+        """For each fact of ``batch`` that is new to ``owner``, the fact it nearly duplicates
+        (``near_duplicates``): the closest, by dense cosine at least the policy's, among the
+        owner's active facts (one dense-leg search each, the backend's own) and this batch's
+        earlier facts, that the policy lets it merge into. Read under the write lock."""
+        policy = self.near_duplicates
+        if not policy.enabled:
+            return {}
+        view = ReadView(NO_FILTER.check(now), now, self.expiry, self.confidence)
+        near: dict[str, Fact] = {}
+        earlier: list[Fact] = []  # this batch's facts that stay facts of their own
+        self._retrieving.vectors = {f.text: dense_of[f.id] for f in batch}
+        self._retrieving.terms = {}
+        try:
+            for fact in batch:
+                if fact.id in stored.by_id or not policy.may_take(fact, now):
+                    earlier.append(stored.by_id.get(fact.id, fact))
+                    continue
+                found = self._candidates(
+                    owner, fact.text, ("dense",), policy.depth, policy.cosine, view
+                )
+                hits = [h for h in found.legs.get("dense", ()) if h.score >= policy.cosine]
+                loaded = found.facts([h.id for h in hits]) if hits else {}
+                scored = [(h.score, loaded[h.id]) for h in hits if h.id in loaded]
+                vector = dense_of[fact.id]
+                scored += [
+                    (score, other)
+                    for other in earlier
+                    if other.id in dense_of
+                    and (score := cosine(vector, dense_of[other.id])) >= policy.cosine
+                ]
+                scored.sort(key=lambda pair: -pair[0])
+                target = next((f for _, f in scored if policy.may_merge(f, fact, now)), None)
+                if target is None:
+                    earlier.append(fact)
+                else:
+                    near[fact.id] = target
+        finally:
+            self._retrieving.vectors = self._retrieving.terms = None
+        return near
+
+    def _vectors_of_merged(self, plan: RecordPlan, dense_of: dict[str, np.ndarray]) -> None:
+        """The dense vectors of the stored facts a merge rewrites (a backend that writes a
+        point whole needs them; the merge changed no text, so they are embedded again)."""
+        missing = [f for fid, f in plan.amended.items() if fid not in dense_of]
+        if missing:
+            vectors = self._embedder.embed([f.text for f in missing])
+            dense_of.update({f.id: vectors[i] for i, f in enumerate(missing)})
 
     def retrieve(
         self,
@@ -387,6 +455,7 @@ class BaseLongTermMemory(LongTermHooks[S]):
                         content_hash=old.content_hash,
                         access_count=old.access_count,
                         last_accessed_at=old.last_accessed_at,
+                        phrasings=old.phrasings,  # record's, as the text is
                         updated_at=_reassessed(old, wanted[fid], now),
                         needs_verification=False,
                     )

@@ -60,9 +60,10 @@ class FusedHit:
 def fact_terms(fact: Fact, config: RetrievalConfig) -> list[str]:
     """What the lexical leg indexes for ``fact``, in every backend: its words, its source
     text's words (``source_terms``: a fact is phrased by the model, its source in the user's
-    own words, which the question often repeats) and its day (``date_terms``)."""
+    own words, which the question often repeats) and its day (``date_terms``). Its text
+    includes the phrasings merged into it (``Fact.indexed_text``)."""
     source = fact.source_text if config.source_terms else ""
-    return _terms(fact.text, source, fact.created_at, config.date_terms)
+    return _terms(fact.indexed_text, source, fact.created_at, config.date_terms)
 
 
 def _terms(text: str, source: str, created_at: datetime | None, with_date: bool) -> list[str]:
@@ -92,7 +93,7 @@ def matched_terms(
     come back query after query; tokenizing every candidate each time would cost more than
     the fusion)."""
     source = fact.source_text if config.source_terms else ""
-    held = _held_terms(fact.text, source, fact.created_at, config.date_terms)
+    held = _held_terms(fact.indexed_text, source, fact.created_at, config.date_terms)
     return held.intersection(query_terms)
 
 

@@ -2,7 +2,8 @@
 
 Given the stamped incoming facts, the user's facts that already exist under those ids, and the
 user's open facts by key, ``plan_record`` says what each incoming fact becomes (``created``,
-``duplicate`` or ``superseded``), which facts to write, and which existing facts to close. A
+``duplicate``, ``superseded`` or ``merged``), which facts to write, and which existing facts to
+close. A
 backend only reads what the plan needs and writes what it says, so idempotence and
 supersession cannot drift apart between backends.
 """
@@ -14,6 +15,8 @@ from dataclasses import dataclass, field, replace
 from datetime import datetime
 
 from memory_service.facts import Fact, RecordResult, Source
+from memory_service.limits import MAX_PHRASINGS
+from memory_service.longterm.near_duplicates import merged, phrasings_after
 
 
 @dataclass(slots=True)
@@ -22,8 +25,10 @@ class RecordPlan:
     new: dict[str, Fact] = field(default_factory=dict)  # to write, in order
     closed: dict[str, Fact] = field(default_factory=dict)  # existing facts, now superseded
     revived: set[str] = field(default_factory=set)  # existing inactive facts written anew
-    # duplicates that brought the provenance the stored fact lacked: rewritten where stored
+    # duplicates that brought the provenance the stored fact lacked, and stored facts that
+    # near-duplicates merged into: rewritten where stored
     amended: dict[str, Fact] = field(default_factory=dict)
+    merged_into: dict[str, str] = field(default_factory=dict)  # incoming id -> fact it joined
 
 
 def plan_record(
@@ -32,6 +37,7 @@ def plan_record(
     open_by_key: Mapping[str, Fact],
     now: datetime,
     raced: Mapping[str, Fact] | None = None,
+    near: Mapping[str, Fact] | None = None,
 ) -> RecordPlan:
     """Rules, in order, for each incoming fact:
 
@@ -41,6 +47,10 @@ def plan_record(
       duplicate that carries a ``source`` (and a session) for a fact stored without one
       attaches it (``amended``; a fact's first source is kept, never replaced). Nothing else
       is written;
+    - a near-duplicate (``near``: incoming id -> the stored or earlier incoming fact the base
+      found for it, ``longterm.near_duplicates``) of a fact still active as this plan has it:
+      ``merged`` into it (``near_duplicates.merged``: rewritten, ``amended``, or in this
+      batch's writes); the result names that fact;
     - same id as an inactive stored fact (superseded or expired): written anew (revived);
     - a key held by an open fact: the newer of the two (by ``created_at``) stays open and the
       older is closed (``superseded_by``, ``valid_to``). The incoming fact is ``superseded``
@@ -60,6 +70,10 @@ def plan_record(
         if fact.id in plan.new or (known is not None and known.is_active(now)):
             _amend(plan, known, fact)
             plan.results.append(RecordResult(fact.id, "duplicate"))
+            continue
+        target = (near or {}).get(fact.id)
+        if target is not None and _merge(plan, target, fact, now):
+            plan.results.append(RecordResult(target.id, "merged", merged_into=target.id))
             continue
         if known is not None:
             plan.revived.add(fact.id)
@@ -88,6 +102,20 @@ def plan_record(
         if fid not in plan.new and fid not in plan.closed:
             plan.closed[fid] = shut
     return plan
+
+
+def _merge(plan: RecordPlan, target: Fact, fact: Fact, now: datetime) -> bool:
+    """Merge ``fact`` into the latest version of ``target`` if that is still active (an
+    earlier fact of this batch may have closed it); whether it was merged."""
+    if target.id in plan.closed:
+        return False
+    writes = plan.new if target.id in plan.new else plan.amended
+    latest = writes.get(target.id, target)
+    if not latest.is_active(now) or len(phrasings_after(latest, fact)) > MAX_PHRASINGS:
+        return False  # closed, or full of phrasings, by an earlier fact of this batch
+    writes[target.id] = merged(latest, fact)
+    plan.merged_into[fact.id] = target.id
+    return True
 
 
 def _amend(plan: RecordPlan, known: Fact | None, again: Fact) -> None:

@@ -13,7 +13,7 @@ from __future__ import annotations
 import logging
 import re
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime
 from pathlib import Path
 
@@ -104,7 +104,8 @@ def deterministic_memory(facts: Sequence[Fact], max_tokens: int, now: datetime) 
         group = [f for f in chosen if f.kind == kind]
         if group:
             lines += ["", f"## {SECTION_TITLES[kind]}", ""]
-            lines += [render_fact(f, of=[f.content_hash]) for f in group]
+            # a bullet states the fact; its other wordings stay with it in the fact files
+            lines += [render_fact(replace(f, phrasings=()), of=[f.content_hash]) for f in group]
     return "\n".join(lines) + "\n"
 
 

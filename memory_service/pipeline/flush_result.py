@@ -17,7 +17,7 @@ from memory_service.llm import Usage
 class FlushedFact:
     id: str
     text: str
-    status: str  # created | duplicate | superseded
+    status: str  # created | duplicate | superseded | merged (``id``: the fact it joined)
     kind: str
     importance: int
     key: str | None = None
@@ -54,4 +54,4 @@ class FlushResult:
     @property
     def facts_created(self) -> int:
         """Facts that are new to long-term memory (created or superseding an older one)."""
-        return sum(1 for f in self.facts if f.status != "duplicate")
+        return sum(1 for f in self.facts if f.status not in ("duplicate", "merged"))

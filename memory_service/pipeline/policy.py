@@ -13,6 +13,8 @@ from datetime import datetime
 from indexing.hashing import hamming_distance, simhash
 from memory_service.fact_filter import ExpiryPolicy
 from memory_service.facts import Fact
+from memory_service.limits import MAX_PHRASINGS, MAX_TAGS
+from memory_service.longterm.near_duplicates import phrasings_after
 from memory_service.longterm.protocol import Settlement
 
 __all__ = ["MaintenancePlan", "near_duplicate_groups", "plan_maintenance"]
@@ -87,7 +89,9 @@ def plan_maintenance(
 ) -> MaintenancePlan:
     """Decide, for one user's facts (all of them, active or not):
 
-    1. near-duplicates (SimHash): keep the newest, merge tags, keep the highest importance;
+    1. near-duplicates (SimHash): keep the newest, merge tags, keep the highest importance,
+       and keep each older text as one of its phrasings (``near_duplicates.phrasings_after``;
+       one that would take it over ``MAX_PHRASINGS`` stays a fact of its own);
     2. newest wins among active facts sharing a key: older ones get ``valid_to``;
     3. expiry: facts past their own ``expires_at`` (or, with ``expiry.by_importance``, their
        importance's age) are deleted,
@@ -99,11 +103,19 @@ def plan_maintenance(
 
     active = [f for f in current.values() if f.is_active(now)]
     for group in near_duplicate_groups(active, near_duplicate_distance):
-        keep, *drop = group
-        tags = tuple(dict.fromkeys(t for f in group for t in f.tags))
-        importance = max(f.importance for f in group)
-        if tags != keep.tags or importance != keep.importance:
-            merged = replace(keep, tags=tags, importance=importance)
+        keep, *candidates = group
+        phrasings, drop = keep.phrasings, []
+        for fact in candidates:  # each older text stays, as a phrasing of the newest
+            joined = phrasings_after(replace(keep, phrasings=phrasings), fact)
+            if len(joined) <= MAX_PHRASINGS:
+                phrasings = joined
+                drop.append(fact)
+        if not drop:
+            continue
+        tags = tuple(dict.fromkeys(t for f in (keep, *drop) for t in f.tags))[:MAX_TAGS]
+        importance = max(f.importance for f in (keep, *drop))
+        if (tags, importance, phrasings) != (keep.tags, keep.importance, keep.phrasings):
+            merged = replace(keep, tags=tags, importance=importance, phrasings=phrasings)
             current[keep.id] = plan.update[keep.id] = merged
             ids = ", ".join(f.id for f in drop)
             plan.decide(keep.id, "updated", f"merged with its near-duplicates {ids}")

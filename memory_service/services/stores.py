@@ -10,6 +10,7 @@ from memory_service.config.settings import Settings
 from memory_service.errors import ConfigurationError
 from memory_service.fact_filter import ConfidenceDecay, ExpiryPolicy
 from memory_service.llm import ChatModel
+from memory_service.longterm.near_duplicates import NearDuplicatePolicy
 from memory_service.longterm.protocol import LongTermMemory
 from memory_service.observe.telemetry import TimedEmbedder
 from memory_service.redaction import Redactor
@@ -90,6 +91,12 @@ def build_decay(settings: Settings) -> ConfidenceDecay:
     )
 
 
+def build_near_duplicates(settings: Settings) -> NearDuplicatePolicy:
+    """The one rule for near-duplicates at record (``longterm.near_duplicates``)."""
+    cfg = settings.longterm
+    return NearDuplicatePolicy(enabled=cfg.merge_near_duplicates, cosine=cfg.near_duplicate_cosine)
+
+
 def build_longterm(
     settings: Settings, embedder: Embedder, tombstones: Tombstones | None = None
 ) -> LongTermMemory:
@@ -105,6 +112,7 @@ def build_longterm(
         "access_flush_s": cfg.access_flush_seconds,
         "tombstones": tombstones,
         "redactor": build_redactor(settings),
+        "near_duplicates": build_near_duplicates(settings),
     }
     backend = cfg.backend
     if backend == "files":

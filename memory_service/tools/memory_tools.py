@@ -331,6 +331,10 @@ class MemoryTools:
         result = self.longterm.record(ctx, [fact])[0]
         if result.status == "duplicate":
             answer = f"Already remembered (id={result.id})."
+        elif result.status == "merged":
+            answer = (
+                f"Already remembered in other words (id={result.id}); this wording is kept with it."
+            )
         elif result.status == "superseded":
             older = ", ".join(result.superseded_ids)
             answer = f"Saved (id={result.id}); it replaces the older fact with this key ({older})."

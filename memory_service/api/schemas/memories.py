@@ -121,6 +121,16 @@ class SourceOut(Out):  # a facts.Source
     text: str | None
 
 
+class PhrasingOut(Out):  # a facts.Phrasing
+    """Another wording of the fact, merged into it when it was recorded (its cosine to the
+    fact reached ``MEMORY_LONGTERM__NEAR_DUPLICATE_COSINE`` and it changed no value): what was
+    recorded, where it came from and when. Recall's lexical leg finds the fact by its words."""
+
+    text: str
+    source: SourceOut | None
+    recorded_at: datetime | None
+
+
 class FactIn(Strict):
     """One fact to record. ``confidence``: how sure the sender is, 1.0 (the default: a fact
     a person or a caller states) down to 0; it decays with the fact's age by its kind."""
@@ -197,14 +207,18 @@ class RecordResultOut(Out):  # a facts.RecordResult
     brought when the stored fact had none; ``superseded``: its ``key`` is shared with
     another open fact, and the older of the two is hidden from recall: the others, when
     ``superseded_ids`` names them, or this fact itself, when it is empty (a newer fact already
-    holds the key: a racing write lost; its ``superseded_by`` says which)."""
+    holds the key: a racing write lost; its ``superseded_by`` says which); ``merged``: a
+    near-duplicate of the stored fact ``merged_into`` (``id`` names it too), which now keeps
+    this text among its ``phrasings``, is confirmed, and takes the higher confidence."""
 
     id: str
-    status: Literal["created", "duplicate", "superseded"] = Field(
+    status: Literal["created", "duplicate", "superseded", "merged"] = Field(
         description="created | duplicate | superseded (with superseded_ids empty: this fact "
-        "itself was recorded superseded by a newer fact with the same key, hidden from recall)"
+        "itself was recorded superseded by a newer fact with the same key, hidden from recall) "
+        "| merged (into the near-duplicate merged_into)"
     )
     superseded_ids: list[str] = []
+    merged_into: str | None = None
     redacted: dict[str, int] = Field(
         default_factory=dict,
         description="sensitive values replaced before the fact was stored, by kind (card, "
@@ -281,7 +295,8 @@ class FactOut(Out):  # a facts.Fact (its content_hash stays inside)
     ``confidence`` is the initial one (its decayed value is on each search hit);
     ``updated_at``: when it was recorded or last confirmed, what its confidence decays from;
     ``needs_verification``: its decayed confidence is below the verification threshold now
-    (confirm it, or record what is true instead)."""
+    (confirm it, or record what is true instead); ``phrasings``: the near-duplicates merged
+    into it when they were recorded."""
 
     id: str
     text: str
@@ -302,6 +317,7 @@ class FactOut(Out):  # a facts.Fact (its content_hash stays inside)
     last_accessed_at: datetime | None = None
     scope: Scope
     agent_id: str | None
+    phrasings: list[PhrasingOut] = []
 
 
 def _every_leg(per_leg: Mapping[str, object]) -> dict[str, object]:
@@ -339,6 +355,7 @@ class Hit(Out):  # a facts.Recall: its fact's fields, flat
     valid_to: datetime | None = Field(validation_alias=_of_fact("valid_to"))
     scope: Scope = Field(validation_alias=_of_fact("scope"))
     agent_id: str | None = Field(validation_alias=_of_fact("agent_id"))
+    phrasings: list[PhrasingOut] = Field([], validation_alias=_of_fact("phrasings"))
 
 
 class SearchResponse(Out):

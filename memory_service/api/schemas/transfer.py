@@ -22,3 +22,6 @@ class ImportSummary(Out):
     created: int = Field(description="facts new to this tenant")
     superseded: int = Field(description="facts recorded that replaced an active fact's key")
     duplicate: int = Field(description="facts already stored: importing twice changes nothing")
+    merged: int = Field(
+        0, description="near-duplicates of a stored fact, kept with it as one of its phrasings"
+    )

@@ -248,6 +248,9 @@ class FileSystemLongTermMemory(BaseLongTermMemory[_Read]):
         paths = self.paths(ctx)
         today = self._append_facts(paths, now, list(plan.new.values()))
         settled = stored.index.journal.settled
+        joined = set(plan.merged_into.values())  # the stored facts near-duplicates joined
+        merges = {fid: f for fid, f in plan.amended.items() if fid in joined}
+        amended = {fid: f for fid, f in plan.amended.items() if fid not in joined}
         decisions = [
             self._decision(
                 fact,
@@ -259,7 +262,8 @@ class FileSystemLongTermMemory(BaseLongTermMemory[_Read]):
             if fid in plan.revived or fid in settled
         ]
         decisions += self._changes(stored.by_id, plan.closed, _closed_by_record)
-        decisions += self._changes(stored.by_id, plan.amended, _amended_by_record)
+        decisions += self._changes(stored.by_id, amended, _amended_by_record)
+        decisions += self._changes(stored.by_id, merges, _merged_by_record)
         self._journal(paths, decisions)
         # the vectors record computed go to the user's vector cache, read by the next search
         add_vectors(
@@ -544,6 +548,12 @@ def _closed_by_record(old: Fact, new: Fact) -> str:
 
 def _amended_by_record(old: Fact, new: Fact) -> str:
     return "recorded again with the provenance it lacked"
+
+
+def _merged_by_record(old: Fact, new: Fact) -> str:
+    added = [p.text for p in new.phrasings if p not in old.phrasings]
+    said = "; ".join(repr(t) for t in added) or "a wording it holds"
+    return f"a near-duplicate was recorded and merged into it: {said}"
 
 
 def _updated(old: Fact, new: Fact) -> str:

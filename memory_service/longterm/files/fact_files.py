@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from datetime import datetime
 
 from memory_service.errors import InvalidInputError
-from memory_service.facts import Fact, Source, parse_time
+from memory_service.facts import Fact, Phrasing, Source, parse_time
 
 OF_HASH_CHARS = 16  # 64 bits of the content hash: no collision among one user's facts
 
@@ -88,7 +88,18 @@ def fact_meta(fact: Fact) -> dict:
             meta[name] = value.isoformat()
     if fact.updated_at is not None and fact.updated_at != fact.created_at:
         meta["updated_at"] = fact.updated_at.isoformat()  # else: updated when created
+    if fact.phrasings:
+        meta["phrasings"] = [_phrasing_meta(p) for p in fact.phrasings]
     return meta
+
+
+def _phrasing_meta(phrasing: Phrasing) -> dict:
+    out: dict = {"text": phrasing.text}
+    if phrasing.source is not None:
+        out["source"] = {k: v for k, v in phrasing.source.to_dict().items() if v}
+    if phrasing.recorded_at is not None:
+        out["recorded_at"] = phrasing.recorded_at.isoformat()
+    return out
 
 
 def render_fact(fact: Fact, *, of: Iterable[str] = ()) -> str:
@@ -166,6 +177,7 @@ def fact_from_meta(text: str, meta: dict, default_created_at: datetime | None) -
         expires_at=parse_time(meta.get("expires_at")),
         superseded_by=_str_or_none(meta.get("superseded_by")),
         valid_to=parse_time(meta.get("valid_to")),
+        phrasings=_phrasings(meta.get("phrasings")),
     )
 
 
@@ -205,6 +217,19 @@ def _source_or_none(value: object) -> Source | None:
         return Source.coerce(value)
     except InvalidInputError:
         return None
+
+
+def _phrasings(value: object) -> tuple[Phrasing, ...]:
+    """The bullet's phrasings; a hand-broken one is dropped rather than the fact's metadata."""
+    if not isinstance(value, list):
+        return ()
+    out = []
+    for item in value:
+        try:
+            out.append(Phrasing.coerce(item))
+        except InvalidInputError:
+            continue
+    return tuple(out)
 
 
 def _or_default(meta: dict, name: str, default: object) -> object:
