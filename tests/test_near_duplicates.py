@@ -153,6 +153,12 @@ def test_merges_stay_inside_one_owner_and_scope(memory):
     assert memory.record(ALICE, [shared])[0].status == "created"
     assert [p.text for p in memory.list(ALICE).items[0].phrasings] == []
     assert [f.text for f in memory.list(BOB).items] == [ATTENDED]
+    # inside the agent's memory its own wordings merge (Edge answers it from memory)
+    again = memory.record(ALICE, [Fact(WENT, scope="agent", agent_id="helper")])[0]
+    assert again.status == "merged"
+    helper = RuntimeContext("acme", "alice", agent_id="helper")
+    [agent_fact] = memory.list(helper, scopes=["agent"]).items
+    assert [p.text for p in agent_fact.phrasings] == [WENT]
 
 
 def test_near_duplicates_in_one_batch_become_one_fact(memory):

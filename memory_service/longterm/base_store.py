@@ -36,7 +36,7 @@ from memory_service.fact_filter import (
 from memory_service.facts import Fact, Recall, RecordResult, utcnow
 from memory_service.longterm.access import AccessLog, AccessMark
 from memory_service.longterm.fusion import fuse_legs, validate_query, wants_coverage, with_matched
-from memory_service.longterm.near_duplicates import NearDuplicatePolicy, cosine
+from memory_service.longterm.near_duplicates import NearDuplicatePolicy, unit_rows
 from memory_service.longterm.recording import RecordPlan, plan_record
 from memory_service.longterm.store_hooks import LongTermHooks
 from memory_service.longterm.store_values import (
@@ -194,36 +194,42 @@ class BaseLongTermMemory(LongTermHooks[S]):
         if not policy.enabled:
             return {}
         view = ReadView(NO_FILTER.check(now), now, self.expiry, self.confidence)
-        near: dict[str, Fact] = {}
-        earlier: list[Fact] = []  # this batch's facts that stay facts of their own
-        self._retrieving.vectors = {f.text: dense_of[f.id] for f in batch}
+        asked = [f for f in batch if f.id not in stored.by_id and policy.may_take(f, now)]
+        if not asked:
+            return {}
+        self._retrieving.vectors = {f.text: dense_of[f.id] for f in asked}
         self._retrieving.terms = {}
-        try:
-            for fact in batch:
-                if fact.id in stored.by_id or not policy.may_take(fact, now):
-                    earlier.append(stored.by_id.get(fact.id, fact))
-                    continue
-                found = self._candidates(
-                    owner, fact.text, ("dense",), policy.depth, policy.cosine, view
-                )
-                hits = [h for h in found.legs.get("dense", ()) if h.score >= policy.cosine]
-                loaded = found.facts([h.id for h in hits]) if hits else {}
-                scored = [(h.score, loaded[h.id]) for h in hits if h.id in loaded]
-                vector = dense_of[fact.id]
-                scored += [
-                    (score, other)
-                    for other in earlier
-                    if other.id in dense_of
-                    and (score := cosine(vector, dense_of[other.id])) >= policy.cosine
-                ]
-                scored.sort(key=lambda pair: -pair[0])
-                target = next((f for _, f in scored if policy.may_merge(f, fact, now)), None)
-                if target is None:
-                    earlier.append(fact)
-                else:
-                    near[fact.id] = target
+        try:  # one request for the whole batch where the backend can (``_nearest``)
+            nearest = self._nearest(
+                owner, [f.text for f in asked], policy.depth, policy.cosine, view
+            )
         finally:
             self._retrieving.vectors = self._retrieving.terms = None
+        found = dict(zip([f.id for f in asked], nearest, strict=True))
+        # the batch's own cosines, in one product: a later fact may repeat an earlier one
+        within = unit_rows(np.stack([dense_of[f.id] for f in batch]))
+        within = within @ within.T
+        near: dict[str, Fact] = {}
+        earlier: list[tuple[int, Fact]] = []  # this batch's facts that stay facts of their own
+        for position, fact in enumerate(batch):
+            if fact.id not in found:
+                earlier.append((position, stored.by_id.get(fact.id, fact)))
+                continue
+            cands = found[fact.id]
+            hits = [h for h in cands.legs.get("dense", ()) if h.score >= policy.cosine]
+            loaded = cands.facts([h.id for h in hits]) if hits else {}
+            scored = [(h.score, loaded[h.id]) for h in hits if h.id in loaded]
+            scored += [
+                (float(within[position, j]), other)
+                for j, other in earlier
+                if within[position, j] >= policy.cosine
+            ]
+            scored.sort(key=lambda pair: -pair[0])
+            target = next((f for _, f in scored if policy.may_merge(f, fact, now)), None)
+            if target is None:
+                earlier.append((position, fact))
+            else:
+                near[fact.id] = target
         return near
 
     def _vectors_of_merged(self, plan: RecordPlan, dense_of: dict[str, np.ndarray]) -> None:

@@ -165,10 +165,11 @@ class NearDuplicatePolicy:
 OFF = NearDuplicatePolicy(enabled=False)
 
 
-def cosine(a: np.ndarray, b: np.ndarray) -> float:
-    """The cosine of two vectors (the embedder's are unit length; others are normalised)."""
-    norms = float(np.linalg.norm(a) * np.linalg.norm(b))
-    return float(np.dot(a, b)) / norms if norms else 0.0
+def unit_rows(vectors: np.ndarray) -> np.ndarray:
+    """``vectors`` with each row at unit length (the embedder's already are), so a product
+    of two is their cosines; a zero row stays zero."""
+    norms = np.linalg.norm(vectors, axis=1, keepdims=True)
+    return vectors / np.where(norms > 0, norms, 1.0)
 
 
 def as_phrasing(fact: Fact) -> Phrasing:

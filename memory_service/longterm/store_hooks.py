@@ -76,6 +76,20 @@ class LongTermHooks(ABC, Generic[S]):
         (they cannot reach the merged cut)."""
         return [self._candidates(o, query, legs, depth, threshold, view) for o in owners]
 
+    def _nearest(
+        self,
+        ctx: RuntimeContext,
+        texts: Sequence[str],
+        depth: int,
+        threshold: float,
+        view: ReadView,
+    ) -> list[Candidates]:
+        """Per text (its vector already in the query memo, ``_query_vector``), the dense
+        leg's candidates among ``ctx``'s facts, as ``_candidates`` would give them: the
+        nearest stored facts of each fact a record brings. A backend that can ask for every
+        text at once overrides it; this asks ``_candidates`` once per text."""
+        return [self._candidates(ctx, t, ("dense",), depth, threshold, view) for t in texts]
+
     @abstractmethod
     def _open_keys(self, ctx: RuntimeContext, keys: Sequence[str], now: datetime) -> set[str]:
         """Which of ``keys`` an active fact (open, not expired at ``now``) of ``ctx`` holds."""

@@ -334,6 +334,41 @@ class FileSystemLongTermMemory(BaseLongTermMemory[_Read]):
             key_of=lambda fid: index.by_id[fid].fact.key,  # scopes compare keys: no access merge
         )
 
+    def _nearest(
+        self,
+        ctx: RuntimeContext,
+        texts: Sequence[str],
+        depth: int,
+        threshold: float,
+        view: ReadView,
+    ) -> list[Candidates]:
+        """Every text against the owner's embedding matrix in one product, each column cut
+        as ``_candidates``' dense leg is."""
+        index = self._index(ctx)
+        corpus = index.corpus(view)
+        allowed = corpus.mask(view) if corpus.facts else None
+        if allowed is None or not allowed.any() or not texts:
+            return [NO_CANDIDATES] * len(texts)
+        with timed_stage("dense"):
+            queries = np.stack([self._query_vector(t) for t in texts])
+            cache_file = vector_cache_path(self.paths(ctx), self._embedder)
+            sims = corpus.matrix(self._embedder, cache_file) @ queries.T  # facts x texts
+            if self._tombstones is not None and self._tombstones.refuses(ctx):
+                cache_file.unlink(missing_ok=True)  # read before an erase: not to be kept
+            sims = np.where(allowed[:, None], sims, -np.inf)
+        stored_access = self._stored_access(ctx)
+
+        def fact(fid: str) -> Fact:
+            return with_access(index.by_id[fid].fact, stored_access)
+
+        out = []
+        for column in sims.T:
+            order = np.argsort(-column, kind="stable")[:depth]
+            kept = [(int(i), float(column[i])) for i in order if column[i] >= threshold]
+            hits = corpus.hits(kept, [], {})
+            out.append(Candidates({"dense": hits}, fact))
+        return out
+
     def _open_keys(self, ctx: RuntimeContext, keys: Sequence[str], now: datetime) -> set[str]:
         wanted = set(keys)
         stored = self._index(ctx).stored

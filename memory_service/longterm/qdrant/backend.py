@@ -283,6 +283,26 @@ class QdrantLongTermMemory(BaseLongTermMemory[_Read]):
         by_position = dict(zip(asked, found, strict=True))
         return [by_position.get(i, NO_CANDIDATES) for i in range(len(owners))]
 
+    def _nearest(
+        self,
+        ctx: RuntimeContext,
+        texts: Sequence[str],
+        depth: int,
+        threshold: float,
+        view: ReadView,
+    ) -> list[Candidates]:
+        """Every text's dense request in one engine batch (``Searcher.nearest``)."""
+        with timed_stage("engine"):
+            return self._searcher.nearest(
+                ctx,
+                [self._query_vector(t) for t in texts],
+                depth=depth,
+                threshold=threshold,
+                view=view,
+                expiry=self.expiry,
+                mirror=self._mirrors.of(ctx) if self._mirrors else None,
+            )
+
     def _open_keys(self, ctx: RuntimeContext, keys: Sequence[str], now: datetime) -> set[str]:
         """The keys whose holder (the newest open fact: a lost race holds nothing) is live."""
         return self._races.held(ctx, keys, now)

@@ -115,6 +115,22 @@ class QueryPlan:
                 )
         return cls(tuple(searches), tuple(requests), limit, with_terms)
 
+    @classmethod
+    def nearest(
+        cls,
+        search: OwnerSearch,
+        vectors: Sequence[Sequence[float]],
+        *,
+        limit: int,
+        threshold: float,
+    ) -> QueryPlan:
+        """One owner's dense request per vector (its cosine at least ``threshold``), in one
+        batch: the nearest stored facts of each fact a record brings."""
+        requests = tuple(
+            LegRequest(i, DENSE, threshold, dense=as_floats(v)) for i, v in enumerate(vectors)
+        )
+        return cls((search,) * len(requests), requests, limit, with_terms=False)
+
     @property
     def with_payload(self) -> list[str]:
         """The payload fields each hit carries back: ``CANDIDATE_FIELDS``."""

@@ -182,6 +182,46 @@ class Searcher:
             ask(range(1, len(owners)), merge_floors(found[0], depth))
         return [found[i] for i in range(len(owners))]
 
+    def nearest(
+        self,
+        owner: RuntimeContext,
+        vectors: Sequence[Sequence[float]],
+        *,
+        depth: int,
+        threshold: float,
+        view: ReadView,
+        expiry: ExpiryPolicy,
+        mirror: ScopeMirror | None = None,
+    ) -> list[Candidates]:
+        """Per vector, the owner's dense-leg candidates (at most ``depth``, cosine at least
+        ``threshold``) over what ``view`` admits, all in one engine request (or from the
+        owner's ``mirror``). Key races are not resolved: only unkeyed facts are wanted."""
+        if not vectors:
+            return []
+        if mirror is not None:
+            return [
+                mirror.candidates(
+                    ("dense",),
+                    view,
+                    expiry,
+                    None,
+                    dense=v,
+                    sparse=None,
+                    limit=depth,
+                    threshold=threshold,
+                    term_ids=None,
+                )
+                for v in vectors
+            ]
+        search = _search(owner, view, expiry, set())
+        plan = QueryPlan.nearest(search, vectors, limit=depth, threshold=threshold)
+        reader = self._reader(owner)
+        out = []
+        for results in self.engine.query(plan):
+            payloads = {h.id: h.payload for hits in results.values() for h in hits}
+            out.append(_candidates_of(("dense",), _Answer(results, payloads, {}), None, reader))
+        return out
+
     def _reader(self, ctx: RuntimeContext) -> Callable[[Sequence[str]], dict[str, Fact]]:
         """Reads whole facts of ``ctx`` by id in one engine request (a hit carries only its
         ``CANDIDATE_FIELDS``); ids no longer stored are left out."""
