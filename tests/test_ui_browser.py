@@ -57,6 +57,9 @@ def seed(url: str) -> dict[str, str]:
         ]
         body = {"user_id": "alice", "session_id": "s1", "facts": facts}
         results = client.post("/v1/memories", json=body).json()["results"]
+        again = {"text": "Alice has a dog named Pixel", "source": "chat"}  # another wording
+        merged = client.post("/v1/memories", json={"user_id": "alice", "facts": [again]}).json()
+        assert merged["results"][0]["status"] == "merged"
         client.post(
             "/v1/memories", json={"user_id": "bob", "facts": [{"text": "Bob likes tea"}]}
         ).raise_for_status()
@@ -129,6 +132,11 @@ def test_a_users_facts_with_provenance_and_only_its_own_tenant(browser, ui_app):
     lisbon = browser.find_element(By.CSS_SELECTOR, f'tr[data-id="{ids["Alice lives in Lisbon"]}"]')
     assert "user.city" in lisbon.text and "home" in lisbon.text and "origin: chat" in lisbon.text
     assert "I moved to Lisbon last spring" in lisbon.find_element(By.CSS_SELECTOR, ".said").text
+    pixel = browser.find_element(
+        By.CSS_SELECTOR, f'tr[data-id="{ids["Alice has a dog called Pixel"]}"]'
+    )
+    phrasing = pixel.find_element(By.CSS_SELECTOR, ".phrasing").text
+    assert phrasing == "also recorded as: Alice has a dog named Pixel (chat)"
     screenshot(browser, "facts")
 
     # a filter narrows the table as the API's filter does

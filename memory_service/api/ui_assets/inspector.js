@@ -335,6 +335,11 @@
   function provenance(fact) {
     const s = fact.source;
     const cell = el("td", { class: "provenance" });
+    // near-duplicates merged into the fact when they were recorded: each wording as said
+    for (const p of fact.phrasings || []) {
+      const from = p.source && p.source.origin ? ` (${p.source.origin})` : "";
+      cell.append(el("div", { class: "phrasing", text: `also recorded as: ${p.text}${from}` }));
+    }
     if (!s) return cell;
     if (s.origin) cell.append(el("div", { text: `origin: ${s.origin}` }));
     if (s.session_id) {
