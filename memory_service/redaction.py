@@ -52,7 +52,7 @@ from stdnum.cn import ric
 from stdnum.us import ssn
 
 from memory_service.errors import InvalidInputError
-from memory_service.facts import Fact
+from memory_service.facts import Fact, Source
 from memory_service.messages import Msg, ToolCall
 
 Kind = Literal["card", "iban", "national-id", "secret"]
@@ -379,21 +379,32 @@ class Redactor:
         counts: Counter[str] = Counter()
         if self.mode == "off":
             return fact, counts
-        source = fact.source
-        if source is not None:
-            source = replace(
-                source,
-                origin=self.optional(source.origin, "source origin", counts),
-                text=self.optional(source.text, "source text", counts),
+        phrasings = tuple(  # an import line's: the wordings merged into the fact elsewhere
+            replace(
+                p,
+                text=self.text(p.text, "a phrasing", counts) if text else p.text,
+                source=self._source(p.source, counts),
             )
+            for p in fact.phrasings
+        )
         redacted = replace(
             fact,
             text=self.text(fact.text, "fact text", counts) if text else fact.text,
             key=self.optional(fact.key, "key", counts),
             tags=tuple(self.text(t, "a tag", counts) for t in fact.tags),
-            source=source,
+            source=self._source(fact.source, counts),
+            phrasings=phrasings,
         )
         return (redacted if counts else fact), counts
+
+    def _source(self, source: Source | None, counts: Counter[str]) -> Source | None:
+        if source is None:
+            return None
+        return replace(
+            source,
+            origin=self.optional(source.origin, "source origin", counts),
+            text=self.optional(source.text, "source text", counts),
+        )
 
     def message(self, message: Msg) -> tuple[Msg, Counter[str]]:
         """``message`` with its content, tool calls, name and metadata redacted."""

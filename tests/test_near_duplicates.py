@@ -334,3 +334,18 @@ def test_a_flush_merges_what_it_extracted_again_in_other_words(
     [fact] = longterm.list(ctx).items
     assert [p.text for p in fact.phrasings] == [ATTENDED]
     assert fact.phrasings[0].source.origin == "flush"
+
+
+@pytest.mark.parametrize("backend", ["files", "qdrant-edge"])
+def test_deleting_a_merged_fact_leaves_no_byte_of_its_wordings(tmp_path, embedder, backend):
+    memory = LONGTERM_BACKENDS[backend](tmp_path, embedder)
+    try:
+        fid = memory.record(ALICE, [Fact(WENT)])[0].id
+        said = Source("chat", text="Zanzibarian marmalade evening at the group")
+        memory.record(ALICE, [Fact(ATTENDED, source=said)])
+        assert memory.delete(ALICE, [fid]) == 1
+    finally:
+        memory.close()
+    for needle in (b"attended", b"Zanzibarian"):
+        held = [p for p in tmp_path.rglob("*") if p.is_file() and needle in p.read_bytes()]
+        assert held == [], needle

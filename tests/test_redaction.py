@@ -172,6 +172,19 @@ def test_api_import_redacts_and_refuse_makes_it_a_bad_line(apps, tmp_path):
     assert holding(tmp_path / "refuse", DIGITS) == []
 
 
+def test_an_imported_facts_phrasings_are_redacted_too(apps, tmp_path):
+    said = {"text": f"Alice paid with {DIGITS}", "source": {"origin": "chat", "text": SAID}}
+    line = json.dumps(
+        {"tenant_id": "acme", "user_id": "alice", "text": "Alice pays by card", "phrasings": [said]}
+    )
+    _, client = apps("redact")
+    answer = client.post("/v1/import", content=line, headers={**NDJSON, **auth(ACME_ADMIN_KEY)})
+    assert answer.status_code == 200, answer.text
+    [fact] = client.get("/v1/memories?user_id=alice", headers=auth()).json()["items"]
+    assert fact["phrasings"][0]["text"] == "Alice paid with [card]"
+    assert holding(tmp_path / "redact", DIGITS, CARD) == []
+
+
 def test_refuse_writes_nothing_and_off_stores_as_sent(apps, tmp_path):
     _, strict = apps("refuse", privacy={"redaction": "refuse"})
     refused = record(strict, "alice", "Alice likes tea", SAID)
