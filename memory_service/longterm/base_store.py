@@ -5,7 +5,7 @@ stamping and validation, the mode's legs, what counts as a hit in each leg (the 
 ``threshold``, a shared term for BM25) and when a fused recall answers at all
 (``store_values.has_evidence``), fusion, pagination, id handling and the closed state.
 Every fact is redacted (``redaction.Redactor``) before it is stamped, and a near-duplicate of an
-active fact is merged into it (``near_duplicates``: one dense-leg search per new fact).
+active fact is merged into it (``near_duplicates``: one dense-leg request per record batch).
 A backend implements small hooks only: read what a write needs, write a record plan or
 metadata changes, generate each leg's candidates, list, get, delete. So one bad input gives one
 error, and one rule gives one result, whatever backend is configured.
@@ -188,8 +188,9 @@ class BaseLongTermMemory(LongTermHooks[S]):
     ) -> dict[str, Fact]:
         """For each fact of ``batch`` that is new to ``owner``, the fact it nearly duplicates
         (``near_duplicates``): the closest, by dense cosine at least the policy's, among the
-        owner's active facts (one dense-leg search each, the backend's own) and this batch's
-        earlier facts, that the policy lets it merge into. Read under the write lock."""
+        owner's active facts (the backend's dense leg, asked for the whole batch at once:
+        ``_nearest``) and this batch's earlier facts, that the policy lets it merge into.
+        Read under the write lock."""
         policy = self.near_duplicates
         if not policy.enabled:
             return {}

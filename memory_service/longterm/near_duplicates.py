@@ -16,7 +16,7 @@ bending what someone said:
   words), dates and times (months, weekdays, relative days), negations (and words negated
   by a prefix: "likes" / "dislikes") and names (capitalised words: people, places); and
   neither may replace a thing or place the other names after a determiner or preposition
-  ("forgot the umbrella at the town hall" / "... at a bakery", 0.93 on the synthetic set's
+  ("forgot the umbrella at the town hall" / "... at a bakery", 0.916 on the synthetic set's
   decoys; adding one, "painted a picture of a sunrise", is a rewording).
 
 Keys decide by themselves: a fact with a key is never merged (the same key supersedes, a

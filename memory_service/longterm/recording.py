@@ -3,8 +3,7 @@
 Given the stamped incoming facts, the user's facts that already exist under those ids, and the
 user's open facts by key, ``plan_record`` says what each incoming fact becomes (``created``,
 ``duplicate``, ``superseded`` or ``merged``), which facts to write, and which existing facts to
-close. A
-backend only reads what the plan needs and writes what it says, so idempotence and
+close. A backend only reads what the plan needs and writes what it says, so idempotence and
 supersession cannot drift apart between backends.
 """
 
