@@ -90,6 +90,7 @@ class BaseLongTermMemory(LongTermHooks[S]):
 
     backend_name: ClassVar[str] = "long-term"  # for messages
     usable_after_close: ClassVar[bool] = False  # True: close only drops what can be rebuilt
+    rewrites_vectors: ClassVar[bool] = True  # an amended fact is written with its dense vector
 
     def __init__(
         self,
@@ -234,8 +235,11 @@ class BaseLongTermMemory(LongTermHooks[S]):
         return near
 
     def _vectors_of_merged(self, plan: RecordPlan, dense_of: dict[str, np.ndarray]) -> None:
-        """The dense vectors of the stored facts a merge rewrites (a backend that writes a
-        point whole needs them; the merge changed no text, so they are embedded again)."""
+        """The dense vectors of the stored facts a merge rewrites, for a backend that writes a
+        point whole (``rewrites_vectors``; the merge changed no text, so they are embedded
+        again)."""
+        if not self.rewrites_vectors:
+            return
         missing = [f for fid, f in plan.amended.items() if fid not in dense_of]
         if missing:
             vectors = self._embedder.embed([f.text for f in missing])

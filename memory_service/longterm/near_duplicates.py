@@ -196,16 +196,12 @@ def phrasings_after(stored: Fact, other: Fact) -> tuple[Phrasing, ...]:
 def merged(stored: Fact, incoming: Fact) -> Fact:
     """``stored`` with ``incoming`` merged into it: its text kept as a phrasing (with its
     source and time, once per text; its own phrasings too), the higher confidence and
-    importance, both facts' tags, and updated when the later of the two was (recording it
-    confirms it). Its own text, key, source and creation time stay."""
-    phrasings = phrasings_after(stored, incoming)
-    then, now = stored.last_updated, incoming.last_updated
-    updated = now if now is not None and (then is None or now > then) else stored.updated_at
+    importance, and both facts' tags. Its own text, key, source, creation and update time
+    stay (the record confirms it: ``recording.confirmed``)."""
     return replace(
         stored,
-        phrasings=phrasings,
+        phrasings=phrasings_after(stored, incoming),
         confidence=max(float(stored.confidence), float(incoming.confidence)),
         importance=max(stored.importance, incoming.importance),
         tags=tuple(dict.fromkeys((*stored.tags, *incoming.tags)))[:MAX_TAGS],
-        updated_at=updated,
     )

@@ -112,7 +112,7 @@ def _merge(plan: RecordPlan, target: Fact, fact: Fact, now: datetime) -> bool:
     latest = writes.get(target.id, target)
     if not latest.is_active(now) or len(phrasings_after(latest, fact)) > MAX_PHRASINGS:
         return False  # closed, or full of phrasings, by an earlier fact of this batch
-    writes[target.id] = merged(latest, fact)
+    writes[target.id] = confirmed(merged(latest, fact), fact)
     plan.merged_into[fact.id] = target.id
     return True
 

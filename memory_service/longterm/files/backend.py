@@ -43,6 +43,7 @@ from memory_service.longterm.files.fact_files import (
     rewrite_fact_file,
 )
 from memory_service.longterm.files.index import (
+    Corpus,
     OwnerIndex,
     OwnerIndexes,
 )
@@ -87,6 +88,7 @@ class FileSystemLongTermMemory(BaseLongTermMemory[_Read]):
     # close drops the derived indexes only: the files are the store, and the next call reads
     # them again (tests and tools use close to see what a fresh process would)
     usable_after_close = True
+    rewrites_vectors = False  # an amended fact's vector stays in the cache, by its text's hash
 
     def __init__(
         self,
@@ -318,12 +320,7 @@ class FileSystemLongTermMemory(BaseLongTermMemory[_Read]):
             leg_hits["bm25"] = corpus.hits(ranked, terms, matched, floors.get("bm25"))
         if "dense" in legs:
             with timed_stage("dense"):
-                query_vector = self._query_vector(query)
-                cache_file = vector_cache_path(self.paths(ctx), self._embedder)
-                sims = corpus.matrix(self._embedder, cache_file) @ query_vector
-                if self._tombstones is not None and self._tombstones.refuses(ctx):
-                    cache_file.unlink(missing_ok=True)  # read before an erase: not to be kept
-                sims = np.where(allowed, sims, -np.inf)
+                sims = self._dense_scores(ctx, corpus, allowed, self._query_vector(query))
                 order = np.argsort(-sims, kind="stable")[:depth]
             kept = [(int(i), float(sims[i])) for i in order if allowed[i] and sims[i] >= threshold]
             leg_hits["dense"] = corpus.hits(kept, terms, matched, floors.get("dense"))
@@ -350,12 +347,8 @@ class FileSystemLongTermMemory(BaseLongTermMemory[_Read]):
         if allowed is None or not allowed.any() or not texts:
             return [NO_CANDIDATES] * len(texts)
         with timed_stage("dense"):
-            queries = np.stack([self._query_vector(t) for t in texts])
-            cache_file = vector_cache_path(self.paths(ctx), self._embedder)
-            sims = corpus.matrix(self._embedder, cache_file) @ queries.T  # facts x texts
-            if self._tombstones is not None and self._tombstones.refuses(ctx):
-                cache_file.unlink(missing_ok=True)  # read before an erase: not to be kept
-            sims = np.where(allowed[:, None], sims, -np.inf)
+            queries = np.stack([self._query_vector(t) for t in texts], axis=1)
+            sims = self._dense_scores(ctx, corpus, allowed, queries)  # facts x texts
         stored_access = self._stored_access(ctx)
 
         def fact(fid: str) -> Fact:
@@ -368,6 +361,19 @@ class FileSystemLongTermMemory(BaseLongTermMemory[_Read]):
             hits = corpus.hits(kept, [], {})
             out.append(Candidates({"dense": hits}, fact))
         return out
+
+    def _dense_scores(
+        self, ctx: RuntimeContext, corpus: Corpus, allowed: np.ndarray, queries: np.ndarray
+    ) -> np.ndarray:
+        """The cosine of each of the corpus's facts with ``queries`` (one vector, or one per
+        column), -inf where ``allowed`` is false; the vectors come from the owner's cache,
+        which is not kept when an erase began meanwhile."""
+        cache_file = vector_cache_path(self.paths(ctx), self._embedder)
+        sims = corpus.matrix(self._embedder, cache_file) @ queries
+        if self._tombstones is not None and self._tombstones.refuses(ctx):
+            cache_file.unlink(missing_ok=True)  # read before an erase: not to be kept
+        mask = allowed if sims.ndim == 1 else allowed[:, None]
+        return np.where(mask, sims, -np.inf)
 
     def _open_keys(self, ctx: RuntimeContext, keys: Sequence[str], now: datetime) -> set[str]:
         wanted = set(keys)
