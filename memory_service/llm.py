@@ -18,8 +18,10 @@ import json
 import logging
 import os
 import re
+import ssl
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from functools import cache
 from typing import TYPE_CHECKING, Any
 
 from memory_service.config.settings import LlmSettings
@@ -145,6 +147,15 @@ class ChatReply:
 # -- the model -----------------------------------------------------------------------------
 
 
+@cache
+def _tls_context() -> ssl.SSLContext:
+    """One TLS context per process (the system's CAs; ``SSL_CERT_FILE`` and ``SSL_CERT_DIR``
+    honoured): loading the CA store is most of what an SDK client costs to make, 20.7 ms a
+    client against 0.26 ms with the context shared (2 cores, 2026-12-04), and a process makes a
+    ``ChatModel`` for every set of services it builds (workers, every test's app)."""
+    return ssl.create_default_context()
+
+
 class ChatModel:
     """One model on one endpoint. Thread-safe; share one instance per process."""
 
@@ -174,6 +185,7 @@ class ChatModel:
             api_key=api_key or os.environ.get("OPENAI_API_KEY") or "no-key",
             timeout=timeout_s,
             max_retries=max_retries,
+            http_client=openai.DefaultHttpxClient(timeout=timeout_s, verify=_tls_context()),
         )
 
     @classmethod

@@ -12,12 +12,13 @@ argument is advertised and then dropped.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import json
 from typing import Any
 
-import anyio
 import pytest
+from anyio.from_thread import start_blocking_portal
 from mcp import Client
 
 from memory_service.api.keys import Principal
@@ -61,20 +62,30 @@ class Answer:
 
 
 class Tools:
-    """The MCP server on recorded services, driven by the SDK's in-process client."""
+    """The MCP server on recorded services, driven by the SDK's in-process client: one client
+    session for every call, as an agent keeps one: a session lists the tools and compiles
+    their output schemas once (with a new session per call the main test took 7.4 s, with one
+    1.0 s; this machine, 2026-12-04). Use it as a context manager."""
 
     def __init__(self, services: Any, principal: Principal = ADMIN) -> None:
         self.longterm = Recording(services.longterm)
         self.shortterm = Recording(services.shortterm)
         recorded = dataclasses.replace(services, longterm=self.longterm, shortterm=self.shortterm)
         self.server = build_server(recorded, lambda _ctx: Caller(principal, "alice"))
+        self._open = contextlib.ExitStack()
+
+    def __enter__(self) -> Tools:
+        self._portal = self._open.enter_context(start_blocking_portal())
+        self._client = self._open.enter_context(
+            self._portal.wrap_async_context_manager(Client(self.server))
+        )
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self._open.close()
 
     def run(self, body: Any) -> Any:
-        async def main() -> Any:
-            async with Client(self.server) as client:
-                return await body(client)
-
-        return anyio.run(main)
+        return self._portal.call(body, self._client)
 
     def schemas(self) -> dict[str, dict[str, Any]]:
         async def body(client: Client) -> Any:
@@ -246,39 +257,40 @@ def _restore_sessions(services: Any) -> None:
 
 def test_every_argument_of_every_tool_reaches_the_service(seeded):
     services, ids, ledger, cursor = seeded
-    tools = Tools(services)
-    schemas = tools.schemas()
-    table = cases(ids, ledger, cursor)
-    assert set(schemas) == set(table), "a tool without cases: add it to cases()"
-    user_schemas = Tools(services, USER).schemas()
-    for name, schema in schemas.items():
-        assert leaves(user_schemas[name]) | {"user_id"} == leaves(schema)
-        start, values = table[name]
-        values = {**values, "user_id": "bob"}  # an admin key's: another user of the tenant
-        assert set(values) == leaves(schema), f"{name}: cases() must give each schema leaf"
-        for leaf, value in values.items():
-            if value is ONE_VALUE:  # the schema's promise instead: any other value is refused
-                assert "const" in _resolve(schema["properties"][leaf], schema), (name, leaf)
-                refused = tools.call(name, _with(start, leaf, "something-else"))
-                assert refused.is_error and not refused.calls, (name, leaf, refused.text)
-                continue
-            if name == "memory_delete":  # each call deletes: the facts are there again
-                _restore(services, ids)
-            if name == "session_end":  # each call ends a session: they are there again
-                _restore_sessions(services)
-            base = dict(start)
-            if isinstance(value, tuple):
-                extra, value = value
-                base = {k: v for k, v in {**base, **extra}.items() if v is not None}
-            a = tools.call(name, base)
-            assert not a.is_error, (name, base, a.text)
-            if name != "memory_delete":  # the same call twice reaches the same calls
-                assert tools.call(name, base).calls == a.calls, (name, base)
-            arguments = _with(base, leaf, value)
-            b = tools.call(name, arguments)
-            if leaf != "user_id":  # bob has none of alice's facts or sessions
-                assert not b.is_error, (name, arguments, b.text)
-            assert _differs(a, b), f"{name}: {leaf}={value!r} never reaches the service"
+    with Tools(services) as tools:
+        schemas = tools.schemas()
+        table = cases(ids, ledger, cursor)
+        assert set(schemas) == set(table), "a tool without cases: add it to cases()"
+        with Tools(services, USER) as user_tools:
+            user_schemas = user_tools.schemas()
+        for name, schema in schemas.items():
+            assert leaves(user_schemas[name]) | {"user_id"} == leaves(schema)
+            start, values = table[name]
+            values = {**values, "user_id": "bob"}  # an admin key's: another user of the tenant
+            assert set(values) == leaves(schema), f"{name}: cases() must give each schema leaf"
+            for leaf, value in values.items():
+                if value is ONE_VALUE:  # the schema's promise instead: any other value is refused
+                    assert "const" in _resolve(schema["properties"][leaf], schema), (name, leaf)
+                    refused = tools.call(name, _with(start, leaf, "something-else"))
+                    assert refused.is_error and not refused.calls, (name, leaf, refused.text)
+                    continue
+                if name == "memory_delete":  # each call deletes: the facts are there again
+                    _restore(services, ids)
+                if name == "session_end":  # each call ends a session: they are there again
+                    _restore_sessions(services)
+                base = dict(start)
+                if isinstance(value, tuple):
+                    extra, value = value
+                    base = {k: v for k, v in {**base, **extra}.items() if v is not None}
+                a = tools.call(name, base)
+                assert not a.is_error, (name, base, a.text)
+                if name != "memory_delete":  # the same call twice reaches the same calls
+                    assert tools.call(name, base).calls == a.calls, (name, base)
+                arguments = _with(base, leaf, value)
+                b = tools.call(name, arguments)
+                if leaf != "user_id":  # bob has none of alice's facts or sessions
+                    assert not b.is_error, (name, arguments, b.text)
+                assert _differs(a, b), f"{name}: {leaf}={value!r} never reaches the service"
 
 
 def test_search_filters_over_mcp_as_over_http(apps):
@@ -291,49 +303,49 @@ def test_search_filters_over_mcp_as_over_http(apps):
     ]
     body = {"user_id": "alice", "facts": facts}
     assert client.post("/v1/memories", json=body, headers=auth(ACME_KEY)).status_code == 200
-    tools = Tools(services, USER)
-    filters = [
-        {"kind": ["procedure"]},
-        {"kind": ["preference", "event"]},
-        {"tags_any": ["coffee"]},
-        {"min_importance": 8},
-        {"key": "grinder"},
-        {"created_before": "2000-01-01T00:00:00Z"},
-    ]
-    for fact_filter in filters:
-        over_http = search(client, "alice", "coffee", filter=fact_filter, top_k=10)
-        assert over_http.status_code == 200, over_http.text
-        expected = [h["text"] for h in over_http.json()["hits"]]
+    with Tools(services, USER) as tools:
+        filters = [
+            {"kind": ["procedure"]},
+            {"kind": ["preference", "event"]},
+            {"tags_any": ["coffee"]},
+            {"min_importance": 8},
+            {"key": "grinder"},
+            {"created_before": "2000-01-01T00:00:00Z"},
+        ]
+        for fact_filter in filters:
+            over_http = search(client, "alice", "coffee", filter=fact_filter, top_k=10)
+            assert over_http.status_code == 200, over_http.text
+            expected = [h["text"] for h in over_http.json()["hits"]]
 
-        async def body(session: Client, fact_filter=fact_filter) -> Any:
-            return await session.call_tool(
-                "memory_search", {"query": "coffee", "filter": fact_filter, "top_k": 10}
-            )
+            async def body(session: Client, fact_filter=fact_filter) -> Any:
+                return await session.call_tool(
+                    "memory_search", {"query": "coffee", "filter": fact_filter, "top_k": 10}
+                )
 
-        got = tools.run(body)
-        assert not got.is_error, got
-        assert [h["text"] for h in got.structured_content["hits"]] == expected, fact_filter
-        assert len(expected) < len(facts), fact_filter  # each filter leaves something out
+            got = tools.run(body)
+            assert not got.is_error, got
+            assert [h["text"] for h in got.structured_content["hits"]] == expected, fact_filter
+            assert len(expected) < len(facts), fact_filter  # each filter leaves something out
 
 
 def test_a_saved_source_names_only_the_users_own_sessions(apps):
     """As ``POST /v1/memories``: a source naming a session the user does not have is refused
     (``unknown_session``) and nothing is written; the call's own session may be named."""
     services, client = apps("a")
-    tools = Tools(services, USER)
+    with Tools(services, USER) as tools:
 
-    async def save(session: Client, **arguments: Any) -> Any:
-        return await session.call_tool("memory_save", arguments)
+        async def save(session: Client, **arguments: Any) -> Any:
+            return await session.call_tool("memory_save", arguments)
 
-    refused = tools.run(lambda s: save(s, text="Alice flies", source={"session_id": "never"}))
-    assert refused.is_error and '"unknown_session"' in refused.content[0].text
-    assert services.longterm.list(ALICE).items == []
-    own = tools.run(
-        lambda s: save(s, text="Alice flies", session_id="now", source={"session_id": "now"})
-    )
-    assert not own.is_error, own
-    (fact,) = services.longterm.list(ALICE).items
-    assert (fact.session_id, fact.source.session_id) == ("now", "now")
+        refused = tools.run(lambda s: save(s, text="Alice flies", source={"session_id": "never"}))
+        assert refused.is_error and '"unknown_session"' in refused.content[0].text
+        assert services.longterm.list(ALICE).items == []
+        own = tools.run(
+            lambda s: save(s, text="Alice flies", session_id="now", source={"session_id": "now"})
+        )
+        assert not own.is_error, own
+        (fact,) = services.longterm.list(ALICE).items
+        assert (fact.session_id, fact.source.session_id) == ("now", "now")
 
 
 def test_session_end_flushes_then_clears_the_session(apps, llm_server):
@@ -344,14 +356,13 @@ def test_session_end_flushes_then_clears_the_session(apps, llm_server):
     llm_server.responder = Script(flush="- [fact|9|user.allergy] Alice is allergic to peanuts.")
     said = [{"role": "user", "content": "I'm allergic to peanuts."}]
     assert append(client, "trip", said).status_code == 200
-    tools = Tools(services)
-
-    ended = tools.call("session_end", {"session_id": "trip"})
-    assert not ended.is_error, ended.text
-    body = json.loads(ended.text)
-    assert body["flush"]["status"] == "flushed" and body["state"] is True
-    assert services.shortterm.list_sessions(RuntimeContext("acme", "alice")) == []
-    [hit] = services.longterm.retrieve(RuntimeContext("acme", "alice"), "peanut allergy", 1)
-    assert hit.fact.text == "Alice is allergic to peanuts."
-    again = tools.call("session_end", {"session_id": "trip"})
-    assert again.is_error and "not_found" in again.text
+    with Tools(services) as tools:
+        ended = tools.call("session_end", {"session_id": "trip"})
+        assert not ended.is_error, ended.text
+        body = json.loads(ended.text)
+        assert body["flush"]["status"] == "flushed" and body["state"] is True
+        assert services.shortterm.list_sessions(RuntimeContext("acme", "alice")) == []
+        [hit] = services.longterm.retrieve(RuntimeContext("acme", "alice"), "peanut allergy", 1)
+        assert hit.fact.text == "Alice is allergic to peanuts."
+        again = tools.call("session_end", {"session_id": "trip"})
+        assert again.is_error and "not_found" in again.text
