@@ -44,17 +44,17 @@ def _temp_root() -> str | None:
 tempfile.tempdir = _temp_root()
 
 from indexing.embeddings import CachedEmbedder, Embedder, SentenceTransformerEmbedder  # noqa: E402
-from memory_service.longterm.files.backend import FileSystemLongTermMemory  # noqa: E402
 from memory_service.longterm.protocol import LongTermMemory  # noqa: E402
-from tests.support.api import make_client  # noqa: E402
 from tests.support.backends import LONGTERM_BACKENDS  # noqa: E402
-from tests.support.chat_script import Script  # noqa: E402
-from tests.support.llm_server import LlmTestServer  # noqa: E402
-from tests.support.postgres import PG_DSN, ensure_database  # noqa: E402
-from tests.support.server import serve  # noqa: E402
 
 if TYPE_CHECKING:
     from indexing.onnx_embeddings import OnnxEmbedder
+    from tests.support.chat_script import Script
+    from tests.support.llm_server import LlmTestServer
+
+# The heavier helpers (the app, the backends, the LLM server, PostgreSQL) are imported by the
+# fixtures that use them: under xdist the controlling process loads this file before it starts
+# the workers and runs no test, so what it imports here delays every run.
 
 # A test that uses one of these fixtures (directly or through another fixture) gets the mark.
 FIXTURE_MARKS = {
@@ -119,6 +119,8 @@ def torch_embedder() -> Embedder:
 
 @pytest.fixture(scope="session")
 def _worker_database() -> None:
+    from tests.support.postgres import ensure_database
+
     ensure_database()  # this xdist worker's own database (tests/support/postgres.py)
 
 
@@ -138,6 +140,8 @@ def server_process(onnx):
     """``tests.support.server.serve``, for fixtures that run a ``memory-service serve`` process
     (``with server_process(workspace, keys, **env) as served``); the ONNX model is in the cache
     before the first one starts."""
+    from tests.support.server import serve
+
     return serve
 
 
@@ -169,6 +173,8 @@ def workspace(tmp_path: Path) -> Path:
 @pytest.fixture
 def longterm(workspace: Path, embedder: Embedder) -> Iterator[LongTermMemory]:
     """The files backend on ``workspace``: the default a pipeline test runs over."""
+    from memory_service.longterm.files.backend import FileSystemLongTermMemory
+
     memory = FileSystemLongTermMemory(workspace, embedder)
     yield memory
     memory.close()
@@ -177,6 +183,8 @@ def longterm(workspace: Path, embedder: Embedder) -> Iterator[LongTermMemory]:
 @pytest.fixture
 def llm_server() -> Iterator[LlmTestServer]:
     """A fresh loopback OpenAI-compatible server per test (a thread in this process)."""
+    from tests.support.llm_server import LlmTestServer
+
     with LlmTestServer() as server:
         yield server
 
@@ -203,6 +211,8 @@ def chat_model(llm_server: LlmTestServer):
 @pytest.fixture
 def script(llm_server: LlmTestServer) -> Script:
     """The loopback LLM server answers from a ``Script`` (scripted replies, in order)."""
+    from tests.support.chat_script import Script
+
     script = Script()
     llm_server.responder = script
     return script
@@ -224,6 +234,8 @@ def pg_schema() -> Iterator[str]:
     after it, so tests of the replica-state tables never meet each other's rows."""
     import psycopg
 
+    from tests.support.postgres import PG_DSN
+
     schema = f"t_{uuid.uuid4().hex[:16]}"
     yield schema
     with psycopg.connect(PG_DSN, autocommit=True) as conn:
@@ -234,6 +246,7 @@ def pg_schema() -> Iterator[str]:
 def pg_database(pg_schema: str) -> Iterator[object]:
     """A ``replicas.database.Database`` on the test PostgreSQL, in a schema of its own."""
     from memory_service.replicas.database import Database
+    from tests.support.postgres import PG_DSN
 
     database = Database(PG_DSN, schema=pg_schema, pool_max=4)
     yield database
@@ -245,6 +258,8 @@ def pg_table() -> Iterator[str]:
     """A fresh session-state table name in the default schema, dropped after the test."""
     import psycopg
 
+    from tests.support.postgres import PG_DSN
+
     table = f"agent_state_test_{uuid.uuid4().hex[:12]}"
     yield table
     with psycopg.connect(PG_DSN, autocommit=True) as conn:
@@ -255,6 +270,8 @@ def pg_table() -> Iterator[str]:
 def api_client(tmp_path, embedder, monkeypatch):
     """The HTTP API on real services (files backend, no model) through FastAPI's TestClient,
     with ``tests.support.api.KEYS``; bodies up to 2 MiB."""
+    from tests.support.api import make_client
+
     services, test_client = make_client(
         tmp_path, embedder, monkeypatch, api={"max_body_bytes": 2 * 1024 * 1024}
     )
@@ -266,6 +283,8 @@ def api_client(tmp_path, embedder, monkeypatch):
 @pytest.fixture
 def apps(tmp_path, embedder, monkeypatch):
     """Makes apps on their own workspaces (``apps("a")``); closes them all at the end."""
+    from tests.support.api import make_client
+
     opened = []
 
     def make(name: str = "a", **overrides):
@@ -294,7 +313,7 @@ def langgraph_stores(request, tmp_path, embedder, monkeypatch):
     FastAPI's TestClient: ``langgraph_stores("acme")``; ``.services`` and ``.http`` beside."""
     from memory_service.client.sync_client import MemoryClient
     from memory_service.integrations.langgraph import MemoryServiceStore
-    from tests.support.api import ACME_KEY, GLOBEX_KEY
+    from tests.support.api import ACME_KEY, GLOBEX_KEY, make_client
 
     backend, transport = request.param
     longterm = {"backend": "qdrant"} if backend == "qdrant-edge" else {}
@@ -328,6 +347,7 @@ def browser():
 def ui_app(tmp_path, embedder, monkeypatch):
     """Real services (files backend) with ``tests.support.api.KEYS``, served over a loopback
     port by uvicorn in a thread: ``(services, base_url)`` for a browser to open."""
+    from tests.support.api import make_client
     from tests.support.browser import live_app
 
     services, client = make_client(tmp_path, embedder, monkeypatch)

@@ -69,6 +69,7 @@ def test_gold_no_memory_carries_is_counted_unreachable(backends):
     assert doc["recall_ceiling"] == pytest.approx((asked - 1) / asked)
 
 
+@pytest.mark.slow  # a whole benchmark run: three users embedded, every mode, a plot
 def test_bench_synthetic_end_to_end(tmp_path: Path):
     out, png = tmp_path / "results" / "synthetic.json", tmp_path / "plot.png"
     code = main(
@@ -117,6 +118,7 @@ def test_bench_locomo_facts_end_to_end(tmp_path: Path, capsys):
     assert "targets met:" in printed and "(4 not measured)" in printed
 
 
+@pytest.mark.slow  # two whole benchmark runs
 def test_bench_sweeps_thresholds_over_another_memorys_questions(tmp_path: Path, capsys):
     out = tmp_path / "locomo.json"
     args = ["bench", "--dataset", "locomo", "--path", str(FIXTURES / "locomo_mini.json")]
@@ -158,6 +160,7 @@ def test_bench_scale_measures_in_process_and_over_http(tmp_path: Path):
         assert result["http_latency_ms"]["p95"] >= result["http_latency_ms"]["p50"] > 0
 
 
+@pytest.mark.slow  # a whole scale run, twice over HTTP
 def test_bench_scale_times_http_search_with_observability_off_too(tmp_path: Path, capsys):
     out = tmp_path / "scale.json"
     args = ["bench", "--scale", "30", "--users", "3", "--queries", "5", "--modes", "hybrid"]
@@ -172,6 +175,7 @@ def test_bench_scale_times_http_search_with_observability_off_too(tmp_path: Path
     assert re.search(r"hybrid .* [+-]\d+\.\d%", printed), printed
 
 
+@pytest.mark.slow  # a whole scale run per scope variant
 def test_bench_scale_with_shared_facts_times_each_scope_variant(tmp_path: Path):
     out = tmp_path / "scale.json"
     args = ["bench", "--scale", "40", "--users", "4", "--queries", "4", "--shared-facts", "12"]
@@ -271,6 +275,7 @@ def test_each_baseline_asks_on_a_backend_of_its_own(tmp_path: Path, embedder):
     assert list(work.iterdir()) == []
 
 
+@pytest.mark.slow  # a whole benchmark run with its baselines
 def test_bench_prints_targets_and_the_plain_hybrid_row(tmp_path: Path, capsys):
     out = tmp_path / "synthetic.json"
     args = ["bench", "--users", "2", "--json", str(out), "--no-progress"]

@@ -7,6 +7,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+
 from memory_service.config import QdrantSettings
 from memory_service.context import RuntimeContext
 from memory_service.facts import Fact, Source
@@ -56,6 +58,7 @@ def test_a_delete_and_a_forget_leave_no_text_in_a_small_shard(tmp_path, embedder
         memory.close()
 
 
+@pytest.mark.slow  # fills a shard past the rewrite limit
 def test_a_large_shard_is_rewritten_by_the_next_maintenance_pass(tmp_path, embedder, monkeypatch):
     from memory_service.config import load_settings
     from memory_service.services import build_services

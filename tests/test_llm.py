@@ -157,6 +157,7 @@ def test_a_reply_without_choices_is_bad(llm_server, chat_model):
         chat_model.complete([Msg.user("x")])
 
 
+@pytest.mark.slow  # waits out a deadline twice
 def test_timeout_is_retried_once_then_reported(llm_server):
     model = ChatModel(
         base_url=llm_server.base_url, api_key="k", model="m", timeout_s=0.3, max_retries=1

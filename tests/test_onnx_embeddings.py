@@ -55,6 +55,7 @@ def test_vectors_match_sentence_transformers_on_torch(onnx, torch_embedder):
     assert onnx.name == torch_embedder.name and onnx.dimension == torch_embedder.dimension
 
 
+@pytest.mark.slow  # embeds every text alone and in every batch
 def test_a_text_gets_its_vector_whatever_it_is_batched_with(onnx):
     """Runs are cut by token length (``indexing.padding``): a text's vector does not depend on
     its neighbours, their order or the cuts, beyond float rounding."""

@@ -64,6 +64,7 @@ def test_an_advisory_lock_is_held_across_connections(pg_database: Database) -> N
         assert conn.autocommit is False
 
 
+@pytest.mark.slow  # waits out the connect timeout
 def test_an_unreachable_database_names_the_setting() -> None:
     with pytest.raises(ConfigurationError, match="MEMORY_POSTGRES__DSN") as err:
         Database("postgresql://postgres@127.0.0.1:1/test", connect_timeout_s=1)

@@ -291,6 +291,7 @@ def test_path_parameters_refuse_every_traversal(hostile):
     assert all(p.suffix == ".lock" and p.is_relative_to(alice.root) for p in created), created
 
 
+@pytest.mark.slow  # one append per traversal attempt
 def test_hostile_tool_call_ids_keep_evicted_results_in_the_session_folder(hostile):
     """An evicted tool result is named after its tool_call_id: a hostile id never makes the
     file land anywhere but tool-results/<session>/."""

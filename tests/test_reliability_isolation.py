@@ -152,6 +152,7 @@ def test_random_scoped_reads_over_http_never_leak_across_tenants_agents_users(
         services.close()
 
 
+@pytest.mark.slow  # 400 random probes
 def test_random_probes_with_personal_keys_never_reach_another_user(tmp_path, embedder, monkeypatch):
     """3 tenants x 4 users with the same user ids, each with a personal key; 400 random probes
     of a random path for a random user of the key's tenant: the key's own user answers with

@@ -339,6 +339,7 @@ def test_postgres_store_creates_its_table(pg_table):
     }
 
 
+@pytest.mark.slow  # waits out the connect timeout
 def test_postgres_unreachable_is_a_clear_error(tmp_path):
     settings = load_settings(
         workspace=tmp_path,
