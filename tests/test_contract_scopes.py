@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from datetime import timedelta
 
 import pytest
@@ -100,8 +101,6 @@ def test_an_expired_narrower_fact_hides_nothing(memory):
 
 
 def replace_expiry(fact: Fact, when) -> Fact:
-    from dataclasses import replace
-
     return replace(fact, expires_at=when)
 
 
@@ -246,3 +245,22 @@ def test_a_query_over_three_scopes_is_embedded_once(backend, tmp_path, embedder)
         assert counting.query_embeds == 2  # once per call, not once per scope
     finally:
         memory.close()
+
+
+def test_a_key_changed_after_a_recall_is_what_the_next_recall_reads(memory):
+    """A recall reads each candidate's key (Edge from memory held since the last read):
+    an update that moves the user's fact off the tenant's key shows the tenant's fact at
+    once, and moving it back hides it again."""
+    memory.record(ALICE, [Fact("Support hours are nine to five", key="hours", scope="tenant")])
+    memory.record(ALICE, [Fact("Alice's support hours are eight to four", key="hours")])
+    question = "support hours"
+    own = "Alice's support hours are eight to four"
+    assert texts(memory.retrieve(ALICE, question, 5)) == [own]
+    (fact,) = [f for f in memory.list(ALICE).items if f.text == own]
+    assert memory.update(ALICE, [replace(fact, key="hours.alice")]) == 1
+    assert sorted(texts(memory.retrieve(ALICE, question, 5))) == [
+        own,
+        "Support hours are nine to five",
+    ]
+    assert memory.update(ALICE, [replace(fact, key="hours")]) == 1
+    assert texts(memory.retrieve(ALICE, question, 5)) == [own]

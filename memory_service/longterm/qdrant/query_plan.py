@@ -147,3 +147,24 @@ class QueryPlan:
         for request, points in zip(self.requests, results, strict=True):
             out[request.owner][request.leg] = [scored_hit(p, self.with_terms) for p in points]
         return out
+
+    def hits_of(
+        self,
+        results: Sequence[Sequence[Any]],
+        fields: Mapping[str, tuple[dict[str, Any], frozenset[int]]],
+    ) -> list[dict[str, list[ScoredHit]]]:
+        """As ``hits``, from points that carry their ids and scores alone, each point's
+        ``CANDIDATE_FIELDS`` and term ids taken from ``fields`` (a point missing there was
+        deleted meanwhile: left out). A hit's payload is the held dict itself: read it, never
+        change it."""
+        out: list[dict[str, list[ScoredHit]]] = [{} for _ in self.searches]
+        for request, points in zip(self.requests, results, strict=True):
+            hits = []
+            for point in points:
+                point_id = str(point.id)
+                held = fields.get(point_id)
+                if held is not None:
+                    terms = held[1] if self.with_terms else None
+                    hits.append(ScoredHit(point_id, float(point.score), held[0], terms))
+            out[request.owner][request.leg] = hits
+        return out

@@ -29,6 +29,7 @@ from indexing.sparse import SparseTerms
 from memory_service.context import validate_id
 from memory_service.errors import BackendUnavailableError
 from memory_service.fsutil import fsync_dir
+from memory_service.longterm.qdrant.edge.candidate_fields import CandidateFields, Entry
 from memory_service.longterm.qdrant.edge.commit import EdgeCommit
 from memory_service.longterm.qdrant.edge.filters import edge_filter
 from memory_service.longterm.qdrant.edge.folder_lock import FolderLock, FolderOwnedError
@@ -45,7 +46,12 @@ from memory_service.longterm.qdrant.layout import (
     check_dense_size,
 )
 from memory_service.longterm.qdrant.points import StoredPoint, stored_point, upsert_vectors
-from memory_service.longterm.qdrant.query_plan import LegRequest, QueryPlan, ScoredHit
+from memory_service.longterm.qdrant.query_plan import (
+    CANDIDATE_FIELDS,
+    LegRequest,
+    QueryPlan,
+    ScoredHit,
+)
 from memory_service.longterm.qdrant.write_counts import SharedWrites
 
 SCROLL_PAGE = 1000
@@ -68,13 +74,21 @@ def _sparse(terms: SparseTerms) -> qe.SparseVector:
     return qe.SparseVector(list(terms.indices), list(terms.values))
 
 
+def _entry(record: Any) -> Entry:
+    """A record read with ``CANDIDATE_FIELDS`` and its sparse vector, as held."""
+    stored = (record.vector or {}).get(SPARSE)
+    terms = frozenset(stored.indices) if stored is not None else frozenset()
+    return dict(record.payload or {}), terms
+
+
 def _vectors(point: StoredPoint) -> dict[str, Any]:
     dense, sparse = upsert_vectors(point)
     return {DENSE: dense, SPARSE: _sparse(sparse)}
 
 
 def _request(plan: QueryPlan, leg: LegRequest, where: qe.Filter) -> qe.QueryRequest:
-    """One request of ``plan`` as Edge's type (``where``: its owner's filter)."""
+    """One request of ``plan`` as Edge's type (``where``: its owner's filter), asking for
+    ids and scores alone: the hits' fields come from ``CandidateFields``."""
     query: Any = leg.dense if leg.sparse is None else _sparse(leg.sparse)
     params = None
     if leg.idf_corpus is not None:
@@ -83,8 +97,8 @@ def _request(plan: QueryPlan, leg: LegRequest, where: qe.Filter) -> qe.QueryRequ
         limit=plan.limit,
         query=qe.Query.Nearest(query, using=leg.leg),
         filter=where,
-        with_payload=plan.with_payload,
-        with_vector=plan.with_vector,
+        with_payload=False,
+        with_vector=False,
         score_threshold=leg.threshold,
         params=params,
     )
@@ -157,6 +171,7 @@ class EdgeEngine:
         self.writes = 0
         self.vector_datatype = stored_datatype(folder)
         self._touched = SharedWrites()  # a rewrite keeps every live point: it counts for none
+        self._fields = CandidateFields()  # every write here forgets what it changes
 
     def shared_writes(self, scope: OwnerFilter) -> int:
         return self._touched.of(scope)
@@ -218,11 +233,22 @@ class EdgeEngine:
         if not points:
             return
         batch = [qe.Point(p.id, _vectors(p), p.payload) for p in points]
-        with self._calls():
+        ids = [p.id for p in points]
+        with self._calls(), self._forgetting(ids):
             self._shard.update(qe.UpdateOperation.upsert_points(batch))
             self.commit.after_write(self._shard)
             self.writes += 1
             self._touched.add({owner_key_of(p.payload) for p in points})
+
+    @contextmanager
+    def _forgetting(self, ids: Sequence[str] | None) -> Iterator[None]:
+        """A write's points (None: all) forgotten by ``CandidateFields`` before it and after
+        it, so no recall keeps what the write changed, however the two interleave."""
+        self._fields.forget(ids)
+        try:
+            yield
+        finally:
+            self._fields.forget(ids)
 
     def query(self, plan: QueryPlan) -> list[dict[str, list[ScoredHit]]]:
         if not plan.requests:
@@ -231,7 +257,14 @@ class EdgeEngine:
         requests = [_request(plan, leg, wheres[leg.owner]) for leg in plan.requests]
         with self._calls():  # one planned batch: one pass over the segments for every owner
             results = self._shard.query_batch(qe.QueryBatchRequest(requests))
-        return plan.hits(results)
+            epoch = self._fields.epoch
+            held, missing = self._fields.held({str(p.id) for points in results for p in points})
+            if missing:  # read once, with the terms whether or not this plan wants them
+                records = self._shard.retrieve(missing, list(CANDIDATE_FIELDS), [SPARSE])
+                read = {str(r.id): _entry(r) for r in records}
+                self._fields.fill(read, epoch)
+                held.update(read)
+        return plan.hits_of(results, held)
 
     def scroll(self, scope: OwnerFilter, *, with_vectors: bool = False) -> list[StoredPoint]:
         where = edge_filter(scope)
@@ -264,7 +297,7 @@ class EdgeEngine:
         if not values:
             return
         present = {p.id for p in self.scroll(scope)}  # only the scope's points, never others
-        with self._calls():
+        with self._calls(), self._forgetting(list(values)):
             for point_id, payload in values.items():
                 if point_id in present:
                     self._shard.update(qe.UpdateOperation.set_payload([point_id], payload))
@@ -280,7 +313,7 @@ class EdgeEngine:
         """Delete the scope's points; their text leaves the folder's bytes at once when the
         shard is small (``REWRITE_AT_ONCE_POINTS``), else at the next ``compact_deleted``."""
         marker = _sibling(self.folder, DELETED_SUFFIX)
-        with self._calls():
+        with self._calls(), self._forgetting(None):
             marker.touch(mode=0o600)  # before the delete: a kill after it leaves the marker
             fsync_dir(self.folder.parent)
             self._shard.update(qe.UpdateOperation.delete_points_by_filter(edge_filter(scope)))
@@ -309,7 +342,7 @@ class EdgeEngine:
         ``benchmarks/latency/erase.py``)."""
         building = _sibling(self.folder, REWRITE_SUFFIX)
         replaced = _sibling(self.folder, REPLACED_SUFFIX)
-        with self._swap.exclusive(), self._calls_errors():
+        with self._swap.exclusive(), self._calls_errors(), self._forgetting(None):
             for leftover in (building, replaced):
                 if leftover.exists():
                     shutil.rmtree(leftover)
@@ -370,7 +403,7 @@ class EdgeEngine:
         if not points:
             return
         vectors = [qe.PointVectors(p.id, {SPARSE: _sparse(p.sparse or _NO_TERMS)}) for p in points]
-        with self._calls():
+        with self._calls(), self._forgetting([p.id for p in points]):
             self._shard.update(qe.UpdateOperation.update_vectors(vectors))
             ids = [p.id for p in points]
             self._shard.update(qe.UpdateOperation.set_payload(ids, {TERMS_FIELD: version}))

@@ -1,0 +1,76 @@
+"""What a recall reads of each Edge candidate, held in this process: its ``CANDIDATE_FIELDS``
+and its BM25 document's term ids, by point id.
+
+Why: converting those fields and the sparse vector of ~100 candidates in Edge's Python binding
+was most of an Edge recall's engine time. Asking the engine for ids and scores alone and
+reading the fields from here takes the engine call from ~2.1 ms to ~0.7 ms a recall on
+LoCoMo's facts (``benchmarks/RESULTS.md``, "Recall time by stage").
+
+It is exact because one process owns an Edge folder: every write goes through its engine,
+which forgets the points it writes before and after it writes them, and a fill that a write
+overtook (``epoch``) is dropped. A miss is read from the shard by id. At most ``limit`` points
+are held, the least recently read dropped first.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections import OrderedDict
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+# ~1.5 KB a point (its fields and its terms as a set): ~30 MB at the limit.
+CANDIDATE_FIELD_POINTS = 20_000
+
+Entry = tuple[dict[str, Any], frozenset[int]]
+
+
+class CandidateFields:
+    """Point id -> (its ``CANDIDATE_FIELDS``, its sparse vector's indices)."""
+
+    def __init__(self, limit: int = CANDIDATE_FIELD_POINTS) -> None:
+        self.limit = limit
+        self._held: OrderedDict[str, Entry] = OrderedDict()
+        self._lock = threading.Lock()
+        self._epoch = 0
+
+    def __len__(self) -> int:
+        return len(self._held)
+
+    @property
+    def epoch(self) -> int:
+        """Changes with every write: a fill read before it is not kept."""
+        return self._epoch
+
+    def held(self, ids: Iterable[str]) -> tuple[dict[str, Entry], list[str]]:
+        """The entries of ``ids`` this process holds, and the ids it does not."""
+        found: dict[str, Entry] = {}
+        missing: list[str] = []
+        with self._lock:
+            for point_id in ids:
+                entry = self._held.get(point_id)
+                if entry is None:
+                    missing.append(point_id)
+                else:
+                    self._held.move_to_end(point_id)
+                    found[point_id] = entry
+        return found, missing
+
+    def fill(self, entries: Mapping[str, Entry], epoch: int) -> None:
+        """Hold ``entries``, read from the shard at ``epoch``, unless a write came since."""
+        with self._lock:
+            if epoch != self._epoch:
+                return
+            self._held.update(entries)
+            while len(self._held) > self.limit:
+                self._held.popitem(last=False)
+
+    def forget(self, ids: Iterable[str] | None = None) -> None:
+        """Before and after a write: its points (None: every point) are read again."""
+        with self._lock:
+            self._epoch += 1
+            if ids is None:
+                self._held.clear()
+                return
+            for point_id in ids:
+                self._held.pop(point_id, None)

@@ -1,0 +1,71 @@
+"""Qdrant Edge asks its engine for candidates' ids and scores alone and reads their fields
+(key, session, time, BM25 terms) from what this process holds (``edge.candidate_fields``):
+whatever a write changes, the next recall reads as written."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import pytest
+
+from memory_service.config import QdrantSettings
+from memory_service.context import RuntimeContext, scope_context
+from memory_service.facts import Fact
+from memory_service.longterm.qdrant.backend import QdrantLongTermMemory, open_qdrant
+from memory_service.longterm.qdrant.edge.candidate_fields import CandidateFields
+
+ALICE = RuntimeContext("acme", "alice")
+TENANT = scope_context("acme", "tenant")
+GENERAL = "Support hours are nine to five"
+OWN = "Alice's support hours are eight to four"
+
+
+@pytest.fixture
+def asked(tmp_path, embedder):
+    """Edge with every scope asked of the engine (no shared scope held in memory), so a
+    wider scope's keys come from the candidates' fields."""
+    held = open_qdrant(QdrantSettings(path=tmp_path / "qdrant"), tmp_path, embedder)
+    memory = QdrantLongTermMemory(held.engine, embedder, hold_shared_scopes=False)
+    yield memory
+    held.close()
+
+
+def _texts(recalls) -> list[str]:
+    return sorted(r.fact.text for r in recalls)
+
+
+def test_a_wider_facts_key_changed_after_a_recall_is_read_by_the_next(asked):
+    asked.record(ALICE, [Fact(GENERAL, key="hours", scope="tenant"), Fact(OWN, key="hours")])
+    assert _texts(asked.retrieve(ALICE, "support hours", 5)) == [OWN]  # the fields now held
+    (general,) = asked.list(TENANT).items
+    assert asked.update(TENANT, [replace(general, key="hours.general")]) == 1
+    assert _texts(asked.retrieve(ALICE, "support hours", 5)) == [OWN, GENERAL]
+    assert asked.update(TENANT, [replace(general, key="hours")]) == 1
+    assert _texts(asked.retrieve(ALICE, "support hours", 5)) == [OWN]
+
+
+def test_a_deleted_candidate_is_never_recalled_from_what_was_held(asked):
+    ids = [r.id for r in asked.record(ALICE, [Fact(OWN), Fact("Alice works at the help desk")])]
+    assert len(asked.retrieve(ALICE, "support hours help desk", 5)) == 2
+    assert asked.delete(ALICE, ids[:1]) == 1
+    assert [r.fact.id for r in asked.retrieve(ALICE, "support hours help desk", 5)] == ids[1:]
+
+
+def test_a_fill_read_before_a_write_is_not_kept():
+    fields = CandidateFields()
+    epoch = fields.epoch
+    fields.forget(["a"])  # a write landed between the read and the fill
+    fields.fill({"a": ({"key": "old"}, frozenset())}, epoch)
+    assert fields.held(["a"]) == ({}, ["a"])
+    fields.fill({"a": ({"key": "new"}, frozenset({7}))}, fields.epoch)
+    assert fields.held(["a"]) == ({"a": ({"key": "new"}, frozenset({7}))}, [])
+
+
+def test_the_least_recently_read_points_go_first_past_the_limit():
+    fields = CandidateFields(limit=2)
+    fields.fill({"a": ({}, frozenset()), "b": ({}, frozenset())}, fields.epoch)
+    fields.held(["a"])  # read: "b" is now the least recent
+    fields.fill({"c": ({}, frozenset())}, fields.epoch)
+    assert sorted(fields.held(["a", "b", "c"])[0]) == ["a", "c"]
+    fields.forget()
+    assert len(fields) == 0
