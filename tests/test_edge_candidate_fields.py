@@ -4,6 +4,7 @@ whatever a write changes, the next recall reads as written."""
 
 from __future__ import annotations
 
+from array import array
 from dataclasses import replace
 
 import pytest
@@ -55,17 +56,17 @@ def test_a_fill_read_before_a_write_is_not_kept():
     fields = CandidateFields()
     epoch = fields.epoch
     fields.forget(["a"])  # a write landed between the read and the fill
-    fields.fill({"a": ({"key": "old"}, frozenset())}, epoch)
+    fields.fill({"a": ({"key": "old"}, array("I"))}, epoch)
     assert fields.held(["a"]) == ({}, ["a"])
-    fields.fill({"a": ({"key": "new"}, frozenset({7}))}, fields.epoch)
-    assert fields.held(["a"]) == ({"a": ({"key": "new"}, frozenset({7}))}, [])
+    fields.fill({"a": ({"key": "new"}, array("I", [7]))}, fields.epoch)
+    assert fields.held(["a"]) == ({"a": ({"key": "new"}, array("I", [7]))}, [])
 
 
 def test_the_least_recently_read_points_go_first_past_the_limit():
     fields = CandidateFields(limit=2)
-    fields.fill({"a": ({}, frozenset()), "b": ({}, frozenset())}, fields.epoch)
+    fields.fill({"a": ({}, array("I")), "b": ({}, array("I"))}, fields.epoch)
     fields.held(["a"])  # read: "b" is now the least recent
-    fields.fill({"c": ({}, frozenset())}, fields.epoch)
+    fields.fill({"c": ({}, array("I"))}, fields.epoch)
     assert sorted(fields.held(["a", "b", "c"])[0]) == ["a", "c"]
     fields.forget()
     assert len(fields) == 0

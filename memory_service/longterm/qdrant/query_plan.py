@@ -5,7 +5,7 @@ the results back in the plan's order (``hits``), so the two engines cannot ask d
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -151,7 +151,7 @@ class QueryPlan:
     def hits_of(
         self,
         results: Sequence[Sequence[Any]],
-        fields: Mapping[str, tuple[dict[str, Any], frozenset[int]]],
+        fields: Mapping[str, tuple[dict[str, Any], Iterable[int]]],
     ) -> list[dict[str, list[ScoredHit]]]:
         """As ``hits``, from points that carry their ids and scores alone, each point's
         ``CANDIDATE_FIELDS`` and term ids taken from ``fields`` (a point missing there was
@@ -164,7 +164,7 @@ class QueryPlan:
                 point_id = str(point.id)
                 held = fields.get(point_id)
                 if held is not None:
-                    terms = held[1] if self.with_terms else None
+                    terms = frozenset(held[1]) if self.with_terms else None
                     hits.append(ScoredHit(point_id, float(point.score), held[0], terms))
             out[request.owner][request.leg] = hits
         return out

@@ -3,8 +3,8 @@ and its BM25 document's term ids, by point id.
 
 Why: converting those fields and the sparse vector of ~100 candidates in Edge's Python binding
 was most of an Edge recall's engine time. Asking the engine for ids and scores alone and
-reading the fields from here takes the engine call from ~2.1 ms to ~0.7 ms a recall on
-LoCoMo's facts (``benchmarks/RESULTS.md``, "Recall time by stage").
+reading the fields from here takes the engine call, hits built included, from 3.1 ms to
+1.1 ms a recall on LoCoMo's facts (``benchmarks/RESULTS.md``, "Recall time by stage").
 
 It is exact because one process owns an Edge folder: every write goes through its engine,
 which forgets the points it writes before and after it writes them, and a fill that a write
@@ -15,18 +15,23 @@ are held, the least recently read dropped first.
 from __future__ import annotations
 
 import threading
+from array import array
 from collections import OrderedDict
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-# ~1.5 KB a point (its fields and its terms as a set): ~30 MB at the limit.
 CANDIDATE_FIELD_POINTS = 20_000
 
-Entry = tuple[dict[str, Any], frozenset[int]]
+# A point's fields, and its term ids as 4-byte integers: ~0.85 KB a point of 15 terms (as a
+# set of Python ints, 1.9 KB). Edge's peak RSS at 100k facts over 1,000 users
+# (``memory-service bench --scale 100000``, 2026-12-04): 707 MB holding nothing, 727 MB with
+# arrays, 768 MB with sets.
+Entry = tuple[dict[str, Any], array]
 
 
 class CandidateFields:
-    """Point id -> (its ``CANDIDATE_FIELDS``, its sparse vector's indices)."""
+    """Point id -> (its ``CANDIDATE_FIELDS``, its sparse vector's indices, 31-bit ids, as
+    ``array("I")``)."""
 
     def __init__(self, limit: int = CANDIDATE_FIELD_POINTS) -> None:
         self.limit = limit

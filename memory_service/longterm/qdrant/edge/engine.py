@@ -18,6 +18,7 @@ import logging
 import os
 import shutil
 import threading
+from array import array
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager, contextmanager
 from pathlib import Path
@@ -77,8 +78,7 @@ def _sparse(terms: SparseTerms) -> qe.SparseVector:
 def _entry(record: Any) -> Entry:
     """A record read with ``CANDIDATE_FIELDS`` and its sparse vector, as held."""
     stored = (record.vector or {}).get(SPARSE)
-    terms = frozenset(stored.indices) if stored is not None else frozenset()
-    return dict(record.payload or {}), terms
+    return dict(record.payload or {}), array("I", stored.indices if stored is not None else ())
 
 
 def _vectors(point: StoredPoint) -> dict[str, Any]:
