@@ -133,7 +133,9 @@ class QueryPlan:
 
     @property
     def with_payload(self) -> list[str]:
-        """The payload fields each hit carries back: ``CANDIDATE_FIELDS``."""
+        """The payload fields each hit carries back: ``CANDIDATE_FIELDS`` (a server's engine
+        asks for them; Edge asks for ids and scores and reads them from what it holds:
+        ``edge.candidate_fields``)."""
         return list(CANDIDATE_FIELDS)
 
     @property
