@@ -248,9 +248,8 @@ def test_a_query_over_three_scopes_is_embedded_once(backend, tmp_path, embedder)
 
 
 def test_a_key_changed_after_a_recall_is_what_the_next_recall_reads(memory):
-    """A recall reads each candidate's key (Edge from memory held since the last read):
-    an update that moves the user's fact off the tenant's key shows the tenant's fact at
-    once, and moving it back hides it again."""
+    """Keys are read again after every write: an update that moves the user's fact off the
+    tenant's key shows the tenant's fact at once, and moving it back hides it again."""
     memory.record(ALICE, [Fact("Support hours are nine to five", key="hours", scope="tenant")])
     memory.record(ALICE, [Fact("Alice's support hours are eight to four", key="hours")])
     question = "support hours"

@@ -142,31 +142,32 @@ class QueryPlan:
     def with_vector(self) -> list[str] | bool:
         return [SPARSE] if self.with_terms else False
 
-    def hits(self, results: Sequence[Sequence[Any]]) -> list[dict[str, list[ScoredHit]]]:
-        """Ranked hits per leg for each search, in order, from each request's scored points
-        (the engine's own type: Edge's and qdrant-client's have the same fields)."""
-        out: list[dict[str, list[ScoredHit]]] = [{} for _ in self.searches]
-        for request, points in zip(self.requests, results, strict=True):
-            out[request.owner][request.leg] = [scored_hit(p, self.with_terms) for p in points]
-        return out
-
-    def hits_of(
+    def hits(
         self,
         results: Sequence[Sequence[Any]],
-        fields: Mapping[str, tuple[dict[str, Any], Iterable[int]]],
+        fields: Mapping[str, tuple[dict[str, Any], Iterable[int]]] | None = None,
     ) -> list[dict[str, list[ScoredHit]]]:
-        """As ``hits``, from points that carry their ids and scores alone, each point's
-        ``CANDIDATE_FIELDS`` and term ids taken from ``fields`` (a point missing there was
-        deleted meanwhile: left out). A hit's payload is the held dict itself: read it, never
-        change it."""
+        """Ranked hits per leg for each search, in order, from each request's scored points
+        (the engine's own type: Edge's and qdrant-client's have the same fields). With
+        ``fields``, the points carry their ids and scores alone and each one's
+        ``CANDIDATE_FIELDS`` and term ids are taken from there (a point missing there was
+        deleted meanwhile: left out); a hit's payload is then the held dict itself: read it,
+        never change it."""
         out: list[dict[str, list[ScoredHit]]] = [{} for _ in self.searches]
         for request, points in zip(self.requests, results, strict=True):
-            hits = []
-            for point in points:
-                point_id = str(point.id)
-                held = fields.get(point_id)
-                if held is not None:
-                    terms = frozenset(held[1]) if self.with_terms else None
-                    hits.append(ScoredHit(point_id, float(point.score), held[0], terms))
+            if fields is None:
+                hits = [scored_hit(p, self.with_terms) for p in points]
+            else:
+                hits = [h for p in points if (h := self._held_hit(p, fields)) is not None]
             out[request.owner][request.leg] = hits
         return out
+
+    def _held_hit(
+        self, point: Any, fields: Mapping[str, tuple[dict[str, Any], Iterable[int]]]
+    ) -> ScoredHit | None:
+        point_id = str(point.id)
+        held = fields.get(point_id)
+        if held is None:
+            return None
+        terms = frozenset(held[1]) if self.with_terms else None
+        return ScoredHit(point_id, float(point.score), held[0], terms)

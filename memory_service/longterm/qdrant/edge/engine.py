@@ -264,7 +264,7 @@ class EdgeEngine:
                 read = {str(r.id): _entry(r) for r in records}
                 self._fields.fill(read, epoch)
                 held.update(read)
-        return plan.hits_of(results, held)
+        return plan.hits(results, held)
 
     def scroll(self, scope: OwnerFilter, *, with_vectors: bool = False) -> list[StoredPoint]:
         where = edge_filter(scope)
