@@ -1,4 +1,5 @@
-"""A JSON body must say it is JSON: one app-wide dependency, so every JSON route answers 415.
+"""A JSON body must say it is JSON: a dependency of every resource router
+(``api.routes.resource_router``), so every JSON route answers 415.
 
 FastAPI parses a body as JSON only when its ``Content-Type`` says so; otherwise the model is
 validated against raw bytes and the client reads 422 "Input should be a valid dictionary",

@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
-from fastapi import APIRouter
-
 from memory_service.api.deps import PrincipalDep, ServicesDep, user_context
+from memory_service.api.routes import resource_router
 from memory_service.api.schemas.chat import ChatRequest, ChatResponse
 from memory_service.services.work import build_harness
 
-router = APIRouter(prefix="/v1", tags=["chat"])
+router = resource_router("chat")
 
 
 @router.post("/chat", response_model=ChatResponse)

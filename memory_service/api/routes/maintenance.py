@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
-from fastapi import APIRouter, Request
+from fastapi import Request
 
 from memory_service.api.deps import AdminDep, ServicesDep, user_context
+from memory_service.api.routes import resource_router
 from memory_service.api.schemas.maintenance import MaintenanceRequest, MaintenanceRun
 
-router = APIRouter(prefix="/v1", tags=["maintenance"])
+router = resource_router("maintenance")
 
 
 @router.post("/maintenance/run", response_model=MaintenanceRun)

@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
-from fastapi import APIRouter
-
 from memory_service.api.deps import PrincipalDep, role_actions
+from memory_service.api.routes import resource_router
 from memory_service.api.schemas.common import Merged
 from memory_service.api.schemas.me import WhoAmI
 
-router = APIRouter(prefix="/v1", tags=["keys"])
+router = resource_router("keys")
 
 
 @router.get("/me", response_model=WhoAmI)

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Annotated
 
-from fastapi import APIRouter, Depends, Path, Query, Request
+from fastapi import Depends, Path, Query, Request
 from pydantic import ConfigDict
 
 from memory_service.api.deps import (
@@ -16,6 +16,7 @@ from memory_service.api.deps import (
     user_context,
 )
 from memory_service.api.errors import ApiError
+from memory_service.api.routes import resource_router
 from memory_service.api.schemas.common import AgentId, UserId
 from memory_service.api.schemas.memories import (
     FILTER_FIELDS,
@@ -37,7 +38,7 @@ from memory_service.pipeline.erasure import erase_facts, forget_user
 from memory_service.pipeline.provenance import check_source_sessions
 from memory_service.redaction import total
 
-router = APIRouter(prefix="/v1", tags=["memories"])
+router = resource_router("memories")
 
 UserQuery = Annotated[UserId, Query(description="the user whose memories these are")]
 UserPath = Annotated[UserId, Path(description="the user whose memories these are")]

@@ -6,10 +6,11 @@ from __future__ import annotations
 import logging
 from typing import Annotated
 
-from fastapi import APIRouter, Depends, Path, Query
+from fastapi import Depends, Path, Query
 
 from memory_service.api.deps import PrincipalDep, ServicesDep, user_context
 from memory_service.api.errors import ApiError
+from memory_service.api.routes import resource_router
 from memory_service.api.schemas.common import Merged, SessionId, UserId
 from memory_service.api.schemas.sessions import (
     AppendRequest,
@@ -33,7 +34,7 @@ from memory_service.shortterm.session import ShortTermMemory
 
 log = logging.getLogger(__name__)
 
-router = APIRouter(prefix="/v1", tags=["sessions"])
+router = resource_router("sessions")
 
 UserQuery = Annotated[UserId, Query(description="the user whose session this is")]
 SessionPath = Annotated[SessionId, Path(description="the session id")]

@@ -14,13 +14,14 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Annotated, Any
 
-from fastapi import APIRouter, Path, Query, Request
+from fastapi import Path, Query, Request
 from fastapi.responses import StreamingResponse
 from starlette.concurrency import run_in_threadpool
 
 from memory_service.api.deps import LongTermDep, PrincipalDep, ServicesDep, user_context
 from memory_service.api.errors import ApiError
 from memory_service.api.keys import Principal
+from memory_service.api.routes import resource_router
 from memory_service.api.schemas.common import UserId
 from memory_service.api.schemas.transfer import ExportQuery, ImportSummary
 from memory_service.errors import ForbiddenError
@@ -37,7 +38,7 @@ from memory_service.transfer import (
     to_line,
 )
 
-router = APIRouter(prefix="/v1", tags=["transfer"])
+router = resource_router("transfer")
 
 NDJSON = "application/x-ndjson"
 IMPORT_PATH = "/v1/import"

@@ -2,12 +2,11 @@
 
 from __future__ import annotations
 
-from fastapi import APIRouter
-
 from memory_service.api.deps import EveryUserDep, ServicesDep
+from memory_service.api.routes import resource_router
 from memory_service.api.schemas.usage import UsageReport
 
-router = APIRouter(prefix="/v1", tags=["usage"])
+router = resource_router("usage")
 
 
 @router.get("/usage", response_model=UsageReport)

@@ -6,9 +6,10 @@ from __future__ import annotations
 
 from typing import Annotated
 
-from fastapi import APIRouter, Path, Query
+from fastapi import Path, Query
 
 from memory_service.api.deps import AdminDep, PrincipalDep, ServicesDep, user_context
+from memory_service.api.routes import resource_router
 from memory_service.api.schemas.common import AgentId, UserId
 from memory_service.api.schemas.users import (
     AgentOut,
@@ -24,7 +25,7 @@ from memory_service.replicas.user_data import UserData
 from memory_service.services.container import Services
 from memory_service.services.erasure_stores import build_erasure
 
-router = APIRouter(prefix="/v1", tags=["users"])
+router = resource_router("users")
 
 UserPath = Annotated[UserId, Path(description="the user to erase")]
 OwnerPath = Annotated[UserId, Path(description="the user whose memory this is")]
