@@ -29,9 +29,8 @@ class _LuceneIdfBM25(BM25Okapi):
         }
 
     def get_scores(self, query: list[str]) -> np.ndarray:
-        """rank-bm25's scores, bit for bit, without its per-document pass for a query term
-        no document holds (it adds exactly 0) and with the length norm computed once: a
-        recall scores every scope it reads, most of whose query terms are absent."""
+        """rank-bm25's scores, bit for bit, adding each query term to the documents that hold
+        it alone (it adds exactly 0 to the others) with the length norm computed once."""
         score = np.zeros(self.corpus_size)
         norm = getattr(self, "_norm", None)
         if norm is None:
@@ -41,12 +40,36 @@ class _LuceneIdfBM25(BM25Okapi):
             idf = self.idf.get(q)
             if not idf:
                 continue
-            q_freq = np.array([(doc.get(q) or 0) for doc in self.doc_freqs])
-            score += idf * (q_freq * (self.k1 + 1) / (q_freq + norm))
+            docs, q_freq = self._postings(q)
+            score[docs] += idf * (q_freq * (self.k1 + 1) / (q_freq + norm[docs]))
         return score
 
+    def _postings(self, term: str) -> tuple[np.ndarray, np.ndarray]:
+        """The documents holding ``term`` and its frequency in each. Found by a pass over every
+        document the first time a term is asked for, then kept (at most ``HELD_POSTINGS``
+        terms an index): a user's questions repeat their words (names, places), and the pass,
+        not the arithmetic, was a files recall's BM25 time (``benchmarks/RESULTS.md``, "Recall
+        time by stage"). Only asked terms are held, so an index costs no more memory until
+        it is asked."""
+        held: dict[str, tuple[np.ndarray, np.ndarray]] = self.__dict__.setdefault("_held", {})
+        found = held.get(term)
+        if found is None:
+            pairs = [(i, f) for i, doc in enumerate(self.doc_freqs) if (f := doc.get(term))]
+            found = (
+                np.fromiter((i for i, _ in pairs), np.intp, len(pairs)),
+                np.fromiter((f for _, f in pairs), np.float64, len(pairs)),
+            )
+            if len(held) < HELD_POSTINGS:
+                held[term] = found
+        return found
 
-@dataclass(frozen=True, slots=True)
+
+# The query terms an index keeps the postings of (a term: its documents and frequencies, 16
+# bytes a document holding it).
+HELD_POSTINGS = 1024
+
+
+@dataclass(slots=True)  # built for every hit of a recall: not frozen, 4x cheaper to make
 class BM25Hit:
     index: int
     score: float

@@ -41,10 +41,11 @@ def smooth_by_session(
             sessions.setdefault(session, []).append((position, item))
     out = dict(lifted)
     for members in sessions.values():
+        if len(members) < 2:
+            continue
         members.sort()
-        ids = [item for _, item in members]
-        for at, item in enumerate(ids):
-            around = ids[max(0, at - window) : at] + ids[at + 1 : at + 1 + window]
-            if around:
-                out[item] += weight * max(lifted[other] for other in around)
+        values = [lifted[item] for _, item in members]
+        for at, (_, item) in enumerate(members):
+            before = values[at - window : at] if at > window else values[:at]
+            out[item] += weight * max(before + values[at + 1 : at + 1 + window])
     return out

@@ -86,9 +86,14 @@ class AccessLog:
         everything when the interval is up."""
         if not self.enabled:
             return
+        owners: dict[tuple[str | None, str | None], dict[str, AccessMark]] = {}
         with self._lock:
             for fact in facts:
-                marks = self._pending.setdefault(fact_owner(ctx, fact), {})
+                placed = (fact.scope, fact.agent_id)  # all fact_owner reads of the fact
+                marks = owners.get(placed)
+                if marks is None:
+                    owner = fact_owner(ctx, fact)
+                    marks = owners[placed] = self._pending.setdefault(owner, {})
                 old = marks.get(fact.id)
                 mark = AccessMark(1, when)
                 marks[fact.id] = mark if old is None else old.add(mark)

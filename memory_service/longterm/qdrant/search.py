@@ -21,7 +21,7 @@ from indexing.sparse import SparseTerms, matched_terms, terms_by_id
 from memory_service.config.retrieval import Leg
 from memory_service.context import RuntimeContext
 from memory_service.fact_filter import ExpiryPolicy
-from memory_service.facts import Fact, parse_time
+from memory_service.facts import Fact
 from memory_service.longterm.fusion import LegHit
 from memory_service.longterm.qdrant.engine import QdrantEngine
 from memory_service.longterm.qdrant.filters import OwnerFilter
@@ -307,7 +307,7 @@ def _candidates_of(
                     h.id,
                     h.score,
                     h.payload.get("session_id"),
-                    parse_time(h.payload.get("created_at")),
+                    h.created_at,
                     None if term_ids is None else matched_terms(h.terms, term_ids),
                 )
                 for h in _ordered(answer.results.get(engine_leg, []))
@@ -328,5 +328,9 @@ def _candidates_of(
 def _ordered(hits: list[ScoredHit]) -> list[ScoredHit]:
     """Best first; equal scores (to 6 decimals) in (created_at, id) order, as in files.
 
-    ``created_at`` is stored as UTC ISO-8601, so its string order is its time order."""
+    ``created_at`` is stored as UTC ISO-8601, so its string order is its time order. An
+    engine answers best first: the hits are sorted again only when two of them tie."""
+    rounded = [round(h.score, 6) for h in hits]
+    if all(a > b for a, b in zip(rounded, rounded[1:], strict=False)):
+        return hits
     return sorted(hits, key=lambda h: (-round(h.score, 6), h.payload.get("created_at") or "", h.id))

@@ -18,20 +18,28 @@ import threading
 from array import array
 from collections import OrderedDict
 from collections.abc import Iterable, Mapping
+from datetime import datetime
 from typing import Any
+
+from memory_service.facts import parse_time
 
 CANDIDATE_FIELD_POINTS = 20_000
 
-# A point's fields, and its term ids as 4-byte integers: ~0.85 KB a point of 15 terms (as a
-# set of Python ints, 1.9 KB). Edge's peak RSS at 100k facts over 1,000 users
-# (``memory-service bench --scale 100000``, 2026-12-04): 707 MB holding nothing, 727 MB with
-# arrays, 768 MB with sets.
-Entry = tuple[dict[str, Any], array]
+# A point's fields, its term ids as 4-byte integers and its time parsed: ~0.9 KB a point of
+# 15 terms (the term ids as a set of Python ints, 1.9 KB). Edge's peak RSS at 100k facts over
+# 1,000 users (``memory-service bench --scale 100000``, 2026-12-04): 707 MB holding nothing,
+# 727 MB with arrays, 768 MB with sets.
+Entry = tuple[dict[str, Any], array, datetime | None]
+
+
+def entry(fields: dict[str, Any], term_ids: Iterable[int]) -> Entry:
+    """What is held of a point: ``fields``, its term ids (31-bit, as ``array("I")``) and its
+    ``created_at`` parsed (each recall reads it of every candidate)."""
+    return fields, array("I", term_ids), parse_time(fields.get("created_at"))
 
 
 class CandidateFields:
-    """Point id -> (its ``CANDIDATE_FIELDS``, its sparse vector's indices, 31-bit ids, as
-    ``array("I")``)."""
+    """Point id -> its ``Entry``."""
 
     def __init__(self, limit: int = CANDIDATE_FIELD_POINTS) -> None:
         self.limit = limit

@@ -18,7 +18,6 @@ import logging
 import os
 import shutil
 import threading
-from array import array
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager, contextmanager
 from pathlib import Path
@@ -30,7 +29,7 @@ from indexing.sparse import SparseTerms
 from memory_service.context import validate_id
 from memory_service.errors import BackendUnavailableError
 from memory_service.fsutil import fsync_dir
-from memory_service.longterm.qdrant.edge.candidate_fields import CandidateFields, Entry
+from memory_service.longterm.qdrant.edge.candidate_fields import CandidateFields, Entry, entry
 from memory_service.longterm.qdrant.edge.commit import EdgeCommit
 from memory_service.longterm.qdrant.edge.filters import edge_filter
 from memory_service.longterm.qdrant.edge.folder_lock import FolderLock, FolderOwnedError
@@ -78,7 +77,7 @@ def _sparse(terms: SparseTerms) -> qe.SparseVector:
 def _entry(record: Any) -> Entry:
     """A record read with ``CANDIDATE_FIELDS`` and its sparse vector, as held."""
     stored = (record.vector or {}).get(SPARSE)
-    return dict(record.payload or {}), array("I", stored.indices if stored is not None else ())
+    return entry(dict(record.payload or {}), stored.indices if stored is not None else ())
 
 
 def _vectors(point: StoredPoint) -> dict[str, Any]:
@@ -258,13 +257,16 @@ class EdgeEngine:
         with self._calls():  # one planned batch: one pass over the segments for every owner
             results = self._shard.query_batch(qe.QueryBatchRequest(requests))
             epoch = self._fields.epoch
-            held, missing = self._fields.held({str(p.id) for points in results for p in points})
+            # a point's id is a UUID the binding builds on each read (1.3 µs with its str):
+            # read once
+            scored = [[(str(p.id), p.score) for p in points] for points in results]
+            held, missing = self._fields.held({pid for points in scored for pid, _ in points})
             if missing:  # read once, with the terms whether or not this plan wants them
                 records = self._shard.retrieve(missing, list(CANDIDATE_FIELDS), [SPARSE])
                 read = {str(r.id): _entry(r) for r in records}
                 self._fields.fill(read, epoch)
                 held.update(read)
-        return plan.hits(results, held)
+        return plan.held_hits(scored, held)
 
     def scroll(self, scope: OwnerFilter, *, with_vectors: bool = False) -> list[StoredPoint]:
         where = edge_filter(scope)
