@@ -118,8 +118,7 @@ class BM25Index:
         (the document as indexed, so nothing is tokenized again per query)."""
         if self._bm25 is None:
             return frozenset()
-        held = self._bm25.doc_freqs[index]
-        return frozenset(t for t in query_terms if t in held)
+        return frozenset(filter(self._bm25.doc_freqs[index].__contains__, query_terms))
 
     def search(
         self, query_terms: Sequence[str], limit: int, allowed: np.ndarray | None = None

@@ -236,5 +236,9 @@ class ConfidenceDecay:
 
     def marked(self, fact: Fact, moment: datetime) -> Fact:
         """``fact`` with ``needs_verification`` as of ``moment``."""
-        flag = self.needs_verification(fact, moment)
+        return self.flagged(fact, self.at(fact, moment))
+
+    def flagged(self, fact: Fact, confidence: float) -> Fact:
+        """``fact`` with ``needs_verification`` as its decayed ``confidence`` says."""
+        flag = confidence < self.verify_below
         return fact if flag == fact.needs_verification else replace(fact, needs_verification=flag)

@@ -297,9 +297,10 @@ def test_a_new_edge_folder_stores_float16_and_an_older_float32_one_keeps_working
 
 
 @pytest.mark.parametrize("kind", ["edge", "client"])
-def test_fetch_by_id_reads_whole_payloads_of_its_owner_alone(tmp_path, kind):
-    """A recall reads its surviving hits by id: never another owner's point, and an id no
-    longer stored (deleted since the query) is simply absent."""
+def test_facts_by_id_are_read_whole_of_their_owner_alone(tmp_path, kind):
+    """A recall reads its surviving hits' facts by id: never another owner's point (nor one
+    held since a read of its owner), an id no longer stored (deleted since the query) is
+    simply absent, and a write is read at once."""
     from indexing.sparse import SparseTerms
     from memory_service.longterm.qdrant.filters import OwnerFilter
     from memory_service.longterm.qdrant.points import StoredPoint
@@ -322,9 +323,13 @@ def test_fetch_by_id_reads_whole_payloads_of_its_owner_alone(tmp_path, kind):
                 ),
             ]
         )
-        got = engine.fetch(OwnerFilter("acme", "alice"), [alices, bobs, gone])
-        assert [(p.id, p.payload["source"]) for p in got] == [(alices, source)]
-        assert engine.fetch(OwnerFilter("globex", "alice"), [alices]) == []
-        assert engine.fetch(OwnerFilter("acme", "alice"), []) == []
+        got = engine.facts(OwnerFilter("acme", "alice"), [alices, bobs, gone])
+        assert {fid: fact.source.text for fid, fact in got.items()} == {alices: source["text"]}
+        assert list(engine.facts(OwnerFilter("acme", "bob"), [alices, bobs])) == [bobs]
+        assert engine.facts(OwnerFilter("globex", "alice"), [alices]) == {}
+        assert engine.facts(OwnerFilter("acme", "alice"), []) == {}
+        rewritten = {**owned, "user_id": "alice", "text": "y"}
+        engine.upsert([StoredPoint(alices, rewritten, [0.5] * 4, SparseTerms((1,), (1.0,)))])
+        assert engine.facts(OwnerFilter("acme", "alice"), [alices])[alices].text == "y"
     finally:
         engine.close()

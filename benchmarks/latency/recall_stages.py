@@ -38,7 +38,7 @@ STAGES: dict[str, tuple[tuple[str, str], ...]] = {
     "Edge: engine query": (("~", "<method 'query_batch' of 'builtins.EdgeShard' objects>"),),
     "Edge: hits converted": (("qdrant/query_plan.py", "hits"),),
     "Edge: candidates built": (("qdrant/search.py", "_candidates_of"),),
-    "Edge: surviving hits read": (("qdrant/edge/engine.py", "fetch"),),
+    "Edge: surviving hits read": (("qdrant/edge/engine.py", "facts"),),
     "fusion": (("longterm/fusion.py", "fuse_legs"), ("longterm/fusion.py", "with_matched")),
     "access notes": (("longterm/access.py", "note"),),
     "whole recall": (("longterm/base_store.py", "retrieve"),),

@@ -304,8 +304,8 @@ class BaseLongTermMemory(LongTermHooks[S]):
             fact = facts.get(h.id)
             if fact is None:
                 continue
-            fact = self.confidence.marked(fact, view.moment)
             confidence = self.confidence.at(fact, view.moment)
+            fact = self.confidence.flagged(fact, confidence)
             recalls.append(Recall(fact, h.score, h.ranks, h.scores, confidence))
         return recalls
 
@@ -329,8 +329,8 @@ class BaseLongTermMemory(LongTermHooks[S]):
             found = self._candidates_each(owners, query, legs, depth, threshold, view)
         finally:
             self._retrieving.vectors = self._retrieving.terms = None
-        if len(found) == 1:
-            return found[0]
+        if not any(hits for cands in found[1:] for hits in cands.legs.values()):
+            return found[0]  # no wider scope has a candidate: nothing to merge or hide
         loader: dict[str, Candidates] = {}
         hidden: set[str] = set()
         held: set[str] = set()  # keys held by the narrower scopes seen so far

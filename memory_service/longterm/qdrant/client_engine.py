@@ -22,6 +22,7 @@ from indexing.sparse import SparseTerms
 from memory_service.context import validate_id
 from memory_service.errors import BackendUnavailableError, ConfigurationError, MemoryServiceError
 from memory_service.fact_filter import FactFilter
+from memory_service.facts import Fact
 from memory_service.longterm.qdrant.errors import engine_calls
 from memory_service.longterm.qdrant.filters import ImportanceTtl, OwnerFilter, owner_key_of
 from memory_service.longterm.qdrant.layout import (
@@ -35,6 +36,7 @@ from memory_service.longterm.qdrant.layout import (
     check_dense_size,
     reindex_hint,
 )
+from memory_service.longterm.qdrant.payload import fact_of
 from memory_service.longterm.qdrant.points import StoredPoint, stored_point, upsert_vectors
 from memory_service.longterm.qdrant.query_plan import LegRequest, QueryPlan, ScoredHit
 
@@ -319,16 +321,16 @@ class ClientEngine:
                 if offset is None:
                     return out
 
-    def fetch(self, scope: OwnerFilter, ids: Sequence[str]) -> list[StoredPoint]:
+    def facts(self, scope: OwnerFilter, ids: Sequence[str]) -> dict[str, Fact]:
         if not ids:
-            return []
+            return {}
         with self._calls():
             records = self._client.retrieve(
                 self.collection, ids=list(ids), with_payload=True, with_vectors=False
             )
         owner = scope.owner_key()
         points = [stored_point(r, False) for r in records]
-        return [p for p in points if owner_key_of(p.payload) == owner]
+        return {p.id: fact_of(p.id, p.payload) for p in points if owner_key_of(p.payload) == owner}
 
     def set_payload(self, scope: OwnerFilter, values: Mapping[str, dict[str, Any]]) -> None:
         if not values:

@@ -1,7 +1,8 @@
 """What the Qdrant backend needs from a Qdrant client, in neutral types.
 
 ``QdrantLongTermMemory`` maps the memory semantics onto points; an engine adapter (Qdrant
-Edge in-process, or qdrant-client for a server) only moves points. Every read, query and
+Edge in-process, or qdrant-client for a server) only moves points (and reads a fact by id
+from its point's payload, ``payload.fact_of``). Every read, query and
 delete of an engine takes an ``OwnerFilter`` (``filters``); the collection's layout is in
 ``layout``, a fact's payload in ``payload``.
 """
@@ -11,6 +12,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any, Protocol, runtime_checkable
 
+from memory_service.facts import Fact
 from memory_service.longterm.qdrant.filters import OwnerFilter
 from memory_service.longterm.qdrant.points import StoredPoint
 from memory_service.longterm.qdrant.query_plan import QueryPlan, ScoredHit
@@ -37,9 +39,10 @@ class QdrantEngine(Protocol):
 
     def scroll(self, scope: OwnerFilter, *, with_vectors: bool = False) -> list[StoredPoint]: ...
 
-    def fetch(self, scope: OwnerFilter, ids: Sequence[str]) -> list[StoredPoint]:
-        """The points of ``ids`` that ``scope``'s owner holds, payloads only, in one request
-        by id (a recall's surviving hits: no filter to evaluate, unlike ``scroll``)."""
+    def facts(self, scope: OwnerFilter, ids: Sequence[str]) -> dict[str, Fact]:
+        """The facts of the points of ``ids`` that ``scope``'s owner holds, by id, read whole
+        in one request by id (a recall's surviving hits: no filter to evaluate, unlike
+        ``scroll``); an id no longer stored is left out."""
         ...
 
     def set_payload(self, scope: OwnerFilter, values: Mapping[str, dict[str, Any]]) -> None:

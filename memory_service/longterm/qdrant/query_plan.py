@@ -70,7 +70,7 @@ def scored_hit(point: Any, with_terms: bool) -> ScoredHit:
     return ScoredHit(str(point.id), float(point.score), payload, terms, created)
 
 
-# What a process holds of a point for its recalls (``edge.candidate_fields``): its
+# What a process holds of a point for its recalls (``edge.held_points``): its
 # ``CANDIDATE_FIELDS``, its BM25 document's term ids and its ``created_at`` parsed.
 HeldFields = tuple[dict[str, Any], Container[int], datetime | None]
 
@@ -145,7 +145,7 @@ class QueryPlan:
     def with_payload(self) -> list[str]:
         """The payload fields each hit carries back: ``CANDIDATE_FIELDS`` (a server's engine
         asks for them; Edge asks for ids and scores and reads them from what it holds:
-        ``edge.candidate_fields``)."""
+        ``edge.held_points``)."""
         return list(CANDIDATE_FIELDS)
 
     @property

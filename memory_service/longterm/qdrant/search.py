@@ -227,10 +227,7 @@ class Searcher:
         ``CANDIDATE_FIELDS``); ids no longer stored are left out."""
 
         def read(fact_ids: Sequence[str]) -> dict[str, Fact]:
-            if not fact_ids:
-                return {}
-            points = self.engine.fetch(OwnerFilter.of(ctx), fact_ids)
-            return {p.id: fact_of(p.id, p.payload) for p in points}
+            return self.engine.facts(OwnerFilter.of(ctx), fact_ids)
 
         return read
 

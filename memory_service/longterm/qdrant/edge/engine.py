@@ -28,11 +28,19 @@ import qdrant_edge as qe
 from indexing.sparse import SparseTerms
 from memory_service.context import validate_id
 from memory_service.errors import BackendUnavailableError
+from memory_service.facts import Fact
 from memory_service.fsutil import fsync_dir
-from memory_service.longterm.qdrant.edge.candidate_fields import CandidateFields, Entry, entry
 from memory_service.longterm.qdrant.edge.commit import EdgeCommit
 from memory_service.longterm.qdrant.edge.filters import edge_filter
 from memory_service.longterm.qdrant.edge.folder_lock import FolderLock, FolderOwnedError
+from memory_service.longterm.qdrant.edge.held_points import (
+    CANDIDATE_FIELD_POINTS,
+    FACT_POINTS,
+    Entry,
+    HeldPoints,
+    OwnedFact,
+    entry,
+)
 from memory_service.longterm.qdrant.edge.shard import in_use_error, open_shard, stored_datatype
 from memory_service.longterm.qdrant.errors import engine_calls
 from memory_service.longterm.qdrant.filters import OwnerFilter, owner_key_of
@@ -45,6 +53,7 @@ from memory_service.longterm.qdrant.layout import (
     USER_FIELD,
     check_dense_size,
 )
+from memory_service.longterm.qdrant.payload import fact_of
 from memory_service.longterm.qdrant.points import StoredPoint, stored_point, upsert_vectors
 from memory_service.longterm.qdrant.query_plan import (
     CANDIDATE_FIELDS,
@@ -87,7 +96,7 @@ def _vectors(point: StoredPoint) -> dict[str, Any]:
 
 def _request(plan: QueryPlan, leg: LegRequest, where: qe.Filter) -> qe.QueryRequest:
     """One request of ``plan`` as Edge's type (``where``: its owner's filter), asking for
-    ids and scores alone: the hits' fields come from ``CandidateFields``."""
+    ids and scores alone: the hits' fields come from what the engine holds (``HeldPoints``)."""
     query: Any = leg.dense if leg.sparse is None else _sparse(leg.sparse)
     params = None
     if leg.idf_corpus is not None:
@@ -170,7 +179,9 @@ class EdgeEngine:
         self.writes = 0
         self.vector_datatype = stored_datatype(folder)
         self._touched = SharedWrites()  # a rewrite keeps every live point: it counts for none
-        self._fields = CandidateFields()  # every write here forgets what it changes
+        # what recalls read of each point, held: every write here forgets what it changes
+        self._fields: HeldPoints[Entry] = HeldPoints(CANDIDATE_FIELD_POINTS)
+        self._facts: HeldPoints[OwnedFact] = HeldPoints(FACT_POINTS)
 
     def shared_writes(self, scope: OwnerFilter) -> int:
         return self._touched.of(scope)
@@ -241,13 +252,17 @@ class EdgeEngine:
 
     @contextmanager
     def _forgetting(self, ids: Sequence[str] | None) -> Iterator[None]:
-        """A write's points (None: all) forgotten by ``CandidateFields`` before it and after
-        it, so no recall keeps what the write changed, however the two interleave."""
-        self._fields.forget(ids)
+        """A write's points (None: all) forgotten by what recalls hold (``HeldPoints``)
+        before it and after it, so no recall keeps what the write changed, however the two
+        interleave."""
+        held = (self._fields, self._facts)
+        for points in held:
+            points.forget(ids)
         try:
             yield
         finally:
-            self._fields.forget(ids)
+            for points in held:
+                points.forget(ids)
 
     def query(self, plan: QueryPlan) -> list[dict[str, list[ScoredHit]]]:
         if not plan.requests:
@@ -286,14 +301,20 @@ class EdgeEngine:
                 if offset is None:
                     return out
 
-    def fetch(self, scope: OwnerFilter, ids: Sequence[str]) -> list[StoredPoint]:
+    def facts(self, scope: OwnerFilter, ids: Sequence[str]) -> dict[str, Fact]:
         if not ids:
-            return []
+            return {}
         with self._calls():
-            records = self._shard.retrieve(list(ids), True, False)
+            epoch = self._facts.epoch
+            held, missing = self._facts.held(ids)
+            if missing:
+                records = self._shard.retrieve(missing, True, False)
+                points = [stored_point(r, False) for r in records]
+                read = {p.id: (owner_key_of(p.payload), fact_of(p.id, p.payload)) for p in points}
+                self._facts.fill(read, epoch)
+                held.update(read)
         owner = scope.owner_key()
-        points = [stored_point(r, False) for r in records]
-        return [p for p in points if owner_key_of(p.payload) == owner]
+        return {pid: fact for pid, (held_by, fact) in held.items() if held_by == owner}
 
     def set_payload(self, scope: OwnerFilter, values: Mapping[str, dict[str, Any]]) -> None:
         if not values:

@@ -36,6 +36,14 @@ _DATATYPES = {
 }
 
 
+# One search thread: every query of the service is filtered to one owner's points, a few
+# hundred, which one thread scores in microseconds, while handing a batch to a pool of one per
+# core and waking it cost more than the search itself: a LoCoMo recall's engine call 395-500
+# µs with the default pool, 200 µs with one thread (same process, taking turns; at 100k points
+# over 1,000 users both 0.16 ms back to back; benchmarks/RESULTS.md, "Recall time by stage").
+SEARCH_THREADS = 1
+
+
 def _config(dimension: int, datatype: str) -> qe.EdgeConfig:
     dense = qe.EdgeVectorParams(
         size=dimension, distance=qe.Distance.Cosine, datatype=_DATATYPES[datatype]
@@ -43,6 +51,7 @@ def _config(dimension: int, datatype: str) -> qe.EdgeConfig:
     return qe.EdgeConfig(
         vectors={DENSE: dense},
         sparse_vectors={SPARSE: qe.EdgeSparseVectorParams(modifier=qe.Modifier.Idf)},
+        max_search_threads=SEARCH_THREADS,
     )
 
 

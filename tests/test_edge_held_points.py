@@ -1,6 +1,6 @@
 """Qdrant Edge asks its engine for candidates' ids and scores alone and reads their fields
-(key, session, time, BM25 terms) from what this process holds (``edge.candidate_fields``):
-whatever a write changes, the next recall reads as written."""
+(key, session, time, BM25 terms), and the facts it returns, from what this process holds
+(``edge.held_points``): whatever a write changes, the next recall reads as written."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ from memory_service.config import QdrantSettings
 from memory_service.context import RuntimeContext, scope_context
 from memory_service.facts import Fact
 from memory_service.longterm.qdrant.backend import QdrantLongTermMemory, open_qdrant
-from memory_service.longterm.qdrant.edge.candidate_fields import CandidateFields
+from memory_service.longterm.qdrant.edge.held_points import HeldPoints
 
 ALICE = RuntimeContext("acme", "alice")
 TENANT = scope_context("acme", "tenant")
@@ -52,8 +52,16 @@ def test_a_deleted_candidate_is_never_recalled_from_what_was_held(asked):
     assert [r.fact.id for r in asked.retrieve(ALICE, "support hours help desk", 5)] == ids[1:]
 
 
+def test_a_recalled_fact_changed_by_a_write_is_recalled_as_written(asked):
+    asked.record(ALICE, [Fact(OWN, tags=("hours",))])
+    (first,) = asked.retrieve(ALICE, "support hours", 5)  # the whole fact now held
+    assert asked.update(ALICE, [replace(first.fact, tags=("hours", "desk"))]) == 1
+    (again,) = asked.retrieve(ALICE, "support hours", 5)
+    assert again.fact.tags == ("hours", "desk")
+
+
 def test_a_fill_read_before_a_write_is_not_kept():
-    fields = CandidateFields()
+    fields = HeldPoints(limit=10)
     epoch = fields.epoch
     fields.forget(["a"])  # a write landed between the read and the fill
     fields.fill({"a": ({"key": "old"}, array("I"))}, epoch)
@@ -63,7 +71,7 @@ def test_a_fill_read_before_a_write_is_not_kept():
 
 
 def test_the_least_recently_read_points_go_first_past_the_limit():
-    fields = CandidateFields(limit=2)
+    fields = HeldPoints(limit=2)
     fields.fill({"a": ({}, array("I")), "b": ({}, array("I"))}, fields.epoch)
     fields.held(["a"])  # read: "b" is now the least recent
     fields.fill({"c": ({}, array("I"))}, fields.epoch)
