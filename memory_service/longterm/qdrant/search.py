@@ -296,17 +296,20 @@ def _candidates_of(
     coverage: read from the engine, not by tokenizing every candidate again); the facts of
     the hits fusion keeps are read whole in one request (``read``), and a key is read from
     the hit's own fields (comparing scopes reads the key of every wider candidate)."""
+    matched: dict[str, frozenset[str] | None] = {}  # a point both legs found: looked up once
+
+    def matched_of(h: ScoredHit) -> frozenset[str] | None:
+        if term_ids is None:
+            return None
+        if h.id not in matched:
+            matched[h.id] = matched_terms(h.terms, term_ids)
+        return matched[h.id]
+
     leg_hits: dict[str, list[LegHit]] = {}
     for leg, engine_leg in ENGINE_LEG.items():
         if leg in legs:
             leg_hits[leg] = [
-                LegHit(
-                    h.id,
-                    h.score,
-                    h.payload.get("session_id"),
-                    h.created_at,
-                    None if term_ids is None else matched_terms(h.terms, term_ids),
-                )
+                LegHit(h.id, h.score, h.payload.get("session_id"), h.created_at, matched_of(h))
                 for h in _ordered(answer.results.get(engine_leg, []))
             ]
     payloads, built = answer.payloads, dict(answer.resolved)
@@ -326,8 +329,19 @@ def _ordered(hits: list[ScoredHit]) -> list[ScoredHit]:
     """Best first; equal scores (to 6 decimals) in (created_at, id) order, as in files.
 
     ``created_at`` is stored as UTC ISO-8601, so its string order is its time order. An
-    engine answers best first: the hits are sorted again only when two of them tie."""
+    engine answers best first: only each run of hits that tie is sorted again."""
     rounded = [round(h.score, 6) for h in hits]
-    if all(a > b for a, b in zip(rounded, rounded[1:], strict=False)):
-        return hits
-    return sorted(hits, key=lambda h: (-round(h.score, 6), h.payload.get("created_at") or "", h.id))
+    if any(a < b for a, b in zip(rounded, rounded[1:], strict=False)):  # not best first
+        return sorted(hits, key=lambda h: (-round(h.score, 6), _tie_order(h)))
+    out: list[ScoredHit] = []
+    start = 0
+    for end in range(1, len(hits) + 1):
+        if end == len(hits) or rounded[end] != rounded[start]:
+            run = hits[start:end]
+            out += sorted(run, key=_tie_order) if len(run) > 1 else run
+            start = end
+    return out
+
+
+def _tie_order(hit: ScoredHit) -> tuple[str, str]:
+    return hit.payload.get("created_at") or "", hit.id
