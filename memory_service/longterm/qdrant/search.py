@@ -30,7 +30,12 @@ from memory_service.longterm.qdrant.layout import DENSE, SPARSE
 from memory_service.longterm.qdrant.payload import fact_of
 from memory_service.longterm.qdrant.query_plan import OwnerSearch, QueryPlan, ScoredHit
 from memory_service.longterm.qdrant.scope_mirror import ScopeMirror
-from memory_service.longterm.store_values import Candidates, ReadView, merge_floors
+from memory_service.longterm.store_values import (
+    NO_CANDIDATES,
+    Candidates,
+    ReadView,
+    merge_floors,
+)
 
 
 def read_scope(
@@ -214,6 +219,8 @@ class Searcher:
                 for v in vectors
             ]
         search = _search(owner, view, expiry, set())
+        if self.engine.count(search.scope) == 0:  # a new owner's first record: one count,
+            return [NO_CANDIDATES] * len(vectors)  # not a request per vector (files: free)
         plan = QueryPlan.nearest(search, vectors, limit=depth, threshold=threshold)
         reader = self._reader(owner)
         out = []
