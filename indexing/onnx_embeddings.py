@@ -50,10 +50,13 @@ def cached_model(spec: SentenceModelSpec, cache: OnnxCache, *, quantize: bool) -
     return cache.get_or_build(f"{key}-int8", lambda: quantize_int8(fp32().read_bytes()))
 
 
+@functools.lru_cache(maxsize=8)
 def _tokenizer(spec: SentenceModelSpec):
     """The model's fast tokenizer, truncating as sentence-transformers calls it:
     ``truncation="longest_first"`` at ``max_seq_length`` (special tokens included). It does not
-    pad: ``OnnxEmbedder`` pads each run to its own longest text (``indexing.padding``)."""
+    pad: ``OnnxEmbedder`` pads each run to its own longest text (``indexing.padding``). One per
+    spec in a process, as the session is: reading its file costs ~30 ms, and it encodes from
+    several threads at once."""
     from tokenizers import Tokenizer
 
     try:
