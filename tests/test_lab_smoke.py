@@ -392,6 +392,21 @@ def test_recall_stages_times_both_backends_beside_the_embedding(lab, tmp_path, c
     assert "query embedding (model)" in printed and "Edge / files" in printed
 
 
+def test_backends_at_scale_records_and_recalls_both_backends_taking_turns(tmp_path, capsys):
+    from benchmarks.latency import backends_at_scale
+
+    out = tmp_path / "scale.json"
+    argv = ["--facts", "10", "--users", "2", "--queries", "2", "--json", str(out)]
+    assert backends_at_scale.main(argv) == 0
+    doc = json.loads(out.read_text())
+    assert set(doc["record"]) == {"files", "qdrant-edge"}
+    assert all(r["facts_per_s"] > 0 for r in doc["record"].values())
+    assert set(doc["recall_ms"]) == {"embedding", "files", "qdrant-edge"}
+    assert doc["queries"] == 2 and doc["ratios"]["qdrant-edge / files"] > 0
+    printed = capsys.readouterr().out
+    assert "Edge / files record rate" in printed and "qdrant-edge / files" in printed
+
+
 def test_near_duplicates_measures_made_up_pairs_and_locomo_facts(lab, embedder, tmp_path, capsys):
     out_file = tmp_path / "near-duplicates.json"
     assert near_duplicates.main([*lab, "--json", str(out_file)], embedder=embedder) == 0

@@ -36,7 +36,10 @@ STAGES: dict[str, tuple[tuple[str, str], ...]] = {
     "embedding (the model)": (("onnx_embeddings.py", "embed"),),
     "files: candidates (BM25 + matrix)": (("files/backend.py", "_candidates"),),
     "Edge: engine query": (("~", "<method 'query_batch' of 'builtins.EdgeShard' objects>"),),
-    "Edge: hits converted": (("qdrant/query_plan.py", "hits"),),
+    "Edge: hits converted": (
+        ("qdrant/query_plan.py", "hits"),
+        ("qdrant/query_plan.py", "held_hits"),
+    ),
     "Edge: candidates built": (("qdrant/search.py", "_candidates_of"),),
     "Edge: surviving hits read": (("qdrant/edge/engine.py", "facts"),),
     "fusion": (("longterm/fusion.py", "fuse_legs"), ("longterm/fusion.py", "with_matched")),
