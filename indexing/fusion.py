@@ -78,9 +78,10 @@ def zscore_fusion(
     deviation or by ``min_spreads[leg]`` when that is larger. A leg whose values are all equal
     (no hits, or one hit and a floor equal to it) adds nothing. Ties keep first appearance.
 
-    Candidates are numbered by first appearance and scored in flat lists: a recall fuses ~80
-    of them, where a dictionary per candidate and a sort key per comparison cost more than
-    the arithmetic (``benchmarks/RESULTS.md``, "Recall time by stage")."""
+    Each leg's scores are standardised in flat lists in the candidates' first-appearance
+    order and the candidates sorted once, stably: a recall fuses ~80 of them, where a
+    dictionary per candidate and a sort key per comparison cost more than the arithmetic
+    (``benchmarks/RESULTS.md``, "Recall time by stage")."""
     names = list(legs)
     fused: dict[str, FusedCandidate] = {}  # by first appearance
     for leg, hits in legs.items():

@@ -29,7 +29,7 @@ from __future__ import annotations
 
 import hashlib
 from collections import Counter
-from collections.abc import Container, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from functools import lru_cache
 
@@ -95,14 +95,13 @@ _NONE_MATCHED: frozenset[str] = frozenset()
 
 
 def matched_terms(
-    document: Container[int] | None, term_ids: Mapping[int, tuple[str, ...]]
+    document: frozenset[int] | None, term_ids: Mapping[int, tuple[str, ...]]
 ) -> frozenset[str] | None:
-    """The query terms (``terms_by_id``) whose ids the document's sparse vector holds (any
-    container of its ids: a set, or the array a process holds); None where the document's
-    ids are unknown. Each query term id is looked for in the document: a query has a few."""
+    """The query terms (``terms_by_id``) whose ids the document's sparse vector holds: one
+    set intersection; None where the document's ids are unknown."""
     if document is None:
         return None
-    common = [tid for tid in term_ids if tid in document]
+    common = document.intersection(term_ids)
     if not common:
         return _NONE_MATCHED
     return frozenset(t for tid in common for t in term_ids[tid])

@@ -54,7 +54,7 @@ class ScoredHit:
     id: str
     score: float
     payload: dict[str, Any]
-    terms: Container[int] | None = None
+    terms: frozenset[int] | None = None
     created_at: datetime | None = None
 
 
@@ -177,7 +177,11 @@ class QueryPlan:
             return ScoredHit(pid, score, held[0], terms[pid], held[2])
 
         return self._per_request(
-            [hit(pid, score, held) for pid, score in points if (held := fields.get(pid))]
+            [
+                hit(pid, score, held)
+                for pid, score in points
+                if (held := fields.get(pid)) is not None
+            ]
             for points in results
         )
 
