@@ -297,6 +297,39 @@ def test_a_new_edge_folder_stores_float16_and_an_older_float32_one_keeps_working
 
 
 @pytest.mark.parametrize("kind", ["edge", "client"])
+def test_a_payload_change_reaches_the_points_of_its_owner_alone(tmp_path, kind):
+    """``set_payload`` names point ids and an owner: an id of another owner's point, or of
+    no point, changes nothing, whatever the ids say."""
+    from indexing.sparse import SparseTerms
+    from memory_service.longterm.qdrant.filters import OwnerFilter
+    from memory_service.longterm.qdrant.points import StoredPoint
+
+    if kind == "edge":
+        engine = EdgeEngine.acquire(tmp_path / "edge", 4)
+    else:
+        engine = ClientEngine.attach(QdrantClient(location=":memory:"), "memories", 4)
+    alices, bobs, gone = (f"00000000-0000-5000-8000-00000000000{i}" for i in (1, 2, 3))
+    owned = {"tenant_id": "acme", "scope": "user", "text": "x", "access_count": 0}
+    try:
+        engine.upsert(
+            [
+                StoredPoint(pid, {**owned, "user_id": user}, [0.5] * 4, SparseTerms((1,), (1.0,)))
+                for pid, user in ((alices, "alice"), (bobs, "bob"))
+            ]
+        )
+        counted = {pid: {"access_count": 3} for pid in (alices, bobs, gone)}
+        engine.set_payload(OwnerFilter("acme", "alice"), counted)
+        counts = {
+            p.id: p.payload["access_count"] for p in engine.scroll(OwnerFilter("acme", "alice"))
+        }
+        assert counts == {alices: 3}
+        (bob,) = engine.scroll(OwnerFilter("acme", "bob"))
+        assert bob.payload["access_count"] == 0
+    finally:
+        engine.close()
+
+
+@pytest.mark.parametrize("kind", ["edge", "client"])
 def test_facts_by_id_are_read_whole_of_their_owner_alone(tmp_path, kind):
     """A recall reads its surviving hits' facts by id: never another owner's point (nor one
     held since a read of its owner), an id no longer stored (deleted since the query) is

@@ -13,6 +13,7 @@ import logging
 import warnings
 from collections.abc import Mapping, Sequence
 from contextlib import AbstractContextManager
+from dataclasses import replace
 from typing import Any
 
 from qdrant_client import QdrantClient
@@ -303,7 +304,9 @@ class ClientEngine:
             results = self._client.query_batch_points(self.collection, requests=requests)
         return plan.hits([result.points for result in results])
 
-    def scroll(self, scope: OwnerFilter, *, with_vectors: bool = False) -> list[StoredPoint]:
+    def scroll(
+        self, scope: OwnerFilter, *, with_vectors: bool = False, with_payload: bool = True
+    ) -> list[StoredPoint]:
         where = _filter(scope)
         out: list[StoredPoint] = []
         offset = None
@@ -314,7 +317,7 @@ class ClientEngine:
                     scroll_filter=where,
                     limit=SCROLL_PAGE,
                     offset=offset,
-                    with_payload=True,
+                    with_payload=with_payload,
                     with_vectors=with_vectors,
                 )
                 out += [stored_point(r, with_vectors) for r in records]
@@ -335,7 +338,9 @@ class ClientEngine:
     def set_payload(self, scope: OwnerFilter, values: Mapping[str, dict[str, Any]]) -> None:
         if not values:
             return
-        present = {p.id for p in self.scroll(scope)}  # only the scope's points, never others
+        # only the scope's points, never others: their ids alone (the payloads are not read)
+        named = self.scroll(replace(scope, ids=tuple(values)), with_payload=False)
+        present = {p.id for p in named}
         operations = [
             qm.SetPayloadOperation(set_payload=qm.SetPayload(payload=payload, points=[pid]))
             for pid, payload in values.items()

@@ -37,7 +37,12 @@ class QdrantEngine(Protocol):
         one round trip, not one per scope): the plan's requests in the engine's own types."""
         ...
 
-    def scroll(self, scope: OwnerFilter, *, with_vectors: bool = False) -> list[StoredPoint]: ...
+    def scroll(
+        self, scope: OwnerFilter, *, with_vectors: bool = False, with_payload: bool = True
+    ) -> list[StoredPoint]:
+        """``scope``'s points; without ``with_payload`` their ids alone (an empty payload),
+        for a write that only asks which of its points are the scope's."""
+        ...
 
     def facts(self, scope: OwnerFilter, ids: Sequence[str]) -> dict[str, Fact]:
         """The facts of the points of ``ids`` that ``scope``'s owner holds, by id, read whole

@@ -20,6 +20,7 @@ import shutil
 import threading
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager, contextmanager
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -283,7 +284,9 @@ class EdgeEngine:
                 held.update(read)
         return plan.held_hits(scored, held)
 
-    def scroll(self, scope: OwnerFilter, *, with_vectors: bool = False) -> list[StoredPoint]:
+    def scroll(
+        self, scope: OwnerFilter, *, with_vectors: bool = False, with_payload: bool = True
+    ) -> list[StoredPoint]:
         where = edge_filter(scope)
         out: list[StoredPoint] = []
         offset = None
@@ -293,7 +296,7 @@ class EdgeEngine:
                     offset=offset,
                     limit=SCROLL_PAGE,
                     filter=where,
-                    with_payload=True,
+                    with_payload=with_payload,
                     with_vector=with_vectors,
                 )
                 records, offset = self._shard.scroll(request)
@@ -319,7 +322,9 @@ class EdgeEngine:
     def set_payload(self, scope: OwnerFilter, values: Mapping[str, dict[str, Any]]) -> None:
         if not values:
             return
-        present = {p.id for p in self.scroll(scope)}  # only the scope's points, never others
+        # only the scope's points, never others: their ids alone (the payloads are not read)
+        named = self.scroll(replace(scope, ids=tuple(values)), with_payload=False)
+        present = {p.id for p in named}
         with self._calls(), self._forgetting(list(values)):
             for point_id, payload in values.items():
                 if point_id in present:
