@@ -378,12 +378,16 @@ def test_reindex_latency_reindexes_every_point_once(tmp_path) -> None:
     assert row["points"] == 30 and row["first_open_s"] > 0 and row["next_open_s"] > 0
 
 
-def test_recall_stages_times_both_backends_beside_the_embedding(lab, tmp_path, capsys) -> None:
+@pytest.mark.parametrize("cached", [[], ["--query-cached"]], ids=["embedding", "query-cached"])
+def test_recall_stages_times_both_backends_beside_the_embedding(
+    lab, tmp_path, capsys, cached
+) -> None:
     from benchmarks.latency import recall_stages
 
     out = tmp_path / "stages.json"
-    assert recall_stages.main([*lab[:2], "--rounds", "1", "--json", str(out)]) == 0
+    assert recall_stages.main([*lab[:2], "--rounds", "1", *cached, "--json", str(out)]) == 0
     doc = json.loads(out.read_text())
+    assert doc["query_cached"] is bool(cached)
     assert set(doc["latency_ms"]) == {"embedding", "files", "qdrant"}
     assert doc["ratios"]["Edge / files"] > 0
     assert "Edge: engine query" in doc["stages_ms"]["qdrant"]
