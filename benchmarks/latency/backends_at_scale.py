@@ -62,8 +62,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     texts = [scale_texts(u, per_user, seed=args.seed) for u in range(args.users)]
     batches = [scale_facts(facts, True) for facts, _ in texts]
     rng = random.Random(args.seed)
-    asked = {(u, q) for u, (_, questions) in enumerate(texts) for q in questions}
-    pairs = rng.sample(sorted(asked), min(args.queries, len(asked)))  # each question once
+    asked: dict[str, int] = {}  # a question's text once (two users may share a name)
+    for user, (_, questions) in enumerate(texts):
+        for question in questions:
+            asked.setdefault(question, user)
+    distinct = sorted((user, question) for question, user in asked.items())
+    pairs = rng.sample(distinct, min(args.queries, len(distinct)))  # each embedded once
     model = build_embedder(load_settings())  # the model alone, uncached: the reference
     started = time.perf_counter()
     with tempfile.TemporaryDirectory(prefix="backends-at-scale-") as tmp:
