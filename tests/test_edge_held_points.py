@@ -13,7 +13,11 @@ from memory_service.config import QdrantSettings
 from memory_service.context import RuntimeContext, scope_context
 from memory_service.facts import Fact
 from memory_service.longterm.qdrant.backend import QdrantLongTermMemory, open_qdrant
+from memory_service.longterm.qdrant.edge.engine import _entry as read_entry
 from memory_service.longterm.qdrant.edge.held_points import HeldPoints
+from memory_service.longterm.qdrant.filters import OwnerFilter
+from memory_service.longterm.qdrant.layout import SPARSE
+from memory_service.longterm.qdrant.query_plan import CANDIDATE_FIELDS
 
 ALICE = RuntimeContext("acme", "alice")
 TENANT = scope_context("acme", "tenant")
@@ -78,3 +82,51 @@ def test_the_least_recently_read_points_go_first_past_the_limit():
     assert sorted(fields.held(["a", "b", "c"])[0]) == ["a", "c"]
     fields.forget()
     assert len(fields) == 0
+
+
+def test_a_recorded_point_is_held_as_a_read_of_it_would_hold_it(asked):
+    """What a record holds of its points (so a recall of them reads nothing from the shard)
+    is what reading them back gives, field for field and term for term."""
+    facts = [
+        Fact(OWN, key="hours", session_id="s1", source="I work eight to four these days"),
+        Fact("Alice works at the help desk", tags=("work",)),
+        Fact(GENERAL, key="hours", scope="tenant"),
+    ]
+    recorded = asked.record(ALICE, facts)
+    engine = asked.engine
+    ids = [r.id for r in recorded]
+    held, missing = engine._fields.held(ids)
+    assert missing == []
+    for point_id in ids:
+        fields, terms, created_at = held[point_id]
+        (record,) = engine._shard.retrieve([point_id], list(CANDIDATE_FIELDS), [SPARSE])
+        want_fields, want_terms, want_created = read_entry(record)
+        assert fields == want_fields
+        assert sorted(terms) == sorted(want_terms) and len(terms) > 0
+        assert created_at == want_created is not None
+
+
+def test_a_write_holds_what_it_wrote_unless_another_write_overlapped_it():
+    fields = HeldPoints(limit=10)
+    began = fields.forget(["a"])
+    fields.fill({"a": ({"key": "read mid-write"}, array("I"))}, fields.epoch)
+    fields.hold_written({"a": ({"key": "written"}, array("I", [1]))}, began)
+    assert fields.held(["a"])[0]["a"][0] == {"key": "written"}
+
+    first = fields.forget(["a"])
+    second = fields.forget(["a"])  # another write of "a" began before the first ended
+    fields.hold_written({"a": ({"key": "first"}, array("I"))}, first)
+    assert fields.held(["a"]) == ({}, ["a"])
+    fields.hold_written({"a": ({"key": "second"}, array("I"))}, second)
+    assert fields.held(["a"]) == ({}, ["a"])  # which of the two landed last is unknown
+
+
+def test_an_access_note_keeps_the_fields_held_and_a_key_change_drops_them(asked):
+    (recorded,) = asked.record(ALICE, [Fact(OWN, key="hours")])
+    engine, scope = asked.engine, OwnerFilter.of(ALICE, ids=[recorded.id])
+    engine.set_payload(scope, {recorded.id: {"access_count": 3}})
+    assert engine._fields.held([recorded.id])[1] == []
+    engine.set_payload(scope, {recorded.id: {"key": "hours.desk"}})
+    assert engine._fields.held([recorded.id]) == ({}, [recorded.id])
+    (again,) = asked.retrieve(ALICE, "support hours", 5)
+    assert (again.fact.key, again.fact.access_count) == ("hours.desk", 3)

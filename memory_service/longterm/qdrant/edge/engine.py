@@ -90,6 +90,13 @@ def _entry(record: Any) -> Entry:
     return entry(dict(record.payload or {}), stored.indices if stored is not None else ())
 
 
+def _written(point: StoredPoint) -> Entry:
+    """What a read of ``point`` with ``CANDIDATE_FIELDS`` and its sparse vector holds, from
+    the point as written."""
+    fields = {name: point.payload[name] for name in CANDIDATE_FIELDS if name in point.payload}
+    return entry(fields, point.sparse.indices if point.sparse is not None else ())
+
+
 def _vectors(point: StoredPoint) -> dict[str, Any]:
     dense, sparse = upsert_vectors(point)
     return {DENSE: dense, SPARSE: _sparse(sparse)}
@@ -245,25 +252,39 @@ class EdgeEngine:
             return
         batch = [qe.Point(p.id, _vectors(p), p.payload) for p in points]
         ids = [p.id for p in points]
-        with self._calls(), self._forgetting(ids):
+        with self._calls(), self._forgetting(ids, written={p.id: _written(p) for p in points}):
             self._shard.update(qe.UpdateOperation.upsert_points(batch))
             self.commit.after_write(self._shard)
             self.writes += 1
             self._touched.add({owner_key_of(p.payload) for p in points})
 
     @contextmanager
-    def _forgetting(self, ids: Sequence[str] | None) -> Iterator[None]:
+    def _forgetting(
+        self,
+        ids: Sequence[str] | None,
+        *,
+        written: Mapping[str, Entry] | None = None,
+        fields: bool = True,
+    ) -> Iterator[None]:
         """A write's points (None: all) forgotten by what recalls hold (``HeldPoints``)
         before it and after it, so no recall keeps what the write changed, however the two
-        interleave."""
-        held = (self._fields, self._facts)
-        for points in held:
-            points.forget(ids)
+        interleave. ``written``: the candidate fields of the points a whole-point write
+        stores, held once it succeeds (a recall of a fact just recorded reads nothing of it).
+        ``fields`` False: the write changes none of them (their fields stay held)."""
+        epoch = self._fields.forget(ids) if fields else None
+        self._facts.forget(ids)
+        succeeded = False
         try:
             yield
+            succeeded = True
         finally:
-            for points in held:
-                points.forget(ids)
+            self._facts.forget(ids)
+            if epoch is None:
+                pass
+            elif succeeded and written is not None:
+                self._fields.hold_written(written, epoch)
+            else:
+                self._fields.forget(ids)
 
     def query(self, plan: QueryPlan) -> list[dict[str, list[ScoredHit]]]:
         if not plan.requests:
@@ -325,7 +346,9 @@ class EdgeEngine:
         # only the scope's points, never others: their ids alone (the payloads are not read)
         named = self.scroll(replace(scope, ids=tuple(values)), with_payload=False)
         present = {p.id for p in named}
-        with self._calls(), self._forgetting(list(values)):
+        # an access note changes no candidate field: what recalls hold of them stays
+        fields = any(name in CANDIDATE_FIELDS for payload in values.values() for name in payload)
+        with self._calls(), self._forgetting(list(values), fields=fields):
             for point_id, payload in values.items():
                 if point_id in present:
                     self._shard.update(qe.UpdateOperation.set_payload([point_id], payload))

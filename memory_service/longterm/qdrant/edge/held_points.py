@@ -11,8 +11,12 @@ stage").
 
 It is exact because one process owns an Edge folder: every write goes through its engine,
 which forgets the points it writes before and after it writes them, and a fill that a write
-overtook (``epoch``) is dropped. A miss is read from the shard by id. The least recently read
-points are dropped first past the limit.
+overtook (``epoch``) is dropped. A write of whole points (a record, an update) then holds the
+candidate fields it wrote (``hold_written``), so a fact just recorded is recalled without a
+read; each question reaching points not held read them at ~9 µs a point, which made Edge 1.28×
+files at 20,000 facts over 200 users and 1.20× once held from the write
+(``benchmarks.latency.backends_at_scale``). A miss is read from the shard by id. The least
+recently read or written points are dropped first past the limit.
 """
 
 from __future__ import annotations
@@ -27,13 +31,14 @@ from typing import Any, Generic, TypeVar
 from memory_service.facts import Fact, parse_time
 from memory_service.longterm.qdrant.filters import OwnerKey
 
-CANDIDATE_FIELD_POINTS = 20_000
+# ~74 MB when full: 0.74 KB a point held (tracemalloc over 20,000 entries of 15 terms, the
+# id and the OrderedDict's link included), against Edge's 707 MB peak RSS holding nothing at
+# 100k facts over 1,000 users (``memory-service bench --scale 100000``, 2026-12-04).
+CANDIDATE_FIELD_POINTS = 100_000
 FACT_POINTS = 2_000  # ~2.5 KB each with a source text of 2 KB
 
-# A point's fields, its term ids as 4-byte integers and its time parsed: ~0.9 KB a point of
-# 15 terms (the term ids as a set of Python ints, 1.9 KB). Edge's peak RSS at 100k facts over
-# 1,000 users (``memory-service bench --scale 100000``, 2026-12-04): 707 MB holding nothing,
-# 727 MB with arrays, 768 MB with sets.
+# A point's fields, its term ids as 4-byte integers (a set of Python ints takes about twice
+# a point's memory) and its time parsed.
 Entry = tuple[dict[str, Any], array, datetime | None]
 
 # A fact read whole, with the owner whose point it is (a read by id checks it).
@@ -88,12 +93,30 @@ class HeldPoints(Generic[V]):
             while len(self._held) > self.limit:
                 self._held.popitem(last=False)
 
-    def forget(self, ids: Iterable[str] | None = None) -> None:
-        """Before and after a write: its points (None: every point) are read again."""
+    def forget(self, ids: Iterable[str] | None = None) -> int:
+        """Before and after a write: its points (None: every point) are read again. The
+        epoch it sets: a write that ``hold_written`` at it is the only one since."""
         with self._lock:
             self._epoch += 1
             if ids is None:
                 self._held.clear()
+            else:
+                for point_id in ids:
+                    self._held.pop(point_id, None)
+            return self._epoch
+
+    def hold_written(self, written: Mapping[str, V], epoch: int) -> None:
+        """After a write that ``forget`` began at ``epoch``: hold what it wrote, where no
+        other write began or ended since (else forget it, as ``forget``). Either way the
+        epoch moves on, so a fill that read the points while they were written is dropped."""
+        with self._lock:
+            self._epoch += 1
+            if epoch + 1 != self._epoch:  # another write in between: its order is unknown
+                for point_id in written:
+                    self._held.pop(point_id, None)
                 return
-            for point_id in ids:
-                self._held.pop(point_id, None)
+            for point_id, value in written.items():
+                self._held[point_id] = value
+                self._held.move_to_end(point_id)
+            while len(self._held) > self.limit:
+                self._held.popitem(last=False)
