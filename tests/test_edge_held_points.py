@@ -14,7 +14,7 @@ from memory_service.context import RuntimeContext, scope_context
 from memory_service.facts import Fact
 from memory_service.longterm.qdrant.backend import QdrantLongTermMemory, open_qdrant
 from memory_service.longterm.qdrant.edge.engine import _entry as read_entry
-from memory_service.longterm.qdrant.edge.held_points import HeldPoints
+from memory_service.longterm.qdrant.edge.held_points import HeldPoints, point_key
 from memory_service.longterm.qdrant.filters import OwnerFilter
 from memory_service.longterm.qdrant.layout import SPARSE
 from memory_service.longterm.qdrant.query_plan import CANDIDATE_FIELDS
@@ -94,16 +94,16 @@ def test_a_recorded_point_is_held_as_a_read_of_it_would_hold_it(asked):
     ]
     recorded = asked.record(ALICE, facts)
     engine = asked.engine
-    ids = [r.id for r in recorded]
-    held, missing = engine._fields.held(ids)
+    held, missing = engine._fields.held([point_key(r.id) for r in recorded])
     assert missing == []
-    for point_id in ids:
-        fields, terms, created_at = held[point_id]
-        (record,) = engine._shard.retrieve([point_id], list(CANDIDATE_FIELDS), [SPARSE])
-        want_fields, want_terms, want_created = read_entry(record)
+    for r in recorded:
+        fields, terms, created_at, point_id = held[point_key(r.id)]
+        (record,) = engine._shard.retrieve([r.id], list(CANDIDATE_FIELDS), [SPARSE])
+        want_fields, want_terms, want_created, want_id = read_entry(record)
         assert fields == want_fields
         assert sorted(terms) == sorted(want_terms) and len(terms) > 0
         assert created_at == want_created is not None
+        assert point_id == want_id == r.id
 
 
 def test_a_write_holds_what_it_wrote_unless_another_write_overlapped_it():
@@ -124,9 +124,10 @@ def test_a_write_holds_what_it_wrote_unless_another_write_overlapped_it():
 def test_an_access_note_keeps_the_fields_held_and_a_key_change_drops_them(asked):
     (recorded,) = asked.record(ALICE, [Fact(OWN, key="hours")])
     engine, scope = asked.engine, OwnerFilter.of(ALICE, ids=[recorded.id])
+    key = point_key(recorded.id)
     engine.set_payload(scope, {recorded.id: {"access_count": 3}})
-    assert engine._fields.held([recorded.id])[1] == []
+    assert engine._fields.held([key])[1] == []
     engine.set_payload(scope, {recorded.id: {"key": "hours.desk"}})
-    assert engine._fields.held([recorded.id]) == ({}, [recorded.id])
+    assert engine._fields.held([key]) == ({}, [key])
     (again,) = asked.retrieve(ALICE, "support hours", 5)
     assert (again.fact.key, again.fact.access_count) == ("hours.desk", 3)

@@ -18,6 +18,7 @@ import logging
 import os
 import shutil
 import threading
+import uuid
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager, contextmanager
 from dataclasses import replace
@@ -41,6 +42,7 @@ from memory_service.longterm.qdrant.edge.held_points import (
     HeldPoints,
     OwnedFact,
     entry,
+    point_key,
 )
 from memory_service.longterm.qdrant.edge.shard import in_use_error, open_shard, stored_datatype
 from memory_service.longterm.qdrant.errors import engine_calls
@@ -87,14 +89,15 @@ def _sparse(terms: SparseTerms) -> qe.SparseVector:
 def _entry(record: Any) -> Entry:
     """A record read with ``CANDIDATE_FIELDS`` and its sparse vector, as held."""
     stored = (record.vector or {}).get(SPARSE)
-    return entry(dict(record.payload or {}), stored.indices if stored is not None else ())
+    terms = stored.indices if stored is not None else ()
+    return entry(str(record.id), dict(record.payload or {}), terms)
 
 
 def _written(point: StoredPoint) -> Entry:
     """What a read of ``point`` with ``CANDIDATE_FIELDS`` and its sparse vector holds, from
     the point as written."""
     fields = {name: point.payload[name] for name in CANDIDATE_FIELDS if name in point.payload}
-    return entry(fields, point.sparse.indices if point.sparse is not None else ())
+    return entry(point.id, fields, point.sparse.indices if point.sparse is not None else ())
 
 
 def _vectors(point: StoredPoint) -> dict[str, Any]:
@@ -188,8 +191,8 @@ class EdgeEngine:
         self.vector_datatype = stored_datatype(folder)
         self._touched = SharedWrites()  # a rewrite keeps every live point: it counts for none
         # what recalls read of each point, held: every write here forgets what it changes
-        self._fields: HeldPoints[Entry] = HeldPoints(CANDIDATE_FIELD_POINTS)
-        self._facts: HeldPoints[OwnedFact] = HeldPoints(FACT_POINTS)
+        self._fields: HeldPoints[int, Entry] = HeldPoints(CANDIDATE_FIELD_POINTS)
+        self._facts: HeldPoints[str, OwnedFact] = HeldPoints(FACT_POINTS)
 
     def shared_writes(self, scope: OwnerFilter) -> int:
         return self._touched.of(scope)
@@ -252,7 +255,8 @@ class EdgeEngine:
             return
         batch = [qe.Point(p.id, _vectors(p), p.payload) for p in points]
         ids = [p.id for p in points]
-        with self._calls(), self._forgetting(ids, written={p.id: _written(p) for p in points}):
+        written = {point_key(p.id): _written(p) for p in points}
+        with self._calls(), self._forgetting(ids, written=written):
             self._shard.update(qe.UpdateOperation.upsert_points(batch))
             self.commit.after_write(self._shard)
             self.writes += 1
@@ -263,7 +267,7 @@ class EdgeEngine:
         self,
         ids: Sequence[str] | None,
         *,
-        written: Mapping[str, Entry] | None = None,
+        written: Mapping[int, Entry] | None = None,
         fields: bool = True,
     ) -> Iterator[None]:
         """A write's points (None: all) forgotten by what recalls hold (``HeldPoints``)
@@ -271,7 +275,8 @@ class EdgeEngine:
         interleave. ``written``: the candidate fields of the points a whole-point write
         stores, held once it succeeds (a recall of a fact just recorded reads nothing of it).
         ``fields`` False: the write changes none of them (their fields stay held)."""
-        epoch = self._fields.forget(ids) if fields else None
+        keys = None if ids is None else [point_key(i) for i in ids]
+        epoch = self._fields.forget(keys) if fields else None
         self._facts.forget(ids)
         succeeded = False
         try:
@@ -284,7 +289,7 @@ class EdgeEngine:
             elif succeeded and written is not None:
                 self._fields.hold_written(written, epoch)
             else:
-                self._fields.forget(ids)
+                self._fields.forget(keys)
 
     def query(self, plan: QueryPlan) -> list[dict[str, list[ScoredHit]]]:
         if not plan.requests:
@@ -294,13 +299,13 @@ class EdgeEngine:
         with self._calls():  # one planned batch: one pass over the segments for every owner
             results = self._shard.query_batch(qe.QueryBatchRequest(requests))
             epoch = self._fields.epoch
-            # a point's id is a UUID the binding builds on each read (1.3 µs with its str):
-            # read once
-            scored = [[(str(p.id), p.score) for p in points] for points in results]
-            held, missing = self._fields.held({pid for points in scored for pid, _ in points})
+            # a point's id is a UUID the binding builds on each read: read once, as its key
+            scored = [[(p.id.int, p.score) for p in points] for points in results]
+            held, missing = self._fields.held({key for points in scored for key, _ in points})
             if missing:  # read once, with the terms whether or not this plan wants them
-                records = self._shard.retrieve(missing, list(CANDIDATE_FIELDS), [SPARSE])
-                read = {str(r.id): _entry(r) for r in records}
+                asked = [uuid.UUID(int=key) for key in missing]
+                records = self._shard.retrieve(asked, list(CANDIDATE_FIELDS), [SPARSE])
+                read = {point_key(e[3]): e for e in map(_entry, records)}
                 self._fields.fill(read, epoch)
                 held.update(read)
         return plan.held_hits(scored, held)
