@@ -336,14 +336,20 @@ def _ordered(hits: list[ScoredHit]) -> list[ScoredHit]:
     """Best first; equal scores (to 6 decimals) in (created_at, id) order, as in files.
 
     ``created_at`` is stored as UTC ISO-8601, so its string order is its time order. An
-    engine answers best first: only each run of hits that tie is sorted again."""
-    rounded = [round(h.score, 6) for h in hits]
-    if any(a < b for a, b in zip(rounded, rounded[1:], strict=False)):  # not best first
+    engine answers best first: only each run of hits that tie is sorted again, and a score
+    is rounded only where it is within 2e-6 of the one before (further apart, two scores
+    cannot round to one value)."""
+    scores = [h.score for h in hits]
+    if any(a < b for a, b in zip(scores, scores[1:], strict=False)):  # not best first
         return sorted(hits, key=lambda h: (-round(h.score, 6), _tie_order(h)))
     out: list[ScoredHit] = []
     start = 0
     for end in range(1, len(hits) + 1):
-        if end == len(hits) or rounded[end] != rounded[start]:
+        if (
+            end == len(hits)
+            or scores[end - 1] - scores[end] > 2e-6
+            or round(scores[end], 6) != round(scores[start], 6)
+        ):
             run = hits[start:end]
             out += sorted(run, key=_tie_order) if len(run) > 1 else run
             start = end
