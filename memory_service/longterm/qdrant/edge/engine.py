@@ -275,8 +275,12 @@ class EdgeEngine:
         interleave. ``written``: the candidate fields of the points a whole-point write
         stores, held once it succeeds (a recall of a fact just recorded reads nothing of it).
         ``fields`` False: the write changes none of them (their fields stay held)."""
-        keys = None if ids is None else [point_key(i) for i in ids]
-        epoch = self._fields.forget(keys) if fields else None
+        keys: list[int] | None = None
+        epoch = None
+        if fields:  # the written points' keys are those of ``ids``
+            if ids is not None:
+                keys = list(written) if written is not None else [point_key(i) for i in ids]
+            epoch = self._fields.forget(keys)
         self._facts.forget(ids)
         succeeded = False
         try:
@@ -284,11 +288,9 @@ class EdgeEngine:
             succeeded = True
         finally:
             self._facts.forget(ids)
-            if epoch is None:
-                pass
-            elif succeeded and written is not None:
+            if epoch is not None and succeeded and written is not None:
                 self._fields.hold_written(written, epoch)
-            else:
+            elif epoch is not None:
                 self._fields.forget(keys)
 
     def query(self, plan: QueryPlan) -> list[dict[str, list[ScoredHit]]]:

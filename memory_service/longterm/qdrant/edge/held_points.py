@@ -33,8 +33,9 @@ from memory_service.facts import Fact, parse_time
 from memory_service.longterm.qdrant.filters import OwnerKey
 
 # ~80 MB when full: 0.8 KB a point held (tracemalloc over 20,000 entries of 15 terms, the
-# key, the id and the OrderedDict's link included), against Edge's 707 MB peak RSS holding nothing at
-# 100k facts over 1,000 users (``memory-service bench --scale 100000``, 2026-12-04).
+# key, the id and the OrderedDict's link included). Edge's peak RSS at 100k facts over 1,000
+# users (``memory-service bench --scale 100000``, 2026-12-04): 756 MB holding every point
+# (PSS 676), 707 MB holding none.
 CANDIDATE_FIELD_POINTS = 100_000
 FACT_POINTS = 2_000  # ~2.5 KB each with a source text of 2 KB
 
