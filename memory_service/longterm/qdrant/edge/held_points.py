@@ -100,9 +100,7 @@ class HeldPoints(Generic[K, V]):
         with self._lock:
             if epoch != self._epoch:
                 return
-            self._held.update(values)
-            while len(self._held) > self.limit:
-                self._held.popitem(last=False)
+            self._hold(values)
 
     def forget(self, ids: Iterable[K] | None = None) -> int:
         """Before and after a write: its points (None: every point) are read again. The
@@ -126,8 +124,13 @@ class HeldPoints(Generic[K, V]):
                 for point_id in written:
                     self._held.pop(point_id, None)
                 return
-            for point_id, value in written.items():
-                self._held[point_id] = value
-                self._held.move_to_end(point_id)
-            while len(self._held) > self.limit:
-                self._held.popitem(last=False)
+            self._hold(written)
+
+    def _hold(self, values: Mapping[K, V]) -> None:
+        """``values`` held as the most recent, the least recent dropped past the limit (the
+        caller holds the lock)."""
+        for point_id, value in values.items():
+            self._held[point_id] = value
+            self._held.move_to_end(point_id)
+        while len(self._held) > self.limit:
+            self._held.popitem(last=False)
