@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field, fields, replace
 from datetime import UTC, datetime
 from typing import Literal
 
@@ -88,8 +88,19 @@ class RuntimeContext:
         return replace(self, session_id=session_id)
 
     def in_scope(self, scope: str, agent_id: str | None = None) -> RuntimeContext:
-        """This caller addressing ``scope`` (the agent's: ``agent_id`` or the context's)."""
-        return replace(self, scope=check_scope(scope), agent_id=agent_id or self.agent_id)
+        """This caller addressing ``scope`` (the agent's: ``agent_id`` or the context's).
+        Its ids were checked when it was made, so only a new agent id is checked again (a
+        recall derives three contexts: ``replace`` would check every id of each)."""
+        scope, agent_id = check_scope(scope), agent_id or self.agent_id
+        if agent_id != self.agent_id:
+            return replace(self, scope=scope, agent_id=agent_id)
+        if scope == "agent" and self.agent_id is None:
+            raise InvalidInputError("the agent scope needs an agent_id", code="invalid_scope")
+        copy = object.__new__(RuntimeContext)
+        for name in _CONTEXT_FIELDS:
+            object.__setattr__(copy, name, getattr(self, name))
+        object.__setattr__(copy, "scope", scope)
+        return copy
 
     @property
     def owner(self) -> str:
@@ -113,6 +124,8 @@ class RuntimeContext:
             )
         return [self.in_scope(s) for s in SCOPES if s in {check_scope(x) for x in scopes}]
 
+
+_CONTEXT_FIELDS = tuple(f.name for f in fields(RuntimeContext))
 
 # The user id of a context that addresses shared memory for no user (maintenance, export,
 # import): agent and tenant memory is stored without a user, so it never reaches a path.

@@ -240,5 +240,4 @@ class ConfidenceDecay:
 
     def flagged(self, fact: Fact, confidence: float) -> Fact:
         """``fact`` with ``needs_verification`` as its decayed ``confidence`` says."""
-        flag = confidence < self.verify_below
-        return fact if flag == fact.needs_verification else replace(fact, needs_verification=flag)
+        return fact.flagged_for_verification(confidence < self.verify_below)

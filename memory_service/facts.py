@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field, fields, replace
 from datetime import UTC, datetime
+from operator import attrgetter
 from typing import Literal
 
 from indexing.hashing import content_hash
@@ -417,6 +418,19 @@ class Fact:
             "phrasings": [p.to_dict() for p in self.phrasings],
         }
 
+    def flagged_for_verification(self, flag: bool) -> Fact:
+        """This fact with ``needs_verification`` set to ``flag``, its other fields copied as
+        they are (they were checked when it was made). Every recalled fact is flagged, and
+        ``dataclasses.replace`` runs ``__init__`` and ``__post_init__`` again: 5.5 µs a fact
+        against 2.5 warm, ten a recall."""
+        if flag == self.needs_verification:
+            return self
+        copy = object.__new__(Fact)
+        for name, value in zip(_FACT_FIELDS, _fact_values(self), strict=True):
+            object.__setattr__(copy, name, value)
+        object.__setattr__(copy, "needs_verification", flag)
+        return copy
+
     @classmethod
     def from_dict(cls, data: dict) -> Fact:
         return cls(
@@ -443,6 +457,10 @@ class Fact:
             agent_id=data.get("agent_id"),
             phrasings=tuple(Phrasing.coerce(p) for p in data.get("phrasings") or ()),
         )
+
+
+_FACT_FIELDS = tuple(f.name for f in fields(Fact))
+_fact_values = attrgetter(*_FACT_FIELDS)
 
 
 def iso_time(value: datetime | None) -> str | None:

@@ -143,7 +143,7 @@ class OwnerPaths:
     @property
     def decisions_journal(self) -> Path:
         """What maintenance and record decided about the ledgers' facts (files backend)."""
-        return self.ledger_dir / "decisions" / "journal.md"
+        return _owner_file(self, "memory/decisions/journal.md")  # every recall stats it
 
     def ledger(self, day: date) -> Path:
         return self.ledger_dir / f"{day.isoformat()}.md"

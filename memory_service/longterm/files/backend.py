@@ -368,10 +368,13 @@ class FileSystemLongTermMemory(BaseLongTermMemory[_Read]):
         """The cosine of each of the corpus's facts with ``queries`` (one vector, or one per
         column), -inf where ``allowed`` is false; the vectors come from the owner's cache,
         which is not kept when an erase began meanwhile."""
-        cache_file = vector_cache_path(self.paths(ctx), self._embedder)
-        sims = corpus.matrix(self._embedder, cache_file) @ queries
-        if self._tombstones is not None and self._tombstones.refuses(ctx):
-            cache_file.unlink(missing_ok=True)  # read before an erase: not to be kept
+        if corpus.has_matrix:  # built by an earlier read, which checked the tombstone
+            sims = corpus.matrix(self._embedder, None) @ queries
+        else:
+            cache_file = vector_cache_path(self.paths(ctx), self._embedder)
+            sims = corpus.matrix(self._embedder, cache_file) @ queries
+            if self._tombstones is not None and self._tombstones.refuses(ctx):
+                cache_file.unlink(missing_ok=True)  # read before an erase: not to be kept
         mask = allowed if sims.ndim == 1 else allowed[:, None]
         return np.where(mask, sims, -np.inf)
 

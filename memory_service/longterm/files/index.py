@@ -87,8 +87,17 @@ class Corpus:
             self._bm25 = BM25Index([fact_terms(f, config) for f in self.facts])
         return self._bm25
 
-    def matrix(self, embedder: Embedder, cache_file: Path) -> np.ndarray:
+    @property
+    def has_matrix(self) -> bool:
+        """Whether the embedding matrix is built (``matrix`` then reads no cache file)."""
+        return self._matrix is not None
+
+    def matrix(self, embedder: Embedder, cache_file: Path | None) -> np.ndarray:
+        """The facts' vectors, one per row: read from (and refreshed in) ``cache_file`` the
+        first time; ``cache_file`` may be None once ``has_matrix``."""
         if self._matrix is None:
+            if cache_file is None:
+                raise ValueError("the matrix is not built: its cache file is needed")
             self._matrix = embed_with_cache(
                 cache_file,
                 embedder,
