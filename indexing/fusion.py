@@ -101,16 +101,26 @@ def zscore_fusion(
             best[item] = float(score)
         floor = float(floors[leg]) if floors and leg in floors else min(best.values())
         values = [best.get(item, floor) for item in fused]
-        mean = sum(values) / len(values)
-        apart = [v - mean for v in values]
-        spread = math.sqrt(sum([d**2 for d in apart]) / len(values))
-        if spread <= 1e-12:  # all equal: nothing to tell apart, whatever the minimum spread
+        centred = centre(values, float(min_spreads.get(leg, 0.0)) if min_spreads else 0.0)
+        if centred is None:
             continue
-        spread = max(spread, float(min_spreads.get(leg, 0.0)) if min_spreads else 0.0)
+        apart, spread = centred
         total = [t + weight * d / spread for t, d in zip(total, apart, strict=True)]
     for candidate, score in zip(fused.values(), total, strict=True):
         candidate.score = score
     return by_score(list(fused.values()))
+
+
+def centre(values: list[float], min_spread: float = 0.0) -> tuple[list[float], float] | None:
+    """What z-score fusion adds of one leg: ``values``' distances from their mean and the
+    spread they are divided by (their standard deviation, or ``min_spread`` when larger);
+    None when the values are all equal (nothing to tell apart, whatever the minimum)."""
+    mean = sum(values) / len(values)
+    apart = [v - mean for v in values]
+    spread = math.sqrt(sum([d**2 for d in apart]) / len(values))
+    if spread <= 1e-12:
+        return None
+    return apart, max(spread, min_spread)
 
 
 def by_score(fused: list[FusedCandidate]) -> list[FusedCandidate]:
@@ -137,9 +147,25 @@ def query_coverage(
     if not terms:
         return dict.fromkeys(matched, 1.0)
     size = max(int(candidates), len(matched))
-    found = {item: terms.intersection(held) for item, held in matched.items()}
+    # candidates mostly share a few term sets (a name, a name and a place): each distinct
+    # frozenset is intersected and summed once
+    shared: dict[frozenset[str], set[str]] = {}
+    found: dict[str, set[str]] = {}
+    for item, held in matched.items():
+        if type(held) is not frozenset:
+            found[item] = terms.intersection(held)
+        elif (common := shared.get(held)) is not None:
+            found[item] = common
+        else:
+            found[item] = shared[held] = terms.intersection(held)
     df = Counter(chain.from_iterable(found.values()))
     idf = {t: math.log(1.0 + (size - df[t] + 0.5) / (df[t] + 0.5)) for t in terms}
     mass = sum(idf.values())
     weight_of = idf.__getitem__
-    return {item: sum(map(weight_of, held)) / mass for item, held in found.items()}
+    covered: dict[int, float] = {}  # by the found set's identity: shared sets summed once
+    out = {}
+    for item, common in found.items():
+        if (share := covered.get(id(common))) is None:
+            share = covered[id(common)] = sum(map(weight_of, common)) / mass
+        out[item] = share
+    return out

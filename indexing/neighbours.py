@@ -45,7 +45,17 @@ def smooth_by_session(
             continue
         members.sort()
         values = [lifted[item] for _, item in members]
-        for at, (_, item) in enumerate(members):
-            before = values[at - window : at] if at > window else values[:at]
-            out[item] += weight * max(before + values[at + 1 : at + 1 + window])
+        lifted_values = lifted_by_neighbours(values, weight, window)
+        for (_, item), value in zip(members, lifted_values, strict=True):
+            out[item] = value
+    return out
+
+
+def lifted_by_neighbours(values: list[float], weight: float, window: int) -> list[float]:
+    """One session's candidates in order (``values``: their scores, at least two), each plus
+    ``weight`` x the best of the ``window`` on either side of it."""
+    out = []
+    for at, value in enumerate(values):
+        before = values[at - window : at] if at > window else values[:at]
+        out.append(value + weight * max(before + values[at + 1 : at + 1 + window]))
     return out

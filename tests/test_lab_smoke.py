@@ -225,12 +225,12 @@ def test_score_normalisation_prints_every_variant_and_restores_fusion(
 ) -> None:
     import memory_service.longterm.fusion as fusion
 
-    original = fusion.zscore_fusion
+    original = fusion.standardise_leg
     assert score_normalisation.main([*lab, "--sets", "synthetic"], embedder=embedder) == 0
     out = capsys.readouterr().out
     labels = [label for label, _, _ in score_normalisation.variants()]
     assert [line[4:] for line in out.splitlines() if line.startswith("=== ")] == labels
-    assert fusion.zscore_fusion is original
+    assert fusion.standardise_leg is original
 
 
 def test_variants_prints_one_row_per_variant(lab, torch_embedder, capsys) -> None:

@@ -3,7 +3,8 @@ spread floored, against other centres, scales and min-max.
 
 On the synthetic set BM25 returns few candidates whose scores barely differ, so their standard
 deviation is tiny and a z-score blows a one-word match up past the answer. Each variant here
-replaces the fusion ``fuse_legs`` calls (``zscore_fusion``) and is scored on the three sets;
+replaces how ``fuse_legs`` standardises a leg (``standardise_leg``) and is scored on the three
+sets;
 the default keeps z-scores with a floor under BM25's spread in BM25's own units (ln 2,
 ``BM25_MIN_SPREAD``) because it lifted synthetic hybrid R@5 from 90.6 to 94.0 with no loss on
 LoCoMo (RESULTS.md, "Lexical leg: BM25's spread floor").
@@ -18,40 +19,7 @@ import math
 from collections.abc import Sequence
 
 from benchmarks.lab.common import SETS, add_arguments, sets_of, table
-from indexing.fusion import FusedCandidate
 from memory_service.config.retrieval import PRESETS
-
-
-def _normalised(legs, weights, floors, scale_leg):
-    """Shared body of every variant: candidates in first-seen order with their ranks, each
-    leg's best score per candidate (its floor where it did not return one), summed as
-    ``scale_leg(leg, values, floor, best score)`` maps them."""
-    order: dict[str, int] = {}
-    ranks: dict[str, dict] = {}
-    for leg, hits in legs.items():
-        for rank, (item, _) in enumerate(hits, start=1):
-            if item not in order:
-                order[item] = len(order)
-                ranks[item] = {name: None for name in legs}
-            if ranks[item][leg] is None:
-                ranks[item][leg] = rank
-    total = dict.fromkeys(order, 0.0)
-    for leg, hits in legs.items():
-        weight = 1.0 if weights is None else float(weights.get(leg, 1.0))
-        if not hits or weight == 0.0:
-            continue
-        best: dict[str, float] = {}
-        for item, score in hits:
-            best.setdefault(item, float(score))
-        floor = float(floors[leg]) if floors and leg in floors else min(best.values())
-        values = [best.get(item, floor) for item in order]
-        scaled = scale_leg(leg, values, floor, max(best.values()))
-        if scaled is None:
-            continue
-        for item, value in zip(order, scaled, strict=True):
-            total[item] += weight * value
-    fused = [FusedCandidate(item, total[item], ranks[item]) for item in order]
-    return sorted(fused, key=lambda c: (-c.score, order[c.id]))
 
 
 def _std(values: list[float]) -> tuple[float, float]:
@@ -63,55 +31,48 @@ def zscore_floor_variant(relative: float = 0.0, legs_with_floor=("bm25",), absol
     """z-scores whose spread for a leg in ``legs_with_floor`` is at least ``relative`` times its
     mean, or ``absolute``."""
 
-    def scale(leg, values, _floor, _top):
+    def standardise(leg, values, _floor, _min_spread):
         mean, spread = _std(values)
         if leg in legs_with_floor:
             spread = max(spread, relative * mean if absolute is None else absolute)
         if spread <= 1e-12:
             return None
-        return [(v - mean) / spread for v in values]
+        return [v - mean for v in values], spread
 
-    def fuse(legs, *, weights=None, floors=None, min_spreads=None):  # noqa: ARG001
-        return _normalised(legs, weights, floors, scale)
-
-    return fuse
+    return standardise
 
 
 def minmax_variant():
     """Relative score fusion: each leg mapped onto 0..1 between its floor and its best."""
 
-    def scale(_leg, values, floor, top):
+    def standardise(_leg, values, floor, _min_spread):
+        top = max(values)  # a candidate the leg did not return holds the floor, below it
         if top - floor <= 1e-12:
             return None
-        return [(v - floor) / (top - floor) for v in values]
+        return [v - floor for v in values], top - floor
 
-    def fuse(legs, *, weights=None, floors=None, min_spreads=None):  # noqa: ARG001
-        return _normalised(legs, weights, floors, scale)
-
-    return fuse
+    return standardise
 
 
 def zscore_variant(centre: str, scale_by: str):
     """z-scores with another centre (``mean`` | ``floor``) and scale (``std`` | ``rms``: the root
     mean square distance from 0, the no-evidence score of both legs)."""
 
-    def scale(_leg, values, floor, _top):
+    def standardise(_leg, values, floor, _min_spread):
         mean, spread = _std(values)
         if scale_by == "rms":
             spread = math.sqrt(sum(v * v for v in values) / len(values))
         if spread <= 1e-12:
             return None
         middle = mean if centre == "mean" else floor
-        return [(v - middle) / spread for v in values]
+        return [v - middle for v in values], spread
 
-    def fuse(legs, *, weights=None, floors=None, min_spreads=None):  # noqa: ARG001
-        return _normalised(legs, weights, floors, scale)
-
-    return fuse
+    return standardise
 
 
 def variants() -> list[tuple[str, object, tuple[float, ...]]]:
-    """(label, fusion function or None for the service's, BM25 weights to try as well)."""
+    """(label, a leg's normalisation or None for the service's, BM25 weights to try as
+    well)."""
     floors = (0.35, 0.69, 1.0, 1.5)
     return [
         ("z mean/std, no minimum spread", None, (0.5, 0.75)),
@@ -127,11 +88,11 @@ def compare(sets) -> dict:
     import memory_service.longterm.fusion as fusion
 
     hybrid = PRESETS["hybrid"]
-    original = fusion.zscore_fusion
+    original = fusion.standardise_leg
     out = {}
     try:
-        for label, fuse, weights in variants():
-            fusion.zscore_fusion = fuse or original
+        for label, standardise, weights in variants():
+            fusion.standardise_leg = standardise or original
             print(f"\n=== {label}")
             configs = [hybrid.with_changes(min_spread={})]
             for w in weights:
@@ -140,7 +101,7 @@ def compare(sets) -> dict:
                 )
             out[label] = table(sets, configs, legs="lab")
     finally:
-        fusion.zscore_fusion = original
+        fusion.standardise_leg = original
     return out
 
 

@@ -9,21 +9,16 @@ are fused and smoothed, and what the lexical leg indexes is described by a ``Ret
 
 from __future__ import annotations
 
-from collections.abc import Callable, Collection, Mapping
+import math
+from collections.abc import Callable, Collection, Iterable, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from functools import lru_cache
 from types import MappingProxyType
 
-from indexing.fusion import (
-    FusedCandidate,
-    by_score,
-    query_coverage,
-    reciprocal_rank_fusion,
-    zscore_fusion,
-)
+from indexing.fusion import centre, query_coverage
 from indexing.lexical import lexical_terms
-from indexing.neighbours import smooth_by_session
+from indexing.neighbours import lifted_by_neighbours
 from memory_service.characters import check_text
 from memory_service.config.retrieval import RetrievalConfig, legs_for_mode
 from memory_service.errors import InvalidInputError
@@ -137,134 +132,202 @@ def fuse_legs(
     session-neighbour smoothing when the config asks for it, plus the recency bonus when
     ``recency_half_life_days`` is set (ages counted at ``now``, the moment asked about), plus
     ``confidence_weight`` times each candidate's ``confidence_of`` when both are given.
-    Ranks and the reported per-leg scores are the legs' own. Ranks are 1-based."""
+    Ranks and the reported per-leg scores are the legs' own. Ranks are 1-based.
+
+    Candidates are numbered once and every stage rescores one flat list of them, each
+    followed by one stable sort: ~80 candidates a recall, where an object per candidate
+    and stage cost more than the arithmetic (``benchmarks/RESULTS.md``, "Recall time by
+    stage"). Scores are those of ``indexing.fusion`` and ``indexing.neighbours`` to the
+    bit."""
     legs = legs_for_mode(mode)
-    score_of = {leg: {h.id: h.score for h in leg_hits.get(leg, [])} for leg in legs}
     if len(legs) == 1:
         leg = legs[0]
         return [
             FusedHit(h.id, h.score, {leg: rank}, {leg: h.score})
             for rank, h in enumerate(leg_hits.get(leg, [])[:top_k], start=1)
         ]
-    fused = _fuse(legs, _covered(legs, leg_hits, config, query_terms), config, config.depth(top_k))
-    if config.neighbour_weight > 0:
-        fused = _smooth(fused, leg_hits, config)
-    if config.recency_half_life_days is not None and config.recency_weight > 0:
-        fused = _prefer_recent(fused, leg_hits, config, now or datetime.now(UTC))
-    if config.confidence_weight > 0 and confidence_of is not None:
-        fused = _prefer_sure(fused, config.confidence_weight, confidence_of)
-    return [
-        FusedHit(c.id, c.score, dict(c.ranks), {leg: score_of[leg].get(c.id) for leg in legs})
-        for c in fused[:top_k]
-    ]
-
-
-def _covered(
-    legs: tuple[str, ...],
-    leg_hits: Mapping[str, list[LegHit]],
-    config: RetrievalConfig,
-    query_terms: Collection[str] | None,
-) -> Mapping[str, list[LegHit]]:
-    """``leg_hits`` with each BM25 score times its memory's query coverage to the power
-    ``lexical_coverage`` (z-score fusion only; the leg's order is kept, so its ranks stay the
-    leg's own). Unchanged when off, without query terms, or when a hit cannot say what it
-    matched (all or nothing: one leg is never half scaled)."""
-    power = config.lexical_coverage
-    lexical = leg_hits.get("bm25", [])
-    if config.fusion != "zscore" or power == 0 or not query_terms or not lexical:
-        return leg_hits
-    if any(h.matched is None for h in lexical):
-        return leg_hits
-    candidates = len({h.id for leg in legs for h in leg_hits.get(leg, [])})
-    known = {  # document frequencies over every candidate whose terms are known
-        h.id: h.matched for leg in legs for h in leg_hits.get(leg, []) if h.matched is not None
-    }
-    coverage = query_coverage(query_terms, known, candidates)
-    scaled = [
-        LegHit(h.id, h.score * coverage[h.id] ** power, h.session_id, h.created_at, h.matched)
-        for h in lexical
-    ]
-    return {**leg_hits, "bm25": scaled}
-
-
-def _fuse(
-    legs: tuple[str, ...],
-    leg_hits: Mapping[str, list[LegHit]],
-    config: RetrievalConfig,
-    depth: int,
-) -> list[FusedCandidate]:
+    table = _Candidates(legs, leg_hits)
     if config.fusion == "rrf":
-        return reciprocal_rank_fusion(
-            {leg: [h.id for h in leg_hits.get(leg, [])] for leg in legs},
-            k=config.rrf_k,
-            weights=config.weights,
-        )
-    floors: dict[str, float] = {}
-    for leg in legs:
-        hits = leg_hits.get(leg, [])
-        if hits:
-            # A full list stopped at its lowest score; a shorter one is all the leg matched.
-            complete = len(hits) < depth and leg in NO_MATCH_SCORE
-            floors[leg] = NO_MATCH_SCORE[leg] if complete else min(h.score for h in hits)
-    return zscore_fusion(
-        {leg: [(h.id, h.score) for h in leg_hits.get(leg, [])] for leg in legs},
-        weights=config.weights,
-        floors=floors,
-        min_spreads=config.min_spread,
-    )
+        total = table.reciprocal_ranks(config)
+    else:
+        total = table.zscores(config, config.depth(top_k), query_terms)
+    order = _best_first(range(len(total)), total)
+    if config.neighbour_weight > 0:
+        total = table.smoothed(total, config.neighbour_weight, config.neighbour_window)
+        order = _best_first(order, total)
+    if config.recency_half_life_days is not None and config.recency_weight > 0:
+        total = table.recent_first(total, config, now or datetime.now(UTC))
+        order = _best_first(order, total)
+    if config.confidence_weight > 0 and confidence_of is not None:
+        weight, ids = config.confidence_weight, table.ids
+        total = [t + weight * confidence_of(ids[i]) for i, t in enumerate(total)]
+        order = _best_first(order, total)
+    return table.hits(order[:top_k], total)
 
 
-def _smooth(
-    fused: list[FusedCandidate], leg_hits: Mapping[str, list[LegHit]], config: RetrievalConfig
-) -> list[FusedCandidate]:
-    placements: dict[str, tuple[str | None, tuple[datetime, str]]] = {}
-    for hits in leg_hits.values():
-        for h in hits:
-            if h.session_id is not None and h.id not in placements:
-                placements[h.id] = (h.session_id, (h.created_at or _EPOCH, h.id))
-    smoothed = smooth_by_session(
-        {c.id: c.score for c in fused},
-        placements,
-        weight=config.neighbour_weight,
-        window=config.neighbour_window,
-    )
-    for c in fused:  # fusion's own candidates: rescored in place
-        c.score = smoothed[c.id]
-    return by_score(fused)
+def _best_first(order: Iterable[int], total: list[float]) -> list[int]:
+    """``order`` by ``total`` descending; equal scores keep their place (a stable sort)."""
+    return sorted(order, key=total.__getitem__, reverse=True)
 
 
-def _prefer_recent(
-    fused: list[FusedCandidate],
-    leg_hits: Mapping[str, list[LegHit]],
-    config: RetrievalConfig,
-    now: datetime,
-) -> list[FusedCandidate]:
-    """``recency_weight * 0.5 ** (age / half-life)`` added to each fused score: a memory
-    recorded at ``now`` gains the whole weight, one a half-life old half of it."""
-    half_life = float(config.recency_half_life_days or 0.0)
-    created: dict[str, datetime | None] = {}
-    for hits in leg_hits.values():
-        for h in hits:
-            created.setdefault(h.id, h.created_at)
-    out = []
-    for c in fused:
-        when = created.get(c.id)
-        bonus = 0.0
-        if when is not None:
-            age_days = max(0.0, (now - when).total_seconds() / 86_400.0)
-            bonus = config.recency_weight * 0.5 ** (age_days / half_life)
-        out.append(FusedCandidate(c.id, c.score + bonus, c.ranks))
-    return by_score(out)
+def standardise_leg(
+    leg: str, values: list[float], floor: float, min_spread: float
+) -> tuple[list[float], float] | None:
+    """What one leg adds in z-score fusion, before its weight: each candidate's distance from
+    the mean and the spread it is divided by (``values``: the leg's score per candidate,
+    ``floor`` where it returned none). A lab may replace it to try other normalisations
+    (``benchmarks.lab.score_normalisation``)."""
+    return centre(values, min_spread)
 
 
-def _prefer_sure(
-    fused: list[FusedCandidate], weight: float, confidence_of: Callable[[str], float]
-) -> list[FusedCandidate]:
-    """``weight * confidence`` added to each fused score: a sure, recently confirmed memory
-    gains the whole weight, one whose confidence decayed to half of it half."""
-    return by_score(
-        [FusedCandidate(c.id, c.score + weight * confidence_of(c.id), c.ranks) for c in fused]
-    )
+class _Candidates:
+    """Every leg's hits numbered by first appearance (legs in order): each candidate's first
+    hit (its id, session and time), its rank in each leg and each leg's first score for it."""
+
+    def __init__(self, legs: tuple[str, ...], leg_hits: Mapping[str, list[LegHit]]) -> None:
+        self.legs, self.leg_hits = legs, leg_hits
+        number: dict[str, int] = {}
+        first: list[LegHit] = []
+        self.ranks: dict[str, dict[int, int]] = {}
+        self.scores: dict[str, dict[int, float]] = {}
+        for leg in legs:
+            ranks, scores = self.ranks[leg], self.scores[leg] = {}, {}
+            for rank, h in enumerate(leg_hits.get(leg, []), start=1):
+                i = number.get(h.id)
+                if i is None:
+                    i = number[h.id] = len(first)
+                    first.append(h)
+                if i not in ranks:  # a leg that repeats an id counts it once, at its best
+                    ranks[i], scores[i] = rank, h.score
+        self.number, self.first = number, first
+        self.ids = [h.id for h in first]
+
+    def reciprocal_ranks(self, config: RetrievalConfig) -> list[float]:
+        """RRF (``indexing.fusion.reciprocal_rank_fusion``): each leg adds weight / (k + rank)."""
+        total = [0.0] * len(self.first)
+        for leg in self.legs:
+            weight = float(config.weights.get(leg, 1.0))
+            for i, rank in self.ranks[leg].items():
+                total[i] += weight / (config.rrf_k + rank)
+        return total
+
+    def zscores(
+        self, config: RetrievalConfig, depth: int, query_terms: Collection[str] | None
+    ) -> list[float]:
+        """Summed weighted z-scores (``indexing.fusion.zscore_fusion``), BM25 scaled first by
+        query coverage to the power ``lexical_coverage`` (all or nothing: one leg is never
+        half scaled). A leg's floor is ``NO_MATCH_SCORE`` when its list is complete
+        (shorter than ``depth``), else its lowest score."""
+        n = len(self.first)
+        lowest: dict[str, float] = {}
+        scaled = self._covered(config, query_terms)
+        if scaled is not None:
+            self.scores = {**self.scores, "bm25": scaled[0]}
+            lowest["bm25"] = scaled[1]
+        total = [0.0] * n
+        for leg in self.legs:
+            hits = self.leg_hits.get(leg, [])
+            weight = float(config.weights.get(leg, 1.0))
+            if not hits or weight == 0.0:
+                continue
+            if len(hits) < depth and leg in NO_MATCH_SCORE:
+                floor = float(NO_MATCH_SCORE[leg])
+            else:
+                floor = float(lowest[leg] if leg in lowest else min(h.score for h in hits))
+            scores = self.scores[leg]
+            values = [float(scores[i]) if i in scores else floor for i in range(n)]
+            centred = standardise_leg(leg, values, floor, float(config.min_spread.get(leg, 0.0)))
+            if centred is None:
+                continue
+            apart, spread = centred
+            total = [t + weight * d / spread for t, d in zip(total, apart, strict=True)]
+        return total
+
+    def _covered(
+        self, config: RetrievalConfig, query_terms: Collection[str] | None
+    ) -> tuple[dict[int, float], float] | None:
+        """BM25's first score per candidate times its query coverage (``query_coverage``)
+        to the power ``lexical_coverage``, and the lowest of every such score; None when
+        off, without query terms, or when a lexical hit cannot say what it matched."""
+        power = config.lexical_coverage
+        lexical = self.leg_hits.get("bm25", [])
+        if power == 0 or not query_terms or not lexical:
+            return None
+        if any(h.matched is None for h in lexical):
+            return None
+        known: dict[str, frozenset[str]] = {}  # terms of every candidate that says them
+        for leg in self.legs:
+            for h in self.leg_hits.get(leg, []):
+                if h.matched is not None:
+                    known[h.id] = h.matched
+        coverage = query_coverage(query_terms, known, len(self.first))
+        first: dict[int, float] = {}
+        lowest = math.inf
+        for h in lexical:
+            score = h.score * coverage[h.id] ** power
+            lowest = min(lowest, score)
+            first.setdefault(self.number[h.id], score)
+        return first, lowest
+
+    def smoothed(self, total: list[float], weight: float, window: int) -> list[float]:
+        """``total`` shifted so the lowest is 0, each candidate plus ``weight`` x its best
+        session neighbour (``indexing.neighbours.smooth_by_session``: the ``window``
+        candidates on either side in its session, ordered by time, then id)."""
+        low = min(total)
+        lifted = [t - low for t in total]
+        if weight == 0.0 or window < 1:
+            return lifted
+        sessions: dict[str, list[tuple[datetime, str, int]]] = {}
+        for i, h in enumerate(self.first):
+            if h.session_id is not None:
+                placed = (h.created_at or _EPOCH, h.id, i)
+                sessions.setdefault(h.session_id, []).append(placed)
+        out = lifted.copy()
+        for members in sessions.values():
+            if len(members) < 2:
+                continue
+            members.sort()
+            values = [lifted[i] for _, _, i in members]
+            for (_, _, i), value in zip(
+                members, lifted_by_neighbours(values, weight, window), strict=True
+            ):
+                out[i] = value
+        return out
+
+    def recent_first(
+        self, total: list[float], config: RetrievalConfig, now: datetime
+    ) -> list[float]:
+        """``recency_weight * 0.5 ** (age / half-life)`` added to each score: a memory
+        recorded at ``now`` gains the whole weight, one a half-life old half of it."""
+        half_life = float(config.recency_half_life_days or 0.0)
+        out = []
+        for score, h in zip(total, self.first, strict=True):
+            bonus = 0.0
+            if h.created_at is not None:
+                age_days = max(0.0, (now - h.created_at).total_seconds() / 86_400.0)
+                bonus = config.recency_weight * 0.5 ** (age_days / half_life)
+            out.append(score + bonus)
+        return out
+
+    def hits(self, chosen: list[int], total: list[float]) -> list[FusedHit]:
+        """The ``chosen`` candidates as hits: the fused score, each leg's rank, and each
+        leg's score as the leg reported it (its last for an id it repeats)."""
+        legs, ids = self.legs, self.ids
+        wanted = {ids[i] for i in chosen}
+        reported: dict[str, dict[str, float]] = {leg: {} for leg in legs}
+        for leg in legs:
+            for h in self.leg_hits.get(leg, []):
+                if h.id in wanted:
+                    reported[leg][h.id] = h.score
+        return [
+            FusedHit(
+                ids[i],
+                total[i],
+                {leg: self.ranks[leg].get(i) for leg in legs},
+                {leg: reported[leg].get(ids[i]) for leg in legs},
+            )
+            for i in chosen
+        ]
 
 
 def validate_query(
