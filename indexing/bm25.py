@@ -30,42 +30,44 @@ class _LuceneIdfBM25(BM25Okapi):
 
     def get_scores(self, query: list[str]) -> np.ndarray:
         """rank-bm25's scores, bit for bit, adding each query term to the documents that hold
-        it alone (it adds exactly 0 to the others) with the length norm computed once."""
+        it alone (it adds exactly 0 to the others)."""
         score = np.zeros(self.corpus_size)
+        for q in query:
+            found = self._added(q)
+            if found is not None:
+                docs, added = found
+                score[docs] += added
+        return score
+
+    def _added(self, term: str) -> tuple[np.ndarray, np.ndarray] | None:
+        """The documents holding ``term`` and what it adds to each one's score (None: no
+        document holds it). Found by a pass over every document the first time a term is
+        asked for, then kept (at most ``HELD_POSTINGS`` terms an index): a user's questions
+        repeat their words (names, places), and the pass, not the arithmetic, was a files
+        recall's BM25 time (``benchmarks/RESULTS.md``, "Recall time by stage"). Only asked
+        terms are held, so an index costs no more memory until it is asked."""
+        held: dict[str, tuple[np.ndarray, np.ndarray]] = self.__dict__.setdefault("_held", {})
+        found = held.get(term)
+        if found is not None:
+            return found
+        idf = self.idf.get(term)
+        if not idf:
+            return None
         norm = getattr(self, "_norm", None)
         if norm is None:
             doc_len = np.array(self.doc_len)
             norm = self._norm = self.k1 * (1 - self.b + self.b * doc_len / self.avgdl)
-        for q in query:
-            idf = self.idf.get(q)
-            if not idf:
-                continue
-            docs, q_freq = self._postings(q)
-            score[docs] += idf * (q_freq * (self.k1 + 1) / (q_freq + norm[docs]))
-        return score
-
-    def _postings(self, term: str) -> tuple[np.ndarray, np.ndarray]:
-        """The documents holding ``term`` and its frequency in each. Found by a pass over every
-        document the first time a term is asked for, then kept (at most ``HELD_POSTINGS``
-        terms an index): a user's questions repeat their words (names, places), and the pass,
-        not the arithmetic, was a files recall's BM25 time (``benchmarks/RESULTS.md``, "Recall
-        time by stage"). Only asked terms are held, so an index costs no more memory until
-        it is asked."""
-        held: dict[str, tuple[np.ndarray, np.ndarray]] = self.__dict__.setdefault("_held", {})
-        found = held.get(term)
-        if found is None:
-            pairs = [(i, f) for i, doc in enumerate(self.doc_freqs) if (f := doc.get(term))]
-            found = (
-                np.fromiter((i for i, _ in pairs), np.intp, len(pairs)),
-                np.fromiter((f for _, f in pairs), np.float64, len(pairs)),
-            )
-            if len(held) < HELD_POSTINGS:
-                held[term] = found
+        pairs = [(i, f) for i, doc in enumerate(self.doc_freqs) if (f := doc.get(term))]
+        docs = np.fromiter((i for i, _ in pairs), np.intp, len(pairs))
+        q_freq = np.fromiter((f for _, f in pairs), np.float64, len(pairs))
+        found = docs, idf * (q_freq * (self.k1 + 1) / (q_freq + norm[docs]))
+        if len(held) < HELD_POSTINGS:
+            held[term] = found
         return found
 
 
-# The query terms an index keeps the postings of (a term: its documents and frequencies, 16
-# bytes a document holding it).
+# The query terms an index keeps the postings of (a term: its documents and what it adds to
+# each, 16 bytes a document holding it).
 HELD_POSTINGS = 1024
 
 
@@ -137,4 +139,4 @@ class BM25Index:
             return []
         # stable sort on -score keeps the lower position first among equal scores
         ranked = matching[np.argsort(-scores[matching], kind="stable")][:limit]
-        return [BM25Hit(index=int(i), score=float(scores[i])) for i in ranked]
+        return list(map(BM25Hit, ranked.tolist(), scores[ranked].tolist()))

@@ -322,7 +322,8 @@ class FileSystemLongTermMemory(BaseLongTermMemory[_Read]):
             with timed_stage("dense"):
                 sims = self._dense_scores(ctx, corpus, allowed, self._query_vector(query))
                 order = np.argsort(-sims, kind="stable")[:depth]
-            kept = [(int(i), float(sims[i])) for i in order if allowed[i] and sims[i] >= threshold]
+                order = order[allowed[order] & (sims[order] >= threshold)]
+            kept = list(zip(order.tolist(), sims[order].tolist(), strict=True))
             leg_hits["dense"] = corpus.hits(kept, terms, matched, floors.get("dense"))
         stored_access = self._stored_access(ctx)
         return Candidates(
