@@ -214,6 +214,28 @@ def test_bm25_matched_terms_are_the_query_terms_a_document_holds():
     assert index.matched(2, ["alice"]) == frozenset()
 
 
+def test_bm25_matched_each_equals_matched_of_each_document_in_term_order():
+    """Every candidate's matched terms at once (masks over the terms' postings) must be the
+    per-document answer, set for set, built in the query's order (query coverage sums over
+    the set: another insertion order could change a score's last bit), with or without the
+    mask's term limit."""
+    import random
+
+    rng = random.Random(5)
+    words = [f"w{i}" for i in range(80)]
+    asked_words = [f"w{i}" for i in range(200)]
+    for query_size in (1, 6, 150):  # ~100 distinct terms: past the mask, one at a time
+        for _ in range(40):
+            docs = [[rng.choice(words) for _ in range(rng.randint(0, 25))] for _ in range(60)]
+            index = BM25Index(docs)
+            query = [rng.choice(asked_words) for _ in range(query_size)]
+            asked = rng.sample(range(60), rng.randint(0, 60))
+            each = index.matched_each(asked, query)
+            expected = [index.matched(i, query) for i in asked]
+            assert each == expected
+            assert [list(s) for s in each] == [list(s) for s in expected]
+
+
 def test_rrf_keeps_each_legs_rank_and_applies_weights():
     fused = reciprocal_rank_fusion({"bm25": ["a", "b"], "dense": ["b", "c"]}, k=60)
     assert [c.id for c in fused] == ["b", "a", "c"]

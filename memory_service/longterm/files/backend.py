@@ -56,7 +56,6 @@ from memory_service.longterm.files.journal import (
 from memory_service.longterm.files.owner_files import fact_file_paths, owners_with_fact_files
 from memory_service.longterm.files.vector_cache import add_vectors
 from memory_service.longterm.files.vector_cache import cache_path as vector_cache_path
-from memory_service.longterm.fusion import LegHit
 from memory_service.longterm.protocol import Settlement
 from memory_service.longterm.recording import RecordPlan
 from memory_service.longterm.store_values import (
@@ -311,20 +310,23 @@ class FileSystemLongTermMemory(BaseLongTermMemory[_Read]):
         allowed = corpus.mask(view)  # before any top-k: a filter never empties a leg early
         if not allowed.any():
             return NO_CANDIDATES
-        leg_hits: dict[str, list[LegHit]] = {}
-        terms, matched = self._query_terms(query), {}
+        ranked: dict[str, list[tuple[int, float]]] = {}
+        terms = self._query_terms(query)
         if "bm25" in legs:
             with timed_stage("bm25"):
                 hits = corpus.bm25(self.retrieval).search(terms, depth, allowed)
-            ranked = [(h.index, h.score) for h in hits]
-            leg_hits["bm25"] = corpus.hits(ranked, terms, matched, floors.get("bm25"))
+            ranked["bm25"] = [(h.index, h.score) for h in hits]
         if "dense" in legs:
             with timed_stage("dense"):
                 sims = self._dense_scores(ctx, corpus, allowed, self._query_vector(query))
                 order = np.argsort(-sims, kind="stable")[:depth]
                 order = order[allowed[order] & (sims[order] >= threshold)]
-            kept = list(zip(order.tolist(), sims[order].tolist(), strict=True))
-            leg_hits["dense"] = corpus.hits(kept, terms, matched, floors.get("dense"))
+            ranked["dense"] = list(zip(order.tolist(), sims[order].tolist(), strict=True))
+        found = list(dict.fromkeys(i for pairs in ranked.values() for i, _ in pairs))
+        matched = corpus.matched(found, terms)  # a fact both legs found: looked up once
+        leg_hits = {
+            leg: corpus.hits(pairs, matched, floors.get(leg)) for leg, pairs in ranked.items()
+        }
         stored_access = self._stored_access(ctx)
         return Candidates(
             leg_hits,
@@ -359,7 +361,7 @@ class FileSystemLongTermMemory(BaseLongTermMemory[_Read]):
         for column in sims.T:
             order = np.argsort(-column, kind="stable")[:depth]
             kept = [(int(i), float(column[i])) for i in order if column[i] >= threshold]
-            hits = corpus.hits(kept, [], {})
+            hits = corpus.hits(kept, dict.fromkeys(i for i, _ in kept))
             out.append(Candidates({"dense": hits}, fact))
         return out
 

@@ -22,7 +22,7 @@ and the others read with the metadata their decisions set.
 from __future__ import annotations
 
 import threading
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from pathlib import Path
@@ -106,24 +106,29 @@ class Corpus:
             )
         return self._matrix
 
+    def matched(
+        self, indices: Sequence[int], query_terms: Sequence[str]
+    ) -> dict[int, frozenset[str] | None]:
+        """Per fact of ``indices``, the query terms its lexical document holds (query
+        coverage reads them, so no candidate is tokenized again per query); None for each
+        while the lexical index is not built."""
+        if self._bm25 is None:
+            return dict.fromkeys(indices)
+        return dict(zip(indices, self._bm25.matched_each(indices, query_terms), strict=True))
+
     def hits(
         self,
         ranked: list[tuple[int, float]],
-        query_terms: list[str],
-        matched: dict[int, frozenset[str] | None],
+        matched: Mapping[int, frozenset[str] | None],
         floor: float | None = None,
     ) -> list[LegHit]:
         """Facts ``(i, score)`` as a leg's candidates (with ``floor``: those scoring above
-        it); once the lexical index is built, each with the query terms its document holds
-        (query coverage reads them, so no candidate is tokenized again per query).
-        ``matched``: this query's, by position, so a fact both legs found is looked up once."""
-        bm25, out = self._bm25, []
+        it), each with the query terms it holds (``matched``, by position)."""
+        facts, out = self.facts, []
         for i, score in ranked:
             if floor is not None and score <= floor:
                 continue
-            if i not in matched:
-                matched[i] = None if bm25 is None else bm25.matched(i, query_terms)
-            fact = self.facts[i]
+            fact = facts[i]
             out.append(LegHit(fact.id, score, fact.session_id, fact.created_at, matched[i]))
         return out
 
