@@ -30,6 +30,7 @@ from __future__ import annotations
 import hashlib
 from collections import Counter
 from collections.abc import Mapping, Sequence
+from collections.abc import Set as AbstractSet
 from dataclasses import dataclass
 from functools import lru_cache
 
@@ -95,7 +96,7 @@ _NONE_MATCHED: frozenset[str] = frozenset()
 
 
 def matched_terms(
-    document: frozenset[int] | None, term_ids: Mapping[int, tuple[str, ...]]
+    document: AbstractSet[int] | None, term_ids: Mapping[int, tuple[str, ...]]
 ) -> frozenset[str] | None:
     """The query terms (``terms_by_id``) whose ids the document's sparse vector holds: one
     set intersection; None where the document's ids are unknown."""

@@ -138,7 +138,7 @@ def test_a_held_scope_scores_a_query_as_edge_does_whatever_its_last_bits(memory,
             sparse=None,
             limit=50,
             threshold=-1,
-            with_terms=False,
+            asked_terms=None,
         )
         (answer,) = memory.engine.query(plan)
         edge = {h.id: h.score for h in answer[DENSE]}
