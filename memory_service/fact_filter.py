@@ -18,6 +18,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, fields, replace
 from datetime import datetime, timedelta
+from operator import attrgetter
 
 from memory_service.characters import NUL_PROBLEM, has_nul
 from memory_service.errors import InvalidInputError
@@ -82,7 +83,7 @@ class FactFilter:
 
     @property
     def is_empty(self) -> bool:
-        return all(getattr(self, f.name) in (None, ()) for f in fields(self))
+        return self is NO_FILTER or all(v in (None, ()) for v in _filter_values(self))
 
     def check(self, now: datetime) -> FactFilter:
         """A copy with aware UTC times, or ``InvalidInputError`` (``invalid_filter``) naming
@@ -154,6 +155,7 @@ class FactFilter:
 
 
 NO_FILTER = FactFilter()
+_filter_values = attrgetter(*(f.name for f in fields(FactFilter)))
 
 
 def valid_at(fact: Fact, moment: datetime) -> bool:

@@ -129,7 +129,8 @@ class BaseLongTermMemory(LongTermHooks[S]):
         now = self._clock()
         if fact_filter is not None and not isinstance(fact_filter, FactFilter):
             raise InvalidInputError("filter must be a FactFilter", code="invalid_filter")
-        return ReadView((fact_filter or NO_FILTER).check(now), now, self.expiry, self.confidence)
+        checked = NO_FILTER if fact_filter is None else fact_filter.check(now)  # none: no check
+        return ReadView(checked, now, self.expiry, self.confidence)
 
     # -- LongTermMemory -------------------------------------------------------------------
 
