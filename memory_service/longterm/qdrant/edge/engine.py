@@ -22,6 +22,7 @@ import uuid
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager, contextmanager
 from dataclasses import replace
+from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
@@ -109,9 +110,7 @@ def _request(plan: QueryPlan, leg: LegRequest, where: qe.Filter) -> qe.QueryRequ
     """One request of ``plan`` as Edge's type (``where``: its owner's filter), asking for
     ids and scores alone: the hits' fields come from what the engine holds (``HeldPoints``)."""
     query: Any = leg.dense if leg.sparse is None else _sparse(leg.sparse)
-    params = None
-    if leg.idf_corpus is not None:
-        params = qe.SearchParams(idf=qe.IdfParams(corpus=edge_filter(leg.idf_corpus)))
+    params = None if leg.idf_corpus is None else _idf_params(leg.idf_corpus)
     return qe.QueryRequest(
         limit=plan.limit,
         query=qe.Query.Nearest(query, using=leg.leg),
@@ -121,6 +120,13 @@ def _request(plan: QueryPlan, leg: LegRequest, where: qe.Filter) -> qe.QueryRequ
         score_threshold=leg.threshold,
         params=params,
     )
+
+
+@lru_cache(maxsize=1024)
+def _idf_params(corpus: OwnerFilter) -> qe.SearchParams:
+    """A BM25 request's IDF over ``corpus``: the same owner's open facts recall after recall
+    (no time in it), so built once (Edge copies what a request is given)."""
+    return qe.SearchParams(idf=qe.IdfParams(corpus=edge_filter(corpus)))
 
 
 class _SharedLock:
