@@ -328,3 +328,96 @@ def test_config_refuses_nonsense():
         RetrievalConfig(min_spread={"bm25": -0.5})
     with pytest.raises(ValueError):
         RetrievalConfig(min_spread={"bm25": float("nan")})
+
+
+# -- fuse_legs against indexing's object-per-candidate forms -----------------------------------
+
+
+def _reference_fusion(legs, leg_hits, config, top_k, now, query_terms):
+    """``fuse_legs`` composed from ``indexing``'s forms the lab uses (``zscore_fusion``,
+    ``reciprocal_rank_fusion``, ``smooth_by_session``): what the service must equal."""
+    if config.fusion == "rrf":
+        order = {leg: [h.id for h in leg_hits[leg]] for leg in legs}
+        fused = reciprocal_rank_fusion(order, k=config.rrf_k, weights=config.weights)
+    else:
+        lexical = leg_hits["bm25"]
+        if config.lexical_coverage and query_terms and lexical:
+            known = {h.id: h.matched for leg in legs for h in leg_hits[leg]}
+            coverage = query_coverage(query_terms, known, len(known))
+            scaled = [(h.id, h.score * coverage[h.id] ** config.lexical_coverage) for h in lexical]
+        else:
+            scaled = [(h.id, h.score) for h in lexical]
+        pairs = {"bm25": scaled, "dense": [(h.id, h.score) for h in leg_hits["dense"]]}
+        floors = {}
+        for leg, hits in pairs.items():
+            if hits:
+                complete = leg == "bm25" and len(hits) < config.depth(top_k)
+                floors[leg] = 0.0 if complete else min(s for _, s in hits)
+        fused = zscore_fusion(
+            pairs, weights=config.weights, floors=floors, min_spreads=config.min_spread
+        )
+    first = {}
+    for leg in legs:
+        for h in leg_hits[leg]:
+            first.setdefault(h.id, h)
+    placements = {
+        i: (h.session_id, (h.created_at, i)) for i, h in first.items() if h.session_id is not None
+    }
+    smoothed = smooth_by_session(
+        {c.id: c.score for c in fused},
+        placements,
+        weight=config.neighbour_weight,
+        window=config.neighbour_window,
+    )
+    scores = {c.id: smoothed[c.id] for c in fused}
+    order = sorted((c.id for c in fused), key=scores.__getitem__, reverse=True)
+    if config.recency_half_life_days is not None:
+        for i in scores:
+            age = max(0.0, (now - first[i].created_at).total_seconds() / 86_400.0)
+            scores[i] += config.recency_weight * 0.5 ** (age / config.recency_half_life_days)
+        order = sorted(order, key=scores.__getitem__, reverse=True)
+    ranks = {c.id: c.ranks for c in fused}
+    return [(i, scores[i], ranks[i]) for i in order[:top_k]]
+
+
+@pytest.mark.parametrize(
+    "changes",
+    [
+        {},
+        {"fusion": "rrf"},
+        {"recency_half_life_days": 30.0},
+        {"weights": {"bm25": 0.7, "dense": 1.3}, "min_spread": {}},
+        {"neighbour_window": 5, "neighbour_weight": 0.3},
+        {"lexical_coverage": 0.0},
+    ],
+)
+def test_fuse_legs_scores_what_indexings_fusion_and_smoothing_score_to_the_bit(changes):
+    """The service fuses numbered candidates in flat lists; the lab's forms make an object a
+    candidate. Random legs (repeated ids, shared sessions, tied times) must give the same
+    ranking, scores and ranks, float for float."""
+    import random
+
+    config = PRESETS["hybrid"].with_changes(**changes)
+    rng = random.Random(11)
+    words = [f"t{i}" for i in range(8)]
+    for _ in range(200):
+        ids = [f"f{i}" for i in range(rng.randint(1, 90))]
+        meta = {
+            i: (rng.choice(["s1", "s2", "s3", None]), T0 + timedelta(hours=rng.randint(0, 40)))
+            for i in ids
+        }
+        terms = rng.sample(words, rng.randint(1, 5))
+        matched = {i: frozenset(rng.sample(terms, rng.randint(0, len(terms)))) for i in ids}
+
+        def leg(count: int, scale: float) -> list[LegHit]:
+            chosen = rng.sample(ids, min(count, len(ids)))
+            chosen += rng.sample(chosen, min(2, len(chosen)))  # an id repeated further down
+            scores = sorted((rng.random() * scale for _ in chosen), reverse=True)
+            return [LegHit(i, s, *meta[i], matched[i]) for i, s in zip(chosen, scores)]
+
+        leg_hits = {"bm25": leg(rng.randint(0, 60), 12.0), "dense": leg(50, 1.0)}
+        top_k = rng.choice([1, 5, 10])
+        now = T0 + timedelta(days=3)
+        got = fuse_legs("hybrid", leg_hits, config, top_k, now=now, query_terms=terms)
+        want = _reference_fusion(("bm25", "dense"), leg_hits, config, top_k, now, terms)
+        assert [(h.id, h.score, h.ranks) for h in got] == want
