@@ -380,6 +380,14 @@ def _reference_fusion(legs, leg_hits, config, top_k, now, query_terms):
     return [(i, scores[i], ranks[i]) for i in order[:top_k]]
 
 
+def _random_leg(rng, ids, meta, matched, count: int, scale: float) -> list[LegHit]:
+    """``count`` of ``ids`` best first, two of them repeated further down."""
+    chosen = rng.sample(ids, min(count, len(ids)))
+    chosen += rng.sample(chosen, min(2, len(chosen)))
+    scores = sorted((rng.random() * scale for _ in chosen), reverse=True)
+    return [LegHit(i, s, *meta[i], matched[i]) for i, s in zip(chosen, scores, strict=True)]
+
+
 @pytest.mark.parametrize(
     "changes",
     [
@@ -409,13 +417,10 @@ def test_fuse_legs_scores_what_indexings_fusion_and_smoothing_score_to_the_bit(c
         terms = rng.sample(words, rng.randint(1, 5))
         matched = {i: frozenset(rng.sample(terms, rng.randint(0, len(terms)))) for i in ids}
 
-        def leg(count: int, scale: float) -> list[LegHit]:
-            chosen = rng.sample(ids, min(count, len(ids)))
-            chosen += rng.sample(chosen, min(2, len(chosen)))  # an id repeated further down
-            scores = sorted((rng.random() * scale for _ in chosen), reverse=True)
-            return [LegHit(i, s, *meta[i], matched[i]) for i, s in zip(chosen, scores)]
-
-        leg_hits = {"bm25": leg(rng.randint(0, 60), 12.0), "dense": leg(50, 1.0)}
+        leg_hits = {
+            "bm25": _random_leg(rng, ids, meta, matched, rng.randint(0, 60), 12.0),
+            "dense": _random_leg(rng, ids, meta, matched, 50, 1.0),
+        }
         top_k = rng.choice([1, 5, 10])
         now = T0 + timedelta(days=3)
         got = fuse_legs("hybrid", leg_hits, config, top_k, now=now, query_terms=terms)
