@@ -340,10 +340,10 @@ def _ordered(hits: list[ScoredHit]) -> list[ScoredHit]:
     is rounded only where it is within 2e-6 of the one before (further apart, two scores
     cannot round to one value)."""
     scores = [h.score for h in hits]
-    gaps = [a - b for a, b in zip(scores, scores[1:], strict=False)]
-    if not gaps or min(gaps) > 2e-6:  # best first, no two within rounding of each other
+    closest = min((a - b for a, b in zip(scores, scores[1:], strict=False)), default=1.0)
+    if closest > 2e-6:  # best first, no two within rounding of each other
         return hits
-    if min(gaps) < 0:  # not best first
+    if closest < 0:  # not best first
         return sorted(hits, key=lambda h: (-round(h.score, 6), _tie_order(h)))
     out: list[ScoredHit] = []
     start = 0
