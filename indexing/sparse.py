@@ -29,8 +29,7 @@ from __future__ import annotations
 
 import hashlib
 from collections import Counter
-from collections.abc import Mapping, Sequence
-from collections.abc import Set as AbstractSet
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from functools import lru_cache
 
@@ -96,13 +95,14 @@ _NONE_MATCHED: frozenset[str] = frozenset()
 
 
 def matched_terms(
-    document: AbstractSet[int] | None, term_ids: Mapping[int, tuple[str, ...]]
+    document: Iterable[int] | None, term_ids: Mapping[int, tuple[str, ...]]
 ) -> frozenset[str] | None:
-    """The query terms (``terms_by_id``) whose ids the document's sparse vector holds: one
-    set intersection; None where the document's ids are unknown."""
+    """The query terms (``terms_by_id``) whose ids the document's sparse vector holds (its
+    indices: a set, an array or any iterable of ids): one intersection with the query's few
+    ids; None where the document's ids are unknown."""
     if document is None:
         return None
-    common = document.intersection(term_ids)
+    common = term_ids.keys() & document
     if not common:
         return _NONE_MATCHED
     return frozenset(t for tid in common for t in term_ids[tid])

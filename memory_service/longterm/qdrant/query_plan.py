@@ -6,13 +6,13 @@ the results back in the plan's order (``hits``), so the two engines cannot ask d
 from __future__ import annotations
 
 from collections.abc import Hashable, Iterable, Mapping, Sequence
-from collections.abc import Set as AbstractSet
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-from indexing.sparse import SparseTerms
+from indexing.sparse import SparseTerms, matched_terms
 from memory_service.facts import parse_time
+from memory_service.longterm.fusion import LegHit
 from memory_service.longterm.qdrant.filters import OwnerFilter
 from memory_service.longterm.qdrant.layout import DENSE, SPARSE
 from memory_service.longterm.qdrant.points import as_floats
@@ -47,29 +47,27 @@ CANDIDATE_FIELDS: tuple[str, ...] = ("created_at", "session_id", "key", "superse
 
 
 @dataclass(slots=True)  # ~100 are made a recall: unfrozen, a quarter of the cost to make
-class ScoredHit:
-    """``payload``: the ``CANDIDATE_FIELDS`` of the point's payload, and ``created_at`` its
-    time parsed. ``terms``: the term ids of the point's BM25 document (its sparse vector's
-    indices), or only those among the query's (``QueryPlan.asked_terms``: all that matching
-    them needs), when the query asked for them; else None."""
+class ScoredHit(LegHit):
+    """A ``LegHit`` as an engine answers it, handed to fusion as it is (one object a hit,
+    not one per layer), and its point's ``payload``: the ``CANDIDATE_FIELDS``.
+    ``matched``: the query's terms whose ids the point's BM25 document (its sparse vector's
+    indices) holds, when the plan asked for them (``QueryPlan.asked_terms``); else None."""
 
-    id: str
-    score: float
-    payload: dict[str, Any]
-    terms: AbstractSet[int] | None = None
-    created_at: datetime | None = None
+    payload: Mapping[str, Any] = field(default_factory=dict)
 
 
-def scored_hit(point: Any, with_terms: bool) -> ScoredHit:
+def scored_hit(point: Any, asked_terms: Mapping[int, tuple[str, ...]] | None) -> ScoredHit:
     """An engine's scored point (Edge's and qdrant-client's have the same fields) as a hit;
-    ``with_terms``: the query asked for the sparse vector, whose indices are the terms."""
-    terms = None
-    if with_terms:
+    ``asked_terms``: the query's terms by id, when the query asked for the sparse vector,
+    whose indices are the point's terms."""
+    matched = None
+    if asked_terms is not None:
         stored = (point.vector or {}).get(SPARSE)
-        terms = frozenset(stored.indices) if stored is not None else frozenset()
+        matched = matched_terms(stored.indices if stored is not None else (), asked_terms)
     payload = dict(point.payload or {})
     created = parse_time(payload.get("created_at"))
-    return ScoredHit(str(point.id), float(point.score), payload, terms, created)
+    session = payload.get("session_id")
+    return ScoredHit(str(point.id), float(point.score), session, created, matched, payload)
 
 
 # What a process holds of a point for its recalls (``edge.held_points``): its
@@ -100,7 +98,7 @@ class QueryPlan:
     searches: tuple[OwnerSearch, ...]
     requests: tuple[LegRequest, ...]
     limit: int
-    asked_terms: frozenset[int] | None  # the query's term ids, when hits' terms are wanted
+    asked_terms: Mapping[int, tuple[str, ...]] | None  # the query's terms by id, when wanted
 
     @property
     def with_terms(self) -> bool:
@@ -115,7 +113,7 @@ class QueryPlan:
         sparse: SparseTerms | None,
         limit: int,
         threshold: float,
-        asked_terms: frozenset[int] | None,
+        asked_terms: Mapping[int, tuple[str, ...]] | None,
     ) -> QueryPlan:
         """Each owner's dense request (``threshold`` bounds its cosine) then its BM25 one,
         each raised to the owner's floor for that leg."""
@@ -162,7 +160,7 @@ class QueryPlan:
         """Ranked hits per leg for each search, in order, from each request's scored points
         (the engine's own type: Edge's and qdrant-client's have the same fields)."""
         return self._per_request(
-            [scored_hit(p, self.with_terms) for p in points] for points in results
+            [scored_hit(p, self.asked_terms) for p in points] for points in results
         )
 
     def held_hits(
@@ -172,18 +170,19 @@ class QueryPlan:
     ) -> list[dict[str, list[ScoredHit]]]:
         """``hits`` from each request's ``(key, score)`` pairs and each point's fields as
         ``fields`` holds them under its key (a point missing there was deleted meanwhile:
-        left out); a
-        hit's payload is the held dict itself: read it, never change it. A point's term ids
-        are held as an array (a quarter of a set's memory); a hit's terms are those of them
-        the query asked (``asked_terms``), found once per plan by one pass over the array
-        (a set of the whole array, then its intersection, costs a third more)."""
-        terms: dict[Hashable, AbstractSet[int] | None] = {}
+        left out); a hit's payload is the held dict itself: read it, never change it. A
+        point's term ids are held as an array (a quarter of a set's memory); a hit's
+        matched terms are found once per plan (a point both legs found is looked up once)."""
+        matched: dict[Hashable, frozenset[str] | None] = {}
         asked = self.asked_terms
 
         def hit(key: Hashable, score: float, held: HeldFields) -> ScoredHit:
-            if key not in terms:
-                terms[key] = None if asked is None else asked.intersection(held[1])
-            return ScoredHit(held[3], score, held[0], terms[key], held[2])
+            if key not in matched:
+                matched[key] = None if asked is None else matched_terms(held[1], asked)
+            payload = held[0]
+            return ScoredHit(
+                held[3], score, payload.get("session_id"), held[2], matched[key], payload
+            )
 
         return self._per_request(
             [

@@ -17,7 +17,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 
-from indexing.sparse import SparseTerms, matched_terms, terms_by_id
+from indexing.sparse import SparseTerms, terms_by_id
 from memory_service.config.retrieval import Leg
 from memory_service.context import RuntimeContext
 from memory_service.fact_filter import ExpiryPolicy
@@ -166,7 +166,7 @@ class Searcher:
                     sparse=sparse,
                     limit=depth,
                     threshold=threshold,
-                    asked_terms=None if term_ids is None else frozenset(term_ids),
+                    asked_terms=term_ids,
                 )
                 batch = self.engine.query(plan)
                 again = []
@@ -178,7 +178,7 @@ class Searcher:
                         again.append(i)
                 pending = again
             for i, answer in answers.items():
-                found[i] = _candidates_of(legs, answer, term_ids, self._reader(owners[i]))
+                found[i] = _candidates_of(legs, answer, self._reader(owners[i]))
 
         if self.engine.shared or len(owners) == 1:  # a server: one round trip for all
             ask(range(len(owners)), None)
@@ -226,7 +226,7 @@ class Searcher:
         out = []
         for results in self.engine.query(plan):
             payloads = {h.id: h.payload for hits in results.values() for h in hits}
-            out.append(_candidates_of(("dense",), _Answer(results, payloads, {}), None, reader))
+            out.append(_candidates_of(("dense",), _Answer(results, payloads, {}), reader))
         return out
 
     def _reader(self, ctx: RuntimeContext) -> Callable[[Sequence[str]], dict[str, Fact]]:
@@ -295,30 +295,19 @@ def _search(
 def _candidates_of(
     legs: tuple[Leg, ...],
     answer: _Answer,
-    term_ids: Mapping[int, tuple[str, ...]] | None,
     read: Callable[[Sequence[str]], dict[str, Fact]],
 ) -> Candidates:
-    """One owner's ``Candidates``: each leg's hits in the files backend's order, with the
-    query terms each hit's stored BM25 document holds when ``term_ids`` are given (query
-    coverage: read from the engine, not by tokenizing every candidate again); the facts of
-    the hits fusion keeps are read whole in one request (``read``), and a key is read from
-    the hit's own fields (comparing scopes reads the key of every wider candidate)."""
-    matched: dict[str, frozenset[str] | None] = {}  # a point both legs found: looked up once
-
-    def matched_of(h: ScoredHit) -> frozenset[str] | None:
-        if term_ids is None:
-            return None
-        if h.id not in matched:
-            matched[h.id] = matched_terms(h.terms, term_ids)
-        return matched[h.id]
-
-    leg_hits: dict[str, list[LegHit]] = {}
-    for leg, engine_leg in ENGINE_LEG.items():
-        if leg in legs:
-            leg_hits[leg] = [
-                LegHit(h.id, h.score, h.payload.get("session_id"), h.created_at, matched_of(h))
-                for h in _ordered(answer.results.get(engine_leg, []))
-            ]
+    """One owner's ``Candidates``: each leg's hits in the files backend's order, each a
+    ``LegHit`` as the engine made it (with the query terms its stored BM25 document holds,
+    where the plan asked: query coverage reads them from the engine, not by tokenizing every
+    candidate again); the facts of the hits fusion keeps are read whole in one request
+    (``read``), and a key is read from the hit's own fields (comparing scopes reads the key
+    of every wider candidate)."""
+    leg_hits: dict[str, list[LegHit]] = {
+        leg: _ordered(answer.results.get(engine_leg, []))
+        for leg, engine_leg in ENGINE_LEG.items()
+        if leg in legs
+    }
     payloads, built = answer.payloads, dict(answer.resolved)
 
     def load(fact_ids: Sequence[str]) -> None:
