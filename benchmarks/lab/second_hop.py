@@ -22,13 +22,19 @@ base row equals ``memory-service bench``) and adds one principled second step:
   fused the same way.
 - ``mmr``: maximal marginal relevance over the final cut (cosine between memories, or the
   Jaccard of their lexical terms).
+- ``adjacent hop``: the memories recorded next to the top ``m`` hits in their session, found
+  by a leg or not, each scored ``w`` x its hit's fused score (session-neighbour smoothing
+  extended from the candidates to the whole session).
+- ``session spread``: a session's n-th hit counts ``decay ** (n - 1)`` of its score (field
+  collapsing, softened).
 
 What it found (LoCoMo dev, 2026-12-03; RESULTS.md, "Second hop"): no hop is worth its cost.
-The best row moves R@10 by at most +0.4 (facts) and +0.6 (turns) and multi-hop by +1.9, and
+The best row moves R@10 by at most +0.4 (facts) and +0.9 (turns) and multi-hop by +1.9, and
 left one conversation out (``--held-out``) every gain is within +0.6 (entity hop on turns,
 +0.0 on facts, and it costs synthetic MRR 4 points); RM3 loses 0.7 / 2.2. The misses are
 aggregation questions ("What books has John read?") whose gold turns share neither words nor
-a neighbourhood with the first hits.
+a neighbourhood with the first hits. The adjacent hop (2026-12-04), which reaches memories no
+leg found, lifts turns by +0.8 R@10 and multi-hop by nothing; session spread loses.
 
 Each row: R@5 / R@10 / R@25 and MRR, then R@10 per LoCoMo category (1 multi-hop, 2 temporal,
 3 open-domain, 4 single-hop); the synthetic set also shows its legs, for the target "hybrid at
@@ -71,6 +77,7 @@ from indexing.tokenize import tokenize
 from memory_service.config.retrieval import PRESETS, RetrievalConfig
 from memory_service.evaluation import metrics
 from memory_service.longterm.fusion import FusedHit, fact_terms, fuse_legs
+from memory_service.longterm.store_values import EPOCH
 
 HYBRID = PRESETS["hybrid"]
 # a capitalised word that does not start a sentence or a "Name:" speaker prefix
@@ -305,6 +312,68 @@ def dense_hop(
     return rank
 
 
+def timeline(conv: Conv) -> list[list[int]]:
+    """Each memory's session mates in time order (its session's list; none for no session)."""
+    sessions: dict[str, list[int]] = {}
+    for i, item in enumerate(conv.items):
+        if item.session_id is not None:
+            sessions.setdefault(item.session_id, []).append(i)
+    out: list[list[int]] = [[] for _ in conv.items]
+    for members in sessions.values():
+        members.sort(key=lambda i: (conv.items[i].created_at or EPOCH, i))
+        for i in members:
+            out[i] = members
+    return out
+
+
+def adjacent_hop(
+    mems: Mapping[str, Memory], *, m: int = 3, span: int = 1, w: float = 0.5
+) -> Ranker:
+    """The memories recorded next to the top ``m`` hits in their session (``span`` on either
+    side), whether or not a leg found them, each scored ``w`` x its hit's fused score: the
+    session-neighbour smoothing of the default, extended from the candidates to the whole
+    session (a memory no leg found has the lowest score, 0, before its lift)."""
+    order = {cid: timeline(mem.conv) for cid, mem in mems.items()}
+
+    def rank(conv: Conv, row: int) -> list[int]:
+        mem = mems[conv.id]
+        fused, _ = first_hop(mem, row, top_k=HYBRID.depth(TOP_K))
+        score = {int(h.id): h.score for h in fused}
+        lifted: dict[int, float] = {}
+        for h in fused[:m]:
+            seed = int(h.id)
+            mates = order[conv.id][seed]
+            if not mates:
+                continue
+            at = mates.index(seed)
+            for j in mates[max(0, at - span) : at + span + 1]:
+                if j not in score:
+                    lifted[j] = max(lifted.get(j, -np.inf), w * h.score)
+        merged = sorted([*score.items(), *lifted.items()], key=lambda p: -p[1])
+        return [i for i, _ in merged]
+
+    return rank
+
+
+def session_spread(mems: Mapping[str, Memory], *, decay: float = 0.8) -> Ranker:
+    """Diversity by session (search engines' field collapsing, softened): over the fused top
+    ``depth``, a session's n-th hit counts ``decay ** (n - 1)`` of its score, so an answer
+    spread over several sessions reaches the cut before a session's fourth look-alike."""
+
+    def rank(conv: Conv, row: int) -> list[int]:
+        mem = mems[conv.id]
+        fused, _ = first_hop(mem, row, top_k=HYBRID.depth(TOP_K))
+        seen: Counter[str] = Counter()
+        scored = []
+        for h in fused:  # best first: a session's n-th hit is its n-th best
+            session = conv.items[int(h.id)].session_id
+            scored.append((h.score * decay ** seen[session], int(h.id)))
+            seen[session] += 1
+        return [i for _, i in sorted(scored, key=lambda p: -p[0])]
+
+    return rank
+
+
 def mmr(
     mems: Mapping[str, Memory], lam: float = 0.8, *, similarity: str = "dense", pool: int = TOP_K
 ) -> Ranker:
@@ -382,6 +451,24 @@ def candidates(mems: Mapping[str, Memory]) -> list[tuple[str, Callable[[], Ranke
         ("entity hop m=3 5 terms w=0.3", lambda: term_hop(mems, entities=True)),
         ("entity hop m=5 5 terms w=0.3", lambda: term_hop(mems, m=5, entities=True)),
     ]
+    for decay in (0.9, 0.8, 0.6):
+        rows.append(
+            (f"session spread decay={decay}", lambda d=decay: session_spread(mems, decay=d))
+        )
+    for m, span, w in (
+        (3, 1, 0.5),
+        (5, 1, 0.5),
+        (3, 2, 0.5),
+        (3, 1, 0.3),
+        (10, 1, 0.5),
+        (1, 1, 0.5),
+    ):
+        rows.append(
+            (
+                f"adjacent hop m={m} span={span} w={w}",
+                lambda m=m, span=span, w=w: adjacent_hop(mems, m=m, span=span, w=w),
+            )
+        )
     return rows
 
 
@@ -410,6 +497,12 @@ def families(mems: Mapping[str, Memory]) -> dict[str, list[tuple[str, Callable[[
             for w in (0.15, 0.3)
         ],
         "mmr": [(f"lambda={lam}", lambda lam=lam: mmr(mems, lam)) for lam in (0.7, 0.8, 0.9)],
+        "adjacent hop": [
+            (f"m={m} span={s} w={w}", lambda m=m, s=s, w=w: adjacent_hop(mems, m=m, span=s, w=w))
+            for m in (3, 5)
+            for s in (1, 2)
+            for w in (0.3, 0.5)
+        ],
     }
 
 
