@@ -16,7 +16,8 @@ candidate fields it wrote (``hold_written``), so a fact just recorded is recalle
 read; each question reaching points not held read them at ~9 µs a point, which made Edge 1.28×
 files at 20,000 facts over 200 users and 1.20× once held from the write
 (``benchmarks.latency.backends_at_scale``). A miss is read from the shard by id. The least
-recently read or written points are dropped first past the limit.
+recently read or written points are dropped first past the limit (a read counts once half the
+limit is held).
 """
 
 from __future__ import annotations
@@ -25,7 +26,7 @@ import threading
 import uuid
 from array import array
 from collections import OrderedDict
-from collections.abc import Hashable, Iterable, Mapping
+from collections.abc import Collection, Hashable, Iterable, Mapping
 from datetime import datetime
 from typing import Any, Generic, TypeVar
 
@@ -81,18 +82,19 @@ class HeldPoints(Generic[K, V]):
         """Changes with every write: a fill read before it is not kept."""
         return self._epoch
 
-    def held(self, ids: Iterable[K]) -> tuple[dict[K, V], list[K]]:
-        """The values of ``ids`` this process holds, and the ids it does not."""
-        found: dict[K, V] = {}
-        missing: list[K] = []
+    def held(self, ids: Collection[K]) -> tuple[dict[K, V], list[K]]:
+        """The values of ``ids`` this process holds, and the ids it does not. Reads keep
+        the recency order only once half the limit is held: below it nothing is dropped,
+        and moving a recall's ~80 points to the end cost 5 of this call's 13 µs (16 of 79
+        with the caches cold; 1,210 points held, 2026-12-04)."""
         with self._lock:
-            for point_id in ids:
-                value = self._held.get(point_id)
-                if value is None:
-                    missing.append(point_id)
-                else:
-                    self._held.move_to_end(point_id)
-                    found[point_id] = value
+            get = self._held.get
+            found = {k: v for k in ids if (v := get(k)) is not None}
+            if 2 * len(self._held) >= self.limit:
+                move_to_end = self._held.move_to_end
+                for point_id in found:
+                    move_to_end(point_id)
+        missing = [k for k in ids if k not in found] if len(found) < len(ids) else []
         return found, missing
 
     def fill(self, values: Mapping[K, V], epoch: int) -> None:
