@@ -98,11 +98,14 @@ def matched_terms(
     document: Iterable[int] | None, term_ids: Mapping[int, tuple[str, ...]]
 ) -> frozenset[str] | None:
     """The query terms (``terms_by_id``) whose ids the document's sparse vector holds (its
-    indices: a set, an array or any iterable of ids): one intersection with the query's few
-    ids; None where the document's ids are unknown."""
+    indices: a set, an array or any iterable of ids); None where the document's ids are
+    unknown."""
     if document is None:
         return None
-    common = term_ids.keys() & document
+    if isinstance(document, (set, frozenset)):  # one pass over the query's few ids
+        common = document.intersection(term_ids)
+    else:  # an array: one pass over it
+        common = term_ids.keys() & document
     if not common:
         return _NONE_MATCHED
     return frozenset(t for tid in common for t in term_ids[tid])

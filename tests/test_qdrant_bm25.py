@@ -13,6 +13,7 @@ Two measures:
 from __future__ import annotations
 
 import random
+from array import array
 from datetime import UTC, datetime, timedelta
 from statistics import mean
 
@@ -20,7 +21,16 @@ import pytest
 
 from indexing.bm25 import BM25Index
 from indexing.lexical import lexical_terms
-from indexing.sparse import AVG_DOC_LEN, K1, B, document_vector, query_vector, term_id
+from indexing.sparse import (
+    AVG_DOC_LEN,
+    K1,
+    B,
+    document_vector,
+    matched_terms,
+    query_vector,
+    term_id,
+    terms_by_id,
+)
 from indexing.tokenize import tokenize
 from memory_service.context import RuntimeContext
 from memory_service.fact_filter import ExpiryPolicy
@@ -167,6 +177,26 @@ def test_term_ids_are_stable_31_bit_integers():
     assert term_id("花生") == 1744662237
     assert all(0 <= term_id(t) < 2**31 for t in VOCABULARY)
     assert len({term_id(t) for t in VOCABULARY}) == len(VOCABULARY)
+
+
+def test_a_documents_matched_terms_are_the_same_whatever_holds_its_ids():
+    """A hit's matched query terms come from its sparse vector's indices: a set (a scope held
+    in memory), an array (Edge's held points) or a list (a server's point). Each form gives
+    the same terms, a term id two query terms share gives both, and unknown ids give None."""
+    document = document_vector(tokenize("Alice walks her dog to the lake every morning"))
+    asked = terms_by_id(tokenize("dog lake cat morning"))
+    want = frozenset(tokenize("dog lake morning"))
+    forms = (
+        set(document.indices),
+        frozenset(document.indices),
+        array("I", document.indices),
+        list(document.indices),
+    )
+    assert {matched_terms(form, asked) for form in forms} == {want}
+    shared = {term_id("dog"): ("dog", "hound")}  # two terms hashed to one id
+    assert matched_terms(array("I", document.indices), shared) == {"dog", "hound"}
+    assert matched_terms([], asked) == frozenset()
+    assert matched_terms(None, asked) is None
 
 
 def test_sparse_leg_ranks_exactly_like_rank_bm25(qdrant_memory):
