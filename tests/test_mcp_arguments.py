@@ -161,7 +161,7 @@ def cases(ids: dict[str, str], ledger: str, cursor: str) -> dict[str, tuple[dict
                 "scopes": ["user"],
             },
         ),
-        "memory_get": ({"id": ids["get"]}, {"id": ids["other"]}),
+        "memory_get": ({"id": ids["get"]}, {"id": ids["other"], "agent_id": "support"}),
         "memory_save": (
             {"text": "Alice cycles to work"},
             {

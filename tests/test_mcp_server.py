@@ -330,7 +330,9 @@ def test_http_without_a_known_key_is_401_and_serve_carries_on(served, headers):
 
 
 @pytest.mark.subprocess
-def test_stdio_search_reads_shared_memory_and_save_cannot_write_it(workspace: Path):
+def test_stdio_shared_memory_is_read_by_search_and_get_and_written_over_http_only(
+    workspace: Path,
+):
     key = _key(workspace, "acme")
     from memory_service.cli import main
 
@@ -359,6 +361,21 @@ def test_stdio_search_reads_shared_memory_and_save_cannot_write_it(workspace: Pa
         ]
         mine = await _call(session, "memory_search", query="refunds", scopes=["user"])
         assert mine.structured_content["hits"] == []
+        # the id a search gave is one memory_get reads, from the same scopes
+        (hit,) = shared.structured_content["hits"]
+        got = await _call(session, "memory_get", id=hit["id"], agent_id="support")
+        assert (got.structured_content["text"], got.structured_content["scope"]) == (
+            "Refunds go to the billing team",
+            "agent",
+        )
+        unseen = await _call(session, "memory_get", id=hit["id"])  # not this agent's reader
+        assert _code(unseen) == "not_found"
+        # a write tool changes the user's own memory: a shared one is refused, and stays
+        for tool in ("memory_delete", "memory_confirm", "memory_update"):
+            kept = await _call(session, tool, id=hit["id"])
+            assert _code(kept) == "not_found" and "curator" in _error(kept)["message"], tool
+        again = await _call(session, "memory_search", query="refunds", agent_id="support")
+        assert [h["id"] for h in again.structured_content["hits"]] == [hit["id"]]
         refused = await _call(session, "memory_save", text="Lunch is at noon", scope="tenant")
         assert _code(refused) == "invalid_arguments" and "scope" in refused.content[0].text
         listed = await _call(session, "memory_list")

@@ -18,7 +18,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, Field, create_model
 
-from memory_service.api.schemas.common import Merged, SessionId, Strict, UserId
+from memory_service.api.schemas.common import AgentId, Merged, SessionId, Strict, UserId
 from memory_service.api.schemas.memories import (
     DeleteReceipt,
     FactIn,
@@ -69,8 +69,16 @@ def _without_user(model: type[BaseModel], name: str, **more: tuple[Any, Any]) ->
     return create_model(name, __base__=Strict, __doc__=model.__doc__, **more, **fields)
 
 
-class MemoryGetRequest(Strict):
+class MemoryIdRequest(Strict):
     id: FactId
+
+
+class MemoryGetRequest(MemoryIdRequest):
+    """An id as ``memory_search`` returns it, read from the scopes that search reads by
+    default: the user's, the agent's (``agent_id``, as the search named it) and the
+    tenant's."""
+
+    agent_id: AgentId | None = None
 
 
 class MemorySaveRequest(FactIn):
@@ -134,10 +142,22 @@ def _search(services: Services, ctx: RuntimeContext, args: Any) -> Any:
 
 
 def _get(services: Services, ctx: RuntimeContext, args: MemoryGetRequest) -> Any:
-    found = services.longterm.get(ctx, [args.id])
-    if not found:
-        raise NotFoundError(f"no memory {args.id!r} for this user")
-    return found[0]
+    """The narrowest scope holding the id (a fact's id names its owner: at most one does)."""
+    ctx = replace(ctx, agent_id=args.agent_id) if args.agent_id else ctx
+    for owner in ctx.visible_scopes():
+        found = services.longterm.get(owner, [args.id])
+        if found:
+            return found[0]
+    raise NotFoundError(f"no memory {args.id!r} for this user")
+
+
+def _not_own(fact_id: str) -> NotFoundError:
+    """A write tool's miss: the tools change the user's own memory alone, so an id of the
+    shared memory ``memory_search`` reads is not found here either."""
+    return NotFoundError(
+        f"no memory {fact_id!r} in this user's own memory; a shared (agent or tenant) memory "
+        "is changed over HTTP with a curator or admin key"
+    )
 
 
 def _save(services: Services, ctx: RuntimeContext, args: MemorySaveRequest) -> Any:
@@ -162,23 +182,23 @@ def _update(services: Services, ctx: RuntimeContext, args: Any) -> Any:
         memory.update(ctx, [replace(found[0], **changes)])
         found = memory.get(ctx, [args.id])
     if not found:
-        raise NotFoundError(f"no memory {args.id!r} for this user")
+        raise _not_own(args.id)
     return found[0]
 
 
-def _confirm(services: Services, ctx: RuntimeContext, args: MemoryGetRequest) -> Any:
+def _confirm(services: Services, ctx: RuntimeContext, args: MemoryIdRequest) -> Any:
     """As ``POST /v1/memories/{id}/confirm`` for the user's own fact."""
     confirmed = services.longterm.confirm(ctx, [args.id])
     if not confirmed:
-        raise NotFoundError(f"no memory {args.id!r} for this user")
+        raise _not_own(args.id)
     return confirmed[0]
 
 
-def _delete(services: Services, ctx: RuntimeContext, args: MemoryGetRequest) -> Any:
+def _delete(services: Services, ctx: RuntimeContext, args: MemoryIdRequest) -> Any:
     workspace, docs = services.settings.workspace, services.memory_docs
     deleted = erase_facts(services.longterm, workspace, ctx, [args.id], docs=docs)
     if not deleted:
-        raise NotFoundError(f"no memory {args.id!r} for this user")
+        raise _not_own(args.id)
     return {"deleted": deleted}
 
 
@@ -238,7 +258,9 @@ TOOLS: tuple[McpTool, ...] = (
     ),
     McpTool(
         MEMORY_GET,
-        "One stored memory by its id (as memory_search or memory_list return it).",
+        "One stored memory by its id, as memory_search or memory_list return it: the "
+        "user's own or a shared one (pass the agent_id the search was given for the "
+        "agent's).",
         MemoryGetRequest,
         FactOut,
         _get,
@@ -255,8 +277,9 @@ TOOLS: tuple[McpTool, ...] = (
     ),
     McpTool(
         MEMORY_UPDATE,
-        "Change one memory's metadata by its id: kind, importance, confidence, tags or "
-        "expires_at (null: never expires). Its text stays: save a new fact for new text.",
+        "Change the metadata of one of the user's own memories by its id: kind, importance, "
+        "confidence, tags or expires_at (null: never expires). Its text stays: save a new "
+        "fact for new text.",
         MemoryUpdateRequest,
         FactOut,
         _update,
@@ -264,18 +287,19 @@ TOOLS: tuple[McpTool, ...] = (
     ),
     McpTool(
         MEMORY_CONFIRM,
-        "Confirm one memory as still true by its id (one that needs_verification, after the "
-        "user said so): its confidence is its initial one again. A superseded memory cannot "
-        "be confirmed: save what is true instead.",
-        MemoryGetRequest,
+        "Confirm one of the user's own memories as still true by its id (one that "
+        "needs_verification, after the user said so): its confidence is its initial one "
+        "again. A superseded memory cannot be confirmed: save what is true instead.",
+        MemoryIdRequest,
         FactOut,
         _confirm,
         read_only=False,
     ),
     McpTool(
         MEMORY_DELETE,
-        "Delete one memory by its id, from the store and from the user's MEMORY.md.",
-        MemoryGetRequest,
+        "Delete one of the user's own memories by its id, from the store and from the "
+        "user's MEMORY.md.",
+        MemoryIdRequest,
         DeleteReceipt,
         _delete,
         read_only=False,
