@@ -11,9 +11,9 @@ import sys
 import time
 
 import pytest
+from langchain.agents import create_agent
 from langchain_core.language_models.fake_chat_models import GenericFakeChatModel
 from langchain_core.messages import AIMessage
-from langgraph.prebuilt import create_react_agent
 from langgraph.store.base import BaseStore, InvalidNamespaceError, PutOp
 from langmem import create_manage_memory_tool, create_search_memory_tool
 
@@ -284,7 +284,7 @@ def test_a_graph_records_in_one_thread_recalls_in_another_and_erase_removes_it(
             AIMessage("I know nothing about you."),
         ]
     )
-    agent = create_react_agent(ScriptedChat(messages=script), tools, store=store)
+    agent = create_agent(ScriptedChat(messages=script), tools, store=store)
 
     def turn(thread: str, text: str) -> list:
         config = {"configurable": {"thread_id": thread, "langgraph_user_id": "alice"}}
