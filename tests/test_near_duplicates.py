@@ -45,6 +45,13 @@ VALUE_CHANGES = [
         "Alice forgot the umbrella at the town hall on a rainy Wednesday",
         "Alice forgot the umbrella at a bakery on a rainy Wednesday",
     ),
+    # the same values in another order give them other roles (0.992, 0.999, 0.987)
+    ("Alice owes Bob 20 dollars", "Bob owes Alice 20 dollars"),
+    ("Alice moved from Paris to Lyon", "Alice moved from Lyon to Paris"),
+    (
+        "Caroline expresses appreciation for her friendship with Melanie",
+        "Melanie expresses appreciation for her friendship with Caroline",
+    ),
 ]
 
 

@@ -6,8 +6,10 @@ two texts hold different value words (``longterm.near_duplicates.changes_a_value
 module measures both halves on the service's embedder:
 
 - **made-up pairs**, one template per kind of change, filled from fixed word lists (names,
-  cities, numbers, days, foods, negations), each a pair of facts that a merge must keep apart,
-  and rewordings (synonym verbs, articles, word order) that it should join. For each kind:
+  cities, numbers, days, foods, negations, two names or places swapped), each a pair of facts
+  that a merge must keep apart, and rewordings (synonym verbs, articles, word order) that it
+  should join; ``reordered`` is a rewording that names two people in another order, which
+  the guard keeps apart as it does a swap (the safe side: two facts). For each kind:
   the share of pairs at or above each threshold, and the share the service would merge (at
   or above 0.9 and not refused by the guard);
 - **LoCoMo observation facts** (``--data``): within each conversation, every pair of facts
@@ -62,6 +64,16 @@ NEGATIONS: tuple[tuple[str, str], ...] = (
     ("{n} owns a car", "{n} no longer owns a car"),
     ("{n} is happy at work", "{n} is unhappy at work"),
 )
+# Two names (or places) swapped: the same words, other roles. Over ordered pairs of names.
+SWAPS: tuple[tuple[str, str], ...] = (
+    ("{n} owes {m} money", "{m} owes {n} money"),
+    ("{n} lent {m} a bike", "{m} lent {n} a bike"),
+    ("{n} thanked {m} for the help", "{m} thanked {n} for the help"),
+    ("{n} introduced {m} to jazz", "{m} introduced {n} to jazz"),
+)
+ROUTE = ("{n} moved from {a} to {b}", "{n} moved from {b} to {a}")
+# A rewording that names the same people in another order: the guard keeps it apart too
+REORDERED = (("{n} and {m} went hiking", "{m} and {n} went hiking"),)
 REWORDINGS: tuple[tuple[str, str], ...] = (
     ("{n} likes hiking", "{n} loves hiking"),
     ("{n} enjoys hiking on weekends", "{n} enjoys hiking at weekends"),
@@ -86,7 +98,17 @@ def made_up_pairs() -> dict[str, list[tuple[str, str]]]:
             if n not in (a, b)
         ]
     out["negation"] = [(a.format(n=n), b.format(n=n)) for a, b in NEGATIONS for n in NAMES]
+    two = list(itertools.permutations(NAMES, 2))
+    out["swap"] = [(a.format(n=n, m=m), b.format(n=n, m=m)) for a, b in SWAPS for n, m in two]
+    out["route"] = [
+        (ROUTE[0].format(n=n, a=a, b=b), ROUTE[1].format(n=n, a=a, b=b))
+        for n in NAMES
+        for a, b in itertools.combinations(CITIES, 2)
+    ]
     out["rewording"] = [(a.format(n=n), b.format(n=n)) for a, b in REWORDINGS for n in NAMES]
+    out["reordered"] = [
+        (a.format(n=n, m=m), b.format(n=n, m=m)) for a, b in REORDERED for n, m in two
+    ]
     return out
 
 

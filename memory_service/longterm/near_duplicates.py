@@ -14,7 +14,9 @@ bending what someone said:
   0.95-0.98 (``benchmarks/lab/near_duplicates.py``; RESULTS.md, "Near-duplicates at
   write"). So the two texts must hold the same *value words*: numbers (digits and number
   words), dates and times (months, weekdays, relative days), negations (and words negated
-  by a prefix: "likes" / "dislikes") and names (capitalised words: people, places); and
+  by a prefix: "likes" / "dislikes") and names (capitalised words: people, places), in the
+  same order (a swap gives them other roles: "Alice owes Bob" / "Bob owes Alice", 0.992;
+  a true rewording that reorders them is kept as a second fact); and
   neither may replace a thing or place the other names after a determiner or preposition
   ("forgot the umbrella at the town hall" / "... at a bakery", 0.916 on the synthetic set's
   decoys; adding one, "painted a picture of a sunrise", is a rewording).
@@ -82,19 +84,35 @@ def _words(text: str) -> list[str]:
     return _WORD.findall(text)
 
 
-def value_words(text: str) -> frozenset[str]:
-    """The words of ``text`` that carry a value a rewording must keep: numbers, dates and
-    times, negations and names, lower-cased (``n't`` endings as their negation)."""
-    out: set[str] = set()
+_NEGATED = "not"  # every negation reads as one: "never" too says it does not
+
+
+def _values_in_order(text: str) -> list[str]:
+    """``value_words`` in the order ``text`` first says each."""
+    out: dict[str, None] = {}
     for word in _words(text):
         low = word.lower().replace("’", "'")
         if low[0].isdigit() or low in _NUMBER_WORDS or low in _TIME_WORDS:
-            out.add(low)
+            out[low] = None
         elif low.endswith("n't") or low.replace("'", "") in _NEGATIONS:
-            out.add("not")  # every negation reads as one: "never" too says it does not
+            out[_NEGATED] = None
         elif word[0].isupper() and low not in _OPENERS:
-            out.add(low)
-    return frozenset(out)
+            out[low] = None
+    return list(out)
+
+
+def value_words(text: str) -> frozenset[str]:
+    """The words of ``text`` that carry a value a rewording must keep: numbers, dates and
+    times, negations and names, lower-cased (``n't`` endings as their negation)."""
+    return frozenset(_values_in_order(text))
+
+
+def _roles(values: list[str]) -> list[str]:
+    """A text's value words (``_values_in_order``) but the negation: their order says who
+    does what to whom, from where to where ("Alice owes Bob 20 dollars" / "Bob owes Alice
+    ...", 0.992; "moved from Paris to Lyon" / "from Lyon to Paris", 0.999). Where a negation
+    stands moves with the wording."""
+    return [w for w in values if w != _NEGATED]
 
 
 def introduced_words(text: str) -> frozenset[str]:
@@ -123,9 +141,13 @@ def _negated_by_prefix(a: set[str], b: set[str]) -> bool:
 
 def changes_a_value(old: str, new: str) -> bool:
     """Whether ``new`` says something other than ``old`` however close their wording: a
-    different number, date, time, name or negation, or another thing or place introduced by
-    a determiner or preposition (see the module's docstring)."""
-    if value_words(old) != value_words(new):
+    different number, date, time, name or negation, the same ones in another order (their
+    roles swapped), or another thing or place introduced by a determiner or preposition
+    (see the module's docstring)."""
+    old_values, new_values = _values_in_order(old), _values_in_order(new)
+    if set(old_values) != set(new_values):
+        return True
+    if _roles(old_values) != _roles(new_values):
         return True
     a = {w.lower() for w in _words(old)}
     b = {w.lower() for w in _words(new)}
