@@ -396,6 +396,20 @@ def test_recall_stages_times_both_backends_beside_the_embedding(
     assert "query embedding (model)" in printed and "Edge / files" in printed
 
 
+def test_embedding_overlap_times_the_lexical_recall_beside_and_during_the_embedding(
+    lab, tmp_path, capsys
+) -> None:
+    from benchmarks.latency import embedding_overlap
+
+    out = tmp_path / "overlap.json"
+    assert embedding_overlap.main([*lab[:2], "--rounds", "1", "--json", str(out)]) == 0
+    doc = json.loads(out.read_text())
+    assert set(doc["latency_ms"]) == set(embedding_overlap.VARIANTS)
+    assert all(row["p50"] > 0 for row in doc["latency_ms"].values())
+    assert doc["threads"] >= 1 and doc["questions"] > 0
+    assert "at once saves" in capsys.readouterr().out
+
+
 def test_backends_at_scale_records_and_recalls_both_backends_taking_turns(tmp_path, capsys):
     from benchmarks.latency import backends_at_scale
 

@@ -28,6 +28,7 @@ import time
 from collections.abc import Sequence
 from contextlib import ExitStack
 from pathlib import Path
+from typing import Any
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
@@ -69,6 +70,40 @@ def _stage_ms(profile: cProfile.Profile, calls: int) -> dict[str, float]:
     return out
 
 
+def locomo_conversations(data: Path, limit: int | None = None) -> list[Any]:
+    """LoCoMo's conversations that have questions, as facts with their source turns."""
+    from memory_service.evaluation.datasets.locomo import load_locomo
+
+    dataset = load_locomo(json.loads(data.read_text(encoding="utf-8")), unit="facts")
+    return [c for c in dataset.conversations if c.questions][:limit]
+
+
+def recorded(
+    stack: ExitStack,
+    settings: Any,
+    embedder: Any,
+    backend: str,
+    folder: Path,
+    conversations: Sequence[Any],
+) -> tuple[Any, list[Any]]:
+    """A fresh ``backend`` under ``folder`` (closed with ``stack``) holding one memory per
+    conversation, recorded 64 facts a call, and each memory's context."""
+    from memory_service.context import RuntimeContext
+    from memory_service.evaluation.backends import FreshBackends, with_backend
+    from memory_service.evaluation.dataset import safe_user_id
+
+    fresh = FreshBackends(with_backend(settings, backend, None), embedder, folder)
+    memory = stack.enter_context(fresh.fresh())
+    contexts = []
+    for conversation in conversations:
+        ctx = RuntimeContext("bench", safe_user_id(conversation.id))
+        items = conversation.items
+        for start in range(0, len(items), 64):
+            memory.record(ctx, [item.to_fact() for item in items[start : start + 64]])
+        contexts.append(ctx)
+    return memory, contexts
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--data", type=Path, default=os.environ.get("LOCOMO_DATA"))
@@ -86,14 +121,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         parser.error("--data (or $LOCOMO_DATA): the LoCoMo JSON file")
 
     from memory_service.config.settings import Settings
-    from memory_service.context import RuntimeContext
-    from memory_service.evaluation.backends import FreshBackends, with_backend
-    from memory_service.evaluation.dataset import safe_user_id
-    from memory_service.evaluation.datasets.locomo import load_locomo
     from memory_service.evaluation.embedding import cold_embedder
 
-    dataset = load_locomo(json.loads(args.data.read_text(encoding="utf-8")), unit="facts")
-    conversations = [c for c in dataset.conversations if c.questions][: args.conversations]
+    conversations = locomo_conversations(args.data, args.conversations)
     settings = Settings()
     embedder = cold_embedder(settings, cache_entries=200_000)
     questions = [(i, q.text) for i, c in enumerate(conversations) for q in c.questions]
@@ -101,18 +131,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         embedder.mark_queries(text for _, text in questions)
     facts = sum(len(c.items) for c in conversations)
     with tempfile.TemporaryDirectory(prefix="recall-stages-") as tmp, ExitStack() as stack:
-        memories = {}
-        for backend in BACKENDS:
-            fresh = FreshBackends(with_backend(settings, backend, None), embedder, Path(tmp))
-            memory = stack.enter_context(fresh.fresh())
-            contexts = []
-            for conversation in conversations:
-                ctx = RuntimeContext("bench", safe_user_id(conversation.id))
-                items = conversation.items
-                for start in range(0, len(items), 64):
-                    memory.record(ctx, [item.to_fact() for item in items[start : start + 64]])
-                contexts.append(ctx)
-            memories[backend] = (memory, contexts)
+        memories = {
+            backend: recorded(stack, settings, embedder, backend, Path(tmp), conversations)
+            for backend in BACKENDS
+        }
         for memory, contexts in memories.values():  # first reads build indexes
             for ctx in contexts:
                 memory.retrieve(ctx, "warm up", top_k=10)
