@@ -31,11 +31,6 @@ from benchmarks.latency.recall_stages import locomo_conversations, recorded
 VARIANTS = ("embedding alone", "bm25 recall alone", "one after the other", "at once")
 
 
-def _percentile(values: Sequence[float], q: float) -> float:
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
-
-
 def _timed(call: Callable[[], object]) -> float:
     started = time.perf_counter()
     call()
@@ -55,6 +50,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     from indexing.embeddings import default_threads
     from memory_service.config.settings import Settings
     from memory_service.evaluation.embedding import cold_embedder
+    from memory_service.evaluation.metrics import percentile
 
     settings = Settings()
     conversations = locomo_conversations(args.data, args.conversations)
@@ -91,7 +87,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                 times["at once"].append(_timed(both_at_once))
 
     summary = {
-        name: {"p50": 1000 * _percentile(v, 0.5), "p95": 1000 * _percentile(v, 0.95)}
+        name: {"p50": 1000 * (percentile(v, 50) or 0.0), "p95": 1000 * (percentile(v, 95) or 0.0)}
         for name, v in times.items()
     }
     threads = settings.embedding.threads or default_threads()
