@@ -71,3 +71,44 @@ def _banner_of_restart(workspace: Path, env: dict[str, str]) -> str:
     finally:
         proc.terminate()
         proc.wait(timeout=30)
+
+
+def test_accepted_connections_send_small_responses_without_waiting_for_acks():
+    """A kept-alive client gets each small response at once only if Nagle's algorithm is off
+    on the accepted socket: read the option from a live connection to the listener ``serve``
+    binds, served by uvicorn as ``serve`` runs it."""
+    import socket
+    import threading
+
+    import uvicorn
+    from uvicorn.protocols.http.h11_impl import H11Protocol
+
+    from memory_service.commands.serve import bind_listener
+
+    seen: list[int] = []
+
+    class Recording(H11Protocol):
+        def connection_made(self, transport):  # type: ignore[no-untyped-def]
+            sock = transport.get_extra_info("socket")
+            seen.append(sock.getsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY))
+            super().connection_made(transport)
+
+    async def app(scope, receive, send):  # type: ignore[no-untyped-def]
+        await send({"type": "http.response.start", "status": 200, "headers": []})
+        await send({"type": "http.response.body", "body": b"ok"})
+
+    listener = bind_listener("127.0.0.1", 0)
+    port = listener.getsockname()[1]
+    config = uvicorn.Config(app, http=Recording, lifespan="off", log_config=None)
+    server = uvicorn.Server(config)
+    thread = threading.Thread(target=server.run, kwargs={"sockets": [listener]}, daemon=True)
+    thread.start()
+    try:
+        wait_healthy(f"http://127.0.0.1:{port}")
+        with httpx.Client(base_url=f"http://127.0.0.1:{port}") as client:
+            assert [client.get("/").status_code for _ in range(3)] == [200] * 3
+    finally:
+        server.should_exit = True
+        thread.join(10)
+        listener.close()
+    assert seen and all(seen), f"TCP_NODELAY per accepted connection: {seen}"

@@ -91,11 +91,21 @@ def _serve(settings: Settings, host: str, listener: socket.socket) -> None:
 
 
 def bind_listener(host: str, port: int) -> socket.socket:
-    """A TCP socket bound to ``host``:``port`` as uvicorn binds one (uvicorn listens on it);
-    a port that is taken, or not this user's to bind, is one ``MemoryServiceError``."""
+    """A TCP socket bound to ``host``:``port`` with the options asyncio gives a server it binds
+    itself (uvicorn listens on it); a port that is taken, or not this user's to bind, is one
+    ``MemoryServiceError``.
+
+    The protocol is named, not left 0: asyncio turns Nagle's algorithm off (``TCP_NODELAY``)
+    only on accepted sockets whose ``proto`` is TCP, and accepted sockets inherit it from this
+    one. Without it every small response on a kept-alive connection waits for the client's
+    delayed acknowledgement.
+    """
     family = socket.AF_INET6 if ":" in host else socket.AF_INET
-    sock = socket.socket(family, socket.SOCK_STREAM)
+    sock = socket.socket(family, socket.SOCK_STREAM, socket.IPPROTO_TCP)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    if family == socket.AF_INET6:
+        sock.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_V6ONLY, 1)
+    sock.set_inheritable(True)
     try:
         sock.bind((host, port))
     except OSError as exc:
