@@ -20,10 +20,12 @@ kind, never the value, before anything is written; ``off`` stores what was sent.
 
 from __future__ import annotations
 
+import math
 import re
 from collections import Counter
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, replace
+from datetime import date
 from typing import Any, Literal
 
 from detect_secrets.plugins.artifactory import ArtifactoryDetector
@@ -75,9 +77,19 @@ PRIORITY = {"national-id": 0, "card": 1, "iban": 2, "secret": 3}  # on the same 
 # (``卡号6222…``) is a boundary, where ``\w`` would not be.
 _DIGIT_RUN = re.compile(r"(?<![0-9A-Za-z_+])(?<![0-9][.,])[0-9]+(?:[ \-][0-9]+)*(?![0-9A-Za-z_])")
 _SEPARATOR = re.compile(r"[ \-]")
-# A resident identity number may end in X; 6-8-4 groups are how it is printed
+# A resident identity number: 6-8-4 digits (as it is printed, with a space or a dash), ending
+# in a digit or X
 _RIC = re.compile(
-    r"(?<![0-9A-Za-z_])[1-9][0-9]{5} ?(?:18|19|20)[0-9]{6} ?[0-9]{3}[0-9Xx](?![0-9A-Za-z_])"
+    r"(?<![0-9A-Za-z_])[1-9][0-9]{5}[ \-]?(?:18|19|20)[0-9]{6}[ \-]?[0-9]{3}[0-9Xx]"
+    r"(?![0-9A-Za-z_])"
+)
+# The first two digits of a region code: the provinces, regions and municipalities, Taiwan (71),
+# Hong Kong, Macau and their residents' permits (81-83). A number keeps the six-digit code of
+# the county and year it was issued in; counties are merged, renamed and renumbered, so a list
+# of today's codes rejects real numbers. The province, the date and the check decide.
+_PROVINCES = frozenset(
+    "11 12 13 14 15 21 22 23 31 32 33 34 35 36 37 41 42 43 44 45 46 50 51 52 53 54 61 62 63 64 65"
+    " 71 81 82 83".split()
 )
 _SSN_WORD = r"(?i:\bssn\b|social security(?: number| no\.?)?|社会安全号码?|社會安全號碼?)"
 # Nine digits with no dashes are an SSN only next to its name, before or after it
@@ -85,26 +97,89 @@ _SSN_CUE = re.compile(
     rf"{_SSN_WORD}[^0-9]{{0,12}}(?<![0-9])([0-9]{{9}})(?![0-9])"
     rf"|(?<![0-9A-Za-z_])([0-9]{{9}})(?![0-9])[^0-9]{{0,12}}{_SSN_WORD}"
 )
-# Card networks' prefixes (IIN) and lengths: Visa, Mastercard (51-55, 2221-2720), Amex,
-# Diners, JCB, Discover, UnionPay, Maestro. A Luhn-valid number outside them is an order
-# number or a timestamp, not a card.
-_CARD_SHAPES = (
-    (re.compile(r"4"), (13, 16, 19)),
-    (re.compile(r"5[1-5]|2(?:22[1-9]|2[3-9][0-9]|[3-6][0-9]{2}|7[01][0-9]|720)"), (16,)),
-    (re.compile(r"3[47]"), (15,)),
-    (re.compile(r"3(?:0[0-5]|[689])"), (14, 15, 16, 17, 18, 19)),
-    (re.compile(r"35(?:2[89]|[3-8][0-9])"), (16, 17, 18, 19)),
-    (re.compile(r"6(?:011|4[4-9]|5|2)"), (16, 17, 18, 19)),
-    (re.compile(r"5[06-8]|6(?:304|759|76[1-3])"), (13, 14, 15, 16, 17, 18, 19)),  # Maestro
+# The card networks' issuer ranges (ISO/IEC 7812 IINs, first digits, inclusive) and the lengths
+# each issues. A Luhn-valid number outside them is not taken for a card unless it is named one.
+_NETWORKS: tuple[tuple[str, tuple[str, ...], tuple[int, ...]], ...] = (
+    ("UATP", ("1",), (15,)),
+    ("JCB, 15 digits", ("1800", "2131"), (15,)),
+    ("Mir", ("2200-2204",), (16, 17, 18, 19)),
+    ("Mastercard", ("2221-2720", "51-55"), (16,)),
+    ("Diners Club", ("300-305", "3095", "36", "38-39"), (14, 15, 16, 17, 18, 19)),
+    ("China T-Union", ("31",), (19,)),
+    ("American Express", ("34", "37"), (15,)),
+    ("JCB and its co-branded cards", ("35",), (16, 17, 18, 19)),
+    ("Visa", ("4",), (13, 16, 19)),
+    ("Maestro", ("50", "56-69"), (12, 13, 14, 15, 16, 17, 18, 19)),
+    ("Discover, UnionPay", ("6011", "62", "644-649", "65"), (16, 17, 18, 19)),
+    ("RuPay", ("60", "65", "81", "82", "508", "353", "356"), (16,)),
+    ("UzCard, Humo, Troy", ("8600", "9860", "9792"), (16,)),
+    ("Napas", ("9704",), (16, 19)),
 )
+# What a number is named: a card, or something else that is numbered (an order, a parcel, an
+# invoice, a phone, a product). The nearest name before the digits decides: a Luhn-valid
+# number named an order number is one, whatever its first digits; one named a card is a card,
+# whatever network issued it.
+_CARD_NAME = (
+    r"(?i:\b(?:credit |debit |bank |payment )?cards?\b|\bcc\b|\bpan\b|\bvisa\b|\bmastercard\b"
+    r"|\bamex\b|\bmaestro\b|\bjcb\b|\bdiners\b|\bdiscover\b|\bunionpay\b|\bmir\b|\brupay\b"
+    r"|karte\b|\bcarte\b|\btarjeta\b|\bcart[ãa]o\b|\bcarta\b|\bkaart\b|\bkarta\b|карт"
+    r"|卡|カード|카드)"
+)
+_OTHER_NAME = (
+    r"(?i:\border(?:s|ed)?\b|\binvoice\b|\breceipt\b|\btracking\b|\bshipment\b|\bparcel\b"
+    r"|\bconsignment\b|\bwaybill\b|\breference\b|\bref\b|\bbooking\b|\breservation\b"
+    r"|\bconfirmation\b|\bticket\b|\btransaction\b|\btxn\b|\bserial\b|\bimei\b|\bisbn\b"
+    r"|\bean\b|\bupc\b|\bgtin\b|\bsku\b|\bbarcode\b|\bcustomer\b|\bmember(?:ship)?\b"
+    r"|\bphone\b|\btel\b|\bmobile\b|\bfax\b"
+    r"|bestell|auftrag|rechnung|sendung|buchung|referenz|kundennummer|seriennummer|telefon"
+    r"|\bcommande\b|\bfacture\b|\bsuivi\b|\bcolis\b|\bréservation\b|\bréférence\b|\btéléphone\b"
+    r"|\bpedido\b|\bfactura\b|\bseguimiento\b|\benv[ií]o\b|\breserva\b|\breferencia\b"
+    r"|\bteléfono\b|\bordine\b|\bfattura\b|\bspedizione\b|\bencomenda\b|\brastreio\b"
+    r"|\bfatura\b|\bbestelling\b|\bfactuur\b|\bzending\b|заказ|накладн|трек|телефон"
+    r"|订单|訂單|单号|單號|运单|運單|快递|快遞|物流|发票|發票|流水号|交易号|序列号|条码|电话|電話|手机"
+    r"|注文|伝票|追跡|予約|請求書|領収書|주문|송장|배송|영수증|전화)"
+)
+_NAMES = re.compile(f"(?P<card>{_CARD_NAME})|(?P<other>{_OTHER_NAME})")
+NAME_REACH = 40  # characters before the digits searched for what they are named
+_CLAUSE_END = re.compile(r"[0-9\n!?;。！？；]")
 _IBAN = re.compile(r"(?<![0-9A-Za-z_])[A-Z]{2}[0-9]{2}(?: ?[A-Z0-9]){11,30}")
 
 
-def _is_card(digits: str) -> bool:
-    shaped = any(
-        len(digits) in lengths and prefix.match(digits) for prefix, lengths in _CARD_SHAPES
-    )
-    return shaped and luhn.is_valid(digits) and not (len(digits) == 18 and _born(digits))
+def _network(digits: str) -> str | None:
+    """The card network whose issuer range and lengths hold ``digits``, if any."""
+    for name, ranges, lengths in _NETWORKS:
+        if len(digits) not in lengths:
+            continue
+        for span in ranges:
+            low, _, high = span.partition("-")
+            if low <= digits[: len(low)] <= (high or low):
+                return name
+    return None
+
+
+def _named(text: str, start: int) -> str | None:
+    """What the words just before ``text[start:]`` name it ("card", "other" or None): the
+    nearest name in the same clause, with no other number between it and the digits."""
+    before = text[max(0, start - NAME_REACH) : start]
+    cut = None
+    for cut in _CLAUSE_END.finditer(before):
+        pass
+    if cut is not None:
+        before = before[cut.end() :]
+    last = None
+    for last in _NAMES.finditer(before):
+        pass
+    return None if last is None else last.lastgroup
+
+
+def _is_card(digits: str, named: str | None = None) -> bool:
+    """A Luhn-valid number of 12-19 digits in a network's range and length, or named a card;
+    never one named as something else (an order number that happens to pass Luhn)."""
+    if named == "other" or not 12 <= len(digits) <= 19 or not luhn.is_valid(digits):
+        return False
+    if len(digits) == 18 and _born(digits):
+        return False
+    return named == "card" or _network(digits) is not None
 
 
 def _born(digits: str) -> bool:
@@ -117,6 +192,18 @@ def _born(digits: str) -> bool:
     return True
 
 
+def _is_ric(number: str) -> bool:
+    """A resident identity number by its structure: a province's code first, a birth date
+    that has happened, and the check character (ISO 7064 mod 11-2)."""
+    if number[:2] not in _PROVINCES:
+        return False
+    try:
+        born = ric.get_birth_date(number)
+    except ValueError:
+        return False
+    return born <= date.today() and ric.calc_check_digit(number) == number[-1]
+
+
 @dataclass(frozen=True, slots=True)
 class Finding:
     """One sensitive value: its kind and where it is (``text[start:end]``)."""
@@ -126,36 +213,39 @@ class Finding:
     end: int
 
 
-def _card_window(text: str, window: list[tuple[int, int]]) -> bool:
+def _card_window(text: str, window: list[tuple[int, int]], named: str | None) -> bool:
     """Whether these digit groups of ``text`` are printed as a card is: 3-6 digits a group
     (the last may be shorter: 4-4-4-1 for 13 digits), one separator, and a valid number."""
     if any(not 3 <= e - s <= 6 for s, e in window[:-1]) or window[-1][1] - window[-1][0] > 6:
         return False
     if len({text[e] for (_, e) in window[:-1]}) > 1:
         return False
-    return _is_card("".join(text[s:e] for s, e in window))
+    return _is_card("".join(text[s:e] for s, e in window), named)
 
 
 def _numbers_in_run(match: re.Match[str], found: list[Finding]) -> None:
-    """The cards and SSNs of one run of digit groups. A run of 13-19 digits is one number or
+    """The cards and SSNs of one run of digit groups. A run of 12-19 digits is one number or
     none (a card does not hide inside a longer one); a longer run's windows of groups are
     tried, the longest first (a card followed by a year)."""
     text, base = match.group(), match.start()
+    named = _named(match.string, base)
     groups = [(g.start(), g.end()) for g in re.finditer(r"[0-9]+", text)]
     sizes = [end - start for start, end in groups]
     digits = sum(sizes)
     if sizes == [3, 2, 4] and text[3] == text[6] and ssn.is_valid(text[:3] + text[4:6] + text[7:]):
         found.append(Finding("national-id", base, base + len(text)))
     elif len(groups) == 1 or digits <= 19:
-        one = _is_card(text) if len(groups) == 1 else _card_window(text, groups)
-        if 13 <= digits <= 19 and one:
+        one = _is_card(text, named) if len(groups) == 1 else _card_window(text, groups, named)
+        if one:
             found.append(Finding("card", base, base + len(text)))
     else:
         i = 0
         while i < len(groups):
             for j in range(len(groups), i, -1):
                 window = groups[i:j]
-                if 13 <= sum(e - s for s, e in window) <= 19 and _card_window(text, window):
+                if 12 <= sum(e - s for s, e in window) <= 19 and _card_window(
+                    text, window, named
+                ):
                     found.append(Finding("card", base + window[0][0], base + window[-1][1]))
                     i = j - 1
                     break
@@ -175,7 +265,7 @@ def _iban_at(match: re.Match[str]) -> Finding | None:
 def find_numbers(text: str) -> list[Finding]:
     found: list[Finding] = []
     for m in _RIC.finditer(text):
-        if ric.is_valid(m.group().replace(" ", "")):
+        if _is_ric(_SEPARATOR.sub("", m.group()).upper()):
             found.append(Finding("national-id", m.start(), m.end()))
     for m in _SSN_CUE.finditer(text):
         group = 1 if m.group(1) else 2
@@ -246,6 +336,119 @@ MIN_KEY_CHARS = 8  # an API key or token is longer than a word; a password need 
 _VALUE_END = ".,;:。，；、)）]"
 
 
+# A value assigned to a name: ``export TOKEN=...``, ``api_key: "..."``, ``--token ...``,
+# ``Authorization: Bearer ...``, "my token is ...", "令牌是...". The name decides how random the
+# value must look: a secret's name (token, secret, key, password, auth, credential; a
+# sentence's "Schlüssel", "令牌") takes any value that is not a word or a placeholder; an
+# environment variable's name (``export NAME=``, ``NAME=`` in capitals) takes a long,
+# high-entropy value unless the name says it is an identifier (a commit, a hash, an id).
+_SECRET_WORDS = (
+    "令牌|密钥|秘钥|密鑰|金鑰|凭证|凭据|憑證|トークン|シークレット|アクセスキー|キー|토큰|시크릿|키"
+    "|schlüssel|clé|clef|clave|chave|chiave|sleutel|ключ|токен|секрет"
+)
+_ASSIGNMENT = re.compile(
+    r"(?P<prefix>(?:\bexport|\bset|\bsetx|\$env:|(?<!\S)-e|\bENV)\s*)?"
+    rf"(?P<name>(?<![A-Za-z0-9_.\-])--?[A-Za-z][A-Za-z0-9_\-]*|(?i:{_SECRET_WORDS})"
+    r"|(?<![A-Za-z0-9_.\-])[A-Za-z_][A-Za-z0-9_.\-]*)"
+    r"[\"'`]?(?P<link>\s*(?::=|=>|[=:：])\s*|\s+(?:is|was|ist|lautet|est|es|é|è)\s+"
+    r"|\s*(?:是|为|為|は)\s*|(?<=[A-Za-z0-9])\s+(?=\S))"
+    r"(?:(?:Bearer|Basic|Token|Bot)\s+)?"
+    r"(?P<quote>[\"'`]?)(?P<value>(?:(?![\"'`])[!-~])+)"
+)
+_NAME_PARTS = re.compile(r"[A-Z]?[a-z]+|[A-Z]+(?![a-z])|[0-9]+")
+_SECRET_PARTS = frozenset(
+    "token tokens secret secrets key keys apikey password passwd passphrase passcode pwd pass"
+    " auth authorization credential credentials creds cookie bearer private privkey jwt salt"
+    " signature session".split()
+)
+_SECRET_INSIDE = ("token", "secret", "passw", "apikey", "credential", "privkey")
+# A name ending in one of these names what is not a secret: ``TOKEN_URL``, ``KEY_ID``, ``GIT_SHA``
+_IDENTIFIER_PARTS = frozenset(
+    "id ids uuid guid hash sha sha1 sha256 md5 commit digest checksum etag version ver rev"
+    " revision build url uri path file dir name type len length size count ttl expiry expires"
+    " timeout endpoint host port region user username email format alg algorithm header kind"
+    " field prefix env mode level".split()
+)
+_ENV_NAME = re.compile(r"[A-Z][A-Z0-9_]*[A-Z0-9]")
+# Words, identifiers and placeholders: what a secret's name is given when no secret is
+_WORDISH = re.compile(
+    r"(?:[A-Z]?[a-z]{2,}|[A-Z]{2,})(?:[_\-.]?(?:[A-Z]?[a-z]{2,}|[A-Z]{2,}))*[0-9]{0,4}"
+)
+_PLACEHOLDER = re.compile(r"[<{$%].*|.*[>}%]|[xX*.•]{3,}|(?i:changeme|redacted|none|null)")
+_UUID = re.compile(r"[0-9a-fA-F]{8}-(?:[0-9a-fA-F]{4}-){3}[0-9a-fA-F]{12}")
+MIN_ENTROPY_CHARS = 16  # an unnamed random value must be this long to be told from a word
+MIN_ENTROPY_BITS = 3.0  # per character: an MD5's hex is ~3.7, a word ~2.8-3.3
+
+
+def _name_says(name: str) -> str | None:
+    """Whether an assignment's name names a secret ("secret"), an identifier ("identifier")
+    or neither (None), by its parts: ``GITHUB_TOKEN``, ``clientSecret``, ``api-key``."""
+    lowered = name.lower().lstrip("-")
+    if re.fullmatch(_SECRET_WORDS, lowered):
+        return "secret"
+    parts = [p.lower() for p in _NAME_PARTS.findall(name)]
+    if not parts:
+        return None
+    if parts[-1] in _IDENTIFIER_PARTS:
+        return "identifier"
+    if any(p in _SECRET_PARTS or any(w in p for w in _SECRET_INSIDE) for p in parts):
+        return "secret"
+    return None
+
+
+def _entropy(value: str) -> float:
+    """Shannon entropy of the value's characters, in bits per character."""
+    n = len(value)
+    return -sum(c / n * math.log2(c / n) for c in Counter(value).values())
+
+
+def _not_a_word(value: str) -> bool:
+    """A value a secret's name may hold: not a word, an identifier, a placeholder, a path or
+    an address."""
+    return not (
+        _WORDISH.fullmatch(value)
+        or _PLACEHOLDER.fullmatch(value)
+        or value.startswith(("/", "~", "./"))
+        or "://" in value
+    )
+
+
+def _high_entropy(value: str) -> bool:
+    """A value that looks random with no name to say so: long, letters with digits or with
+    both cases, evenly spread characters, not a UUID."""
+    letters = any(c.isalpha() for c in value)
+    mixed = any(c.isdigit() for c in value) or (
+        any(c.isupper() for c in value) and any(c.islower() for c in value)
+    )
+    return (
+        len(value) >= MIN_ENTROPY_CHARS
+        and letters
+        and mixed
+        and not _UUID.fullmatch(value)
+        and _not_a_word(value)
+        and _entropy(value) >= MIN_ENTROPY_BITS
+    )
+
+
+def _assigned(m: re.Match[str], text: str) -> tuple[int, int] | None:
+    """The span of an assignment's value when it is a secret (see ``_ASSIGNMENT``)."""
+    name, link = m.group("name"), m.group("link")
+    start, end = _pair_value(text, *m.span("value"))
+    if m.group("quote") and text[end : end + 1] != m.group("quote"):
+        start, end = m.span("value")  # quoted: the value is all of it up to the quote
+    value = text[start:end]
+    if not link.strip() and not name.startswith("-"):
+        return None  # "name value" with nothing between is a command-line flag's form only
+    says = _name_says(name)
+    if says == "secret":
+        random_enough = len(value) >= MIN_KEY_CHARS and _not_a_word(value)
+        return (start, end) if random_enough else None
+    env_style = m.group("prefix") or (_ENV_NAME.fullmatch(name) and link.strip() == "=")
+    if says is None and env_style and _high_entropy(value):
+        return start, end
+    return None
+
+
 def _secret_span(plugin: type[RegexBasedDetector], m: re.Match[str], text: str) -> tuple[int, int]:
     """Where the value a plugin's match reports lies: its last group when the pattern ends
     with it (the password of a URL, an AWS secret in quotes), else the whole match, grown
@@ -297,6 +500,14 @@ def find_secrets(text: str) -> list[Finding]:
         if m.group("key") and len(m.group("value")) < MIN_KEY_CHARS:
             continue  # "API key: set it in the dashboard" names no key
         found.append(Finding("secret", *_pair_value(text, *m.span("value"))))
+    at = 0
+    while (m := _ASSIGNMENT.search(text, at)) is not None:
+        span = _assigned(m, text)
+        if span is not None and span[1] > span[0]:
+            found.append(Finding("secret", *span))
+            at = span[1]
+        else:  # the value may itself be an assignment: "config: TOKEN=..."
+            at = m.end("link")
     return found
 
 

@@ -105,6 +105,85 @@ def test_lookalikes_are_kept(said):
     assert find(said) == []
 
 
+# Born before the region code existed (320102, from 1983) or keeping a code abolished since
+# (510202, Chongqing's district while it was in Sichuan): real numbers keep the code they were
+# issued with, and python-stdnum's list of current divisions rejects both.
+OLD_REGION_RICS = ["510202196005120011", "320102197503140027"]
+
+
+@pytest.mark.parametrize("number", OLD_REGION_RICS)
+def test_an_identity_number_is_known_by_its_structure_not_by_a_list_of_regions(number):
+    assert redact_text(f"身份证号：{number}。") == ("身份证号：[national-id]。", {"national-id": 1})
+    assert redact_text(f"ID {number[:6]} {number[6:14]} {number[14:]} on file")[0] == (
+        "ID [national-id] on file"
+    )
+
+
+@pytest.mark.parametrize(
+    "said",
+    [
+        "99010219750314002X",  # no province is numbered 99
+        "110101197513400021",  # month 13
+        "110101197503140029",  # wrong check digit
+        f"110101{2090}0314002X",  # born in the future
+    ],
+)
+def test_eighteen_digits_without_an_identity_numbers_structure_are_kept(said):
+    assert [f.kind for f in find(said)] != ["national-id"]
+
+
+@pytest.mark.parametrize(
+    "card",
+    [
+        "675912345674",  # Maestro, 12 digits
+        "2131 1993 5181 900",  # JCB's 15-digit range
+        "180037167868433",  # JCB's other 15-digit range (UATP's 1)
+        "3515 3776 0207 7640",  # JCB, printed in groups
+        "2200 1234 5678 9019",  # Mir
+    ],
+)
+def test_cards_of_every_networks_lengths_and_ranges_are_redacted(card):
+    assert luhn.is_valid(card.replace(" ", ""))
+    assert redact_text(f"Charge it to {card}, thanks.")[0] == "Charge it to [card], thanks."
+
+
+@pytest.mark.parametrize(
+    ("said", "stored"),
+    [
+        ("export TOKEN=qXyTbRwLmZkPfVaHsDnE", "export TOKEN=[secret]"),
+        (
+            'DEPLOY_HOOK="9f2c4e6a8b0d1f3e5a7c9b1d3f5e7a9c2b4d6f8e0a1c3e5b7d9f1a3c5e7b9d1f"',
+            'DEPLOY_HOOK="[secret]"',
+        ),
+        ("set SESSION_SECRET=u7#Lq!9zR2@x", "set SESSION_SECRET=[secret]"),
+        ('{"clientSecret": "Zm9vYmFyYmF6cXV4MTIzNDU2"}', '{"clientSecret": "[secret]"}'),
+        ("my GitHub token is 8hG2kLq9ZpX4vN7wT1cR, keep it", "my GitHub token is [secret], keep it"),
+        ("mein Token lautet X9fK2mQ7pL4tW8zR3vN6.", "mein Token lautet [secret]."),
+        ("我的令牌是 Q2w9Ez7Rt5Yu3Io1Pa8S 。", "我的令牌是 [secret] 。"),
+    ],
+)
+def test_a_random_value_assigned_to_a_secret_or_an_environment_name_is_redacted(said, stored):
+    assert redact_text(said)[0] == stored
+
+
+@pytest.mark.parametrize(
+    "said",
+    [
+        "Order number 4539148803436467 has shipped.",  # Luhn-valid, a Visa's range
+        "订单号：4539148803436467，已发货。",
+        "Tracking number: 5425233430109903",
+        "Bestellnummer 4539 1488 0343 6467 wurde storniert.",
+        "export GIT_COMMIT=3f7a9c2e4b1d0a8f6e5c4b3a2f1e0d9c8b7a6f5e",  # an identifier's name
+        "sort_key: created_at, primary_key = user_id",
+        "the secret is unbelievable and the key is underneath",
+        "export PATH=/usr/local/bin:/usr/bin",
+        "REQUEST_ID=6f1b8d0e-2f53-4c1e-9a53-6d656d6f7279",
+    ],
+)
+def test_lookalikes_named_as_something_else_are_kept(said):
+    assert find(said) == []
+
+
 def test_refuse_names_the_field_and_kind_never_the_value():
     with pytest.raises(SensitiveDataError) as refused:
         Redactor("refuse").fact(Fact("The user's card", tags=(DIGITS,)))
