@@ -88,10 +88,15 @@ _RIC = re.compile(
 # the county and year it was issued in; counties are merged, renamed and renumbered, so a list
 # of today's codes rejects real numbers. The province, the date and the check decide.
 _PROVINCES = frozenset(
-    "11 12 13 14 15 21 22 23 31 32 33 34 35 36 37 41 42 43 44 45 46 50 51 52 53 54 61 62 63 64 65"
-    " 71 81 82 83".split()
+    str(code)
+    for code in (*range(11, 16), *range(21, 24), *range(31, 38), *range(41, 47), *range(50, 55))
+    + (*range(61, 66), 71, 81, 82, 83)
 )
-_SSN_WORD = r"(?i:\bssn\b|social security(?: number| no\.?)?|社会安全号码?|社會安全號碼?)"
+# ASCII boundaries: "SSN是…" names the number as "SSN: …" does
+_SSN_WORD = (
+    r"(?i:(?<![A-Za-z])ssn(?![A-Za-z])|social security(?: number| no\.?)?"
+    r"|社会安全号码?|社會安全號碼?)"
+)
 # Nine digits with no dashes are an SSN only next to its name, before or after it
 _SSN_CUE = re.compile(
     rf"{_SSN_WORD}[^0-9]{{0,12}}(?<![0-9])([0-9]{{9}})(?![0-9])"
@@ -112,8 +117,9 @@ _NETWORKS: tuple[tuple[str, tuple[str, ...], tuple[int, ...]], ...] = (
     ("Maestro", ("50", "56-69"), (12, 13, 14, 15, 16, 17, 18, 19)),
     ("Discover, UnionPay", ("6011", "62", "644-649", "65"), (16, 17, 18, 19)),
     ("RuPay", ("60", "65", "81", "82", "508", "353", "356"), (16,)),
-    ("UzCard, Humo, Troy", ("8600", "9860", "9792"), (16,)),
-    ("Napas", ("9704",), (16, 19)),
+    ("UzCard", ("8600",), (16,)),
+    # ISO/IEC 7812 leaves 9 to national bodies: Prostir, Troy, Humo, Napas and others
+    ("national schemes", ("9",), (16, 19)),
 )
 # What a number is named: a card, or something else that is numbered (an order, a parcel, an
 # invoice, a phone, a product). The nearest name before the digits decides: a Luhn-valid
@@ -122,7 +128,7 @@ _NETWORKS: tuple[tuple[str, tuple[str, ...], tuple[int, ...]], ...] = (
 _CARD_NAME = (
     r"(?i:\b(?:credit |debit |bank |payment )?cards?\b|\bcc\b|\bpan\b|\bvisa\b|\bmastercard\b"
     r"|\bamex\b|\bmaestro\b|\bjcb\b|\bdiners\b|\bdiscover\b|\bunionpay\b|\bmir\b|\brupay\b"
-    r"|karte\b|\bcarte\b|\btarjeta\b|\bcart[ãa]o\b|\bcarta\b|\bkaart\b|\bkarta\b|карт"
+    r"|karte|\bcarte\b|\btarjeta\b|\bcart[ãa]o\b|\bcarta\b|\bkaart\b|\bkarta\b|карт"
     r"|卡|カード|카드)"
 )
 _OTHER_NAME = (
@@ -142,6 +148,8 @@ _OTHER_NAME = (
 _NAMES = re.compile(f"(?P<card>{_CARD_NAME})|(?P<other>{_OTHER_NAME})")
 NAME_REACH = 40  # characters before the digits searched for what they are named
 _CLAUSE_END = re.compile(r"[0-9\n!?;。！？；]")
+_FULL_STOP = re.compile(r"(?P<word>\w*)\.(?=\s|[^\x00-\x7f]|$)")
+ABBREVIATION_CHARS = 3  # "No.", "Nr.", "Ref.", "Tel." end a word, not a sentence
 _IBAN = re.compile(r"(?<![0-9A-Za-z_])[A-Z]{2}[0-9]{2}(?: ?[A-Z0-9]){11,30}")
 
 
@@ -161,15 +169,15 @@ def _named(text: str, start: int) -> str | None:
     """What the words just before ``text[start:]`` name it ("card", "other" or None): the
     nearest name in the same clause, with no other number between it and the digits."""
     before = text[max(0, start - NAME_REACH) : start]
-    cut = None
-    for cut in _CLAUSE_END.finditer(before):
-        pass
-    if cut is not None:
-        before = before[cut.end() :]
-    last = None
-    for last in _NAMES.finditer(before):
-        pass
-    return None if last is None else last.lastgroup
+    cuts = list(_CLAUSE_END.finditer(before))
+    if cuts:
+        before = before[cuts[-1].end() :]
+    for stop in reversed(list(_FULL_STOP.finditer(before))):
+        if len(stop.group("word")) > ABBREVIATION_CHARS:  # "No. 4111…" is not a new sentence
+            before = before[stop.end() :]
+            break
+    names = list(_NAMES.finditer(before))
+    return names[-1].lastgroup if names else None
 
 
 def _is_card(digits: str, named: str | None = None) -> bool:
@@ -243,9 +251,7 @@ def _numbers_in_run(match: re.Match[str], found: list[Finding]) -> None:
         while i < len(groups):
             for j in range(len(groups), i, -1):
                 window = groups[i:j]
-                if 12 <= sum(e - s for s, e in window) <= 19 and _card_window(
-                    text, window, named
-                ):
+                if 12 <= sum(e - s for s, e in window) <= 19 and _card_window(text, window, named):
                     found.append(Finding("card", base + window[0][0], base + window[-1][1]))
                     i = j - 1
                     break
@@ -334,6 +340,7 @@ _LOCAL_PAIR = re.compile(
 )
 MIN_KEY_CHARS = 8  # an API key or token is longer than a word; a password need not be
 _VALUE_END = ".,;:。，；、)）]"
+_OPENING = {")": "(", "）": "（", "]": "["}
 
 
 # A value assigned to a name: ``export TOKEN=...``, ``api_key: "..."``, ``--token ...``,
@@ -344,40 +351,76 @@ _VALUE_END = ".,;:。，；、)）]"
 # high-entropy value unless the name says it is an identifier (a commit, a hash, an id).
 _SECRET_WORDS = (
     "令牌|密钥|秘钥|密鑰|金鑰|凭证|凭据|憑證|トークン|シークレット|アクセスキー|キー|토큰|시크릿|키"
-    "|schlüssel|clé|clef|clave|chave|chiave|sleutel|ключ|токен|секрет"
+    "|schlüssel|jeton|clé|clef|clave|chave|chiave|sleutel|ключ|токен|секрет"
 )
 _ASSIGNMENT = re.compile(
     r"(?P<prefix>(?:\bexport|\bset|\bsetx|\$env:|(?<!\S)-e|\bENV)\s*)?"
-    rf"(?P<name>(?<![A-Za-z0-9_.\-])--?[A-Za-z][A-Za-z0-9_\-]*|(?i:{_SECRET_WORDS})"
-    r"|(?<![A-Za-z0-9_.\-])[A-Za-z_][A-Za-z0-9_.\-]*)"
+    rf"(?P<name>(?i:{_SECRET_WORDS})|(?<![A-Za-z0-9_.\-])[A-Za-z_][A-Za-z0-9_.\-]*)"
     r"[\"'`]?(?P<link>\s*(?::=|=>|[=:：])\s*|\s+(?:is|was|ist|lautet|est|es|é|è)\s+"
-    r"|\s*(?:是|为|為|は)\s*|(?<=[A-Za-z0-9])\s+(?=\S))"
+    r"|\s*(?:是|为|為|は)\s*)"
     r"(?:(?:Bearer|Basic|Token|Bot)\s+)?"
     r"(?P<quote>[\"'`]?)(?P<value>(?:(?![\"'`])[!-~])+)"
 )
+# A command-line flag: ``--api-key VALUE``, ``--token=VALUE``
+_FLAG = re.compile(
+    r"(?<![A-Za-z0-9_.\-])(?P<name>--?[A-Za-z][A-Za-z0-9_\-]*)(?P<link>=|\s+)"
+    r"(?P<quote>[\"'`]?)(?P<value>(?:(?![\"'`])[!-~])+)"
+)
 _NAME_PARTS = re.compile(r"[A-Z]?[a-z]+|[A-Z]+(?![a-z])|[0-9]+")
-_SECRET_PARTS = frozenset(
-    "token tokens secret secrets key keys apikey password passwd passphrase passcode pwd pass"
-    " auth authorization credential credentials creds cookie bearer private privkey jwt salt"
-    " signature session".split()
+_SECRET_PART = re.compile(
+    r"tokens?|secrets?|keys?|apikey|password|passwd|passphrase|passcode|pwd|pass|auth"
+    r"|authorization|credentials?|creds|cookie|bearer|private|privkey|jwt|salt|signature|session"
 )
 _SECRET_INSIDE = ("token", "secret", "passw", "apikey", "credential", "privkey")
 # A name ending in one of these names what is not a secret: ``TOKEN_URL``, ``KEY_ID``, ``GIT_SHA``
-_IDENTIFIER_PARTS = frozenset(
-    "id ids uuid guid hash sha sha1 sha256 md5 commit digest checksum etag version ver rev"
-    " revision build url uri path file dir name type len length size count ttl expiry expires"
-    " timeout endpoint host port region user username email format alg algorithm header kind"
-    " field prefix env mode level".split()
+_IDENTIFIER_PART = re.compile(
+    r"ids?|uuid|guid|hash|sha|sha1|sha256|md5|commit|digest|checksum|etag|version|ver|rev"
+    r"|revision|build|url|uri|path|file|dir|name|type|len|length|size|count|ttl|expiry|expires"
+    r"|timeout|endpoint|host|port|region|user|username|email|format|alg|algorithm|header|kind"
+    r"|field|prefix|env|mode|level"
 )
 _ENV_NAME = re.compile(r"[A-Z][A-Z0-9_]*[A-Z0-9]")
 # Words, identifiers and placeholders: what a secret's name is given when no secret is
 _WORDISH = re.compile(
-    r"(?:[A-Z]?[a-z]{2,}|[A-Z]{2,})(?:[_\-.]?(?:[A-Z]?[a-z]{2,}|[A-Z]{2,}))*[0-9]{0,4}"
+    r"(?:[A-Z]?[a-z]+(?:[_\-.]?[A-Z][a-z]+|[_\-.][a-z]+)*|[A-Z]+(?:[_\-.][A-Z]+)*)[0-9]{0,4}"
 )
-_PLACEHOLDER = re.compile(r"[<{$%].*|.*[>}%]|[xX*.•]{3,}|(?i:changeme|redacted|none|null)")
+_SYLLABLES = re.compile(r"[A-Z]?[a-z]+")
+_VOWEL = re.compile(r"[aeiouy]", re.IGNORECASE)
+_CONSONANTS = re.compile(r"[b-df-hj-np-tv-xz]{5}", re.IGNORECASE)
+_PLACEHOLDER = re.compile(
+    r"<.*|.*>|\$\{?[A-Z_][A-Z0-9_]*\}?|%[A-Z_][A-Z0-9_]*%|\{\{.*|[xX*.•]{3,}"
+    r"|(?i:changeme|redacted|none|null)"
+)
 _UUID = re.compile(r"[0-9a-fA-F]{8}-(?:[0-9a-fA-F]{4}-){3}[0-9a-fA-F]{12}")
 MIN_ENTROPY_CHARS = 16  # an unnamed random value must be this long to be told from a word
 MIN_ENTROPY_BITS = 3.0  # per character: an MD5's hex is ~3.7, a word ~2.8-3.3
+
+
+# A secret said in a sentence: its name, at most two short words after it ("la clé API",
+# "the API key", "A chave da API"), a verb or a colon, the value. A password's name takes a
+# value with a digit or a symbol ("hunter2", "123456"); a key's or token's a longer one that
+# is not a word.
+_PASSWORD_WORDS = (
+    "password|passwd|passphrase|passcode|passwort|kennwort|mot de passe|contraseña|senha|senha"
+    "|пароль|パスワード|비밀번호|密码|密碼|口令|暗証番号"
+)
+_SAID = re.compile(
+    rf"(?i:(?<![A-Za-z])(?:(?P<password>{_PASSWORD_WORDS})|(?:token|secret|key|{_SECRET_WORDS})))"
+    r"(?:[ \-](?:[A-Za-zÀ-ÿ']{1,5}))?(?:[ \-](?:[A-Za-zÀ-ÿ']{1,5}))?"
+    r"(?P<link>\s*[:：=]\s*|\s+(?:is|was|ist|lautet|est|es|é|è|è:|sono|это)\s+|\s*(?:是|为|為|は|:)\s*)"
+    r"[\"'`]?(?P<value>(?:(?![\"'`])[!-~])+)"
+)
+MIN_PASSWORD_CHARS = 6
+
+
+def _said(m: re.Match[str], text: str) -> tuple[int, int] | None:
+    """The span of a secret said in a sentence (see ``_SAID``), if its value is one."""
+    start, end = _pair_value(text, *m.span("value"))
+    value = text[start:end]
+    if m.group("password"):
+        taken = len(value) >= MIN_PASSWORD_CHARS and not _is_word(value.rstrip("0123456789"))
+        return (start, end) if taken and not _PLACEHOLDER.fullmatch(value) else None
+    return (start, end) if len(value) >= MIN_KEY_CHARS and _not_a_word(value) else None
 
 
 def _name_says(name: str) -> str | None:
@@ -389,11 +432,23 @@ def _name_says(name: str) -> str | None:
     parts = [p.lower() for p in _NAME_PARTS.findall(name)]
     if not parts:
         return None
-    if parts[-1] in _IDENTIFIER_PARTS:
+    if _IDENTIFIER_PART.fullmatch(parts[-1]):
         return "identifier"
-    if any(p in _SECRET_PARTS or any(w in p for w in _SECRET_INSIDE) for p in parts):
+    if any(_SECRET_PART.fullmatch(p) or any(w in p for w in _SECRET_INSIDE) for p in parts):
         return "secret"
     return None
+
+
+def _is_word(value: str) -> bool:
+    """Whether ``value`` is made of words: ``created_at``, ``ProductionDatabase``, ``HTTP``.
+    Each lower-case part has a vowel and no five consonants in a row, which random letters
+    with the same shape ("pinbdzpfgYhpFz") do not."""
+    if not _WORDISH.fullmatch(value):
+        return False
+    return all(
+        len(part) < 2 or (_VOWEL.search(part) and not _CONSONANTS.search(part))
+        for part in _SYLLABLES.findall(value)
+    )
 
 
 def _entropy(value: str) -> float:
@@ -406,7 +461,7 @@ def _not_a_word(value: str) -> bool:
     """A value a secret's name may hold: not a word, an identifier, a placeholder, a path or
     an address."""
     return not (
-        _WORDISH.fullmatch(value)
+        _is_word(value)
         or _PLACEHOLDER.fullmatch(value)
         or value.startswith(("/", "~", "./"))
         or "://" in value
@@ -437,13 +492,11 @@ def _assigned(m: re.Match[str], text: str) -> tuple[int, int] | None:
     if m.group("quote") and text[end : end + 1] != m.group("quote"):
         start, end = m.span("value")  # quoted: the value is all of it up to the quote
     value = text[start:end]
-    if not link.strip() and not name.startswith("-"):
-        return None  # "name value" with nothing between is a command-line flag's form only
     says = _name_says(name)
     if says == "secret":
         random_enough = len(value) >= MIN_KEY_CHARS and _not_a_word(value)
         return (start, end) if random_enough else None
-    env_style = m.group("prefix") or (_ENV_NAME.fullmatch(name) and link.strip() == "=")
+    env_style = m.groupdict().get("prefix") or (_ENV_NAME.fullmatch(name) and link.strip() == "=")
     if says is None and env_style and _high_entropy(value):
         return start, end
     return None
@@ -477,6 +530,11 @@ def _pair_value(text: str, start: int, end: int) -> tuple[int, int]:
     cut = len(value.split(None, 1)[0]) if value.strip() else 0
     stop = start + cut
     while stop > start + 1 and text[stop - 1] in _VALUE_END:
+        closing = _OPENING.get(text[stop - 1])
+        if closing is not None and text.count(closing, 0, start) <= text.count(
+            text[stop - 1], 0, start
+        ):
+            break  # no bracket open before the value: this one is part of it
         stop -= 1
     return start, stop
 
@@ -508,6 +566,14 @@ def find_secrets(text: str) -> list[Finding]:
             at = span[1]
         else:  # the value may itself be an assignment: "config: TOKEN=..."
             at = m.end("link")
+    for m in _FLAG.finditer(text):
+        span = _assigned(m, text)
+        if span is not None and span[1] > span[0]:
+            found.append(Finding("secret", *span))
+    for m in _SAID.finditer(text):
+        span = _said(m, text)
+        if span is not None and span[1] > span[0]:
+            found.append(Finding("secret", *span))
     return found
 
 

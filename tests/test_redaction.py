@@ -157,7 +157,10 @@ def test_cards_of_every_networks_lengths_and_ranges_are_redacted(card):
         ),
         ("set SESSION_SECRET=u7#Lq!9zR2@x", "set SESSION_SECRET=[secret]"),
         ('{"clientSecret": "Zm9vYmFyYmF6cXV4MTIzNDU2"}', '{"clientSecret": "[secret]"}'),
-        ("my GitHub token is 8hG2kLq9ZpX4vN7wT1cR, keep it", "my GitHub token is [secret], keep it"),
+        (
+            "my GitHub token is 8hG2kLq9ZpX4vN7wT1cR, keep it",
+            "my GitHub token is [secret], keep it",
+        ),
         ("mein Token lautet X9fK2mQ7pL4tW8zR3vN6.", "mein Token lautet [secret]."),
         ("我的令牌是 Q2w9Ez7Rt5Yu3Io1Pa8S 。", "我的令牌是 [secret] 。"),
     ],
