@@ -127,7 +127,7 @@ _NETWORKS: tuple[tuple[str, tuple[str, ...], tuple[int, ...]], ...] = (
 # whatever network issued it.
 _CARD_NAME = (
     r"(?i:\b(?:credit |debit |bank |payment )?cards?\b|\bcc\b|\bpan\b|\bvisa\b|\bmastercard\b"
-    r"|\bamex\b|\bmaestro\b|\bjcb\b|\bdiners\b|\bdiscover\b|\bunionpay\b|\bmir\b|\brupay\b"
+    r"|\bamex\b|\bmaestro\b|\bjcb\b|\bdiners\b|\bunionpay\b|\brupay\b"
     r"|karte|\bcarte\b|\btarjeta\b|\bcart[ãa]o\b|\bcarta\b|\bkaart\b|\bkarta\b|карт"
     r"|卡|カード|카드)"
 )
@@ -136,7 +136,7 @@ _OTHER_NAME = (
     r"|\bconsignment\b|\bwaybill\b|\breference\b|\bref\b|\bbooking\b|\breservation\b"
     r"|\bconfirmation\b|\bticket\b|\btransaction\b|\btxn\b|\bserial\b|\bimei\b|\bisbn\b"
     r"|\bean\b|\bupc\b|\bgtin\b|\bsku\b|\bbarcode\b|\bcustomer\b|\bmember(?:ship)?\b"
-    r"|\bphone\b|\btel\b|\bmobile\b|\bfax\b"
+    r"|\bphone\b|\btel\b|\bmobile\b|\bfax\b|\bsim(?:[ -]?card)?\b|\biccid\b"
     r"|bestell|auftrag|rechnung|sendung|buchung|referenz|kundennummer|seriennummer|telefon"
     r"|\bcommande\b|\bfacture\b|\bsuivi\b|\bcolis\b|\bréservation\b|\bréférence\b|\btéléphone\b"
     r"|\bpedido\b|\bfactura\b|\bseguimiento\b|\benv[ií]o\b|\breserva\b|\breferencia\b"
@@ -353,6 +353,7 @@ _SECRET_WORDS = (
     "令牌|密钥|秘钥|密鑰|金鑰|凭证|凭据|憑證|トークン|シークレット|アクセスキー|キー|토큰|시크릿|키"
     "|schlüssel|jeton|clé|clef|clave|chave|chiave|sleutel|ключ|токен|секрет"
 )
+_SECRET_WORD = re.compile(_SECRET_WORDS, re.IGNORECASE)
 _ASSIGNMENT = re.compile(
     r"(?P<prefix>(?:\bexport|\bset|\bsetx|\$env:|(?<!\S)-e|\bENV)\s*)?"
     rf"(?P<name>(?i:{_SECRET_WORDS})|(?<![A-Za-z0-9_.\-])[A-Za-z_][A-Za-z0-9_.\-]*)"
@@ -380,34 +381,35 @@ _IDENTIFIER_PART = re.compile(
     r"|field|prefix|env|mode|level"
 )
 _ENV_NAME = re.compile(r"[A-Z][A-Z0-9_]*[A-Z0-9]")
-# Words, identifiers and placeholders: what a secret's name is given when no secret is
-_WORDISH = re.compile(
-    r"(?:[A-Z]?[a-z]+(?:[_\-.]?[A-Z][a-z]+|[_\-.][a-z]+)*|[A-Z]+(?:[_\-.][A-Z]+)*)[0-9]{0,4}"
-)
+# Words, identifiers, versions and dates: what a secret's name is given when no secret is.
+# Each part between "_", "-" and "." is a word (camel-cased or not) or an acronym, with at
+# most four digits after it, or a short number.
+_PART_SEPARATOR = re.compile(r"[_\-.]")
+_WORD_PART = re.compile(r"(?:[A-Z]?[a-z]+)+[0-9]{0,4}|[A-Z]+[0-9]{0,4}|[0-9]{1,4}")
 _SYLLABLES = re.compile(r"[A-Z]?[a-z]+")
 _VOWEL = re.compile(r"[aeiouy]", re.IGNORECASE)
 _CONSONANTS = re.compile(r"[b-df-hj-np-tv-xz]{5}", re.IGNORECASE)
 _PLACEHOLDER = re.compile(
-    r"<.*|.*>|\$\{?[A-Z_][A-Z0-9_]*\}?|%[A-Z_][A-Z0-9_]*%|\{\{.*|[xX*.•]{3,}"
-    r"|(?i:changeme|redacted|none|null)"
+    r"<[A-Za-z_\- ]+>?|\$\{?[A-Z_][A-Z0-9_]*\}?|%[A-Z_][A-Z0-9_]*%|\{\{.*|[xX*.•]{3,}"
+    r"|(?i:changeme|redacted|none|null|true|false|yes|no)"
 )
-_UUID = re.compile(r"[0-9a-fA-F]{8}-(?:[0-9a-fA-F]{4}-){3}[0-9a-fA-F]{12}")
-MIN_ENTROPY_CHARS = 16  # an unnamed random value must be this long to be told from a word
+_RANDOM_RUN = re.compile(r"[A-Za-z0-9+/]{16,}")  # 16: an unnamed value is told from a word
+_TIMESTAMP = re.compile(r"[0-9]{4}-[0-9]{2}-[0-9]{2}(?:[T ][0-9:.]+(?:Z|[+\-][0-9:]+)?)?")
 MIN_ENTROPY_BITS = 3.0  # per character: an MD5's hex is ~3.7, a word ~2.8-3.3
 
 
 # A secret said in a sentence: its name, at most two short words after it ("la clé API",
 # "the API key", "A chave da API"), a verb or a colon, the value. A password's name takes a
-# value with a digit or a symbol ("hunter2", "123456"); a key's or token's a longer one that
-# is not a word.
+# value with a digit or a symbol ("hunter2", "123456") or random letters; a key's or token's a
+# longer one with a letter that is not a word.
 _PASSWORD_WORDS = (
-    "password|passwd|passphrase|passcode|passwort|kennwort|mot de passe|contraseña|senha|senha"
+    "password|passwd|passphrase|passcode|passwort|kennwort|mot de passe|contraseña|senha"
     "|пароль|パスワード|비밀번호|密码|密碼|口令|暗証番号"
 )
 _SAID = re.compile(
     rf"(?i:(?<![A-Za-z])(?:(?P<password>{_PASSWORD_WORDS})|(?:token|secret|key|{_SECRET_WORDS})))"
     r"(?:[ \-](?:[A-Za-zÀ-ÿ']{1,5}))?(?:[ \-](?:[A-Za-zÀ-ÿ']{1,5}))?"
-    r"(?P<link>\s*[:：=]\s*|\s+(?:is|was|ist|lautet|est|es|é|è|è:|sono|это)\s+|\s*(?:是|为|為|は|:)\s*)"
+    r"(?P<link>\s*[:：=]\s*|\s+(?:is|was|ist|lautet|est|es|é|è|sono)\s+|\s*(?:是|为|為|は)\s*)"
     r"[\"'`]?(?P<value>(?:(?![\"'`])[!-~])+)"
 )
 MIN_PASSWORD_CHARS = 6
@@ -417,17 +419,24 @@ def _said(m: re.Match[str], text: str) -> tuple[int, int] | None:
     """The span of a secret said in a sentence (see ``_SAID``), if its value is one."""
     start, end = _pair_value(text, *m.span("value"))
     value = text[start:end]
-    if m.group("password"):
-        taken = len(value) >= MIN_PASSWORD_CHARS and not _is_word(value.rstrip("0123456789"))
-        return (start, end) if taken and not _PLACEHOLDER.fullmatch(value) else None
-    return (start, end) if len(value) >= MIN_KEY_CHARS and _not_a_word(value) else None
+    if m.group("password"):  # "hunter2", "123456", "Tr0ub4dor&3"; not "reset" or "incorrect"
+        shaped = not value.isalpha() or not _is_word(value)
+        taken = len(value) >= MIN_PASSWORD_CHARS and shaped and not _PLACEHOLDER.fullmatch(value)
+        return (start, end) if taken else None
+    return (start, end) if _key_like(value) else None
+
+
+def _key_like(value: str) -> bool:
+    """A value a key's or token's name may hold: long enough, with a letter (a date or a
+    count is not a key), and not a word, a placeholder, a path or an address."""
+    letters = any(c.isalpha() for c in value)
+    return len(value) >= MIN_KEY_CHARS and letters and _not_a_word(value)
 
 
 def _name_says(name: str) -> str | None:
     """Whether an assignment's name names a secret ("secret"), an identifier ("identifier")
     or neither (None), by its parts: ``GITHUB_TOKEN``, ``clientSecret``, ``api-key``."""
-    lowered = name.lower().lstrip("-")
-    if re.fullmatch(_SECRET_WORDS, lowered):
+    if _SECRET_WORD.fullmatch(name):
         return "secret"
     parts = [p.lower() for p in _NAME_PARTS.findall(name)]
     if not parts:
@@ -443,7 +452,7 @@ def _is_word(value: str) -> bool:
     """Whether ``value`` is made of words: ``created_at``, ``ProductionDatabase``, ``HTTP``.
     Each lower-case part has a vowel and no five consonants in a row, which random letters
     with the same shape ("pinbdzpfgYhpFz") do not."""
-    if not _WORDISH.fullmatch(value):
+    if not all(_WORD_PART.fullmatch(part) for part in _PART_SEPARATOR.split(value)):
         return False
     return all(
         len(part) < 2 or (_VOWEL.search(part) and not _CONSONANTS.search(part))
@@ -463,26 +472,26 @@ def _not_a_word(value: str) -> bool:
     return not (
         _is_word(value)
         or _PLACEHOLDER.fullmatch(value)
+        or _TIMESTAMP.fullmatch(value)
         or value.startswith(("/", "~", "./"))
         or "://" in value
     )
 
 
 def _high_entropy(value: str) -> bool:
-    """A value that looks random with no name to say so: long, letters with digits or with
-    both cases, evenly spread characters, not a UUID."""
-    letters = any(c.isalpha() for c in value)
-    mixed = any(c.isdigit() for c in value) or (
-        any(c.isupper() for c in value) and any(c.islower() for c in value)
-    )
-    return (
-        len(value) >= MIN_ENTROPY_CHARS
-        and letters
-        and mixed
-        and not _UUID.fullmatch(value)
-        and _not_a_word(value)
-        and _entropy(value) >= MIN_ENTROPY_BITS
-    )
+    """A value that looks random with no name to say so: an unbroken run of 16 or more
+    letters and digits (hex, base64, a random string; not a UUID's, a version's or an image
+    name's short pieces), with digits or both cases, evenly spread, not a word."""
+    if not _not_a_word(value):
+        return False  # a path, an address, a time, a placeholder
+    for run in _RANDOM_RUN.findall(value):
+        mixed = any(c.isdigit() for c in run) or (
+            any(c.isupper() for c in run) and any(c.islower() for c in run)
+        )
+        letters = any(c.isalpha() for c in run)
+        if mixed and letters and not _is_word(run) and _entropy(run) >= MIN_ENTROPY_BITS:
+            return True
+    return False
 
 
 def _assigned(m: re.Match[str], text: str) -> tuple[int, int] | None:
@@ -494,8 +503,7 @@ def _assigned(m: re.Match[str], text: str) -> tuple[int, int] | None:
     value = text[start:end]
     says = _name_says(name)
     if says == "secret":
-        random_enough = len(value) >= MIN_KEY_CHARS and _not_a_word(value)
-        return (start, end) if random_enough else None
+        return (start, end) if _key_like(value) else None
     env_style = m.groupdict().get("prefix") or (_ENV_NAME.fullmatch(name) and link.strip() == "=")
     if says is None and env_style and _high_entropy(value):
         return start, end
@@ -552,12 +560,15 @@ def find_secrets(text: str) -> list[Finding]:
                 found.append(Finding("secret", start, end))
     for pattern, group in CONFIG_DENYLIST_REGEX_TO_GROUP.items():
         for m in pattern.finditer(text):
-            if m.group(group) and not m.group(group).startswith("["):
-                found.append(Finding("secret", *_pair_value(text, *m.span(group))))
+            start, end = _pair_value(text, *m.span(group))
+            if end > start and not _PLACEHOLDER.fullmatch(text[start:end]):
+                found.append(Finding("secret", start, end))
     for m in _LOCAL_PAIR.finditer(text):
-        if m.group("key") and len(m.group("value")) < MIN_KEY_CHARS:
+        start, end = _pair_value(text, *m.span("value"))
+        if m.group("key") and not _key_like(text[start:end]):
             continue  # "API key: set it in the dashboard" names no key
-        found.append(Finding("secret", *_pair_value(text, *m.span("value"))))
+        if end > start and not _PLACEHOLDER.fullmatch(text[start:end]):
+            found.append(Finding("secret", start, end))
     at = 0
     while (m := _ASSIGNMENT.search(text, at)) is not None:
         span = _assigned(m, text)

@@ -19,7 +19,9 @@ import psycopg
 import pytest
 from mcp import Client
 from stdnum import luhn
+from stdnum.cn import ric
 
+from benchmarks.privacy import faker_corpus
 from benchmarks.privacy import redaction as bench
 from memory_service.agent_state import AgentState
 from memory_service.api.keys import Principal
@@ -163,6 +165,14 @@ def test_cards_of_every_networks_lengths_and_ranges_are_redacted(card):
         ),
         ("mein Token lautet X9fK2mQ7pL4tW8zR3vN6.", "mein Token lautet [secret]."),
         ("我的令牌是 Q2w9Ez7Rt5Yu3Io1Pa8S 。", "我的令牌是 [secret] 。"),
+        ("La clé API est ksmmQOFPVnruhhynCOQJwrJZ", "La clé API est [secret]"),
+        ("my password is hunter2", "my password is [secret]"),
+        ("パスワードはalktQuNlUeZloAgkYfmcck", "パスワードは[secret]"),
+        ("--api-key 9f8e7d6c5b4a3210 --verbose", "--api-key [secret] --verbose"),
+        (
+            "curl -H 'Authorization: Bearer Zq8XmT4kWp2RbN7cY5' x",
+            "curl -H 'Authorization: Bearer [secret]' x",
+        ),
     ],
 )
 def test_a_random_value_assigned_to_a_secret_or_an_environment_name_is_redacted(said, stored):
@@ -181,6 +191,11 @@ def test_a_random_value_assigned_to_a_secret_or_an_environment_name_is_redacted(
         "the secret is unbelievable and the key is underneath",
         "export PATH=/usr/local/bin:/usr/bin",
         "REQUEST_ID=6f1b8d0e-2f53-4c1e-9a53-6d656d6f7279",
+        "export NODE_OPTIONS=--max-old-space-size=4096 IMAGE=ghcr.io/org/app:1.2.3",
+        "export HOME=/home/kimberly08",
+        "session: 2024-06-15T10:00:00, token: null, api_key: ${API_KEY}",
+        "The password is stored in the vault; my password is incorrect.",
+        "SIM card 8986 0012 3456 7890 120",  # an ICCID passes Luhn too
     ],
 )
 def test_lookalikes_named_as_something_else_are_kept(said):
@@ -470,11 +485,23 @@ def test_mcp_memory_save_returns_the_redactions(tmp_path, embedder, monkeypatch)
 # -- the benchmark's corpus ---------------------------------------------------------------
 
 
-def test_the_detector_meets_its_targets_on_a_generated_corpus(capsys):
-    bench.main(["--positives", "300", "--negatives", "300", "--seed", "3"])
+@pytest.mark.parametrize("name", ["generated", "faker"])
+def test_the_detector_meets_its_targets_on_each_corpus(capsys, name):
+    bench.main(["--corpus", name, "--positives", "300", "--negatives", "300", "--seed", "3"])
     printed = capsys.readouterr().out
-    result = bench.evaluate(bench.corpus(300, 300, seed=3))
+    make, _ = bench.CORPORA[name]
+    result = bench.evaluate(make(300, 300, seed=3))
     for kind, row in result["kinds"].items():
         assert row["recall"] >= bench.TARGETS[kind], (kind, result["missed"])
     assert result["false_positive_rate"] <= bench.MAX_FALSE_POSITIVE_RATE, result["false_alarms"]
-    assert "| card | 90 |" in printed and "hard negatives" in printed
+    assert f"{name} corpus, seed 3" in printed and "| card | 90 |" in printed
+
+
+def test_the_faker_corpus_is_the_same_for_a_seed_and_holds_what_it_says():
+    first, again = faker_corpus.corpus(60, 60, seed=5), faker_corpus.corpus(60, 60, seed=5)
+    assert first == again  # seeded, and its identity numbers dated from a fixed day
+    assert first != faker_corpus.corpus(60, 60, seed=6)
+    positives = [s for s in first if s.kind != "none"]
+    assert all(s.value and s.value in s.text for s in positives)
+    ids = [s.value for s in positives if s.family == "cn-ric"]
+    assert ids and all(len(v) == 18 and v[-1] == ric.calc_check_digit(v) for v in ids)
