@@ -77,9 +77,13 @@ PRIORITY = {"national-id": 0, "card": 1, "iban": 2, "secret": 3}  # on the same 
 # -- numbers: a candidate span here, the check in python-stdnum --------------------------------
 
 # Digits in groups joined by one space or dash, not glued to a letter, a digit, a "+" (a
-# phone's country code) or a decimal point. ASCII classes: a CJK character next to the digits
+# phone's country code), a decimal point, or by a dash to more of an identifier (a UUID's
+# middle groups; ``card-4111…`` is a card). ASCII classes: a CJK character next to the digits
 # (``卡号6222…``) is a boundary, where ``\w`` would not be.
-_DIGIT_RUN = re.compile(r"(?<![0-9A-Za-z_+])(?<![0-9][.,])[0-9]+(?:[ \-][0-9]+)*(?![0-9A-Za-z_])")
+_DIGIT_RUN = re.compile(
+    r"(?<![0-9A-Za-z_+])(?<![0-9][.,])(?<![0-9]-)[0-9]+(?:[ \-][0-9]+)*"
+    r"(?![0-9A-Za-z_])(?!-[0-9A-Za-z])"
+)
 _SEPARATOR = re.compile(r"[ \-]")
 # A resident identity number: 6-8-4 digits (as it is printed, with a space or a dash), ending
 # in a digit or X
@@ -145,7 +149,7 @@ _OTHER_NAME = (
     r"|\bcommande\b|\bfacture\b|\bsuivi\b|\bcolis\b|\bréservation\b|\bréférence\b|\btéléphone\b"
     r"|\bpedido\b|\bfactura\b|\bseguimiento\b|\benv[ií]o\b|\breserva\b|\breferencia\b"
     r"|\bteléfono\b|\bordine\b|\bfattura\b|\bspedizione\b|\bencomenda\b|\brastreio\b"
-    r"|\bfatura\b|\bbestelling\b|\bfactuur\b|\bzending\b|заказ|накладн|трек|телефон"
+    r"|\bfatura\b|\bbestelling\b|\bfactuur\b|\bzending\b|заказ|сч[её]т|накладн|трек|телефон"
     r"|订单|訂單|单号|單號|运单|運單|快递|快遞|物流|发票|發票|流水号|交易号|序列号|条码|电话|電話|手机"
     r"|注文|伝票|追跡|予約|請求書|領収書|주문|송장|배송|영수증|전화)"
 )
@@ -379,7 +383,7 @@ _FLAG = re.compile(
 _NAME_PARTS = re.compile(r"[A-Z]?[a-z]+|[A-Z]+(?![a-z])|[0-9]+")
 _SECRET_PART = re.compile(
     r"tokens?|secrets?|keys?|apikey|password|passwd|passphrase|passcode|pwd|pass|auth"
-    r"|authorization|credentials?|creds|cookie|bearer|private|privkey|jwt|salt|signature|session"
+    r"|authorization|credentials?|creds|cookie|bearer|private|privkey|jwt|salt|signature"
 )
 _SECRET_INSIDE = ("token", "secret", "passw", "apikey", "credential", "privkey")
 # A name ending in one of these names what is not a secret: ``TOKEN_URL``, ``KEY_ID``, ``GIT_SHA``
@@ -394,14 +398,25 @@ _ENV_NAME = re.compile(r"[A-Z][A-Z0-9_]*[A-Z0-9]")
 # Each part between "_", "-" and "." is a word (camel-cased or not) or an acronym, with at
 # most four digits after it, or a short number.
 _PART_SEPARATOR = re.compile(r"[_\-.]")
-_WORD_PART = re.compile(r"(?:[A-Z]?[a-z]+)+[0-9]{0,4}|[A-Z]+[0-9]{0,4}|[0-9]{1,4}")
+_WORD_PART = (
+    re.compile(  # camel-cased words with one acronym before or after: HTTPServer, PostgreSQL
+        r"(?:[A-Z]{2,}(?=[A-Z][a-z]))?(?:[A-Z]?[a-z]+)+(?:[A-Z]{2,})?[0-9]{0,4}|[A-Z]+[0-9]{0,4}"
+        r"|[0-9]{1,4}"
+    )
+)
 _SYLLABLES = re.compile(r"[A-Z]?[a-z]+")
 _VOWEL = re.compile(r"[aeiouy]", re.IGNORECASE)
 _CONSONANTS = re.compile(r"[b-df-hj-np-tv-xz]{5}", re.IGNORECASE)
+# What stands for a value: a placeholder (``<token>``, ``${TOKEN}``, ``[secret]``, ``***``), a
+# command's output (``$(...)``), a literal
 _PLACEHOLDER = re.compile(
-    r"<[A-Za-z_\- ]+>?|\$\{?[A-Z_][A-Z0-9_]*\}?|%[A-Z_][A-Z0-9_]*%|\{\{.*|[xX*.•]{3,}"
-    r"|(?i:changeme|redacted|none|null|true|false|yes|no)"
+    r"<[A-Za-z_\- ]+>?|\$\{?[A-Z_][A-Z0-9_]*\}?|\$\(.*|`.*|%[A-Z_][A-Z0-9_]*%|\{\{.*|\[.*"
+    r"|[xX*.•]{3,}|(?i:changeme|redacted|none|null|true|false|yes|no)"
 )
+_CALL = re.compile(r"(?P<callee>[A-Za-z_][A-Za-z0-9_.]{2,})\(")  # ``s = Session(...)``
+_ELIDED = ("...", "…")  # "msk_dev_..." shows a value's shape, not a value
+_HEX = re.compile(r"[0-9a-fA-F]+")
+MIN_HEX_KEY_CHARS = 16  # shorter hex is an id or a short hash ("key:4dc98e3a4b53")
 _RANDOM_RUN = re.compile(r"[A-Za-z0-9+/]{16,}")  # 16: an unnamed value is told from a word
 _TIMESTAMP = re.compile(r"[0-9]{4}-[0-9]{2}-[0-9]{2}(?:[T ][0-9:.]+(?:Z|[+\-][0-9:]+)?)?")
 MIN_ENTROPY_BITS = 3.0  # per character: an MD5's hex is ~3.7, a word ~2.8-3.3
@@ -429,6 +444,8 @@ def _said(m: re.Match[str], text: str) -> tuple[int, int] | None:
     """The span of a secret said in a sentence (see ``_SAID``), if its value is one."""
     start, end = _pair_value(text, *m.span("value"))
     value = text[start:end]
+    if text.startswith(_ELIDED, end):
+        return None
     if m.group("password"):  # "hunter2", "123456", "Tr0ub4dor&3"; not "reset" or "incorrect"
         shaped = not value.isalpha() or not _is_word(value)
         taken = len(value) >= MIN_PASSWORD_CHARS and shaped and not _PLACEHOLDER.fullmatch(value)
@@ -440,7 +457,8 @@ def _key_like(value: str) -> bool:
     """A value a key's or token's name may hold: long enough, with a letter (a date or a
     count is not a key), and not a word, a placeholder, a path or an address."""
     letters = any(c.isalpha() for c in value)
-    return len(value) >= MIN_KEY_CHARS and letters and _not_a_word(value)
+    short_hex = len(value) < MIN_HEX_KEY_CHARS and _HEX.fullmatch(value)
+    return len(value) >= MIN_KEY_CHARS and letters and not short_hex and _not_a_word(value)
 
 
 def _name_says(name: str) -> str | None:
@@ -462,7 +480,7 @@ def _is_word(value: str) -> bool:
     """Whether ``value`` is made of words: ``created_at``, ``ProductionDatabase``, ``HTTP``.
     Each lower-case part has a vowel and no five consonants in a row, which random letters
     with the same shape ("pinbdzpfgYhpFz") do not."""
-    if not all(_WORD_PART.fullmatch(part) for part in _PART_SEPARATOR.split(value)):
+    if not all(_WORD_PART.fullmatch(part) for part in _PART_SEPARATOR.split(value) if part):
         return False
     return all(
         len(part) < 2 or (_VOWEL.search(part) and not _CONSONANTS.search(part))
@@ -476,6 +494,13 @@ def _entropy(value: str) -> float:
     return -sum(c / n * math.log2(c / n) for c in Counter(value).values())
 
 
+def _is_call(value: str) -> bool:
+    """Whether ``value`` is code calling a named function (``Session(...)``,
+    ``client.over_http(memory``), not a password with a bracket in it."""
+    call = _CALL.match(value)
+    return call is not None and all(_is_word(p) for p in call.group("callee").split("."))
+
+
 def _not_a_word(value: str) -> bool:
     """A value a secret's name may hold: not a word, an identifier, a placeholder, a path or
     an address."""
@@ -483,6 +508,7 @@ def _not_a_word(value: str) -> bool:
         _is_word(value)
         or _PLACEHOLDER.fullmatch(value)
         or _TIMESTAMP.fullmatch(value)
+        or _is_call(value)
         or value.startswith(("/", "~", "./"))
         or "://" in value
     )
@@ -511,6 +537,8 @@ def _assigned(m: re.Match[str], text: str) -> tuple[int, int] | None:
     if m.group("quote") and text[end : end + 1] != m.group("quote"):
         start, end = m.span("value")  # quoted: the value is all of it up to the quote
     value = text[start:end]
+    if text.startswith(_ELIDED, end):
+        return None
     says = _name_says(name)
     if says == "secret":
         return (start, end) if _key_like(value) else None
@@ -571,13 +599,15 @@ def find_secrets(text: str) -> list[Finding]:
     for pattern, group in CONFIG_DENYLIST_REGEX_TO_GROUP.items():
         for m in pattern.finditer(text):
             start, end = _pair_value(text, *m.span(group))
-            if end > start and not _PLACEHOLDER.fullmatch(text[start:end]):
+            shown = _PLACEHOLDER.fullmatch(text[start:end]) or text.startswith(_ELIDED, end)
+            if end > start and not shown:
                 found.append(Finding("secret", start, end))
     for m in _LOCAL_PAIR.finditer(text):
         start, end = _pair_value(text, *m.span("value"))
         if m.group("key") and not _key_like(text[start:end]):
             continue  # "API key: set it in the dashboard" names no key
-        if end > start and not _PLACEHOLDER.fullmatch(text[start:end]):
+        shown = _PLACEHOLDER.fullmatch(text[start:end]) or text.startswith(_ELIDED, end)
+        if end > start and not shown:
             found.append(Finding("secret", start, end))
     at = 0
     while (m := _ASSIGNMENT.search(text, at)) is not None:
