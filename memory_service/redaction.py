@@ -438,6 +438,12 @@ _SAID = re.compile(
     r"[\"'`]?(?P<value>(?:(?![\"'`])[!-~])+)"
 )
 MIN_PASSWORD_CHARS = 6
+# The words the two sentence rules start from, looked for first: most text names no secret, and
+# a substring test is cheaper than a case-insensitive alternation tried at every character
+_SECRET_STEMS = ("token", "secret", "key", "pass", "pwd", "auth", "cred")
+_SAID_WORDS = tuple(
+    w.lower() for w in (_PASSWORD_WORDS + "|" + _SECRET_WORDS).split("|") if w not in _SECRET_STEMS
+)
 
 
 def _said(m: re.Match[str], text: str) -> tuple[int, int] | None:
@@ -617,11 +623,15 @@ def find_secrets(text: str) -> list[Finding]:
             at = span[1]
         else:  # the value may itself be an assignment: "config: TOKEN=..."
             at = m.end("link")
-    for m in chain(_FLAG.finditer(text), _NAMED_IN_SENTENCE.finditer(text)):
+    lowered = text.lower()
+    named = any(stem in lowered for stem in _SECRET_STEMS)
+    sentences = _NAMED_IN_SENTENCE.finditer(text) if named else ()
+    for m in chain(_FLAG.finditer(text), sentences):
         span = _assigned(m, text)
         if span is not None and span[1] > span[0]:
             found.append(Finding("secret", *span))
-    for m in _SAID.finditer(text):
+    said = named or any(word in lowered for word in _SAID_WORDS)
+    for m in _SAID.finditer(text) if said else ():
         span = _said(m, text)
         if span is not None and span[1] > span[0]:
             found.append(Finding("secret", *span))
