@@ -26,14 +26,13 @@ from __future__ import annotations
 import contextlib
 import datetime as dt
 import random
-import re
 import types
 from collections.abc import Callable, Iterator
 from unittest import mock
 
 from faker import Faker
 from faker.providers.ssn import zh_CN as zh_ssn
-from stdnum import iban, luhn
+from stdnum import iban
 
 from benchmarks.privacy.corpus import Sample
 
@@ -476,10 +475,3 @@ def negatives(seed: int, n: int) -> list[Sample]:
 def corpus(n_positive: int = 1200, n_negative: int = 1200, seed: int = SEED) -> list[Sample]:
     """The positives and the hard negatives, each from its own seeded generators."""
     return positives(seed, n_positive) + negatives(seed, n_negative)
-
-
-def luhn_passing(samples: list[Sample]) -> int:
-    """How many negatives hold a 16-digit run that passes Luhn: the look-alikes that only a
-    number's name or range can tell from a card."""
-    runs = (m.group() for s in samples if s.kind == "none" for m in re.finditer(r"\d{16}", s.text))
-    return sum(luhn.is_valid(r) for r in runs)

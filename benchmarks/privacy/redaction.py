@@ -1,5 +1,5 @@
-"""The redaction detector on a generated corpus: precision and recall per kind, false positives
-on hard negatives, and time per sentence.
+"""The redaction detector on two corpora: precision and recall per kind, false positives on
+hard negatives, and time per sentence.
 
 Two corpora, each seeded (the same sentences every run): ``generated`` (``corpus.py``, the
 values made here, the one the rules were written against) and ``faker`` (``faker_corpus.py``,
@@ -23,11 +23,14 @@ from __future__ import annotations
 
 import argparse
 import json
+import re
 import statistics
 import time
 from collections import Counter
 from collections.abc import Sequence
 from pathlib import Path
+
+from stdnum import luhn
 
 from benchmarks.privacy import faker_corpus
 from benchmarks.privacy.corpus import SEED, Sample, corpus
@@ -36,6 +39,7 @@ from memory_service.redaction import KINDS, find, redact_text
 TARGETS = {"card": 0.99, "iban": 0.99, "national-id": 0.99, "secret": 0.95}
 CORPORA = {"generated": (corpus, SEED), "faker": (faker_corpus.corpus, faker_corpus.SEED)}
 MAX_FALSE_POSITIVE_RATE = 0.01
+_CARD_LENGTH_RUN = re.compile(r"(?<![0-9])[0-9]{12,19}(?![0-9])")
 
 
 def _p95(values: list[float]) -> float:
@@ -100,6 +104,11 @@ def evaluate(samples: Sequence[Sample]) -> dict:
             "recall_target": TARGETS[kind],
         }
     n_neg = sum(negatives.values())
+    luhn_lookalikes = sum(
+        any(luhn.is_valid(run) for run in _CARD_LENGTH_RUN.findall(s.text))
+        for s in samples
+        if s.kind == "none"
+    )
     return {
         "sentences": len(samples),
         "positives": len(samples) - n_neg,
@@ -110,6 +119,7 @@ def evaluate(samples: Sequence[Sample]) -> dict:
             for family, c in sorted(by_family.items())
         },
         "false_positive_rate": round(sum(flagged.values()) / n_neg, 4) if n_neg else None,
+        "negatives_with_a_luhn_valid_number": luhn_lookalikes,
         "false_positives_by_family": {f: flagged[f] for f in sorted(negatives)},
         "us_per_sentence": {
             "median": round(statistics.median(timings), 1),
@@ -171,6 +181,10 @@ def table(result: dict, name: str = "") -> str:
         f"false positives: {result['false_positive_rate']:.2%} of {result['negatives']} "
         f"hard negatives (target ≤ {MAX_FALSE_POSITIVE_RATE:.0%}); by family: "
         + ", ".join(f"{f} {n}" for f, n in result["false_positives_by_family"].items())
+    )
+    lines.append(
+        f"negatives holding a Luhn-valid run of 12-19 digits: "
+        f"{result['negatives_with_a_luhn_valid_number']}"
     )
     lines.append(f"time per sentence: median {us['median']} µs, p95 {us['p95']} µs")
     return "\n".join(lines)
