@@ -357,11 +357,6 @@ _OPENING = {")": "(", "）": "（", "]": "["}
 # credential) takes any value with a letter that is not a word or a placeholder; an
 # environment variable's name (``export NAME=``, ``NAME=`` in capitals) takes a long,
 # high-entropy value unless the name says it is an identifier (a commit, a hash, an id).
-_SECRET_WORDS = (
-    "令牌|密钥|秘钥|密鑰|金鑰|凭证|凭据|憑證|トークン|シークレット|アクセスキー|キー|토큰|시크릿|키"
-    "|schlüssel|jeton|clé|clef|clave|chave|chiave|sleutel|ключ|токен|секрет"
-)
-_SECRET_WORD = re.compile(_SECRET_WORDS, re.IGNORECASE)
 _ASSIGNMENT = re.compile(
     r"(?P<prefix>(?:\bexport|\bset|\bsetx|\$env:|(?<!\S)-e|\bENV)\s*)?"
     r"(?P<name>(?<![A-Za-z0-9_.\-])[A-Za-z_][A-Za-z0-9_.\-]*)"
@@ -381,6 +376,12 @@ _FLAG = re.compile(
     r"(?P<quote>[\"'`]?)(?P<value>(?:(?![\"'`])[!-~])+)"
 )
 _NAME_PARTS = re.compile(r"[A-Z]?[a-z]+|[A-Z]+(?![a-z])|[0-9]+")
+# "Token", "key" and "secret" in the languages of the templates people write in
+_SECRET_WORDS = (
+    "令牌|密钥|秘钥|密鑰|金鑰|凭证|凭据|憑證|トークン|シークレット|アクセスキー|キー|토큰|시크릿|키"
+    "|schlüssel|jeton|clé|clef|clave|chave|chiave|sleutel|ключ|токен|секрет"
+)
+_SECRET_WORD = re.compile(_SECRET_WORDS, re.IGNORECASE)
 _SECRET_PART = re.compile(
     r"tokens?|secrets?|keys?|apikey|password|passwd|passphrase|passcode|pwd|pass|auth"
     r"|authorization|credentials?|creds|cookie|bearer|private|privkey|jwt|salt|signature"
@@ -398,11 +399,10 @@ _ENV_NAME = re.compile(r"[A-Z][A-Z0-9_]*[A-Z0-9]")
 # Each part between "_", "-" and "." is a word (camel-cased or not) or an acronym, with at
 # most four digits after it, or a short number.
 _PART_SEPARATOR = re.compile(r"[_\-.]")
-_WORD_PART = (
-    re.compile(  # camel-cased words with one acronym before or after: HTTPServer, PostgreSQL
-        r"(?:[A-Z]{2,}(?=[A-Z][a-z]))?(?:[A-Z]?[a-z]+)+(?:[A-Z]{2,})?[0-9]{0,4}|[A-Z]+[0-9]{0,4}"
-        r"|[0-9]{1,4}"
-    )
+# Camel-cased words may carry one acronym before or after them: HTTPServer, PostgreSQL.
+_WORD_PART = re.compile(
+    r"(?:[A-Z]{2,}(?=[A-Z][a-z]))?(?:[A-Z]?[a-z]+)+(?:[A-Z]{2,})?[0-9]{0,4}|[A-Z]+[0-9]{0,4}"
+    r"|[0-9]{1,4}"
 )
 _SYLLABLES = re.compile(r"[A-Z]?[a-z]+")
 _VOWEL = re.compile(r"[aeiouy]", re.IGNORECASE)
@@ -441,9 +441,7 @@ MIN_PASSWORD_CHARS = 6
 # The words the two sentence rules start from, looked for first: most text names no secret, and
 # a substring test is cheaper than a case-insensitive alternation tried at every character
 _SECRET_STEMS = ("token", "secret", "key", "pass", "pwd", "auth", "cred")
-_SAID_WORDS = tuple(
-    w.lower() for w in (_PASSWORD_WORDS + "|" + _SECRET_WORDS).split("|") if w not in _SECRET_STEMS
-)
+_SAID_WORDS = tuple(w.lower() for w in f"{_PASSWORD_WORDS}|{_SECRET_WORDS}".split("|"))
 
 
 def _said(m: re.Match[str], text: str) -> tuple[int, int] | None:
