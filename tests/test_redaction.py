@@ -19,7 +19,9 @@ import psycopg
 import pytest
 from mcp import Client
 from stdnum import luhn
+from stdnum.cn import ric
 
+from benchmarks.privacy import faker_corpus
 from benchmarks.privacy import redaction as bench
 from memory_service.agent_state import AgentState
 from memory_service.api.keys import Principal
@@ -102,6 +104,102 @@ def test_each_kind_is_replaced_by_its_placeholder(said, stored):
     ],
 )
 def test_lookalikes_are_kept(said):
+    assert find(said) == []
+
+
+# Born before the region code existed (320102, from 1983) or keeping a code abolished since
+# (510202, Chongqing's district while it was in Sichuan): real numbers keep the code they were
+# issued with, and python-stdnum's list of current divisions rejects both.
+OLD_REGION_RICS = ["510202196005120011", "320102197503140027"]
+
+
+@pytest.mark.parametrize("number", OLD_REGION_RICS)
+def test_an_identity_number_is_known_by_its_structure_not_by_a_list_of_regions(number):
+    assert redact_text(f"身份证号：{number}。") == ("身份证号：[national-id]。", {"national-id": 1})
+    assert redact_text(f"ID {number[:6]} {number[6:14]} {number[14:]} on file")[0] == (
+        "ID [national-id] on file"
+    )
+
+
+@pytest.mark.parametrize(
+    "said",
+    [
+        "99010219750314002X",  # no province is numbered 99
+        "110101197513400021",  # month 13
+        "110101197503140029",  # wrong check digit
+        f"110101{2090}0314002X",  # born in the future
+    ],
+)
+def test_eighteen_digits_without_an_identity_numbers_structure_are_kept(said):
+    assert [f.kind for f in find(said)] != ["national-id"]
+
+
+@pytest.mark.parametrize(
+    "card",
+    [
+        "675912345674",  # Maestro, 12 digits
+        "2131 1993 5181 900",  # JCB's 15-digit range
+        "180037167868433",  # JCB's other 15-digit range (UATP's 1)
+        "3515 3776 0207 7640",  # JCB, printed in groups
+        "2200 1234 5678 9019",  # Mir
+    ],
+)
+def test_cards_of_every_networks_lengths_and_ranges_are_redacted(card):
+    assert luhn.is_valid(card.replace(" ", ""))
+    assert redact_text(f"Charge it to {card}, thanks.")[0] == "Charge it to [card], thanks."
+
+
+@pytest.mark.parametrize(
+    ("said", "stored"),
+    [
+        ("export TOKEN=qXyTbRwLmZkPfVaHsDnE", "export TOKEN=[secret]"),
+        (
+            'DEPLOY_HOOK="9f2c4e6a8b0d1f3e5a7c9b1d3f5e7a9c2b4d6f8e0a1c3e5b7d9f1a3c5e7b9d1f"',
+            'DEPLOY_HOOK="[secret]"',
+        ),
+        ("set SESSION_SECRET=u7#Lq!9zR2@x", "set SESSION_SECRET=[secret]"),
+        ('{"clientSecret": "Zm9vYmFyYmF6cXV4MTIzNDU2"}', '{"clientSecret": "[secret]"}'),
+        (
+            "my GitHub token is 8hG2kLq9ZpX4vN7wT1cR, keep it",
+            "my GitHub token is [secret], keep it",
+        ),
+        ("mein Token lautet X9fK2mQ7pL4tW8zR3vN6.", "mein Token lautet [secret]."),
+        ("我的令牌是 Q2w9Ez7Rt5Yu3Io1Pa8S 。", "我的令牌是 [secret] 。"),
+        ("La clé API est ksmmQOFPVnruhhynCOQJwrJZ", "La clé API est [secret]"),
+        ("my password is hunter2", "my password is [secret]"),
+        ("パスワードはalktQuNlUeZloAgkYfmcck", "パスワードは[secret]"),
+        ("--api-key 9f8e7d6c5b4a3210 --verbose", "--api-key [secret] --verbose"),
+        (
+            "curl -H 'Authorization: Bearer Zq8XmT4kWp2RbN7cY5' x",
+            "curl -H 'Authorization: Bearer [secret]' x",
+        ),
+    ],
+)
+def test_a_random_value_assigned_to_a_secret_or_an_environment_name_is_redacted(said, stored):
+    assert redact_text(said)[0] == stored
+
+
+@pytest.mark.parametrize(
+    "said",
+    [
+        "Order number 4539148803436467 has shipped.",  # Luhn-valid, a Visa's range
+        "订单号：4539148803436467，已发货。",
+        "Tracking number: 5425233430109903",
+        "Bestellnummer 4539 1488 0343 6467 wurde storniert.",
+        "export GIT_COMMIT=3f7a9c2e4b1d0a8f6e5c4b3a2f1e0d9c8b7a6f5e",  # an identifier's name
+        "sort_key: created_at, primary_key = user_id",
+        "the secret is unbelievable and the key is underneath",
+        "export PATH=/usr/local/bin:/usr/bin",
+        "REQUEST_ID=6f1b8d0e-2f53-4c1e-9a53-6d656d6f7279",
+        "export NODE_OPTIONS=--max-old-space-size=4096 IMAGE=ghcr.io/org/app:1.2.3",
+        "export HOME=/home/kimberly08",
+        "session: 2024-06-15T10:00:00, token: null, api_key: ${API_KEY}",
+        "The password is stored in the vault; my password is incorrect.",
+        "SIM card 8986 0012 3456 7890 120",  # an ICCID passes Luhn too
+        "request id 19c79d97-5084-4145-9692-69590f6d8f62",  # 5084-4145-9692: a Maestro's shape
+    ],
+)
+def test_lookalikes_named_as_something_else_are_kept(said):
     assert find(said) == []
 
 
@@ -388,11 +486,23 @@ def test_mcp_memory_save_returns_the_redactions(tmp_path, embedder, monkeypatch)
 # -- the benchmark's corpus ---------------------------------------------------------------
 
 
-def test_the_detector_meets_its_targets_on_a_generated_corpus(capsys):
-    bench.main(["--positives", "300", "--negatives", "300", "--seed", "3"])
+@pytest.mark.parametrize("name", ["generated", "faker"])
+def test_the_detector_meets_its_targets_on_each_corpus(capsys, name):
+    bench.main(["--corpus", name, "--positives", "300", "--negatives", "300", "--seed", "3"])
     printed = capsys.readouterr().out
-    result = bench.evaluate(bench.corpus(300, 300, seed=3))
+    make, _ = bench.CORPORA[name]
+    result = bench.evaluate(make(300, 300, seed=3))
     for kind, row in result["kinds"].items():
         assert row["recall"] >= bench.TARGETS[kind], (kind, result["missed"])
     assert result["false_positive_rate"] <= bench.MAX_FALSE_POSITIVE_RATE, result["false_alarms"]
-    assert "| card | 90 |" in printed and "hard negatives" in printed
+    assert f"{name} corpus, seed 3" in printed and "| card | 90 |" in printed
+
+
+def test_the_faker_corpus_is_the_same_for_a_seed_and_holds_what_it_says():
+    first, again = faker_corpus.corpus(60, 60, seed=5), faker_corpus.corpus(60, 60, seed=5)
+    assert first == again  # seeded, and its identity numbers dated from a fixed day
+    assert first != faker_corpus.corpus(60, 60, seed=6)
+    positives = [s for s in first if s.kind != "none"]
+    assert all(s.value and s.value in s.text for s in positives)
+    ids = [s.value for s in positives if s.family == "cn-ric"]
+    assert ids and all(len(v) == 18 and v[-1] == ric.calc_check_digit(v) for v in ids)
