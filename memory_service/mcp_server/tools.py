@@ -242,7 +242,7 @@ def _session_get(services: Services, ctx: RuntimeContext, args: SessionGetReques
 
 
 def _session_end(services: Services, ctx: RuntimeContext, args: SessionGetRequest) -> Any:
-    """As ``POST /v1/sessions/{id}/end``: flush, then clear."""
+    """As ``POST /v1/sessions/{id}/end``: archive and/or flush, then clear."""
     flush, cleared = _shortterm(services).end(replace(ctx, session_id=args.session_id))
     return Merged(session_id=args.session_id, flush=flush, **cleared)
 
@@ -345,8 +345,10 @@ TOOLS: tuple[McpTool, ...] = (
     ),
     McpTool(
         SESSION_END,
-        "End one of the user's sessions: what it has not yet flushed is extracted into "
-        "long-term memory (this needs the service's LLM), then the session is cleared.",
+        "End one of the user's sessions: its messages are archived as events when the "
+        "service's session archive setting says so (no LLM needed), what it has not yet "
+        "flushed is extracted into long-term memory by the service's LLM when there is one, "
+        "then the session is cleared.",
         SessionGetRequest,
         SessionEnded,
         _session_end,
