@@ -460,9 +460,7 @@ def test_an_archived_turn_reads_as_the_benchmarks_turns_unit():
         {"speaker": "Caroline", "dia_id": "D1:1", "text": "I went to a LGBTQ support group."},
         {"speaker": "Melanie", "dia_id": "D1:2", "text": "That's great, how was it?"},
     ]
-    messages = [
-        Msg.user(t["text"], name=t["speaker"], seq=i) for i, t in enumerate(turns, start=1)
-    ]
+    messages = [Msg.user(t["text"], name=t["speaker"], seq=i) for i, t in enumerate(turns, start=1)]
     facts = archive_facts(messages, "session_1")
     assert [f.text for f in facts] == [turn_text(t, "speaker") for t in turns]
     assert [f.source.messages for f in facts] == [(1,), (2,)]
