@@ -42,7 +42,11 @@ from memory_service.replicas.session_state import AgentStateStore, SessionInfo
 from memory_service.replicas.tool_results import ToolResultStore
 from memory_service.shortterm.compaction import ConversationCompactor, build_compactor
 from memory_service.shortterm.compaction_base import CompactionResult, summary_trigger
-from memory_service.shortterm.compaction_hook import CompactionHook, count_compaction
+from memory_service.shortterm.compaction_hook import (
+    CompactionHook,
+    count_compaction,
+    with_pending,
+)
 from memory_service.shortterm.flush_callback import ArchiveCallback, FlushCallback, FlushOutcome
 from memory_service.shortterm.session_locks import KeyedLocks
 
@@ -142,6 +146,19 @@ class ShortTermMemory:
     def list_sessions(self, ctx: RuntimeContext) -> list[SessionInfo]:
         return self.store.list_sessions(ctx)
 
+    def evict_tool_result(self, ctx: RuntimeContext, message: Msg) -> Msg:
+        """``message`` as the context of a call in progress keeps it: redacted, and a big
+        tool result stored outside the conversation with its preview in its place (as an
+        append would store it). ``discard_evicted`` takes the stored file back."""
+        redacted, _ = self.redactor.message(message)
+        return self.tool_results.evict(ctx, check_message(redacted))
+
+    def discard_evicted(self, ctx: RuntimeContext, messages: Sequence[Msg]) -> None:
+        """Remove the stored files of ``evict_tool_result``'s previews among ``messages``."""
+        evicted = [m for m in messages if m.mark == "tool_result" and m.metadata.get("ref")]
+        if evicted:
+            self.tool_results.discard(ctx, evicted)
+
     def read_tool_result(
         self,
         ctx: RuntimeContext,
@@ -227,12 +244,15 @@ class ShortTermMemory:
             code="session_busy",
         )
 
-    def check_compaction(self, state: AgentState, ctx: RuntimeContext) -> CompactionResult:
-        """Compact ``state`` in place if a trigger fires; never raises for an LLM problem."""
+    def check_compaction(
+        self, state: AgentState, ctx: RuntimeContext, pending: Sequence[Msg] = ()
+    ) -> CompactionResult:
+        """Compact ``state`` in place if a trigger fires, counting ``pending`` (the messages
+        of a call in progress, not in the state yet); never raises for an LLM problem."""
         if self.hook is not None:
-            return self.hook.before_reasoning(state, ctx)
+            return self.hook.before_reasoning(state, ctx, pending)
         tokens = state.token_estimate
-        if summary_trigger(state, self.config, self.context_window) is None:
+        if summary_trigger(with_pending(state, pending), self.config, self.context_window) is None:
             return CompactionResult(False, "not_needed", 0, len(state.messages), tokens, tokens)
         state.flags["needs_compaction"] = True
         return CompactionResult(
