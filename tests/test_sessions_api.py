@@ -400,6 +400,19 @@ def test_ending_without_a_model_archives_the_messages_as_events(no_model_client)
     assert hits["hits"][0]["text"] == adopted
 
 
+def test_with_the_memory_hooks_off_the_end_archives_nothing(tmp_path, embedder, monkeypatch):
+    services, no_hooks = make_client(
+        tmp_path, embedder, monkeypatch, memory={"disable_memory_hooks": True}
+    )
+    with no_hooks:
+        assert append(no_hooks, "s1", WEATHER_TURNS).status_code == 200
+        ended = _end(no_hooks)
+        assert ended.status_code == 200, ended.text
+        assert ended.json()["archive"] is None and ended.json()["flush"]["status"] == "skipped"
+        assert _events(no_hooks) == {}
+    services.close()
+
+
 def test_ending_without_a_model_or_a_session(tmp_path, embedder, monkeypatch, client):
     services, no_archive = make_client(
         tmp_path, embedder, monkeypatch, memory={"session_archive": "off"}
