@@ -1002,3 +1002,40 @@ def test_a_confidence_weight_prefers_the_surer_of_two_matches(memory):
     assert texts(memory.retrieve(ALICE, query, 1)) == ["Alice parks on level two"]
     memory.retrieval = memory.retrieval.with_changes(confidence_weight=10)
     assert texts(memory.retrieve(ALICE, query, 1)) == ["Alice parks on level three"]
+
+
+def test_a_fact_past_the_ledger_retention_stays_found(memory, tmp_path):
+    """Maintenance a year on: the daily files leave the working set (files: moved to
+    ``memory/archive/``), and a fact MEMORY.md's budget left out is still searched, listed
+    and fetched by id, on every backend alike."""
+    from memory_service.paths import OwnerPaths
+    from memory_service.pipeline.consolidation import Consolidator
+    from memory_service.pipeline.maintenance import MaintenanceSettings, MemoryMaintenance
+
+    ids = {f.text: r.id for f, r in zip(PROFILE, memory.record(ALICE, PROFILE), strict=True)}
+    workspace = getattr(memory, "workspace", tmp_path / "workspace")
+    later = utcnow() + timedelta(days=365)
+    runner = MemoryMaintenance(
+        longterm=memory,
+        workspace=workspace,
+        consolidator=Consolidator(model=None, max_tokens=40),  # room for one or two facts
+        settings=MaintenanceSettings(daily_file_retention_days=90),
+        clock=lambda: later,
+    )
+    report = runner.run_user(ALICE, force=True)
+    assert report.status == "ran", report.error
+    paths = OwnerPaths.of(workspace, ALICE)
+    assert sorted(f.text for f in memory.list(ALICE).items) == sorted(ids)
+    held = paths.memory_md.read_text()  # consolidated after the archive: from every fact
+    left_out = [f.text for f in PROFILE if f.text not in held]
+    assert left_out and len(left_out) < len(PROFILE)  # MEMORY.md holds some, not these
+    if isinstance(memory, FileSystemLongTermMemory):
+        assert report.counts["ledgers_archived"] == 1
+        assert not list(paths.ledger_dir.glob("*.md"))  # out of the working set
+        assert len(list(paths.archive_dir.glob("20*.md"))) == 1
+
+    for text in left_out:
+        [got] = memory.get(ALICE, [ids[text]])
+        assert got.text == text
+        assert text in texts(memory.retrieve(ALICE, text, 3))
+    memory.close()  # a fresh process reads the same

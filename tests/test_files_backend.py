@@ -210,3 +210,40 @@ def test_recorded_vectors_are_kept_so_search_embeds_only_the_query(tmp_path, emb
     assert hits[0].fact.text == "Alice repaired the garden fence"
     assert counting.misses == 7  # the query only
     memory.close()
+
+
+def test_archived_ledgers_are_read_but_never_through_a_link(tmp_path, files_memory):
+    bob = RuntimeContext("acme", "bob")
+    files_memory.record(bob, [Fact("Bob's bank PIN is 9911")])
+    bob_ledger_dir = files_memory.paths(bob).ledger_dir
+    files_memory.record(ALICE, [Fact("Alice likes tea")])
+    paths = files_memory.paths(ALICE)
+    paths.archive_dir.mkdir()
+    (paths.archive_dir / "2020-01-01.md").write_text("- Alice grew up in Lyon\n")
+    (paths.archive_dir / "2020-01-02.md").symlink_to(next(bob_ledger_dir.glob("*.md")))
+    (paths.archive_dir / "MEMORY.20200101T000000.md").write_text("- A snapshot, not a fact\n")
+    assert sorted(f.text for f in files_memory.list(ALICE).items) == [
+        "Alice grew up in Lyon",
+        "Alice likes tea",
+    ]
+    for entry in paths.archive_dir.iterdir():
+        entry.unlink()
+    paths.archive_dir.rmdir()
+    paths.archive_dir.symlink_to(bob_ledger_dir)  # a linked archive folder is not read
+    assert [f.text for f in files_memory.list(ALICE).items] == ["Alice likes tea"]
+
+
+def test_archiving_onto_an_archived_day_keeps_both_and_delete_reaches_the_archive(files_memory):
+    from datetime import date
+
+    paths = files_memory.paths(ALICE)
+    paths.archive_dir.mkdir(parents=True)
+    (paths.archive_dir / "2020-01-01.md").write_text("- Alice grew up in Lyon")  # no newline
+    (paths.ledger_dir / "2020-01-01.md").write_text("- Alice moved to Turin\n")  # written since
+    assert files_memory.archive_fact_files(ALICE, before=date(2021, 1, 1)) == 1
+    assert not (paths.ledger_dir / "2020-01-01.md").exists()
+    facts = {f.text: f.id for f in files_memory.list(ALICE).items}
+    assert sorted(facts) == ["Alice grew up in Lyon", "Alice moved to Turin"]
+    assert files_memory.delete(ALICE, [facts["Alice grew up in Lyon"]]) == 1
+    assert (paths.archive_dir / "2020-01-01.md").read_text() == "- Alice moved to Turin\n"
+    assert [f.text for f in files_memory.list(ALICE).items] == ["Alice moved to Turin"]

@@ -327,19 +327,36 @@ def test_the_tool_loop_stops_at_max_iterations(rig, script):
     assert state.messages[-1].role == "assistant" and not state.messages[-1].tool_calls
 
 
-def test_big_tool_results_are_evicted_when_appended(rig, script):
+def test_a_big_tool_result_is_evicted_when_the_tool_returns(rig, script):
     built = rig(shortterm={"tool_result_max_chars": 256, "tool_result_preview_chars": 64})
     built.longterm.record(
         ALICE, [Fact(f"Peanut fact number {i} about the user.") for i in range(20)]
     )
-    script.chat(tool_calls(("memory_search", {"query": "peanut"})), text("done"))
+    script.chat(
+        tool_calls(("memory_search", {"query": "peanut"}), ("memory_get", {"path": "x.md"})),
+        tool_calls(("memory_search", {"query": "allergy"}, "second")),
+        text("done"),
+    )
     outcome = built.harness.call(ALICE, "tell me about peanuts")
-    assert len(outcome.evicted) == 1 and outcome.evicted[0].startswith("tool-results/s1/")
+    # the next rounds were sent the big result's preview, never its whole text
+    for request in script.requests["chat"][1:]:
+        big = next(m for m in request.messages if m.get("tool_call_id") == "call_0_memory_search")
+        assert big["content"].startswith("[tool result stored outside the conversation")
+        assert len(big["content"]) < 600
+        small = next(m for m in request.messages if m.get("tool_call_id") == "call_1_memory_get")
+        assert small["content"].startswith("error")  # a small result stays whole
+    # stored once, under the reference the model was shown, with the full text
+    refs = [r for r in outcome.evicted if r.endswith("/call_0_memory_search.txt")]
+    assert len(refs) == 1 and refs[0] in big["content"]
+    assert sorted(outcome.evicted) == sorted(set(outcome.evicted))
+    full = built.shortterm.read_tool_result(ALICE, refs[0])
+    assert "Peanut fact number" in full and len(full) > 256
     stored = built.shortterm.load(ALICE).messages[2]
     assert stored.mark == "tool_result" and len(stored.content) < 600
-    full = built.shortterm.read_tool_result(ALICE, outcome.evicted[0])
-    assert "Peanut fact number" in full  # the model saw it whole; the state keeps a preview
-    assert "Peanut fact number" in script.requests["chat"][1].messages[3]["content"]
+    files = list((built.workspace / "tenants/acme/users/alice/tool-results/s1").iterdir())
+    assert len(files) == len(outcome.evicted)  # no early copy left behind
+    logged = built.shortterm.search(ALICE, "Peanut fact number")
+    assert logged, "the session log keeps the full text"
 
 
 # -- compaction, overflow, failures --------------------------------------------------------
@@ -366,6 +383,37 @@ def test_compaction_check_flushes_first_then_compacts_before_reasoning(rig, scri
     assert state.compaction_count == 1 and state.messages[-1].content == "OK."
     assert state.last_flushed_index == state.next_seq - 1
     assert outcome.usage["compaction"].total_tokens > 0
+
+
+def test_a_call_with_many_tool_rounds_compacts_before_the_round_that_would_not_fit(rig, script):
+    built = rig(compaction={"trigger_messages": 8, "keep_last": 2})
+    chat_turns(built, ALICE, 4)
+    script.chat(
+        tool_calls(("memory_search", {"query": "one"}, "r1")),
+        tool_calls(("memory_search", {"query": "two"}, "r2")),
+        tool_calls(("memory_search", {"query": "three"}, "r3")),
+        text("done"),
+    )
+
+    outcome = built.harness.call(ALICE, "look it up")
+
+    # 4 + the question + 2 per round: the third round would be sent 9 messages (over 8)
+    assert script.order == ["chat", "chat", "flush", "summary", "chat", "chat", "flush"]
+    assert not outcome.compaction.performed  # at the start of the call: 4 messages fit
+    first, second, third, fourth = script.requests["chat"]
+    assert not any("conversation_summary" in (m.get("content") or "") for m in second.messages)
+    assert third.messages[1]["content"].startswith("<conversation_summary")
+    said = [m.get("content") for m in third.messages]
+    assert "earlier question 0" not in said and "earlier question 2" in said  # the tail kept
+    # the call's own question and its tool rounds are all still there, in order
+    assert [m.get("tool_call_id") for m in third.messages if m["role"] == "tool"] == ["r1", "r2"]
+    assert third.messages[-5]["content"] == "look it up"
+    assert len(fourth.messages) == len(third.messages) + 2  # no second compaction
+    assert [f.reason for f in outcome.flushes] == ["pre_compaction", "post_call"]
+    assert not outcome.overflow_retry
+    assert outcome.usage["compaction"].total_tokens > 0
+    state = built.shortterm.load(ALICE)
+    assert state.compaction_count == 1 and state.messages[-1].content == "done"
 
 
 def test_context_overflow_flushes_compacts_harder_and_retries_once(rig, script):

@@ -22,6 +22,7 @@ from benchmarks.lab import (
     score_normalisation,
     scripts_lexical,
     second_hop,
+    session_archive,
     stemming,
     variants,
 )
@@ -440,3 +441,19 @@ def test_near_duplicates_measures_made_up_pairs_and_locomo_facts(lab, embedder, 
     assert result["pairs"]["rewording"]["merged"] > 0.5
     assert result["locomo"]["facts"] > 0
     assert "LoCoMo observation facts" in out
+
+
+def test_session_archive_replays_sessions_and_scores_the_archived_events(
+    lab, embedder, tmp_path, capsys
+):
+    written = tmp_path / "archive.json"
+    assert session_archive.main([*lab[:2], "--json", str(written)], embedder=embedder) == 0
+    out = capsys.readouterr().out
+    archived = re.search(r"session archive \(no model\)\s+([\d.]+) +([\d.]+) +([\d.]+)", out)
+    turns = re.search(r"bench --unit turns\s+([\d.]+) +([\d.]+) +([\d.]+)", out)
+    assert archived and turns, out
+    assert "16 messages appended" in out
+    figures = json.loads(written.read_text())
+    assert figures["archive"]["questions"] == 8 and figures["archive"]["R@25"] > 0
+    # the archive writes each turn as the bench's turns unit does: the same recall
+    assert figures["archive"] == figures["bench_turns"]

@@ -158,6 +158,85 @@ def test_stdio_save_search_get_and_refusals(workspace: Path):
     over_stdio(_stdio(workspace, key, "--user", "alice"), body)
 
 
+KEYED_TOOLS = {"memory_extract", "memory_recall", "memory_consolidate", "memory_prune"}
+
+
+def _said(result) -> str:
+    assert not result.is_error, result
+    (content,) = result.content
+    return content.text
+
+
+@pytest.mark.subprocess
+def test_stdio_the_keyed_tools_work_on_a_personal_keys_own_memory(workspace: Path):
+    """The keyed tools of ``/v1/chat``'s harness, over MCP with the rights ``memory_save``
+    has: a personal key's calls read and change its own user's memory, no one else's."""
+    key = FilesKeyStore(workspace / "api-keys.json").add("acme", "personal", user="alice")
+    bob = _key(workspace, "acme", "admin")
+
+    async def bobs(session: ClientSession) -> None:
+        said = await _call(session, "memory_extract", key="user.diet", text="Bob eats fish")
+        assert _said(said).startswith("created")
+
+    over_stdio(_stdio(workspace, bob, "--user", "bob"), bobs)
+
+    async def body(session: ClientSession) -> None:
+        tools = {t.name: t for t in (await session.list_tools()).tools}
+        assert set(tools) >= KEYED_TOOLS
+        assert "user_id" not in tools["memory_extract"].input_schema["properties"]
+        assert not tools["memory_prune"].annotations.read_only_hint
+
+        first = await _call(session, "memory_extract", key="user.diet", text="Alice is vegetarian")
+        assert _said(first).startswith("created")
+        again = await _call(session, "memory_extract", key="user.diet", text="Alice is vegan")
+        assert _said(again).startswith("superseded") and "Alice is vegetarian" in _said(again)
+        await _call(session, "memory_extract", key="user.drink.tea", text="Alice likes oolong")
+        await _call(session, "memory_extract", key="user.drink.coffee", text="Alice likes mocha")
+
+        recalled = _said(await _call(session, "memory_recall", key="user.", prefix=True))
+        assert "3 facts" in recalled and "Bob" not in recalled
+        assert "Alice is vegetarian" not in recalled  # superseded
+        exact = _said(await _call(session, "memory_recall", key="user.diet"))
+        assert "Alice is vegan" in exact and "oolong" not in exact
+
+        merged = await _call(
+            session,
+            "memory_consolidate",
+            keys_to_merge=["user.drink.tea", "user.drink.coffee"],
+            new_key="user.drinks",
+            text="Alice likes oolong tea and mocha coffee",
+        )
+        assert _said(merged).startswith("merged 2 fragments")
+        drinks = _said(await _call(session, "memory_recall", key="user.drink", prefix=True))
+        assert "Alice likes oolong tea and mocha coffee" in drinks and "1 facts" in drinks
+        rewritten = _said(await _call(session, "memory_consolidate"))
+        assert rewritten.startswith("MEMORY.md rewritten")
+
+        vegan = exact.split("id=")[1].split(",")[0]
+        listed = _said(await _call(session, "memory_prune", ids=[vegan]))
+        assert listed.startswith("Would prune 1 facts"), listed
+        pruned = _said(await _call(session, "memory_prune", ids=[vegan], dry_run=False))
+        assert pruned.startswith("Pruned 1 facts")
+        gone = _said(await _call(session, "memory_recall", key="user.diet"))
+        assert gone.startswith("Nothing is remembered")
+
+        # the key's user only: another one named is refused, and bad arguments say what
+        other = await _call(session, "memory_recall", key="user.diet", user_id="bob")
+        assert _code(other) == "forbidden_user"
+        bad = await _call(session, "memory_extract", key="user.diet", text="x", importance=11)
+        assert _code(bad) == "invalid_fact"
+        half = await _call(session, "memory_consolidate", new_key="user.x")
+        assert _code(half) == "invalid_fact"
+
+    over_stdio(_stdio(workspace, key), body)
+
+    async def bob_again(session: ClientSession) -> None:
+        still = _said(await _call(session, "memory_recall", key="user.diet"))
+        assert "Bob eats fish" in still and "Alice" not in still
+
+    over_stdio(_stdio(workspace, bob, "--user", "bob"), bob_again)
+
+
 def _ledger(workspace: Path) -> str:
     (ledger,) = (workspace / "tenants" / "acme" / "users" / "alice" / "memory").glob("*.md")
     return ledger.name

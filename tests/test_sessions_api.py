@@ -9,7 +9,15 @@ import psycopg
 import pytest
 
 from memory_service.shortterm.summary import SUMMARY_BLOCKS
-from tests.support.api import ACME_KEY, GLOBEX_KEY, append, assert_error, auth, make_client, users
+from tests.support.api import (
+    ACME_KEY,
+    GLOBEX_KEY,
+    append,
+    assert_error,
+    auth,
+    make_client,
+    users,
+)
 from tests.support.chat_script import TRIP_SUMMARY, Script
 from tests.support.llm_server import server_error, text
 from tests.support.postgres import PG_DSN
@@ -303,6 +311,36 @@ def test_ending_a_session_flushes_it_then_clears_it(client, llm_server):
     assert logged["hits"], "the session log stays"
 
 
+@pytest.mark.parametrize("archive", ["no_model", "always"])
+def test_with_a_model_the_setting_says_whether_the_archive_runs_beside_the_flush(
+    tmp_path, embedder, monkeypatch, llm_server, archive
+):
+    llm_server.responder = Script(flush="- [fact|8|user.pet] The user has a greyhound, Pixel.")
+    services, client = make_client(
+        tmp_path,
+        embedder,
+        monkeypatch,
+        llm={"base_url": llm_server.base_url, "model": "chat-model"},
+        memory={"session_archive": archive},
+    )
+    with client:
+        assert append(client, "s1", WEATHER_TURNS).status_code == 200
+        ended = _end(client)
+        assert ended.status_code == 200, ended.text
+        body = ended.json()
+        assert body["flush"]["status"] == "flushed"
+        listed = client.get("/v1/memories", params={"user_id": "alice"}, headers=auth()).json()
+        facts = [f["text"] for f in listed["items"] if f["kind"] == "fact"]
+        assert facts == ["The user has a greyhound, Pixel."]
+        if archive == "always":
+            assert body["archive"] == {"recorded": 2, "duplicates": 0, "left_out": 3}
+            assert len(_events(client)) == 2
+            assert not any("14C" in text for text in _events(client))
+        else:
+            assert body["archive"] is None and _events(client) == {}
+    services.close()
+
+
 def test_ending_a_session_whose_flush_fails_clears_nothing(client, llm_server):
     llm_server.responder = Script(flush="Sure, nothing to add.")  # neither bullets nor NO_REPLY
     assert (
@@ -313,10 +351,78 @@ def test_ending_a_session_whose_flush_fails_clears_nothing(client, llm_server):
     assert client.get("/v1/sessions/s1?user_id=alice", headers=auth()).status_code == 200
 
 
-def test_ending_without_a_model_or_a_session(no_model_client, client):
-    assert append(no_model_client, "s1", [{"role": "user", "content": "hello"}]).status_code == 200
-    assert_error(_end(no_model_client), 503, "llm_not_configured")
-    assert no_model_client.get("/v1/sessions/s1?user_id=alice", headers=auth()).status_code == 200
+WEATHER_TURNS = [
+    {"role": "system", "content": "You are terse."},
+    {"role": "user", "name": "Caroline", "content": "I adopted a greyhound called Pixel today."},
+    {
+        "role": "assistant",
+        "content": None,
+        "tool_calls": [
+            {
+                "id": "c1",
+                "type": "function",
+                "function": {"name": "weather", "arguments": '{"city": "Paris"}'},
+            }
+        ],
+    },
+    {"role": "tool", "tool_call_id": "c1", "name": "weather", "content": "Paris: 14C, rain"},
+    {"role": "assistant", "content": "Congratulations on Pixel! Take a raincoat for walks."},
+]
+
+
+def _events(client, user="alice"):
+    """The user's long-term memories of kind ``event``, by text."""
+    listed = client.get("/v1/memories", params={"user_id": user}, headers=auth()).json()
+    return {f["text"]: f for f in listed["items"] if f["kind"] == "event"}
+
+
+def test_ending_without_a_model_archives_the_messages_as_events(no_model_client):
+    assert append(no_model_client, "s1", WEATHER_TURNS).status_code == 200
+    ended = _end(no_model_client)
+    assert ended.status_code == 200, ended.text
+    body = ended.json()
+    assert body["flush"] is None and body["state"] is True
+    assert body["archive"] == {"recorded": 2, "duplicates": 0, "left_out": 3}
+    assert no_model_client.get("/v1/sessions/s1?user_id=alice", headers=auth()).status_code == 404
+    events = _events(no_model_client)
+    adopted = "Caroline: I adopted a greyhound called Pixel today."
+    reply = "assistant: Congratulations on Pixel! Take a raincoat for walks."
+    assert sorted(events) == sorted([adopted, reply])  # no tool result, no system prompt
+    assert events[adopted]["source"] == {
+        "origin": "session_archive",
+        "session_id": "s1",
+        "messages": [1],
+        "text": None,
+    }
+    assert events[reply]["source"]["messages"] == [4]
+    search = {"user_id": "alice", "query": "what dog did Caroline adopt?"}
+    hits = no_model_client.post("/v1/memories/search", json=search, headers=auth()).json()
+    assert hits["hits"][0]["text"] == adopted
+
+
+def test_with_the_memory_hooks_off_the_end_archives_nothing(tmp_path, embedder, monkeypatch):
+    services, no_hooks = make_client(
+        tmp_path, embedder, monkeypatch, memory={"disable_memory_hooks": True}
+    )
+    with no_hooks:
+        assert append(no_hooks, "s1", WEATHER_TURNS).status_code == 200
+        ended = _end(no_hooks)
+        assert ended.status_code == 200, ended.text
+        assert ended.json()["archive"] is None and ended.json()["flush"]["status"] == "skipped"
+        assert _events(no_hooks) == {}
+    services.close()
+
+
+def test_ending_without_a_model_or_a_session(tmp_path, embedder, monkeypatch, client):
+    services, no_archive = make_client(
+        tmp_path, embedder, monkeypatch, memory={"session_archive": "off"}
+    )
+    with no_archive:
+        assert append(no_archive, "s1", [{"role": "user", "content": "hello"}]).status_code == 200
+        assert_error(_end(no_archive), 503, "llm_not_configured")
+        assert no_archive.get("/v1/sessions/s1?user_id=alice", headers=auth()).status_code == 200
+        assert _events(no_archive) == {}
+    services.close()
     assert_error(_end(client, "nope"), 404, "not_found")
     assert append(client, "s2", [{"role": "user", "content": "hello"}]).status_code == 200
     assert_error(_end(client, "s2", user="bob"), 404, "not_found")  # another user's session
@@ -338,7 +444,9 @@ def test_the_cli_ends_a_session(tmp_path, embedder, monkeypatch, capsys, llm_ser
     services.close()
     argv = ["end-session", "s1", "--workspace", str(ws), "--tenant", "acme", "--user", "alice"]
 
-    assert main(argv) == 2  # no LLM: the session stays
+    monkeypatch.setenv("MEMORY_MEMORY__SESSION_ARCHIVE", "off")
+    assert main(argv) == 2  # no LLM and no archive: the session stays
+    monkeypatch.delenv("MEMORY_MEMORY__SESSION_ARCHIVE")
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "flushes it to long-term memory first" in err
     assert main([*argv[:2], "--workspace", str(ws), "--tenant", "acme", "--user", "bob"]) == 2
@@ -350,4 +458,22 @@ def test_the_cli_ends_a_session(tmp_path, embedder, monkeypatch, capsys, llm_ser
     assert main([*argv, "--json"]) == 0
     out = json.loads(capsys.readouterr().out)
     assert out["flush"] == {"status": "flushed", "facts_created": 1} and out["state"] is True
+    assert out["archive"] is None  # a model is configured: the flush alone, by default
     assert main(argv) == 2  # ended: nothing left to end
+
+
+def test_an_archived_turn_reads_as_the_benchmarks_turns_unit():
+    """The archive writes a LoCoMo turn, appended as a message named after its speaker, as
+    ``bench --unit turns`` records it: that unit's recall figures are the archive's."""
+    from memory_service.evaluation.datasets.locomo import turn_text
+    from memory_service.messages import Msg
+    from memory_service.pipeline.session_archive import archive_facts
+
+    turns = [
+        {"speaker": "Caroline", "dia_id": "D1:1", "text": "I went to a LGBTQ support group."},
+        {"speaker": "Melanie", "dia_id": "D1:2", "text": "That's great, how was it?"},
+    ]
+    messages = [Msg.user(t["text"], name=t["speaker"], seq=i) for i, t in enumerate(turns, start=1)]
+    facts = archive_facts(messages, "session_1")
+    assert [f.text for f in facts] == [turn_text(t, "speaker") for t in turns]
+    assert [f.source.messages for f in facts] == [(1,), (2,)]

@@ -1,8 +1,9 @@
 """``memory-service end-session``: end one session of a workspace, as
-``POST /v1/sessions/{id}/end`` does: its unflushed messages are flushed into long-term memory
-(the configured LLM), then its state and evicted tool results are cleared (the log stays).
-A failed flush, or no LLM for a session with unflushed messages, is one error line and exit
-2, and the session is left as it was."""
+``POST /v1/sessions/{id}/end`` does: its messages are archived as events when
+``MEMORY_MEMORY__SESSION_ARCHIVE`` says so (no LLM needed), its unflushed messages are flushed
+into long-term memory (the configured LLM), then its state and evicted tool results are
+cleared (the log stays). A failed flush, or no LLM and no archive for a session with unflushed
+messages, is one error line and exit 2, and the session is left as it was."""
 
 from __future__ import annotations
 
@@ -15,7 +16,8 @@ from memory_service.context import RuntimeContext
 def register(sub: argparse._SubParsersAction) -> None:
     parser = sub.add_parser(
         "end-session",
-        help="end a session: flush what it has not flushed into long-term memory, then clear it",
+        help="end a session: archive its messages and/or flush them into long-term memory, "
+        "then clear it",
     )
     parser.add_argument("session", help="the session id")
     parser.add_argument("--tenant", default="default", help="the user's tenant id")
@@ -51,5 +53,7 @@ def run(args: argparse.Namespace) -> int:
         if flush is not None
         else "nothing to flush"
     )
+    if (archived := cleared.get("archive")) is not None:
+        said = f"{archived['recorded']} messages archived as events; {said}"
     print(f"ended session {args.session} of {args.tenant}/{args.user}: {said}; cleared")
     return 0

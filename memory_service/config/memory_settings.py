@@ -158,7 +158,8 @@ class MemorySettings(_Section):
     off the flush (every path, the idle flush too), the MEMORY.md/recall injection of the
     harness, the memory tools and every scheduled maintenance pass (so nothing but an explicit
     API or CLI call writes the ledgers or MEMORY.md); ``disable_memory_tools`` stops offering
-    the memory tools alone.
+    the memory tools alone. ``session_archive``: when the end of a session records its
+    messages as events (``pipeline/session_archive.py``).
     """
 
     model_config = ConfigDict(extra="forbid", validate_assignment=True)
@@ -199,6 +200,13 @@ class MemorySettings(_Section):
     )
     sweep_interval_minutes: float = Field(
         5.0, gt=0, description="how often the scheduler runs the idle flush and the TTL purge"
+    )
+    session_archive: Literal["off", "no_model", "always"] = Field(
+        "no_model",
+        description="ending a session records its messages as events (kind event, the session "
+        "and message numbers as provenance; tool results and instructions left out): off: "
+        "never, the flush alone (no model: 503); no_model: when no memory model is configured, "
+        "so the session reaches long-term memory without one; always: beside the flush too",
     )
     max_tool_iterations: int = Field(6, ge=1, le=50)
     memory_summary_length: int = Field(

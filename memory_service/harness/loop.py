@@ -1,10 +1,14 @@
 """The model loop of one agent call: complete, run the tool calls it asks for, repeat, at most
 ``limit`` completions. The last completion is asked for without tools (``tool_choice=none``)
 so a turn always ends with words; a refused or failing tool is a result for the model, not an
-exception.
+exception. Before every round after the first, ``before_round`` gives the context again (the
+caller compacts the history there when the round would not fit); each tool result goes
+through ``keep_result`` as it returns (a big one leaves the context for a preview).
 """
 
 from __future__ import annotations
+
+from collections.abc import Callable
 
 from memory_service.context import RuntimeContext
 from memory_service.harness.outcome import Turn
@@ -23,11 +27,15 @@ def run_tool_loop(
     turn: Turn,
     *,
     limit: int,
+    before_round: Callable[[], list[Msg]] | None = None,
+    keep_result: Callable[[Msg], Msg] | None = None,
 ) -> None:
     """Add to ``turn`` what the model says after ``context``, tool rounds included."""
     schemas = tools.schemas()
     said = next((m for m in reversed(context) if m.role == "user"), None)  # this turn's input
     for iteration in range(1, limit + 1):
+        if iteration > 1 and before_round is not None:
+            context = before_round()
         last = iteration == limit
         reply = model.complete(
             [*context, *turn.messages],
@@ -46,4 +54,5 @@ def run_tool_loop(
         for call in reply.tool_calls:
             outcome = tools.run(ctx, call, said=said)
             turn.tools.append(outcome)
-            turn.messages.append(Msg.tool(call.id, outcome.text, name=call.name))
+            result = Msg.tool(call.id, outcome.text, name=call.name)
+            turn.messages.append(keep_result(result) if keep_result is not None else result)

@@ -49,6 +49,10 @@ class Turn:
     tools: list[ToolOutcome] = field(default_factory=list)
     iterations: int = 0
     overflow_compaction: Usage | None = None  # the summary of an overflow's compaction
+    # compactions between rounds (the history compacted before a round that would not fit)
+    round_compactions: list[CompactionResult] = field(default_factory=list)
+    # the full text of tool results evicted as they returned, by tool call id
+    evicted_results: dict[str, Msg] = field(default_factory=dict)
 
 
 @dataclass(slots=True)

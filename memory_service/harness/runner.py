@@ -2,13 +2,17 @@
 
 1. load the session's ``AgentState`` by context;
 2. compaction check: when a trigger fires, flush first (the messages about to be summarised
-   reach long-term memory), then compact;
+   reach long-term memory), then compact; again before every later model round, counting
+   the call's own messages (its user message and tool rounds), so a call with many tool
+   rounds compacts its history before the round that would not fit;
 3. system prompt (``prompt``): instructions + MEMORY.md within ``memory_load_token_budget``
    + recalled facts by relevance and by importance;
 4. the model loop (``loop``) with the memory tools, at most ``max_tool_iterations``
-   completions; on a context overflow: flush, compact harder, retry once;
+   completions; a big tool result is evicted as the tool returns (its preview stays in the
+   context for the rest of the call); on a context overflow: flush, compact harder, retry
+   once;
 5. append the user message and everything the loop produced (``ShortTermMemory.append``
-   evicts big tool results and logs the messages);
+   evicts big tool results again, from their full text, and logs the messages);
 6. post-call flush, as the ``FlushTrigger`` says;
 7. save the state (the flush watermark and its throttle clock).
 
@@ -42,7 +46,7 @@ from memory_service.replicas.memory_docs import MemoryDocs
 from memory_service.replicas.usage import RECORD_ERRORS, UsageStore
 from memory_service.replicas.usage.files import FilesUsageStore
 from memory_service.shortterm.compaction_base import CompactionResult
-from memory_service.shortterm.session import ShortTermMemory
+from memory_service.shortterm.session import AppendResult, ShortTermMemory
 from memory_service.tools.memory_tools import MemoryTools
 
 log = logging.getLogger(__name__)
@@ -123,7 +127,7 @@ class MemoryHarness:
             prompt = self.system_prompt(ctx, message)
             turn, overflow = self._reason(model, state, ctx, prompt, user_msg)
             self._save_if_changed(state, ctx, saved)
-            appended = self.shortterm.append(ctx, [user_msg, *turn.messages], compact=False)
+            appended = self._append_turn(ctx, user_msg, turn)
             self._post_call_flush(appended.state, ctx)
         return ChatOutcome(
             reply=turn.messages[-1].content if turn.messages else "",
@@ -161,22 +165,67 @@ class MemoryHarness:
         turn = Turn()
         system = Msg.system(prompt.text)
 
+        def keep_result(result: Msg) -> Msg:
+            kept = self.shortterm.evict_tool_result(ctx, result)
+            if kept.mark == "tool_result" and result.tool_call_id is not None:
+                turn.evicted_results[result.tool_call_id] = result
+            return kept
+
         def attempt(current: AgentState) -> Turn:
-            turn.messages = []
+            self.shortterm.discard_evicted(ctx, turn.messages)  # an overflowed attempt's
+            turn.messages, turn.evicted_results = [], {}
+            # compacted once, the history has nothing more to give in this call: it does not
+            # grow while the call runs (its messages are appended at the end)
+            spent: list[bool] = []
+
+            def before_round() -> list[Msg]:
+                if not spent:
+                    pending = [user_msg, *turn.messages]
+                    result = self.shortterm.check_compaction(current, ctx, pending)
+                    if result.performed or result.usage is not None:
+                        turn.round_compactions.append(result)
+                    if result.performed or result.reason == "nothing_to_compact":
+                        spent.append(True)
+                return [system, *current.context(), user_msg]
+
             context = [system, *current.context(), user_msg]
             run_tool_loop(
-                model, self.tools, ctx, context, turn, limit=self.config.max_tool_iterations
+                model,
+                self.tools,
+                ctx,
+                context,
+                turn,
+                limit=self.config.max_tool_iterations,
+                before_round=before_round,
+                keep_result=keep_result,
             )
             return turn
 
+        retried: list[bool] = []
+
         def compacted(result: CompactionResult) -> None:
             turn.overflow_compaction = result.usage
+            retried.append(result.performed)  # a compaction between rounds is not a retry
 
-        before = state.compaction_count
-        self.shortterm.force_compact_and_retry(state, ctx, attempt, compacted)
-        return turn, state.compaction_count > before
+        try:
+            self.shortterm.force_compact_and_retry(state, ctx, attempt, compacted)
+        except BaseException:  # nothing of a failed call stays: its early files neither
+            self.shortterm.discard_evicted(ctx, turn.messages)
+            raise
+        return turn, any(retried)
 
     # -- saving ---------------------------------------------------------------------------
+
+    def _append_turn(self, ctx: RuntimeContext, user_msg: Msg, turn: Turn) -> AppendResult:
+        """The user message and the turn into the session: each tool result evicted during
+        the call goes in whole (its early file taken back), so the append evicts it once
+        more and the session log keeps its full text, as for any appended message."""
+        full = [
+            turn.evicted_results.get(m.tool_call_id, m) if m.mark == "tool_result" else m
+            for m in turn.messages
+        ]
+        self.shortterm.discard_evicted(ctx, turn.messages)
+        return self.shortterm.append(ctx, [user_msg, *full], compact=False)
 
     def _save_if_changed(self, state: AgentState, ctx: RuntimeContext, saved: tuple) -> tuple:
         """Persist what a hook changed (flush watermark, compaction) before going on."""
@@ -222,8 +271,9 @@ class MemoryHarness:
         usage file here (each flush adds its own)."""
         usage = {"chat": turn.usage}
         sink().tokens("chat", turn.usage.prompt_tokens, turn.usage.completion_tokens)
-        if compaction.usage is not None:
-            usage["compaction"] = compaction.usage
+        summaries = [c.usage for c in (compaction, *turn.round_compactions) if c.usage]
+        if summaries:
+            usage["compaction"] = sum(summaries, Usage())
         overflow = turn.overflow_compaction
         try:
             self.usage.record(ctx.tenant_id, tokens=usage)

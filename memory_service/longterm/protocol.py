@@ -128,7 +128,8 @@ class JournalsDecisions(Protocol):
 @runtime_checkable
 class ArchivesFactFiles(Protocol):
     """A backend that keeps dated files and can move those older than ``before`` out of
-    recall. Returns how many were moved."""
+    its working set, never out of recall, list or get (a fact is kept until it is deleted,
+    on every backend alike). Returns how many were moved."""
 
     def archive_fact_files(self, ctx: RuntimeContext, before: date) -> int: ...
 

@@ -41,7 +41,12 @@ from memory_service import __version__
 from memory_service.api.schemas.common import code_of
 from memory_service.errors import MemoryServiceError
 from memory_service.mcp_server.caller import Caller
-from memory_service.mcp_server.tools import McpTool, arguments_for, available
+from memory_service.mcp_server.tools import (
+    McpTool,
+    arguments_for,
+    available,
+    validate_arguments,
+)
 from memory_service.services.container import Services
 
 log = logging.getLogger(__name__)
@@ -122,7 +127,7 @@ def build_server(services: Services, identify: Identify) -> Server:
             sent = dict(params.arguments or {})
             if caller.principal.user_id is not None and "user_id" in sent:
                 caller.context(str(sent.pop("user_id")))  # a personal key's: its user or 403
-            args = arguments_for(tool, caller.may_choose_user).model_validate(sent)
+            args = validate_arguments(tool, caller.may_choose_user, sent)
             run_ctx = caller.context(getattr(args, "user_id", None))
             value = await anyio.to_thread.run_sync(tool.run, services, run_ctx, args)
         except ValidationError as exc:  # the arguments, or what the tool built of them
@@ -144,7 +149,8 @@ def build_server(services: Services, identify: Identify) -> Server:
         SERVER_NAME,
         version=__version__,
         instructions="Long-term memory of one user: search, save, read and delete memories; "
-        "search and read past sessions.",
+        "keep facts under keys (extract, recall, consolidate, prune); search and read past "
+        "sessions.",
         on_list_tools=list_tools,
         on_call_tool=call_tool,
     )

@@ -8,6 +8,11 @@ raw; the server validates it against ``McpTool.result``.
 The user is not an argument of a user key's tools: it is the connection's (``Caller``), so a
 model steered by a prompt cannot read another user's memory. An admin key's tools take an
 optional ``user_id`` (``arguments_for``). The tenant is never an argument.
+
+The keyed tools (``memory_extract``, ``memory_recall``, ``memory_consolidate``,
+``memory_prune``) are the chat harness's own (``tools.memory_tools``): the same arguments, the
+same checks and codes (``ToolArguments.parse``) and the same text answers; like
+``memory_save`` they act on the caller's own memory only.
 """
 
 from __future__ import annotations
@@ -43,7 +48,15 @@ from memory_service.messages import MEMORY_GET, MEMORY_SAVE, MEMORY_SEARCH, SESS
 from memory_service.pipeline.erasure import erase_facts
 from memory_service.pipeline.provenance import check_source_sessions
 from memory_service.services.container import Services
-from memory_service.tools.arguments import MemoryGetArgs
+from memory_service.services.work import build_maintenance
+from memory_service.tools.arguments import (
+    MemoryConsolidateArgs,
+    MemoryExtractArgs,
+    MemoryGetArgs,
+    MemoryPruneArgs,
+    MemoryRecallArgs,
+    ToolArguments,
+)
 from memory_service.tools.memory_tools import MemoryTools
 
 MEMORY_DELETE = "memory_delete"
@@ -105,6 +118,23 @@ class SessionGetRequest(Strict):
 
 class MemoryReadRequest(MemoryGetArgs):
     """The harness's ``memory_get`` arguments: a memory file's path and a line range."""
+
+
+class MemoryExtractRequest(MemoryExtractArgs):
+    """The harness's ``memory_extract`` arguments: a key, a fact, its importance and kind."""
+
+
+class MemoryRecallRequest(MemoryRecallArgs):
+    """The harness's ``memory_recall`` arguments: a key, or a key prefix."""
+
+
+class MemoryConsolidateRequest(MemoryConsolidateArgs):
+    """The harness's ``memory_consolidate`` arguments: fragments' keys, the insight's key and
+    text, all three or none (none: rewrite MEMORY.md)."""
+
+
+class MemoryPruneRequest(MemoryPruneArgs):
+    """The harness's ``memory_prune`` arguments: ids, or else expiry and an importance."""
 
 
 MemorySearchRequest = _without_user(SearchRequest, "MemorySearchRequest")
@@ -214,6 +244,33 @@ def _read(services: Services, ctx: RuntimeContext, args: MemoryReadRequest) -> s
     return tools.memory_get(ctx, args.path, args.start_line, args.end_line)
 
 
+def _keyed(services: Services) -> MemoryTools:
+    """The harness's memory tools over ``services``, with maintenance (consolidate, prune)."""
+    workspace, docs = services.settings.workspace, services.memory_docs
+    maintenance = build_maintenance(services)
+    return MemoryTools(
+        workspace, services.longterm, services.shortterm, maintenance=maintenance, docs=docs
+    )
+
+
+def _extract(services: Services, ctx: RuntimeContext, args: MemoryExtractRequest) -> str:
+    return _keyed(services).memory_extract(ctx, args.key, args.text, args.importance, args.kind)
+
+
+def _recall(services: Services, ctx: RuntimeContext, args: MemoryRecallRequest) -> str:
+    return _keyed(services).memory_recall(ctx, args.key, args.prefix)
+
+
+def _consolidate(services: Services, ctx: RuntimeContext, args: MemoryConsolidateRequest) -> str:
+    keys = list(args.keys_to_merge) if args.keys_to_merge is not None else None
+    return _keyed(services).memory_consolidate(ctx, keys, args.new_key, args.text)
+
+
+def _prune(services: Services, ctx: RuntimeContext, args: MemoryPruneRequest) -> str:
+    ids = list(args.ids) if args.ids is not None else None
+    return _keyed(services).memory_prune(ctx, args.dry_run, args.max_importance, ids)
+
+
 def _shortterm(services: Services):
     if services.shortterm is None:  # the tool is not listed then; a stale client may still call
         raise InvalidInputError("short-term memory is not configured in this service")
@@ -242,7 +299,7 @@ def _session_get(services: Services, ctx: RuntimeContext, args: SessionGetReques
 
 
 def _session_end(services: Services, ctx: RuntimeContext, args: SessionGetRequest) -> Any:
-    """As ``POST /v1/sessions/{id}/end``: flush, then clear."""
+    """As ``POST /v1/sessions/{id}/end``: archive and/or flush, then clear."""
     flush, cleared = _shortterm(services).end(replace(ctx, session_id=args.session_id))
     return Merged(session_id=args.session_id, flush=flush, **cleared)
 
@@ -320,6 +377,37 @@ TOOLS: tuple[McpTool, ...] = (
         _read,
     ),
     McpTool(
+        MemoryExtractArgs.tool,
+        MemoryExtractArgs.description,
+        MemoryExtractRequest,
+        None,
+        _extract,
+        read_only=False,
+    ),
+    McpTool(
+        MemoryRecallArgs.tool,
+        MemoryRecallArgs.description,
+        MemoryRecallRequest,
+        None,
+        _recall,
+    ),
+    McpTool(
+        MemoryConsolidateArgs.tool,
+        MemoryConsolidateArgs.description,
+        MemoryConsolidateRequest,
+        None,
+        _consolidate,
+        read_only=False,
+    ),
+    McpTool(
+        MemoryPruneArgs.tool,
+        MemoryPruneArgs.description,
+        MemoryPruneRequest,
+        None,
+        _prune,
+        read_only=False,
+    ),
+    McpTool(
         SESSION_SEARCH,
         "Find messages said in the user's past sessions (verbatim history, not curated memory).",
         SessionSearchToolRequest,
@@ -345,8 +433,10 @@ TOOLS: tuple[McpTool, ...] = (
     ),
     McpTool(
         SESSION_END,
-        "End one of the user's sessions: what it has not yet flushed is extracted into "
-        "long-term memory (this needs the service's LLM), then the session is cleared.",
+        "End one of the user's sessions: its messages are archived as events when the "
+        "service's session archive setting says so (no LLM needed), what it has not yet "
+        "flushed is extracted into long-term memory by the service's LLM when there is one, "
+        "then the session is cleared.",
         SessionGetRequest,
         SessionEnded,
         _session_end,
@@ -362,6 +452,16 @@ def available(services: Services) -> dict[str, McpTool]:
 
 
 _ADMIN_MODELS: dict[str, type[BaseModel]] = {}
+
+
+def validate_arguments(tool: McpTool, may_choose_user: bool, sent: dict[str, Any]) -> Any:
+    """The call's arguments, validated by the caller's model: a harness tool's refusal is
+    its ``InvalidInputError`` with the harness's code (one mistake, one code), any other's
+    pydantic's ``ValidationError``."""
+    model = arguments_for(tool, may_choose_user)
+    if issubclass(model, ToolArguments):
+        return model.parse(sent)
+    return model.model_validate(sent)
 
 
 def arguments_for(tool: McpTool, may_choose_user: bool) -> type[BaseModel]:

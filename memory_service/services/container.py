@@ -16,6 +16,7 @@ from memory_service.observe.telemetry import TimedEmbedder
 from memory_service.paths import WorkspacePaths
 from memory_service.pipeline.flush import MemoryFlushManager
 from memory_service.pipeline.scheduler import known_users, tenant_owners
+from memory_service.pipeline.session_archive import SessionArchiver
 from memory_service.redaction import Redactor
 from memory_service.replicas.database import Database
 from memory_service.replicas.memory_docs import MemoryDocs
@@ -129,6 +130,11 @@ def build_services(settings: Settings, *, embedder: Embedder | None = None) -> S
             services.longterm, services.memory_model, settings.workspace, **options
         )
         services.shortterm.set_flush(services.flush)  # before compaction and on overflow
+        archive = settings.memory.session_archive
+        if not settings.memory.disable_memory_hooks and (
+            archive == "always" or (archive == "no_model" and services.memory_model is None)
+        ):
+            services.shortterm.set_archive(SessionArchiver(services.longterm))
     except BaseException:
         services.close()  # e.g. PostgreSQL unreachable: release the Qdrant Edge folder too
         raise

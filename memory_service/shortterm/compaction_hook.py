@@ -12,7 +12,7 @@ policies (``compaction``) because this is where short-term memory meets the flus
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import replace
 from datetime import datetime, timedelta
 from typing import TypeVar
@@ -23,6 +23,7 @@ from memory_service.context import RuntimeContext
 from memory_service.errors import MemoryServiceError
 from memory_service.facts import utcnow
 from memory_service.llm import ContextOverflowError
+from memory_service.messages import Msg
 from memory_service.observe.telemetry import sink
 from memory_service.observe.tracing import using_ids
 from memory_service.shortterm.compaction_base import CompactionResult, Compactor
@@ -80,6 +81,16 @@ def count_compaction(result: CompactionResult, ctx: RuntimeContext) -> None:
     )
 
 
+def with_pending(state: AgentState, pending: Sequence[Msg]) -> AgentState:
+    """``state`` as the next model round sees it: a copy with ``pending`` appended (``state``
+    itself when there is nothing pending)."""
+    if not pending:
+        return state
+    projected = state.copy()
+    projected.append(*pending)
+    return projected
+
+
 class CompactionHook:
     """Runs before reasoning: flush, then compact when a trigger fires."""
 
@@ -106,10 +117,15 @@ class CompactionHook:
             return {"flush_error": f"{type(exc).__name__}: {exc}"}
         return {"flushed": True}
 
-    def before_reasoning(self, state: AgentState, ctx: RuntimeContext) -> CompactionResult:
-        """Compact when needed and not backing off. An LLM failure is reported in the result
-        and remembered in ``state.compaction_backoff``; the messages stay unchanged."""
-        trigger = self.compactor.needs_compaction(state)
+    def before_reasoning(
+        self, state: AgentState, ctx: RuntimeContext, pending: Sequence[Msg] = ()
+    ) -> CompactionResult:
+        """Compact when needed and not backing off. ``pending``: the messages of the call in
+        progress that the state does not hold yet (its user message and tool rounds), which
+        the next model round is sent too: the triggers count them, and the state's own
+        history is what is compacted. An LLM failure is reported in the result and
+        remembered in ``state.compaction_backoff``; the messages stay unchanged."""
+        trigger = self.compactor.needs_compaction(with_pending(state, pending))
         tokens = state.token_estimate
         if trigger is None:
             return CompactionResult(False, "not_needed", 0, len(state.messages), tokens, tokens)

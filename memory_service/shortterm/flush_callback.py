@@ -1,8 +1,10 @@
-"""The seam between short-term memory and the long-term pipeline: the flush callback.
+"""The seams between short-term memory and the long-term pipeline: the flush callback and the
+archive callback.
 
-Short-term memory calls it before compacting and on a context overflow; the pipeline
-(``memory_service.pipeline.flush``) implements it. Defined here, below both, so neither imports
-the other's layer upwards.
+Short-term memory calls the flush before compacting and on a context overflow, and the
+archive when a session ends; the pipeline (``memory_service.pipeline.flush``,
+``memory_service.pipeline.session_archive``) implements them. Defined here, below both, so
+neither imports the other's layer upwards.
 """
 
 from __future__ import annotations
@@ -36,3 +38,16 @@ class FlushCallback(Protocol):
     def __call__(
         self, state: AgentState, ctx: RuntimeContext, reason: FlushReason
     ) -> FlushOutcome: ...
+
+
+class ArchiveOutcome(Protocol):
+    """What an archive answers (the pipeline's ``ArchiveResult``)."""
+
+    def to_dict(self) -> dict[str, int]: ...
+
+
+class ArchiveCallback(Protocol):
+    """Called with the state of a session that ends, before it is cleared: the long-term
+    pipeline records its messages as events, with no model."""
+
+    def __call__(self, state: AgentState, ctx: RuntimeContext) -> ArchiveOutcome: ...

@@ -42,8 +42,12 @@ from memory_service.replicas.session_state import AgentStateStore, SessionInfo
 from memory_service.replicas.tool_results import ToolResultStore
 from memory_service.shortterm.compaction import ConversationCompactor, build_compactor
 from memory_service.shortterm.compaction_base import CompactionResult, summary_trigger
-from memory_service.shortterm.compaction_hook import CompactionHook, count_compaction
-from memory_service.shortterm.flush_callback import FlushCallback, FlushOutcome
+from memory_service.shortterm.compaction_hook import (
+    CompactionHook,
+    count_compaction,
+    with_pending,
+)
+from memory_service.shortterm.flush_callback import ArchiveCallback, FlushCallback, FlushOutcome
 from memory_service.shortterm.session_locks import KeyedLocks
 
 log = logging.getLogger(__name__)
@@ -110,6 +114,7 @@ class ShortTermMemory:
         )
         self.hook = CompactionHook(compactor, flush=flush) if compactor else None
         self.flush = flush
+        self.archive: ArchiveCallback | None = None  # at the end of a session (set_archive)
         self._turns = KeyedLocks()  # appends to one session, one at a time
 
     def set_flush(self, flush: FlushCallback | None) -> None:
@@ -118,6 +123,11 @@ class ShortTermMemory:
         self.flush = flush
         if self.hook is not None:
             self.hook.flush = flush
+
+    def set_archive(self, archive: ArchiveCallback | None) -> None:
+        """Wire the long-term pipeline's session archive (run when a session ends; None:
+        never, and ending a session with unflushed messages needs the flush's model)."""
+        self.archive = archive
 
     # -- reads ----------------------------------------------------------------------------
 
@@ -135,6 +145,19 @@ class ShortTermMemory:
 
     def list_sessions(self, ctx: RuntimeContext) -> list[SessionInfo]:
         return self.store.list_sessions(ctx)
+
+    def evict_tool_result(self, ctx: RuntimeContext, message: Msg) -> Msg:
+        """``message`` as the context of a call in progress keeps it: redacted, and a big
+        tool result stored outside the conversation with its preview in its place (as an
+        append would store it). ``discard_evicted`` takes the stored file back."""
+        redacted, _ = self.redactor.message(message)
+        return self.tool_results.evict(ctx, check_message(redacted))
+
+    def discard_evicted(self, ctx: RuntimeContext, messages: Sequence[Msg]) -> None:
+        """Remove the stored files of ``evict_tool_result``'s previews among ``messages``."""
+        evicted = [m for m in messages if m.mark == "tool_result" and m.metadata.get("ref")]
+        if evicted:
+            self.tool_results.discard(ctx, evicted)
 
     def read_tool_result(
         self,
@@ -221,12 +244,15 @@ class ShortTermMemory:
             code="session_busy",
         )
 
-    def check_compaction(self, state: AgentState, ctx: RuntimeContext) -> CompactionResult:
-        """Compact ``state`` in place if a trigger fires; never raises for an LLM problem."""
+    def check_compaction(
+        self, state: AgentState, ctx: RuntimeContext, pending: Sequence[Msg] = ()
+    ) -> CompactionResult:
+        """Compact ``state`` in place if a trigger fires, counting ``pending`` (the messages
+        of a call in progress, not in the state yet); never raises for an LLM problem."""
         if self.hook is not None:
-            return self.hook.before_reasoning(state, ctx)
+            return self.hook.before_reasoning(state, ctx, pending)
         tokens = state.token_estimate
-        if summary_trigger(state, self.config, self.context_window) is None:
+        if summary_trigger(with_pending(state, pending), self.config, self.context_window) is None:
             return CompactionResult(False, "not_needed", 0, len(state.messages), tokens, tokens)
         state.flags["needs_compaction"] = True
         return CompactionResult(
@@ -292,22 +318,36 @@ class ShortTermMemory:
             raise NotFoundError(no_session(ctx))
         return {"state": removed, "tool_results": files, "log": log_removed}
 
-    def end(self, ctx: RuntimeContext) -> tuple[FlushOutcome | None, dict[str, int | bool]]:
-        """End the session: flush what is unflushed, then clear its state and evicted tool
-        results (the session log stays, under its retention). ``NotFoundError`` when there is
-        no session; a flush that fails raises ``FlushFailedError`` and clears nothing (its
-        messages are in a dead letter)."""
+    def end(self, ctx: RuntimeContext) -> tuple[FlushOutcome | None, dict]:
+        """End the session: archive its messages as events (when an archive is wired: no
+        model needed), flush what is unflushed, then clear its state and evicted tool results
+        (the session log stays, under its retention). Returns the flush's outcome (None: it
+        did not run) and ``archive`` (the archive's counts, None when it did not run),
+        ``state`` and ``tool_results`` (what was cleared). ``NotFoundError`` when there is no
+        session; a flush that fails raises ``FlushFailedError`` and clears nothing (its
+        messages are in a dead letter; what the archive recorded stays, and archiving again
+        records nothing new). With an archive, a flush that has no model is skipped; without
+        one it is ``LlmNotConfiguredError``, and nothing is cleared."""
         state = self.get(ctx)
+        archived = self.archive(state, ctx).to_dict() if self.archive is not None else None
         outcome = None
         if state.unflushed():
-            if self.flush is None:
-                raise LlmNotConfiguredError(
-                    "ending a session flushes it to long-term memory first; "
-                    + NOT_CONFIGURED_MESSAGE
-                )
-            outcome = self.flush(state, ctx, "end")
+            try:
+                if self.flush is None:
+                    raise LlmNotConfiguredError(
+                        "ending a session flushes it to long-term memory first; "
+                        + NOT_CONFIGURED_MESSAGE
+                    )
+                outcome = self.flush(state, ctx, "end")
+            except LlmNotConfiguredError:
+                if archived is None:
+                    raise
         cleared = self.delete(ctx)
-        return outcome, {"state": bool(cleared["state"]), "tool_results": cleared["tool_results"]}
+        return outcome, {
+            "archive": archived,
+            "state": bool(cleared["state"]),
+            "tool_results": cleared["tool_results"],
+        }
 
     def purge_expired(self) -> int:
         """Delete the states past the store's TTL (``ttl_hours``); how many went. An expired

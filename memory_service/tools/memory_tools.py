@@ -410,7 +410,8 @@ class MemoryTools:
                 return False
             return fact.key.startswith(args.key) if args.prefix else fact.key == args.key
 
-        found = [f for f in self._active_facts(ctx) if matches(f)]
+        exact = None if args.prefix else FactFilter(key=args.key)  # the store filters it
+        found = [f for f in self._active_facts(ctx, exact) if matches(f)]
         found.sort(key=lambda f: (f.key or "", -(f.created_at.timestamp() if f.created_at else 0)))
         what = f"keys starting with {args.key!r}" if args.prefix else f"key {args.key!r}"
         if not found:

@@ -308,11 +308,23 @@ class EndRequest(Strict):
     user_id: UserId
 
 
+class SessionArchiveOut(Out):  # a pipeline.session_archive.ArchiveResult
+    """The session's messages recorded as events: new ones, ones already stored, and the
+    messages left out (tool results, instructions, hints, tool calls alone)."""
+
+    recorded: int
+    duplicates: int
+    left_out: int
+
+
 class SessionEnded(Out):
-    """What ending a session did: the flush of its unflushed messages (None: there were
-    none) and what was cleared (the session log stays)."""
+    """What ending a session did: the archive of its messages as events (None: it did not
+    run, ``MEMORY_MEMORY__SESSION_ARCHIVE``), the flush of its unflushed messages (None:
+    there were none, or no model beside the archive) and what was cleared (the session log
+    stays)."""
 
     session_id: str
+    archive: SessionArchiveOut | None = None
     flush: FlushOut | None
     state: bool
     tool_results: int

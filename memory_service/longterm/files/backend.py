@@ -114,7 +114,7 @@ class FileSystemLongTermMemory(BaseLongTermMemory[_Read]):
         self.shared_words_dropped = self._drop_shared_user_words()
 
     def _drop_shared_user_words(self) -> int:
-        """Every agent's and tenant's fact (daily and archived fact files) whose source
+        """Every agent's and tenant's fact (daily fact files, archived ones too) whose source
         quotes a user (``Source.quotes_a_user``) loses that text, as a record into a shared
         scope now drops it (``Fact.stamped``); returns how many, logged. Run at every open:
         a second one finds nothing (one read of each shared fact file)."""
@@ -125,9 +125,6 @@ class FileSystemLongTermMemory(BaseLongTermMemory[_Read]):
             for ctx in [*owners, scope_context(tenant, "tenant")]:
                 paths = self.paths(ctx)
                 files = [p for p in fact_file_paths(paths) if p != paths.memory_md]
-                if paths.archive_dir.is_dir():
-                    archived = paths.archive_dir.glob("*.md")
-                    files += sorted(p for p in archived if not p.name.startswith("MEMORY."))
                 if files:
                     dropped += self._drop_user_words(ctx, files)
         if dropped:
@@ -440,38 +437,6 @@ class FileSystemLongTermMemory(BaseLongTermMemory[_Read]):
             self._indexes.invalidate(ctx)
         return count
 
-    def _archived_ids(self, ctx: RuntimeContext, paths: OwnerPaths) -> set[str]:
-        """The ids of the facts in the archived ledgers."""
-        archived = sorted(paths.archive_dir.glob("*.md")) if paths.archive_dir.is_dir() else []
-        return {
-            fact_id(ctx.tenant_id, ctx.owner, content_hash(line.fact.text))
-            for p in archived
-            if not p.name.startswith("MEMORY.")
-            for line in parse_fact_file(read_text(p), default_created_at=None)
-        }
-
-    def _archived_facts(self, paths: OwnerPaths) -> int:
-        """Facts in the archived fact files (moved out of recall, still the user's)."""
-        archived = sorted(paths.archive_dir.glob("*.md")) if paths.archive_dir.is_dir() else []
-        return sum(
-            len(parse_fact_file(read_text(p), default_created_at=None))
-            for p in archived
-            if not p.name.startswith("MEMORY.")  # MEMORY.md snapshots are not fact files
-        )
-
-    def count_user(self, ctx: RuntimeContext) -> int:
-        paths = self.paths(ctx)
-        if not paths.root.is_dir():
-            return 0  # reading must not create the folder of a user who has none
-        return super().count_user(ctx) + self._archived_facts(paths)
-
-    def erase_user(self, ctx: RuntimeContext) -> int:
-        """Every fact file of the user, archived ones too (MEMORY.md and the vector cache go
-        with them, as in ``forget``); how many facts they held."""
-        paths = self.paths(ctx)
-        archived = self._archived_facts(paths) if paths.root.is_dir() else 0
-        return archived + self.forget(ctx)  # under the user's write lock
-
     def _release(self) -> None:
         self._indexes.clear()
 
@@ -518,8 +483,8 @@ class FileSystemLongTermMemory(BaseLongTermMemory[_Read]):
                 counts["superseded"] += 1
             self._journal(paths, decisions)
             gone = settled.keys() - {f.id for p in index.files.values() for f in p.facts}
-            if gone:
-                drop_decisions(paths.decisions_journal, gone - self._archived_ids(ctx, paths))
+            if gone:  # the index reads the archived fact files too
+                drop_decisions(paths.decisions_journal, gone)
             self._indexes.invalidate(ctx)
         return counts
 
@@ -544,7 +509,10 @@ class FileSystemLongTermMemory(BaseLongTermMemory[_Read]):
         return written
 
     def archive_fact_files(self, ctx: RuntimeContext, before: date) -> int:
-        """Move daily fact files dated before ``before`` to ``memory/archive/`` (not recalled)."""
+        """Move daily fact files dated before ``before`` to ``memory/archive/``: they leave
+        the working set (the ledger folder the memory tools read), not recall, list or get,
+        which read the archive too. A day already archived (a ledger of that day written
+        since, by hand or a restore) gets the newer file's lines appended, never replaced."""
         paths = self.paths(ctx)
         if not paths.ledger_dir.is_dir():
             return 0
@@ -557,7 +525,7 @@ class FileSystemLongTermMemory(BaseLongTermMemory[_Read]):
                     continue
                 if day < before:
                     ensure_dir(paths.archive_dir)
-                    os.replace(ledger, paths.archived_ledger(day))
+                    _archive(ledger, paths.archived_ledger(day))
                     moved += 1
             if moved:
                 fsync_dir(paths.archive_dir)
@@ -583,6 +551,19 @@ class FileSystemLongTermMemory(BaseLongTermMemory[_Read]):
         return owners_with_fact_files(
             folders, lambda name: self.paths(scope_context(tenant_id, "agent", name))
         )
+
+
+def _archive(ledger: Path, target: Path) -> None:
+    """``ledger`` moved to ``target``; onto an existing one, its lines appended (durable
+    first, then the ledger removed: a crash between leaves each fact in both, read once)."""
+    if not target.exists():
+        os.replace(ledger, target)
+        return
+    kept = read_text(target)
+    if kept and not kept.endswith("\n"):
+        kept += "\n"
+    write_atomically(target, kept + read_text(ledger))
+    ledger.unlink()
 
 
 def _iso(moment: datetime | None) -> str | None:

@@ -1,10 +1,10 @@
 """The files backend's per-user index, derived from the fact files and never stored.
 
-Reading a user parses ``MEMORY.md`` and the daily fact files into facts (derived hash and id),
-resolves duplicates and newest-wins per key the way record would have, and keeps the result
-with a BM25 index and a matrix of cached embeddings, until the files' stat signature changes:
-a fact file edited by hand, or by another process, is seen by the next read. A file whose stamp
-did not change is not parsed again.
+Reading a user parses ``MEMORY.md`` and the daily fact files (archived ones too) into facts
+(derived hash and id), resolves duplicates and newest-wins per key the way record would have,
+and keeps the result with a BM25 index and a matrix of cached embeddings, until the files'
+stat signature changes: a fact file edited by hand, or by another process, is seen by the next
+read. A file whose stamp did not change is not parsed again.
 
 The daily fact files are the record; MEMORY.md is consolidation's digest of them (and whatever
 a person writes into it). A consolidated bullet names the facts it stands for (``of``): when
@@ -197,37 +197,15 @@ def parse_file(ctx: RuntimeContext, path: Path, paths: OwnerPaths) -> ParsedFile
     return parsed
 
 
-def archived_hashes(paths: OwnerPaths) -> set[str]:
-    """The ``of``-length hashes of the facts in the owner's archived fact files (moved out
-    of recall by maintenance, still stated by MEMORY.md)."""
-    folder = paths.archive_dir
-    if not folder.is_dir():
-        return set()
-    return {
-        content_hash(line.fact.text)[:OF_HASH_CHARS]
-        for p in sorted(folder.glob("*.md"))
-        if not p.name.startswith("MEMORY.")  # MEMORY.md snapshots are not fact files
-        for line in parse_fact_file(read_text(p), default_created_at=None)
-    }
-
-
 def stale_bullets(
-    memory_md: ParsedFile,
-    daily: list[ParsedFile],
-    paths: OwnerPaths,
-    hidden: frozenset[str] = frozenset(),
+    memory_md: ParsedFile, daily: list[ParsedFile], hidden: frozenset[str] = frozenset()
 ) -> set[int]:
-    """Positions of MEMORY.md's bullets that stand for a fact no fact file holds any more, or
-    one the journal settled out of every read (``hidden``: merged, expired). The archive is
-    read only when a bullet names a fact the live files lack."""
-    live = {f.content_hash[:OF_HASH_CHARS] for p in daily for f in p.facts if f.content_hash}
-    live -= hidden
-    missing = {i: set(of) - live for i, of in enumerate(memory_md.of) if of}
-    missing = {i: gone for i, gone in missing.items() if gone}
-    if not missing:
-        return set()
-    archived = archived_hashes(paths) - hidden
-    return {i for i, gone in missing.items() if gone - archived}
+    """Positions of MEMORY.md's bullets that stand for a fact no daily fact file (live or
+    archived) holds any more, or one the journal settled out of every read (``hidden``:
+    merged, expired)."""
+    held = {f.content_hash[:OF_HASH_CHARS] for p in daily for f in p.facts if f.content_hash}
+    held -= hidden
+    return {i for i, of in enumerate(memory_md.of) if of and set(of) - held}
 
 
 def build_index(
@@ -263,7 +241,7 @@ def build_index(
     stale: set[int] = set()
     if (memory_md := parsed.get(paths.memory_md)) is not None:
         daily = [p for path, p in parsed.items() if path != paths.memory_md]
-        stale = stale_bullets(memory_md, daily, paths, journal.hidden_hashes)
+        stale = stale_bullets(memory_md, daily, journal.hidden_hashes)
     by_id: dict[str, StoredFact] = {}
     pinned: set[str] = set()  # recorded again: the copy in the ledger the journal names
     for path, parsed_file in parsed.items():

@@ -1,8 +1,8 @@
 """Which fact files an owner has on disk, read without following a link: MEMORY.md and the
-daily files ``memory/YYYY-MM-DD.md`` (their names are ``paths.OwnerPaths``'), each one
-``lstat`` and the folder one scan, since every read checks them (a recall over three scopes
-checks three folders), and their signature with the decisions journal's stat; and which
-owners of a tenant have any."""
+daily files ``memory/YYYY-MM-DD.md`` and ``memory/archive/YYYY-MM-DD.md`` (their names are
+``paths.OwnerPaths``'), each one ``lstat`` and each folder one scan, since every read checks
+them, and their signature with the decisions journal's stat; and which owners of a tenant
+have any."""
 
 from __future__ import annotations
 
@@ -25,10 +25,33 @@ def _regular_stat(path: str) -> os.stat_result | None:
     return st if stat.S_ISREG(st.st_mode) else None
 
 
+def _dated_files(folder: str, skip: tuple[str, ...]) -> list[tuple[str, os.stat_result]]:
+    """The regular ``*.md`` files of ``folder`` in name order, those whose name starts with
+    one of ``skip`` left out, with their stats; nothing when the folder is missing or a
+    link."""
+    try:
+        if not stat.S_ISDIR(os.lstat(folder).st_mode):  # a linked folder is not read
+            return []
+        with os.scandir(folder) as entries:
+            names = sorted(e.name for e in entries if e.name.endswith(".md"))
+    except (FileNotFoundError, NotADirectoryError):
+        return []
+    out = []
+    for name in names:
+        if name.startswith(skip):
+            continue
+        path = os.path.join(folder, name)
+        if (st := _regular_stat(path)) is not None:
+            out.append((path, st))
+    return out
+
+
 def _fact_file_stats(paths: OwnerPaths) -> list[tuple[str, os.stat_result]]:
-    """MEMORY.md and the daily fact files (``memory/*.md``, name order) with their stats: one
-    ``lstat`` each and one directory scan, since every read checks them (a recall over three
-    scopes checks three folders)."""
+    """MEMORY.md, the archived daily fact files (``memory/archive/*.md``), then the live ones
+    (``memory/*.md``), oldest first within each, with their stats: one ``lstat`` each and one
+    directory scan per folder, since every read checks them. An archived file has left the
+    working set (the ledger folder, the memory tools' files), never recall: long-term memory
+    is kept until it is deleted, however old, as a Qdrant point is."""
     out = []
     memory_md = str(paths.memory_md)
     if (st := _regular_stat(memory_md)) is not None:
@@ -37,22 +60,17 @@ def _fact_file_stats(paths: OwnerPaths) -> list[tuple[str, os.stat_result]]:
     try:
         if not stat.S_ISDIR(os.lstat(ledger_dir).st_mode):  # a linked folder is not read
             return out
-        with os.scandir(ledger_dir) as entries:
-            names = sorted(e.name for e in entries if e.name.endswith(".md"))
     except (FileNotFoundError, NotADirectoryError):
         return out
-    for name in names:
-        if name.startswith("."):  # as ``glob("*.md")``: hidden files are not fact files
-            continue
-        path = os.path.join(ledger_dir, name)
-        if (st := _regular_stat(path)) is not None:
-            out.append((path, st))
-    return out
+    # as ``glob("*.md")``: hidden files are not fact files; nor are MEMORY.md's snapshots
+    out += _dated_files(str(paths.archive_dir), (".", "MEMORY."))
+    return out + _dated_files(ledger_dir, (".",))
 
 
 def fact_file_paths(paths: OwnerPaths) -> list[Path]:
-    """MEMORY.md and the daily fact files: regular files only. A symlink is never followed,
-    so a link planted in ``memory/`` cannot pull another user's file into recall."""
+    """MEMORY.md and the daily fact files, archived ones too: regular files only. A symlink
+    is never followed, so a link planted in ``memory/`` cannot pull another user's file into
+    recall."""
     return [Path(name) for name, _ in _fact_file_stats(paths)]
 
 
