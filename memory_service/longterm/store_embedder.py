@@ -125,7 +125,7 @@ def require_embedder(records: EmbedderRecords, embedder: Embedder) -> EmbedderRe
     if record is None:
         record = EmbedderRecord(current)
         records.write(record)
-        log.info("%s: recorded its embedding model, %s", records.description, current)
+        log.debug("%s: recorded its embedding model, %s", records.description, current)
         return record
     if record.previous is not None:
         raise ConfigurationError(
