@@ -191,6 +191,8 @@ def test_a_store_of_another_model_is_refused_and_left_as_it_was(store, embedder,
     assert f"holds vectors of {embedder.name} (384 dimensions)" in message
     assert f"not of the configured {model_b.name} (384 dimensions)" in message
     assert "memory-service reembed" in message
+    settings = f"MEMORY_EMBEDDING__MODEL={embedder.name} with MEMORY_EMBEDDING__QUANTIZE=false"
+    assert f"configure it again ({settings})" in message  # the int8 switch is the difference
     assert store.content() == before  # nothing written, nothing mixed
     memory = store.open(embedder)  # the model that made it still opens it (the lock let go)
     try:
@@ -262,6 +264,43 @@ def test_files_reembed_leaves_no_cache_of_the_old_model(tmp_path, embedder, mode
         reembed(records, model_b)
     assert not old.exists()
     assert model_cache_path(paths, model_b.name, 384).is_file()
+
+
+def test_an_unreadable_record_is_refused_not_guessed(tmp_path, embedder):
+    store = Store("files", tmp_path)
+    _fill(store, embedder)
+    record = WorkspacePaths(tmp_path).embedder_record
+    record.write_text('{"model": "bundled:all-MiniLM-L6-v2"', encoding="utf-8")  # cut short
+    before = store.content()
+    with pytest.raises(ConfigurationError) as refused:
+        store.open(embedder)
+    message = refused.value.message
+    assert "embedding-model record is unreadable" in message and "\n" not in message
+    assert "MEMORY_EMBEDDING__MODEL" in message
+    assert store.content() == before
+
+
+def test_an_erase_reaches_a_store_of_another_model(tmp_path, embedder, model_b):
+    """A user is erased from the files store used before a switch to Qdrant, even when that
+    store holds another model's vectors: an erase embeds nothing."""
+    from memory_service.config import load_settings
+    from memory_service.services import build_services
+    from memory_service.services.erasure_stores import build_erasure
+
+    _fill(Store("files", tmp_path), embedder)
+    settings = load_settings(workspace=tmp_path, longterm={"backend": "qdrant"})
+    services = build_services(settings, embedder=model_b)
+    try:
+        erasure = build_erasure(services)
+        try:
+            receipt = erasure.erase(ALICE, by="test")
+        finally:
+            erasure.close()
+    finally:
+        services.close()
+    assert receipt.removed["facts.files"] == len(FACTS[ALICE])
+    assert FileSystemLongTermMemory(tmp_path, embedder).count_user(ALICE) == 0
+    assert FileSystemLongTermMemory(tmp_path, embedder).count_user(BOB) == len(FACTS[BOB])
 
 
 # --- stores from before records --------------------------------------------------------------

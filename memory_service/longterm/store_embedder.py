@@ -25,10 +25,11 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Protocol
 
-from indexing.embeddings import Embedder
+from indexing.embeddings import INT8_SUFFIX, Embedder
 from memory_service.errors import ConfigurationError
 
 EMBEDDER_SETTING = "MEMORY_EMBEDDING__MODEL"
+QUANTIZE_SETTING = "MEMORY_EMBEDDING__QUANTIZE"
 REEMBED_COMMAND = "memory-service reembed"
 REEMBED_BATCH = 256  # texts per embedding call and per stamped write
 
@@ -131,16 +132,26 @@ def require_embedder(records: EmbedderRecords, embedder: Embedder) -> EmbedderRe
         raise ConfigurationError(
             f"{EMBEDDER_SETTING}: {records.description} is part-way through a re-embed from "
             f"{record.previous.model} to {record.embedder.model} and opens for nothing else: "
-            f"run `{REEMBED_COMMAND}` with {EMBEDDER_SETTING}={record.embedder.model} "
-            "to finish it"
+            f"run `{REEMBED_COMMAND}` with {_settings_of(record.embedder, current)} to finish it"
         )
     if record.embedder != current:
         raise ConfigurationError(
             f"{EMBEDDER_SETTING}: {records.description} holds vectors of {record.embedder}, "
-            f"not of the configured {current}: set {EMBEDDER_SETTING}={record.embedder.model} "
-            f"back, or run `{REEMBED_COMMAND}` to embed its facts again with {current.model}"
+            f"not of the configured {current}: configure it again "
+            f"({_settings_of(record.embedder, current)}), or run `{REEMBED_COMMAND}` to embed "
+            f"its facts again with {current.model}"
         )
     return record
+
+
+def _settings_of(wanted: EmbedderId, current: EmbedderId) -> str:
+    """The settings that configure ``wanted``: the model, and the int8 switch where either
+    model is an int8 one (its name is its model's plus ``INT8_SUFFIX``)."""
+    int8 = wanted.model.endswith(INT8_SUFFIX)
+    model = wanted.model.removesuffix(INT8_SUFFIX)
+    if not int8 and not current.model.endswith(INT8_SUFFIX):
+        return f"{EMBEDDER_SETTING}={model}"
+    return f"{EMBEDDER_SETTING}={model} with {QUANTIZE_SETTING}={str(int8).lower()}"
 
 
 @dataclass(frozen=True, slots=True)
