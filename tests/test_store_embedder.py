@@ -47,6 +47,7 @@ from memory_service.longterm.qdrant.points import StoredPoint
 from memory_service.longterm.store_embedder import EmbedderRecords, reembed
 from memory_service.paths import OwnerPaths, WorkspacePaths
 from tests.support.server import ServerProcess, clean_env, write_keys
+from tests.support.waiting import wait_until
 
 ALICE = RuntimeContext("acme", "alice")
 BOB = RuntimeContext("acme", "bob")
@@ -420,3 +421,50 @@ def test_the_cli_and_serve_refuse_another_model_and_reembed_moves_the_store(tmp_
     assert found.returncode == 0, found.stderr
     assert json.loads(found.stdout)[0]["text"] == "Bob lives in Lima with his husband"
     assert search(base).returncode != 0  # B's store now: A is refused
+
+
+@pytest.mark.subprocess
+def test_a_killed_reembed_goes_on_where_it_stopped(tmp_path, embedder, model_b):
+    """SIGKILL once the first owner's vectors of the new model are on disk: the next run
+    embeds only the rest, and the store then opens with the new model."""
+    users = {
+        RuntimeContext("acme", f"u{i}"): [f"u{i} note {n} about {i * n}" for n in range(100)]
+        for i in range(6)
+    }
+    memory = FileSystemLongTermMemory(tmp_path, embedder)
+    for ctx, texts in users.items():
+        memory.record(ctx, [Fact(t) for t in texts])
+    memory.close()
+    env = clean_env(
+        tmp_path,
+        MEMORY_EMBEDDING__QUANTIZE="true",
+        MEMORY_EMBEDDING__THREADS="1",
+        PYTHONPATH=str(Path(__file__).resolve().parents[1]),
+    )
+    caches = [model_cache_path(OwnerPaths.of(tmp_path, ctx), model_b.name, 384) for ctx in users]
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "memory_service.cli", "reembed"],
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    try:
+        wait_until(lambda: any(c.exists() for c in caches), timeout_s=120)
+    finally:
+        proc.kill()
+        proc.wait(timeout=30)
+    kept = sum(len(load_vectors(c, 384)) for c in caches)
+    assert 0 < kept < 600  # killed part-way, what landed kept
+    with pytest.raises(ConfigurationError, match=r"part-way through a re-embed"):
+        FileSystemLongTermMemory(tmp_path, model_b)
+
+    rest = _cli(env, "reembed", "--json")
+    assert rest.returncode == 0, rest.stderr
+    outcome = json.loads(rest.stdout)
+    assert (outcome["reembedded"], outcome["left"]) == (600 - kept, 0)
+    memory = FileSystemLongTermMemory(tmp_path, model_b)
+    try:
+        hit = memory.retrieve(RuntimeContext("acme", "u5"), "u5 note 7 about 35", top_k=1)
+        assert hit[0].fact.text == "u5 note 7 about 35"
+    finally:
+        memory.close()
