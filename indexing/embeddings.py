@@ -21,6 +21,9 @@ import numpy as np
 from indexing.hashing import content_hash
 
 BUNDLED_MODEL = "bundled:all-MiniLM-L6-v2"
+# what an int8-quantised model's name adds to its model's: its vectors differ, so stores and
+# caches keep them apart
+INT8_SUFFIX = "#int8"
 
 
 @runtime_checkable

@@ -21,6 +21,7 @@ import numpy as np
 
 from indexing.embeddings import (
     BUNDLED_MODEL,
+    INT8_SUFFIX,
     bundled_model_path,
     default_threads,
     limit_blas_threads,
@@ -138,7 +139,8 @@ class OnnxEmbedder:
         )
         self._session = _session(model_file, threads or default_threads())
         self._inputs = {i.name for i in self._session.get_inputs()}
-        self._name = f"{model}#int8" if quantize else model  # fp32 vectors are torch's vectors
+        # fp32 vectors are torch's vectors: the same name; int8 ones are not
+        self._name = f"{model}{INT8_SUFFIX}" if quantize else model
         self._batch_size = batch_size
         self._lock = threading.Lock()  # one inference at a time: its threads are the cores
 

@@ -24,6 +24,7 @@ COMMAND_MODULES: tuple[str, ...] = (
     "memory_service.commands.erase",
     "memory_service.commands.sessions",
     "memory_service.commands.mcp",
+    "memory_service.commands.reembed",
 )
 
 

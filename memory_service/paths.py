@@ -1,6 +1,7 @@
 """Where every file lives in a workspace. One place, so no module builds paths by hand.
 
     <workspace>/api-keys.json          API keys (development default)
+    <workspace>/embedder.json          the embedding model of the files backend's vectors
     <workspace>/qdrant/                Qdrant Edge folders (default MEMORY_QDRANT__PATH)
     <workspace>/tenants/<tenant>/usage.json  token usage of the tenant's LLM calls
     <workspace>/tenants/<tenant>/erased/<digest>.json  an erased user's tombstone (no user id)
@@ -63,6 +64,12 @@ class WorkspacePaths:
     @property
     def api_keys_file(self) -> Path:
         return self.workspace / "api-keys.json"
+
+    @property
+    def embedder_record(self) -> Path:
+        """The files backend's record of the model its vector caches hold
+        (``longterm.store_embedder``)."""
+        return self.workspace / "embedder.json"
 
     @property
     def qdrant_dir(self) -> Path:

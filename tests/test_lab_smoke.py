@@ -379,6 +379,16 @@ def test_reindex_latency_reindexes_every_point_once(tmp_path) -> None:
     assert row["points"] == 30 and row["first_open_s"] > 0 and row["next_open_s"] > 0
 
 
+def test_reembed_latency_moves_every_fact_on_both_backends(tmp_path) -> None:
+    from benchmarks.latency import reembed
+
+    out = tmp_path / "reembed.json"
+    reembed.main(["--sizes", "12", "--json", str(out)])
+    rows = json.loads(out.read_text())["rows"]
+    assert [(r["backend"], r["facts"]) for r in rows] == [("files", 12), ("qdrant-edge", 12)]
+    assert all(r["reembed_s"] > 0 and r["check_us_median"] > 0 for r in rows)
+
+
 @pytest.mark.parametrize("cached", [[], ["--query-cached"]], ids=["embedding", "query-cached"])
 def test_recall_stages_times_both_backends_beside_the_embedding(
     lab, tmp_path, capsys, cached

@@ -118,7 +118,9 @@ def _stored_before_the_rule(memory, tmp_path: Path, backend: str, embedder) -> N
     stored = ((SHARED, quoted), (SHARED, own), (agent, by_agent))
     dense = embedder.embed([f.text for _, f in stored])
     points = [
-        StoredPoint(f.id, payload_of(ctx, f), dense[i].tolist(), memory._lexical(f))
+        StoredPoint(
+            f.id, payload_of(ctx, f, embedder=embedder.name), dense[i].tolist(), memory._lexical(f)
+        )
         for i, (ctx, f) in enumerate(stored)
     ]
     memory.engine.upsert(points)

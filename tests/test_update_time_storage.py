@@ -33,7 +33,7 @@ def test_an_old_fact_file_bullet_reads_as_updated_when_created_and_is_written_un
 
 def test_an_old_qdrant_payload_reads_as_updated_when_created():
     stamped = Fact("Alice keeps bees", kind="event", confidence=0.8).stamped(ALICE)
-    payload = payload_of(ALICE, stamped)
+    payload = payload_of(ALICE, stamped, embedder=None)
     assert payload["updated_at"] == payload["created_at"]
     del payload["updated_at"]  # as a point written before facts had an update time
     old = fact_of(stamped.id, payload)

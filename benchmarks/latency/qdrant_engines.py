@@ -164,7 +164,10 @@ def _load(memory, rows, batch: int = 2000) -> float:
         fact = Fact(text).stamped(ctx)
         points.append(
             StoredPoint(
-                fact.id, payload_of(ctx, fact), vector.tolist(), document_vector(tokenize(text))
+                fact.id,
+                payload_of(ctx, fact, embedder=None),
+                vector.tolist(),
+                document_vector(tokenize(text)),
             )
         )
         if len(points) == batch:

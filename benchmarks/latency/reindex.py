@@ -68,7 +68,7 @@ def _points(size: int, rng: np.random.Generator) -> list[StoredPoint]:
         user = f"u{i // FACTS_PER_USER}"
         text = f"{_TEXTS[i % len(_TEXTS)].format(u=user)} ({i})"
         fact = Fact(text, id=str(uuid.uuid4()), created_at=created + timedelta(minutes=i))
-        payload = payload_of(RuntimeContext("bench", user), fact)
+        payload = payload_of(RuntimeContext("bench", user), fact, embedder=None)
         payload.pop(TERMS_FIELD)  # as an older version wrote it
         points.append(
             StoredPoint(fact.id, payload, vector.tolist(), document_vector(tokenize(text)))

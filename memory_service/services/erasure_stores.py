@@ -34,13 +34,16 @@ def build_erasure(services: Services) -> UserErasure:
         if "files" not in longterm:
             from memory_service.longterm.files.backend import FileSystemLongTermMemory
 
-            files = FileSystemLongTermMemory(workspace, services.embedder)
+            # an erase embeds nothing: a store of another embedding model is erased too
+            files = FileSystemLongTermMemory(workspace, services.embedder, verify_embedder=False)
             opened.append(files)
             longterm["files"] = files
         if "qdrant" not in longterm and _qdrant_reachable(settings):
             from memory_service.longterm.qdrant.backend import open_qdrant
 
-            qdrant = open_qdrant(settings.qdrant, workspace, services.embedder)
+            qdrant = open_qdrant(
+                settings.qdrant, workspace, services.embedder, verify_embedder=False
+            )
             opened.append(qdrant)
             longterm["qdrant"] = qdrant
         sessions: dict[str, UserData] = {settings.shortterm.backend: services.shortterm.store}

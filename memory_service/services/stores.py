@@ -5,6 +5,9 @@ chooses those). Which class each one is depends on configuration alone
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
+
 from indexing.embeddings import CachedEmbedder, Embedder, SentenceTransformerEmbedder
 from memory_service.config.settings import Settings
 from memory_service.errors import ConfigurationError
@@ -12,6 +15,7 @@ from memory_service.fact_filter import ConfidenceDecay, ExpiryPolicy
 from memory_service.llm import ChatModel
 from memory_service.longterm.near_duplicates import NearDuplicatePolicy
 from memory_service.longterm.protocol import LongTermMemory
+from memory_service.longterm.store_embedder import EmbedderRecords
 from memory_service.observe.telemetry import TimedEmbedder
 from memory_service.redaction import Redactor
 from memory_service.replicas.stores import ReplicaStores
@@ -126,6 +130,31 @@ def build_longterm(
     raise ConfigurationError(
         f"MEMORY_LONGTERM__BACKEND: backend {backend!r} is not available in this build"
     )
+
+
+@contextmanager
+def open_embedder_records(settings: Settings, embedder: Embedder) -> Iterator[EmbedderRecords]:
+    """The configured long-term store's embedding-model record and vectors
+    (``longterm.store_embedder``), opened without the rule that refuses another model's store:
+    for ``reembed``. A Qdrant engine is closed on the way out."""
+    backend = settings.longterm.backend
+    if backend == "files":
+        from memory_service.longterm.files.embedder_records import FilesEmbedderRecords
+
+        yield FilesEmbedderRecords(settings.workspace)
+        return
+    if backend != "qdrant":
+        raise ConfigurationError(
+            f"MEMORY_LONGTERM__BACKEND: backend {backend!r} is not available in this build"
+        )
+    from memory_service.longterm.qdrant.backend import open_engine
+    from memory_service.longterm.qdrant.embedder_records import QdrantEmbedderRecords
+
+    engine = open_engine(settings.qdrant, settings.workspace, embedder.dimension)
+    try:
+        yield QdrantEmbedderRecords(engine)
+    finally:
+        engine.close()
 
 
 def build_shortterm(

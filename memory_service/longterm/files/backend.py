@@ -37,6 +37,7 @@ from memory_service.fsutil import ensure_dir, file_lock, fsync_dir, read_text, w
 from memory_service.longterm.access import AccessMark
 from memory_service.longterm.base_store import BaseLongTermMemory
 from memory_service.longterm.files.access_store import AccessFiles, with_access
+from memory_service.longterm.files.embedder_records import FilesEmbedderRecords
 from memory_service.longterm.files.fact_files import (
     parse_fact_file,
     render_lines,
@@ -58,6 +59,7 @@ from memory_service.longterm.files.vector_cache import add_vectors
 from memory_service.longterm.files.vector_cache import cache_path as vector_cache_path
 from memory_service.longterm.protocol import Settlement
 from memory_service.longterm.recording import RecordPlan
+from memory_service.longterm.store_embedder import require_embedder
 from memory_service.longterm.store_values import (
     NO_CANDIDATES,
     Candidates,
@@ -98,8 +100,14 @@ class FileSystemLongTermMemory(BaseLongTermMemory[_Read]):
         clock: Callable[[], datetime] = utcnow,
         expiry: ExpiryPolicy | None = None,
         tombstones: Tombstones | None = None,
+        verify_embedder: bool = True,
         **options: Any,  # the base's: confidence, track_access, access_flush_s
     ) -> None:
+        """``verify_embedder`` False: open a workspace of another embedding model
+        (``store_embedder``) for what needs no vector, as erasing a user; anything else
+        refuses it before a write."""
+        if verify_embedder:
+            require_embedder(FilesEmbedderRecords(Path(workspace)), embedder)
         super().__init__(
             embedder,
             retrieval=retrieval,

@@ -29,11 +29,16 @@ log = logging.getLogger(__name__)
 
 def cache_path(paths: OwnerPaths, embedder: Embedder) -> Path:
     """The user's vector cache for this embedder (model name and dimension, hashed)."""
-    model = hashlib.sha256(f"{embedder.name}:{embedder.dimension}".encode()).hexdigest()[:12]
-    return paths.vector_cache(model)
+    return model_cache_path(paths, embedder.name, embedder.dimension)
 
 
-def _load(path: Path, dimension: int) -> dict[str, np.ndarray]:
+def model_cache_path(paths: OwnerPaths, model: str, dimension: int) -> Path:
+    """The user's vector cache for the model named ``model`` making ``dimension`` floats."""
+    return paths.vector_cache(hashlib.sha256(f"{model}:{dimension}".encode()).hexdigest()[:12])
+
+
+def load_vectors(path: Path, dimension: int) -> dict[str, np.ndarray]:
+    """The cache file's vectors by content hash ({}: none, or not readable as this model's)."""
     try:
         with np.load(path, allow_pickle=False) as data:
             hashes, vectors = data["hashes"], data["vectors"]
@@ -54,7 +59,7 @@ def embed_with_cache(
 
     The file is rewritten only when something had to be embedded, and then holds exactly the
     facts asked for (deleted facts drop out)."""
-    known = _load(path, embedder.dimension)
+    known = load_vectors(path, embedder.dimension)
     missing = [i for i, h in enumerate(hashes) if h not in known]
     if missing:
         fresh = embedder.embed([texts[i] for i in missing])
@@ -76,10 +81,16 @@ def add_vectors(path: Path, dimension: int, vectors: Mapping[str, np.ndarray]) -
     every recorded fact until its user is next searched (it held 100k vectors at 100k facts)."""
     if not vectors:
         return
-    known = _load(path, dimension)
+    known = load_vectors(path, dimension)
     known.update(vectors)
     hashes = list(known)
     _save(path, hashes, np.stack([known[h] for h in hashes]).astype(np.float32, copy=False))
+
+
+def save_vectors(path: Path, vectors: Mapping[str, np.ndarray]) -> None:
+    """Write the cache file at ``path`` holding ``vectors`` (content hash -> vector) alone."""
+    hashes = list(vectors)
+    _save(path, hashes, np.stack([vectors[h] for h in hashes]).astype(np.float32, copy=False))
 
 
 def _save(path: Path, hashes: Sequence[str], matrix: np.ndarray) -> None:

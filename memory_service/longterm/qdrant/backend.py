@@ -54,14 +54,17 @@ from memory_service.facts import Fact, utcnow
 from memory_service.longterm.access import AccessMark, applied
 from memory_service.longterm.base_store import BaseLongTermMemory
 from memory_service.longterm.fusion import fact_terms, wants_coverage
+from memory_service.longterm.qdrant.embedder_records import QdrantEmbedderRecords
 from memory_service.longterm.qdrant.engine import QdrantEngine, RewritesDeleted
 from memory_service.longterm.qdrant.filters import OwnerFilter
 from memory_service.longterm.qdrant.key_race import KeyRaces
+from memory_service.longterm.qdrant.layout import EMBEDDER_FIELD
 from memory_service.longterm.qdrant.payload import fact_of, payload_of
 from memory_service.longterm.qdrant.points import StoredPoint
 from memory_service.longterm.qdrant.scope_mirror import ScopeMirrors
 from memory_service.longterm.qdrant.search import Searcher, read_scope
 from memory_service.longterm.recording import RecordPlan
+from memory_service.longterm.store_embedder import require_embedder
 from memory_service.longterm.store_values import (
     NO_CANDIDATES,
     Candidates,
@@ -98,13 +101,18 @@ class QdrantLongTermMemory(BaseLongTermMemory[_Read]):
         retrieval: RetrievalConfig | None = None,
         clock: Callable[[], datetime] = utcnow,
         hold_shared_scopes: bool = True,
+        verify_embedder: bool = True,
         **options: Any,  # the base's: expiry, confidence, track_access, tombstones, ...
     ) -> None:
         """``hold_shared_scopes``: answer small agent and tenant scopes from memory where the
         engine allows (``qdrant.scope_mirror``); False asks the engine for every scope (the
-        reference its answers are compared with)."""
+        reference its answers are compared with). ``verify_embedder`` False: open a
+        collection of another embedding model (``store_embedder``) for what needs no vector,
+        as erasing a user; anything else refuses it before a write."""
         super().__init__(embedder, retrieval=retrieval, clock=clock, **options)
         self.engine = engine
+        if verify_embedder:
+            require_embedder(QdrantEmbedderRecords(engine), embedder)
         self._races = KeyRaces(engine)
         self._searcher = Searcher(engine, self._races)
         held = hold_shared_scopes and ScopeMirrors.can_hold(engine)
@@ -132,7 +140,8 @@ class QdrantLongTermMemory(BaseLongTermMemory[_Read]):
                         if fact.source is None or not fact.source.quotes_a_user:
                             continue
                         kept = replace(fact, source=fact.source.for_shared_scope())
-                        payload, sparse = payload_of(ctx, kept), self._lexical(kept)
+                        payload = payload_of(ctx, kept, embedder=_model_of(point))
+                        sparse = self._lexical(kept)
                         rewritten.append(replace(point, payload=payload, sparse=sparse))
                     self.engine.upsert(rewritten)
                     dropped += len(rewritten)
@@ -217,13 +226,14 @@ class QdrantLongTermMemory(BaseLongTermMemory[_Read]):
         dense_of: Mapping[str, np.ndarray],
         now: datetime,
     ) -> None:
+        model = self._embedder.name  # the new and amended points' vectors are made now
         points = [  # an amended fact's lexical vector takes its new source's words
-            StoredPoint(f.id, payload_of(ctx, f), dense_of[f.id].tolist(), self._lexical(f))
+            StoredPoint(f.id, payload_of(ctx, f, embedder=model), dense, self._lexical(f))
             for f in [*plan.new.values(), *plan.amended.values()]
+            for dense in [dense_of[f.id].tolist()]
         ]
         points += [  # their sparse vectors made again too: every payload written says how
-            replace(stored.points[f.id], payload=payload_of(ctx, f), sparse=self._lexical(f))
-            for f in plan.closed.values()
+            self._rewritten(ctx, stored.points[f.id], f) for f in plan.closed.values()
         ]
         self.engine.upsert(points)  # new, amended and closed points in one operation
 
@@ -336,11 +346,14 @@ class QdrantLongTermMemory(BaseLongTermMemory[_Read]):
     ) -> None:
         # the BM25 vector may index the date (date_terms): it follows created_at
         self.engine.upsert(
-            [
-                replace(stored.points[fid], payload=payload_of(ctx, new), sparse=self._lexical(new))
-                for fid, new in changes.items()
-            ]
+            [self._rewritten(ctx, stored.points[fid], new) for fid, new in changes.items()]
         )
+
+    def _rewritten(self, ctx: RuntimeContext, point: StoredPoint, fact: Fact) -> StoredPoint:
+        """``point`` holding ``fact``: its stored dense vector (and that vector's model), the
+        payload and the lexical vector of ``fact``."""
+        payload = payload_of(ctx, fact, embedder=_model_of(point))
+        return replace(point, payload=payload, sparse=self._lexical(fact))
 
     def _write_access(self, ctx: RuntimeContext, marks: Mapping[str, AccessMark]) -> None:
         stored = self.engine.scroll(OwnerFilter.of(ctx, ids=list(marks)))  # deleted: skipped
@@ -409,6 +422,12 @@ class QdrantLongTermMemory(BaseLongTermMemory[_Read]):
         return self.engine.agents(validate_id(tenant_id, "tenant_id"))
 
 
+def _model_of(point: StoredPoint) -> str | None:
+    """The model stored with ``point``'s dense vector (None: stored before points named it)."""
+    model = point.payload.get(EMBEDDER_FIELD)
+    return model if isinstance(model, str) else None
+
+
 def open_qdrant(
     settings: QdrantSettings,
     workspace: Path,
@@ -418,35 +437,42 @@ def open_qdrant(
     tombstones: Tombstones | None = None,
     **options: Any,
 ) -> QdrantLongTermMemory:
+    """The memory over the configured engine (``open_engine``). ``tombstones``: the erased
+    users' (default: the workspace's)."""
+    engine = open_engine(settings, workspace, embedder.dimension)
+    try:
+        return QdrantLongTermMemory(
+            engine,
+            embedder,
+            retrieval=retrieval,
+            tombstones=tombstones if tombstones is not None else FilesTombstones(workspace),
+            **options,
+        )
+    except BaseException:  # refused (another embedding model): the folder is not kept locked
+        engine.close()
+        raise
+
+
+def open_engine(settings: QdrantSettings, workspace: Path, dimension: int) -> QdrantEngine:
     """The configured engine: a server at ``url``, else Qdrant Edge in ``path`` (default
-    ``<workspace>/qdrant``), the collection being the folder ``<path>/<collection>``.
-    ``tombstones``: the erased users' (default: the workspace's)."""
+    ``<workspace>/qdrant``), the collection being the folder ``<path>/<collection>``."""
     if settings.url and settings.path is not None:
         raise ConfigurationError(
             "MEMORY_QDRANT__URL and MEMORY_QDRANT__PATH are both set: a server (url) or "
             "Qdrant Edge in a folder (path), not both"
         )
-    engine: QdrantEngine
     if settings.url:
         from memory_service.longterm.qdrant.client_engine import ClientEngine
 
         api_key = settings.api_key.get_secret_value() if settings.api_key else None
-        engine = ClientEngine.connect(
+        return ClientEngine.connect(
             settings.url,
             settings.collection,
-            embedder.dimension,
+            dimension,
             api_key=api_key,
             timeout_s=settings.timeout_s,
         )
-    else:
-        from memory_service.longterm.qdrant.edge.engine import EdgeEngine
+    from memory_service.longterm.qdrant.edge.engine import EdgeEngine
 
-        root = settings.path if settings.path is not None else WorkspacePaths(workspace).qdrant_dir
-        engine = EdgeEngine.acquire(Path(root) / settings.collection, embedder.dimension)
-    return QdrantLongTermMemory(
-        engine,
-        embedder,
-        retrieval=retrieval,
-        tombstones=tombstones if tombstones is not None else FilesTombstones(workspace),
-        **options,
-    )
+    root = settings.path if settings.path is not None else WorkspacePaths(workspace).qdrant_dir
+    return EdgeEngine.acquire(Path(root) / settings.collection, dimension)

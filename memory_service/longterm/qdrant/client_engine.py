@@ -29,6 +29,8 @@ from memory_service.longterm.qdrant.filters import ImportanceTtl, OwnerFilter, o
 from memory_service.longterm.qdrant.layout import (
     AGENT_FIELD,
     DENSE,
+    EMBEDDER_FIELD,
+    EMBEDDER_RECORD,
     PAYLOAD_INDEXES,
     SPARSE,
     TENANT_FIELD,
@@ -38,7 +40,12 @@ from memory_service.longterm.qdrant.layout import (
     reindex_hint,
 )
 from memory_service.longterm.qdrant.payload import fact_of
-from memory_service.longterm.qdrant.points import StoredPoint, stored_point, upsert_vectors
+from memory_service.longterm.qdrant.points import (
+    StoredPoint,
+    as_floats,
+    stored_point,
+    upsert_vectors,
+)
 from memory_service.longterm.qdrant.query_plan import LegRequest, QueryPlan, ScoredHit
 
 SCROLL_PAGE = 1000
@@ -90,6 +97,12 @@ def _filter(scope: OwnerFilter) -> qm.Filter:
     if scope.exclude_ids is not None:
         return qm.Filter(must=must, must_not=[qm.HasIdCondition(has_id=list(scope.exclude_ids))])
     return qm.Filter(must=must)
+
+
+def _other_model(model: str) -> qm.Filter:
+    """Points whose dense vector names another model than ``model``, or none."""
+    same = qm.FieldCondition(key=EMBEDDER_FIELD, match=qm.MatchValue(value=model))
+    return qm.Filter(must_not=[same])
 
 
 def _empty(name: str) -> qm.IsEmptyCondition:
@@ -393,6 +406,51 @@ class ClientEngine:
             ),
         ]
         with self._calls():  # one request: vectors and stamp land together
+            self._client.batch_update_points(self.collection, operations, wait=True)
+            self.writes += 1
+
+    def embedder_record(self) -> str | None:
+        with self._calls():
+            info = self._client.get_collection(self.collection)
+        record = (info.config.metadata or {}).get(EMBEDDER_RECORD)
+        return record if isinstance(record, str) else None
+
+    def write_embedder_record(self, record: str) -> None:
+        with self._calls():  # the collection's metadata: merged, the other keys kept
+            self._client.update_collection(self.collection, metadata={EMBEDDER_RECORD: record})
+
+    def stale_dense(self, model: str, limit: int) -> list[StoredPoint]:
+        with self._calls():
+            records, _ = self._client.scroll(
+                self.collection,
+                scroll_filter=_other_model(model),
+                limit=limit,
+                with_payload=True,
+                with_vectors=False,
+            )
+        return [stored_point(r, False) for r in records]
+
+    def count_stale_dense(self, model: str) -> int:
+        with self._calls():
+            return self._client.count(
+                self.collection, count_filter=_other_model(model), exact=True
+            ).count
+
+    def set_dense(self, points: Sequence[StoredPoint], model: str) -> None:
+        if not points:
+            return
+        vectors = [
+            qm.PointVectors(id=p.id, vector={DENSE: as_floats(p.dense or ())}) for p in points
+        ]
+        operations: list[Any] = [
+            qm.UpdateVectorsOperation(update_vectors=qm.UpdateVectors(points=vectors)),
+            qm.SetPayloadOperation(
+                set_payload=qm.SetPayload(
+                    payload={EMBEDDER_FIELD: model}, points=[p.id for p in points]
+                )
+            ),
+        ]
+        with self._calls():  # one request: vectors and their model's name land together
             self._client.batch_update_points(self.collection, operations, wait=True)
             self.writes += 1
 

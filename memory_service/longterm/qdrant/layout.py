@@ -2,7 +2,8 @@
 vectors ``dense`` (cosine) and sparse ``bm25`` (IDF modifier), payload ``tenant_id`` (keyword
 index, tenant flag) and the owner's fields (``user_id``; ``scope``/``agent_id`` on shared facts)
 plus the fact's (``payload.payload_of``) and the tokenizer version of its sparse vector
-(``terms_version``), with a payload index on every field a read tests."""
+(``terms_version``) and the embedding model of its dense vector (``embedder``), with a payload
+index on every field a read tests."""
 
 from __future__ import annotations
 
@@ -18,6 +19,14 @@ AGENT_FIELD = "agent_id"
 # made with: a point whose version is another (or none: made before versions were recorded)
 # has its sparse vector made again when the collection is opened (``QdrantLongTermMemory``).
 TERMS_FIELD = "terms_version"
+# The embedding model (``Embedder.name``) a point's dense vector was made with: a re-embed
+# (``store_embedder.reembed``) takes the points that name another model, or none (written
+# before points named theirs), and stamps each as its new vector lands, so a stopped re-embed
+# goes on where it stopped. Read only then: no payload index.
+EMBEDDER_FIELD = "embedder"
+# The collection's own record of its model (``store_embedder.EmbedderRecord``, as JSON): in
+# the collection's metadata on a server, in a file beside the folder for Edge.
+EMBEDDER_RECORD = "memory_service_embedder"
 # Payload indexes: the tenant index first; then every field a recall or record filter tests.
 # Without the state and expiry indexes, Edge checked them point by point: a 10k-point hybrid
 # query took 2.5 ms instead of 0.5 ms. kind, tags, importance and created_at serve the

@@ -32,7 +32,7 @@ from indexing.sparse import SparseTerms
 from memory_service.context import validate_id
 from memory_service.errors import BackendUnavailableError
 from memory_service.facts import Fact
-from memory_service.fsutil import fsync_dir
+from memory_service.fsutil import fsync_dir, read_text, write_atomically
 from memory_service.longterm.qdrant.edge.commit import EdgeCommit
 from memory_service.longterm.qdrant.edge.filters import edge_filter
 from memory_service.longterm.qdrant.edge.folder_lock import FolderLock, FolderOwnedError
@@ -51,6 +51,7 @@ from memory_service.longterm.qdrant.filters import OwnerFilter, owner_key_of
 from memory_service.longterm.qdrant.layout import (
     AGENT_FIELD,
     DENSE,
+    EMBEDDER_FIELD,
     SPARSE,
     TENANT_FIELD,
     TERMS_FIELD,
@@ -58,7 +59,12 @@ from memory_service.longterm.qdrant.layout import (
     check_dense_size,
 )
 from memory_service.longterm.qdrant.payload import fact_of
-from memory_service.longterm.qdrant.points import StoredPoint, stored_point, upsert_vectors
+from memory_service.longterm.qdrant.points import (
+    StoredPoint,
+    as_floats,
+    stored_point,
+    upsert_vectors,
+)
 from memory_service.longterm.qdrant.query_plan import (
     CANDIDATE_FIELDS,
     LegRequest,
@@ -71,6 +77,9 @@ SCROLL_PAGE = 1000
 REWRITE_SUFFIX = ".rewrite"  # the new shard while a rewrite builds it
 REPLACED_SUFFIX = ".replaced"  # the old shard between the two renames of a rewrite
 DELETED_SUFFIX = ".deleted"  # a marker beside the folder: deleted text is still in its bytes
+# the collection's record of its embedding model (``store_embedder``), beside the folder: a
+# rewrite replaces the folder whole, and Edge keeps no metadata of its own
+EMBEDDER_SUFFIX = ".embedder.json"
 # A delete rewrites the shard at once when it holds at most this many points (a rewrite copies
 # the collection: about a minute per 100k points on 2 loaded cores by
 # ``benchmarks/latency/erase.py``, so some 3 s at 5,000); a larger shard is rewritten by the
@@ -162,6 +171,11 @@ class _SharedLock:
             with self._cond:
                 self._writing = False
                 self._cond.notify_all()
+
+
+def _other_model(model: str) -> qe.Filter:
+    """Points whose dense vector names another model than ``model``, or none."""
+    return qe.Filter(must_not=[qe.FieldCondition(EMBEDDER_FIELD, match=qe.MatchValue(model))])
 
 
 def _sibling(folder: Path, suffix: str) -> Path:
@@ -471,6 +485,35 @@ class EdgeEngine:
             self._shard.update(qe.UpdateOperation.update_vectors(vectors))
             ids = [p.id for p in points]
             self._shard.update(qe.UpdateOperation.set_payload(ids, {TERMS_FIELD: version}))
+            self.commit.after_write(self._shard)
+            self.writes += 1
+            self._touched.add({owner_key_of(p.payload) for p in points})
+
+    def embedder_record(self) -> str | None:
+        return read_text(_sibling(self.folder, EMBEDDER_SUFFIX)) or None
+
+    def write_embedder_record(self, record: str) -> None:
+        write_atomically(_sibling(self.folder, EMBEDDER_SUFFIX), record + "\n")
+
+    def stale_dense(self, model: str, limit: int) -> list[StoredPoint]:
+        request = qe.ScrollRequest(limit=limit, filter=_other_model(model), with_payload=True)
+        with self._calls():
+            records, _ = self._shard.scroll(request)
+        return [stored_point(r, False) for r in records]
+
+    def count_stale_dense(self, model: str) -> int:
+        request = qe.CountRequest(exact=True, filter=_other_model(model))
+        with self._calls():
+            return int(self._shard.count(request))
+
+    def set_dense(self, points: Sequence[StoredPoint], model: str) -> None:
+        if not points:
+            return
+        ids = [p.id for p in points]
+        vectors = [qe.PointVectors(p.id, {DENSE: as_floats(p.dense or ())}) for p in points]
+        with self._calls(), self._forgetting(ids):
+            self._shard.update(qe.UpdateOperation.update_vectors(vectors))
+            self._shard.update(qe.UpdateOperation.set_payload(ids, {EMBEDDER_FIELD: model}))
             self.commit.after_write(self._shard)
             self.writes += 1
             self._touched.add({owner_key_of(p.payload) for p in points})
