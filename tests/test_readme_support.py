@@ -3,6 +3,7 @@ blocks run, which block is each one's answer, and what a comparison masks. No pr
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 from tests.support.readme import (
@@ -124,3 +125,15 @@ def test_the_port_and_the_key_are_the_test_servers():
     assert placeholders(text, 4321, "msk_dev_abc") == (
         'KEY=msk_dev_abc\ncurl localhost:4321/x\nClient("http://127.0.0.1:4321", "msk_dev_abc")'
     )
+
+
+def test_a_key_named_after_a_user_is_that_users_personal_key():
+    """A shell variable named after one of README's users holds that user's personal key,
+    never a tenant-wide one a reader would take for it."""
+    text = README.read_text(encoding="utf-8")
+    users = set(re.findall(r'"user_id":\s*"(\w+)"', text)) | set(re.findall(r"--user (\w+)", text))
+    added = re.findall(r"(\w+)=\$\(memory-service keys add ([^)]*)\)", text)
+    assert added, "README shows keys added into shell variables"
+    for name, args in added:
+        if name.lower() in users:
+            assert f"--user {name.lower()}" in args, (name, args)
