@@ -400,6 +400,21 @@ def test_the_redis_backend_is_chosen_by_settings(tmp_path, redis_prefix):
         session_states(without)
 
 
+def _redis_left(prefix: str) -> list[tuple[str, str]]:
+    """Every key under ``prefix`` with what it holds (a string, or a set's members)."""
+    import redis
+
+    client = redis.Redis.from_url(REDIS_URL)
+    try:
+        left = []
+        for key in client.scan_iter(f"{prefix}:*"):
+            held = client.get(key) if client.type(key) == b"string" else client.smembers(key)
+            left.append((key.decode(), str(held)))
+        return left
+    finally:
+        client.close()
+
+
 def test_a_redis_save_begun_before_an_erase_is_refused(redis_prefix, clock):
     store = RedisAgentStateStore(REDIS_URL, key_prefix=redis_prefix, clock=clock)
     try:
@@ -409,6 +424,8 @@ def test_a_redis_save_begun_before_an_erase_is_refused(redis_prefix, clock):
         store.save(state, ctx)
         assert store.erase_user(ctx) == 1
         assert store.load(ctx).is_new and store.list_sessions(ctx) == []
+        left = _redis_left(redis_prefix)  # the erase's marker, naming the user by a digest only
+        assert left and not any("alice" in key or "alice" in value for key, value in left)
         late = AgentState(session_id="s1")
         late.append(Msg.user("written by a save that began before the erase"))
         clock.advance(timedelta(seconds=-5))  # its work began before the erase's marker

@@ -5,7 +5,8 @@ Keys (``MEMORY_REDIS__KEY_PREFIX``, default ``memory-service``; ids never hold `
     <prefix>:state:<tenant>:<user>:<session>   {version, incarnation, updated_at, expires_at, state}
     <prefix>:sessions:<tenant>:<user>          the user's session ids (a set)
     <prefix>:users:<tenant>, <prefix>:tenants  who has sessions (the scheduler's sweep)
-    <prefix>:erased:<tenant>:<user>            when the user was last erased (seconds)
+    <prefix>:erased:<tenant>:<user digest>     when the user was last erased (seconds); the
+                                               id's digest, as a tombstone holds no user data
 
 A save is one Lua script, so the compare-and-set is one round trip and atomic: it writes only
 if the stored version (0 when none is live) is the one the state was loaded at and the
@@ -43,7 +44,7 @@ from memory_service.replicas.session_state import (
     saved_record,
     session_of,
 )
-from memory_service.replicas.tombstones import Tombstones
+from memory_service.replicas.tombstones import Tombstones, user_digest
 
 URL_SETTING = "MEMORY_REDIS__URL"
 EXPIRY_GRACE = timedelta(days=1)  # Redis drops a state this long after its TTL
@@ -148,7 +149,7 @@ class RedisAgentStateStore:
         return f"{self._prefix}:sessions:{tenant}:{user}"
 
     def _erased_key(self, ctx: RuntimeContext) -> str:
-        return f"{self._prefix}:erased:{ctx.tenant_id}:{ctx.user_id}"
+        return f"{self._prefix}:erased:{ctx.tenant_id}:{user_digest(ctx)}"
 
     @contextmanager
     def _unavailable(self) -> Iterator[None]:
