@@ -10,6 +10,7 @@ of a store adds its migration as the next version and every replica applies it o
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 
@@ -32,6 +33,27 @@ def describe_dsn(dsn: str) -> str:
         return "<unparsable DSN>"
     parts.pop("password", None)
     return " ".join(f"{k}={v}" for k, v in parts.items())
+
+
+_POOL_LOG = logging.getLogger("psycopg.pool")
+
+
+class _FailedAttempts(logging.Filter):
+    """The pool's failed connection attempts while start-up waits for the database: psycopg
+    logs each at WARNING, but the wait's outcome is one line (the error naming the setting),
+    so they are held back and the last one's cause goes into that line."""
+
+    def __init__(self, pool_name: str) -> None:
+        super().__init__()
+        self.pool_name = pool_name
+        self.last: str | None = None
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        args = record.args if isinstance(record.args, tuple) else ()
+        if str(record.msg).startswith("error connecting in") and args[:1] == (self.pool_name,):
+            self.last = str(args[1]).splitlines()[0].strip() if len(args) > 1 else None
+            return False
+        return True
 
 
 class Database:
@@ -65,19 +87,24 @@ class Database:
             configure=self._configure,
             name=name,
         )
+        attempts = _FailedAttempts(name)
+        _POOL_LOG.addFilter(attempts)
         try:
             self._pool.open(wait=True, timeout=connect_timeout_s)
             if schema is not None:
                 self._create_schema(schema)
         except PoolTimeout as exc:
             self._pool.close()
+            cause = f": {attempts.last}" if attempts.last else ""
             raise ConfigurationError(
                 f"{DSN_SETTING}: PostgreSQL ({self.where}) cannot be reached within "
-                f"{connect_timeout_s:g}s"
+                f"{connect_timeout_s:g}s{cause}"
             ) from exc
         except BaseException:
             self._pool.close()
             raise
+        finally:
+            _POOL_LOG.removeFilter(attempts)
 
     def _configure(self, conn: psycopg.Connection) -> None:
         """Each new connection looks in ``schema`` first (tables are created there)."""
