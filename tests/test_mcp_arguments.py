@@ -330,7 +330,7 @@ def test_search_filters_over_mcp_as_over_http(apps):
 
 def test_a_saved_source_names_only_the_users_own_sessions(apps):
     """As ``POST /v1/memories``: a source naming a session the user does not have is refused
-    (``unknown_session``) and nothing is written; the call's own session may be named."""
+    (``unknown_session``) and nothing is written, be it named or the call's own."""
     services, client = apps("a")
     with Tools(services, USER) as tools:
 
@@ -339,7 +339,13 @@ def test_a_saved_source_names_only_the_users_own_sessions(apps):
 
         refused = tools.run(lambda s: save(s, text="Alice flies", source={"session_id": "never"}))
         assert refused.is_error and '"unknown_session"' in refused.content[0].text
+        implied = tools.run(
+            lambda s: save(s, text="Alice flies", session_id="never", source={"messages": [0]})
+        )
+        assert implied.is_error and '"unknown_session"' in implied.content[0].text
         assert services.longterm.list(ALICE).items == []
+        said = [{"role": "user", "content": "I fly on Monday."}]
+        assert append(client, "now", said).status_code == 200
         own = tools.run(
             lambda s: save(s, text="Alice flies", session_id="now", source={"session_id": "now"})
         )
