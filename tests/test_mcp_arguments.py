@@ -354,6 +354,22 @@ def test_a_saved_source_names_only_the_users_own_sessions(apps):
         assert (fact.session_id, fact.source.session_id) == ("now", "now")
 
 
+@pytest.mark.parametrize(
+    ("tool", "arguments", "code"),
+    [
+        ("memory_save", {"text": "ok", "source": {"text": "w" * 3000}}, "invalid_source"),
+        ("memory_save", {"text": "x" * 9000}, "fact_too_large"),
+        ("memory_search", {"query": "q" * 5000}, "query_too_large"),
+    ],
+)
+def test_a_value_over_its_limit_has_the_code_http_and_the_cli_give(apps, tool, arguments, code):
+    services, _ = apps("a")
+    with Tools(services, USER) as tools:
+        refused = tools.call(tool, arguments)
+    assert refused.is_error and json.loads(refused.text)["error"]["code"] == code, refused.text
+    assert services.longterm.list(ALICE).items == []
+
+
 def test_session_end_flushes_then_clears_the_session(apps, llm_server):
     from tests.support.chat_script import Script
 

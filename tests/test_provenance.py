@@ -91,14 +91,14 @@ def test_a_plain_string_source_is_still_accepted_as_the_origin(client):
     ("source", "code"),
     [
         ({"text": "é" * 1500}, "invalid_source"),  # 3000 bytes in 1500 characters
-        ({"text": "w" * 3000}, "validation_error"),  # longer than any 2 KB text can be
+        ({"text": "w" * 3000}, "invalid_source"),  # over 2 KB in characters too
         ({"text": "nul \x00 inside"}, "invalid_source"),  # any character but NUL
         ({"origin": "a\x00b"}, "invalid_source"),
         ({"session_id": "s-bob"}, "unknown_session"),  # Bob's session, not Alice's
         ({"session_id": "never-was"}, "unknown_session"),
         ({"session_id": "../x"}, "invalid_id"),
-        ({"messages": [-1]}, "validation_error"),
-        ({"messages": list(range(300))}, "validation_error"),
+        ({"messages": [-1]}, "invalid_source"),
+        ({"messages": list(range(300))}, "invalid_source"),
         ({"colour": "blue"}, "validation_error"),
     ],
 )
