@@ -35,6 +35,7 @@ def describe_dsn(dsn: str) -> str:
     return " ".join(f"{k}={v}" for k, v in parts.items())
 
 
+log = logging.getLogger(__name__)
 _POOL_LOG = logging.getLogger("psycopg.pool")
 
 
@@ -125,9 +126,18 @@ class Database:
             with self._pool.connection() as conn:
                 yield conn
         except PoolTimeout as exc:
-            raise BackendUnavailableError(f"PostgreSQL ({self.where}): no connection") from exc
+            raise self._unavailable("no connection", "no connection") from exc
         except psycopg.OperationalError as exc:
-            raise BackendUnavailableError(f"PostgreSQL ({self.where}): {exc}") from exc
+            raise self._unavailable("the connection failed", str(exc)) from exc
+
+    def _unavailable(self, said: str, detail: str) -> BackendUnavailableError:
+        """A 503 whose message names the setting, not its value: it reaches callers who
+        need no key to cause it (an unknown key is checked against this database). The log
+        gets where the database is and the driver's words (``detail``)."""
+        log.error("PostgreSQL (%s) is unavailable: %s", self.where, " ".join(detail.split()))
+        return BackendUnavailableError(
+            f"PostgreSQL is unavailable (the database {DSN_SETTING} names): {said}"
+        )
 
     def ensure_schema(self, name: str, migrations: Sequence[str | sql.Composable]) -> None:
         """Apply the store ``name``'s migrations not applied yet, in order, once per database:

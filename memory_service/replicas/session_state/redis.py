@@ -21,6 +21,7 @@ state's messages before it goes, and a state nobody sweeps still goes. A lost co
 from __future__ import annotations
 
 import json
+import logging
 from collections.abc import Iterator
 from contextlib import contextmanager
 from datetime import datetime, timedelta
@@ -45,6 +46,8 @@ from memory_service.replicas.session_state import (
     session_of,
 )
 from memory_service.replicas.tombstones import Tombstones, user_digest
+
+log = logging.getLogger(__name__)
 
 URL_SETTING = "MEMORY_REDIS__URL"
 EXPIRY_GRACE = timedelta(days=1)  # Redis drops a state this long after its TTL
@@ -155,8 +158,11 @@ class RedisAgentStateStore:
     def _unavailable(self) -> Iterator[None]:
         try:
             yield
-        except self._errors as exc:
-            raise BackendUnavailableError(f"Redis ({self.where}): {type(exc).__name__}") from exc
+        except self._errors as exc:  # the caller hears the setting, the log where Redis is
+            log.error("Redis (%s) is unavailable: %s", self.where, exc)
+            raise BackendUnavailableError(
+                f"Redis is unavailable (the server {URL_SETTING} names): {type(exc).__name__}"
+            ) from exc
 
     def _record(self, raw: bytes | None) -> dict[str, Any] | None:
         if raw is None:
