@@ -31,7 +31,7 @@ from memory_service.limits import (
 
 FactKind = Literal["fact", "preference", "event", "procedure"]
 FACT_KINDS: tuple[str, ...] = ("fact", "preference", "event", "procedure")
-# The memory types of 004_e0d48588211a3a15.txt, accepted on input as names of these kinds:
+# The designs' memory types (docs/decisions.md), accepted on input as names of these kinds:
 # an episode is an event, a factual memory a fact, a procedural one a procedure, and semantic
 # memory (stable knowledge that holds until replaced) a preference.
 KIND_ALIASES: dict[str, str] = {

@@ -4,6 +4,7 @@ blocks run, which block is each one's answer, and what a comparison masks. No pr
 from __future__ import annotations
 
 import re
+import subprocess
 from pathlib import Path
 
 from memory_service.facts import content_hash, fact_id
@@ -149,3 +150,26 @@ def test_a_key_named_after_a_user_is_that_users_personal_key():
     for name, args in added:
         if name.lower() in users:
             assert f"--user {name.lower()}" in args, (name, args)
+
+
+def test_no_document_outside_the_repository_is_cited_by_file_name():
+    """A decision taken from a design document is said in the project's own words
+    (docs/decisions.md); a reader cannot open a file the repository does not hold."""
+    repo = README.parent
+    cited = re.compile(r"\b\d{3}_[0-9a-f]{16}\.txt\b")
+    tracked = subprocess.run(
+        ["git", "ls-files", "*.md", "*.py", "*.toml", "Makefile"],
+        cwd=repo,
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.split()
+    assert "README.md" in tracked
+    found = [
+        f"{name}: {hit}"
+        for name in tracked
+        if (path := repo / name).is_file()
+        for hit in cited.findall(path.read_text(encoding="utf-8"))
+    ]
+    assert found == []
+    assert "(docs/decisions.md)" in README.read_text(encoding="utf-8")
