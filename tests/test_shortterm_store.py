@@ -506,7 +506,9 @@ class _Proxy:
                 pass
 
 
-def test_a_lost_redis_connection_is_a_503_not_a_crash(redis_prefix):
+def test_a_lost_redis_connection_is_a_503_not_a_crash(redis_prefix, caplog):
+    """A 503 whose message names ``MEMORY_REDIS__URL``, never the server's host or port (it
+    reaches callers); the log says where Redis is."""
     proxy = _Proxy()
     store = RedisAgentStateStore(
         f"redis://127.0.0.1:{proxy.port}/0", key_prefix=redis_prefix, timeout_s=1
@@ -515,7 +517,11 @@ def test_a_lost_redis_connection_is_a_503_not_a_crash(redis_prefix):
         ctx = RuntimeContext("acme", "alice", "s1")
         store.save(AgentState(session_id="s1"), ctx)
         proxy.cut()
-        with pytest.raises(BackendUnavailableError, match="Redis"):
+        with caplog.at_level("ERROR"), pytest.raises(BackendUnavailableError) as caught:
             store.load(ctx)
+        said = caught.value.message
+        assert "Redis" in said and "MEMORY_REDIS__URL" in said, said
+        assert "127.0.0.1" not in said and str(proxy.port) not in said, said
+        assert f"127.0.0.1:{proxy.port}" in caplog.text, caplog.text
     finally:
         store.close()
