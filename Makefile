@@ -53,8 +53,10 @@ test: install $(CHROMIUM) $(CHROMEDRIVER)
 test-fast: install
 	$(PYTEST) -m "not postgres and not redis and not subprocess and not slow and not qdrant_client and not browser"
 
+# `make serve PORT=9000` serves on 9000; only a PORT on make's command line counts, not one
+# the environment holds for some other program (MEMORY_API__PORT is the setting itself).
 serve: install
-	$(BIN)/memory-service serve
+	$(BIN)/memory-service serve$(if $(filter command line,$(origin PORT)), --port $(PORT))
 
 bench: install
 	$(BIN)/memory-service bench

@@ -174,11 +174,11 @@ def valid_at(fact: Fact, moment: datetime) -> bool:
 class ExpiryPolicy:
     """When a fact expires: at its own ``expires_at``, else never, unless ``by_importance``
     (then a fact without ``expires_at`` expires by age for its importance: 10 never, 5-9 after
-    30 days, below 5 after 7 days; the tiers of 003_44b66fa107e6049c.txt).
+    30 days, below 5 after 7 days; the Solon harness's tiers).
 
-    Off by default: long-term memory is kept until it is deleted (004_e0d48588211a3a15.txt:
-    persistent, retained for years; 000_ef4d275565635678.txt: the daily records are never
-    deleted), so a fact recorded with the default importance 5 is still recalled a year on."""
+    Off by default: long-term memory is kept until it is deleted (persistent, retained for
+    years, and the daily records are never deleted: docs/decisions.md), so a fact recorded
+    with the default importance 5 is still recalled a year on."""
 
     never_at: int = 10  # importance >= this: never
     long_at: int = 5  # importance >= this: ``long_days``
@@ -208,7 +208,7 @@ class ConfidenceDecay:
     confidence, ``t`` the days since it was recorded or last confirmed (``Fact.last_updated``)
     and ``rate`` its kind's, per day; below ``verify_below`` it needs verification.
 
-    The defaults are 004_e0d48588211a3a15.txt's: an episodic memory (an ``event``) loses 1 % a
+    The defaults (docs/decisions.md): an episodic memory (an ``event``) loses 1 % a
     day, a factual one (a ``fact``) 0.1 %, procedural (``procedure``) and semantic
     (``preference``) memories none; below 0.5 a memory is verified again. So a person's event
     (1.0) needs verification after ln 2 / 0.01 = 69 days, one the flush extracted (0.8) after

@@ -5,7 +5,7 @@ from __future__ import annotations
 import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass, field, fields, replace
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from operator import attrgetter
 from typing import Literal
 
@@ -14,6 +14,7 @@ from memory_service.characters import CONTROL_RE, check_text
 from memory_service.context import RuntimeContext, validate_id
 from memory_service.errors import InvalidInputError
 from memory_service.limits import (
+    MAX_CLOCK_SKEW_S,
     MAX_CONFIDENCE,
     MAX_FACT_TEXT_BYTES,
     MAX_IMPORTANCE,
@@ -30,7 +31,7 @@ from memory_service.limits import (
 
 FactKind = Literal["fact", "preference", "event", "procedure"]
 FACT_KINDS: tuple[str, ...] = ("fact", "preference", "event", "procedure")
-# The memory types of 004_e0d48588211a3a15.txt, accepted on input as names of these kinds:
+# The designs' memory types (docs/decisions.md), accepted on input as names of these kinds:
 # an episode is an event, a factual memory a fact, a procedural one a procedure, and semantic
 # memory (stable knowledge that holds until replaced) a preference.
 KIND_ALIASES: dict[str, str] = {
@@ -369,7 +370,10 @@ class Fact:
             )
         elif source is not None and source.session_id is None and session_id is not None:
             source = replace(source, session_id=session_id)  # it came from this session
-        created_at = parse_time(self.created_at, "created_at") or now or utcnow()
+        now = now or utcnow()
+        created_at = _not_ahead(parse_time(self.created_at, "created_at"), "created_at", now)
+        updated_at = _not_ahead(parse_time(self.updated_at, "updated_at"), "updated_at", now)
+        created_at = created_at or now
         return replace(
             self,
             content_hash=text_hash,
@@ -377,7 +381,7 @@ class Fact:
             scope=ctx.scope,
             agent_id=ctx.agent_id if ctx.scope == "agent" else None,
             created_at=created_at,
-            updated_at=parse_time(self.updated_at, "updated_at") or created_at,
+            updated_at=updated_at or created_at,
             needs_verification=False,
             expires_at=parse_time(self.expires_at, "expires_at"),
             valid_to=parse_time(self.valid_to, "valid_to"),
@@ -508,6 +512,19 @@ def parse_time(value: str | datetime | None, field: str = "time") -> datetime | 
     raise InvalidTimeError(
         field, f"must be a time in years 1-9999 in UTC; {_shown(value)} is {side}"
     )
+
+
+def _not_ahead(value: datetime | None, field: str, now: datetime) -> datetime | None:
+    """``value``, unless it is later than ``now`` by more than a clock's skew: a fact given
+    a time to come would be missing from every ``as_of`` answer until then."""
+    if value is not None and value > now + timedelta(seconds=MAX_CLOCK_SKEW_S):
+        raise InvalidTimeError(
+            field,
+            f"{value.isoformat()} is in the future: at most {MAX_CLOCK_SKEW_S // 60} minutes "
+            f"ahead of this server's clock ({now.isoformat(timespec='seconds')}) is taken as "
+            "clock skew",
+        )
+    return value
 
 
 def _shown(value: str | datetime) -> str:

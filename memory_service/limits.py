@@ -27,6 +27,9 @@ MAX_FACTS_PER_RECORD = 1_000  # one POST /v1/memories, one record() call from th
 MAX_PAGE_SIZE = 1_000  # list(): the largest page
 MAX_CURSOR_CHARS = 512  # a list() cursor sent back
 MAX_FACT_ID_CHARS = 64  # a fact id in a path (ids are UUIDs: 36)
+# how far ahead of this server's clock a fact's given created_at / updated_at may be: another
+# machine's clock, not a fact from the future (which no as_of answer would ever hold)
+MAX_CLOCK_SKEW_S = 5 * 60
 
 # -- recall ---------------------------------------------------------------------------------
 MAX_QUERY_BYTES = 4 * 1024  # a recall query, UTF-8 (longer chat input is cut to this)

@@ -144,7 +144,7 @@ def test_tenant_in_the_body_is_refused(client):
     [
         ({"user_id": "alice", "facts": []}, "facts", "validation_error"),
         ({"user_id": "alice", "facts": [{"text": ""}]}, "text", "validation_error"),
-        ({"user_id": "alice", "facts": [{"text": "é" * 4097}]}, "8192 bytes", "validation_error"),
+        ({"user_id": "alice", "facts": [{"text": "é" * 4097}]}, "8192 bytes", "fact_too_large"),
         ({"user_id": "alice", "facts": [{"text": "x"}] * 1001}, "facts", "validation_error"),
         (
             {"user_id": "alice", "facts": [{"text": "x", "importance": 11}]},
@@ -170,21 +170,21 @@ def test_bad_records_are_422_and_write_nothing(client, body, fragment, code):
 
 
 @pytest.mark.parametrize(
-    "fields",
+    ("fields", "code"),
     [
-        {"query": ""},
-        {"query": "q" * 4097},
-        {"query": "q", "top_k": 0},
-        {"query": "q", "top_k": 101},
-        {"query": "q", "mode": "fuzzy"},
-        {"query": "q", "threshold": 2},
+        ({"query": ""}, "validation_error"),
+        ({"query": "q" * 4097}, "query_too_large"),
+        ({"query": "q", "top_k": 0}, "validation_error"),
+        ({"query": "q", "top_k": 101}, "validation_error"),
+        ({"query": "q", "mode": "fuzzy"}, "validation_error"),
+        ({"query": "q", "threshold": 2}, "validation_error"),
     ],
 )
-def test_bad_searches_are_422(client, fields):
+def test_bad_searches_are_422(client, fields, code):
     response = client.post(
         "/v1/memories/search", json={"user_id": "alice", **fields}, headers=auth()
     )
-    assert_error(response, 422, "validation_error")
+    assert_error(response, 422, code)
 
 
 def test_malformed_json_and_bad_ids_in_query_strings(client):

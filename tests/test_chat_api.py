@@ -162,7 +162,7 @@ def test_without_a_model_chat_is_503_and_the_rest_keeps_working(no_model):
         (
             {"user_id": "alice", "session_id": "s1", "message": "x" * 70_000},
             "bytes",
-            "validation_error",
+            "message_too_large",
         ),
     ],
 )

@@ -21,7 +21,8 @@ from memory_service.context import RuntimeContext
 from memory_service.errors import ConfigurationError, InvalidInputError, MemoryServiceError
 from memory_service.facts import Fact, Source
 from memory_service.limits import MAX_SESSION_MESSAGE_BYTES
-from memory_service.messages import Msg, content_text
+from memory_service.longterm.fusion import validate_query
+from memory_service.messages import Msg, check_message, content_text
 from memory_service.transfer import parse_import
 from tests.support.api import ACME_ADMIN_KEY, NDJSON, append, assert_error, auth, record
 
@@ -65,6 +66,58 @@ def test_the_session_refuses_a_message_too_large_whatever_the_entry_point(api_cl
         memory.append(ALICE, [big])
     assert refused.value.code == "message_too_large"
     assert memory.list_sessions(ALICE) == []
+
+
+# -- one limit, one code: the service's own, whatever the entry point -----------------------
+
+# Each over its limit by a little; ASCII, so a limit in bytes is not met by characters alone.
+OVER_A_LIMIT = [
+    ("/v1/memories", {"facts": [{"text": "ok", "source": {"text": "w" * 3000}}]}, "invalid_source"),
+    (
+        "/v1/memories",
+        {"facts": [{"text": "ok", "source": {"origin": "o" * 300}}]},
+        "invalid_source",
+    ),
+    ("/v1/memories", {"facts": [{"text": "ok", "source": {"messages": [-1]}}]}, "invalid_source"),
+    ("/v1/memories", {"facts": [{"text": "x" * 9000}]}, "fact_too_large"),
+    ("/v1/memories/search", {"query": "q" * 5000}, "query_too_large"),
+    (
+        "/v1/sessions/s1/messages",
+        {"messages": [{"role": "user", "content": "x" * (MAX_SESSION_MESSAGE_BYTES + 1)}]},
+        "message_too_large",
+    ),
+]
+
+
+@pytest.mark.parametrize(("path", "body", "code"), OVER_A_LIMIT)
+def test_a_value_over_its_limit_has_the_services_code_over_http(api_client, path, body, code):
+    """The code the service itself raises for it (the CLI's line, an import's, MCP's), not
+    ``validation_error``; nothing is written."""
+    response = api_client.post(path, json={"user_id": "alice", **body}, headers=auth())
+    assert_error(response, 422, code)
+    listed = api_client.get("/v1/memories", params={"user_id": "alice"}, headers=auth())
+    assert listed.json()["items"] == [] and _stored(api_client).status_code == 404
+
+
+@pytest.mark.parametrize(
+    ("refused", "code"),
+    [
+        (lambda: Fact("ok", source=Source(text="w" * 3000)).validate(), "invalid_source"),
+        (lambda: Fact("ok", source=Source(origin="o" * 300)).validate(), "invalid_source"),
+        (lambda: Fact("ok", source=Source(messages=(-1,))).validate(), "invalid_source"),
+        (lambda: Fact("x" * 9000).validate(), "fact_too_large"),
+        (lambda: validate_query("q" * 5000, 5, 0.0), "query_too_large"),
+        (
+            lambda: check_message(Msg.user("x" * (MAX_SESSION_MESSAGE_BYTES + 1))),
+            "message_too_large",
+        ),
+    ],
+)
+def test_the_service_raises_the_same_codes(refused, code):
+    """What the CLI and the memory tools answer: the service's own checks."""
+    with pytest.raises(InvalidInputError) as caught:
+        refused()
+    assert caught.value.code == code
 
 
 # -- 11. one rule for characters: NUL in no text field, every other character kept ----------

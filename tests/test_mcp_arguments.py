@@ -378,7 +378,7 @@ def test_search_filters_over_mcp_as_over_http(apps):
 
 def test_a_saved_source_names_only_the_users_own_sessions(apps):
     """As ``POST /v1/memories``: a source naming a session the user does not have is refused
-    (``unknown_session``) and nothing is written; the call's own session may be named."""
+    (``unknown_session``) and nothing is written, be it named or the call's own."""
     services, client = apps("a")
     with Tools(services, USER) as tools:
 
@@ -387,13 +387,35 @@ def test_a_saved_source_names_only_the_users_own_sessions(apps):
 
         refused = tools.run(lambda s: save(s, text="Alice flies", source={"session_id": "never"}))
         assert refused.is_error and '"unknown_session"' in refused.content[0].text
+        implied = tools.run(
+            lambda s: save(s, text="Alice flies", session_id="never", source={"messages": [0]})
+        )
+        assert implied.is_error and '"unknown_session"' in implied.content[0].text
         assert services.longterm.list(ALICE).items == []
+        said = [{"role": "user", "content": "I fly on Monday."}]
+        assert append(client, "now", said).status_code == 200
         own = tools.run(
             lambda s: save(s, text="Alice flies", session_id="now", source={"session_id": "now"})
         )
         assert not own.is_error, own
         (fact,) = services.longterm.list(ALICE).items
         assert (fact.session_id, fact.source.session_id) == ("now", "now")
+
+
+@pytest.mark.parametrize(
+    ("tool", "arguments", "code"),
+    [
+        ("memory_save", {"text": "ok", "source": {"text": "w" * 3000}}, "invalid_source"),
+        ("memory_save", {"text": "x" * 9000}, "fact_too_large"),
+        ("memory_search", {"query": "q" * 5000}, "query_too_large"),
+    ],
+)
+def test_a_value_over_its_limit_has_the_code_http_and_the_cli_give(apps, tool, arguments, code):
+    services, _ = apps("a")
+    with Tools(services, USER) as tools:
+        refused = tools.call(tool, arguments)
+    assert refused.is_error and json.loads(refused.text)["error"]["code"] == code, refused.text
+    assert services.longterm.list(ALICE).items == []
 
 
 def test_session_end_flushes_then_clears_the_session(apps, llm_server):

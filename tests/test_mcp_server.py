@@ -17,7 +17,11 @@ from mcp.client.stdio import StdioServerParameters, stdio_client
 from mcp.client.streamable_http import create_mcp_http_client, streamable_http_client
 from mcp.shared.exceptions import MCPError
 
+from memory_service.config import load_settings
+from memory_service.context import RuntimeContext
+from memory_service.messages import Msg
 from memory_service.replicas.api_keys.files import FilesKeyStore
+from memory_service.services import build_services
 from tests.support.server import clean_env
 
 ALLERGY = "Alice is allergic to peanuts"
@@ -281,6 +285,35 @@ def test_stdio_admin_key_may_name_a_user_of_its_tenant(workspace: Path):
         assert _code(await _call(session, "memory_list", user_id="../bob")) == "invalid_id"
 
     over_stdio(_stdio(workspace, key, "--user", "alice"), body)
+
+
+@pytest.mark.subprocess
+def test_stdio_no_model_is_logged_at_warning_as_over_http(workspace: Path, embedder, tmp_path):
+    """Ending a session with no model configured is a 503 the deployment chose: the stdio
+    server logs it at WARNING, as the HTTP API does, not at ERROR."""
+    key = _key(workspace, "acme")
+    services = build_services(load_settings(workspace=workspace), embedder=embedder)
+    try:
+        services.shortterm.append(RuntimeContext("acme", "alice", "s1"), [Msg.user("Hi")])
+    finally:
+        services.close()
+
+    errlog = tmp_path / "stderr.txt"
+    with errlog.open("w") as stream:
+
+        async def main() -> None:
+            params = _stdio(workspace, key, "--user", "alice")
+            async with (
+                stdio_client(params, errlog=stream) as (read, write),
+                ClientSession(read, write) as session,
+            ):
+                await session.initialize()
+                ended = await _call(session, "session_end", session_id="s1")
+                assert _code(ended) == "llm_not_configured"
+
+        anyio.run(main)
+    said = [line for line in errlog.read_text().splitlines() if "no LLM is configured" in line]
+    assert len(said) == 1 and " WARNING " in said[0], errlog.read_text()
 
 
 @pytest.mark.parametrize(

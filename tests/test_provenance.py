@@ -91,14 +91,14 @@ def test_a_plain_string_source_is_still_accepted_as_the_origin(client):
     ("source", "code"),
     [
         ({"text": "é" * 1500}, "invalid_source"),  # 3000 bytes in 1500 characters
-        ({"text": "w" * 3000}, "validation_error"),  # longer than any 2 KB text can be
+        ({"text": "w" * 3000}, "invalid_source"),  # over 2 KB in characters too
         ({"text": "nul \x00 inside"}, "invalid_source"),  # any character but NUL
         ({"origin": "a\x00b"}, "invalid_source"),
         ({"session_id": "s-bob"}, "unknown_session"),  # Bob's session, not Alice's
         ({"session_id": "never-was"}, "unknown_session"),
         ({"session_id": "../x"}, "invalid_id"),
-        ({"messages": [-1]}, "validation_error"),
-        ({"messages": list(range(300))}, "validation_error"),
+        ({"messages": [-1]}, "invalid_source"),
+        ({"messages": list(range(300))}, "invalid_source"),
         ({"colour": "blue"}, "validation_error"),
     ],
 )
@@ -116,13 +116,30 @@ def test_a_bad_source_is_a_422_and_nothing_is_written(client, source, code):
 
 def test_a_source_may_name_the_users_own_session_or_the_requests(client):
     assert _record(client, {"session_id": "s1", "messages": [0]}).status_code == 200
+    for source in ({"session_id": "s1"}, {"messages": [0]}):  # named, or the request's
+        body = {
+            "user_id": "alice",
+            "session_id": "s1",
+            "facts": [{"text": "Alice likes tea", "source": source}],
+        }
+        assert client.post("/v1/memories", json=body, headers=HEADERS).status_code == 200
+    assert _record(client, {"session_id": "s-bob"}, user="bob").status_code == 200
+    assert {f["source"]["session_id"] for f in _listed(client)} == {"s1"}
+
+
+@pytest.mark.parametrize("source", [{"session_id": "s-new"}, {"messages": [4]}, "chat"])
+def test_a_source_of_a_request_session_the_user_does_not_have_is_refused(client, source):
+    """One rule whether the source names the session or takes the request's: a session the
+    user does not have is 422 ``unknown_session``, and nothing is written."""
     body = {
         "user_id": "alice",
         "session_id": "s-new",
-        "facts": [{"text": "Alice likes tea", "source": {"session_id": "s-new"}}],
+        "facts": [{"text": "A fine fact"}, {"text": "Alice likes tea", "source": source}],
     }
-    assert client.post("/v1/memories", json=body, headers=HEADERS).status_code == 200
-    assert _record(client, {"session_id": "s-bob"}, user="bob").status_code == 200
+    response = client.post("/v1/memories", json=body, headers=HEADERS)
+    assert response.status_code == 422, response.text
+    assert response.json()["error"]["code"] == "unknown_session"
+    assert _listed(client) == []
 
 
 # -- the CLI ---------------------------------------------------------------------------------

@@ -230,13 +230,15 @@ def test_unreachable_server_is_a_clear_error(embedder):
 def test_naive_times_are_taken_as_utc(tmp_path, embedder):
     memory = _edge(tmp_path, embedder)
     try:
-        memory.record(ALICE, [Fact("Lives in Paris", key="user.city")])
+        memory.record(
+            ALICE, [Fact("Lives in Paris", key="user.city", created_at=datetime(2020, 1, 1))]
+        )
         later = memory.record(
-            ALICE, [Fact("Lives in Rome", key="user.city", created_at=datetime(2030, 1, 1))]
+            ALICE, [Fact("Lives in Rome", key="user.city", created_at=datetime(2024, 1, 1))]
         )[0]
-        assert later.status == "superseded"
+        assert later.status == "superseded" and later.superseded_ids
         stored = memory.get(ALICE, [later.id])[0]
-        assert stored.created_at == datetime(2030, 1, 1, tzinfo=UTC)
+        assert stored.created_at == datetime(2024, 1, 1, tzinfo=UTC)
     finally:
         memory.close()
 

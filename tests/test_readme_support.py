@@ -3,8 +3,11 @@ blocks run, which block is each one's answer, and what a comparison masks. No pr
 
 from __future__ import annotations
 
+import re
+import subprocess
 from pathlib import Path
 
+from memory_service.facts import content_hash, fact_id
 from tests.support.readme import (
     Bindings,
     blocks,
@@ -81,13 +84,24 @@ def test_readme_runs_its_examples():
 
 def test_ids_keys_and_hex_tokens_stand_for_one_value_each():
     bindings = Bindings()
-    uuid_a, uuid_b = "35f6c5d4-a0be-565c-8704-7460a6ef5ada", "c1d0d8c6-5000-554c-8be8-d07be20aea0c"
-    real_a, real_b = "11111111-2222-5333-8444-555555555555", "66666666-7777-5888-8999-000000000000"
+    uuid_a, uuid_b = "35f6c5d4-a0be-465c-8704-7460a6ef5ada", "c1d0d8c6-5000-454c-8be8-d07be20aea0c"
+    real_a, real_b = "11111111-2222-4333-8444-555555555555", "66666666-7777-4888-8999-000000000000"
     assert match_json({"id": uuid_a}, {"id": real_a}, bindings) is None
     assert match_json({"ids": [uuid_a]}, {"ids": [real_a]}, bindings) is None
     assert "stood for" in match_json({"id": uuid_a}, {"id": real_b}, bindings)
     assert "was shown as" in match_json({"id": uuid_b}, {"id": real_a}, bindings)
     assert bindings.substitute(f"keys revoke {uuid_a}") == f"keys revoke {real_a}"
+
+
+def test_a_derived_id_is_shown_as_the_service_derives_it():
+    """A fact's id is the same in every run (a UUID5 of tenant, owner and text): README may
+    not show one the service cannot produce, though the masked comparison takes any random
+    id for any other."""
+    shown = fact_id("default", "alice", content_hash("Alice is allergic to peanuts"))
+    assert match_json({"id": shown}, {"id": shown}, Bindings()) is None
+    other = fact_id("default", "alice", content_hash("Alice is allergic to walnuts"))
+    assert "derived" in match_json({"id": shown}, {"id": other}, Bindings())
+    assert "derived" in match_text(f"created {shown}", f"created {other}", Bindings())
 
 
 def test_scores_and_times_are_any_value_of_their_kind_and_the_rest_is_exact():
@@ -124,3 +138,38 @@ def test_the_port_and_the_key_are_the_test_servers():
     assert placeholders(text, 4321, "msk_dev_abc") == (
         'KEY=msk_dev_abc\ncurl localhost:4321/x\nClient("http://127.0.0.1:4321", "msk_dev_abc")'
     )
+
+
+def test_a_key_named_after_a_user_is_that_users_personal_key():
+    """A shell variable named after one of README's users holds that user's personal key,
+    never a tenant-wide one a reader would take for it."""
+    text = README.read_text(encoding="utf-8")
+    users = set(re.findall(r'"user_id":\s*"(\w+)"', text)) | set(re.findall(r"--user (\w+)", text))
+    added = re.findall(r"(\w+)=\$\(memory-service keys add ([^)]*)\)", text)
+    assert added, "README shows keys added into shell variables"
+    for name, args in added:
+        if name.lower() in users:
+            assert f"--user {name.lower()}" in args, (name, args)
+
+
+def test_no_document_outside_the_repository_is_cited_by_file_name():
+    """A decision taken from a design document is said in the project's own words
+    (docs/decisions.md); a reader cannot open a file the repository does not hold."""
+    repo = README.parent
+    cited = re.compile(r"\b\d{3}_[0-9a-f]{16}\.txt\b")
+    tracked = subprocess.run(
+        ["git", "ls-files", "*.md", "*.py", "*.toml", "Makefile"],
+        cwd=repo,
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.split()
+    assert "README.md" in tracked
+    found = [
+        f"{name}: {hit}"
+        for name in tracked
+        if (path := repo / name).is_file()
+        for hit in cited.findall(path.read_text(encoding="utf-8"))
+    ]
+    assert found == []
+    assert "(docs/decisions.md)" in README.read_text(encoding="utf-8")

@@ -112,3 +112,28 @@ def test_accepted_connections_send_small_responses_without_waiting_for_acks():
         thread.join(10)
         listener.close()
     assert seen and all(seen), f"TCP_NODELAY per accepted connection: {seen}"
+
+
+@pytest.mark.parametrize(
+    ("args", "command"),
+    [
+        (["PORT=9123"], "memory-service serve --port 9123"),
+        ([], "memory-service serve"),  # MEMORY_API__PORT, else 8080
+    ],
+)
+def test_make_serve_takes_the_port_it_is_given(tmp_path: Path, args, command):
+    """``make serve PORT=…`` serves on that port; a ``PORT`` merely in the environment (set
+    for some other program) does not move it. ``make -n`` prints the command, runs nothing."""
+    venv = tmp_path / "venv"
+    venv.mkdir()
+    (venv / ".installed").touch()  # newer than pyproject.toml: no set-up lines
+    done = subprocess.run(
+        ["make", "-n", "serve", f"VENV={venv}", *args],
+        cwd=Path(__file__).resolve().parents[1],
+        env={**os.environ, "PORT": "3000"},
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.splitlines() == [f"{venv}/bin/{command}"]

@@ -400,6 +400,21 @@ def test_the_redis_backend_is_chosen_by_settings(tmp_path, redis_prefix):
         session_states(without)
 
 
+def _redis_left(prefix: str) -> list[tuple[str, str]]:
+    """Every key under ``prefix`` with what it holds (a string, or a set's members)."""
+    import redis
+
+    client = redis.Redis.from_url(REDIS_URL)
+    try:
+        left = []
+        for key in client.scan_iter(f"{prefix}:*"):
+            held = client.get(key) if client.type(key) == b"string" else client.smembers(key)
+            left.append((key.decode(), str(held)))
+        return left
+    finally:
+        client.close()
+
+
 def test_a_redis_save_begun_before_an_erase_is_refused(redis_prefix, clock):
     store = RedisAgentStateStore(REDIS_URL, key_prefix=redis_prefix, clock=clock)
     try:
@@ -409,6 +424,8 @@ def test_a_redis_save_begun_before_an_erase_is_refused(redis_prefix, clock):
         store.save(state, ctx)
         assert store.erase_user(ctx) == 1
         assert store.load(ctx).is_new and store.list_sessions(ctx) == []
+        left = _redis_left(redis_prefix)  # the erase's marker, naming the user by a digest only
+        assert left and not any("alice" in key or "alice" in value for key, value in left)
         late = AgentState(session_id="s1")
         late.append(Msg.user("written by a save that began before the erase"))
         clock.advance(timedelta(seconds=-5))  # its work began before the erase's marker
@@ -489,7 +506,9 @@ class _Proxy:
                 pass
 
 
-def test_a_lost_redis_connection_is_a_503_not_a_crash(redis_prefix):
+def test_a_lost_redis_connection_is_a_503_not_a_crash(redis_prefix, caplog):
+    """A 503 whose message names ``MEMORY_REDIS__URL``, never the server's host or port (it
+    reaches callers); the log says where Redis is."""
     proxy = _Proxy()
     store = RedisAgentStateStore(
         f"redis://127.0.0.1:{proxy.port}/0", key_prefix=redis_prefix, timeout_s=1
@@ -498,7 +517,11 @@ def test_a_lost_redis_connection_is_a_503_not_a_crash(redis_prefix):
         ctx = RuntimeContext("acme", "alice", "s1")
         store.save(AgentState(session_id="s1"), ctx)
         proxy.cut()
-        with pytest.raises(BackendUnavailableError, match="Redis"):
+        with caplog.at_level("ERROR"), pytest.raises(BackendUnavailableError) as caught:
             store.load(ctx)
+        said = caught.value.message
+        assert "Redis" in said and "MEMORY_REDIS__URL" in said, said
+        assert "127.0.0.1" not in said and str(proxy.port) not in said, said
+        assert f"127.0.0.1:{proxy.port}" in caplog.text, caplog.text
     finally:
         store.close()

@@ -320,6 +320,30 @@ def test_an_unreachable_database_at_an_auth_check_is_a_503_with_a_code(
         proxy.cut()
 
 
+def test_a_503_names_the_setting_to_the_caller_and_logs_where_the_database_is(
+    tmp_path, start, pg_schema, caplog
+):
+    """Anyone may send a made-up key: the answer says which setting to look at, never the
+    database's user, name, host or port; the log has them for the operator."""
+    proxy = Proxy(("127.0.0.1", int(psycopg.conninfo.conninfo_to_dict(PG_DSN).get("port", 5432))))
+    proxy.start()
+    try:
+        dsn = f"postgresql://postgres@127.0.0.1:{proxy.port}/test"
+        replica = start(tmp_path / "one", postgres={"dsn": dsn, "schema_name": pg_schema})
+        proxy.cut()
+        time.sleep(REFRESH_S + 0.1)  # the next look at the keys must ask PostgreSQL
+        with caplog.at_level("WARNING"):
+            reply = replica.client.get("/v1/me", headers=auth("msk_bogus_0123456789abcdef"))
+        assert reply.status_code == 503, reply.text
+        error = reply.json()["error"]
+        assert error["code"] == "backend_unavailable" and "MEMORY_POSTGRES__DSN" in error["message"]
+        for part in ("user=", "dbname=", "host=", "port=", "127.0.0.1", str(proxy.port)):
+            assert part not in reply.text, reply.text
+        assert f"port={proxy.port}" in caplog.text, caplog.text
+    finally:
+        proxy.cut()
+
+
 def test_keys_cli_with_an_unreachable_database_names_the_dsn_setting(tmp_path, capsys, monkeypatch):
     monkeypatch.setenv("MEMORY_POSTGRES__DSN", "postgresql://postgres:secret@127.0.0.1:1/test")
     code, out, err = cli(capsys, "add", "--tenant", "acme", workspace=tmp_path / "ws")

@@ -30,7 +30,7 @@ from memory_service.api.schemas import memories as memory_schemas
 from memory_service.cli import main
 from memory_service.config import load_settings
 from memory_service.context import RuntimeContext
-from memory_service.facts import Fact
+from memory_service.facts import Fact, InvalidTimeError
 from memory_service.mcp_server.caller import Caller
 from memory_service.mcp_server.server import build_server
 from memory_service.messages import ToolCall
@@ -275,6 +275,59 @@ def test_import_line_times(served, field):
     run()
 
 
+# -- a creation time in the future ------------------------------------------------------------
+
+FAR_FUTURE = "2999-01-01T00:00:00Z"
+
+
+def _soon(minutes: float) -> str:
+    return (datetime.now(UTC) + timedelta(minutes=minutes)).isoformat()
+
+
+@pytest.mark.parametrize("field", ["created_at", "updated_at"])
+def test_an_import_line_from_the_future_is_refused_naming_the_field(served, field):
+    """A fact created in 2999 would never be in an ``as_of`` answer: refused beyond a small
+    clock skew (a minute ahead is a clock's, an hour is not)."""
+    before = served.stored()
+    line = {"tenant_id": "acme", "user_id": "alice", "text": "Alice keeps bees"}
+    for value in (FAR_FUTURE, _soon(60)):
+        response = served.client.post(
+            "/v1/import",
+            content=json.dumps({**line, field: value}) + "\n",
+            headers={**auth(ACME_ADMIN_KEY), **NDJSON},
+        )
+        _assert_refused(response, field, "bad_lines")
+        assert "future" in response.json()["error"]["bad_lines"][0]["message"]
+        assert served.stored() == before
+    skewed = {**line, "text": "Alice keeps wasps", field: _soon(1)}
+    response = served.client.post(
+        "/v1/import", content=json.dumps(skewed) + "\n", headers={**auth(ACME_ADMIN_KEY), **NDJSON}
+    )
+    assert response.status_code == 200, response.text
+
+
+def test_a_fact_recorded_from_the_future_is_refused_with_invalid_time(served):
+    """Recording (the in-process API, the memory tools' and the flush's way in) refuses it as
+    import does: ``invalid_time`` naming ``created_at``, nothing written."""
+    before = served.stored()
+    with pytest.raises(InvalidTimeError) as refused:
+        served.services.longterm.record(
+            USER, [Fact("Alice keeps moths"), Fact("Alice keeps bats", created_at=FAR_FUTURE)]
+        )
+    assert refused.value.code == "invalid_time" and refused.value.field == "created_at"
+    assert served.stored() == before
+
+
+def test_the_cli_import_refuses_a_line_from_the_future(cli_workspace, capsys, monkeypatch):
+    import io
+
+    line = {"tenant_id": "default", "user_id": "alice", "text": "Alice keeps bats"}
+    monkeypatch.setattr("sys.stdin", io.StringIO(json.dumps({**line, "created_at": FAR_FUTURE})))
+    code = main(["import", "--workspace", cli_workspace])
+    captured = capsys.readouterr()
+    assert code == 2 and "line 1: created_at" in captured.err and "future" in captured.err
+
+
 # -- MCP --------------------------------------------------------------------------------------
 
 
@@ -439,10 +492,11 @@ def test_every_backend_stores_and_filters_the_edges_of_time(memory):
         [
             Fact("Alice keeps bees until the end of time", expires_at=LAST),
             Fact("Alice kept bees at the dawn of time", created_at=FIRST, importance=10),
-            Fact("Alice will keep bees in the last year", created_at=LAST, importance=5),
         ],
     )
-    assert len(memory.list(alice).items) == 3
+    with pytest.raises(InvalidTimeError):  # created in the future: no backend stores it
+        memory.record(alice, [Fact("Alice will keep bees in the last year", created_at=LAST)])
+    assert len(memory.list(alice).items) == 2
     for narrowed in (
         FactFilter(as_of=FIRST),
         FactFilter(created_after=FIRST),

@@ -16,7 +16,7 @@ from selenium.webdriver.support.ui import WebDriverWait
 from memory_service.context import RuntimeContext
 from memory_service.facts import Fact
 from memory_service.replicas.memory_docs.files import documents
-from tests.support.api import ACME_ADMIN_KEY, ACME_KEY, GLOBEX_KEY, auth
+from tests.support.api import ACME_ADMIN_KEY, ACME_KEY, ALICE_PERSONAL_KEY, GLOBEX_KEY, auth
 from tests.support.browser import screenshot
 
 WAIT_S = 20
@@ -121,7 +121,7 @@ def test_a_users_facts_with_provenance_and_only_its_own_tenant(browser, ui_app):
     assert "Tenant acme" in browser.find_element(By.ID, "whoami").text
     assert browser.execute_script("return sessionStorage.length") == 1
     owners = browser.find_element(By.ID, "owner-list").text
-    assert "alice" in owners and "4 facts" in owners and "bob" in owners
+    assert "alice" in owners and "4 stored" in owners and "bob" in owners
     assert "mallory" not in owners and "Mallory" not in browser.page_source
     pick_user(browser, "alice")
     wait(browser, lambda d: len(fact_rows(d)) == 4)
@@ -426,3 +426,159 @@ def test_a_tenant_sees_only_its_own_users(browser, ui_app, key):
     owners = browser.find_element(By.ID, "owner-list").text
     mine, theirs = ("alice", "mallory") if key == ACME_KEY else ("mallory", "alice")
     assert mine in owners and theirs not in owners
+
+
+# -- what a user sees at a laptop's width --------------------------------------------------------
+
+LAPTOP = (1366, 768)
+
+
+def _rect(driver, element) -> dict[str, float]:
+    return driver.execute_script("return arguments[0].getBoundingClientRect().toJSON()", element)
+
+
+def _lines(driver, element) -> int:
+    """How many lines the element's text takes on screen."""
+    return driver.execute_script(
+        "const r = document.createRange(); r.selectNodeContents(arguments[0]);"
+        "return new Set([...r.getClientRects()].map((x) => Math.round(x.top))).size;",
+        element,
+    )
+
+
+def test_the_facts_table_fits_a_laptop_screen(browser, ui_app):
+    """At 1366 px every column, provenance and actions included, is on screen without
+    scrolling sideways, and a date stays on one line."""
+    _, url = ui_app
+    seed(url)
+    browser.set_window_size(*LAPTOP)
+    try:
+        open_page(browser, url, ACME_KEY)
+        pick_user(browser, "alice")
+        wait(browser, lambda d: len(fact_rows(d)) == 4)
+        screenshot(browser, "facts-1366")
+        viewport = browser.execute_script("return document.documentElement.clientWidth")
+        headers = browser.find_elements(By.CSS_SELECTOR, "#facts-table thead th")
+        offscreen = [h.text for h in headers if _rect(browser, h)["right"] > viewport + 0.5]
+        assert offscreen == [], offscreen
+        assert [h.text for h in headers][-2:] == ["Provenance", "Actions"]
+        wrap = browser.find_element(By.CSS_SELECTOR, "#view-facts .table-wrap")
+        scroll = browser.execute_script(
+            "return [arguments[0].scrollWidth, arguments[0].clientWidth]", wrap
+        )
+        assert scroll[0] <= scroll[1] + 1, scroll  # no sideways scrolling (a border's rounding)
+        for row in fact_rows(browser):
+            created = row.find_element(By.CSS_SELECTOR, "td.created")
+            assert _lines(browser, created) == 1, created.text
+            assert "confidence 1.00" in row.find_element(By.CSS_SELECTOR, "td.state").text
+    finally:
+        browser.set_window_size(1280, 900)
+
+
+def test_the_sidebar_counts_what_the_list_shows(browser, ui_app):
+    """A superseded fact is stored but not listed: the sidebar says how many are stored, and
+    the list says how many it hides and how to see them."""
+    _, url = ui_app
+    with api(url) as client:
+        for text in ("Dana lives in Porto", "Dana lives in Braga"):  # the second supersedes
+            body = {"user_id": "dana", "facts": [{"text": text, "key": "user.city"}]}
+            client.post("/v1/memories", json=body).raise_for_status()
+        body = {"user_id": "dana", "facts": [{"text": "Dana sings"}]}
+        client.post("/v1/memories", json=body).raise_for_status()
+    open_page(browser, url, ACME_KEY)
+    count = owner_button(browser, "dana").find_element(By.CSS_SELECTOR, ".count").text
+    assert count == "3 stored"
+    pick_user(browser, "dana")
+    wait(browser, lambda d: len(fact_rows(d)) == 2)
+    info = browser.find_element(By.ID, "page-info").text
+    assert "2 shown" in info and "1 more stored" in info, info
+
+
+def test_a_session_of_one_message_says_one_message(browser, ui_app):
+    _, url = ui_app
+    with api(url) as client:
+        said = {"user_id": "erin", "messages": [{"role": "user", "content": "hello"}]}
+        client.post("/v1/sessions/only/messages", json=said).raise_for_status()
+    open_page(browser, url, ACME_KEY)
+    pick_user(browser, "erin")
+    tab(browser, "sessions")
+    button = wait(browser, lambda d: d.find_elements(By.CSS_SELECTOR, "button.session"))[0]
+    assert button.text.startswith("only: 1 message,"), button.text
+    button.click()
+    detail = wait(browser, lambda d: "Session only" in d.find_element(By.ID, "session-detail").text)
+    assert detail
+
+
+def test_a_personal_key_is_not_offered_other_users(browser, ui_app):
+    """A personal key reaches its own user alone: no box to open another user by id."""
+    _, url = ui_app
+    seed(url)
+    open_page(browser, url, ALICE_PERSONAL_KEY)
+    owner_button(browser, "alice")
+    assert not browser.find_element(By.ID, "open-user").is_displayed()
+    assert "Open a user by id" not in browser.find_element(By.ID, "app").text
+    open_page(browser, url, ACME_KEY)
+    assert browser.find_element(By.ID, "open-user").is_displayed()
+
+
+def _timeline(browser, url: str, user: str) -> None:
+    open_page(browser, url, ACME_KEY)
+    pick_user(browser, user)
+    tab(browser, "timeline")
+    wait(browser, lambda d: d.find_elements(By.CSS_SELECTOR, "#chart rect[data-day]"))
+
+
+def test_the_legend_shows_every_kind_inside_the_chart(browser, ui_app):
+    services, url = ui_app
+    now = datetime.now(UTC)
+    kinds = ("fact", "preference", "event", "procedure")
+    facts = [Fact(f"Frank's {k} number {i}", kind=k, created_at=now) for i, k in enumerate(kinds)]
+    services.longterm.record(RuntimeContext("acme", "frank"), facts)
+    _timeline(browser, url, "frank")
+    chart = _rect(browser, browser.find_element(By.CSS_SELECTOR, "#chart svg"))
+    legend = browser.find_elements(By.CSS_SELECTOR, "#chart svg text.legend")
+    assert [t.text for t in legend] == list(kinds)
+    for text in legend:
+        box = _rect(browser, text)
+        assert chart["left"] <= box["left"] and box["right"] <= chart["right"], text.text
+        assert chart["top"] <= box["top"] and box["bottom"] <= chart["bottom"], text.text
+    screenshot(browser, "timeline-legend")
+
+
+def test_a_fact_far_from_the_rest_does_not_flatten_the_chart(browser, ui_app):
+    """One fact decades away (an import of old data) is told apart, not given the axis: the
+    days the other facts were recorded on keep readable bars."""
+    services, url = ui_app
+    now = datetime.now(UTC)
+    days = [now - timedelta(days=3), now - timedelta(days=1), now]
+    facts = [Fact(f"Gina note {i}", created_at=d) for i, d in enumerate(days)]
+    facts.append(Fact("Gina was born", kind="event", created_at=datetime(1990, 5, 17, tzinfo=UTC)))
+    services.longterm.record(RuntimeContext("acme", "gina"), facts)
+    _timeline(browser, url, "gina")
+    bars = browser.find_elements(By.CSS_SELECTOR, "#chart rect[data-day]")
+    assert {b.get_attribute("data-day") for b in bars} == {d.date().isoformat() for d in days}
+    chart = _rect(browser, browser.find_element(By.CSS_SELECTOR, "#chart svg"))
+    assert chart["height"] >= 150, chart  # not squeezed into a strip
+    tallest = max(_rect(browser, b)["height"] for b in bars)
+    assert tallest >= 60, tallest
+    outside = browser.find_element(By.ID, "chart-outside").text
+    assert "1 fact outside the chart" in outside and "1990-05-17" in outside, outside
+    screenshot(browser, "timeline-outlier")
+
+
+def test_a_long_history_is_drawn_per_month_at_a_readable_size(browser, ui_app):
+    """Two years of facts are two years of monthly bars, every fact in them, not 730 daily
+    bars scaled down to hairlines."""
+    services, url = ui_app
+    start = datetime(2024, 1, 10, tzinfo=UTC)
+    facts = [Fact(f"Hana note {i}", created_at=start + timedelta(days=10 * i)) for i in range(73)]
+    services.longterm.record(RuntimeContext("acme", "hana"), facts)
+    _timeline(browser, url, "hana")
+    title = browser.find_element(By.CSS_SELECTOR, "#chart svg title").get_attribute("textContent")
+    assert "73 facts over 24 months" in title  # 2024-01 to 2025-12, title
+    bars = browser.find_elements(By.CSS_SELECTOR, "#chart rect[data-day]")
+    assert {b.get_attribute("data-day")[8:] for b in bars} == {"01"}  # each a month's first day
+    chart = _rect(browser, browser.find_element(By.CSS_SELECTOR, "#chart svg"))
+    assert chart["height"] >= 150 and min(_rect(browser, b)["width"] for b in bars) >= 10
+    assert not browser.find_element(By.ID, "chart-outside").is_displayed()
+    screenshot(browser, "timeline-months")

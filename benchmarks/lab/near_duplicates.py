@@ -1,7 +1,7 @@
 """How often does a cosine threshold call two memories duplicates when one changes a value?
 
 Record merges a new memory into a stored one whose dense cosine reaches
-``MEMORY_LONGTERM__NEAR_DUPLICATE_COSINE`` (0.9, from 004_e0d48588211a3a15.txt), unless the
+``MEMORY_LONGTERM__NEAR_DUPLICATE_COSINE`` (0.9: docs/decisions.md), unless the
 two texts hold different value words (``longterm.near_duplicates.changes_a_value``). This
 module measures both halves on the service's embedder:
 

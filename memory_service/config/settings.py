@@ -43,16 +43,16 @@ class LongTermSettings(_Section):
     and so on; a custom preset may not reuse a built-in name).
 
     ``expire_by_importance``: off (the default), a fact is kept until deleted unless it has
-    its own ``expires_at`` (long-term memory is permanent: 004_e0d48588211a3a15.txt); on, a
+    its own ``expires_at`` (long-term memory is permanent: docs/decisions.md); on, a
     fact without ``expires_at`` expires by importance (below 5: 7 days; 5-9: 30 days; 10:
-    never: 003_44b66fa107e6049c.txt), hidden from every read at once and deleted by
+    never: the Solon harness's tiers), hidden from every read at once and deleted by
     maintenance. ``decay_event`` / ``decay_fact`` / ``decay_procedure`` / ``decay_preference``:
     per day, how fast a fact of that kind loses confidence from its last update
     (``C0 * exp(-rate * days)``; 0.01, 0.001, 0 and 0 are the episodic, factual, procedural
-    and semantic rates of 004_e0d48588211a3a15.txt); below ``verify_below`` (0.5, the same
-    document's) a fact needs verification. ``merge_near_duplicates``: a recorded fact whose
+    and semantic rates of docs/decisions.md); below ``verify_below`` (0.5) a fact needs
+    verification. ``merge_near_duplicates``: a recorded fact whose
     dense cosine to an active fact of the same owner and scope reaches
-    ``near_duplicate_cosine`` (0.9: 004_e0d48588211a3a15.txt) is merged into it, its text kept
+    ``near_duplicate_cosine`` (0.9: docs/decisions.md) is merged into it, its text kept
     as a phrasing, unless it changes a value or either has a key
     (``longterm.near_duplicates``). ``track_access``: each recall counts its hits
     (``access_count``, ``last_accessed_at``), in memory, written per user every

@@ -1,8 +1,8 @@
 """Near-duplicates merged when they are recorded: the rule every backend applies the same way.
 
-004_e0d48588211a3a15.txt: a memory whose cosine to an existing one is above 0.9 is a
-duplicate, and the existing memory is updated (the higher confidence, updated now, accessed
-once more) instead of a second copy being stored. Two things keep a merge from losing or
+The designs' rule (docs/decisions.md): a memory whose cosine to an existing one is above 0.9
+is a duplicate, and the existing memory is updated (the higher confidence, updated now,
+accessed once more) instead of a second copy being stored. Two things keep a merge from losing or
 bending what someone said:
 
 - the merged text is kept with the fact it merged into, as one of its ``phrasings`` (with its
@@ -159,7 +159,7 @@ def changes_a_value(old: str, new: str) -> bool:
 @dataclass(frozen=True, slots=True)
 class NearDuplicatePolicy:
     """When a recorded fact is merged into a stored one: ``enabled``, and the dense cosine
-    it must reach (``cosine``; 0.9 is 004_e0d48588211a3a15.txt's)."""
+    it must reach (``cosine``; 0.9: docs/decisions.md)."""
 
     enabled: bool = True
     cosine: float = 0.9

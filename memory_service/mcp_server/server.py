@@ -133,8 +133,8 @@ def build_server(services: Services, identify: Identify) -> Server:
         except ValidationError as exc:  # the arguments, or what the tool built of them
             return _invalid(exc)
         except MemoryServiceError as exc:
-            if exc.http_status >= 500:
-                log.error("MCP tool %s: %s", tool.name, exc)
+            if exc.http_status >= 500:  # at the error's own level, as the HTTP API logs it
+                log.log(exc.log_level, "MCP tool %s (%s): %s", tool.name, exc.code, exc)
             return _error(exc.code, exc.message)
         except Exception:
             log.exception("MCP tool %s failed", tool.name)

@@ -12,7 +12,7 @@ The annotation is ``[...]`` with ``|``-separated parts in any order, each option
 (fact, preference, event, procedure, or the memory types episodic, factual, procedural,
 semantic that stand for them), an importance 1-10, a confidence (a decimal such as ``0.9``,
 kept within 0.7-0.9; without one a fact the flush extracts gets 0.8: what is taken from a
-conversation is less sure than what a person records, 004_e0d48588211a3a15.txt), and a key
+conversation is less sure than what a person records: docs/decisions.md), and a key
 (a subject such as ``user.diet``; a newer fact with the same key supersedes the older one).
 A bracket that is not a valid annotation stays part of the text.
 
@@ -60,7 +60,7 @@ log = logging.getLogger(__name__)
 
 NO_REPLY = "NO_REPLY"
 MAX_TODAY_SCAN = 10_000  # facts read to find the ones recorded today
-# A fact taken from a conversation: 0.7-0.9, 0.8 unless the model says (004_e0d48588211a3a15.txt)
+# A fact taken from a conversation: 0.7-0.9, 0.8 unless the model says (docs/decisions.md)
 EXTRACTED_CONFIDENCE = 0.8
 EXTRACTED_RANGE = (0.7, 0.9)
 

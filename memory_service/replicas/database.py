@@ -10,6 +10,7 @@ of a store adds its migration as the next version and every replica applies it o
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 
@@ -32,6 +33,28 @@ def describe_dsn(dsn: str) -> str:
         return "<unparsable DSN>"
     parts.pop("password", None)
     return " ".join(f"{k}={v}" for k, v in parts.items())
+
+
+log = logging.getLogger(__name__)
+_POOL_LOG = logging.getLogger("psycopg.pool")
+
+
+class _FailedAttempts(logging.Filter):
+    """The pool's failed connection attempts while start-up waits for the database: psycopg
+    logs each at WARNING, but the wait's outcome is one line (the error naming the setting),
+    so they are held back and the last one's cause goes into that line."""
+
+    def __init__(self, pool_name: str) -> None:
+        super().__init__()
+        self.pool_name = pool_name
+        self.last: str | None = None
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        args = record.args if isinstance(record.args, tuple) else ()
+        if str(record.msg).startswith("error connecting in") and args[:1] == (self.pool_name,):
+            self.last = str(args[1]).splitlines()[0].strip() if len(args) > 1 else None
+            return False
+        return True
 
 
 class Database:
@@ -65,19 +88,24 @@ class Database:
             configure=self._configure,
             name=name,
         )
+        attempts = _FailedAttempts(name)
+        _POOL_LOG.addFilter(attempts)
         try:
             self._pool.open(wait=True, timeout=connect_timeout_s)
             if schema is not None:
                 self._create_schema(schema)
         except PoolTimeout as exc:
             self._pool.close()
+            cause = f": {attempts.last}" if attempts.last else ""
             raise ConfigurationError(
                 f"{DSN_SETTING}: PostgreSQL ({self.where}) cannot be reached within "
-                f"{connect_timeout_s:g}s"
+                f"{connect_timeout_s:g}s{cause}"
             ) from exc
         except BaseException:
             self._pool.close()
             raise
+        finally:
+            _POOL_LOG.removeFilter(attempts)
 
     def _configure(self, conn: psycopg.Connection) -> None:
         """Each new connection looks in ``schema`` first (tables are created there)."""
@@ -98,9 +126,18 @@ class Database:
             with self._pool.connection() as conn:
                 yield conn
         except PoolTimeout as exc:
-            raise BackendUnavailableError(f"PostgreSQL ({self.where}): no connection") from exc
+            raise self._unavailable("no connection", "no connection") from exc
         except psycopg.OperationalError as exc:
-            raise BackendUnavailableError(f"PostgreSQL ({self.where}): {exc}") from exc
+            raise self._unavailable("the connection failed", str(exc)) from exc
+
+    def _unavailable(self, said: str, detail: str) -> BackendUnavailableError:
+        """A 503 whose message names the setting, not its value: it reaches callers who
+        need no key to cause it (an unknown key is checked against this database). The log
+        gets where the database is and the driver's words (``detail``)."""
+        log.error("PostgreSQL (%s) is unavailable: %s", self.where, " ".join(detail.split()))
+        return BackendUnavailableError(
+            f"PostgreSQL is unavailable (the database {DSN_SETTING} names): {said}"
+        )
 
     def ensure_schema(self, name: str, migrations: Sequence[str | sql.Composable]) -> None:
         """Apply the store ``name``'s migrations not applied yet, in order, once per database:

@@ -12,10 +12,12 @@ from memory_service.services import build_services
 ACME_KEY = "acme-key-0123456789abcdef"
 GLOBEX_KEY = "globex-key-0123456789abcdef"
 ACME_ADMIN_KEY = "acme-admin-key-0123456789abcdef"
+ALICE_PERSONAL_KEY = "acme-alice-personal-key-0123456789"
 KEYS = {
     ACME_KEY: {"tenant": "acme", "role": "user"},
     GLOBEX_KEY: {"tenant": "globex", "role": "user"},
     ACME_ADMIN_KEY: {"tenant": "acme", "role": "admin"},
+    ALICE_PERSONAL_KEY: {"tenant": "acme", "role": "personal", "user": "alice"},
 }
 NDJSON = {"Content-Type": "application/x-ndjson"}
 

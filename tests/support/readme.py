@@ -18,9 +18,11 @@ info string, so the marks stay out of the rendered page):
 
 What a block says is taken literally but for the port and the key: ``localhost:8080`` and
 ``127.0.0.1:8080`` are the test server's address, and ``msk_dev_...`` / ``msk_...`` the
-development key its banner printed (the one a reader copies). In an expected answer, ids
-(UUIDs), API keys, 12+ digit hex tokens (fingerprints, span ids), times and floats stand for
-any value of their kind; an id, key or hex token must stand for the same value wherever it
+development key its banner printed (the one a reader copies). In an expected answer, random
+ids (UUIDs but version 5), API keys, 12+ digit hex tokens (fingerprints, span ids), times and
+floats stand for any value of their kind, while a derived id (a fact's: a version-5 UUID of
+its tenant, owner and text) must be the one the service derives; an id, key or hex token must
+stand for the same value wherever it
 recurs (the fact the search finds is the one recorded above it), and a later command that
 names one (``keys revoke 39ffc235818e``) gets the real value. Paths under the checkout are
 shown as ``/home/you/memory-service``.
@@ -211,9 +213,21 @@ def match_text(shown: str, actual: str, bindings: Bindings, literal: str = "") -
     if found is None:
         return f"README shows\n{shown.strip()}\nbut it printed\n{actual.strip()}"
     for (kind, token), value in zip(groups, found.groups(), strict=True):
+        if kind == "uuid" and derived(token) and value != token:
+            return (
+                f"README shows the derived id {token}, but the service derives {value} (a "
+                "fact's id is the same for the same tenant, owner and text in every run)"
+            )
         if kind in BOUND and (why := bindings.bind(token, value)) is not None:
             return why
     return None
+
+
+def derived(token: str) -> bool:
+    """Whether ``token`` is a UUID of version 5 (``facts.fact_id``: of the tenant, owner and
+    text), which every run derives alike: README must show the very id, where a random one
+    (version 4) stands for any value."""
+    return token[14] == "5"
 
 
 def match_json(shown: Any, actual: Any, bindings: Bindings, where: str = "$") -> str | None:

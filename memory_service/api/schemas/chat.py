@@ -28,7 +28,7 @@ if TYPE_CHECKING:
 Message = Annotated[
     str,
     Field(min_length=1, description="what the user says"),
-    AfterValidator(max_bytes(MAX_CHAT_MESSAGE_BYTES)),
+    AfterValidator(max_bytes(MAX_CHAT_MESSAGE_BYTES, "message_too_large")),
     AfterValidator(no_nul("message")),
 ]
 

@@ -62,10 +62,14 @@ class Merged:
         return f"Merged({self._base!r}, **{self._extra!r})"
 
 
-def max_bytes(limit: int) -> Callable[[str], str]:
+def max_bytes(limit: int, code: str) -> Callable[[str], str]:
+    """At most ``limit`` bytes of UTF-8, else a 422 with ``code``: the code the service's own
+    check of that limit raises, so the CLI, MCP and HTTP answer one mistake alike."""
+
     def check(value: str) -> str:
         if len(value.encode("utf-8")) > limit:
-            raise ValueError(f"must be at most {limit} bytes of UTF-8")
+            problem = f"must be at most {limit} bytes of UTF-8"
+            raise coded(InvalidInputError(problem, code=code))
         return value
 
     return check

@@ -47,10 +47,12 @@ from memory_service.limits import (
 FactText = Annotated[
     str,
     Field(min_length=1),
-    AfterValidator(max_bytes(MAX_FACT_TEXT_BYTES)),
+    AfterValidator(max_bytes(MAX_FACT_TEXT_BYTES, "fact_too_large")),
     AfterValidator(no_nul("fact text")),
 ]
-Query = Annotated[str, Field(min_length=1), AfterValidator(max_bytes(MAX_QUERY_BYTES))]
+Query = Annotated[
+    str, Field(min_length=1), AfterValidator(max_bytes(MAX_QUERY_BYTES, "query_too_large"))
+]
 Tag = Annotated[str, Field(min_length=1, max_length=MAX_TAG_CHARS), AfterValidator(no_nul("a tag"))]
 Key = Annotated[str, Field(min_length=1, max_length=MAX_KEY_CHARS), AfterValidator(no_nul("key"))]
 FilterTag = Annotated[
@@ -82,18 +84,35 @@ Scopes = Annotated[
 ]
 
 
+def _limit(**shown: int) -> dict[str, int]:
+    """A limit the schema shows but pydantic does not check: the service's check of it
+    answers with the service's own code."""
+    return shown
+
+
 class SourceIn(Strict):
     """Where a fact came from: ``origin`` (a label such as ``chat`` or ``crm``), the session
     and the messages' sequence numbers in it, and what was said (``text``, at most
     ``MAX_SOURCE_TEXT_BYTES``; no NUL in it or the origin), which recall
     searches beside the fact. ``session_id`` must name one of the user's own sessions."""
 
-    origin: Annotated[str, Field(min_length=1, max_length=MAX_SOURCE_CHARS)] | None = None
+    # The limits are Source.validate's, their one check (invalid_source, as the CLI, an import
+    # and the memory tools answer): the schema only shows them.
+
+    origin: Annotated[str, Field(json_schema_extra=_limit(maxLength=MAX_SOURCE_CHARS))] | None = (
+        None
+    )
     session_id: SessionId | None = None
     messages: Annotated[
-        list[Annotated[int, Field(ge=0)]], Field(max_length=MAX_SOURCE_MESSAGES)
+        list[Annotated[int, Field(json_schema_extra=_limit(minimum=0))]],
+        Field(json_schema_extra=_limit(maxItems=MAX_SOURCE_MESSAGES)),
     ] = []
-    text: Annotated[str, Field(min_length=1, max_length=MAX_SOURCE_TEXT_BYTES)] | None = None
+    text: (
+        Annotated[
+            str, Field(min_length=1, json_schema_extra=_limit(maxLength=MAX_SOURCE_TEXT_BYTES))
+        ]
+        | None
+    ) = None
 
     @model_validator(mode="after")
     def _as_the_service_checks(self) -> SourceIn:

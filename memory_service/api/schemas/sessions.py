@@ -43,7 +43,9 @@ from memory_service.messages import Msg, ToolCall, check_message, content_text
 
 # NUL is refused in every text of a message, as ``Msg`` refuses it (and facts do).
 NoNul = AfterValidator(no_nul("text"))
-Content = Annotated[str, AfterValidator(max_bytes(MAX_SESSION_MESSAGE_BYTES)), NoNul]
+Content = Annotated[
+    str, AfterValidator(max_bytes(MAX_SESSION_MESSAGE_BYTES, "message_too_large")), NoNul
+]
 ShortText = Annotated[str, Field(min_length=1, max_length=MAX_NAME_CHARS), NoNul]
 Name = Annotated[str, Field(max_length=MAX_NAME_CHARS), NoNul]
 

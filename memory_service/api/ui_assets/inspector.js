@@ -12,6 +12,14 @@
   const SVG = "http://www.w3.org/2000/svg";
   const TIMELINE_PAGE = 1000;
   const TIMELINE_MAX_PAGES = 20;
+  const DAY_MS = 86400000;
+  // A gap of more than this between recorded days splits the facts into groups: the chart
+  // draws the biggest group and names the facts outside it, so one fact decades away (old
+  // data imported, a clock gone wrong) cannot squeeze the rest into a strip.
+  const GROUP_GAP_DAYS = 365;
+  const MAX_BARS = 92; // more days than this are drawn per week, month or year
+  const LEGEND_SLOT = 90; // px per kind in the legend: "preference" at 10 px fits
+  const TABLE_COLUMNS = 7;
 
   const state = {
     key: null,
@@ -64,6 +72,16 @@
 
   function fixed(x, digits = 3) {
     return x === null || x === undefined ? "" : Number(x).toFixed(digits);
+  }
+
+  function count(n, noun) {
+    return `${n} ${noun}${n === 1 ? "" : "s"}`;
+  }
+
+  // A time in a table cell: to the minute, on one line; the exact time on hover.
+  function shortWhen(iso) {
+    if (!iso) return el("span", {});
+    return el("time", { datetime: iso, title: when(iso), class: "when", text: when(iso).slice(0, 16) });
   }
 
   // -- status and errors -------------------------------------------------------------------
@@ -173,6 +191,8 @@
     for (const node of document.querySelectorAll("[data-may]")) {
       node.hidden = !may(node.dataset.may);
     }
+    // a personal key reaches its own user alone: another user's id would only be refused
+    $("open-user-form").hidden = Boolean(state.me && state.me.user_id);
   }
 
   function forgetKey() {
@@ -192,7 +212,10 @@
     const list = clear($("owner-list"));
     const data = await guarded(() => api("GET", "/v1/users"));
     if (!data) return;
-    const entry = (owner, label, count) => {
+    // the API counts the facts stored, superseded and expired ones included: said so, as
+    // the list (which hides those) says how many it leaves out
+    const entry = (owner, label, stored) => {
+      owner.stored = stored;
       const button = el("button", {
         type: "button",
         class: "owner",
@@ -200,7 +223,10 @@
         "data-owner": ownerId(owner),
         onclick: () => pickOwner(owner),
       }, el("span", { class: "owner-name", text: label }),
-      el("span", { class: "count", text: `${count} fact${count === 1 ? "" : "s"}` }));
+      el("span", {
+        class: "count", text: `${stored} stored`,
+        title: `${count(stored, "fact")} stored, superseded and expired ones included`,
+      }));
       list.append(el("li", {}, button));
     };
     if (!data.users.length) list.append(el("li", { class: "help", text: "No users yet." }));
@@ -222,7 +248,9 @@
   }
 
   function pickOwner(owner) {
-    state.owner = { scope: owner.scope, user_id: owner.user_id, agent_id: owner.agent_id, label: owner.label };
+    state.owner = {
+      scope: owner.scope, user_id: owner.user_id, agent_id: owner.agent_id, label: owner.label, stored: owner.stored,
+    };
     for (const b of document.querySelectorAll("#owner-list button")) {
       const same = b.dataset.scope === owner.scope && b.dataset.owner === ownerId(owner);
       b.setAttribute("aria-current", same ? "true" : "false");
@@ -324,12 +352,22 @@
     const body = clear($("facts-body"));
     for (const fact of page.items) body.append(factRow(fact));
     if (!page.items.length) {
-      body.append(el("tr", {}, el("td", { colspan: 11, class: "help", text: "No facts match." })));
+      body.append(el("tr", {}, el("td", { colspan: TABLE_COLUMNS, class: "help", text: "No facts match." })));
     }
     $("facts-caption").textContent = `Facts of ${state.owner.label} (page ${state.page + 1})`;
-    $("page-info").textContent = `Page ${state.page + 1}, ${page.items.length} shown`;
+    $("page-info").textContent = `Page ${state.page + 1}, ${page.items.length} shown${hiddenNote(params, page)}`;
     $("page-prev").disabled = state.page === 0;
     $("page-next").disabled = !page.next_cursor;
+  }
+
+  // With no filter, one page and the inactive ones left out, the facts the list does not
+  // show are the stored ones (the sidebar's count) it hides: superseded or expired.
+  function hiddenNote(params, page) {
+    const narrowed = params.kind.length || params.tags_any.length || params.tags_all.length
+      || params.min_importance || params.created_after || params.created_before || params.as_of;
+    const hidden = (state.owner.stored || 0) - page.items.length;
+    if (narrowed || params.include_inactive || state.page || page.next_cursor || hidden <= 0) return "";
+    return `; ${hidden} more stored (superseded or expired): tick "superseded and expired too" to see them`;
   }
 
   function provenance(fact) {
@@ -357,21 +395,25 @@
     return cell;
   }
 
+  // Seven columns, so that a laptop's screen holds them all: what belongs together shares
+  // a cell (kind and importance, key and tags, everything that changes with time).
   function factRow(fact) {
     const row = el("tr", { "data-id": fact.id });
-    const closed = fact.valid_to ? `closed ${when(fact.valid_to)}` : "";
-    const accessed = fact.last_accessed_at ? `recalled ${fact.access_count}×, last ${when(fact.last_accessed_at)}` : "";
-    const expiry = [fact.expires_at ? `expires ${when(fact.expires_at)}` : "", `confidence ${fixed(fact.confidence, 2)}`];
+    const line = (...parts) => el("div", {}, ...parts);
+    const status = el("td", { class: "state" });
+    if (fact.valid_to) status.append(line("closed ", shortWhen(fact.valid_to)));
+    if (fact.expires_at) status.append(line("expires ", shortWhen(fact.expires_at)));
+    if (fact.last_accessed_at) status.append(line(`recalled ${fact.access_count}×, last `, shortWhen(fact.last_accessed_at)));
+    status.append(line(`confidence ${fixed(fact.confidence, 2)}`));
+    const scope = fact.scope === "agent" ? `agent ${fact.agent_id}` : fact.scope;
     row.append(
       el("td", { class: "text", text: fact.text }),
-      el("td", { text: fact.kind }),
-      el("td", { class: "key", text: fact.key || "" }),
-      el("td", { class: "num", text: fact.importance }),
-      el("td", {}, ...fact.tags.map((t) => el("span", { class: "tag", text: t }))),
-      el("td", { text: when(fact.created_at) }),
-      el("td", { text: [closed, accessed].filter(Boolean).join("; ") }),
-      el("td", { text: fact.scope === "agent" ? `agent ${fact.agent_id}` : fact.scope }),
-      el("td", { text: expiry.filter(Boolean).join("; ") }),
+      el("td", { class: "kind" }, line(fact.kind), line(`importance ${fact.importance}`),
+        fact.scope === "user" ? null : line(`scope ${scope}`)),
+      el("td", { class: "key" }, fact.key ? line(el("code", { text: fact.key })) : null,
+        ...fact.tags.map((t) => el("span", { class: "tag", text: t }))),
+      el("td", { class: "created" }, shortWhen(fact.created_at)),
+      status,
       provenance(fact),
     );
     const actions = el("td", { class: "actions" });
@@ -417,7 +459,7 @@
       event.preventDefault();
       saveFact(fact, form);
     });
-    const editor = el("tr", { class: "editor" }, el("td", { colspan: 11 }, form));
+    const editor = el("tr", { class: "editor" }, el("td", { colspan: TABLE_COLUMNS }, form));
     row.after(editor);
     form.elements.text.focus();
   }
@@ -605,7 +647,7 @@
     } else {
       box.append(renderMarkdown(doc.text));
     }
-    $("memory-meta").textContent = `${doc.name}; ${doc.snapshots.length} snapshot${doc.snapshots.length === 1 ? "" : "s"} kept${doc.snapshots.length ? ` (latest ${doc.snapshots[doc.snapshots.length - 1]})` : ""}.`;
+    $("memory-meta").textContent = `${doc.name}; ${count(doc.snapshots.length, "snapshot")} kept${doc.snapshots.length ? ` (latest ${doc.snapshots[doc.snapshots.length - 1]})` : ""}.`;
   }
 
   // -- sessions ----------------------------------------------------------------------------------
@@ -618,7 +660,7 @@
       list.append(el("li", {}, el("button", {
         type: "button", class: "session", "data-session": s.session_id,
         onclick: () => openSession(s.session_id),
-        text: `${s.session_id}: ${s.message_count} messages, updated ${when(s.updated_at)}`,
+        text: `${s.session_id}: ${count(s.message_count, "message")}, updated ${when(s.updated_at)}`,
       })));
     }
     if (!data.sessions.length) list.append(el("li", { class: "help", text: "No stored sessions." }));
@@ -631,7 +673,7 @@
     const s = await guarded(() => api("GET", `/v1/sessions/${encodeURIComponent(sessionId)}`, { params: { user_id: user } }));
     if (!s) return;
     detail.append(el("h3", { text: `Session ${s.session_id}` }),
-      el("p", { class: "help", text: `version ${s.version}; ${s.message_count} messages kept; ${s.compaction_count} compactions; created ${when(s.created_at)}, updated ${when(s.updated_at)}` }));
+      el("p", { class: "help", text: `version ${s.version}; ${count(s.message_count, "message")} kept; ${count(s.compaction_count, "compaction")}; created ${when(s.created_at)}, updated ${when(s.updated_at)}` }));
     if (s.summary && Object.keys(s.summary).length) {
       const dl = el("dl", { class: "summary" });
       for (const [name, text] of Object.entries(s.summary)) dl.append(el("dt", { text: name }), el("dd", { text }));
@@ -695,75 +737,116 @@
     return facts;
   }
 
-  function perDay(facts) {
-    const days = new Map();
-    for (const f of facts) {
-      if (!f.created_at) continue;
-      const day = f.created_at.slice(0, 10);
-      const counts = days.get(day) || {};
-      counts[f.kind] = (counts[f.kind] || 0) + 1;
-      days.set(day, counts);
+  const dayOf = (iso) => Date.parse(`${iso.slice(0, 10)}T00:00:00Z`) / DAY_MS;
+  const isoDay = (n) => new Date(n * DAY_MS).toISOString().slice(0, 10);
+
+  // The facts the chart draws: the biggest group of recorded days with no gap over
+  // GROUP_GAP_DAYS between them (a tie: the latest), and the facts outside it.
+  function grouped(facts) {
+    const dated = facts.filter((f) => f.created_at).map((f) => ({ fact: f, day: dayOf(f.created_at) }));
+    dated.sort((a, b) => a.day - b.day);
+    const groups = [];
+    for (const d of dated) {
+      const last = groups[groups.length - 1];
+      if (last && d.day - last[last.length - 1].day <= GROUP_GAP_DAYS) last.push(d);
+      else groups.push([d]);
     }
-    if (!days.size) return [];
-    const sorted = [...days.keys()].sort();
-    const out = [];
-    const end = new Date(`${sorted[sorted.length - 1]}T00:00:00Z`);
-    let at = new Date(`${sorted[0]}T00:00:00Z`);
-    if ((end - at) / 86400000 > 365) at = new Date(end - 365 * 86400000);
-    for (; at <= end; at = new Date(at.getTime() + 86400000)) {
-      const day = at.toISOString().slice(0, 10);
-      out.push({ day, counts: days.get(day) || {} });
+    let best = groups[0] || [];
+    for (const g of groups) if (g.length >= best.length) best = g;
+    const inside = new Set(best);
+    return { inside: best, outside: dated.filter((d) => !inside.has(d)) };
+  }
+
+  // The chart's bars: one per day, or per week, month or year once the days would be more
+  // than MAX_BARS; every bar between the first and the last, empty ones too.
+  function binned(inside) {
+    if (!inside.length) return { unit: "day", bins: [] };
+    const first = inside[0].day;
+    const last = inside[inside.length - 1].day;
+    const monthOf = (n) => { const d = new Date(n * DAY_MS); return d.getUTCFullYear() * 12 + d.getUTCMonth(); };
+    const units = [
+      ["day", (n) => n, (k) => isoDay(k)],
+      ["week", (n) => Math.floor((n + 3) / 7), (k) => isoDay(k * 7 - 3)], // weeks from Monday
+      ["month", monthOf, (k) => `${Math.floor(k / 12)}-${String((k % 12) + 1).padStart(2, "0")}-01`],
+      ["year", (n) => new Date(n * DAY_MS).getUTCFullYear(), (k) => `${k}-01-01`],
+    ];
+    const [unit, key, label] = units.find(([, k]) => k(last) - k(first) < MAX_BARS) || units[3];
+    const bins = [];
+    for (let k = key(first); k <= key(last); k++) bins.push({ day: label(k), counts: {} });
+    for (const d of inside) {
+      const counts = bins[key(d.day) - key(first)].counts;
+      counts[d.fact.kind] = (counts[d.fact.kind] || 0) + 1;
     }
-    return out;
+    return { unit, bins };
+  }
+
+  function outsideNote(outside) {
+    const note = $("chart-outside");
+    note.hidden = !outside.length;
+    if (!outside.length) return;
+    const shown = outside.slice(0, 5).map((d) => `${isoDay(d.day)} (${d.fact.kind})`).join(", ");
+    const more = outside.length > 5 ? `, and ${outside.length - 5} more` : "";
+    note.textContent = `${count(outside.length, "fact")} outside the chart, recorded more than ${GROUP_GAP_DAYS} days from the rest: ${shown}${more}.`;
   }
 
   async function loadTimeline() {
     const facts = await guarded(allFacts);
     if (!facts) return;
-    const days = perDay(facts);
+    const { inside, outside } = grouped(facts);
+    const { unit, bins } = binned(inside);
     const chart = clear($("chart"));
     const table = clear($("chart-table"));
-    if (!days.length) {
+    outsideNote(outside);
+    if (!bins.length) {
       chart.append(el("p", { class: "help", text: "No facts yet." }));
       return;
     }
-    const kinds = Object.keys(KIND_COLOURS).filter((k) => days.some((d) => d.counts[k]));
+    const kinds = Object.keys(KIND_COLOURS).filter((k) => bins.some((d) => d.counts[k]));
     const total = (d) => kinds.reduce((n, k) => n + (d.counts[k] || 0), 0);
-    const top = Math.max(...days.map(total));
-    const [w, h, left, bottom, pad] = [Math.max(320, days.length * 14 + 60), 200, 40, 40, 10];
-    const bar = (w - left - pad) / days.length;
+    const top = Math.max(...bins.map(total));
+    const [left, bottom, pad, h] = [40, 40, 10, 200];
+    // a bar is 14-48 px wide, the chart at most 900 px (no scaling down on a laptop) and
+    // wide enough for the legend
+    const slot = Math.min(48, Math.max(14, Math.floor(850 / bins.length)));
+    const w = Math.max(320, left + kinds.length * LEGEND_SLOT + pad, bins.length * slot + left + pad);
+    const bar = (w - left - pad) / bins.length;
+    const barWidth = Math.max(1, Math.min(bar, 48) - 2);
+    const per = unit === "day" ? "day" : `${unit} (bars start on the ${unit}'s first day)`;
     const plot = svg("svg", { viewBox: `0 0 ${w} ${h}`, width: w, height: h, role: "img", "aria-labelledby": "chart-title", class: "bars" },
-      svg("title", { id: "chart-title", text: `Facts recorded per day by kind: ${facts.length} facts over ${days.length} days, at most ${top} in one day` }));
+      svg("title", { id: "chart-title", text: `Facts recorded per ${per} by kind: ${inside.length} facts over ${count(bins.length, unit)}, at most ${top} in one ${unit}` }));
     const y = (n) => h - bottom - (n / top) * (h - bottom - pad);
     plot.append(svg("line", { x1: left, y1: y(0), x2: w - pad, y2: y(0), stroke: "#555" }),
       svg("line", { x1: left, y1: y(0), x2: left, y2: y(top), stroke: "#555" }),
       svg("text", { x: left - 6, y: y(top) + 4, "text-anchor": "end", class: "axis", text: top }),
       svg("text", { x: left - 6, y: y(0), "text-anchor": "end", class: "axis", text: 0 }));
-    const every = Math.max(1, Math.ceil(days.length / 8));
-    days.forEach((d, i) => {
+    const spacing = unit === "month" ? 50 : 40; // px a date label needs
+    const every = Math.max(1, Math.ceil(spacing / bar));
+    const labelled = (i) => i % every === 0 || (i === bins.length - 1 && (i % every) * bar >= spacing);
+    const tick = (day) => (unit === "day" || unit === "week" ? day.slice(5) : unit === "month" ? day.slice(0, 7) : day.slice(0, 4));
+    bins.forEach((d, i) => {
       let base = 0;
       for (const k of kinds) {
         const n = d.counts[k] || 0;
         if (!n) continue;
         plot.append(svg("rect", {
-          x: left + i * bar + 1, y: y(base + n), width: Math.max(1, bar - 2), height: y(base) - y(base + n),
+          x: left + i * bar + (bar - barWidth) / 2, y: y(base + n), width: barWidth, height: y(base) - y(base + n),
           fill: KIND_COLOURS[k], "data-day": d.day, "data-kind": k,
         }, svg("title", { text: `${d.day}: ${n} ${k}` })));
         base += n;
       }
-      if (i % every === 0 || i === days.length - 1) {
-        plot.append(svg("text", { x: left + i * bar + bar / 2, y: h - bottom + 16, "text-anchor": "middle", class: "axis", text: d.day.slice(5) }));
+      if (labelled(i)) {
+        plot.append(svg("text", { x: left + i * bar + bar / 2, y: h - bottom + 16, "text-anchor": "middle", class: "axis", text: tick(d.day) }));
       }
     });
     kinds.forEach((k, i) => {
-      plot.append(svg("rect", { x: left + i * 90, y: h - 14, width: 10, height: 10, fill: KIND_COLOURS[k] }),
-        svg("text", { x: left + i * 90 + 14, y: h - 5, class: "axis", text: k }));
+      plot.append(svg("rect", { x: left + i * LEGEND_SLOT, y: h - 14, width: 10, height: 10, fill: KIND_COLOURS[k] }),
+        svg("text", { x: left + i * LEGEND_SLOT + 14, y: h - 5, class: "axis legend", text: k }));
     });
     chart.append(plot);
-    table.append(el("caption", { text: "Facts recorded per day" }),
-      el("thead", {}, el("tr", {}, el("th", { scope: "col", text: "day" }), ...kinds.map((k) => el("th", { scope: "col", text: k })))));
+    table.append(el("caption", { text: `Facts recorded per ${unit}` }),
+      el("thead", {}, el("tr", {}, el("th", { scope: "col", text: unit }), ...kinds.map((k) => el("th", { scope: "col", text: k })))));
     const body = el("tbody", {});
-    for (const d of days.filter((x) => total(x))) {
+    for (const d of bins.filter((x) => total(x))) {
       body.append(el("tr", {}, el("th", { scope: "row", text: d.day }), ...kinds.map((k) => el("td", { class: "num", text: d.counts[k] || 0 }))));
     }
     table.append(body);

@@ -5,7 +5,8 @@ Keys (``MEMORY_REDIS__KEY_PREFIX``, default ``memory-service``; ids never hold `
     <prefix>:state:<tenant>:<user>:<session>   {version, incarnation, updated_at, expires_at, state}
     <prefix>:sessions:<tenant>:<user>          the user's session ids (a set)
     <prefix>:users:<tenant>, <prefix>:tenants  who has sessions (the scheduler's sweep)
-    <prefix>:erased:<tenant>:<user>            when the user was last erased (seconds)
+    <prefix>:erased:<tenant>:<user digest>     when the user was last erased (seconds); the
+                                               id's digest, as a tombstone holds no user data
 
 A save is one Lua script, so the compare-and-set is one round trip and atomic: it writes only
 if the stored version (0 when none is live) is the one the state was loaded at and the
@@ -20,6 +21,7 @@ state's messages before it goes, and a state nobody sweeps still goes. A lost co
 from __future__ import annotations
 
 import json
+import logging
 from collections.abc import Iterator
 from contextlib import contextmanager
 from datetime import datetime, timedelta
@@ -43,7 +45,9 @@ from memory_service.replicas.session_state import (
     saved_record,
     session_of,
 )
-from memory_service.replicas.tombstones import Tombstones
+from memory_service.replicas.tombstones import Tombstones, user_digest
+
+log = logging.getLogger(__name__)
 
 URL_SETTING = "MEMORY_REDIS__URL"
 EXPIRY_GRACE = timedelta(days=1)  # Redis drops a state this long after its TTL
@@ -148,14 +152,17 @@ class RedisAgentStateStore:
         return f"{self._prefix}:sessions:{tenant}:{user}"
 
     def _erased_key(self, ctx: RuntimeContext) -> str:
-        return f"{self._prefix}:erased:{ctx.tenant_id}:{ctx.user_id}"
+        return f"{self._prefix}:erased:{ctx.tenant_id}:{user_digest(ctx)}"
 
     @contextmanager
     def _unavailable(self) -> Iterator[None]:
         try:
             yield
-        except self._errors as exc:
-            raise BackendUnavailableError(f"Redis ({self.where}): {type(exc).__name__}") from exc
+        except self._errors as exc:  # the caller hears the setting, the log where Redis is
+            log.error("Redis (%s) is unavailable: %s", self.where, exc)
+            raise BackendUnavailableError(
+                f"Redis is unavailable (the server {URL_SETTING} names): {type(exc).__name__}"
+            ) from exc
 
     def _record(self, raw: bytes | None) -> dict[str, Any] | None:
         if raw is None:
