@@ -289,8 +289,9 @@ def test_stdio_admin_key_may_name_a_user_of_its_tenant(workspace: Path):
 
 @pytest.mark.subprocess
 def test_stdio_no_model_is_logged_at_warning_as_over_http(workspace: Path, embedder, tmp_path):
-    """Ending a session with no model configured is a 503 the deployment chose: the stdio
-    server logs it at WARNING, as the HTTP API does, not at ERROR."""
+    """Ending a session with no model configured and the session archive off is a 503 the
+    deployment chose: the stdio server logs it at WARNING, as the HTTP API does, not at
+    ERROR."""
     key = _key(workspace, "acme")
     services = build_services(load_settings(workspace=workspace), embedder=embedder)
     try:
@@ -303,6 +304,7 @@ def test_stdio_no_model_is_logged_at_warning_as_over_http(workspace: Path, embed
 
         async def main() -> None:
             params = _stdio(workspace, key, "--user", "alice")
+            params.env["MEMORY_MEMORY__SESSION_ARCHIVE"] = "off"
             async with (
                 stdio_client(params, errlog=stream) as (read, write),
                 ClientSession(read, write) as session,
