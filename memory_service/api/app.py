@@ -6,6 +6,7 @@ from fastapi import FastAPI
 
 from memory_service import __version__
 from memory_service.api.body_size import BodySizeLimit
+from memory_service.api.concurrency import ConcurrencyLimit
 from memory_service.api.docs import install_docs
 from memory_service.api.errors import install_error_handlers
 from memory_service.api.keys import ApiKeyRing
@@ -70,9 +71,10 @@ def create_app(
         max_bytes=api.max_body_bytes,
         per_path={transfer.IMPORT_PATH: api.max_import_bytes},
     )
+    app.add_middleware(ConcurrencyLimit, max_requests=api.max_concurrent_requests)
     observability = observability or services.settings.observability
     app.state.metrics = AppMetrics(services.describe_backend()) if observability.metrics else None
-    app.add_middleware(  # outermost: it sees the 413s too
+    app.add_middleware(  # outermost: it sees the 413s and 503s too
         RequestObservability, metrics=app.state.metrics, log_requests=observability.access_log
     )
 

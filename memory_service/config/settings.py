@@ -138,6 +138,13 @@ class ApiSettings(_Section):
         description="the body limit of POST /v1/import alone (an export file, read whole to "
         "check every line before writing): about 100,000 facts; import bigger exports per user",
     )
+    max_concurrent_requests: int = Field(
+        32,
+        ge=0,
+        description="requests in the app at once; past it a request is answered 503 "
+        "overloaded with Retry-After at once, so the latency of those admitted stays bounded "
+        "(/healthz and /metrics pass uncounted); 0: no bound",
+    )
 
 
 class QdrantSettings(_Section):
