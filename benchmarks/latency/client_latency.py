@@ -12,7 +12,8 @@ trivial ASGI app under uvicorn in a process of its own, asked through a kept-ali
 client (what any HTTP service pays here, the process switch on a loaded host among it).
 On a shared machine wall time stretches with the load; the CPU time the server process spends
 per request (``/proc/<pid>/stat``, over a block of the same request) does not, so it is
-measured too: the service's own cost of a request, against the bare app's.
+measured too: the service's own cost of a request, against the bare app's, and this
+process's (the client's) CPU per call beside it.
 
     python -m benchmarks.latency.client_latency [--backends files,qdrant] [--users 4]
         [--facts 500] [--rounds 300] [--json benchmarks/results/client_latency.json]
@@ -23,7 +24,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
-import os
 import subprocess
 import sys
 import tempfile
@@ -35,6 +35,7 @@ from typing import Any
 
 from benchmarks.latency.served import (
     TENANT,
+    cpu_seconds,
     fill,
     load_average,
     serve_copy,
@@ -65,18 +66,12 @@ uvicorn.run(app, host="127.0.0.1", port=int(sys.argv[1]), log_level="warning")
 """
 
 
-def _cpu_s(pid: int) -> float:
-    """User plus system CPU seconds of process ``pid`` so far."""
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-
-
 def _cpu_per_call(pid: int, call: Callable[[], object], count: int) -> float:
     """Milliseconds of ``pid``'s CPU per ``call`` over ``count`` calls in a row."""
-    before = _cpu_s(pid)
+    before = cpu_seconds(pid)
     for _ in range(count):
         call()
-    return round(1000.0 * (_cpu_s(pid) - before) / count, 3)
+    return round(1000.0 * (cpu_seconds(pid) - before) / count, 3)
 
 
 @contextmanager
@@ -171,7 +166,10 @@ def _backend(
                     ("bare_http", bare_pid, lambda: bare.get("/healthz")),
                 ]
                 for name, owner, call in blocks:
+                    mine = time.process_time()
                     cpu[name] = _cpu_per_call(owner, call, cpu_calls)
+                    mine = time.process_time() - mine
+                    cpu[f"{name}_client"] = round(1000.0 * mine / cpu_calls, 3)
                 runner.run(aclient.close())
             finally:
                 sync.close()
@@ -186,7 +184,7 @@ def _backend(
         "users": users,
         "facts_per_user": facts,
         "search": figures,
-        "server_cpu_ms_per_request": cpu,
+        "cpu_ms_per_request": cpu,
     }
 
 
@@ -213,11 +211,15 @@ def _table(runs: list[dict[str, Any]]) -> str:
                 f"| {run['backend']} | {name} | {f['p50_ms']} | {f['p95_ms']} | {f['p99_ms']} "
                 f"| {added} |"
             )
-    lines += ["", "| backend | server CPU ms: search | healthz | bare app |"]
-    lines.append("|---|---:|---:|---:|")
+    lines += ["", "| backend | CPU ms per request | search | healthz | bare app |"]
+    lines.append("|---|---|---:|---:|---:|")
     for run in runs:
-        c = run["server_cpu_ms_per_request"]
-        lines.append(f"| {run['backend']} | {c['search']} | {c['healthz']} | {c['bare_http']} |")
+        c = run["cpu_ms_per_request"]
+        for side, suffix in (("server", ""), ("client", "_client")):
+            lines.append(
+                f"| {run['backend']} | {side} | {c['search' + suffix]} | {c['healthz' + suffix]} "
+                f"| {c['bare_http' + suffix]} |"
+            )
     return "\n".join(lines)
 
 

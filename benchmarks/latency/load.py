@@ -5,16 +5,19 @@ search, 20 % record of one new fact). Per level: answers per second, p50/p95/p99
 answered calls, and the errors by kind (503 ``overloaded`` from the bound on requests at
 once, any other 5xx, a transport error or a timeout).
 
-Two servers run side by side on copies of one workspace, one with the bound
-(``MEMORY_API__MAX_CONCURRENT_REQUESTS``, ``--limit``) and one without (0), and each level
-is run on both in turn (which goes first alternates), so load from elsewhere skews both
-alike. The clients run in this process, one event loop: on a small machine they take CPU
-from the server too, as clients on the same host would. Clients do not retry
-(``max_retries=0``): every refusal is counted, and the refused client waits the
-``Retry-After`` second before its next call.
+Servers run side by side on copies of one workspace, one per bound on requests in the app
+at once (``MEMORY_API__MAX_CONCURRENT_REQUESTS``, ``--limits``; 0: none) with the same bound
+on those waiting for a turn (``MEMORY_API__MAX_WAITING_REQUESTS``, ``--waiting``; by default
+the settings' defaults and no bound), and each level is run on each in turn (which goes
+first rotates), so load from elsewhere skews them alike. The clients run in this process,
+one event loop: on a small machine they take CPU from the server too, as clients on the same
+host would. Clients do not retry (``max_retries=0``): every refusal is counted, and the
+refused client waits the ``Retry-After`` second before its next call. ``server_cores``: the
+server process's CPU time over the level's wall time (1.0: one core busy all along), which
+says whether one process's GIL bounds it; ``client_cores`` the same for this process.
 
     python -m benchmarks.latency.load [--backends files,qdrant] [--levels 1,4,16,64]
-        [--seconds 10] [--limit 32] [--json benchmarks/results/load.json]
+        [--seconds 10] [--limits N,0] [--waiting N] [--json benchmarks/results/load.json]
 """
 
 from __future__ import annotations
@@ -31,7 +34,15 @@ from contextlib import ExitStack
 from pathlib import Path
 from typing import Any
 
-from benchmarks.latency.served import fill, load_average, serve_copy, summary, texts, user_id
+from benchmarks.latency.served import (
+    cpu_seconds,
+    fill,
+    load_average,
+    serve_copy,
+    summary,
+    texts,
+    user_id,
+)
 
 MIXES = {"search": 0.0, "mixed": 0.2}  # the share of calls that record
 
@@ -70,8 +81,7 @@ async def _client_loop(
 
 
 async def _level(
-    url: str,
-    key: str,
+    served: Any,
     clients: int,
     seconds: float,
     users: int,
@@ -81,13 +91,15 @@ async def _level(
 ) -> dict[str, Any]:
     from memory_service.client import AsyncMemoryClient
 
+    url, key, pid = served.base_url, served.key, served.server.proc.pid
     pool = [AsyncMemoryClient(url, key, max_retries=0, timeout=60) for _ in range(clients)]
     done: list[float] = []
     errors: Counter[str] = Counter()
     try:
         for client in pool:  # each opens its connection before the clock starts
             await client.health()
-        started = time.perf_counter()
+        started, cpu_before = time.perf_counter(), cpu_seconds(pid)
+        mine_before = time.process_time()
         deadline = started + seconds
         await asyncio.gather(
             *(
@@ -105,6 +117,8 @@ async def _level(
             )
         )
         elapsed = time.perf_counter() - started
+        cores = (cpu_seconds(pid) - cpu_before) / elapsed
+        client_cores = (time.process_time() - mine_before) / elapsed
     finally:
         for client in pool:
             await client.close()
@@ -112,6 +126,8 @@ async def _level(
         "clients": clients,
         "answered": len(done),
         "per_s": round(len(done) / elapsed, 1),
+        "server_cores": round(cores, 2),
+        "client_cores": round(client_cores, 2),
         **summary(done),
         "errors": dict(errors),
     }
@@ -121,7 +137,8 @@ def run(
     backends: Sequence[str],
     levels: Sequence[int],
     seconds: float,
-    limit: int,
+    limits: Sequence[int],
+    waiting: int,
     users: int,
     facts: int,
 ) -> dict[str, Any]:
@@ -135,15 +152,16 @@ def run(
             workspace = Path(tmp) / "ws"
             fill(workspace, backend, corpus)
             servers = {
-                bound: stack.enter_context(
+                label: stack.enter_context(
                     serve_copy(
                         workspace,
                         Path(tmp) / f"served-{bound}",
                         backend,
                         MEMORY_API__MAX_CONCURRENT_REQUESTS=str(bound),
+                        MEMORY_API__MAX_WAITING_REQUESTS=str(waiting),
                     )
                 )
-                for bound in (limit, 0)
+                for label, bound in ((f"{n}+{waiting}" if n else "none", n) for n in limits)
             }
             for served in servers.values():  # each user's index built, each query embedded
                 with MemoryClient(served.base_url, served.key, timeout=120) as warm:
@@ -154,13 +172,12 @@ def run(
                 for clients in levels:
                     order = list(servers.items())
                     turn += 1
-                    if turn % 2:  # which server goes first alternates
-                        order.reverse()
-                    for bound, served in order:
+                    shift = turn % len(order)  # which server goes first rotates
+                    order = order[shift:] + order[:shift]
+                    for label, served in order:
                         row = asyncio.run(
                             _level(
-                                served.base_url,
-                                served.key,
+                                served,
                                 clients,
                                 seconds,
                                 users,
@@ -169,44 +186,55 @@ def run(
                                 seed=clients,
                             )
                         )
-                        row.update(backend=backend, mix=mix, limit=bound)
+                        row.update(backend=backend, mix=mix, limit=label)
                         rows.append(row)
                         print(_line(row), flush=True)
     return {"seconds_per_level": seconds, "users": users, "facts_per_user": facts, "rows": rows}
 
 
 HEADER = (
-    "| backend | mix | limit | clients | answered/s | p50 ms | p95 ms | p99 ms | errors |\n"
-    "|---|---|---:|---:|---:|---:|---:|---:|---|"
+    "| backend | mix | limit | clients | answered/s | p50 ms | p95 ms | p99 ms | server cores "
+    "| client cores | errors |\n|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---|"
 )
 
 
 def _line(row: dict[str, Any]) -> str:
     errors = ", ".join(f"{k}: {v}" for k, v in sorted(row["errors"].items())) or "0"
     return (
-        f"| {row['backend']} | {row['mix']} | {row['limit'] or 'none'} | {row['clients']} "
+        f"| {row['backend']} | {row['mix']} | {row['limit']} | {row['clients']} "
         f"| {row['per_s']} | {row.get('p50_ms', '-')} | {row.get('p95_ms', '-')} "
-        f"| {row.get('p99_ms', '-')} | {errors} |"
+        f"| {row.get('p99_ms', '-')} | {row['server_cores']} | {row['client_cores']} "
+        f"| {errors} |"
     )
 
 
 def main(argv: Sequence[str] | None = None) -> None:
+    from memory_service.config.settings import ApiSettings
+
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--backends", default="files,qdrant")
     parser.add_argument("--levels", default="1,4,16,64")
     parser.add_argument("--seconds", type=float, default=10.0, help="per level")
-    parser.add_argument("--limit", type=int, default=32, help="the bound on requests at once")
+    parser.add_argument(
+        "--limits", help="requests in the app at once, one server each (0: no bound)"
+    )
+    parser.add_argument("--waiting", type=int, help="requests waiting for a turn")
     parser.add_argument("--users", type=int, default=16)
     parser.add_argument("--facts", type=int, default=200, help="per user")
     parser.add_argument("--json", type=Path, help="also write the figures to this file")
     args = parser.parse_args(argv)
+    defaults = ApiSettings()
+    default = f"{defaults.max_concurrent_requests},0"
+    limits = [int(n) for n in (args.limits or default).split(",")]
+    waiting = defaults.max_waiting_requests if args.waiting is None else args.waiting
     load_before = load_average()
     print(HEADER, flush=True)
     report = run(
         args.backends.split(","),
         [int(n) for n in args.levels.split(",")],
         args.seconds,
-        args.limit,
+        limits,
+        waiting,
         args.users,
         args.facts,
     )

@@ -103,5 +103,11 @@ def serve_copy(workspace: Path, copy: Path, backend: str, **env: str) -> Iterato
         server.stop()
 
 
+def cpu_seconds(pid: int) -> float:
+    """User plus system CPU seconds of process ``pid`` so far."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
 def load_average() -> list[float]:
     return [round(x, 2) for x in os.getloadavg()]

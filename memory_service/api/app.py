@@ -71,7 +71,11 @@ def create_app(
         max_bytes=api.max_body_bytes,
         per_path={transfer.IMPORT_PATH: api.max_import_bytes},
     )
-    app.add_middleware(ConcurrencyLimit, max_requests=api.max_concurrent_requests)
+    app.add_middleware(
+        ConcurrencyLimit,
+        max_requests=api.max_concurrent_requests,
+        max_waiting=api.max_waiting_requests,
+    )
     observability = observability or services.settings.observability
     app.state.metrics = AppMetrics(services.describe_backend()) if observability.metrics else None
     app.add_middleware(  # outermost: it sees the 413s and 503s too
