@@ -83,7 +83,9 @@ def create_app(
     )
 
     @app.get("/healthz", response_model=Health, tags=["health"])
-    def healthz() -> Health:
+    async def healthz() -> Health:
+        # on the event loop, not the thread pool: no I/O here, and a pool busy with requests
+        # (or waiting for turns) must not make a load balancer's probe wait
         return Health(status="ok", backend=services.describe_backend(), version=__version__)
 
     for router in ROUTERS:
