@@ -440,16 +440,18 @@ class EdgeEngine:
                 try:
                     with self._calls():
                         self._copy_into(fresh, on_copied)
+                        fresh.flush()  # the bulk of the copy on disk before calls wait
                     with self._swap.exclusive(), self._calls_errors(), self._forgetting(None):
                         self._journal = None
-                        self._replay(journal, fresh)
-                        fresh.flush()
+                        if self._replay(journal, fresh):
+                            fresh.flush()
                         fresh.close()
                         fresh = None
                         self._swap_in(building, owed=bool(journal.deletes))
                 finally:
                     if fresh is not None:
                         fresh.close()
+                    _recover_rewrite(self.folder)  # the replaced shard's files, and its text
             finally:
                 self._journal = None
         if journal.deletes:
@@ -473,9 +475,10 @@ class EdgeEngine:
             if offset is None:
                 return
 
-    def _replay(self, journal: RewriteJournal, fresh: qe.EdgeShard) -> None:
+    def _replay(self, journal: RewriteJournal, fresh: qe.EdgeShard) -> bool:
         """What the writes during the copy changed, into ``fresh``: the deletes first, then
-        each written point as the old shard holds it now (or gone, if a delete took it)."""
+        each written point as the old shard holds it now (or gone, if a delete took it);
+        whether there was any."""
         for where in journal.deletes:
             fresh.update(qe.UpdateOperation.delete_points_by_filter(where))
         ids = sorted(journal.ids)
@@ -488,21 +491,26 @@ class EdgeEngine:
             gone = sorted(set(page) - {p.id for p in stored})
             if gone:
                 fresh.update(qe.UpdateOperation.delete_points(gone))
+        return bool(journal.deletes or ids)
 
     def _swap_in(self, building: Path, *, owed: bool) -> None:
         """The shard built in ``building`` in the folder's place (calls held off by the
         caller); ``owed``: deleted text was copied into it, the marker stays."""
         replaced = _sibling(self.folder, REPLACED_SUFFIX)
-        self._shard.flush()
+        # no flush: this shard is dropped, and its WAL (fsynced at every write) has it all
+        # should the swap fail and the folder be opened again
         self._shard.close()
+        swapped = False
         try:
             os.rename(self.folder, replaced)
             os.rename(building, self.folder)
             if not owed:
                 _sibling(self.folder, DELETED_SUFFIX).unlink(missing_ok=True)
             fsync_dir(self.folder.parent)
-        finally:  # swapped or not: no copy left behind, and a shard open again
-            _recover_rewrite(self.folder)
+            swapped = True
+        finally:  # a shard open again; the old one's folder is removed after calls resume
+            if not swapped:
+                _recover_rewrite(self.folder)
             self._shard = open_shard(self.folder, self.dimension)
             self.vector_datatype = stored_datatype(self.folder)
             self.writes += 1
