@@ -5,12 +5,12 @@
 A delete answers once the point is gone from recall; the rewrite that takes its text out of
 the folder's bytes runs after, in the background, so the searches during deletes share the
 machine with that copy (two cores here) but wait for no lock of it but the swap. Phases take
-turns (without, during, without, during, ...) so load from elsewhere skews both alike.
-``--other-tree`` serves a second copy from another source tree (its ``PYTHONPATH``), asked in
-the same turns: a before-and-after in one run.
+turns (without, during, without, during, ...) so load from elsewhere skews both alike. After
+each round's deletes, the time until the rewrite owed is done (the ``.deleted`` marker beside
+the Edge folder gone) is the bound on deleted text staying readable in the folder's bytes.
 
     python -m benchmarks.latency.edge_delete [--facts 5000] [--deletes 20] [--rounds 2]
-        [--other-tree /path/to/older/checkout] [--json benchmarks/results/edge_delete.json]
+        [--json benchmarks/results/edge_delete.json]
 """
 
 from __future__ import annotations
@@ -34,6 +34,7 @@ from benchmarks.latency.served import (
     texts,
     user_id,
 )
+from memory_service.longterm.qdrant.edge.engine import DELETED_SUFFIX
 
 OWNER = 0
 
@@ -59,13 +60,14 @@ def _fill(workspace: Path, facts: int) -> tuple[list[str], list[str]]:
 
 def _phase(
     served: Any, questions: list[str], seconds: float, to_delete: list[str], pause_s: float
-) -> dict[str, list[float]]:
+) -> dict[str, Any]:
     """Searches for ``seconds`` (at least until the deletes are done), with ``to_delete``
     deleted one by one meanwhile, ``pause_s`` apart."""
     from memory_service.client import MemoryClient
 
     searched: list[float] = []
     deleted: list[float] = []
+    last = 0.0
     stop = threading.Event()
 
     def search_loop() -> None:
@@ -86,29 +88,28 @@ def _phase(
                 t0 = time.perf_counter()
                 client.delete(user_id(OWNER), memory_id)
                 deleted.append(1000.0 * (time.perf_counter() - t0))
+                last = time.perf_counter()
                 time.sleep(pause_s)
         time.sleep(max(0.0, seconds - (time.perf_counter() - started)))
     finally:
         stop.set()
         worker.join(timeout=120)
-    return {"search": searched, "delete": deleted}
+    unreadable_after = None
+    if to_delete:
+        marker = served.server.workspace / "qdrant" / ("memories" + DELETED_SUFFIX)
+        for _ in range(2400):  # bounded: two minutes
+            if not marker.exists():
+                unreadable_after = round(time.perf_counter() - last, 2)
+                break
+            time.sleep(0.05)
+    return {"search": searched, "delete": deleted, "unreadable_after_s": unreadable_after}
 
 
-def run(
-    facts: int, deletes: int, rounds: int, seconds: float, pause_s: float, other: Path | None
-) -> dict[str, Any]:
-    trees: dict[str, dict[str, str]] = {"this tree": {}}
-    if other is not None:
-        trees[f"other tree ({other})"] = {"PYTHONPATH": str(other)}
+def run(facts: int, deletes: int, rounds: int, seconds: float, pause_s: float) -> dict[str, Any]:
     with tempfile.TemporaryDirectory() as tmp, ExitStack() as stack:
         workspace = Path(tmp) / "ws"
         ids, questions = _fill(workspace, facts)
-        servers = {
-            name: stack.enter_context(
-                serve_copy(workspace, Path(tmp) / f"served-{i}", "qdrant", **env)
-            )
-            for i, (name, env) in enumerate(trees.items())
-        }
+        servers = {"edge": stack.enter_context(serve_copy(workspace, Path(tmp) / "s", "qdrant"))}
         from memory_service.client import MemoryClient
 
         for served in servers.values():  # every query embedded, the shard warm
@@ -119,6 +120,7 @@ def run(
             name: {"search_alone": [], "search_during_deletes": [], "delete": []}
             for name in servers
         }
+        unreadable: list[float | None] = []
         for turn in range(rounds):
             batch = ids[turn * deletes : (turn + 1) * deletes]
             for name, served in servers.items():
@@ -127,10 +129,12 @@ def run(
                 times[name]["search_alone"] += alone["search"]
                 times[name]["search_during_deletes"] += during["search"]
                 times[name]["delete"] += during["delete"]
+                unreadable.append(during["unreadable_after_s"])
                 print(
                     f"{name} round {turn}: delete {summary(during['delete'])}, "
                     f"search alone {summary(alone['search'])}, "
-                    f"during {summary(during['search'])}",
+                    f"during {summary(during['search'])}, "
+                    f"unreadable after {during['unreadable_after_s']} s",
                     flush=True,
                 )
     return {
@@ -138,6 +142,7 @@ def run(
         "deletes_per_round": deletes,
         "rounds": rounds,
         "pause_s": pause_s,
+        "unreadable_after_s": unreadable,
         "trees": {name: {k: summary(v) for k, v in t.items()} for name, t in times.items()},
     }
 
@@ -149,11 +154,10 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument("--rounds", type=int, default=2)
     parser.add_argument("--seconds", type=float, default=10.0, help="at least, per phase")
     parser.add_argument("--pause", type=float, default=0.25, help="seconds between deletes")
-    parser.add_argument("--other-tree", type=Path, help="serve a second copy from this tree")
     parser.add_argument("--json", type=Path, help="also write the figures to this file")
     args = parser.parse_args(argv)
     load_before = load_average()
-    report = run(args.facts, args.deletes, args.rounds, args.seconds, args.pause, args.other_tree)
+    report = run(args.facts, args.deletes, args.rounds, args.seconds, args.pause)
     report.update(load_before=load_before, load_after=load_average())
     print(json.dumps(report, indent=2))
     if args.json:

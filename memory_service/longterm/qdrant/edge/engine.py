@@ -18,6 +18,7 @@ import logging
 import os
 import shutil
 import threading
+import time
 import uuid
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager, contextmanager
@@ -69,6 +70,7 @@ from memory_service.longterm.qdrant.query_plan import (
 from memory_service.longterm.qdrant.write_counts import SharedWrites
 
 SCROLL_PAGE = 1000
+COPY_PAGE = 250  # a rewrite's page: the GIL is held through each one
 REWRITE_SUFFIX = ".rewrite"  # the new shard while a rewrite builds it
 REPLACED_SUFFIX = ".replaced"  # the old shard between the two renames of a rewrite
 DELETED_SUFFIX = ".deleted"  # a marker beside the folder: deleted text is still in its bytes
@@ -458,11 +460,16 @@ class EdgeEngine:
             self.compaction.request()
 
     def _copy_into(self, fresh: qe.EdgeShard, on_copied: Callable[[int], None] | None) -> None:
+        """Every live point into ``fresh``, a page at a time, resting after each page as long
+        as it took: the copy runs beside the calls it must not slow, in the same process
+        (the binding holds the GIL through each page), so it takes at most half of one core
+        and the calls get the GIL between pages."""
         offset = None
         copied = 0
         while True:
+            began = time.perf_counter()
             request = qe.ScrollRequest(
-                offset=offset, limit=SCROLL_PAGE, with_payload=True, with_vector=True
+                offset=offset, limit=COPY_PAGE, with_payload=True, with_vector=True
             )
             records, offset = self._shard.scroll(request)
             if records:
@@ -474,6 +481,7 @@ class EdgeEngine:
                     on_copied(copied)
             if offset is None:
                 return
+            time.sleep(time.perf_counter() - began)
 
     def _replay(self, journal: RewriteJournal, fresh: qe.EdgeShard) -> bool:
         """What the writes during the copy changed, into ``fresh``: the deletes first, then
