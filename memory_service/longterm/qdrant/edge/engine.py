@@ -237,7 +237,7 @@ class EdgeEngine:
         try:
             _recover_rewrite(folder)
             engine = cls(folder, open_shard(folder, dimension), dimension, lock)
-            engine.compact_deleted()  # one a kill left owed
+            engine.compact_deleted(rest=False)  # one a kill left owed; no call runs yet
             return engine
         except BaseException:
             lock.release()
@@ -251,7 +251,7 @@ class EdgeEngine:
             _registry.pop(self.folder, None)
             try:
                 self.compaction.stop()
-                self.compact_deleted()
+                self.compact_deleted(rest=False)  # the last user is gone: no call to spare
                 self.commit.flush(self._shard)
             finally:
                 try:
@@ -408,16 +408,18 @@ class EdgeEngine:
         if left <= REWRITE_AT_ONCE_POINTS:
             self.compaction.request()
 
-    def compact_deleted(self) -> bool:
+    def compact_deleted(self, *, rest: bool = True) -> bool:
         """Rewrite the shard if a delete since the last rewrite left text in its bytes (the
         marker says so); whether it did. Maintenance calls it once a pass."""
         with self._rewriting:  # a rewrite just waited for may have paid what was owed
             if not _sibling(self.folder, DELETED_SUFFIX).exists():
                 return False
-            self.rewrite_without_deleted()
+            self.rewrite_without_deleted(rest=rest)
             return True
 
-    def rewrite_without_deleted(self, *, on_copied: Callable[[int], None] | None = None) -> None:
+    def rewrite_without_deleted(
+        self, *, on_copied: Callable[[int], None] | None = None, rest: bool = True
+    ) -> None:
         """Rebuild the shard from its live points. Edge keeps a deleted point's payload in its
         write-ahead log and in segments not yet vacuumed, so the text of a deleted fact would
         stay in the folder's bytes until then. The new shard is built beside the folder while
@@ -425,9 +427,10 @@ class EdgeEngine:
         swapped in by two renames while calls wait for the swap alone; ``_recover_rewrite``
         finishes a swap a kill interrupted. A delete made during the copy leaves its text in
         the new shard: the marker stays, and the next rewrite takes it out. ``on_copied``:
-        told the points copied so far after each page (a caller's progress). It costs a copy
-        of the collection (about a minute per 100k points on 2 loaded cores:
-        ``benchmarks/latency/erase.py``)."""
+        told the points copied so far after each page (a caller's progress); ``rest``: the
+        copy rests between pages (``_copy_into``), off when no call can run beside it. It
+        costs a copy of the collection (about a minute per 100k points on 2 loaded cores
+        without rests: ``benchmarks/latency/erase.py``)."""
         building = _sibling(self.folder, REWRITE_SUFFIX)
         with self._rewriting:
             for leftover in (building, _sibling(self.folder, REPLACED_SUFFIX)):
@@ -441,7 +444,7 @@ class EdgeEngine:
                     fresh = open_shard(building, self.dimension)
                 try:
                     with self._calls():
-                        self._copy_into(fresh, on_copied)
+                        self._copy_into(fresh, on_copied, rest=rest)
                         fresh.flush()  # the bulk of the copy on disk before calls wait
                     with self._swap.exclusive(), self._calls_errors(), self._forgetting(None):
                         self._journal = None
@@ -459,7 +462,9 @@ class EdgeEngine:
         if journal.deletes:
             self.compaction.request()
 
-    def _copy_into(self, fresh: qe.EdgeShard, on_copied: Callable[[int], None] | None) -> None:
+    def _copy_into(
+        self, fresh: qe.EdgeShard, on_copied: Callable[[int], None] | None, *, rest: bool
+    ) -> None:
         """Every live point into ``fresh``, a page at a time, resting after each page as long
         as it took: the copy runs beside the calls it must not slow, in the same process
         (the binding holds the GIL through each page), so it takes at most half of one core
@@ -481,7 +486,8 @@ class EdgeEngine:
                     on_copied(copied)
             if offset is None:
                 return
-            time.sleep(time.perf_counter() - began)
+            if rest:
+                time.sleep(time.perf_counter() - began)
 
     def _replay(self, journal: RewriteJournal, fresh: qe.EdgeShard) -> bool:
         """What the writes during the copy changed, into ``fresh``: the deletes first, then
