@@ -1,10 +1,12 @@
 """Deletes leave no text behind on Qdrant Edge: after ``delete`` or ``forget`` the deleted text
-is in no byte of the Edge folder, at once for a shard of up to ``REWRITE_AT_ONCE_POINTS``
-points, and by the next maintenance pass (or close) for a larger one. Scanned as the erase
+is in no byte of the Edge folder once the background compaction they start has run (a shard of
+up to ``REWRITE_AT_ONCE_POINTS`` points), or by the next maintenance pass (or close) for a
+larger one; and the rewrite holds no search or write up while it copies. Scanned as the erase
 test scans: every file's bytes."""
 
 from __future__ import annotations
 
+import threading
 from pathlib import Path
 
 import pytest
@@ -49,11 +51,55 @@ def test_a_delete_and_a_forget_leave_no_text_in_a_small_shard(tmp_path, embedder
         memory = _open(tmp_path, embedder)  # flushed to segments, not only the WAL
         assert _holding(folder, "Zq48817")
         assert memory.delete(ALICE, [passport]) == 1
-        assert _holding(folder, "Zq48817") == []  # the delete itself rewrote the shard
         assert [f.text for f in memory.list(ALICE, limit=10).items] == ["Alice likes tea"]
+        assert memory.engine.compaction.wait(timeout=60)  # the rewrite the delete started
+        assert _holding(folder, "Zq48817") == []
         assert memory.forget(BOB) == 1
+        assert memory.engine.compaction.wait(timeout=60)
         assert _holding(folder, "Vx55120") == []
         assert _holding(folder, "Alice likes tea")  # what was kept is still there
+    finally:
+        memory.close()
+
+
+def test_searches_and_writes_go_on_while_the_shard_is_rewritten(tmp_path, embedder):
+    """The rewrite copies the shard beside it while calls go on, and swaps it in once; what
+    was written or deleted during the copy is in the new shard as it was in the old."""
+    memory = _open(tmp_path, embedder)
+    folder = tmp_path / "qdrant"
+    try:
+        _seed(memory)
+        tea = next(f.id for f in memory.list(ALICE, limit=10).items if "tea" in f.text)
+        events: list[str] = []
+        copying, answered = threading.Event(), threading.Event()
+
+        def hold(copied: int) -> None:  # the copy waits here until the calls below answered
+            events.append("copied")
+            copying.set()
+            answered.wait(timeout=10)  # bounded: a rewrite that held the calls up ends it
+
+        def rewrite() -> None:
+            memory.engine.rewrite_without_deleted(on_copied=hold)
+            events.append("rewritten")
+
+        worker = threading.Thread(target=rewrite)
+        worker.start()
+        try:
+            assert copying.wait(timeout=30)
+            hits = memory.retrieve(ALICE, "passport number", 5)
+            memory.record(ALICE, [Fact("Alice moved to Porto")])
+            assert memory.delete(ALICE, [tea]) == 1
+            events.append("answered")
+        finally:
+            answered.set()
+            worker.join(timeout=60)
+        assert events == ["copied", "answered", "rewritten"]
+        assert "Zq48817" in hits[0].fact.text
+        texts = sorted(f.text for f in memory.list(ALICE, limit=10).items)
+        assert texts == ["Alice moved to Porto", "Alice's passport is Zq48817"]
+        assert memory.engine.compaction.wait(timeout=60)  # the delete during the copy is owed
+        assert _holding(folder, "Alice likes tea") == []
+        assert _holding(folder, "Alice moved to Porto")
     finally:
         memory.close()
 

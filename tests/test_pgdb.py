@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import threading
 
+import psycopg
 import pytest
 
 from memory_service.errors import ConfigurationError
@@ -74,3 +75,24 @@ def test_an_unreachable_database_names_the_setting() -> None:
 def test_an_unparsable_dsn_names_the_setting() -> None:
     with pytest.raises(ConfigurationError, match="MEMORY_POSTGRES__DSN"):
         Database("garbage = = x")
+
+
+def test_the_first_call_after_the_database_dropped_its_connections_succeeds(
+    pg_schema: str,
+) -> None:
+    """A restart (or an idle timeout, a failover) closes every pooled connection on the
+    server's side; the pool finds out only when it hands one out, and the request that got it
+    would answer 503 although the database is back."""
+    database = Database(PG_DSN, schema=pg_schema, pool_min=2, pool_max=2)
+    try:
+        with database.connection() as a, database.connection() as b:
+            pids = [c.execute("SELECT pg_backend_pid()").fetchone()[0] for c in (a, b)]
+        with psycopg.connect(PG_DSN, autocommit=True) as admin:
+            for pid in pids:
+                admin.execute("SELECT pg_terminate_backend(%s, 5000)", (pid,))
+        for _ in range(2):  # each pooled connection was dropped: neither may fail a call
+            with database.connection() as conn:
+                assert conn.execute("SELECT 1").fetchone() == (1,)
+                assert conn.execute("SELECT pg_backend_pid()").fetchone()[0] not in pids
+    finally:
+        database.close()

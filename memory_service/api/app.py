@@ -6,6 +6,7 @@ from fastapi import FastAPI
 
 from memory_service import __version__
 from memory_service.api.body_size import BodySizeLimit
+from memory_service.api.concurrency import ConcurrencyLimit
 from memory_service.api.docs import install_docs
 from memory_service.api.errors import install_error_handlers
 from memory_service.api.keys import ApiKeyRing
@@ -70,14 +71,21 @@ def create_app(
         max_bytes=api.max_body_bytes,
         per_path={transfer.IMPORT_PATH: api.max_import_bytes},
     )
+    app.add_middleware(
+        ConcurrencyLimit,
+        max_requests=api.max_concurrent_requests,
+        max_waiting=api.max_waiting_requests,
+    )
     observability = observability or services.settings.observability
     app.state.metrics = AppMetrics(services.describe_backend()) if observability.metrics else None
-    app.add_middleware(  # outermost: it sees the 413s too
+    app.add_middleware(  # outermost: it sees the 413s and 503s too
         RequestObservability, metrics=app.state.metrics, log_requests=observability.access_log
     )
 
     @app.get("/healthz", response_model=Health, tags=["health"])
-    def healthz() -> Health:
+    async def healthz() -> Health:
+        # on the event loop, not the thread pool: no I/O here, and a pool busy with requests
+        # (or waiting for turns) must not make a load balancer's probe wait
         return Health(status="ok", backend=services.describe_backend(), version=__version__)
 
     for router in ROUTERS:

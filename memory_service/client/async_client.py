@@ -69,10 +69,12 @@ class AsyncMemoryClient:
             except httpx.TransportError as exc:
                 if not self.retry.retry_error(call, exc, attempt):
                     raise unreachable(call, exc) from exc
+                wait = self.retry.delay(attempt)
             else:
-                if not self.retry.retry_status(call, response.status_code, attempt):
+                if not self.retry.retry_status(call, response, attempt):
                     return result_of(call, response)
-            await anyio.sleep(self.retry.delay(attempt))
+                wait = self.retry.delay(attempt, response)
+            await anyio.sleep(wait)
             attempt += 1
 
     def _args(self, call: Call[Any]) -> dict[str, Any]:

@@ -138,6 +138,19 @@ class ApiSettings(_Section):
         description="the body limit of POST /v1/import alone (an export file, read whole to "
         "check every line before writing): about 100,000 facts; import bigger exports per user",
     )
+    max_concurrent_requests: int = Field(
+        default_factory=lambda: 2 * (os.cpu_count() or 1),
+        ge=0,
+        description="requests in the app at once (default: 2 per core): more only share the "
+        "GIL and the cores; /healthz and /metrics pass uncounted; 0: no bound",
+    )
+    max_waiting_requests: int = Field(
+        32,
+        ge=0,
+        description="requests waiting, in order, for a turn in the app; past them a request "
+        "is answered 503 overloaded with Retry-After at once, so the latency of those "
+        "admitted stays bounded",
+    )
 
 
 class QdrantSettings(_Section):

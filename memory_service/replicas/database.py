@@ -86,6 +86,10 @@ class Database:
             open=False,
             kwargs={"connect_timeout": max(1, int(connect_timeout_s))},
             configure=self._configure,
+            # a connection the server dropped while it idled in the pool (a restart, an idle
+            # timeout, a failover) is found and replaced before a request gets it: one
+            # loopback round trip a checkout, against a 503 for the first request after
+            check=ConnectionPool.check_connection,
             name=name,
         )
         attempts = _FailedAttempts(name)

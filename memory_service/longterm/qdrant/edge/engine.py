@@ -18,8 +18,9 @@ import logging
 import os
 import shutil
 import threading
+import time
 import uuid
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager, contextmanager
 from dataclasses import replace
 from functools import lru_cache
@@ -34,6 +35,7 @@ from memory_service.errors import BackendUnavailableError
 from memory_service.facts import Fact
 from memory_service.fsutil import fsync_dir, read_text, write_atomically
 from memory_service.longterm.qdrant.edge.commit import EdgeCommit
+from memory_service.longterm.qdrant.edge.compaction import Compaction, RewriteJournal
 from memory_service.longterm.qdrant.edge.filters import edge_filter
 from memory_service.longterm.qdrant.edge.folder_lock import FolderLock, FolderOwnedError
 from memory_service.longterm.qdrant.edge.held_points import (
@@ -74,16 +76,18 @@ from memory_service.longterm.qdrant.query_plan import (
 from memory_service.longterm.qdrant.write_counts import SharedWrites
 
 SCROLL_PAGE = 1000
+COPY_PAGE = 250  # a rewrite's page: the GIL is held through each one
 REWRITE_SUFFIX = ".rewrite"  # the new shard while a rewrite builds it
 REPLACED_SUFFIX = ".replaced"  # the old shard between the two renames of a rewrite
 DELETED_SUFFIX = ".deleted"  # a marker beside the folder: deleted text is still in its bytes
 # the collection's record of its embedding model (``store_embedder``), beside the folder: a
 # rewrite replaces the folder whole, and Edge keeps no metadata of its own
 EMBEDDER_SUFFIX = ".embedder.json"
-# A delete rewrites the shard at once when it holds at most this many points (a rewrite copies
-# the collection: about a minute per 100k points on 2 loaded cores by
-# ``benchmarks/latency/erase.py``, so some 3 s at 5,000); a larger shard is rewritten by the
-# next maintenance pass, on close, or at the next open after a kill (the marker says one is owed).
+# A delete starts the shard's rewrite in the background when it holds at most this many points
+# (a rewrite copies the collection: about a minute per 100k points on 2 loaded cores by
+# ``benchmarks/latency/erase.py``, so a few seconds at 5,000, all of it beside the calls it
+# does not hold up); a larger shard is rewritten by the next maintenance pass, on close, or at
+# the next open after a kill (the marker says one is owed).
 REWRITE_AT_ONCE_POINTS = 5000
 
 log = logging.getLogger(__name__)
@@ -213,6 +217,9 @@ class EdgeEngine:
         # what recalls read of each point, held: every write here forgets what it changes
         self._fields: HeldPoints[int, Entry] = HeldPoints(CANDIDATE_FIELD_POINTS)
         self._facts: HeldPoints[str, OwnedFact] = HeldPoints(FACT_POINTS)
+        self._rewriting = threading.RLock()  # one rewrite at a time
+        self._journal: RewriteJournal | None = None  # the writes a rewrite's copy must replay
+        self.compaction = Compaction(self.compact_deleted, f"edge-compaction {folder.name}")
 
     def shared_writes(self, scope: OwnerFilter) -> int:
         return self._touched.of(scope)
@@ -244,7 +251,7 @@ class EdgeEngine:
         try:
             _recover_rewrite(folder)
             engine = cls(folder, open_shard(folder, dimension), dimension, lock)
-            engine.compact_deleted()  # one a kill left owed
+            engine.compact_deleted(rest=False)  # one a kill left owed; no call runs yet
             return engine
         except BaseException:
             lock.release()
@@ -257,7 +264,8 @@ class EdgeEngine:
                 return
             _registry.pop(self.folder, None)
             try:
-                self.compact_deleted()
+                self.compaction.stop()
+                self.compact_deleted(rest=False)  # the last user is gone: no call to spare
                 self.commit.flush(self._shard)
             finally:
                 try:
@@ -277,6 +285,7 @@ class EdgeEngine:
         ids = [p.id for p in points]
         written = {point_key(p.id): _written(p) for p in points}
         with self._calls(), self._forgetting(ids, written=written):
+            self._journaled(ids)
             self._shard.update(qe.UpdateOperation.upsert_points(batch))
             self.commit.after_write(self._shard)
             self.writes += 1
@@ -376,6 +385,7 @@ class EdgeEngine:
         # an access note changes no candidate field: what recalls hold of them stays
         fields = any(name in CANDIDATE_FIELDS for payload in values.values() for name in payload)
         with self._calls(), self._forgetting(list(values), fields=fields):
+            self._journaled(present)
             for point_id, payload in values.items():
                 if point_id in present:
                     self._shard.update(qe.UpdateOperation.set_payload([point_id], payload))
@@ -387,72 +397,151 @@ class EdgeEngine:
         with self._calls():
             return int(self._shard.count(qe.CountRequest(exact=True, filter=edge_filter(scope))))
 
+    def _journaled(self, ids: Sequence[str] | set[str]) -> None:
+        """Note a write's points for a rewrite copying the shard now (called under the shared
+        lock, which the rewrite takes exclusively to start and end its journal)."""
+        if self._journal is not None:
+            self._journal.wrote(ids)
+
     def delete(self, scope: OwnerFilter) -> None:
-        """Delete the scope's points; their text leaves the folder's bytes at once when the
-        shard is small (``REWRITE_AT_ONCE_POINTS``), else at the next ``compact_deleted``."""
+        """Delete the scope's points; their text leaves the folder's bytes once the rewrite
+        this starts in the background (``compaction``) has run when the shard is small
+        (``REWRITE_AT_ONCE_POINTS``), else at the next ``compact_deleted``."""
         marker = _sibling(self.folder, DELETED_SUFFIX)
+        where = edge_filter(scope)
         with self._calls(), self._forgetting(None):
             marker.touch(mode=0o600)  # before the delete: a kill after it leaves the marker
             fsync_dir(self.folder.parent)
-            self._shard.update(qe.UpdateOperation.delete_points_by_filter(edge_filter(scope)))
+            if self._journal is not None:
+                self._journal.deleted(where)
+            self._shard.update(qe.UpdateOperation.delete_points_by_filter(where))
             self.commit.after_write(self._shard)
             self.writes += 1
             self._touched.add({scope.owner_key()})
             left = int(self._shard.count(qe.CountRequest(exact=True)))
         if left <= REWRITE_AT_ONCE_POINTS:
-            self.rewrite_without_deleted()
+            self.compaction.request()
 
-    def compact_deleted(self) -> bool:
+    def compact_deleted(self, *, rest: bool = True) -> bool:
         """Rewrite the shard if a delete since the last rewrite left text in its bytes (the
         marker says so); whether it did. Maintenance calls it once a pass."""
-        if not _sibling(self.folder, DELETED_SUFFIX).exists():
-            return False
-        self.rewrite_without_deleted()
-        return True
+        with self._rewriting:  # a rewrite just waited for may have paid what was owed
+            if not _sibling(self.folder, DELETED_SUFFIX).exists():
+                return False
+            self.rewrite_without_deleted(rest=rest)
+            return True
 
-    def rewrite_without_deleted(self) -> None:
+    def rewrite_without_deleted(
+        self, *, on_copied: Callable[[int], None] | None = None, rest: bool = True
+    ) -> None:
         """Rebuild the shard from its live points. Edge keeps a deleted point's payload in its
-        write-ahead log and in segments not yet vacuumed, so the text of an erased user would
-        stay in the folder's bytes until then: erasure calls this after deleting the user's
-        points. The new shard is built beside the folder and swapped in by two renames;
-        ``_recover_rewrite`` finishes a swap a kill interrupted. Calls wait meanwhile; it
-        costs a copy of the collection (about a minute per 100k points on 2 loaded cores:
-        ``benchmarks/latency/erase.py``)."""
+        write-ahead log and in segments not yet vacuumed, so the text of a deleted fact would
+        stay in the folder's bytes until then. The new shard is built beside the folder while
+        calls go on (the writes made meanwhile are journaled and replayed into it), then
+        swapped in by two renames while calls wait for the swap alone; ``_recover_rewrite``
+        finishes a swap a kill interrupted. A delete made during the copy leaves its text in
+        the new shard: the marker stays, and the next rewrite takes it out. ``on_copied``:
+        told the points copied so far after each page (a caller's progress); ``rest``: the
+        copy rests between pages (``_copy_into``), off when no call can run beside it. It
+        costs a copy of the collection (about a minute per 100k points on 2 loaded cores
+        without rests: ``benchmarks/latency/erase.py``)."""
         building = _sibling(self.folder, REWRITE_SUFFIX)
-        replaced = _sibling(self.folder, REPLACED_SUFFIX)
-        with self._swap.exclusive(), self._calls_errors(), self._forgetting(None):
-            for leftover in (building, replaced):
+        with self._rewriting:
+            for leftover in (building, _sibling(self.folder, REPLACED_SUFFIX)):
                 if leftover.exists():
                     shutil.rmtree(leftover)
-            fresh = open_shard(building, self.dimension)
+            with self._swap.exclusive():  # no write under way: every later one is journaled
+                journal = self._journal = RewriteJournal()
             try:
-                offset = None
-                while True:
-                    request = qe.ScrollRequest(
-                        offset=offset, limit=SCROLL_PAGE, with_payload=True, with_vector=True
-                    )
-                    records, offset = self._shard.scroll(request)
-                    if records:
-                        stored = [stored_point(r, True) for r in records]
-                        points = [qe.Point(p.id, _vectors(p), p.payload) for p in stored]
-                        fresh.update(qe.UpdateOperation.upsert_points(points))
-                    if offset is None:
-                        break
-                fresh.flush()
+                fresh: qe.EdgeShard | None
+                with self._calls_errors():
+                    fresh = open_shard(building, self.dimension)
+                try:
+                    with self._calls():
+                        self._copy_into(fresh, on_copied, rest=rest)
+                        fresh.flush()  # the bulk of the copy on disk before calls wait
+                    with self._swap.exclusive(), self._calls_errors(), self._forgetting(None):
+                        self._journal = None
+                        if self._replay(journal, fresh):
+                            fresh.flush()
+                        fresh.close()
+                        fresh = None
+                        self._swap_in(building, owed=bool(journal.deletes))
+                finally:
+                    if fresh is not None:
+                        fresh.close()
+                    _recover_rewrite(self.folder)  # the replaced shard's files, and its text
             finally:
-                fresh.close()
-            self._shard.flush()
-            self._shard.close()
-            try:
-                os.rename(self.folder, replaced)
-                os.rename(building, self.folder)
+                self._journal = None
+        if journal.deletes:
+            self.compaction.request()
+
+    def _copy_into(
+        self, fresh: qe.EdgeShard, on_copied: Callable[[int], None] | None, *, rest: bool
+    ) -> None:
+        """Every live point into ``fresh``, a page at a time, resting after each page as long
+        as it took: the copy runs beside the calls it must not slow, in the same process
+        (the binding holds the GIL through each page), so it takes at most half of one core
+        and the calls get the GIL between pages."""
+        offset = None
+        copied = 0
+        while True:
+            began = time.perf_counter()
+            request = qe.ScrollRequest(
+                offset=offset, limit=COPY_PAGE, with_payload=True, with_vector=True
+            )
+            records, offset = self._shard.scroll(request)
+            if records:
+                stored = [stored_point(r, True) for r in records]
+                points = [qe.Point(p.id, _vectors(p), p.payload) for p in stored]
+                fresh.update(qe.UpdateOperation.upsert_points(points))
+                copied += len(points)
+                if on_copied is not None:
+                    on_copied(copied)
+            if offset is None:
+                return
+            if rest:
+                time.sleep(time.perf_counter() - began)
+
+    def _replay(self, journal: RewriteJournal, fresh: qe.EdgeShard) -> bool:
+        """What the writes during the copy changed, into ``fresh``: the deletes first, then
+        each written point as the old shard holds it now (or gone, if a delete took it);
+        whether there was any."""
+        for where in journal.deletes:
+            fresh.update(qe.UpdateOperation.delete_points_by_filter(where))
+        ids = sorted(journal.ids)
+        for start in range(0, len(ids), SCROLL_PAGE):
+            page = ids[start : start + SCROLL_PAGE]
+            stored = [stored_point(r, True) for r in self._shard.retrieve(page, True, True)]
+            if stored:
+                points = [qe.Point(p.id, _vectors(p), p.payload) for p in stored]
+                fresh.update(qe.UpdateOperation.upsert_points(points))
+            gone = sorted(set(page) - {p.id for p in stored})
+            if gone:
+                fresh.update(qe.UpdateOperation.delete_points(gone))
+        return bool(journal.deletes or ids)
+
+    def _swap_in(self, building: Path, *, owed: bool) -> None:
+        """The shard built in ``building`` in the folder's place (calls held off by the
+        caller); ``owed``: deleted text was copied into it, the marker stays."""
+        replaced = _sibling(self.folder, REPLACED_SUFFIX)
+        # no flush: this shard is dropped, and its WAL (fsynced at every write) has it all
+        # should the swap fail and the folder be opened again
+        self._shard.close()
+        swapped = False
+        try:
+            os.rename(self.folder, replaced)
+            os.rename(building, self.folder)
+            if not owed:
                 _sibling(self.folder, DELETED_SUFFIX).unlink(missing_ok=True)
-                fsync_dir(self.folder.parent)
-            finally:  # swapped or not: no copy left behind, and a shard open again
+            fsync_dir(self.folder.parent)
+            swapped = True
+        finally:  # a shard open again; the old one's folder is removed after calls resume
+            if not swapped:
                 _recover_rewrite(self.folder)
-                self._shard = open_shard(self.folder, self.dimension)
-                self.vector_datatype = stored_datatype(self.folder)
-                self.writes += 1
+            self._shard = open_shard(self.folder, self.dimension)
+            self.vector_datatype = stored_datatype(self.folder)
+            self.writes += 1
 
     def _calls_errors(self) -> AbstractContextManager[None]:
         """``_calls``'s error mapping, without taking the shared lock. Edge's text names the
@@ -482,8 +571,9 @@ class EdgeEngine:
             return
         vectors = [qe.PointVectors(p.id, {SPARSE: _sparse(p.sparse or _NO_TERMS)}) for p in points]
         with self._calls(), self._forgetting([p.id for p in points]):
-            self._shard.update(qe.UpdateOperation.update_vectors(vectors))
             ids = [p.id for p in points]
+            self._journaled(ids)
+            self._shard.update(qe.UpdateOperation.update_vectors(vectors))
             self._shard.update(qe.UpdateOperation.set_payload(ids, {TERMS_FIELD: version}))
             self.commit.after_write(self._shard)
             self.writes += 1
@@ -512,6 +602,7 @@ class EdgeEngine:
         ids = [p.id for p in points]
         vectors = [qe.PointVectors(p.id, {DENSE: as_floats(p.dense or ())}) for p in points]
         with self._calls(), self._forgetting(ids):
+            self._journaled(ids)
             self._shard.update(qe.UpdateOperation.update_vectors(vectors))
             self._shard.update(qe.UpdateOperation.set_payload(ids, {EMBEDDER_FIELD: model}))
             self.commit.after_write(self._shard)

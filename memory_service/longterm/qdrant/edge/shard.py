@@ -141,10 +141,12 @@ def open_shard(folder: Path, dimension: int) -> qe.EdgeShard:
         raise _open_error(folder, exc) from exc
     try:
         indexed = set(shard.info().payload_schema)
-        for name, kind in PAYLOAD_INDEXES.items():
-            if name not in indexed:
-                shard.update(qe.UpdateOperation.create_field_index(name, _index_schema(kind)))
-        shard.flush()
+        missing = [name for name in PAYLOAD_INDEXES if name not in indexed]
+        for name in missing:
+            kind = PAYLOAD_INDEXES[name]
+            shard.update(qe.UpdateOperation.create_field_index(name, _index_schema(kind)))
+        if missing:  # a load that changed nothing has nothing to flush (a rewrite's swap waits)
+            shard.flush()
     except Exception:
         shard.close()
         raise

@@ -1,0 +1,170 @@
+"""Deletes on Qdrant Edge beside searches: one user with 5,000 facts behind a real ``serve``;
+``DELETE /v1/memories/{id}`` timed through ``MemoryClient``, and the same user's searches
+(another client, one at a time, in a thread) timed without deletes and during them.
+
+A delete answers once the point is gone from recall; the rewrite that takes its text out of
+the folder's bytes runs after, in the background, so the searches during deletes share the
+machine with that copy (two cores here) but wait for no lock of it but the swap. Phases take
+turns (without, during, without, during, ...) so load from elsewhere skews both alike. After
+each round's deletes, the time until the rewrite owed is done (the ``.deleted`` marker beside
+the Edge folder gone) is the bound on deleted text staying readable in the folder's bytes.
+
+    python -m benchmarks.latency.edge_delete [--facts 5000] [--deletes 20] [--rounds 2]
+        [--json benchmarks/results/edge_delete.json]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import tempfile
+import threading
+import time
+from collections.abc import Sequence
+from contextlib import ExitStack
+from pathlib import Path
+from typing import Any
+
+from benchmarks.latency.served import (
+    TENANT,
+    load_average,
+    serve_copy,
+    settings_for,
+    summary,
+    texts,
+    user_id,
+)
+from memory_service.longterm.qdrant.edge.engine import DELETED_SUFFIX
+
+OWNER = 0
+
+
+def _fill(workspace: Path, facts: int) -> tuple[list[str], list[str]]:
+    """The owner's facts recorded in-process: their ids, and the questions about them."""
+    from memory_service.context import RuntimeContext
+    from memory_service.facts import Fact
+    from memory_service.services import build_services
+
+    written, questions = texts(1, facts)[OWNER]
+    services = build_services(settings_for(workspace, "qdrant"))
+    ids: list[str] = []
+    try:
+        ctx = RuntimeContext(TENANT, user_id(OWNER))
+        for start in range(0, len(written), 250):
+            batch = [Fact(t) for t in written[start : start + 250]]
+            ids += [r.id for r in services.longterm.record(ctx, batch)]
+    finally:
+        services.close()
+    return ids, questions
+
+
+def _phase(
+    served: Any, questions: list[str], seconds: float, to_delete: list[str], pause_s: float
+) -> dict[str, Any]:
+    """Searches for ``seconds`` (at least until the deletes are done), with ``to_delete``
+    deleted one by one meanwhile, ``pause_s`` apart."""
+    from memory_service.client import MemoryClient
+
+    searched: list[float] = []
+    deleted: list[float] = []
+    last = 0.0
+    stop = threading.Event()
+
+    def search_loop() -> None:
+        with MemoryClient(served.base_url, served.key, timeout=120, max_retries=0) as client:
+            turn = 0
+            while not stop.is_set():
+                t0 = time.perf_counter()
+                client.search(user_id(OWNER), questions[turn % len(questions)])
+                searched.append(1000.0 * (time.perf_counter() - t0))
+                turn += 1
+
+    worker = threading.Thread(target=search_loop)
+    worker.start()
+    started = time.perf_counter()
+    try:
+        with MemoryClient(served.base_url, served.key, timeout=120, max_retries=0) as client:
+            for memory_id in to_delete:
+                t0 = time.perf_counter()
+                client.delete(user_id(OWNER), memory_id)
+                deleted.append(1000.0 * (time.perf_counter() - t0))
+                last = time.perf_counter()
+                time.sleep(pause_s)
+        time.sleep(max(0.0, seconds - (time.perf_counter() - started)))
+    finally:
+        stop.set()
+        worker.join(timeout=120)
+    unreadable_after = None
+    if to_delete:
+        marker = served.server.workspace / "qdrant" / ("memories" + DELETED_SUFFIX)
+        for _ in range(2400):  # bounded: two minutes
+            if not marker.exists():
+                unreadable_after = round(time.perf_counter() - last, 2)
+                break
+            time.sleep(0.05)
+    return {"search": searched, "delete": deleted, "unreadable_after_s": unreadable_after}
+
+
+def run(facts: int, deletes: int, rounds: int, seconds: float, pause_s: float) -> dict[str, Any]:
+    with tempfile.TemporaryDirectory() as tmp, ExitStack() as stack:
+        workspace = Path(tmp) / "ws"
+        ids, questions = _fill(workspace, facts)
+        servers = {"edge": stack.enter_context(serve_copy(workspace, Path(tmp) / "s", "qdrant"))}
+        from memory_service.client import MemoryClient
+
+        for served in servers.values():  # every query embedded, the shard warm
+            with MemoryClient(served.base_url, served.key, timeout=120) as warm:
+                for question in questions:
+                    warm.search(user_id(OWNER), question)
+        times: dict[str, dict[str, list[float]]] = {
+            name: {"search_alone": [], "search_during_deletes": [], "delete": []}
+            for name in servers
+        }
+        unreadable: list[float | None] = []
+        for turn in range(rounds):
+            batch = ids[turn * deletes : (turn + 1) * deletes]
+            for name, served in servers.items():
+                alone = _phase(served, questions, seconds, [], pause_s)
+                during = _phase(served, questions, seconds, batch, pause_s)
+                times[name]["search_alone"] += alone["search"]
+                times[name]["search_during_deletes"] += during["search"]
+                times[name]["delete"] += during["delete"]
+                unreadable.append(during["unreadable_after_s"])
+                print(
+                    f"{name} round {turn}: delete {summary(during['delete'])}, "
+                    f"search alone {summary(alone['search'])}, "
+                    f"during {summary(during['search'])}, "
+                    f"unreadable after {during['unreadable_after_s']} s",
+                    flush=True,
+                )
+    return {
+        "facts": facts,
+        "deletes_per_round": deletes,
+        "rounds": rounds,
+        "pause_s": pause_s,
+        "unreadable_after_s": unreadable,
+        "trees": {name: {k: summary(v) for k, v in t.items()} for name, t in times.items()},
+    }
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--facts", type=int, default=5000)
+    parser.add_argument("--deletes", type=int, default=20, help="per round and tree")
+    parser.add_argument("--rounds", type=int, default=2)
+    parser.add_argument("--seconds", type=float, default=10.0, help="at least, per phase")
+    parser.add_argument("--pause", type=float, default=0.25, help="seconds between deletes")
+    parser.add_argument("--json", type=Path, help="also write the figures to this file")
+    args = parser.parse_args(argv)
+    load_before = load_average()
+    report = run(args.facts, args.deletes, args.rounds, args.seconds, args.pause)
+    report.update(load_before=load_before, load_after=load_average())
+    print(json.dumps(report, indent=2))
+    if args.json:
+        args.json.parent.mkdir(parents=True, exist_ok=True)
+        args.json.write_text(json.dumps(report, indent=2) + "\n")
+        print(f"wrote {args.json}")
+
+
+if __name__ == "__main__":
+    main()
