@@ -92,10 +92,11 @@ def register(sub: argparse._SubParsersAction) -> None:
     )
     p.add_argument(
         "--dataset",
-        choices=("synthetic", "synthetic-time", "locomo", "longmemeval"),
+        choices=("synthetic", "synthetic-zh", "synthetic-time", "locomo", "longmemeval"),
         default="synthetic",
-        help="synthetic-time: latest-value and as-of accuracy, default preset and "
-        "hybrid-recency side by side",
+        help="synthetic-zh: Chinese, English and cross-lingual questions, with off-topic "
+        "probes per language in the threshold sweep; synthetic-time: latest-value and as-of "
+        "accuracy, default preset and hybrid-recency side by side",
     )
     p.add_argument("--path", help="the dataset file (locomo, longmemeval)")
     p.add_argument(
