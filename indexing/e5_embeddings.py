@@ -7,9 +7,12 @@ what is stored, and the two embed differently. So this embedder's ``embed`` is t
 The pieces come from the package's single file (``indexing.e5_file``): the tokenizer is rebuilt
 as a ``tokenizers`` Unigram model from its pieces and scores, after the file's own per-character
 normalisation (applied with ``str.translate``, as its engine applies it); the encoder is an
-ONNX graph built from its tensors (``indexing.e5_onnx``), cached by content; the 250k-row word
-table stays 4-bit and memory-mapped, and only the rows of a run's tokens are dequantized (in
-fp32 it alone would be 384 MB). A text longer than the model's window (512 tokens, the prefix
+ONNX graph built from its tensors (``indexing.e5_onnx``; int8 matrix products), cached by
+content; the 250k-row word table stays 4-bit and memory-mapped, and only the rows of a run's
+tokens are dequantized (in fp32 it alone would be 384 MB). With int8 weights every text is a
+run of its own: the activations are quantised with one scale per run, so a text batched with
+others would get a vector that depends on them (cosine ~0.997 to its own); alone, a text gets
+one vector wherever it is embedded. A text longer than the model's window (512 tokens, the prefix
 and ``<s>``/``</s>`` included) is cut at it, as sentence-transformers cuts: its tail does not
 count.
 """
@@ -81,7 +84,7 @@ class E5Embedder:
         cache_dir: Path | None = None,
         threads: int | None = None,
         batch_size: int = 64,
-        weights: Weights = "q4",
+        weights: Weights = "int8",
     ) -> None:
         limit_blas_threads()
         self._model = read_e5_file(model_file or package_model_file())
@@ -95,8 +98,8 @@ class E5Embedder:
             self._model, OnnxCache(cache_dir or default_cache_dir()), weights=weights
         )
         self._session = inference_session(encoder, threads or default_threads())
-        self._name = BUNDLED_E5 if weights == "q4" else f"{BUNDLED_E5}#{weights}"
-        self._batch_size = batch_size
+        self._name = BUNDLED_E5 if weights == "int8" else f"{BUNDLED_E5}#{weights}"
+        self._batch_size = 1 if weights == "int8" else batch_size
         self._lock = threading.Lock()  # one inference at a time: its threads are the cores
 
     @property
