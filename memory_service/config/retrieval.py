@@ -222,7 +222,7 @@ class EmbedderTuning:
 EMBEDDER_TUNING: Mapping[str, EmbedderTuning] = MappingProxyType(
     {
         "bundled:all-MiniLM-L6-v2": EmbedderTuning(
-            dense_weight_by_script=(("cjk", 0.0),), centre_scripts=True
+            dense_weight_by_script=(("cjk", 0.0),), lexical_evidence=0.15, centre_scripts=True
         ),
         "bundled:multilingual-e5-small": EmbedderTuning(
             standout=0.0925, standout_coverage=0.3, centre_scripts=True
