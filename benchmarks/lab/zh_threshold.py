@@ -1,22 +1,20 @@
-"""When does a recall answer at all, in Chinese as in English? Rules measured on the bundled
-Chinese and mixed-language set (``--dataset synthetic-zh``), per embedder.
+"""When does a recall at a threshold answer at all, in Chinese as in English, and how should
+fusion read the dense leg? Measured on the bundled Chinese and mixed-language set
+(``--dataset synthetic-zh``) for the configured embedder (``MEMORY_EMBEDDING__MODEL``).
 
 Every memory's own questions, its off-topic probes (Chinese and English) and the previous
 memory's questions are scored against its facts once (both legs, the service's tokenizer and
-BM25, the configured embedder with its query/passage sides); then each rule decides, per
-question, whether the harness would inject anything (top 6). A rule is judged by the share of
-own questions it still answers (and their recall@6) against its false injections per probe
-language. Rules:
+BM25, the embedder's query and passage sides; ``--cache`` keeps them). Then:
 
-- ``cos``: the best dense cosine reaches ``t`` (the service's gate today);
-- ``cos+lex``: the best cosine reaches ``t`` and some memory the dense leg admits also matches
-  a share ``c`` of the question's lexical IDF mass (``indexing.fusion.query_coverage``), or
-  the best cosine reaches ``t_hi`` without it.
+- the hybrid ranking per category (R@1/3/5, MRR) for fusion variants: plain, the dense leg
+  centred per script (``EmbedderTuning.centre_scripts``), and the dense leg's weight for
+  Chinese questions lowered (``dense_weight_by_script``);
+- the distribution of the best cosine for real and off-topic questions per language;
+- with ``--grid``, the threshold rule of ``longterm.evidence`` over its parameters: the share
+  of real questions answered per language against the false injections per probe language.
+  ``EmbedderTuning``'s values were chosen from it.
 
-Also the ranking itself per category (R@1/3/5, MRR) for fusion variants, and how often a
-question with one strong lexical match (the dense-drowns-lexical case) loses it.
-
-    python -m benchmarks.lab.zh_threshold [--users 18]
+    python -m benchmarks.lab.zh_threshold [--users 18] [--grid] [--cache FILE]
 """
 
 from __future__ import annotations
@@ -151,15 +149,38 @@ def fused(
     return [int(h.id) for h in hits]
 
 
-def answers(a: Asked, rule: str, t: float, c: float, t_hi: float) -> bool:
-    admitted = a.cos >= t
-    if not admitted.any():
+def _group(a: Asked) -> str:
+    """Real questions by the language asked in; probes by theirs; the rest foreign."""
+    if a.gold:
+        return "answered " + ("zh" if a.category in ("zh", "cross-zh-en") else "en")
+    return a.category if a.category.startswith("off-topic") else "foreign"
+
+
+def _best_cover(a: Asked) -> float:
+    return float((a.coverage * (a.bm25 > 0)).max())
+
+
+def answers(a: Asked, t: float, standout: float, weight: float, lexical: float | None) -> bool:
+    """The service's rule at threshold ``t`` (``longterm.evidence``): with ``lexical`` set and
+    a Chinese question, the lexical evidence alone (the model has no vote there); else a
+    cosine reaching ``t`` and, with ``standout``, the best cosine's rise above the mean plus
+    ``weight`` x the best lexical coverage reaching it."""
+    if lexical is not None and a.script == "cjk":
+        return _best_cover(a) >= lexical
+    if not (a.cos >= t).any():
         return False
-    if rule == "cos":
+    if standout <= 0:
         return True
-    strong = float(a.cos.max()) >= t_hi
-    lexical = bool((a.coverage[admitted & (a.bm25 > 0)] >= c).any())
-    return strong or lexical
+    rise = float(a.cos.max() - a.cos.mean())
+    return rise + weight * _best_cover(a) >= standout
+
+
+def rate(memories: list[Memory], *rule: float | None) -> dict[str, float]:
+    got: dict[str, list[float]] = defaultdict(list)
+    for m in memories:
+        for a in m.asked:
+            got[_group(a)].append(float(answers(a, *rule)))
+    return {k: float(np.mean(v)) for k, v in sorted(got.items())}
 
 
 def ranking(
@@ -186,24 +207,10 @@ def ranking(
     return {c: list(np.mean(v, axis=0)) for c, v in sorted(per.items())}
 
 
-def sweep(memories: list[Memory], rule: str, t: float, c: float, t_hi: float) -> dict[str, float]:
-    got: dict[str, list[float]] = defaultdict(list)
-    for m in memories:
-        for a in m.asked:
-            said = answers(a, rule, t, c, t_hi)
-            if a.gold:
-                got["answered " + ("zh" if a.category in ("zh", "cross-zh-en") else "en")].append(
-                    said
-                )
-            else:
-                got[a.category].append(said)
-    return {k: float(np.mean(v)) for k, v in sorted(got.items())}
-
-
 def main(argv: Sequence[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--users", type=int, default=synthetic_zh.DEFAULT_USERS)
-    parser.add_argument("--rules", action="store_true", help="the threshold rules' grid")
+    parser.add_argument("--grid", action="store_true", help="the threshold rule's grid")
     parser.add_argument("--cache", type=Path, help="keep the scored questions in this pickle")
     args = parser.parse_args(argv)
     if args.cache and args.cache.exists():
@@ -233,15 +240,14 @@ def main(argv: Sequence[str] | None = None) -> None:
     print("cosine of the gold fact: p10/p50/p90", np.percentile(cos_own, [10, 50, 90]).round(3))
     for k, v in sorted(probe.items()):
         print(f"best cosine, {k}: p50/p90/max", np.percentile(v, [50, 90, 100]).round(3))
-    if args.rules:
-        for rule in ("cos", "cos+lex"):
-            for t in np.arange(0.3, 0.95, 0.025):
-                for c, t_hi in ((0, 0), (0.3, 2), (0.4, 2), (0.5, 2), (0.6, 2)):
-                    if rule == "cos" and c:
-                        continue
-                    row = sweep(memories, rule, float(t), c, t_hi)
-                    shown = " ".join(f"{k}={100 * v:5.1f}" for k, v in row.items())
-                    print(f"{rule:8} t={t:.3f} c={c:.2f} {shown}")
+    if args.grid:
+        print("rule grid at threshold 0.45 (standout, weight, lexical): shares in %")
+        for standout in np.arange(0.0, 0.2, 0.0025):
+            for weight in (0.0, 0.1, 0.2, 0.3, 0.5):
+                for lexical in (None, 0.1, 0.15, 0.2, 0.5):
+                    row = rate(memories, 0.45, float(standout), weight, lexical)
+                    shown = " ".join(f"{k}={100 * v:.1f}" for k, v in row.items())
+                    print(f"  {standout:.4f} {weight:.1f} {lexical} {shown}")
 
 
 if __name__ == "__main__":
