@@ -4,9 +4,8 @@ e5 was trained with a prefix on every text: ``query: `` on what is searched for,
 what is stored, and the two embed differently. So this embedder's ``embed`` is the stored side
 (passages) and ``embed_query`` the searching side; callers pick (``indexing.embeddings``).
 
-The pieces come from the package's single file (``indexing.e5_file``): the tokenizer is rebuilt
-as a ``tokenizers`` Unigram model from its pieces and scores, after the file's own per-character
-normalisation (applied with ``str.translate``, as its engine applies it); the encoder is an
+The pieces come from the package's single file (``indexing.e5_file``): the tokenizer is its
+Unigram vocabulary cut as the package's engine cuts (``indexing.e5_tokenizer``); the encoder is an
 ONNX graph built from its tensors (``indexing.e5_onnx``; int8 matrix products), cached by
 content; the 250k-row word table stays 4-bit and memory-mapped, and only the rows of a run's
 tokens are dequantized (in fp32 it alone would be 384 MB). With int8 weights every text is a
@@ -28,6 +27,7 @@ import numpy as np
 
 from indexing.e5_file import E5File, dequantize, package_model_file, read_e5_file
 from indexing.e5_onnx import GRAPH_FORMAT, INPUT, MASK, OUTPUT, Weights, build_encoder
+from indexing.e5_tokenizer import E5Tokenizer
 from indexing.embeddings import BUNDLED_E5, default_threads, limit_blas_threads, normalise_rows
 from indexing.onnx_cache import OnnxCache, default_cache_dir, files_digest
 from indexing.onnx_embeddings import inference_session, pool
@@ -35,40 +35,18 @@ from indexing.padding import padding_plan
 
 QUERY_PREFIX = "query: "
 PASSAGE_PREFIX = "passage: "
-_METASPACE = "\u2581"
-
-
-@functools.lru_cache(maxsize=2)
-def e5_tokenizer(model: E5File):
-    """The file's Unigram vocabulary as a fast tokenizer: spaces collapsed, ``▁`` before each
-    word (and the text), Viterbi over the pieces, ``<s> ... </s>``, cut at the window. It
-    expects text already normalised (``E5Embedder.prepare``)."""
-    from tokenizers import Regex, Tokenizer, models, normalizers, pre_tokenizers, processors
-
-    vocab = list(zip(model.pieces, model.scores, strict=True))
-    tokenizer = Tokenizer(models.Unigram(vocab, unk_id=model.unk, byte_fallback=False))
-    tokenizer.normalizer = normalizers.Replace(Regex(" {2,}"), " ")
-    tokenizer.pre_tokenizer = pre_tokenizers.Metaspace(
-        replacement=_METASPACE, prepend_scheme="always", split=True
-    )
-    bos, eos = model.pieces[model.bos], model.pieces[model.eos]
-    tokenizer.post_processor = processors.TemplateProcessing(
-        single=f"{bos} $A {eos}", special_tokens=[(bos, model.bos), (eos, model.eos)]
-    )
-    tokenizer.enable_truncation(max_length=model.max_positions, strategy="longest_first")
-    tokenizer.no_padding()
-    return tokenizer
-
-
-@functools.lru_cache(maxsize=2)
-def _translation(model: E5File) -> dict[int, str]:
-    return dict(model.normalise)
 
 
 def cached_encoder(model: E5File, cache: OnnxCache, *, weights: Weights) -> Path:
     """The verified ONNX file of ``model``'s encoder, built on a cache miss."""
     key = files_digest([model.path], model.path.parent, salt=f"{GRAPH_FORMAT}/{weights}")
     return cache.get_or_build(f"e5-{key}-{weights}", lambda: build_encoder(model, weights=weights))
+
+
+@functools.lru_cache(maxsize=2)
+def _tokenizer(model: E5File) -> E5Tokenizer:
+    """One per model file in a process: building its dictionary costs ~0.3 s."""
+    return E5Tokenizer(model)
 
 
 class E5Embedder:
@@ -88,8 +66,7 @@ class E5Embedder:
     ) -> None:
         limit_blas_threads()
         self._model = read_e5_file(model_file or package_model_file())
-        self._tokenizer = e5_tokenizer(self._model)
-        self._translation = _translation(self._model)
+        self._tokenizer = _tokenizer(self._model)
         self._words = self._model.q4_blocks("emb.word", self._model.vocab_size)
         hidden = self._model.hidden
         positions = self._model.floats("emb.pos").reshape(-1, hidden)
@@ -114,14 +91,10 @@ class E5Embedder:
     def max_seq_length(self) -> int:
         return self._model.max_positions
 
-    def prepare(self, texts: Sequence[str], prefix: str) -> list[str]:
-        """Prefixed and normalised as the model's own tokenizer normalises (per character)."""
-        return [(prefix + t).translate(self._translation) for t in texts]
-
     def token_ids(self, texts: Sequence[str], *, query: bool = False) -> list[list[int]]:
         """The ids the model sees for each text (prefixed, cut, unpadded): for checks."""
-        prepared = self.prepare(texts, QUERY_PREFIX if query else PASSAGE_PREFIX)
-        return [e.ids for e in self._tokenizer.encode_batch(prepared)]
+        prefix = QUERY_PREFIX if query else PASSAGE_PREFIX
+        return [self._tokenizer.encode(prefix + t) for t in texts]
 
     def embed(self, texts: Sequence[str]) -> np.ndarray:
         """Texts to store (``passage: ``)."""
@@ -135,7 +108,7 @@ class E5Embedder:
         out = np.zeros((len(texts), self.dimension), dtype=np.float32)
         if not texts:
             return out
-        ids = [e.ids for e in self._tokenizer.encode_batch(self.prepare(texts, prefix))]
+        ids = [self._tokenizer.encode(prefix + t) for t in texts]
         order = sorted(range(len(texts)), key=lambda i: -len(ids[i]))
         lengths = [len(ids[i]) for i in order]
         for start, stop in padding_plan(lengths, self._batch_size):

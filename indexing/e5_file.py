@@ -63,7 +63,7 @@ class E5File:
     type_vocab: int
     eps: float
     pieces: tuple[str, ...]
-    scores: tuple[float, ...]
+    scores: np.ndarray  # float32, one per piece
     bos: int
     eos: int
     pad: int
@@ -178,7 +178,7 @@ def read_e5_file(path: Path) -> E5File:
         type_vocab=type_vocab,
         eps=float(eps),
         pieces=pieces,
-        scores=tuple(float(s) for s in scores),
+        scores=scores.copy(),
         bos=bos,
         eos=eos,
         pad=pad,

@@ -191,3 +191,27 @@ def test_the_cli_refuses_an_unknown_model_in_one_line(tmp_path: Path, model: str
     assert lines[0].startswith("memory-service: error: ") and "MEMORY_EMBEDDING__MODEL" in lines[0]
     assert model in lines[0]
     assert not (tmp_path / "ws").exists() or not any((tmp_path / "ws").rglob("*.jsonl"))
+
+
+def test_e5_merges_a_rewording_but_not_a_different_fact(tmp_path: Path, monkeypatch):
+    """e5's cosines sit higher than MiniLM's (two unrelated Chinese facts about one person
+    ~0.91, "prefers tea" / "prefers coffee" ~0.94): its near-duplicate cosine is its own."""
+    from memory_service.services.stores import build_longterm
+
+    monkeypatch.delenv("MEMORY_CONFIG", raising=False)
+    settings = _settings(tmp_path, model=BUNDLED_E5)
+    memory = build_longterm(settings, build_embedder(settings))
+    ctx = RuntimeContext(tenant_id="t", user_id="xiaoming")
+    texts = [
+        "他每天早上跑步五公里",
+        "他开一辆特斯拉",
+        "Alice prefers tea in the afternoon",
+        "Alice prefers coffee in the afternoon",
+        "Alice likes hiking in the Alps",
+        "Alice loves hiking in the Alps",
+    ]
+    try:
+        statuses = [r.status for r in memory.record(ctx, [Fact(t) for t in texts])]
+    finally:
+        memory.close()
+    assert statuses == ["created"] * 5 + ["merged"]

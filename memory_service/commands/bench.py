@@ -177,7 +177,8 @@ def register(sub: argparse._SubParsersAction) -> None:
         type=_embedders,
         metavar="LIST",
         help="--scale: the whole run once per embedder, each in a fresh process, side by side "
-        "(onnx, onnx-int8, torch; e.g. onnx,torch); default: MEMORY_EMBEDDING__BACKEND only",
+        "(onnx, onnx-int8, torch: the configured model on that backend; minilm, e5: the "
+        "bundled models; e.g. minilm,e5); default: MEMORY_EMBEDDING__BACKEND only",
     )
     p.add_argument("--workdir", type=Path, help="where temporary workspaces go (default: TMPDIR)")
     p.add_argument("--no-progress", action="store_true", help="no progress bar or log lines")

@@ -34,6 +34,12 @@ from memory_service.config.section import SETTING_KEY, setting_error
 from memory_service.config.section import Section as _Section
 from memory_service.errors import ConfigurationError
 
+# The dense cosine at which a recorded fact nearly duplicates a stored one, per embedder:
+# all-MiniLM-L6-v2's 0.9 is the design documents'; multilingual-e5-small's cosines sit higher
+# (unrelated facts about one person ~0.9, a changed food or colour up to 0.96, rewordings from
+# 0.978: benchmarks/RESULTS.md, "Near-duplicates at write"). A local model gets MiniLM's.
+NEAR_DUPLICATE_COSINE = {BUNDLED_MODEL: 0.9, BUNDLED_E5: 0.97}
+
 
 class LongTermSettings(_Section):
     """Which backend keeps facts, and how recall ranks them.
@@ -52,7 +58,8 @@ class LongTermSettings(_Section):
     and semantic rates of 004_e0d48588211a3a15.txt); below ``verify_below`` (0.5, the same
     document's) a fact needs verification. ``merge_near_duplicates``: a recorded fact whose
     dense cosine to an active fact of the same owner and scope reaches
-    ``near_duplicate_cosine`` (0.9: 004_e0d48588211a3a15.txt) is merged into it, its text kept
+    ``near_duplicate_cosine`` (unset: the embedder's, ``NEAR_DUPLICATE_COSINE``) is merged into
+    it, its text kept
     as a phrasing, unless it changes a value or either has a key
     (``longterm.near_duplicates``). ``track_access``: each recall counts its hits
     (``access_count``, ``last_accessed_at``), in memory, written per user every
@@ -68,7 +75,9 @@ class LongTermSettings(_Section):
     decay_preference: float = Field(0.0, ge=0.0, le=10.0)
     verify_below: float = Field(0.5, ge=0.0, le=1.0)
     merge_near_duplicates: bool = True
-    near_duplicate_cosine: float = Field(0.9, ge=0.0, le=1.0)
+    near_duplicate_cosine: float | None = Field(
+        None, ge=0.0, le=1.0, description="unset: the embedder's (0.9 MiniLM, 0.97 e5)"
+    )
     track_access: bool = True
     access_flush_seconds: float = Field(30.0, ge=0.0)
 

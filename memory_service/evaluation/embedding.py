@@ -14,7 +14,7 @@ from collections.abc import Iterable, Sequence
 
 import numpy as np
 
-from indexing.embeddings import CachedEmbedder, Embedder
+from indexing.embeddings import BUNDLED_E5, BUNDLED_MODEL, CachedEmbedder, Embedder
 from memory_service.config.settings import Settings
 
 
@@ -69,6 +69,9 @@ EMBEDDER_CHOICES: dict[str, dict[str, object]] = {
     "onnx": {"backend": "onnx", "quantize": False},
     "onnx-int8": {"backend": "onnx", "quantize": True},
     "torch": {"backend": "torch", "quantize": False},
+    # the bundled models by name, on the default backend (whatever MEMORY_EMBEDDING__MODEL says)
+    "minilm": {"model": BUNDLED_MODEL, "backend": "onnx", "quantize": False},
+    "e5": {"model": BUNDLED_E5, "backend": "onnx", "quantize": False},
 }
 
 

@@ -9,12 +9,13 @@ from pathlib import Path
 
 from indexing.embeddings import (
     BUNDLED_E5,
+    BUNDLED_MODEL,
     BUNDLED_MODELS,
     CachedEmbedder,
     Embedder,
     SentenceTransformerEmbedder,
 )
-from memory_service.config.settings import Settings
+from memory_service.config.settings import NEAR_DUPLICATE_COSINE, Settings
 from memory_service.errors import ConfigurationError
 from memory_service.fact_filter import ConfidenceDecay, ExpiryPolicy
 from memory_service.llm import ChatModel
@@ -130,7 +131,12 @@ def build_decay(settings: Settings) -> ConfidenceDecay:
 def build_near_duplicates(settings: Settings) -> NearDuplicatePolicy:
     """The one rule for near-duplicates at record (``longterm.near_duplicates``)."""
     cfg = settings.longterm
-    return NearDuplicatePolicy(enabled=cfg.merge_near_duplicates, cosine=cfg.near_duplicate_cosine)
+    cosine = cfg.near_duplicate_cosine
+    if cosine is None:
+        cosine = NEAR_DUPLICATE_COSINE.get(
+            settings.embedding.model, NEAR_DUPLICATE_COSINE[BUNDLED_MODEL]
+        )
+    return NearDuplicatePolicy(enabled=cfg.merge_near_duplicates, cosine=cosine)
 
 
 def build_longterm(
