@@ -206,6 +206,12 @@ class EmbedderTuning:
       few hundredths higher than one in the other, as much as meaning moves it, so a Chinese
       question ranked the user's unrelated Chinese memories above the English one answering
       it. With one script among the candidates it changes nothing.
+    - ``lexical_within``: z-score fusion standardises the lexical leg over the memories
+      written in the question's script alone, and it adds nothing to the others: a memory in
+      another script cannot share the question's words, so BM25's silence about it is no
+      evidence against it (counted as a miss, it pushed every cross-lingual answer below the
+      question's own script's unrelated memories). With one script among the candidates it
+      changes nothing.
     """
 
     dense_weight_by_script: tuple[tuple[str, float], ...] = ()
@@ -213,6 +219,7 @@ class EmbedderTuning:
     standout: float = 0.0
     standout_coverage: float = 0.0
     centre_scripts: bool = False
+    lexical_within: bool = False
 
     def dense_weight(self, script: str) -> float:
         """The dense leg's weight for a question written in ``script``."""
@@ -225,7 +232,11 @@ EMBEDDER_TUNING: Mapping[str, EmbedderTuning] = MappingProxyType(
             dense_weight_by_script=(("cjk", 0.0),), lexical_evidence=0.15, centre_scripts=True
         ),
         "bundled:multilingual-e5-small": EmbedderTuning(
-            standout=0.0925, standout_coverage=0.3, centre_scripts=True
+            dense_weight_by_script=(("cjk", 2.0),),
+            standout=0.0925,
+            standout_coverage=0.3,
+            centre_scripts=True,
+            lexical_within=True,
         ),
     }
 )

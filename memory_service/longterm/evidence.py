@@ -51,10 +51,15 @@ class Evidence:
     def scripts(self, query: str, fact: Callable[[str], Fact]) -> ByScript | None:
         """How fusion reads the dense leg for ``query``, where the tuning says."""
         tuning = self.tuning
-        if not tuning.centre_scripts and not tuning.dense_weight_by_script:
+        if not (tuning.centre_scripts or tuning.dense_weight_by_script or tuning.lexical_within):
             return None
-        weight = tuning.dense_weight(text_script(query))
-        return ByScript(lambda fid: text_script(fact(fid).text), tuning.centre_scripts, weight)
+        script = text_script(query)
+        return ByScript(
+            lambda fid: text_script(fact(fid).text),
+            tuning.centre_scripts,
+            tuning.dense_weight(script),
+            script if tuning.lexical_within else None,
+        )
 
     def answers(
         self,

@@ -50,11 +50,15 @@ class ByScript:
     """How z-score fusion reads the dense leg for one question (``config.retrieval.
     EmbedderTuning``): ``script_of`` a candidate's id, ``centre`` the cosines per script of
     the memory first (``by_script``), ``weight`` the leg's weight times this (the model's
-    for the question's script)."""
+    for the question's script). With ``lexical_within`` (the question's script), the lexical
+    leg is standardised over the memories written in that script alone and adds nothing to
+    the others: a memory in another script cannot share the question's words, so BM25's
+    silence about it is no evidence against it."""
 
     script_of: Callable[[str], str]
     centre: bool = False
     weight: float = 1.0
+    lexical_within: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -272,11 +276,19 @@ class _Candidates:
             values = [float(scores[i]) if i in scores else floor for i in range(n)]
             if leg == "dense" and scripts is not None and scripts.centre:
                 values = by_script(values, [scripts.script_of(fid) for fid in self.ids])
+            within: list[int] | range = range(n)
+            if leg == "bm25" and scripts is not None and scripts.lexical_within is not None:
+                own = scripts.lexical_within
+                within = [i for i, fid in enumerate(self.ids) if scripts.script_of(fid) == own]
+                if not within:
+                    continue
+                values = [values[i] for i in within]
             centred = standardise_leg(leg, values, floor, float(config.min_spread.get(leg, 0.0)))
             if centred is None:
                 continue
             apart, spread = centred
-            total = [t + weight * d / spread for t, d in zip(total, apart, strict=True)]
+            for i, d in zip(within, apart, strict=True):
+                total[i] += weight * d / spread
         return total
 
     def _covered(
