@@ -93,3 +93,10 @@ def test_a_chinese_question_finds_its_english_memory_first_with_e5(tmp_path: Pat
         assert recalls[0].fact.text == "His wife works as a nurse at the city hospital."
     finally:
         memory.close()
+
+
+def test_a_chinese_question_word_is_no_part_of_the_evidence(stored):
+    """什么 in a question is never in the memory answering it: counted in the question's IDF
+    mass, it left 他害怕坐飞机 under the lexical evidence a MiniLM recall at a threshold needs."""
+    recalls = stored.retrieve(CTX, "他怕什么？", 6, HARNESS_THRESHOLD)
+    assert recalls and recalls[0].fact.text == "他害怕坐飞机。"

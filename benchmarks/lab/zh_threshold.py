@@ -31,7 +31,7 @@ import numpy as np
 from indexing.bm25 import BM25Index
 from indexing.fusion import query_coverage
 from indexing.scripts import script_of
-from indexing.tokenize import tokenize
+from indexing.tokenize import query_terms
 from memory_service.config.retrieval import HYBRID, RetrievalConfig
 from memory_service.evaluation import metrics
 from memory_service.evaluation.datasets import synthetic_zh
@@ -103,7 +103,7 @@ def load(users: int, config: RetrievalConfig) -> list[Memory]:
         asked += [(q.text, q.category, frozenset()) for q in conv.probes] + foreign
         queries = vectors.get([a[0] for a in asked], "query")
         for (text, category, gold), qv in zip(asked, queries, strict=True):
-            qterms = tokenize(text)
+            qterms = query_terms(text)
             bm25 = np.zeros(len(facts))
             for hit in index.search(qterms, len(facts)):
                 bm25[hit.index] = hit.score

@@ -23,7 +23,7 @@ from typing import ClassVar, TypeVar
 import numpy as np
 
 from indexing.embeddings import Embedder
-from indexing.tokenize import tokenize
+from indexing.tokenize import query_terms
 from memory_service.config.retrieval import (
     PRESETS,
     Leg,
@@ -288,7 +288,7 @@ class BaseLongTermMemory(LongTermHooks[S]):
         view: ReadView,
     ) -> list[Recall]:
         depth = self.retrieval.depth(top_k)
-        terms = tokenize(query)  # once: every scope's lexical leg and the fusion read them
+        terms = query_terms(query)  # once: every scope's lexical leg and the fusion read them
         found = self._scoped_candidates(owners, query, terms, legs, depth, float(threshold), view)
         leg_hits = {
             leg: [h for h in found.legs[leg] if is_hit(leg, h.score, threshold)]
@@ -388,9 +388,9 @@ class BaseLongTermMemory(LongTermHooks[S]):
         many scopes it reads."""
         memo = getattr(self._retrieving, "terms", None)
         if memo is None:
-            return tokenize(query)
+            return query_terms(query)
         if query not in memo:
-            memo[query] = tokenize(query)
+            memo[query] = query_terms(query)
         return memo[query]
 
     def _query_vector(self, query: str) -> np.ndarray:
