@@ -83,10 +83,11 @@ def test_a_clear_lexical_match_is_not_drowned_by_the_dense_leg(memory: LongTermM
     assert recalls[0].fact.text == "他的车是比亚迪。"
 
 
-def test_a_chinese_question_finds_its_english_memory_first_with_e5(tmp_path: Path, e5):
+@pytest.mark.parametrize("backend", sorted(LONGTERM_BACKENDS))
+def test_a_chinese_question_finds_its_english_memory_first_with_e5(tmp_path: Path, e5, backend):
     """The lexical leg holds no Chinese question's words in an English memory; read as a miss,
     its silence put the user's job (他是一名中学数学老师) and other Chinese memories first."""
-    memory = LONGTERM_BACKENDS["files"](tmp_path, e5)
+    memory = LONGTERM_BACKENDS[backend](tmp_path, e5)
     try:
         memory.record(CTX, [Fact(text) for text in FACTS])
         recalls = memory.retrieve(CTX, "他的妻子做什么工作？", 3)
