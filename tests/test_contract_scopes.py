@@ -225,8 +225,11 @@ class _Counting:
         self.name, self.dimension = inner.name, inner.dimension
 
     def embed(self, texts):
-        self.query_embeds += list(texts) == [self._query]
         return self._inner.embed(texts)
+
+    def embed_query(self, texts):
+        self.query_embeds += list(texts) == [self._query]
+        return self._inner.embed_query(texts)
 
 
 @pytest.mark.parametrize("backend", ["files", "qdrant-edge"])

@@ -13,7 +13,15 @@ from indexing.fusion import reciprocal_rank_fusion
 from indexing.hashing import content_hash, hamming_distance, simhash
 from indexing.padding import padding_plan
 from indexing.sparse import document_vector, term_id
-from indexing.tokenize import _TOKEN_RE, document_length, fold, normalize, stem, tokenize
+from indexing.tokenize import (
+    _TOKEN_RE,
+    document_length,
+    fold,
+    normalize,
+    query_terms,
+    stem,
+    tokenize,
+)
 
 
 def test_tokenize_folds_case_width_and_stems():
@@ -71,6 +79,20 @@ def test_cjk_runs_are_cut_by_script_not_by_a_list_of_blocks():
     assert tokenize("東京、「大阪」") == ["東", "東京", "京", "大", "大阪", "阪"]
     assert "𠮷野" in tokenize("𠮷野家で食べる")  # CJK extension B
     assert tokenize("ｶﾀｶﾅ") == tokenize("カタカナ")  # half-width kana, through NFKC
+
+
+def test_a_chinese_question_loses_its_question_words_as_an_english_one_does():
+    # what/where/is/have are English stop words; 什么/哪里/是/有 their Chinese counterparts
+    assert query_terms("他怕什么？") == ["他", "他怕", "怕", "怕什"]
+    assert query_terms("What is he afraid of?") == tokenize("What is he afraid of?") == ["afraid"]
+    assert "哪里" not in query_terms("他的老家是哪里？")
+    assert "老家" in query_terms("他的老家是哪里？")
+    assert query_terms("王小明有没有孩子吗") == [
+        *("王", "王小", "小", "小明", "明", "明有"),
+        *("有孩", "孩", "孩子", "子", "子吗"),
+    ]
+    # a memory keeps every term: only the question's side is cut
+    assert "什么" in tokenize("他什么都吃")
 
 
 def test_accents_fold_and_the_word_as_written_is_kept():

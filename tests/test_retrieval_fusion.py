@@ -16,7 +16,7 @@ from indexing.lexical import DATE_TERMS, average_length, date_words, lexical_ter
 from indexing.neighbours import smooth_by_session
 from indexing.tokenize import tokenize
 from memory_service.config.retrieval import PRESETS, RetrievalConfig
-from memory_service.longterm.fusion import LegHit, fuse_legs
+from memory_service.longterm.fusion import ByScript, LegHit, fuse_legs
 
 T0 = datetime(2023, 5, 8, 13, 56, tzinfo=UTC)
 
@@ -426,3 +426,43 @@ def test_fuse_legs_scores_what_indexings_fusion_and_smoothing_score_to_the_bit(c
         got = fuse_legs("hybrid", leg_hits, config, top_k, now=now, query_terms=terms)
         want = _reference_fusion(("bm25", "dense"), leg_hits, config, top_k, now, terms)
         assert [(h.id, h.score, h.ranks) for h in got] == want
+
+
+# -- the lexical leg within the question's script ---------------------------------------------
+
+
+def _two_scripts(lexical_within: str | None) -> list[str]:
+    """An English question: two English memories share incidental words with it, a Chinese
+    memory (no word of it, by its script) is the dense leg's clear first."""
+    legs = {
+        "bm25": [LegHit("en1", 2.0), LegHit("en2", 1.8)],
+        "dense": [
+            LegHit("zh", 0.86),
+            LegHit("en1", 0.80),
+            LegHit("en2", 0.79),
+            LegHit("en3", 0.78),
+            LegHit("en4", 0.77),
+        ],
+    }
+    scripts = ByScript(lambda fid: "cjk" if fid == "zh" else "other", False, 1.0, lexical_within)
+    plain = PRESETS["zscore-plain"]
+    return [h.id for h in fuse_legs("hybrid", legs, plain, 5, scripts=scripts)]
+
+
+def test_a_memory_in_another_script_is_not_pushed_down_by_the_lexical_legs_silence():
+    assert _two_scripts(None)[0] == "en1"  # counted as a lexical miss, it fell below en1
+    ranked = _two_scripts("other")
+    assert ranked[0] == "zh"
+    assert ranked[1:3] == ["en1", "en2"]  # among the English ones, the lexical leg still counts
+
+
+def test_the_lexical_leg_within_one_script_changes_nothing_when_every_memory_shares_it():
+    legs = {
+        "bm25": [LegHit("a", 2.0), LegHit("b", 1.0)],
+        "dense": [LegHit("c", 0.9), LegHit("a", 0.7), LegHit("b", 0.6)],
+    }
+    plain = PRESETS["zscore-plain"]
+    within = ByScript(lambda fid: "other", False, 1.0, "other")
+    before = fuse_legs("hybrid", legs, plain, 3)
+    after = fuse_legs("hybrid", legs, plain, 3, scripts=within)
+    assert [(h.id, h.score) for h in after] == [(h.id, h.score) for h in before]

@@ -60,6 +60,8 @@ class _NoEmbedder:
     def embed(self, texts):  # pragma: no cover - never called here
         raise AssertionError("erase embeds nothing")
 
+    embed_query = embed
+
 
 def _points(users: int, rng: np.random.Generator) -> list[StoredPoint]:
     vectors = rng.normal(size=(users * FACTS_PER_USER, DIMENSION)).astype(np.float32)

@@ -130,6 +130,9 @@ class LookupEmbedder:
     def embed(self, texts: Sequence[str]) -> np.ndarray:
         return np.stack([self._vectors[t] for t in texts]).astype(np.float32)
 
+    def embed_query(self, texts: Sequence[str]) -> np.ndarray:
+        return self.embed(texts)  # vectors of a symmetric model
+
 
 def _percentile(values: list[float], q: float) -> float:
     ordered = sorted(values)

@@ -58,6 +58,8 @@ class _NoEmbedder:
     def embed(self, texts):  # pragma: no cover - never called here
         raise AssertionError("the re-index embeds nothing")
 
+    embed_query = embed
+
 
 def _points(size: int, rng: np.random.Generator) -> list[StoredPoint]:
     vectors = rng.normal(size=(size, DIMENSION)).astype(np.float32)

@@ -92,10 +92,11 @@ def register(sub: argparse._SubParsersAction) -> None:
     )
     p.add_argument(
         "--dataset",
-        choices=("synthetic", "synthetic-time", "locomo", "longmemeval"),
+        choices=("synthetic", "synthetic-zh", "synthetic-time", "locomo", "longmemeval"),
         default="synthetic",
-        help="synthetic-time: latest-value and as-of accuracy, default preset and "
-        "hybrid-recency side by side",
+        help="synthetic-zh: Chinese, English and cross-lingual questions, with off-topic "
+        "probes per language in the threshold sweep; synthetic-time: latest-value and as-of "
+        "accuracy, default preset and hybrid-recency side by side",
     )
     p.add_argument("--path", help="the dataset file (locomo, longmemeval)")
     p.add_argument(
@@ -176,7 +177,8 @@ def register(sub: argparse._SubParsersAction) -> None:
         type=_embedders,
         metavar="LIST",
         help="--scale: the whole run once per embedder, each in a fresh process, side by side "
-        "(onnx, onnx-int8, torch; e.g. onnx,torch); default: MEMORY_EMBEDDING__BACKEND only",
+        "(onnx, onnx-int8, torch: the configured model on that backend; minilm, e5: the "
+        "bundled models; e.g. minilm,e5); default: MEMORY_EMBEDDING__BACKEND only",
     )
     p.add_argument("--workdir", type=Path, help="where temporary workspaces go (default: TMPDIR)")
     p.add_argument("--no-progress", action="store_true", help="no progress bar or log lines")

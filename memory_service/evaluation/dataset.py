@@ -59,11 +59,14 @@ class Question:
 
 @dataclass(slots=True)
 class Conversation:
-    """One memory: everything in it belongs to one user, recorded into a fresh backend."""
+    """One memory: everything in it belongs to one user, recorded into a fresh backend.
+    ``probes``: questions about nothing in it (no gold), asked only by the false-injection
+    sweep, per category (e.g. the language they are asked in)."""
 
     id: str
     items: list[MemoryItem]
     questions: list[Question]
+    probes: list[Question] = field(default_factory=list)
 
     @property
     def user_id(self) -> str:

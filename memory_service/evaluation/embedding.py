@@ -14,7 +14,7 @@ from collections.abc import Iterable, Sequence
 
 import numpy as np
 
-from indexing.embeddings import CachedEmbedder, Embedder
+from indexing.embeddings import BUNDLED_E5, BUNDLED_MODEL, CachedEmbedder, Embedder
 from memory_service.config.settings import Settings
 
 
@@ -45,13 +45,23 @@ class ColdQueryEmbedder:
     def mark_queries(self, texts: Iterable[str]) -> None:
         self._queries.update(texts)
 
+    @property
+    def asymmetric(self) -> bool:
+        return self._documents.asymmetric
+
     def embed(self, texts: Sequence[str]) -> np.ndarray:
+        return self._embed(texts, self._model.embed, self._documents.embed)
+
+    def embed_query(self, texts: Sequence[str]) -> np.ndarray:
+        return self._embed(texts, self._model.embed_query, self._documents.embed_query)
+
+    def _embed(self, texts: Sequence[str], model, documents) -> np.ndarray:
         if texts and all(t in self._queries for t in texts):
             started = time.perf_counter()
-            vectors = self._model.embed(texts)
+            vectors = model(texts)
             self.query_ms.append((time.perf_counter() - started) * 1000.0)
             return vectors
-        return self._documents.embed(texts)
+        return documents(texts)
 
 
 # ``--embedders`` names: the embedding settings each one runs with.
@@ -59,6 +69,9 @@ EMBEDDER_CHOICES: dict[str, dict[str, object]] = {
     "onnx": {"backend": "onnx", "quantize": False},
     "onnx-int8": {"backend": "onnx", "quantize": True},
     "torch": {"backend": "torch", "quantize": False},
+    # the bundled models by name, on the default backend (whatever MEMORY_EMBEDDING__MODEL says)
+    "minilm": {"model": BUNDLED_MODEL, "backend": "onnx", "quantize": False},
+    "e5": {"model": BUNDLED_E5, "backend": "onnx", "quantize": False},
 }
 
 

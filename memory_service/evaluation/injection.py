@@ -5,12 +5,16 @@ The harness injects the top ``recall_by_relevance`` (6) hybrid recalls of each u
 With no threshold it injects six memories whatever the message is about. Here every memory's
 own questions and another memory's questions (the previous memory's, in turn: nothing in this
 one is about them) are asked in hybrid mode at that top k, at each threshold of the sweep:
-the own questions give recall@k (what a threshold costs), the foreign ones the share that
-still injects at least one memory (a false injection: what it saves) and how many on average.
+the own questions give recall@k (what a threshold costs) and the share that still injects
+anything (answered), the foreign ones the share that still injects at least one memory (a false
+injection: what it saves) and how many on average. A dataset's probes (off-topic questions,
+``Conversation.probes``) are asked too, their false injections counted per probe category (the
+language they are asked in), and the own questions' answered share per question category.
 """
 
 from __future__ import annotations
 
+from collections import defaultdict
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
@@ -37,6 +41,8 @@ class InjectionSweep:
     top_k: int = INJECT_TOP_K
     recall: dict[float, list[float]] = field(default_factory=dict)
     injected: dict[float, list[int]] = field(default_factory=dict)
+    answered: dict[float, dict[str, list[float]]] = field(default_factory=dict)
+    probed: dict[float, dict[str, list[int]]] = field(default_factory=dict)
     refused: int = 0
 
     def ask(
@@ -46,10 +52,13 @@ class InjectionSweep:
         own: Sequence[Question],
         foreign: Sequence[Question],
         refs_by_fact: Mapping[str, frozenset[str]],
+        probes: Sequence[Question] = (),
     ) -> None:
-        """``own`` (this memory's questions) and ``foreign`` (another memory's) at every
-        threshold; a question retrieve refuses (over the query limit) is counted, not asked."""
+        """``own`` (this memory's questions), ``foreign`` (another memory's) and ``probes``
+        (questions about nothing in any memory) at every threshold; a question retrieve
+        refuses (over the query limit) is counted, not asked."""
         for threshold in self.thresholds:
+            answered = self.answered.setdefault(threshold, defaultdict(list))
             for question in own:
                 if not question.gold:
                     continue
@@ -58,10 +67,16 @@ class InjectionSweep:
                     ranked = [refs_by_fact.get(r.fact.id, frozenset()) for r in recalls]
                     got = metrics.recall_at_k(ranked, question.gold, self.top_k)
                     self.recall.setdefault(threshold, []).append(got)
+                    answered[question.category].append(float(bool(recalls)))
             for question in foreign:
                 recalls = self._retrieve(memory, ctx, question, threshold)
                 if recalls is not None:
                     self.injected.setdefault(threshold, []).append(len(recalls))
+            probed = self.probed.setdefault(threshold, defaultdict(list))
+            for question in probes:
+                recalls = self._retrieve(memory, ctx, question, threshold)
+                if recalls is not None:
+                    probed[question.category].append(len(recalls))
 
     def _retrieve(self, memory, ctx, question: Question, threshold: float) -> list | None:
         try:
@@ -83,6 +98,17 @@ class InjectionSweep:
                     "injected_per_question": metrics.mean([float(n) for n in injected]),
                 }
             )
+            answered = self.answered.get(threshold, {})
+            if any(answered.values()):
+                every = [a for values in answered.values() for a in values]
+                rows[-1]["answered"] = metrics.mean(every)
+                rows[-1]["answered_by_category"] = {
+                    c: metrics.mean(v) for c, v in sorted(answered.items())
+                }
+            if probed := self.probed.get(threshold):
+                rows[-1]["false_injection_by_probe"] = {
+                    c: metrics.mean([float(n > 0) for n in v]) for c, v in probed.items()
+                }
         own = len(self.recall.get(self.thresholds[0], []))
         foreign = len(self.injected.get(self.thresholds[0], []))
         summary = {
@@ -91,6 +117,8 @@ class InjectionSweep:
             "own_questions": own,
             "foreign_questions": foreign,
         }
+        if probes := self.probed.get(self.thresholds[0]):
+            summary["probes"] = {c: len(v) for c, v in probes.items()}
         if self.refused:
             summary["refused"] = self.refused
         return {**summary, "rows": rows}

@@ -19,6 +19,11 @@ def _pct(value: float | None) -> str:
     return "-" if value is None else f"{100.0 * value:.1f}"
 
 
+def _recall_mrr(scores: dict, ks: list[str]) -> str:
+    """One category's cell: recall at each k, then MRR ("94.1/97.0/98.5, 88.2")."""
+    return "/".join(_pct(scores["recall"][k]) for k in ks) + ", " + _pct(scores["mrr"])
+
+
 def _pss(doc: dict) -> str:
     """``(PSS n MB)`` beside the peak RSS: each physical page once (``bench.memory_use``)."""
     pss = doc.get("peak_pss_mb")
@@ -103,7 +108,7 @@ def print_recall(doc: dict, out: TextIO) -> None:
             file=out,
         )
     if any("categories" in r for r in doc["results"]):
-        print(f"\nper category: recall@{'/'.join(ks)} (%)", file=out)
+        print(f"\nper category: recall@{'/'.join(ks)}, MRR (%)", file=out)
         header = ["category", "n", *(r["mode"] for r in doc["results"])]
         rows = []
         for category in doc["categories"]:
@@ -112,7 +117,7 @@ def print_recall(doc: dict, out: TextIO) -> None:
                 [
                     category,
                     str(cells[0]["questions"]),
-                    *("/".join(_pct(c["recall"][k]) for k in ks) for c in cells),
+                    *(_recall_mrr(c, ks) for c in cells),
                 ]
             )
         _table(header, rows, out)
@@ -161,18 +166,32 @@ def injection_title(sweep: dict) -> str:
     )
 
 
+def injection_header(sweep: dict) -> list[str]:
+    """The sweep's columns; with probes, the share of own questions answered and each probe
+    category's false injections beside them."""
+    header = [h.format(k=sweep["top_k"]) for h in INJECTION_HEADER]
+    if probes := sweep.get("probes"):
+        header += ["answered"] + [f"false inj. {c}" for c in probes]
+    return header
+
+
 def injection_rows(doc: dict) -> list[list[str]]:
     sweep = doc["injection"]
     default = sweep.get("default")
-    return [
-        [
+    rows = []
+    for r in sweep["rows"]:
+        row = [
             f"{r['threshold']:g}" + (" (default)" if r["threshold"] == default else ""),
             _pct(r["recall"]),
             _pct(r["false_injection"]),
             "-" if r["injected_per_question"] is None else f"{r['injected_per_question']:.2f}",
         ]
-        for r in sweep["rows"]
-    ]
+        if probes := sweep.get("probes"):
+            row.append(_pct(r.get("answered")))
+            by_probe = r.get("false_injection_by_probe", {})
+            row += [_pct(by_probe.get(c)) for c in probes]
+        rows.append(row)
+    return rows
 
 
 def print_injection(doc: dict, out: TextIO) -> None:
@@ -181,8 +200,7 @@ def print_injection(doc: dict, out: TextIO) -> None:
         return
     sweep = doc["injection"]
     print(f"\n{injection_title(sweep)}", file=out)
-    header = [h.format(k=sweep["top_k"]) for h in INJECTION_HEADER]
-    _table(header, injection_rows(doc), out)
+    _table(injection_header(sweep), injection_rows(doc), out)
 
 
 TARGETS_TITLE = "targets (hybrid against the single legs and plain hybrid, in this run)"
@@ -364,11 +382,11 @@ def to_markdown(doc: dict) -> str:
         lines.append(f"| {r['mode']} | " + " | ".join(cells) + " |")
     if any("categories" in r for r in doc["results"]):
         modes = [r["mode"] for r in doc["results"]]
-        lines += ["", f"Per category, recall@{'/'.join(ks)} (%):", ""]
+        lines += ["", f"Per category, recall@{'/'.join(ks)}, MRR (%):", ""]
         lines += ["| category | n | " + " | ".join(modes) + " |", "|---" * (len(modes) + 2) + "|"]
         for category in doc["categories"]:
             cells = [r["categories"][category] for r in doc["results"]]
-            shown = ["/".join(_pct(c["recall"][k]) for k in ks) for c in cells]
+            shown = [_recall_mrr(c, ks) for c in cells]
             lines.append(f"| {category} | {cells[0]['questions']} | " + " | ".join(shown) + " |")
     if "legs" in doc:
         first = next(iter(doc["legs"]["k"].values()))
@@ -384,7 +402,7 @@ def to_markdown(doc: dict) -> str:
             lines.append("| " + " | ".join(str(x) for x in row) + " |")
     if "injection" in doc:
         sweep = doc["injection"]
-        header = [h.format(k=sweep["top_k"]) for h in INJECTION_HEADER]
+        header = injection_header(sweep)
         title = injection_title(sweep)
         lines += ["", f"{title[0].upper()}{title[1:]}:", ""]
         lines += ["| " + " | ".join(header) + " |", "|---" * len(header) + "|"]

@@ -280,7 +280,14 @@ def run(
                 if result.injection is not None:
                     bar.stage(f"threshold sweep {conversation.id}")
                     foreign = conversations[n - 1].questions  # the last one's for the first
-                    result.injection.ask(memory, ctx, conversation.questions, foreign, refs_by_fact)
+                    result.injection.ask(
+                        memory,
+                        ctx,
+                        conversation.questions,
+                        foreign,
+                        refs_by_fact,
+                        conversation.probes,
+                    )
     result.skipped = +result.skipped
     result.wall_s = time.perf_counter() - started
     if isinstance(backends.embedder, ColdQueryEmbedder):

@@ -23,8 +23,15 @@ from typing import ClassVar, TypeVar
 import numpy as np
 
 from indexing.embeddings import Embedder
-from indexing.tokenize import tokenize
-from memory_service.config.retrieval import PRESETS, Leg, Mode, RetrievalConfig, legs_for_mode
+from indexing.tokenize import query_terms
+from memory_service.config.retrieval import (
+    PRESETS,
+    Leg,
+    Mode,
+    RetrievalConfig,
+    legs_for_mode,
+    tuning_for,
+)
 from memory_service.context import RuntimeContext
 from memory_service.errors import BackendUnavailableError, InactiveFactError, InvalidInputError
 from memory_service.fact_filter import (
@@ -35,6 +42,7 @@ from memory_service.fact_filter import (
 )
 from memory_service.facts import Fact, Recall, RecordResult, utcnow
 from memory_service.longterm.access import AccessLog, AccessMark
+from memory_service.longterm.evidence import Evidence
 from memory_service.longterm.fusion import fuse_legs, validate_query, wants_coverage, with_matched
 from memory_service.longterm.near_duplicates import NearDuplicatePolicy, unit_rows
 from memory_service.longterm.recording import RecordPlan, plan_record
@@ -110,6 +118,8 @@ class BaseLongTermMemory(LongTermHooks[S]):
         self.near_duplicates = near_duplicates or NearDuplicatePolicy()  # merged at record
         self.redactor = redactor or Redactor()  # every record and update passes it
         self.retrieval = retrieval or PRESETS["hybrid"]
+        # how a threshold reads this embedder's cosines (config.retrieval.EmbedderTuning)
+        self.evidence = Evidence(tuning_for(getattr(embedder, "name", "")))
         self._clock = clock
         self.expiry = expiry or ExpiryPolicy()
         self.confidence = confidence or ConfidenceDecay()
@@ -278,14 +288,21 @@ class BaseLongTermMemory(LongTermHooks[S]):
         view: ReadView,
     ) -> list[Recall]:
         depth = self.retrieval.depth(top_k)
-        terms = tokenize(query)  # once: every scope's lexical leg and the fusion read them
+        terms = query_terms(query)  # once: every scope's lexical leg and the fusion read them
         found = self._scoped_candidates(owners, query, terms, legs, depth, float(threshold), view)
         leg_hits = {
             leg: [h for h in found.legs[leg] if is_hit(leg, h.score, threshold)]
             for leg in legs
             if leg in found.legs
         }
-        if not any(leg_hits.values()) or not has_evidence(leg_hits):
+        evidence = self.evidence
+        if evidence.applies(float(threshold)) and len(leg_hits) > 1:
+            if not evidence.dense_votes(query):
+                leg_hits["dense"] = []  # the model does not read the question: no evidence
+            leg_hits = with_matched(leg_hits, found.fact, self.retrieval, terms)
+            if not evidence.answers(query, found.legs.get("dense", []), leg_hits, terms):
+                return []
+        elif not any(leg_hits.values()) or not has_evidence(leg_hits):
             return []
         with timed_stage("fusion"):
             if wants_coverage(legs, self.retrieval):
@@ -298,6 +315,7 @@ class BaseLongTermMemory(LongTermHooks[S]):
                 now=view.moment,
                 query_terms=terms,
                 confidence_of=lambda fid: self.confidence.at(found.fact(fid), view.moment),
+                scripts=evidence.scripts(query, found.fact),
             )
         recalls = []
         facts = found.facts([h.id for h in fused])
@@ -370,19 +388,21 @@ class BaseLongTermMemory(LongTermHooks[S]):
         many scopes it reads."""
         memo = getattr(self._retrieving, "terms", None)
         if memo is None:
-            return tokenize(query)
+            return query_terms(query)
         if query not in memo:
-            memo[query] = tokenize(query)
+            memo[query] = query_terms(query)
         return memo[query]
 
     def _query_vector(self, query: str) -> np.ndarray:
         """The query's dense vector for ``_candidates``: embedded once per retrieve, however
-        many scopes it reads (never cached across calls: that is the embedder's business)."""
+        many scopes it reads (never cached across calls: that is the embedder's business), as a
+        query (``embed_query``). A record's near-duplicate check fills the memo with its facts'
+        stored vectors first: there a fact is compared with facts as an equal."""
         memo = getattr(self._retrieving, "vectors", None)
         if memo is None:
-            return self._embedder.embed([query])[0]
+            return self._embedder.embed_query([query])[0]
         if query not in memo:
-            memo[query] = self._embedder.embed([query])[0]
+            memo[query] = self._embedder.embed_query([query])[0]
         return memo[query]
 
     @staticmethod

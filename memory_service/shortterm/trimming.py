@@ -96,9 +96,9 @@ def relevance_of(messages: Sequence[Msg], query: str, embedder: Embedder | None)
     if not query.strip():
         return [NO_QUERY_RELEVANCE] * len(messages)
     if embedder is not None:
-        texts = [query[:MAX_SCORED_CHARS], *(m.content[:MAX_SCORED_CHARS] for m in messages)]
-        vectors = np.asarray(embedder.embed(texts), dtype=np.float32)
-        similarity = vectors[1:] @ vectors[0]  # rows are normalised: the cosine
+        texts = [m.content[:MAX_SCORED_CHARS] for m in messages]
+        asked = np.asarray(embedder.embed_query([query[:MAX_SCORED_CHARS]]), dtype=np.float32)
+        similarity = np.asarray(embedder.embed(texts), dtype=np.float32) @ asked[0]  # cosines
         return [max(0.0, min(1.0, float(s))) for s in similarity]
     words = set(tokenize(query))
     if not words:

@@ -7,7 +7,7 @@ from pathlib import Path
 
 from memory_service.evaluation.dataset import BenchInputError, Dataset
 
-DATASETS: tuple[str, ...] = ("synthetic", "locomo", "longmemeval")
+DATASETS: tuple[str, ...] = ("synthetic", "synthetic-zh", "locomo", "longmemeval")
 
 
 def read_json(path: str | Path | None, dataset: str) -> object:
@@ -44,6 +44,12 @@ def load_dataset(
         if unit not in (None, "facts"):
             raise BenchInputError("--dataset synthetic has one unit: facts")
         return synthetic.generate(users=users or synthetic.DEFAULT_USERS, seed=seed)
+    if name == "synthetic-zh":
+        from memory_service.evaluation.datasets import synthetic_zh
+
+        if unit not in (None, "facts"):
+            raise BenchInputError("--dataset synthetic-zh has one unit: facts")
+        return synthetic_zh.generate(users=users or synthetic_zh.DEFAULT_USERS, seed=seed)
     if name == "locomo":
         from memory_service.evaluation.datasets import locomo
 
