@@ -15,8 +15,10 @@ import httpx
 import numpy as np
 import pytest
 
+from indexing.embeddings import BUNDLED_MODEL
 from indexing.onnx_cache import OnnxCache, default_cache_dir
-from indexing.onnx_embeddings import OnnxEmbedder
+from indexing.onnx_embeddings import OnnxEmbedder, cached_model, model_directory
+from indexing.sentence_model import read_model_spec
 from memory_service.config import load_settings
 from memory_service.errors import ConfigurationError
 from memory_service.services import build_embedder
@@ -94,9 +96,15 @@ def test_int8_is_opt_in_cached_apart_and_named_apart(onnx):
 def test_a_corrupt_cached_model_is_rebuilt_never_served(tmp_path: Path, onnx, torch_embedder):
     cache = tmp_path / "cache"
     cache.mkdir()
-    for source in default_cache_dir().glob("*-fp32.onnx*"):
+    # the bundled MiniLM's own entry: the shared cache may hold other models' files beside it
+    built = cached_model(
+        read_model_spec(model_directory(BUNDLED_MODEL)),
+        OnnxCache(default_cache_dir()),
+        quantize=False,
+    )
+    for source in default_cache_dir().glob(f"{built.name}*"):
         shutil.copy(source, cache / source.name)
-    (model_file,) = cache.glob("*-fp32.onnx")
+    model_file = cache / built.name
     data = bytearray(model_file.read_bytes())
     data[len(data) // 2 : len(data) // 2 + 4096] = bytes(4096)  # same size, wrong weights
     model_file.write_bytes(bytes(data))

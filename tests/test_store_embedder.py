@@ -203,6 +203,33 @@ def test_a_store_of_another_model_is_refused_and_left_as_it_was(store, embedder,
         memory.close()
 
 
+def test_a_minilm_store_is_refused_by_e5_and_moved_to_it_by_reembed(store, embedder):
+    """The two bundled models: a store of MiniLM's vectors opened with multilingual-e5-small
+    (the same 384 dimensions, so nothing but the record tells them apart) is refused and left
+    as it was; a re-embed moves it, and recall then reads e5's vectors."""
+    from indexing.e5_embeddings import E5Embedder
+
+    e5 = E5Embedder(threads=1)
+    _fill(store, embedder)
+    before = store.content()
+    with pytest.raises(ConfigurationError) as refused:
+        store.open(e5)
+    assert refused.value.message.startswith("MEMORY_EMBEDDING__MODEL: ")
+    assert f"not of the configured {e5.name} (384 dimensions)" in refused.value.message
+    assert store.content() == before
+    with store.records() as records:
+        moved = reembed(records, e5)
+    assert (moved.done, moved.left) == (COUNT, 0)
+    memory = store.open(e5)
+    try:
+        hits = memory.retrieve(BOB, "which city does Bob live in?", top_k=1)
+        assert hits[0].fact.text == "Bob lives in Lima with his husband"
+    finally:
+        memory.close()
+    with pytest.raises(ConfigurationError, match=r"^MEMORY_EMBEDDING__MODEL: "):
+        store.open(embedder)
+
+
 def test_a_new_store_records_the_model_that_opens_it(store, embedder, model_b):
     memory = store.open(model_b)
     memory.close()
