@@ -40,7 +40,8 @@ PASSAGE_PREFIX = "passage: "
 def cached_encoder(model: E5File, cache: OnnxCache, *, weights: Weights) -> Path:
     """The verified ONNX file of ``model``'s encoder, built on a cache miss."""
     key = files_digest([model.path], model.path.parent, salt=f"{GRAPH_FORMAT}/{weights}")
-    return cache.get_or_build(f"e5-{key}-{weights}", lambda: build_encoder(model, weights=weights))
+    # named by the variant first: the MiniLM entries are "<digest>-fp32" / "<digest>-int8"
+    return cache.get_or_build(f"e5-{weights}-{key}", lambda: build_encoder(model, weights=weights))
 
 
 @functools.lru_cache(maxsize=2)

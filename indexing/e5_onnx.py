@@ -6,8 +6,11 @@ attention mask, and returns the last hidden state; it is the XLM-RoBERTa encoder
 exact GELU). Its weight matrices run one of three ways:
 
 - ``"int8"`` (the service's): the dequantized weights as symmetric int8, one scale per output
-  column, in ``DynamicQuantizeMatMul`` (activations quantised per run). The fastest here by ~3x;
-  cosine >= 0.99 to the package engine's vectors per text (``benchmarks/RESULTS.md``).
+  column, in ``DynamicQuantizeMatMul`` (activations quantised per run), except each layer's
+  feed-forward output, whose input (the GELU's) has outliers that one int8 scale per run
+  flattens: that matrix stays 4-bit (``MatMulNBits``, activations per block of 32). The fastest
+  here by ~3x; cosine >= 0.99 to the package engine's vectors per text, where all-int8 left a
+  LoCoMo turn at 0.988 (``benchmarks/RESULTS.md``).
 - ``"q4"``: the 4-bit blocks as stored, in ``MatMulNBits`` (activations quantised per block of
   32, as the package's engine does): its vectors to ~1e-4, but slower than float32 here.
 - ``"fp32"``: dequantized to float32 ``MatMul``: the same weights in float arithmetic.
@@ -18,6 +21,7 @@ Building takes seconds; the result is cached by content (``indexing.onnx_cache``
 from __future__ import annotations
 
 import logging
+from collections.abc import Mapping
 from typing import Literal
 
 import numpy as np
@@ -27,9 +31,11 @@ from indexing.e5_file import Q4_BLOCK, E5File, dequantize
 log = logging.getLogger(__name__)
 
 OPSET = 17
-GRAPH_FORMAT = "e5-encoder/opset17/v1"  # part of the cache key
+GRAPH_FORMAT = "e5-encoder/opset17/v2"  # part of the cache key
 INPUT, MASK, OUTPUT = "embeddings", "attention_mask", "last_hidden_state"
 Weights = Literal["int8", "q4", "fp32"]
+# per weights choice, the matrices (by their name in a layer) that run another way
+OVERRIDES: dict[str, dict[str, Weights]] = {"int8": {"fo": "q4"}}
 _MASKED = -10000.0  # added to a padded key's attention score (BERT's convention)
 
 
@@ -80,12 +86,19 @@ class _Graph:
         return out
 
 
-def build_encoder(model: E5File, *, weights: Weights = "int8", accuracy_level: int = 4) -> bytes:
+def build_encoder(
+    model: E5File,
+    *,
+    weights: Weights = "int8",
+    accuracy_level: int = 4,
+    overrides: Mapping[str, Weights] | None = None,
+) -> bytes:
     """The encoder of ``model`` as serialised ONNX (``INPUT``, ``MASK`` -> ``OUTPUT``).
 
-    ``accuracy_level`` is ``MatMulNBits``' compute type for ``weights="q4"``: 4 quantises the
+    ``accuracy_level`` is ``MatMulNBits``' compute type for 4-bit matrices: 4 quantises the
     activations to int8 per block (the package engine's arithmetic, and the fastest), 0 keeps
-    them float32."""
+    them float32. ``overrides``: matrix name (``q``, ``k``, ``v``, ``ao``, ``fi``, ``fo``) to
+    the way it runs instead of ``weights`` (default: ``OVERRIDES``), for measurements."""
     from onnx import TensorProto, helper
 
     log.info("building the multilingual-e5-small ONNX graph from %s (once; cached)", model.path)
@@ -96,10 +109,12 @@ def build_encoder(model: E5File, *, weights: Weights = "int8", accuracy_level: i
     def linear(x: str, prefix: str, rows: int, columns: int) -> str:
         blocks = np.asarray(model.q4_blocks(f"{prefix}.w", rows))
         bias = g.const(f"{prefix}.b", model.floats(f"{prefix}.b"))
-        if weights == "fp32":
+        chosen = OVERRIDES.get(weights, {}) if overrides is None else overrides
+        kind = chosen.get(prefix.split(".")[-1], weights)
+        if kind == "fp32":
             matrix = dequantize(blocks).reshape(rows, columns).T  # (in, out)
             y = g.op("MatMul", [x, g.const(f"{prefix}.w", np.ascontiguousarray(matrix))], prefix)
-        elif weights == "int8":
+        elif kind == "int8":
             matrix, scales = _int8_columns(dequantize(blocks).reshape(rows, columns))
             zeros = np.zeros(rows, dtype=np.int8)
             return g.op(

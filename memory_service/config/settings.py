@@ -37,7 +37,8 @@ from memory_service.errors import ConfigurationError
 # The dense cosine at which a recorded fact nearly duplicates a stored one, per embedder:
 # all-MiniLM-L6-v2's 0.9 is the design documents'; multilingual-e5-small's cosines sit higher
 # (unrelated facts about one person ~0.9, a changed food or colour up to 0.96, rewordings from
-# 0.978: benchmarks/RESULTS.md, "Near-duplicates at write"). A local model gets MiniLM's.
+# 0.978: benchmarks/RESULTS.md, "multilingual-e5-small as a second embedder"). A local model
+# gets MiniLM's.
 NEAR_DUPLICATE_COSINE = {BUNDLED_MODEL: 0.9, BUNDLED_E5: 0.97}
 
 
