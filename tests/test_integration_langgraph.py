@@ -18,6 +18,7 @@ from langchain_core.messages import AIMessage
 from langgraph.store.base import BaseStore, InvalidNamespaceError, PutOp
 from langmem import create_manage_memory_tool, create_search_memory_tool
 
+from memory_service.client import errors as client_errors
 from memory_service.client.sync_client import MemoryClient
 from memory_service.context import RuntimeContext
 from memory_service.errors import InvalidInputError
@@ -214,6 +215,41 @@ def test_search_empty_prefix_is_unconstrained(langgraph_stores):
     assert found[0].score > found[1].score
     assert {i.namespace for i in mem.search(())} >= {("memories", "alice"), ("notes", "bob")}
     assert langgraph_stores("globex").search(()) == []  # never another tenant's
+
+
+def test_search_empty_prefix_reads_only_what_a_personal_key_may(tmp_path, embedder, monkeypatch):
+    from fastapi.testclient import TestClient
+
+    from memory_service.api import create_app
+    from memory_service.api.keys import ApiKeyRing
+    from memory_service.config import load_settings
+    from memory_service.integrations.langgraph import MemoryServiceStore
+    from memory_service.services import build_services
+
+    app_key, alice_key = "acme-app-0123456789abcdef", "acme-alice-0123456789abcdef"
+    keys = {
+        app_key: {"tenant": "acme", "role": "application"},
+        alice_key: {"tenant": "acme", "role": "personal", "user": "alice"},
+    }
+    monkeypatch.delenv("MEMORY_CONFIG", raising=False)
+    services = build_services(load_settings(workspace=tmp_path / "ws"), embedder=embedder)
+    with TestClient(create_app(services, ApiKeyRing(keys))) as http:
+        app = MemoryServiceStore.over_http(
+            MemoryClient("http://testserver", app_key, http_client=http)
+        )
+        mine = MemoryServiceStore.over_http(
+            MemoryClient("http://testserver", alice_key, http_client=http)
+        )
+        app.put(("memories", "alice"), "k", {"text": "Alice likes tea"})
+        app.put(("memories", "bob"), "k", {"text": "Bob likes tea"})
+        assert {i.namespace for i in app.search((), query="tea")} == {
+            ("memories", "alice"), ("memories", "bob"),
+        }  # fmt: skip
+        assert [i.namespace for i in mine.search((), query="tea")] == [("memories", "alice")]
+        assert [i.namespace for i in mine.search(("memories",))] == [("memories", "alice")]
+        with pytest.raises(client_errors.PermissionDeniedError):
+            mine.search(("memories", "bob"))
+    services.close()
 
 
 @pytest.mark.parametrize("label", ["a%b", "star*", "user_1", "q?m", "br[ack]et", "has space"])
