@@ -5,27 +5,35 @@
 compiles with (``graph.compile(store=...)``) or LangMem's memory tools use. What maps to what:
 
 - **namespace -> tenant / user / key.** The tenant is the store's. The label at position
-  ``user_at`` (default 1: LangMem's ``("memories", "{user_id}")``) is the user id, so erasing
-  the user erases their items; the other labels and the item's key make the fact's ``key``
+  ``user_at`` (default 1: LangMem's ``("memories", "{user_id}")``) is the user: the label
+  itself where it is a valid user id (so erasing the user erases their items), else an id
+  derived from it (``user_id``), so any label LangGraph accepts works and matches literally
+  (``%``, ``*``, ``_`` included). The other labels and the item's key make the fact's ``key``
   (``langgraph:`` and the JSON array of them), so a second ``put`` of a key supersedes the
   first as any keyed fact does. Each prefix of those other labels is also a tag (a digest of
   it), which is how a prefix ``search`` is narrowed inside every retriever before top-k. A
-  namespace too short to hold the user, whose user label is no valid id, or deeper than
-  ``MAX_DEPTH`` raises ``InvalidNamespaceError``.
-- **value -> text.** The fact's text is what is indexed, then, on its last line, the item as
-  compact JSON (namespace, key, value), which is what ``get`` and ``search`` read the value
-  back from: any JSON object round-trips exactly, and two items with equal values stay two
-  facts. What is indexed: ``index=None`` the store's ``fields`` (default ``["$"]``: the whole
-  value, which that last line already is), ``index=[paths]`` the texts at those paths on the
-  lines before it, ``index=False`` nothing more (the fact is tagged ``langgraph-unindexed`` and
-  a ``query`` never scores it: it follows the scored items, score None, as LangGraph's own
-  stores do). A value that is no JSON object, or whose fact would pass the fact size limit, is
-  refused before anything of the batch is written.
+  namespace too short to hold the user, or deeper than ``MAX_DEPTH``, raises
+  ``InvalidNamespaceError``; a search prefix too short to name the user (``()`` included)
+  reads every user the store can list (the key's tenant; a personal key's own user), each
+  hit's namespace saying whose.
+- **value -> text.** The fact's text is what is searched, one line per text at the paths
+  indexed (``index=None``: the store's ``fields``, default ``["$"]``: the whole value as JSON;
+  ``index=[paths]``: those paths alone; ``index=False``: nothing), then, as the text's data
+  tail (``facts.DATA_TAIL``: kept, neither embedded nor indexed), the item as compact JSON,
+  which ``get`` and ``search`` read the value back from: any JSON object round-trips exactly,
+  and two items with equal values stay two facts. An ``index=False`` item is tagged
+  ``langgraph-unindexed``, the others ``langgraph-indexed``; a ``query`` recalls the
+  indexed ones only (the tag is inside every leg), and unindexed items follow them, score
+  None, as LangGraph's own stores do. A value that is no JSON object, or whose fact would
+  pass the fact size limit, is refused before anything of the batch is written.
 - **query -> hybrid recall.** ``search(query=...)`` is the project's ``retrieve`` (the user
-  scope, no threshold) and ``SearchItem.score`` its fused score; ``filter`` (equality, nested
-  objects, ``$eq $ne $gt $gte $lt $lte``) is applied to the recalled values, so a filtered
-  query ranks the first ``MAX_TOP_K`` items of the prefix. Without a query, items come newest
-  first.
+  scope, no threshold): the items come in the fusion's order, and ``SearchItem.score`` is
+  the hit's dense cosine to the query (-1..1, comparable across queries and users; 0.0 for
+  a hit the dense leg did not reach), so a lexical match may rank above a higher cosine.
+  Across several users, hits are merged by that cosine. ``filter`` (equality, nested
+  objects, dotted paths such as ``"user.access-level"``, ``$eq $ne $gt $gte $lt $lte``) is
+  applied to the recalled values, so a filtered query ranks the first ``MAX_TOP_K`` items of
+  the prefix. Without a query, items come newest first.
 - **time.** ``Item.updated_at`` is the current fact's ``created_at``, ``Item.created_at`` the
   first put's (a tag). ``ttl`` (minutes) is the fact's ``expires_at``, which every read hides
   once past; ``refresh_ttl`` moves it on from each ``get`` and ``search`` that returns it.
