@@ -343,7 +343,7 @@ class MemoryServiceStore(BaseStore):
                 rest = [
                     (user, f, None)
                     for user, f in self._listed(users, tag, op.filter)
-                    if INDEXED_TAG not in f.tags and f.id not in seen
+                    if UNINDEXED_TAG in f.tags and f.id not in seen
                 ]
                 skip = max(offset - len(kept), 0)
                 page += rest[skip : skip + limit - len(page)]
@@ -364,7 +364,7 @@ class MemoryServiceStore(BaseStore):
         p50 (RESULTS.md, "LangGraph store"); otherwise it is asked again with the prefix's and
         the indexed items' tags inside every leg, so nothing else takes a place in the top k."""
         hits = self.facts.recall(user, query, depth, ())
-        if not all(tag in f.tags and INDEXED_TAG in f.tags for f, _ in hits):
+        if not all(tag in f.tags and UNINDEXED_TAG not in f.tags for f, _ in hits):
             hits = self.facts.recall(user, query, depth, (tag, INDEXED_TAG))
         return [(fact, 0.0 if cosine is None else cosine) for fact, cosine in hits]
 
