@@ -93,6 +93,18 @@ def clip_source_text(text: str, limit: int = MAX_SOURCE_TEXT_BYTES) -> str:
 USER_ORIGINS: tuple[str, ...] = ("flush", "memory_save")
 
 
+# A fact text may end with a data tail: a line break, this control character (the ASCII record
+# separator), then data that is stored and read back with the fact but neither embedded nor
+# indexed, so a caller that keeps structured data with a fact (the LangGraph store keeps the
+# item) chooses which words are searched.
+DATA_TAIL = "\n\x1e"
+
+
+def searchable(text: str) -> str:
+    """``text`` without its data tail (``DATA_TAIL``): what retrieval indexes and embeds."""
+    return text.split(DATA_TAIL, 1)[0]
+
+
 @dataclass(frozen=True, slots=True)
 class Source:
     """Where a fact came from: personal data, stored, recalled and deleted with the fact.
@@ -296,11 +308,17 @@ class Fact:
         return "\n".join(t for t in texts if t)
 
     @property
+    def searchable_text(self) -> str:
+        """The text the dense leg embeds: all of it but its data tail (``searchable``)."""
+        return searchable(self.text)
+
+    @property
     def indexed_text(self) -> str:
-        """The fact's words as the lexical leg indexes them: its text and its phrasings'."""
+        """The fact's words as the lexical leg indexes them: its searchable text and its
+        phrasings'."""
         if not self.phrasings:
-            return self.text
-        return "\n".join([self.text, *(p.text for p in self.phrasings)])
+            return self.searchable_text
+        return "\n".join([self.searchable_text, *(p.text for p in self.phrasings)])
 
     def validate(self) -> Fact:
         """Raise ``InvalidInputError`` naming the first problem; return self when valid."""

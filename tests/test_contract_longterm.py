@@ -13,7 +13,7 @@ from indexing.hashing import content_hash
 from memory_service.context import RuntimeContext
 from memory_service.errors import InactiveFactError, InvalidInputError
 from memory_service.fact_filter import ConfidenceDecay, ExpiryPolicy, FactFilter
-from memory_service.facts import FACT_NAMESPACE, Fact, Source, utcnow
+from memory_service.facts import DATA_TAIL, FACT_NAMESPACE, Fact, Source, utcnow
 from memory_service.limits import MAX_TAG_CHARS, MAX_TAGS
 from memory_service.longterm.files.backend import FileSystemLongTermMemory
 from memory_service.replicas.user_data import ListsUsers
@@ -94,6 +94,18 @@ def test_modes_report_their_ranks(memory):
     # of a both-legs-rank-1 hit is asserted for ``rrf-plain`` in test_retrieval_fusion.py).
     scores = [r.score for r in hybrid]
     assert scores == sorted(scores, reverse=True) and scores[0] > scores[1]
+
+
+def test_a_data_tail_is_kept_but_neither_embedded_nor_indexed(memory):
+    tailed = Fact("Alice keeps bees" + DATA_TAIL + '{"zebra": "quantum"}', key="hive")
+    memory.record(ALICE, [tailed])
+    memory.record(BOB, [Fact("Alice keeps bees", key="hive")])
+    assert memory.list(ALICE).items[0].text == tailed.text
+    assert memory.retrieve(ALICE, "zebra quantum", 5, mode="bm25") == []
+    assert texts(memory.retrieve(ALICE, "bees", 5, mode="bm25")) == [tailed.text]
+    (mine,) = memory.retrieve(ALICE, "zebra quantum", 1, mode="dense")
+    (plain,) = memory.retrieve(BOB, "zebra quantum", 1, mode="dense")
+    assert mine.score == pytest.approx(plain.score, abs=1e-5)
 
 
 def test_lexical_hits_need_a_shared_term(memory):

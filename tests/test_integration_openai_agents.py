@@ -9,7 +9,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from agents import Agent, Runner, function_tool
+from agents import Agent, RunConfig, Runner, function_tool
 from agents.items import ModelResponse
 from agents.memory.session import Session
 from agents.memory.session_settings import SessionSettings
@@ -19,7 +19,9 @@ from openai.types.responses import (
     ResponseFunctionToolCall,
     ResponseOutputMessage,
     ResponseOutputText,
+    ResponseReasoningItem,
 )
+from openai.types.responses.response_reasoning_item import Summary
 
 from memory_service.client.sync_client import MemoryClient
 from memory_service.config import CompactionSettings
@@ -180,13 +182,7 @@ def test_sessions_users_and_tenants_are_isolated(shortterm):
 
 @pytest.mark.parametrize(
     "bad",
-    [
-        {"role": "robot", "content": "hi"},
-        {"type": "function_call", "name": "weather"},  # no call_id, no arguments
-        {"type": "function_call_output", "output": "x"},
-        "just text",
-        {"role": "user", "content": "a \x00 NUL"},
-    ],
+    ["just text", ["a", "list"], {"role": "user", "content": "a \x00 NUL"}, {"x": object()}],
 )
 def test_a_bad_item_is_refused_and_nothing_is_written(shortterm, bad):
     session = session_of(shortterm)
@@ -194,6 +190,34 @@ def test_a_bad_item_is_refused_and_nothing_is_written(shortterm, bad):
     with pytest.raises(InvalidInputError):
         run(session.add_items([ANSWER, bad]))
     assert run(session.get_items()) == [USER]
+
+
+BARE_ANSWER = {
+    "type": "message",
+    "role": "assistant",
+    "content": [{"type": "output_text", "text": "It is sunny.", "annotations": []}],
+}
+UNTYPED = [
+    BARE_ANSWER,  # no id, no status: what a caller writes, and SQLiteSession keeps
+    {"type": "reasoning", "summary": []},  # the id a run omitted
+    {"role": "robot", "content": "beep"},  # a role the mapping does not know
+    {"type": "function_call", "name": "weather"},  # a call without its id
+    {"type": "function_call_output", "output": "x"},
+    {"type": "custom_item", "payload": {"deep": [1, 2.5, None, True]}},
+]
+
+
+def test_whatever_sqlite_session_keeps_round_trips(shortterm, tmp_path):
+    from agents import SQLiteSession
+
+    reference = SQLiteSession("s1", tmp_path / "ref.db")
+    run(reference.add_items(UNTYPED))
+    assert run(reference.get_items()) == UNTYPED
+    session = session_of(shortterm)
+    run(session.add_items(UNTYPED))
+    assert run(session.get_items()) == UNTYPED
+    assert run(session.pop_item()) == UNTYPED[-1]
+    assert run(session_of(shortterm).get_items()) == UNTYPED[:-1]
 
 
 def test_an_evicted_output_reads_back_as_its_preview(shortterm):
@@ -295,6 +319,50 @@ def test_runner_keeps_history_across_runs(shortterm):
     assert state.messages[-1].content == "Still sunny."
 
 
+def test_session_limit_drops_unmatched_history_function_call_output(shortterm):
+    history = [
+        {"role": "user", "content": "What is the weather?"},
+        {"type": "function_call", "call_id": "call_1", "name": "weather", "arguments": "{}"},
+        {"type": "function_call_output", "call_id": "call_1", "output": "sunny"},
+        BARE_ANSWER,
+    ]
+    session = session_of(shortterm)
+    run(session.add_items(history))
+    assert run(session.get_items(limit=2)) == history[-2:]
+    model = ScriptedModel([[reply("Tomorrow is sunny too.", "msg_1")]])
+    agent = Agent(name="assistant", model=model)
+    config = RunConfig(session_settings=SessionSettings(limit=2))
+    run(Runner.run(agent, "What about tomorrow?", session=session, run_config=config))
+    assert model.inputs[-1] == [BARE_ANSWER, {"role": "user", "content": "What about tomorrow?"}]
+
+
+def test_a_run_that_omits_reasoning_ids_keeps_its_history(shortterm):
+    thought = ResponseReasoningItem(
+        id="rs_1", type="reasoning", summary=[Summary(type="summary_text", text="Weather asked.")]
+    )
+    model = ScriptedModel([[thought, reply("Sunny.", "msg_1")], [reply("Still sunny.", "msg_2")]])
+    agent = Agent(name="assistant", model=model)
+    session = session_of(shortterm)
+    config = RunConfig(reasoning_item_id_policy="omit")
+    run(Runner.run(agent, "Weather?", session=session, run_config=config))
+    second = run(Runner.run(agent, "Tomorrow?", session=session, run_config=config))
+    assert second.final_output == "Still sunny."
+    stored = run(session.get_items())
+    (reasoning,) = [i for i in stored if i.get("type") == "reasoning"]
+    assert "id" not in reasoning and reasoning["summary"][0]["text"] == "Weather asked."
+    assert model.inputs[-1] == stored[:-1]
+
+
+def test_session_settings_default_and_a_dictionary_is_converted_and_checked(shortterm):
+    assert session_of(shortterm).session_settings == SessionSettings()
+    limited = session_of(shortterm, session_settings={"limit": 1})
+    assert limited.session_settings == SessionSettings(limit=1)
+    run(limited.add_items([USER, DEVELOPER]))
+    assert run(limited.get_items()) == [DEVELOPER]
+    with pytest.raises(TypeError, match="limitt"):
+        session_of(shortterm, session_settings={"limitt": 1})
+
+
 # -- over HTTP -------------------------------------------------------------------------------
 
 KEYS = {"acme": ("acme", "user"), "globex": ("globex", "user")}
@@ -314,7 +382,7 @@ def test_over_http_through_the_client(tmp_path, server_process):
         assert run(session.get_items(limit=2)) == [ANSWER, PARTS]
         assert run(stranger.get_items()) == []
         with pytest.raises(InvalidInputError):
-            run(session.add_items([{"role": "robot", "content": "x"}]))
+            run(session.add_items(["just text"]))
         assert run(session.pop_item()) == PARTS
         assert run(session.get_items()) == EVERY_KIND[:-1]
         run(session.clear_session())

@@ -10,8 +10,13 @@ session search read, and whose metadata keeps the item itself, so it reads back 
 - ``function_call_output`` -> a tool message answering the call, its text the output; a text
   output is kept only as the message's content, so an output the session evicts (too big)
   reads back as the preview that names the stored full text, as the model would be sent;
-- any other item (reasoning, hosted tool calls...) -> an assistant message with the item's
+- any other item (reasoning, hosted tool calls, or a message or call this mapping cannot type:
+  a role it does not know, a call without its id) -> an assistant message with the item's
   visible text (a reasoning summary, say), or none.
+
+Every JSON object is kept, as the SDK's own sessions keep whatever their ``add_items`` is
+given (an assistant message without ``id`` or ``status``, a reasoning item whose id the run
+omitted): only what is no JSON object, or holds NUL, is refused.
 
 A message that carries no item (a compaction summary, or one appended through the API) reads
 back as a plain message item of its role, or as ``function_call`` / ``function_call_output``
@@ -47,31 +52,21 @@ def item_to_msg(item: Mapping[str, Any]) -> Msg:
         json.dumps(item, allow_nan=False)
     except (TypeError, ValueError) as exc:
         raise InvalidInputError(f"an Agents SDK session item must be JSON: {exc}") from None
-    if kind in (None, "message"):
-        role = MESSAGE_ROLES.get(item.get("role"))  # type: ignore[arg-type]
-        if role is None:
-            raise InvalidInputError(
-                f"a message item needs a role of {', '.join(MESSAGE_ROLES)}, "
-                f"not {item.get('role')!r}"
-            )
+    role = MESSAGE_ROLES.get(item.get("role"))  # type: ignore[arg-type]
+    if kind in (None, "message") and role is not None:
         text = item_text(item.get("content"))
         return Msg(role, text, metadata={ITEM_KEY: dict(item)})  # type: ignore[arg-type]
-    if kind == "function_call":
-        call = ToolCall(_text(item, "call_id"), _text(item, "name"), _text(item, "arguments"))
+    if kind == "function_call" and _texts(item, "call_id", "name", "arguments"):
+        call = ToolCall(item["call_id"], item["name"], item["arguments"])
         return Msg.assistant("", tool_calls=(call,), metadata={ITEM_KEY: dict(item)})
-    if kind == "function_call_output":
+    if kind == "function_call_output" and _texts(item, "call_id"):
         output = item.get("output")
         if isinstance(output, str):
             kept = {k: v for k, v in item.items() if k != "output"}
             return Msg.tool(
-                _text(item, "call_id"),
-                output,
-                metadata={ITEM_KEY: kept, OUTPUT_IN_CONTENT: True},
+                item["call_id"], output, metadata={ITEM_KEY: kept, OUTPUT_IN_CONTENT: True}
             )
-        text = item_text(output)
-        return Msg.tool(_text(item, "call_id"), text, metadata={ITEM_KEY: dict(item)})
-    if not isinstance(kind, str) or not kind:
-        raise InvalidInputError("an Agents SDK session item's 'type' must be text")
+        return Msg.tool(item["call_id"], item_text(output), metadata={ITEM_KEY: dict(item)})
     return Msg.assistant(_visible_text(item), metadata={ITEM_KEY: dict(item)})
 
 
@@ -106,11 +101,9 @@ def msg_to_items(message: Msg) -> list[dict[str, Any]]:
     return items
 
 
-def _text(item: Mapping[str, Any], field: str) -> str:
-    value = item.get(field)
-    if not isinstance(value, str) or not value:
-        raise InvalidInputError(f"a {item.get('type')} item needs a text {field!r}")
-    return value
+def _texts(item: Mapping[str, Any], *fields: str) -> bool:
+    """Whether each of ``fields`` is non-empty text (what a typed tool call needs)."""
+    return all(isinstance(item.get(f), str) and item.get(f) for f in fields)
 
 
 def _visible_text(item: Mapping[str, Any]) -> str:

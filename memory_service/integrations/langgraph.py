@@ -5,27 +5,35 @@
 compiles with (``graph.compile(store=...)``) or LangMem's memory tools use. What maps to what:
 
 - **namespace -> tenant / user / key.** The tenant is the store's. The label at position
-  ``user_at`` (default 1: LangMem's ``("memories", "{user_id}")``) is the user id, so erasing
-  the user erases their items; the other labels and the item's key make the fact's ``key``
+  ``user_at`` (default 1: LangMem's ``("memories", "{user_id}")``) is the user: the label
+  itself where it is a valid user id (so erasing the user erases their items), else an id
+  derived from it (``user_id``), so any label LangGraph accepts works and matches literally
+  (``%``, ``*``, ``_`` included). The other labels and the item's key make the fact's ``key``
   (``langgraph:`` and the JSON array of them), so a second ``put`` of a key supersedes the
   first as any keyed fact does. Each prefix of those other labels is also a tag (a digest of
   it), which is how a prefix ``search`` is narrowed inside every retriever before top-k. A
-  namespace too short to hold the user, whose user label is no valid id, or deeper than
-  ``MAX_DEPTH`` raises ``InvalidNamespaceError``.
-- **value -> text.** The fact's text is what is indexed, then, on its last line, the item as
-  compact JSON (namespace, key, value), which is what ``get`` and ``search`` read the value
-  back from: any JSON object round-trips exactly, and two items with equal values stay two
-  facts. What is indexed: ``index=None`` the store's ``fields`` (default ``["$"]``: the whole
-  value, which that last line already is), ``index=[paths]`` the texts at those paths on the
-  lines before it, ``index=False`` nothing more (the fact is tagged ``langgraph-unindexed`` and
-  a ``query`` never scores it: it follows the scored items, score None, as LangGraph's own
-  stores do). A value that is no JSON object, or whose fact would pass the fact size limit, is
-  refused before anything of the batch is written.
+  namespace too short to hold the user, or deeper than ``MAX_DEPTH``, raises
+  ``InvalidNamespaceError``; a search prefix too short to name the user (``()`` included)
+  reads every user the store can list (the key's tenant; a personal key's own user), each
+  hit's namespace saying whose.
+- **value -> text.** The fact's text is what is searched, one line per text at the paths
+  indexed (``index=None``: the store's ``fields``, default ``["$"]``: the whole value as JSON;
+  ``index=[paths]``: those paths alone; ``index=False``: nothing), then, as the text's data
+  tail (``facts.DATA_TAIL``: kept, neither embedded nor indexed), the item as compact JSON,
+  which ``get`` and ``search`` read the value back from: any JSON object round-trips exactly,
+  and two items with equal values stay two facts. An ``index=False`` item is tagged
+  ``langgraph-unindexed``, the others ``langgraph-indexed``; a ``query`` recalls the
+  indexed ones only (the tag is inside every leg), and unindexed items follow them, score
+  None, as LangGraph's own stores do. A value that is no JSON object, or whose fact would
+  pass the fact size limit, is refused before anything of the batch is written.
 - **query -> hybrid recall.** ``search(query=...)`` is the project's ``retrieve`` (the user
-  scope, no threshold) and ``SearchItem.score`` its fused score; ``filter`` (equality, nested
-  objects, ``$eq $ne $gt $gte $lt $lte``) is applied to the recalled values, so a filtered
-  query ranks the first ``MAX_TOP_K`` items of the prefix. Without a query, items come newest
-  first.
+  scope, no threshold): the items come in the fusion's order, and ``SearchItem.score`` is
+  the hit's dense cosine to the query (-1..1, comparable across queries and users; 0.0 for
+  a hit the dense leg did not reach), so a lexical match may rank above a higher cosine.
+  Across several users, hits are merged by that cosine. ``filter`` (equality, nested
+  objects, dotted paths such as ``"user.access-level"``, ``$eq $ne $gt $gte $lt $lte``) is
+  applied to the recalled values, so a filtered query ranks the first ``MAX_TOP_K`` items of
+  the prefix. Without a query, items come newest first.
 - **time.** ``Item.updated_at`` is the current fact's ``created_at``, ``Item.created_at`` the
   first put's (a tag). ``ttl`` (minutes) is the fact's ``expires_at``, which every read hides
   once past; ``refresh_ttl`` moves it on from each ``get`` and ``search`` that returns it.
@@ -70,30 +78,45 @@ except ImportError as exc:  # LangGraph is an optional extra
 from memory_service.client.sync_client import MemoryClient
 from memory_service.context import validate_id
 from memory_service.errors import InvalidInputError
-from memory_service.facts import Fact, parse_time, utcnow
+from memory_service.facts import DATA_TAIL, Fact, parse_time, utcnow
 from memory_service.integrations.langgraph_facts import ClientFacts, LocalFacts, UserFacts
 from memory_service.limits import MAX_KEY_CHARS, MAX_TAGS, MAX_TOP_K
 from memory_service.longterm.protocol import LongTermMemory
 
 ROOT_TAG = "langgraph"  # every item of the store
-UNINDEXED_TAG = "langgraph-unindexed"
+INDEXED_TAG = "langgraph-indexed"  # an item whose fields are searched
+UNINDEXED_TAG = "langgraph-unindexed"  # one put with index=False: never searched
 NS_TAG = "langgraph-ns:"  # + a digest of one prefix of the namespace's other labels
 CREATED_TAG = "langgraph-created:"  # + the first put's time
 TTL_TAG = "langgraph-ttl:"  # + the item's ttl in minutes
 KEY_PREFIX = "langgraph:"
+MAPPED_USER = "lg-"  # + a digest of a user label that is no valid user id
 MAX_DEPTH = MAX_TAGS - 4  # labels besides the user's: one tag each, beside the four above
 OPERATORS = ("$eq", "$ne", "$gt", "$gte", "$lt", "$lte")
 
 
 @dataclass(frozen=True, slots=True)
 class Address:
-    """Where an item lives: its user and the namespace's other labels."""
+    """Where an item lives: its user (``user_id`` of the ``label`` at the user position) and
+    the namespace's other labels. A search prefix too short to name the user has neither:
+    it reads every user the store may list, ``rest`` being a prefix of their other labels."""
 
-    user: str
+    user: str | None
     rest: tuple[str, ...]
+    label: str | None = None
 
     def namespace(self, user_at: int) -> tuple[str, ...]:
-        return (*self.rest[:user_at], self.user, *self.rest[user_at:])
+        return (*self.rest[:user_at], self.label or self.user or "", *self.rest[user_at:])
+
+
+def user_id(label: str) -> str:
+    """The user id a namespace label stands for: the label itself where it is a valid id (so
+    erasing that user erases their items), else ``MAPPED_USER`` and a digest of it, which no
+    other label shares; the label stays what matching compares."""
+    try:
+        return validate_id(label, "user id")
+    except InvalidInputError:
+        return MAPPED_USER + hashlib.sha256(label.encode()).hexdigest()[:40]
 
 
 class MemoryServiceStore(BaseStore):
@@ -177,21 +200,31 @@ class MemoryServiceStore(BaseStore):
                 raise InvalidNamespaceError(
                     f"namespace labels must be non-empty text without '.' or NUL: {labels}"
                 )
-        what = "a search prefix" if prefix else "a namespace"
         if len(labels) <= self.user_at:
+            if prefix:
+                return Address(None, labels)  # every user's, under these first labels
             raise InvalidNamespaceError(
-                f"{what} needs the user id at position {self.user_at}: {labels} has none"
+                f"a namespace needs the user at position {self.user_at}: {labels} has none"
             )
-        try:
-            user = validate_id(labels[self.user_at], "user id")
-        except InvalidInputError as exc:
-            raise InvalidNamespaceError(f"{labels}: {exc}") from None
+        label = labels[self.user_at]
         rest = labels[: self.user_at] + labels[self.user_at + 1 :]
         if len(rest) > MAX_DEPTH:
             raise InvalidNamespaceError(
                 f"a namespace holds at most {MAX_DEPTH} labels besides the user's: {labels}"
             )
-        return Address(user, rest)
+        return Address(user_id(label), rest, label)
+
+    def _users(self, address: Address, what: str) -> list[str]:
+        """The users ``address`` reads: its own, or every user the store may list."""
+        if address.user is not None:
+            return [address.user]
+        users = self.facts.users()
+        if users is None:
+            raise InvalidNamespaceError(
+                f"{what} needs a prefix naming the user (position {self.user_at}): "
+                "this memory lists no users"
+            )
+        return users
 
     def _fact_key(self, address: Address, key: str) -> str:
         fact_key = KEY_PREFIX + _dump([*address.rest, key])
@@ -208,14 +241,14 @@ class MemoryServiceStore(BaseStore):
         if not isinstance(op.value, Mapping) or not all(isinstance(k, str) for k in op.value):
             raise InvalidInputError("a store value must be a mapping with string keys")
         value = dict(op.value)
+        stored = {"namespace": list(address.rest), "user": address.label}
         try:
-            record = _dump({"namespace": list(address.rest), "key": op.key, "value": value})
+            record = _dump({**stored, "key": op.key, "value": value})
         except (TypeError, ValueError) as exc:
             raise InvalidInputError(f"a store value must be JSON: {exc}") from None
         lines = [] if op.index is False else self._indexed(value, op.index)
         tags = [ROOT_TAG, *_ns_tags(address.rest)]
-        if op.index is False:
-            tags.append(UNINDEXED_TAG)
+        tags.append(UNINDEXED_TAG if op.index is False else INDEXED_TAG)
         expires_at = None
         if op.ttl is not None:
             if isinstance(op.ttl, bool) or not isinstance(op.ttl, int | float):
@@ -225,7 +258,7 @@ class MemoryServiceStore(BaseStore):
             tags.append(f"{TTL_TAG}{op.ttl!r}")
             expires_at = utcnow() + timedelta(minutes=op.ttl)
         fact = Fact(
-            text="\n".join([*lines, record]),
+            text="\n".join(lines) + DATA_TAIL + record,
             key=self._fact_key(address, op.key),
             tags=tuple(tags),
             expires_at=expires_at,
@@ -233,12 +266,13 @@ class MemoryServiceStore(BaseStore):
         return fact.validate()
 
     def _indexed(self, value: dict[str, Any], index: list[str] | None) -> list[str]:
-        """The texts at the paths indexed; none for the whole value (the record line)."""
+        """The texts at the paths indexed (``$``: the whole value as JSON), one a line."""
         paths = self.fields if index is None else list(index)
-        if paths == ["$"]:
-            return []
         texts: list[str] = []
         for path in paths:
+            if path == "$":
+                texts.append(_dump(value))
+                continue
             texts += [t for t in get_text_at_path(value, tokenize_path(path)) if t.strip()]
         return [" ".join(t.split()) for t in texts]
 
@@ -290,45 +324,61 @@ class MemoryServiceStore(BaseStore):
 
     def _search(self, address: Address, op: SearchOp) -> list[SearchItem]:
         tag = _ns_tags(address.rest)[-1] if address.rest else ROOT_TAG
+        users = self._users(address, "search")
         offset, limit = max(op.offset, 0), max(op.limit, 0)
+        page: list[tuple[str, Fact, float | None]]
         if op.query:
             depth = MAX_TOP_K if op.filter else min(MAX_TOP_K, offset + limit)
-            hits = self._recall(address.user, op.query, max(depth, 1), tag)
-            scored = [(fact, score) for fact, score in hits if UNINDEXED_TAG not in fact.tags]
-            kept = [(f, s) for f, s in scored if _matches(self._value(f), op.filter)]
-            page: list[tuple[Fact, float | None]] = list(kept[offset : offset + limit])
+            scored = [
+                (user, fact, score)
+                for user in users
+                for fact, score in self._recall(user, op.query, max(depth, 1), tag)
+            ]
+            if len(users) > 1:  # each user's recall is ranked apart: their cosines compare
+                scored.sort(key=lambda hit: -hit[2])
+            kept = [h for h in scored if _matches(self._value(h[1]), op.filter)]
+            page = list(kept[offset : offset + limit])
             if len(page) < limit:
-                seen = {f.id for f, _ in scored}
+                seen = {f.id for _, f, _ in scored}
                 rest = [
-                    f
-                    for f in self._listed(address.user, tag, op.filter)
+                    (user, f, None)
+                    for user, f in self._listed(users, tag, op.filter)
                     if UNINDEXED_TAG in f.tags and f.id not in seen
                 ]
                 skip = max(offset - len(kept), 0)
-                page += [(f, None) for f in rest[skip : skip + limit - len(page)]]
+                page += rest[skip : skip + limit - len(page)]
         else:
-            listed = self._listed(address.user, tag, op.filter)
-            page = [(f, None) for f in listed[offset : offset + limit]]
+            listed = self._listed(users, tag, op.filter)
+            page = [(user, f, None) for user, f in listed[offset : offset + limit]]
         if op.refresh_ttl:
-            self._refresh(address.user, [f for f, _ in page])
-        return [self._item(address.user, f, s) for f, s in page]
+            for user in {user for user, _, _ in page}:
+                self._refresh(user, [f for u, f, _ in page if u == user])
+        return [self._item(user, f, score) for user, f, score in page]
 
     def _recall(self, user: str, query: str, depth: int, tag: str) -> list[tuple[Fact, float]]:
-        """The prefix's best ``depth`` hits. Asked unfiltered first: when every hit is the
-        prefix's, that ranking stands (for a user whose facts are all under the prefix, the
-        filtered recall's exactly) without the files backend's filter pass, which made a
-        search 1.76x the plain recall's p50 (RESULTS.md, "LangGraph store"); otherwise it is
-        asked again with the prefix's tag inside every leg."""
+        """The prefix's best ``depth`` indexed items, in the fusion's order, each with its
+        dense cosine to ``query`` (0.0 where the dense leg did not reach it). Asked unfiltered
+        first: when every hit is an indexed item of the prefix, that ranking stands (for a
+        user whose items are all indexed and under the prefix, the filtered recall's exactly)
+        without the files backend's filter pass, which made a search 1.76x the plain recall's
+        p50 (RESULTS.md, "LangGraph store"); otherwise it is asked again with the prefix's and
+        the indexed items' tags inside every leg, so nothing else takes a place in the top k."""
         hits = self.facts.recall(user, query, depth, ())
-        if all(tag in fact.tags for fact, _ in hits):
-            return hits
-        return self.facts.recall(user, query, depth, (tag,))
+        if not all(tag in f.tags and UNINDEXED_TAG not in f.tags for f, _ in hits):
+            hits = self.facts.recall(user, query, depth, (tag, INDEXED_TAG))
+        return [(fact, 0.0 if cosine is None else cosine) for fact, cosine in hits]
 
-    def _listed(self, user: str, tag: str, flt: dict[str, Any] | None) -> list[Fact]:
-        """The prefix's items that pass ``flt``, newest first."""
-        facts = self.facts.listing(user, tags_all=(tag,), key=None)
-        kept = [f for f in facts if _matches(self._value(f), flt)]
-        return sorted(kept, key=_updated, reverse=True)
+    def _listed(
+        self, users: Sequence[str], tag: str, flt: dict[str, Any] | None
+    ) -> list[tuple[str, Fact]]:
+        """The prefix's items that pass ``flt``, each with its user, newest first."""
+        kept = [
+            (user, f)
+            for user in users
+            for f in self.facts.listing(user, tags_all=(tag,), key=None)
+            if _matches(self._value(f), flt)
+        ]
+        return sorted(kept, key=lambda hit: _updated(hit[1]), reverse=True)
 
     # -- namespaces --------------------------------------------------------------------------
 
@@ -337,11 +387,12 @@ class MemoryServiceStore(BaseStore):
             for label in condition.path:
                 if not isinstance(label, str) or not label or "." in label:
                     raise InvalidNamespaceError(f"invalid namespace label {label!r}")
+        at = self.user_at
         named = {
-            c.path[self.user_at]
+            user_id(c.path[at])
             for c in op.match_conditions or ()
-            if c.match_type == "prefix" and len(c.path) > self.user_at
-        } - {"*"}
+            if c.match_type == "prefix" and len(c.path) > at and c.path[at] != "*"
+        }
         if named:
             user = named.pop()
             return [user] if not named else []
@@ -356,10 +407,6 @@ class MemoryServiceStore(BaseStore):
     def _namespaces(self, users: list[str], op: ListNamespacesOp) -> list[tuple[str, ...]]:
         found: set[tuple[str, ...]] = set()
         for user in users:
-            try:
-                validate_id(user, "user id")
-            except InvalidInputError:
-                continue  # a prefix whose user label no user can have matches nothing
             for fact in self.facts.listing(user, tags_all=(ROOT_TAG,), key=None):
                 found.add(self._item(user, fact).namespace)
         matching = [ns for ns in found if all(_fits(c, ns) for c in op.match_conditions or ())]
@@ -374,7 +421,7 @@ class MemoryServiceStore(BaseStore):
 
     def _item(self, user: str, fact: Fact, score: float | None = None) -> SearchItem:
         record = _record(fact)
-        address = Address(user, tuple(record["namespace"]))
+        address = Address(user, tuple(record["namespace"]), record.get("user"))
         return SearchItem(
             namespace=address.namespace(self.user_at),
             key=record["key"],
@@ -390,7 +437,8 @@ def _dump(data: object) -> str:
 
 
 def _record(fact: Fact) -> dict[str, Any]:
-    return json.loads(fact.text.rsplit("\n", 1)[-1])
+    """The item a fact keeps in its data tail (or, written before there was one, last line)."""
+    return json.loads(fact.text.rsplit("\n", 1)[-1].lstrip(DATA_TAIL[-1]))
 
 
 def _ns_tags(rest: tuple[str, ...]) -> list[str]:
@@ -450,7 +498,20 @@ def _check_filter(flt: dict[str, Any] | None) -> None:
 
 
 def _matches(value: Any, flt: Mapping[str, Any] | None) -> bool:
-    return all(_meets(value.get(name), want) for name, want in (flt or {}).items())
+    return all(_meets(_at(value, name), want) for name, want in (flt or {}).items())
+
+
+def _at(value: Mapping[str, Any], name: str) -> Any:
+    """The value a filter key names: the field of that name, else a dotted path into nested
+    objects (``"user.access-level"``), as LangGraph's SQLite and Postgres stores read it."""
+    if name in value or "." not in name:
+        return value.get(name)
+    node: Any = value
+    for part in name.split("."):
+        if not isinstance(node, Mapping) or part not in node:
+            return None
+        node = node[part]
+    return node
 
 
 def _meets(have: Any, want: Any) -> bool:

@@ -38,8 +38,9 @@ class UserFacts(Protocol):
 
     def recall(
         self, user: str, query: str, top_k: int, tags_all: Sequence[str]
-    ) -> list[tuple[Fact, float]]:
-        """The user's facts carrying ``tags_all`` most related to ``query``, with scores."""
+    ) -> list[tuple[Fact, float | None]]:
+        """The user's facts carrying ``tags_all`` most related to ``query``, in the fusion's
+        order, each with its dense cosine (None: beyond the dense leg's candidates)."""
         ...
 
     def expire_at(self, user: str, fact: Fact, expires_at: datetime) -> None:
@@ -88,7 +89,7 @@ class LocalFacts:
 
     def recall(
         self, user: str, query: str, top_k: int, tags_all: Sequence[str]
-    ) -> list[tuple[Fact, float]]:
+    ) -> list[tuple[Fact, float | None]]:
         hits: list[Recall] = self.memory.retrieve(
             self._ctx(user),
             query,
@@ -97,7 +98,7 @@ class LocalFacts:
             filter=FactFilter(tags_all=tuple(tags_all)) if tags_all else None,
             scopes=("user",),
         )
-        return [(hit.fact, hit.score) for hit in hits]
+        return [(hit.fact, hit.scores.get("dense")) for hit in hits]
 
     def expire_at(self, user: str, fact: Fact, expires_at: datetime) -> None:
         self.memory.update(self._ctx(user), [replace(fact, expires_at=expires_at)])
@@ -152,7 +153,7 @@ class ClientFacts:
 
     def recall(
         self, user: str, query: str, top_k: int, tags_all: Sequence[str]
-    ) -> list[tuple[Fact, float]]:
+    ) -> list[tuple[Fact, float | None]]:
         found = self.client.search(
             user,
             query,
@@ -161,7 +162,7 @@ class ClientFacts:
             filter={"tags_all": list(tags_all)} if tags_all else None,
             scopes=["user"],
         )
-        return [(_fact(hit), hit.score) for hit in found.hits]
+        return [(_fact(hit), hit.scores.get("dense")) for hit in found.hits]
 
     def expire_at(self, user: str, fact: Fact, expires_at: datetime) -> None:
         try:

@@ -8,8 +8,10 @@ session's end. Items map onto messages as ``integrations.agent_items`` describes
 
 - ``get_items(limit)``: the latest ``limit`` items, oldest first (``None`` or a negative limit:
   all, 0: none), as the SDK's sessions answer.
-- ``add_items``: every item is checked against the SDK's input item types first; one bad item
-  raises ``InvalidInputError`` and none is written.
+- ``add_items``: keeps whatever the SDK's ``SQLiteSession`` keeps (any JSON object); an item
+  that is no JSON object, or holds NUL, raises ``InvalidInputError`` and none is written.
+- ``session_settings``: ``SessionSettings()`` by default; a dict is converted and checked as
+  ``SQLiteSession``'s constructor does (an unknown field raises).
 - ``pop_item``: removes the latest message and returns its item. In-process it saves the state
   at the version it loaded (a concurrent writer makes it load again). Over HTTP, where no call
   rewrites a session, it deletes the session and appends the rest again: the numbering of the
@@ -23,19 +25,20 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Mapping
-from functools import cache
 from typing import Any, Protocol
 
 try:
     from agents.items import TResponseInputItem
-    from agents.memory.session_settings import SessionSettings, resolve_session_limit
+    from agents.memory.session_settings import (
+        SessionSettings,
+        coerce_session_settings,
+        resolve_session_limit,
+    )
 except ImportError as exc:  # the SDK is an optional extra
     raise ImportError(
         "memory_service.integrations.openai_agents needs the OpenAI Agents SDK: "
         "pip install 'memory-service[openai-agents]'"
     ) from exc
-from pydantic import TypeAdapter, ValidationError
-
 from memory_service.client import errors as client_errors
 from memory_service.client.sync_client import MemoryClient
 from memory_service.context import RuntimeContext
@@ -48,27 +51,19 @@ from memory_service.shortterm.session import ShortTermMemory
 POP_ATTEMPTS = 8  # an in-process pop that loses the save to another writer loads again
 
 
-@cache
-def _input_items() -> TypeAdapter[Any]:
-    return TypeAdapter(TResponseInputItem)
-
-
 def items_as_messages(items: list[Any]) -> list[Msg]:
     """Every item as its message, or ``InvalidInputError`` naming the first bad one."""
     messages = []
     for index, item in enumerate(items):
-        try:
-            _input_items().validate_python(item)
-        except ValidationError:
-            what = (
-                f"type {item.get('type')!r}, role {item.get('role')!r}"
-                if isinstance(item, Mapping)
-                else type(item).__name__
-            )
+        if not isinstance(item, Mapping):
             raise InvalidInputError(
-                f"item {index} ({what}) is not an input item the Agents SDK accepts"
-            ) from None
-        messages.append(item_to_msg(item))
+                f"item {index} is {type(item).__name__}: an Agents SDK item is a JSON object"
+            )
+        try:
+            message = item_to_msg(item)
+        except InvalidInputError as exc:
+            raise InvalidInputError(f"item {index}: {exc.message}", code=exc.code) from None
+        messages.append(message)
     return messages
 
 
@@ -178,10 +173,14 @@ class MemoryServiceSession:
         session_id: str,
         store: SessionMessages,
         *,
-        session_settings: SessionSettings | None = None,
+        session_settings: SessionSettings | Mapping[str, Any] | None = None,
     ) -> None:
         self.session_id = session_id
-        self.session_settings = session_settings
+        self.session_settings = (
+            SessionSettings()
+            if session_settings is None
+            else coerce_session_settings(session_settings)  # type: ignore[arg-type]
+        )
         self.store = store
 
     @classmethod
@@ -190,7 +189,7 @@ class MemoryServiceSession:
         shortterm: ShortTermMemory,
         ctx: RuntimeContext,
         *,
-        session_settings: SessionSettings | None = None,
+        session_settings: SessionSettings | Mapping[str, Any] | None = None,
     ) -> MemoryServiceSession:
         """The session ``ctx`` names (tenant, user, session) in ``shortterm``."""
         store = LocalSessionMessages(shortterm, ctx)
@@ -203,7 +202,7 @@ class MemoryServiceSession:
         user_id: str,
         session_id: str,
         *,
-        session_settings: SessionSettings | None = None,
+        session_settings: SessionSettings | Mapping[str, Any] | None = None,
     ) -> MemoryServiceSession:
         """The user's session on the server ``client`` talks to (tenant: the client's key)."""
         store = ClientSessionMessages(client, user_id, session_id)

@@ -156,7 +156,7 @@ class BaseLongTermMemory(LongTermHooks[S]):
         if not stamped:
             return []
         self._check_open()
-        vectors = self._embedder.embed([f.text for f in stamped])  # fails before writing
+        vectors = self._embedder.embed([f.searchable_text for f in stamped])  # fails before writing
         dense_of: dict[str, np.ndarray] = {f.id: vectors[i] for i, f in enumerate(stamped)}
         self._check_not_erased(ctx)  # before the files backend makes the user's folder again
         groups: dict[RuntimeContext, list[int]] = {}
@@ -253,7 +253,7 @@ class BaseLongTermMemory(LongTermHooks[S]):
             return
         missing = [f for fid, f in plan.amended.items() if fid not in dense_of]
         if missing:
-            vectors = self._embedder.embed([f.text for f in missing])
+            vectors = self._embedder.embed([f.searchable_text for f in missing])
             dense_of.update({f.id: vectors[i] for i, f in enumerate(missing)})
 
     def retrieve(

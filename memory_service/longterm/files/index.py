@@ -102,7 +102,7 @@ class Corpus:
                 cache_file,
                 embedder,
                 [f.content_hash for f in self.facts],
-                [f.text for f in self.facts],
+                [f.searchable_text for f in self.facts],
             )
         return self._matrix
 
