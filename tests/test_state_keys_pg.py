@@ -284,6 +284,10 @@ class Proxy:
     def cut(self) -> None:
         """Refuse new connections and break the open ones."""
         if self._listener is not None:
+            # closing alone leaves a thread blocked in accept() holding the socket open, and
+            # a pool that replaces a dead connection would still get through
+            with suppress(OSError):
+                self._listener.shutdown(socket.SHUT_RDWR)
             self._listener.close()
             self._listener = None
         for sock in self._sockets:
@@ -300,7 +304,10 @@ def test_an_unreachable_database_at_an_auth_check_is_a_503_with_a_code(
     proxy.start()
     try:
         dsn = f"postgresql://postgres@127.0.0.1:{proxy.port}/test"
-        replica = start(tmp_path / "one", mcp=True, postgres={"dsn": dsn, "schema_name": pg_schema})
+        # a checkout waits up to the connect timeout for a live connection (the pool replaces
+        # one the server dropped): 1 s here
+        postgres = {"dsn": dsn, "schema_name": pg_schema, "connect_timeout_s": 1}
+        replica = start(tmp_path / "one", mcp=True, postgres=postgres)
         key = replica.keys.created_dev_key
         assert key and replica.status(key) == 200
         proxy.cut()

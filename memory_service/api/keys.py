@@ -237,7 +237,9 @@ class ApiKeyRing:
                     log.info("API keys reloaded from %s: %d keys", store.where, len(entries))
             except BackendUnavailableError as exc:
                 message = f"API keys cannot be checked: {exc.message}"
-                self._failure = (now, message)
+                # the interval runs from when the failure is known: finding it may have
+                # waited out the pool's connect timeout
+                self._failure = (self._clock(), message)
                 raise BackendUnavailableError(message) from exc
             self._checked_at, self._failure = now, None
 
