@@ -212,8 +212,17 @@ def test_memory_get_through_chat_refuses_every_traversal(hostile, llm_server):
     answered = [r for r in llm_server.chat_requests if any(m["role"] == "tool" for m in r.messages)]
     results = [m for m in answered[0].messages if m["role"] == "tool"]
     assert len(results) == len(attempts)
-    assert all(m["content"].startswith("error") for m in results)
+    # a result over the fixture's 300 characters is evicted as it returns: the model reads
+    # its preview, which must be the error's start
+    assert all(_as_read(m["content"]).startswith("error") for m in results)
     assert all(_no_canary(json.dumps(r.body)) for r in llm_server.chat_requests)
+
+
+def _as_read(content: str) -> str:
+    """A tool result's text as the model reads it: an evicted one's preview, after its header."""
+    if content.startswith("[tool result stored outside the conversation:"):
+        return content.split("\n", 1)[1]
+    return content
 
 
 def test_links_planted_in_a_users_folder_never_reach_recall_or_tools(hostile):
