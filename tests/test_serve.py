@@ -128,9 +128,11 @@ def test_make_serve_takes_the_port_it_is_given(tmp_path: Path, args, command):
     venv.mkdir()
     (venv / ".installed").touch()  # newer than pyproject.toml: no set-up lines
     done = subprocess.run(
-        ["make", "-n", "serve", f"VENV={venv}", *args],
+        # also under `make test`: the outer make's variables would make this one a sub-make
+        # that announces its directory
+        ["make", "-n", "--no-print-directory", "serve", f"VENV={venv}", *args],
         cwd=Path(__file__).resolve().parents[1],
-        env={**os.environ, "PORT": "3000"},
+        env={**{k: v for k, v in os.environ.items() if not k.startswith("MAKE")}, "PORT": "3000"},
         capture_output=True,
         text=True,
         timeout=60,
