@@ -8,8 +8,8 @@ export HF_HUB_OFFLINE := 1
 export TRANSFORMERS_OFFLINE := 1
 # Bytecode, and pytest's assert-rewritten modules, are cached in __pycache__ (git-ignored) even
 # where the environment asks not to: without the cache every test process (each worker, each
-# `serve` a test starts) rewrites ~600 modules and compiles the project again; a worker's
-# collection took 11.6 s without it and 6.2 s with it (this machine, 2026-12-03).
+# `serve` a test starts) rewrites ~600 modules and compiles the project again, which about
+# doubles a worker's collection (benchmarks/RESULTS.md).
 unexport PYTHONDONTWRITEBYTECODE
 
 .PHONY: install test test-fast serve bench lint clean

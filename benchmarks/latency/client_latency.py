@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import json
 import subprocess
 import sys
 import tempfile
@@ -44,6 +43,7 @@ from benchmarks.latency.served import (
     texts,
     user_id,
 )
+from memory_service.evaluation.report import write_json
 from tests.support.server import free_port, wait_healthy
 
 PATHS = (
@@ -242,8 +242,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     print(_table(runs))
     print(f"load average before {load_before}, after {report['load_after']}")
     if args.json:
-        args.json.parent.mkdir(parents=True, exist_ok=True)
-        args.json.write_text(json.dumps(report, indent=2) + "\n")
+        write_json(report, args.json)
         print(f"wrote {args.json}")
 
 

@@ -34,6 +34,7 @@ from benchmarks.latency.served import (
     texts,
     user_id,
 )
+from memory_service.evaluation.report import write_json
 from memory_service.longterm.qdrant.edge.engine import DELETED_SUFFIX
 
 OWNER = 0
@@ -161,8 +162,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     report.update(load_before=load_before, load_after=load_average())
     print(json.dumps(report, indent=2))
     if args.json:
-        args.json.parent.mkdir(parents=True, exist_ok=True)
-        args.json.write_text(json.dumps(report, indent=2) + "\n")
+        write_json(report, args.json)
         print(f"wrote {args.json}")
 
 

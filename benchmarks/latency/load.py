@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import json
 import random
 import tempfile
 import time
@@ -43,6 +42,7 @@ from benchmarks.latency.served import (
     texts,
     user_id,
 )
+from memory_service.evaluation.report import write_json
 
 MIXES = {"search": 0.0, "mixed": 0.2}  # the share of calls that record
 
@@ -241,8 +241,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     report.update(load_before=load_before, load_after=load_average())
     print(f"load average before {load_before}, after {report['load_after']}")
     if args.json:
-        args.json.parent.mkdir(parents=True, exist_ok=True)
-        args.json.write_text(json.dumps(report, indent=2) + "\n")
+        write_json(report, args.json)
         print(f"wrote {args.json}")
 
 

@@ -14,7 +14,6 @@ open runs (``require_embedder``: the record read and compared), timed alone, med
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import platform
 import statistics
@@ -29,6 +28,7 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 from indexing.onnx_embeddings import OnnxEmbedder  # noqa: E402
 from memory_service.config import QdrantSettings  # noqa: E402
 from memory_service.context import RuntimeContext  # noqa: E402
+from memory_service.evaluation.report import write_json  # noqa: E402
 from memory_service.facts import Fact  # noqa: E402
 from memory_service.longterm.files.backend import FileSystemLongTermMemory  # noqa: E402
 from memory_service.longterm.files.embedder_records import FilesEmbedderRecords  # noqa: E402
@@ -140,8 +140,7 @@ def main(argv: Sequence[str] | None = None) -> None:
             f"p95 {row['check_us_p95']:.0f} us"
         )
     if args.json:
-        args.json.parent.mkdir(parents=True, exist_ok=True)
-        args.json.write_text(json.dumps(report, indent=2) + "\n")
+        write_json(report, args.json)
 
 
 if __name__ == "__main__":

@@ -25,8 +25,8 @@ from memory_service.evaluation import metrics
 from memory_service.evaluation.dataset import Question
 from memory_service.longterm.protocol import LongTermMemory
 
-# 0 is the retrieve default; the rest bracket the MiniLM cosines of LoCoMo questions: their own
-# best fact's median is ~0.75, a foreign conversation's ~0.35 (locomo-dev facts, 2026-12-03).
+# 0 is the retrieve default; the rest bracket the MiniLM cosines of LoCoMo questions, from a
+# foreign conversation's best fact to their own (benchmarks/RESULTS.md, the threshold sweep).
 SWEEP: tuple[float, ...] = (0.0, 0.1, 0.15, 0.2, 0.25, 0.3, 0.35, 0.4, 0.45, 0.5, 0.55, 0.6)
 INJECT_TOP_K: int = MemorySettings.model_fields["recall_by_relevance"].default
 HARNESS_THRESHOLD: float = MemorySettings.model_fields["recall_threshold"].default

@@ -33,17 +33,15 @@ from typing import Any, Generic, TypeVar
 from memory_service.facts import Fact, parse_time
 from memory_service.longterm.qdrant.filters import OwnerKey
 
-# ~80 MB when full: 0.8 KB a point held (tracemalloc over 20,000 entries of 15 terms, the
-# key, the id and the OrderedDict's link included). Edge's peak RSS at 100k facts over 1,000
-# users (``memory-service bench --scale 100000``, 2026-12-04): 756 MB holding every point
-# (PSS 676), 707 MB holding none.
+# Bounded so the held points cost tens of MB when full, a small share of Edge's RSS at 100k
+# facts (``memory-service bench --scale 100000``; the figures are in benchmarks/RESULTS.md).
 CANDIDATE_FIELD_POINTS = 100_000
 FACT_POINTS = 2_000  # ~2.5 KB each with a source text of 2 KB
 
 # A point's fields, its term ids as 4-byte integers (a set of Python ints takes about twice
 # a point's memory), its time parsed and its id. Held by the id's 128-bit integer: Edge's
-# binding hands back each id as a ``UUID``, whose string costs 0.9 µs a candidate and its
-# integer 0.04 (50 points of a query, this host, 2026-12-04).
+# binding hands back each id as a ``UUID``, whose string costs some twenty times its integer a
+# candidate (benchmarks/RESULTS.md).
 Entry = tuple[dict[str, Any], array, datetime | None, str]
 
 # A fact read whole, with the owner whose point it is (a read by id checks it).
