@@ -15,14 +15,13 @@ centred per script of the memory.
 from __future__ import annotations
 
 import argparse
-import pickle
 from collections import defaultdict
 from collections.abc import Sequence
 from pathlib import Path
 
 import numpy as np
 
-from benchmarks.lab.zh_threshold import Asked, Memory, _best_cover, _group, load
+from benchmarks.lab.zh_threshold import Asked, Memory, _best_cover, _group, cached_load
 from memory_service.config.retrieval import HYBRID, RetrievalConfig
 from memory_service.evaluation import metrics
 from memory_service.evaluation.datasets import synthetic_zh
@@ -110,12 +109,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument("--cache", type=Path, help="keep the scored questions in this pickle")
     parser.add_argument("--grid", action="store_true", help="the threshold rule's grid")
     args = parser.parse_args(argv)
-    if args.cache and args.cache.exists():
-        memories = pickle.loads(args.cache.read_bytes())
-    else:
-        memories = load(args.users, HYBRID)
-        if args.cache:
-            args.cache.write_bytes(pickle.dumps(memories))
+    memories = cached_load(args.users, args.cache)
     print("ranking per category (R@1/3/5, MRR), default preset:")
     variants: list[tuple[str, dict]] = [
         ("bm25", {"mode": "bm25"}),

@@ -83,6 +83,17 @@ class _Vectors:
         return np.stack([self.memo[(side, t)] for t in texts])
 
 
+def cached_load(users: int, cache: Path | None) -> list[Memory]:
+    """``load`` with the default preset, kept in ``cache`` (a pickle) when one is named: the
+    labs that read the same scored questions embed them once."""
+    if cache and cache.exists():
+        return pickle.loads(cache.read_bytes())
+    memories = load(users, HYBRID)
+    if cache:
+        cache.write_bytes(pickle.dumps(memories))
+    return memories
+
+
 def load(users: int, config: RetrievalConfig) -> list[Memory]:
     dataset = synthetic_zh.generate(users)
     vectors = _Vectors(_embedder())
@@ -213,12 +224,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument("--grid", action="store_true", help="the threshold rule's grid")
     parser.add_argument("--cache", type=Path, help="keep the scored questions in this pickle")
     args = parser.parse_args(argv)
-    if args.cache and args.cache.exists():
-        memories = pickle.loads(args.cache.read_bytes())
-    else:
-        memories = load(args.users, HYBRID)
-        if args.cache:
-            args.cache.write_bytes(pickle.dumps(memories))
+    memories = cached_load(args.users, args.cache)
     print("ranking per category (R@1/3/5, MRR), default preset:")
     variants = [("bm25", False, None), ("dense", False, None), ("hybrid", False, None)]
     variants += [("hybrid", True, None)]
