@@ -32,9 +32,9 @@ from indexing.embeddings import Embedder
 from indexing.tokenize import TOKENIZER_VERSION
 from memory_service.config.retrieval import Leg, RetrievalConfig
 from memory_service.config.settings import PostgresSettings
-from memory_service.context import RuntimeContext, scope_context, validate_id
-from memory_service.errors import ConfigurationError
-from memory_service.facts import Fact, utcnow
+from memory_service.domain.context import RuntimeContext, scope_context, validate_id
+from memory_service.domain.errors import ConfigurationError
+from memory_service.domain.facts import Fact, utcnow
 from memory_service.longterm.access import AccessMark, applied
 from memory_service.longterm.base_store import BaseLongTermMemory
 from memory_service.longterm.postgres.conditions import Where, live, owner_where, view_where
@@ -60,8 +60,8 @@ from memory_service.longterm.store_values import (
     resolve_key_race,
 )
 from memory_service.observe.telemetry import timed_stage
-from memory_service.replicas.database import DSN_SETTING, Database
-from memory_service.replicas.tombstones.postgres import PostgresTombstones
+from memory_service.stores.database import DSN_SETTING, Database
+from memory_service.stores.tombstones.postgres import PostgresTombstones
 
 log = logging.getLogger(__name__)
 

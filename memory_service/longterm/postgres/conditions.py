@@ -14,8 +14,8 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
 
-from memory_service.context import RuntimeContext
-from memory_service.fact_filter import ConfidenceDecay, ExpiryPolicy, FactFilter
+from memory_service.domain.context import RuntimeContext
+from memory_service.domain.fact_filter import ConfidenceDecay, ExpiryPolicy, FactFilter
 from memory_service.longterm.store_values import ReadView
 
 DAY_SECONDS = 86_400.0

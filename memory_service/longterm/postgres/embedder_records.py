@@ -8,7 +8,7 @@ from __future__ import annotations
 from indexing.embeddings import Embedder
 from memory_service.longterm.postgres.rows import FACT_COLUMNS, fact_of, vector_text
 from memory_service.longterm.store_embedder import EmbedderId, EmbedderRecord
-from memory_service.replicas.database import Database
+from memory_service.stores.database import Database
 
 _NAME = "store"
 

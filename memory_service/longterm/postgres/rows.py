@@ -24,8 +24,8 @@ import numpy as np
 
 from indexing.tokenize import document_length
 from memory_service.config.retrieval import RetrievalConfig
-from memory_service.context import RuntimeContext
-from memory_service.facts import Fact, parse_time
+from memory_service.domain.context import RuntimeContext
+from memory_service.domain.facts import Fact, parse_time
 from memory_service.longterm.fusion import fact_terms
 
 # the columns a read selects, in this order (``fact_of``)

@@ -17,8 +17,8 @@ from __future__ import annotations
 import psycopg
 from psycopg import sql
 
-from memory_service.errors import ConfigurationError
-from memory_service.replicas.database import DSN_SETTING, Database
+from memory_service.domain.errors import ConfigurationError
+from memory_service.stores.database import DSN_SETTING, Database
 
 MIGRATION_TRACK = "longterm_postgres"
 FACTS = "longterm_facts"

@@ -20,7 +20,7 @@ from dataclasses import dataclass
 import numpy as np
 import psycopg
 
-from memory_service.facts import Fact
+from memory_service.domain.facts import Fact
 from memory_service.longterm.fusion import LegHit
 from memory_service.longterm.postgres.conditions import Where
 from memory_service.longterm.postgres.rows import FACT_COLUMNS, fact_of, term_key, vector_text
