@@ -41,6 +41,15 @@ def data_folder() -> Path:
     return Path(server().pgdata)
 
 
+def socket_path() -> str:
+    """The server's Unix socket (for a relay in front of it)."""
+    from urllib.parse import parse_qs, urlsplit
+
+    folder = parse_qs(urlsplit(dsn()).query)["host"][0]
+    port = server().get_postmaster_info().port or 5432
+    return f"{folder}/.s.PGSQL.{port}"
+
+
 def schema_for(folder: Path) -> str:
     """A schema name that is the same for the same test folder."""
     return "t_" + hashlib.sha1(str(folder).encode()).hexdigest()[:20]
