@@ -38,7 +38,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from memory_service.commands.serving import banner, serve_app, url_host
-from memory_service.errors import ConfigurationError, MemoryServiceError
+from memory_service.domain.errors import ConfigurationError, MemoryServiceError
 
 if TYPE_CHECKING:
     from memory_service.api.keys import KeySource
@@ -90,8 +90,8 @@ def settle_keys(settings: Settings) -> tuple[KeySource, Callable[[], None]]:
     """The keys every worker will read (the development key minted here, once), and what
     closes the database they were read from (after the banner, which counts them)."""
     from memory_service.api.keys import load_key_ring
-    from memory_service.fsutil import ensure_dir
-    from memory_service.replicas.stores import open_database
+    from memory_service.stores.build import open_database
+    from memory_service.stores.fsutil import ensure_dir
 
     ensure_dir(settings.workspace)
     database = open_database(settings)

@@ -40,8 +40,8 @@ def deployment(tmp_path_factory) -> Iterator[dict[str, str]]:
 
     import psycopg
 
-    from memory_service.replicas.api_keys.postgres import PostgresKeyStore
-    from memory_service.replicas.database import Database
+    from memory_service.stores.api_keys.postgres import PostgresKeyStore
+    from memory_service.stores.database import Database
 
     schema = f"t_{uuid.uuid4().hex[:16]}"
     workspace = tmp_path_factory.mktemp("shared") / "ws"
