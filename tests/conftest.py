@@ -72,7 +72,8 @@ FIXTURE_MARKS = {
 }
 # A test run over this long-term backend gets the mark: qdrant-client's local mode, the
 # server's stand-in, is pure Python and costs ~3x Qdrant Edge per test (``make test`` only).
-BACKEND_MARKS = {"qdrant-local": "qdrant_client"}
+# One over PostgreSQL (an embedded server with pgvector per test process) is a ``postgres`` test.
+BACKEND_MARKS = {"qdrant-local": "qdrant_client", "postgres": "postgres"}
 
 
 @pytest.hookimpl(tryfirst=True)  # before ``-m`` deselects by these marks
