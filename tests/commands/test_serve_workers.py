@@ -1,10 +1,12 @@
 """``serve --workers N`` and several ``serve`` processes over one database: real processes,
 real sockets, the project's client.
 
-The processes share PostgreSQL (replica state: keys, usage, sessions, tombstones) and the
-long-term store (``LONGTERM``). What a user must be able to count on: a write one process
-acknowledged is read by any other at once; mixed load over two workers answers every call;
-a worker killed under load loses no acknowledged write and is replaced while the other serves.
+The processes share only PostgreSQL (with pgvector: the embedded test server): the long-term
+facts (``MEMORY_LONGTERM__BACKEND=postgres``) and the replica state (keys, usage, sessions,
+tombstones); each ``serve`` has a workspace of its own. What a user must be able to count on:
+a write one process acknowledged is read by any other at once; mixed load over two workers
+answers every call; a worker killed under load loses no acknowledged write and is replaced
+while the other serves.
 """
 
 from __future__ import annotations
@@ -16,59 +18,57 @@ import signal
 import subprocess
 import sys
 import time
+import uuid
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 from memory_service.cli import main
+from tests.support import pgvector
 from tests.support.mixed_load import lost_writes, mixed_load
-from tests.support.postgres import PG_DSN
 from tests.support.server import ServerProcess, clean_env, free_port
 from tests.support.waiting import wait_for_value
 
 pytestmark = [pytest.mark.subprocess, pytest.mark.postgres]
 
 TENANT = "acme"
-LONGTERM = "files"  # one workspace, its files locked per user across processes
 
 
 @pytest.fixture(scope="module")
-def deployment(tmp_path_factory) -> Iterator[dict[str, str]]:
-    """The settings every process of one deployment shares (a schema of its own), and a key."""
-    import uuid
-
+def deployment() -> Iterator[dict[str, str]]:
+    """The settings every process of one deployment shares (a schema of its own on the
+    pgvector server), and an admin key of ``TENANT`` in it."""
     import psycopg
 
     from memory_service.stores.api_keys.postgres import PostgresKeyStore
     from memory_service.stores.database import Database
 
-    schema = f"t_{uuid.uuid4().hex[:16]}"
-    workspace = tmp_path_factory.mktemp("shared") / "ws"
-    database = Database(PG_DSN, schema=schema, pool_max=1)
+    dsn, schema = pgvector.dsn(), f"t_{uuid.uuid4().hex[:16]}"
+    database = Database(dsn, schema=schema, pool_max=1)
     try:
         key = PostgresKeyStore(database).add(TENANT, "admin")
     finally:
         database.close()
     yield {
+        "MEMORY_LONGTERM__BACKEND": "postgres",
         "MEMORY_STATE__BACKEND": "postgres",
-        "MEMORY_POSTGRES__DSN": PG_DSN,
+        "MEMORY_POSTGRES__DSN": dsn,
         "MEMORY_POSTGRES__SCHEMA_NAME": schema,
-        "MEMORY_WORKSPACE": str(workspace),
         "key": key,
     }
-    with psycopg.connect(PG_DSN, autocommit=True) as conn:
+    with psycopg.connect(dsn, autocommit=True) as conn:
         conn.execute(f'DROP SCHEMA IF EXISTS "{schema}" CASCADE')
 
 
-def _server(deployment: dict[str, str], workers: int = 1) -> ServerProcess:
+def _server(deployment: dict[str, str], workspace: Path, workers: int = 1) -> ServerProcess:
     env = {k: v for k, v in deployment.items() if k.startswith("MEMORY_")}
-    return ServerProcess(Path(env["MEMORY_WORKSPACE"]), None, LONGTERM, env=env, workers=workers)
+    return ServerProcess(workspace, None, "postgres", env=env, workers=workers)
 
 
 @pytest.fixture(scope="module")
-def two_workers(deployment) -> Iterator[ServerProcess]:
-    server = _server(deployment, workers=2).start()
+def two_workers(deployment, tmp_path_factory) -> Iterator[ServerProcess]:
+    server = _server(deployment, tmp_path_factory.mktemp("workers") / "ws", workers=2).start()
     try:
         yield server
     finally:
@@ -96,15 +96,17 @@ def test_two_workers_start_behind_one_banner_on_one_port(two_workers):
     assert len(two_workers.worker_pids()) == 2
 
 
-def test_a_write_acknowledged_by_one_process_is_read_by_another_at_once(deployment, two_workers):
-    """A second deployment process (its own ``serve`` on its own port) and the workers: what
+def test_a_write_acknowledged_by_one_process_is_read_by_another_at_once(
+    deployment, two_workers, tmp_path
+):
+    """A second process (its own ``serve``, port and workspace) beside the workers: what
     one acknowledged, the other reads in the very next request, by id, by search and in the
     list, both ways."""
     from memory_service.client import MemoryClient
 
     key = deployment["key"]
     with (
-        _server(deployment) as single,
+        _server(deployment, tmp_path / "ws") as single,
         MemoryClient(single.base_url, key) as one,
         MemoryClient(two_workers.base_url, key) as many,
     ):
