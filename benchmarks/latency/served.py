@@ -64,13 +64,16 @@ def settings_for(workspace: Path, backend: str, **overrides: Any):
     )
 
 
-def fill(workspace: Path, backend: str, corpus: dict[int, tuple[list[str], list[str]]]) -> None:
-    """Record every user's facts in-process (batched, as the scale bench does), then close."""
+def fill(
+    workspace: Path, backend: str, corpus: dict[int, tuple[list[str], list[str]]], **overrides: Any
+) -> None:
+    """Record every user's facts in-process (batched, as the scale bench does), then close;
+    ``overrides``: more settings (a PostgreSQL's ``postgres={...}``)."""
     from memory_service.domain.context import RuntimeContext
     from memory_service.domain.facts import Fact
     from memory_service.services import build_services
 
-    services = build_services(settings_for(workspace, backend))
+    services = build_services(settings_for(workspace, backend, **overrides))
     try:
         for user, (facts, _) in corpus.items():
             ctx = RuntimeContext(TENANT, user_id(user))

@@ -223,7 +223,7 @@ def print_scale(doc: dict, out: TextIO) -> None:
         f"{doc['users']:,} users | {doc['queries']} queries per mode and path",
         file=out,
     )
-    header = ["mode", "in-process p50", "p95", "HTTP p50", "p95", "serial qps", "HTTP qps"]
+    header = ["mode", "in-process p50", "p95", "p99", "HTTP p50", "p95", "serial qps", "HTTP qps"]
     rows = []
     for r in doc["results"]:
         http = r.get("http_latency_ms") or {}
@@ -232,6 +232,7 @@ def print_scale(doc: dict, out: TextIO) -> None:
                 r["mode"],
                 _ms(r["latency_ms"]["p50"]),
                 _ms(r["latency_ms"]["p95"]),
+                _ms(r["latency_ms"].get("p99")),
                 _ms(http.get("p50")),
                 _ms(http.get("p95")),
                 _rate(r.get("qps")),
@@ -248,6 +249,11 @@ def print_scale(doc: dict, out: TextIO) -> None:
         f"{doc['peak_rss_mb']:,.0f} MB{_pss(doc)}; wall {doc['wall_s']:.0f} s",
         file=out,
     )
+    if doc.get("database_mb") is not None:
+        print(
+            f"database size on disk (tables, indexes, TOAST): {doc['database_mb']:,.1f} MB",
+            file=out,
+        )
     if doc.get("http_error"):
         print(f"HTTP measurement failed: {doc['http_error']}", file=out)
 

@@ -80,8 +80,45 @@ def _latency(values: Sequence[float]) -> dict:
     return {
         "p50": metrics.percentile(values, 50),
         "p95": metrics.percentile(values, 95),
+        "p99": metrics.percentile(values, 99),
         "mean": metrics.mean(values),
     }
+
+
+@contextmanager
+def _fresh_schema(settings: Settings) -> Iterator[Settings]:
+    """With the postgres backend, ``settings`` in a schema of the run's own, dropped after it
+    (a second run never finds the first's facts); other backends as they are."""
+    if settings.longterm.backend != "postgres":
+        yield settings
+        return
+    import psycopg
+    from psycopg import sql
+
+    schema = f"scale_{secrets.token_hex(6)}"
+    postgres = settings.postgres.model_copy(update={"schema_name": schema})
+    try:
+        yield settings.model_copy(update={"postgres": postgres})
+    finally:
+        with psycopg.connect(settings.postgres.dsn or "", autocommit=True) as conn:
+            conn.execute(sql.SQL("DROP SCHEMA IF EXISTS {} CASCADE").format(sql.Identifier(schema)))
+
+
+def database_mb(settings: Settings) -> float | None:
+    """With the postgres backend, the size on disk of its schema's tables, their indexes and
+    TOAST (``pg_total_relation_size``), in MB; else None."""
+    if settings.longterm.backend != "postgres":
+        return None
+    import psycopg
+
+    with psycopg.connect(settings.postgres.dsn or "") as conn:
+        row = conn.execute(
+            "SELECT coalesce(sum(pg_total_relation_size(c.oid)), 0) FROM pg_class c "
+            "JOIN pg_namespace n ON n.oid = c.relnamespace "
+            "WHERE n.nspname = %s AND c.relkind IN ('r', 'm')",
+            (settings.postgres.schema_name,),
+        ).fetchone()
+    return round(int(row[0]) / 1e6, 1)
 
 
 def scale_facts(texts: Sequence[str], with_source: bool) -> list[Fact]:
@@ -236,11 +273,13 @@ def run_scale(
     started = time.perf_counter()
     if workdir is not None:
         workdir.mkdir(parents=True, exist_ok=True)
+    size_mb = None
     with (
         PeakPss() as peak_pss,
         tempfile.TemporaryDirectory(prefix="memory-scale-", dir=workdir) as tmp,
+        _fresh_schema(settings_for(settings, Path(tmp))) as run_settings,
     ):
-        services = build_services(settings_for(settings, Path(tmp)), embedder=embedder)
+        services = build_services(run_settings, embedder=embedder)
         try:
             counts = _counts(facts, users)
             questions, record_s = _record(
@@ -278,6 +317,7 @@ def run_scale(
                 http_error = http_error or failed
         finally:
             services.close()
+        size_mb = database_mb(run_settings)
     doc = {
         "dataset": "scale",
         "facts": facts,
@@ -299,6 +339,7 @@ def run_scale(
         "rss_after_ingest_mb": rss_after_ingest,
         "peak_rss_mb": peak_rss_mb(),
         "peak_pss_mb": peak_pss.mb,
+        "database_mb": size_mb,
         "wall_s": time.perf_counter() - started,
     }
     if http_error:

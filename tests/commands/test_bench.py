@@ -466,3 +466,26 @@ def test_targets_apply_to_hybrid_with_a_leg_only():
     assert not applies(_doc(BM25, DENSE))
     assert not applies(_doc(_result("hybrid", (0.7, 0.8, 0.9))))
     assert applies(_doc(BM25, _result("hybrid", (0.7, 0.8, 0.9))))
+
+
+@pytest.mark.postgres
+def test_bench_scale_on_postgres_reports_its_size_on_disk_and_leaves_no_schema(
+    tmp_path: Path, monkeypatch, capsys
+):
+    import psycopg
+
+    from tests.support import pgvector
+
+    monkeypatch.setenv("MEMORY_LONGTERM__BACKEND", "postgres")
+    monkeypatch.setenv("MEMORY_POSTGRES__DSN", pgvector.dsn())
+    out = tmp_path / "scale.json"
+    args = ["bench", "--scale", "30", "--users", "3", "--queries", "4", "--modes", "hybrid"]
+    assert main([*args, "--no-http", "--json", str(out), "--no-progress"]) == 0
+    doc = json.loads(out.read_text())
+    assert doc["backend"] == "postgres" and doc["database_mb"] > 0
+    [result] = doc["results"]
+    assert result["latency_ms"]["p99"] >= result["latency_ms"]["p95"] >= result["latency_ms"]["p50"]
+    assert "database size on disk" in capsys.readouterr().out
+    with psycopg.connect(pgvector.dsn()) as conn:
+        left = conn.execute("SELECT nspname FROM pg_namespace WHERE nspname LIKE 'scale_%'")
+        assert left.fetchall() == []

@@ -83,7 +83,7 @@ def test_accepted_connections_send_small_responses_without_waiting_for_acks():
     import uvicorn
     from uvicorn.protocols.http.h11_impl import H11Protocol
 
-    from memory_service.commands.serve import bind_listener
+    from memory_service.commands.serving import bind_listener
 
     seen: list[int] = []
 

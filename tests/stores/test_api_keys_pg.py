@@ -21,7 +21,7 @@ from fastapi.testclient import TestClient
 from memory_service.api import create_app
 from memory_service.api.keys import KeySource, load_key_ring
 from memory_service.cli import main
-from memory_service.commands.serve import banner
+from memory_service.commands.serving import banner
 from memory_service.config import load_settings
 from memory_service.domain.errors import ConfigurationError
 from memory_service.mcp_server.http import mount_mcp

@@ -73,10 +73,11 @@ class ServerProcess:
     """One ``serve`` process. ``start`` waits for /healthz; ``kill`` is SIGKILL, no goodbye."""
 
     workspace: Path
-    keys_file: Path
+    keys_file: Path | None  # None: the keys the settings name (PostgreSQL's with its state)
     backend: str = "files"  # files | qdrant (Qdrant Edge under <workspace>/qdrant)
     env: dict[str, str] = field(default_factory=dict)
     port: int = 0
+    workers: int = 1  # serve --workers
     log_path: Path | None = None
     proc: subprocess.Popen | None = None
 
@@ -86,13 +87,15 @@ class ServerProcess:
 
     def _environment(self) -> dict[str, str]:
         env = clean_env(self.workspace)
-        env.update(
-            MEMORY_API_KEYS_FILE=str(self.keys_file),
-            MEMORY_LONGTERM__BACKEND=self.backend,
-            MEMORY_EMBEDDING__THREADS="1",
-        )
+        env.update(MEMORY_LONGTERM__BACKEND=self.backend, MEMORY_EMBEDDING__THREADS="1")
+        if self.keys_file is not None:
+            env.update(MEMORY_API_KEYS_FILE=str(self.keys_file))
         env.update(self.env)
         return env
+
+    def _argv(self) -> list[str]:
+        argv = [sys.executable, "-m", "memory_service.cli", "serve", "--port", str(self.port)]
+        return argv + (["--workers", str(self.workers)] if self.workers != 1 else [])
 
     def start(self, timeout_s: float = STARTUP_TIMEOUT_S) -> ServerProcess:
         """Start and wait until it answers; raise with its output if it dies or hangs."""
@@ -102,7 +105,7 @@ class ServerProcess:
         log = open(self.log_path, "ab")  # noqa: SIM115 - handed to the child
         try:
             self.proc = subprocess.Popen(
-                [sys.executable, "-m", "memory_service.cli", "serve", "--port", str(self.port)],
+                self._argv(),
                 stdout=log,
                 stderr=subprocess.STDOUT,
                 env=self._environment(),
@@ -111,10 +114,21 @@ class ServerProcess:
             log.close()
         try:
             wait_healthy(self.base_url, self.proc, timeout_s)
+            if self.workers > 1:  # /healthz answers once the first worker does: wait for all
+                self._wait_for_banner(timeout_s)
         except RuntimeError as exc:
             self.kill()
             raise RuntimeError(f"{exc}: {self.output()[-2000:]}") from None
         return self
+
+    def _wait_for_banner(self, timeout_s: float) -> None:
+        deadline = time.monotonic() + timeout_s
+        while "memory-service listening on" not in self.output():
+            if self.proc is not None and self.proc.poll() is not None:
+                raise RuntimeError(f"server exited {self.proc.returncode} before its banner")
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"no banner in {timeout_s:.0f} s")
+            time.sleep(0.05)
 
     def run_to_exit(self, timeout_s: float = STARTUP_TIMEOUT_S) -> int:
         """Start and wait for the process to end by itself (a refused start); its exit code."""
@@ -122,7 +136,7 @@ class ServerProcess:
         self.log_path = self.log_path or self.workspace.parent / f"serve-{self.port}.log"
         with open(self.log_path, "ab") as log:
             self.proc = subprocess.Popen(
-                [sys.executable, "-m", "memory_service.cli", "serve", "--port", str(self.port)],
+                self._argv(),
                 stdout=log,
                 stderr=subprocess.STDOUT,
                 env=self._environment(),
@@ -132,6 +146,17 @@ class ServerProcess:
         except subprocess.TimeoutExpired:
             self.kill()
             raise
+
+    def worker_pids(self) -> list[int]:
+        """The processes ``serve --workers`` started (its children, by /proc)."""
+        if self.proc is None:
+            return []
+        pid = self.proc.pid
+        try:
+            children = Path(f"/proc/{pid}/task/{pid}/children").read_text()
+        except OSError:
+            return []
+        return [int(child) for child in children.split()]
 
     def output(self) -> str:
         if self.log_path is None or not self.log_path.exists():
