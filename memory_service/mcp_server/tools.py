@@ -187,7 +187,7 @@ def _save(services: Services, ctx: RuntimeContext, args: MemorySaveRequest) -> A
 
 def _update(services: Services, ctx: RuntimeContext, args: Any) -> Any:
     changes = args.model_dump(exclude_unset=True, exclude={"id", "user_id"})
-    update = memories.UpdateFact(ctx, args.id, changes)
+    update = memories.UpdateFact(ctx, args.id, changes, MODEL)
     return memories.update_fact(services.memories, update)
 
 

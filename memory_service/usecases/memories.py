@@ -9,7 +9,7 @@ not there) is checked when the use case runs.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 from typing import Any
 
 from memory_service.config.retrieval import Mode
@@ -20,6 +20,7 @@ from memory_service.domain.facts import Fact, Recall, RecordResult, utcnow
 from memory_service.domain.pagination import Page, check_page
 from memory_service.longterm.fusion import validate_query
 from memory_service.pipeline.erasure import erase_facts, forget_user
+from memory_service.stores.api_keys import SHARED_MEMORY_ROLES
 from memory_service.usecases.base import Memories
 from memory_service.usecases.provenance import check_source_sessions
 from memory_service.usecases.rights import Writer, check_writable
@@ -35,6 +36,17 @@ def _checked_filter(fact_filter: FactFilter | None) -> FactFilter | None:
 
 def _missing(fact_id: str) -> NotFoundError:
     return NotFoundError(f"no memory {fact_id!r} for this user")
+
+
+def _missing_to_write(fact_id: str, ctx: RuntimeContext, writer: Writer) -> NotFoundError:
+    """A write's miss; a writer held to the user's own memory is told where a shared fact
+    (which search also returns) is changed instead."""
+    if ctx.scope != "user" or writer.shared:
+        return _missing(fact_id)
+    return NotFoundError(
+        f"no memory {fact_id!r} in this user's own memory; a shared (agent or tenant) memory "
+        f"is changed with a {' or '.join(SHARED_MEMORY_ROLES)} key"
+    )
 
 
 # -- record ------------------------------------------------------------------------------------
@@ -157,12 +169,13 @@ UPDATABLE = frozenset({"kind", "importance", "confidence", "tags", "expires_at"}
 
 @dataclass(frozen=True, slots=True)
 class UpdateFact:
-    """New metadata for one fact of the user's own memory: the fields named replace the
-    stored ones; only ``expires_at`` may be null (it clears the expiry)."""
+    """New metadata for one fact of ``ctx``'s memory: the fields named replace the stored
+    ones; only ``expires_at`` may be null (it clears the expiry)."""
 
     ctx: RuntimeContext
     fact_id: str
-    changes: Mapping[str, Any] = field(default_factory=dict)
+    changes: Mapping[str, Any]
+    writer: Writer
 
     def __post_init__(self) -> None:
         for name, value in self.changes.items():
@@ -174,6 +187,7 @@ class UpdateFact:
         if changes.get("tags") is not None:
             changes["tags"] = tuple(changes["tags"])
         object.__setattr__(self, "changes", changes)
+        check_writable(self.writer, [self.ctx.scope])
 
 
 def update_fact(memories: Memories, request: UpdateFact) -> Fact:
@@ -184,7 +198,7 @@ def update_fact(memories: Memories, request: UpdateFact) -> Fact:
         memory.update(ctx, [replace(found[0], **request.changes)])
         found = memory.get(ctx, [fact_id])
     if not found:
-        raise _missing(fact_id)
+        raise _missing_to_write(fact_id, ctx, request.writer)
     return found[0]
 
 
@@ -205,7 +219,7 @@ def confirm_fact(memories: Memories, request: ConfirmFact) -> Fact:
     """The confirmed fact; ``NotFoundError``, or ``InactiveFactError`` for a closed fact."""
     confirmed = memories.longterm.confirm(request.ctx, [request.fact_id])
     if not confirmed:
-        raise _missing(request.fact_id)
+        raise _missing_to_write(request.fact_id, request.ctx, request.writer)
     return confirmed[0]
 
 
@@ -228,7 +242,7 @@ def delete_fact(memories: Memories, request: DeleteFact) -> int:
         memories.longterm, memories.workspace, request.ctx, ids, docs=memories.docs
     )
     if not deleted:
-        raise _missing(request.fact_id)
+        raise _missing_to_write(request.fact_id, request.ctx, request.writer)
     return deleted
 
 

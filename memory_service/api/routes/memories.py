@@ -172,7 +172,8 @@ def update_memory(
     """Change one fact's metadata (``kind``, ``importance``, ``confidence``, ``tags``,
     ``expires_at``): the fields sent replace the stored ones; its text and id stay."""
     ctx = user_context(principal, body.user_id)
-    updated = update_fact(memories, UpdateFact(ctx, memory_id, body.changes()))
+    update = UpdateFact(ctx, memory_id, body.changes(), writer_of(principal))
+    updated = update_fact(memories, update)
     return FactOut.model_validate(updated)
 
 
