@@ -12,7 +12,7 @@ export TRANSFORMERS_OFFLINE := 1
 # doubles a worker's collection (benchmarks/RESULTS.md).
 unexport PYTHONDONTWRITEBYTECODE
 
-.PHONY: install test test-fast serve bench lint clean
+.PHONY: install test test-fast serve bench lint docs clean
 
 # torch first, pinned to the CPU build on disk: otherwise pip resolves a multi-GB CUDA build.
 $(STAMP): pyproject.toml
@@ -66,5 +66,10 @@ lint: install
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 
+# The documentation site (mkdocs.yml, docs/) into site/; --strict: a broken link or anchor fails.
+# NO_MKDOCS_2_WARNING quiets Material's notice about mkdocs' successor, which is no fault of ours.
+docs: install
+	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict
+
 clean:
-	rm -rf $(VENV) .pytest_cache build *.egg-info
+	rm -rf $(VENV) .pytest_cache build *.egg-info site

@@ -46,7 +46,7 @@ def cached_encoder(model: E5File, cache: OnnxCache, *, weights: Weights) -> Path
 
 @functools.lru_cache(maxsize=2)
 def _tokenizer(model: E5File) -> E5Tokenizer:
-    """One per model file in a process: building its dictionary costs ~0.3 s."""
+    """One per model file in a process: building its dictionary is the costly part."""
     return E5Tokenizer(model)
 
 

@@ -9,10 +9,10 @@ exact GELU). Its weight matrices run one of three ways:
   column, in ``DynamicQuantizeMatMul`` (activations quantised per run), except each layer's
   feed-forward output, whose input (the GELU's) has outliers that one int8 scale per run
   flattens: that matrix stays 4-bit (``MatMulNBits``, activations per block of 32). The fastest
-  here by ~3x; cosine >= 0.99 to the package engine's vectors per text, where all-int8 left a
-  LoCoMo turn at 0.988 (``benchmarks/RESULTS.md``).
+  of the three, and close to the package engine's vectors text by text, where all-int8 drifted
+  (``benchmarks/RESULTS.md``, "multilingual-e5-small as a second embedder").
 - ``"q4"``: the 4-bit blocks as stored, in ``MatMulNBits`` (activations quantised per block of
-  32, as the package's engine does): its vectors to ~1e-4, but slower than float32 here.
+  32, as the package's engine does): the package's vectors, but slower than float32 here.
 - ``"fp32"``: dequantized to float32 ``MatMul``: the same weights in float arithmetic.
 
 Building takes seconds; the result is cached by content (``indexing.onnx_cache``).

@@ -9,8 +9,9 @@ every ``▁`` starts a piece and each word is cut on its own: a word's pieces ar
 (``WORD_CACHE`` words), as most words recur.
 
 Why not the ``tokenizers`` library's Unigram model: built from these 250,002 pieces it held
-~260 MB (measured), more than the rest of the embedder together; this dictionary holds ~30 MB
-and cuts a question in a fraction of a millisecond.
+more memory than the rest of the embedder together, several times this dictionary's, which
+cuts a question as fast (``benchmarks/RESULTS.md``, "multilingual-e5-small as a second
+embedder").
 """
 
 from __future__ import annotations

@@ -81,7 +81,8 @@ def limit_blas_threads() -> None:
     """Keep BLAS pools (numpy's dot products) at one thread, and tokenizers sequential.
 
     On small machines the model's own pool and OpenBLAS's pthreads otherwise both spin up one
-    thread per core and fight: a 10 ms query embedding was measured at ~100 ms that way.
+    thread per core and fight, and a query embedding takes many times as long
+    (``benchmarks/RESULTS.md``, "Costs behind the code's choices").
     """
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
     try:

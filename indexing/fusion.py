@@ -5,8 +5,8 @@
   rest) counts as much as one that is guessing.
 - Z-score fusion (distribution-based score fusion): each leg's scores are standardised over the
   union of all legs' candidates, then summed with weights. A candidate a leg did not return gets
-  that leg's ``floor`` (the score below which it stopped). On LoCoMo it beat RRF by 0.05-0.08
-  recall@10 (``benchmarks/RESULTS.md``).
+  that leg's ``floor`` (the score below which it stopped). On LoCoMo it beats RRF at every k
+  (``benchmarks/RESULTS.md``, "Fusion and neighbours").
   Standardising is scale-free: a leg whose scores barely differ (every memory matched only by a
   word they all contain, such as the user's name) would be stretched to the same spread as a
   leg that tells memories apart, and its noise would reorder the other's ranking. So a leg may

@@ -28,7 +28,7 @@ from memory_service.config.settings import LlmSettings
 from memory_service.domain.errors import MemoryServiceError
 from memory_service.domain.messages import Msg, ToolCall, content_text
 
-if TYPE_CHECKING:  # the SDK costs ~0.6 s to import: only a process that calls a model pays
+if TYPE_CHECKING:  # the SDK is slow to import: only a process that calls a model pays
     import openai
 
 log = logging.getLogger(__name__)
@@ -150,8 +150,8 @@ class ChatReply:
 @cache
 def _tls_context() -> ssl.SSLContext:
     """One TLS context per process (the system's CAs; ``SSL_CERT_FILE`` and ``SSL_CERT_DIR``
-    honoured): loading the CA store is most of what an SDK client costs to make, 20.7 ms a
-    client against 0.26 ms with the context shared (2 cores, 2026-12-04), and a process makes a
+    honoured): loading the CA store is most of what an SDK client costs to make
+    (``benchmarks/RESULTS.md``, "Costs behind the code's choices"), and a process makes a
     ``ChatModel`` for every set of services it builds (workers, every test's app)."""
     return ssl.create_default_context()
 

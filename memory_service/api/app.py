@@ -90,10 +90,10 @@ def create_app(
 
     for router in ROUTERS:
         # The resource routes as they are, shared by every app of the process: an included
-        # router's routes are built again for each app on its first request (11 ms an app
-        # here, 8.6 % of the fast test tier's time in one process), a route added as it is was
-        # built once, when its module was imported. Its router gave it its prefix and its
-        # dependencies (``resource_router``).
+        # router's routes are built again for each app on its first request (a cost every
+        # test's app paid: ``benchmarks/RESULTS.md``, "Costs behind the code's choices"), a
+        # route added as it is was built once, when its module was imported. Its router gave it
+        # its prefix and its dependencies (``resource_router``).
         app.router.routes.extend(router.routes)
     if app.state.metrics is not None:
         app.router.routes.extend(

@@ -39,7 +39,10 @@ def _async(
 
 
 class AsyncMemoryClient:
-    """``async with AsyncMemoryClient(url, api_key) as client: await client.search(...)``."""
+    """``async with AsyncMemoryClient(url, api_key) as client: await client.search(...)``.
+
+    ``MemoryClient``'s arguments, methods and answers, each method awaited;
+    ``http_client`` is an ``httpx.AsyncClient``."""
 
     def __init__(
         self,
@@ -83,6 +86,7 @@ class AsyncMemoryClient:
         return args
 
     async def close(self) -> None:
+        """Close the HTTP client this one made (one passed in as ``http_client`` stays open)."""
         if self._owned:
             await self._http.aclose()
 

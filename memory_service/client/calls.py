@@ -371,12 +371,15 @@ def append(
 
 @operation("GET", "/v1/sessions/{session_id}")
 def get_session(user_id: str, session_id: str) -> Call[SessionOut]:
+    """The session's state (messages, summary, version) and its context window as the model
+    sees it (``NotFoundError`` for a session that does not exist or has expired)."""
     path = f"/v1/sessions/{_segment(session_id)}"
     return Call("GET", path, _reads(SessionOut), params={"user_id": user_id})
 
 
 @operation("GET", "/v1/sessions")
 def list_sessions(user_id: str) -> Call[SessionList]:
+    """The user's live sessions, most recently saved first (no messages)."""
     return Call("GET", "/v1/sessions", _reads(SessionList), params={"user_id": user_id})
 
 
@@ -388,6 +391,9 @@ def compact(
     expected_version: int | None = None,
     keep_last: int | None = None,
 ) -> Call[CompactResponse]:
+    """Summarise all but the latest ``keep_last`` messages now (the configured number when
+    None; needs a configured LLM: 503 otherwise); ``expected_version`` makes it conditional
+    (``ConflictError`` when the session moved on). The answer says what compaction did."""
     body = CompactRequest(user_id=user_id, expected_version=expected_version, keep_last=keep_last)
     path = f"/v1/sessions/{_segment(session_id)}/compact"
     return Call("POST", path, _reads(CompactResponse), json=_body(body))
@@ -395,7 +401,9 @@ def compact(
 
 @operation("POST", "/v1/sessions/{session_id}/end")
 def end_session(user_id: str, session_id: str) -> Call[SessionEnded]:
-    """Flush the session's unflushed messages into long-term memory, then clear it."""
+    """End the session: archive its messages as events (``MEMORY_MEMORY__SESSION_ARCHIVE``)
+    and flush what is unflushed into long-term memory, then clear its state and tool results
+    (the log stays); the answer has the flush's and the archive's outcome."""
     path = f"/v1/sessions/{_segment(session_id)}/end"
     return Call("POST", path, _reads(SessionEnded), json=_body(EndRequest(user_id=user_id)))
 
@@ -404,6 +412,8 @@ def end_session(user_id: str, session_id: str) -> Call[SessionEnded]:
 def delete_session(
     user_id: str, session_id: str, *, include_log: bool = False
 ) -> Call[SessionDeleted]:
+    """Discard the session's state and evicted tool results without flushing them, and its
+    log too with ``include_log``; the answer says what went."""
     path = f"/v1/sessions/{_segment(session_id)}"
     params = {"user_id": user_id, "include_log": str(include_log).lower()}
     return Call("DELETE", path, _reads(SessionDeleted), params=params)
@@ -425,6 +435,9 @@ def read_tool_result(
     start_line: int | None = None,
     end_line: int | None = None,
 ) -> Call[ToolResultText]:
+    """An evicted tool result by the reference its preview names, whole or its lines
+    ``start_line..end_line`` (1-based, inclusive); only through its own session
+    (``InvalidRequestError`` ``path_outside_session`` otherwise)."""
     path = f"/v1/sessions/{_segment(session_id)}/tool-results"
     params = _query(user_id=user_id, ref=ref, start_line=start_line, end_line=end_line)
     return Call("GET", path, _reads(ToolResultText), params=params)
@@ -467,6 +480,8 @@ def import_lines(lines: Iterable[Mapping[str, Any]] | str | bytes) -> Call[Impor
 
 @operation("GET", "/v1/usage")
 def usage() -> Call[UsageReport]:
+    """The key's tenant's LLM token usage by purpose (chat, flush, compaction,
+    consolidation) and its pipeline counters (a personal key: ``PermissionDeniedError``)."""
     return Call("GET", "/v1/usage", _reads(UsageReport))
 
 
@@ -479,6 +494,7 @@ def run_maintenance(user_id: str | None = None, *, force: bool = False) -> Call[
 
 @operation("GET", "/healthz")
 def health() -> Call[Health]:
+    """Liveness (no key needed): ``status``, the backends in use and the version."""
     return Call("GET", "/healthz", _reads(Health))
 
 

@@ -38,7 +38,19 @@ def _sync(build: Callable[P, Call[T]]) -> Callable[Concatenate[MemoryClient, P],
 
 class MemoryClient:
     """``MemoryClient("http://127.0.0.1:8080", api_key)``; results are the API's own models
-    (``api.schemas``), errors ``ApiError`` subclasses carrying ``status`` and ``code``."""
+    (``api.schemas``), errors ``ApiError`` subclasses carrying ``status`` and ``code``.
+
+    ``base_url``: where the service listens; ``api_key``: sent as ``Authorization: Bearer``
+    (None: no key, as ``health`` needs none); ``timeout``: seconds per attempt;
+    ``max_retries`` and ``backoff_s``: the ``RetryPolicy`` (``transport.py``: which calls are
+    retried on what); ``headers``: sent with every request; ``http_client``: an
+    ``httpx.Client`` to send through, which ``close`` leaves open.
+
+    One method per operation of the API (``calls.py`` states each): its arguments are the
+    operation's parameters under the API's names, checked by the API's request models before
+    anything is sent (a bad one is a pydantic ``ValidationError``), and it returns the
+    operation's response model, as its signature names it. A service that cannot be reached
+    after the retries raises ``ApiConnectionError``."""
 
     def __init__(
         self,
@@ -82,6 +94,7 @@ class MemoryClient:
         return args
 
     def close(self) -> None:
+        """Close the HTTP client this one made (one passed in as ``http_client`` stays open)."""
         if self._owned:
             self._http.close()
 

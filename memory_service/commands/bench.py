@@ -109,7 +109,10 @@ def register(sub: argparse._SubParsersAction) -> None:
         "--k", type=_ks, default=_ks(DEFAULT_KS), help=f"cut-offs (default {DEFAULT_KS})"
     )
     p.add_argument(
-        "--backend", choices=("files", "qdrant"), help="default: MEMORY_LONGTERM__BACKEND"
+        "--backend",
+        choices=("files", "qdrant", "postgres"),
+        help="default: MEMORY_LONGTERM__BACKEND (postgres: in MEMORY_POSTGRES__DSN, a schema "
+        "of its own per memory, dropped after it)",
     )
     p.add_argument("--preset", help="retrieval preset (default: MEMORY_LONGTERM__RETRIEVAL_PRESET)")
     p.add_argument(

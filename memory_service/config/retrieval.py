@@ -48,17 +48,17 @@ class RetrievalConfig(BaseModel):
     - ``min_spread``: per leg, in its own units, the least spread z-score fusion divides by
       (``indexing.fusion``). BM25's is ``ln 2``, one word that half the memories contain: when
       every memory matches only a word they all share (the user's name), BM25's tiny length-norm
-      differences are not stretched into a ranking that outvotes the dense leg. On the bundled
-      synthetic set it lifted hybrid R@5 from 90.6 to 94.0 and left LoCoMo unchanged
-      (``benchmarks/RESULTS.md``, "Lexical leg: BM25's spread floor"). RRF ignores it.
+      differences are not stretched into a ranking that outvotes the dense leg: it lifts the
+      synthetic set's hybrid recall and leaves LoCoMo's as it was (``benchmarks/RESULTS.md``,
+      "Lexical leg: BM25's spread floor"). RRF ignores it.
     - ``lexical_coverage``: in z-score fusion, each BM25 score is multiplied by its memory's
       query coverage (the share of the question's IDF mass it holds, IDF over the fused
       candidates; ``indexing.fusion.query_coverage``) to this power; 0 turns it off, 1 is
       Lucene's classic ``coord`` weighted by IDF. A memory sharing one incidental word with a
-      paraphrased question no longer outvotes the dense leg's answer. 0.5: on the bundled
-      synthetic set hybrid MRR 80.4 -> 84.8, LoCoMo dev turns and facts better or equal at
-      every k; 0.75 and 1 gained more on synthetic and lost LoCoMo R@25
-      (``benchmarks/RESULTS.md``, "Lexical leg: query coverage"). RRF ignores it.
+      paraphrased question no longer outvotes the dense leg's answer. 0.5 is the strongest
+      power that loses nothing on LoCoMo at any k while it lifts the synthetic set; stronger
+      ones gain more there and lose LoCoMo (``benchmarks/RESULTS.md``, "Lexical leg: query
+      coverage"). RRF ignores it.
     - ``candidate_multiplier`` / ``min_candidates``: how deep each leg goes before fusion:
       ``max(min_candidates, top_k * candidate_multiplier)``.
     - ``neighbour_weight`` / ``neighbour_window``: session-neighbour smoothing after fusion
@@ -127,9 +127,9 @@ HYBRID = RetrievalConfig()
 # Reciprocal Rank Fusion with the default preset's date terms and session neighbours: what a
 # user who expects "hybrid search = RRF" should choose, without losing those two gains. RRF's
 # scores are flat (1/(60 + rank)), so the default's neighbour weight (0.5, on z-scores) would
-# lift a neighbour many ranks further than it does there: 0.1 is its RRF-scale counterpart
-# (LoCoMo dev: better than plain RRF at every k on both units; 0.25 and 0.5 lose facts R@5 or
-# MRR; ``benchmarks/RESULTS.md``, "Fusion and neighbours").
+# lift a neighbour many ranks further than it does there: 0.1 is its RRF-scale counterpart,
+# the weight that beats plain RRF at every k on LoCoMo where larger ones lose on facts
+# (``benchmarks/RESULTS.md``, "Fusion and neighbours").
 RRF = RetrievalConfig(name="rrf", fusion="rrf", neighbour_weight=0.1)
 RRF_PLAIN = RetrievalConfig(name="rrf-plain", fusion="rrf", neighbour_weight=0.0, date_terms=False)
 ZSCORE_PLAIN = RetrievalConfig(

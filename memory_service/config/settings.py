@@ -66,7 +66,7 @@ class LongTermSettings(_Section):
     (``access_count``, ``last_accessed_at``), in memory, written per user every
     ``access_flush_seconds`` (0: after every recall) and on close."""
 
-    backend: Literal["files", "qdrant"] = "files"
+    backend: Literal["files", "qdrant", "postgres"] = "files"
     retrieval_preset: str = "hybrid"
     presets: dict[str, RetrievalConfig] = Field(default_factory=dict)
     expire_by_importance: bool = False

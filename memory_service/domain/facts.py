@@ -443,8 +443,9 @@ class Fact:
     def flagged_for_verification(self, flag: bool) -> Fact:
         """This fact with ``needs_verification`` set to ``flag``, its other fields copied as
         they are (they were checked when it was made). Every recalled fact is flagged, and
-        ``dataclasses.replace`` runs ``__init__`` and ``__post_init__`` again: 5.5 µs a fact
-        against 2.5 warm, ten a recall."""
+        ``dataclasses.replace`` would run ``__init__`` and ``__post_init__`` again, ten times a
+        recall, for checks these fields already passed (``benchmarks/RESULTS.md``, "Costs behind
+        the code's choices")."""
         if flag == self.needs_verification:
             return self
         copy = object.__new__(Fact)

@@ -299,9 +299,9 @@ def content_text(content: object) -> str:
 def estimate_tokens(text: str) -> int:
     """``text``'s tokens in cl100k_base (``tokens.cl100k_tokens``): the compaction trigger,
     every prompt budget and the token figures the service reports count with it. The
-    character heuristic it replaced (4 ASCII characters a token, one per other character) was
-    11 % high over LoCoMo's turns and 19 % low on Chinese; cl100k costs ~8.5 us a turn against
-    ~4.3 us (RESULTS.md, "Token counts")."""
+    character heuristic it replaced (4 ASCII characters a token, one per other character)
+    overcounted English and undercounted Chinese (``benchmarks/RESULTS.md``, "Token counts":
+    what each counts and costs)."""
     return cl100k_tokens(text)
 
 

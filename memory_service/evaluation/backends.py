@@ -7,6 +7,7 @@ and ``--backend qdrant`` goes through exactly the code path ``memory-service ser
 from __future__ import annotations
 
 import tempfile
+import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -56,8 +57,26 @@ class FreshBackends:
         from memory_service.services.stores import build_longterm
 
         with tempfile.TemporaryDirectory(prefix="memory-bench-", dir=self.root) as tmp:
-            memory = build_longterm(settings_for(self.settings, Path(tmp)), self.embedder)
+            settings = settings_for(self.settings, Path(tmp))
+            schema = None
+            if settings.longterm.backend == "postgres":  # a schema of its own, dropped after
+                schema = f"bench_{uuid.uuid4().hex[:16]}"
+                postgres = settings.postgres.model_copy(update={"schema_name": schema})
+                settings = settings.model_copy(update={"postgres": postgres})
             try:
-                yield memory
+                memory = build_longterm(settings, self.embedder)
+                try:
+                    yield memory
+                finally:
+                    memory.close()
             finally:
-                memory.close()
+                if schema is not None:
+                    _drop_schema(settings.postgres.dsn or "", schema)
+
+
+def _drop_schema(dsn: str, schema: str) -> None:
+    import psycopg
+    from psycopg import sql
+
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        conn.execute(sql.SQL("DROP SCHEMA IF EXISTS {} CASCADE").format(sql.Identifier(schema)))

@@ -31,8 +31,9 @@ class LoopbackServer:
         import uvicorn
 
         self._socket = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-        # Accepted connections inherit this. Without it every response waited ~40 ms
-        # (Nagle against delayed ACK) on a socket handed to uvicorn: measured, not guessed.
+        # Accepted connections inherit this. Without it every response waited for the peer's
+        # delayed ACK (Nagle's algorithm) on a socket handed to uvicorn
+        # (``benchmarks/RESULTS.md``, "Costs behind the code's choices").
         self._socket.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         self._socket.bind(("127.0.0.1", 0))
         self.port = self._socket.getsockname()[1]

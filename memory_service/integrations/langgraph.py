@@ -360,9 +360,10 @@ class MemoryServiceStore(BaseStore):
         dense cosine to ``query`` (0.0 where the dense leg did not reach it). Asked unfiltered
         first: when every hit is an indexed item of the prefix, that ranking stands (for a
         user whose items are all indexed and under the prefix, the filtered recall's exactly)
-        without the files backend's filter pass, which made a search 1.76x the plain recall's
-        p50 (RESULTS.md, "LangGraph store"); otherwise it is asked again with the prefix's and
-        the indexed items' tags inside every leg, so nothing else takes a place in the top k."""
+        without the files backend's filter pass, which made a search slower than the plain
+        recall (``benchmarks/RESULTS.md``, "LangGraph store"); otherwise it is asked again with
+        the prefix's and the indexed items' tags inside every leg, so nothing else takes a place
+        in the top k."""
         hits = self.facts.recall(user, query, depth, ())
         if not all(tag in f.tags and UNINDEXED_TAG not in f.tags for f, _ in hits):
             hits = self.facts.recall(user, query, depth, (tag, INDEXED_TAG))

@@ -10,7 +10,7 @@ ledgers, whose lines stay as written; any other closes and deletes (Qdrant).
 
 Two processes never maintain the same user at once (a non-blocking lock per user), and a
 user is maintained at most once per ``min_gap`` unless forced; the last run is remembered so
-the gap survives restarts. Both live in ``maintenance_state.py``: the user's folder by
+the gap survives restarts. Both live in ``stores/maintenance_state/``: the user's folder by
 default, PostgreSQL (a row and an advisory lock) for replicas.
 """
 

@@ -26,7 +26,7 @@ from memory_service.services.stores import (
 )
 from memory_service.shortterm.session import ShortTermMemory
 from memory_service.stores.build import ReplicaStores, open_database
-from memory_service.stores.database import Database
+from memory_service.stores.database import Database, describe_dsn
 from memory_service.stores.memory_docs import MemoryDocs
 from memory_service.stores.user_data import ListsUsers
 from memory_service.usecases.base import Memories
@@ -54,6 +54,9 @@ class Services:
         s = self.settings
         if s.longterm.backend == "files":
             longterm = f"files ({s.workspace.resolve()})"
+        elif s.longterm.backend == "postgres":
+            schema = s.postgres.schema_name or "public"
+            longterm = f"postgres ({describe_dsn(s.postgres.dsn or '')}, schema {schema})"
         elif s.qdrant.url:
             longterm = f"qdrant server ({s.qdrant.url}, collection {s.qdrant.collection})"
         else:
@@ -115,7 +118,7 @@ def build_services(settings: Settings, *, embedder: Embedder | None = None) -> S
     database = open_database(settings)  # first: every store below may keep state in it
     try:
         state = ReplicaStores.of(settings.workspace, database)  # tables created when missing
-        longterm = build_longterm(settings, embedder, state.tombstones)
+        longterm = build_longterm(settings, embedder, state.tombstones, database)
     except BaseException:
         if database is not None:
             database.close()

@@ -28,6 +28,7 @@ from memory_service.longterm.store_embedder import EmbedderRecords
 from memory_service.observe.telemetry import TimedEmbedder
 from memory_service.shortterm.session import ShortTermMemory
 from memory_service.stores.build import ReplicaStores
+from memory_service.stores.database import Database
 from memory_service.stores.tombstones import Tombstones
 
 
@@ -143,10 +144,14 @@ def build_near_duplicates(settings: Settings) -> NearDuplicatePolicy:
 
 
 def build_longterm(
-    settings: Settings, embedder: Embedder, tombstones: Tombstones | None = None
+    settings: Settings,
+    embedder: Embedder,
+    tombstones: Tombstones | None = None,
+    database: Database | None = None,
 ) -> LongTermMemory:
     """The configured long-term backend; ``tombstones``: the erased users' (default: the
-    workspace's; ``Services.state`` passes the replicas' shared ones)."""
+    workspace's; ``Services.state`` passes the replicas' shared ones); ``database``: the
+    replica state's PostgreSQL, which the postgres backend shares when it is open."""
     cfg = settings.longterm
     retrieval = cfg.retrieval()
     read = {
@@ -168,6 +173,10 @@ def build_longterm(
         from memory_service.longterm.qdrant.backend import open_qdrant
 
         return open_qdrant(settings.qdrant, settings.workspace, embedder, **read)
+    if backend == "postgres":
+        from memory_service.longterm.postgres.backend import open_postgres
+
+        return open_postgres(settings.postgres, embedder, database=database, **read)
     raise ConfigurationError(
         f"MEMORY_LONGTERM__BACKEND: backend {backend!r} is not available in this build"
     )
@@ -183,6 +192,12 @@ def open_embedder_records(settings: Settings, embedder: Embedder) -> Iterator[Em
         from memory_service.longterm.files.embedder_records import FilesEmbedderRecords
 
         yield FilesEmbedderRecords(settings.workspace)
+        return
+    if backend == "postgres":
+        from memory_service.longterm.postgres.backend import open_postgres_records
+
+        with open_postgres_records(settings.postgres) as records:
+            yield records
         return
     if backend != "qdrant":
         raise ConfigurationError(

@@ -130,7 +130,7 @@ class ReplicaStores:
         """Where MEMORY.md and its snapshots live: PostgreSQL for the Qdrant backend when
         replica state is there (``memory_docs/postgres.py`` says why, and how files move
         there); files otherwise (the files backend reads its MEMORY.md as facts)."""
-        if self.database is not None and settings.longterm.backend == "qdrant":
+        if self.database is not None and settings.longterm.backend in ("qdrant", "postgres"):
             from memory_service.stores.memory_docs.postgres import PostgresMemoryDocs
 
             docs = PostgresMemoryDocs(self.database, settings.workspace, tombstones=self.tombstones)

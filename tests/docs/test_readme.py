@@ -1,11 +1,13 @@
-"""README.md runs itself: every runnable block, in the order written, from a fresh workspace,
-against a real ``memory-service serve``, each answer compared with what README shows.
+"""The documentation runs itself: every runnable block of README.md and of the pages in
+``docs/``, in the order the site reads them, from a fresh workspace, against a real
+``memory-service serve``, each answer compared with what its page shows.
 
-How README marks its blocks, and what is masked in a comparison: ``tests/support/readme.py``.
-The run is what a new user's is: a fresh checkout folder (``./data`` is the workspace, as
-``make serve`` has it), ``serve`` with no keys file (it mints the development key and prints
-it; ``KEY=msk_dev_...`` is that key), no LLM configured, the CLI on ``PATH`` (as after
-``source .venv/bin/activate``), and one shell session for all the shell blocks.
+Which pages, in which order, how they mark their blocks, and what is masked in a comparison:
+``tests/support/readme.py``. The run is what a new user's is: a fresh checkout folder
+(``./data`` is the workspace, as ``make serve`` has it), ``serve`` with no keys file (it mints
+the development key and prints it; ``KEY=msk_dev_...`` is that key), no LLM configured, the
+CLI on ``PATH`` (as after ``source .venv/bin/activate``), and one shell session for all the
+shell blocks.
 """
 
 from __future__ import annotations
@@ -32,6 +34,7 @@ from tests.support.readme import (
     json_values,
     match_json,
     match_text,
+    pages,
     placeholders,
 )
 from tests.support.server import free_port, wait_healthy
@@ -39,10 +42,9 @@ from tests.support.server import free_port, wait_healthy
 pytestmark = pytest.mark.subprocess  # serve, a shell, the CLI and python processes
 
 REPO = Path(__file__).resolve().parents[2]
-README = REPO / "README.md"
 BLOCK_TIMEOUT_S = 180.0
 DONE = "__readme_block_done__"
-# README_KEEP_GOING=1: run every block and report every mismatch (when updating README), not
+# README_KEEP_GOING=1: run every block and report every mismatch (when updating a page), not
 # only the first (later blocks may depend on the state earlier ones leave)
 KEEP_GOING = os.environ.get("README_KEEP_GOING") == "1"
 
@@ -178,22 +180,27 @@ class Shell:
 
 
 def _readable(text: str, checkout: Path) -> str:
-    """Output as README shows it: paths under the checkout as the README's checkout."""
+    """Output as the pages show it: paths under the checkout as the README's checkout."""
     return text.replace(str(checkout.resolve()), README_CHECKOUT).replace(
         str(checkout), README_CHECKOUT
     )
 
 
-def test_every_readme_example_prints_what_readme_shows(served, home, checkout):
-    runs = examples(README.read_text(encoding="utf-8"))
-    assert {e.block.lang for e in runs} >= {"bash", "console", "python"}, "README has changed"
+def test_every_example_prints_what_its_page_shows(served, home, checkout):
+    runs = [
+        (page, example)
+        for page in pages(REPO)
+        for example in examples(page.read_text(encoding="utf-8"))
+    ]
+    assert {e.block.lang for _, e in runs} >= {"bash", "console", "python"}, "the docs changed"
     env = _env(home)
     shell = Shell(checkout, env, home)
     bindings = Bindings()
     failures: list[str] = []
     try:
-        for example in runs:
-            where = f"README.md line {example.block.line} ({example.block.lang})"
+        for page, example in runs:
+            name = page.relative_to(REPO)
+            where = f"{name} line {example.block.line} ({example.block.lang})"
             try:
                 _run(example, shell, served, bindings, checkout, env, home)
             except AssertionError as exc:
@@ -219,7 +226,7 @@ def _run(example: Example, shell: Shell, served: Serving, bindings, checkout, en
             assert why is None, f"$ {line}\n{why}"
         return
     if block.lang == "python":
-        script = home / f"readme-{block.line}.py"
+        script = home / f"example-{len(list(home.glob('example-*.py')))}.py"
         script.write_text(command, encoding="utf-8")
         done = subprocess.run(
             [sys.executable, str(script)],
@@ -232,7 +239,7 @@ def _run(example: Example, shell: Shell, served: Serving, bindings, checkout, en
         assert done.returncode == 0, f"exited {done.returncode}:\n{done.stdout}{done.stderr}"
         printed = _readable(done.stdout, checkout)
         if example.expected is None:
-            assert not printed.strip(), f"prints\n{printed}\nbut README shows no output"
+            assert not printed.strip(), f"prints\n{printed}\nbut its page shows no output"
             return
         why = match_text(example.expected.text, printed, bindings, literal=command)
         assert why is None, why
@@ -240,7 +247,7 @@ def _run(example: Example, shell: Shell, served: Serving, bindings, checkout, en
     status, printed, errors = shell.run(command)
     assert status == 0, f"exited {status}:\n{printed}{errors}"
     if example.expected is None:
-        assert not printed.strip(), f"prints\n{printed}\nbut README shows no ```json after it"
+        assert not printed.strip(), f"prints\n{printed}\nbut its page shows no ```json after it"
         return
     shown = json_values(example.expected.text)
     try:
@@ -248,7 +255,7 @@ def _run(example: Example, shell: Shell, served: Serving, bindings, checkout, en
     except ValueError:
         raise AssertionError(f"printed what is not JSON:\n{printed}{errors}") from None
     assert len(answers) == len(shown), (
-        f"README shows {len(shown)} answers, it printed {len(answers)}:\n{printed}{errors}"
+        f"the page shows {len(shown)} answers, it printed {len(answers)}:\n{printed}{errors}"
     )
     for n, (want, got) in enumerate(zip(shown, answers, strict=True)):
         why = match_json(want, got, bindings, where=f"answer {n + 1}")

@@ -1,5 +1,6 @@
-"""The rules ``tests/docs/test_readme.py`` reads README.md by (``tests.support.readme``): which
-blocks run, which block is each one's answer, and what a comparison masks. No processes."""
+"""The rules ``tests/docs/test_readme.py`` reads the documentation by (``tests.support.readme``):
+which pages run and in which order, which blocks run, which block is each one's answer, and
+what a comparison masks. No processes."""
 
 from __future__ import annotations
 
@@ -16,10 +17,18 @@ from tests.support.readme import (
     json_values,
     match_json,
     match_text,
+    nav_pages,
+    pages,
     placeholders,
 )
 
-README = Path(__file__).resolve().parents[2] / "README.md"
+REPO = Path(__file__).resolve().parents[2]
+README = REPO / "README.md"
+
+
+def _text(page: Path) -> str:
+    return page.read_text(encoding="utf-8")
+
 
 SAMPLE = """Intro.
 
@@ -74,12 +83,33 @@ def test_a_transcript_is_commands_and_what_each_prints():
     ]
 
 
-def test_readme_runs_its_examples():
-    """Every shell, transcript and Python block of README runs unless marked ``no-run``, and
-    the ones that show answers are most of them."""
-    found = examples(README.read_text(encoding="utf-8"))
+def test_the_pages_run_in_the_order_the_site_reads_them():
+    """README.md first (the site's home), then docs/'s pages as mkdocs.yml's nav lists them;
+    the pages the site makes from files outside docs/ hold no examples to run."""
+    nav = ["index.md", {"Guide": ["api.md", {"Recall": "search.md"}]}, {"Results": "r.md"}]
+    assert nav_pages(nav) == ["index.md", "api.md", "search.md", "r.md"]
+    found = pages(REPO)
+    assert found[0] == README
+    assert REPO / "docs" / "api.md" in found
+    assert REPO / "ARCHITECTURE.md" not in found
+    assert REPO / "benchmarks" / "RESULTS.md" not in found
+
+
+def test_every_page_of_docs_is_in_the_nav():
+    """A page left out of the nav would have its examples left out of the run (and of the
+    site)."""
+    written = {p for p in (REPO / "docs").glob("*.md")}
+    assert written - set(pages(REPO)) == set()
+
+
+def test_the_docs_run_their_examples():
+    """Every shell, transcript and Python block of the pages runs unless marked ``no-run``,
+    and the ones that show answers are most of them."""
+    found = [e for page in pages(REPO) for e in examples(_text(page))]
     assert {e.block.lang for e in found} == {"bash", "console", "python"}
     assert sum(e.expected is not None or e.block.lang == "console" for e in found) >= 8
+    tour = examples(_text(README))
+    assert sum(e.expected is not None for e in tour) >= 3, "README's tour shows its answers"
 
 
 def test_ids_keys_and_hex_tokens_stand_for_one_value_each():
@@ -141,12 +171,12 @@ def test_the_port_and_the_key_are_the_test_servers():
 
 
 def test_a_key_named_after_a_user_is_that_users_personal_key():
-    """A shell variable named after one of README's users holds that user's personal key,
+    """A shell variable named after one of the pages' users holds that user's personal key,
     never a tenant-wide one a reader would take for it."""
-    text = README.read_text(encoding="utf-8")
+    text = "\n".join(_text(page) for page in pages(REPO))
     users = set(re.findall(r'"user_id":\s*"(\w+)"', text)) | set(re.findall(r"--user (\w+)", text))
     added = re.findall(r"(\w+)=\$\(memory-service keys add ([^)]*)\)", text)
-    assert added, "README shows keys added into shell variables"
+    assert added, "the pages show keys added into shell variables"
     for name, args in added:
         if name.lower() in users:
             assert f"--user {name.lower()}" in args, (name, args)
@@ -155,10 +185,10 @@ def test_a_key_named_after_a_user_is_that_users_personal_key():
 def test_no_document_outside_the_repository_is_cited_by_file_name():
     """A decision taken from a design document is said in the project's own words
     (docs/decisions.md); a reader cannot open a file the repository does not hold."""
-    repo = README.parent
-    cited = re.compile(r"\b\d{3}_[0-9a-f]{16}\.txt\b")
+    repo = REPO
+    cited = re.compile(r"\b\d{3}_[0-9a-f]{16}")
     tracked = subprocess.run(
-        ["git", "ls-files", "*.md", "*.py", "*.toml", "Makefile"],
+        ["git", "ls-files", "*.md", "*.py", "*.toml", "*.yml", "Makefile"],
         cwd=repo,
         capture_output=True,
         text=True,
@@ -172,4 +202,5 @@ def test_no_document_outside_the_repository_is_cited_by_file_name():
         for hit in cited.findall(path.read_text(encoding="utf-8"))
     ]
     assert found == []
-    assert "(docs/decisions.md)" in README.read_text(encoding="utf-8")
+    assert "(docs/decisions.md)" in _text(README)
+    assert "(decisions.md)" in _text(REPO / "docs" / "search.md")

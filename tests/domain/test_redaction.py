@@ -384,9 +384,13 @@ def test_every_backend_stores_the_placeholder(memory, tmp_path, request):
     memory.redactor = Redactor("off")  # a control: what the scan finds when nothing is redacted
     memory.record(ALICE, [Fact(f"control {OTHER_CARD}")])
     memory.close()  # Qdrant Edge: its segments and write-ahead log on disk
+    backend = request.node.callspec.params["memory"]
+    if backend == "postgres":  # the server's whole data folder, its write-ahead log too
+        from tests.support.pgvector import data_folder
+
+        tmp_path = data_folder()
     assert holding(tmp_path, DIGITS, CARD) == []
-    on_disk = request.node.callspec.params["memory"] != "qdrant-local"  # local mode: in memory
-    assert bool(holding(tmp_path, OTHER_CARD)) == on_disk
+    assert bool(holding(tmp_path, OTHER_CARD)) == (backend != "qdrant-local")  # local: in memory
 
 
 # -- the CLI ---------------------------------------------------------------------------------

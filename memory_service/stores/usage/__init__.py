@@ -31,6 +31,12 @@ class UsageStore(Protocol):
         *,
         tokens: Mapping[str, Usage] | None = None,
         counters: Mapping[str, int] | None = None,
-    ) -> None: ...
+    ) -> None:
+        """Add to ``tenant_id``'s totals: ``tokens`` (purpose -> one call's usage) and
+        ``counters`` (name -> increment), in one write."""
+        ...
 
-    def report(self, tenant_id: str) -> dict[str, Any]: ...
+    def report(self, tenant_id: str) -> dict[str, Any]:
+        """``tenant_id``'s totals: ``tokens`` by purpose and their ``total``, and
+        ``counters`` (none, and a zero total, for a tenant with no usage)."""
+        ...

@@ -51,11 +51,19 @@ class SessionLogStore(Protocol):
     retention call. Every implementation answers with the same ``LogEntry`` and ``SessionHit``
     shapes and the same snippets."""
 
-    def append(self, ctx: RuntimeContext, messages: Sequence[Msg]) -> None: ...
+    def append(self, ctx: RuntimeContext, messages: Sequence[Msg]) -> None:
+        """Append ``messages`` to the log of ``ctx``'s session, in order; durable when this
+        returns. Raises ``UserErasedError`` when the user was erased after ``ctx`` began."""
+        ...
 
-    def read(self, ctx: RuntimeContext, session_id: str | None = None) -> list[LogEntry]: ...
+    def read(self, ctx: RuntimeContext, session_id: str | None = None) -> list[LogEntry]:
+        """The logged messages of ``session_id`` (default: ``ctx``'s session) of ``ctx``'s
+        user, oldest first; ``[]`` when the session has no log."""
+        ...
 
-    def sessions(self, ctx: RuntimeContext) -> list[str]: ...
+    def sessions(self, ctx: RuntimeContext) -> list[str]:
+        """The ids of ``ctx``'s user's sessions that have a log."""
+        ...
 
     def search(
         self,
@@ -64,13 +72,23 @@ class SessionLogStore(Protocol):
         *,
         limit: int = 10,
         session_id: str | None = None,
-    ) -> list[SessionHit]: ...
+    ) -> list[SessionHit]:
+        """At most ``limit`` past messages of ``ctx``'s user (of ``session_id`` alone when
+        given) that share a term with ``query`` or hold it literally, best first: more of
+        the query's terms, then the literal phrase, then newer. ``[]`` for an empty query."""
+        ...
 
-    def count_user(self, ctx: RuntimeContext) -> int: ...
+    def count_user(self, ctx: RuntimeContext) -> int:
+        """How many session logs ``ctx``'s user has."""
+        ...
 
-    def erase_user(self, ctx: RuntimeContext) -> int: ...
+    def erase_user(self, ctx: RuntimeContext) -> int:
+        """Delete every session log of ``ctx``'s user; how many there were."""
+        ...
 
-    def delete_session(self, ctx: RuntimeContext) -> bool: ...
+    def delete_session(self, ctx: RuntimeContext) -> bool:
+        """Delete the log of ``ctx``'s session; True when there was one."""
+        ...
 
     def delete_old(
         self,
@@ -78,7 +96,10 @@ class SessionLogStore(Protocol):
         *,
         retention_days: int = DEFAULT_RETENTION_DAYS,
         now: datetime | None = None,
-    ) -> list[str]: ...
+    ) -> list[str]:
+        """Delete ``ctx``'s user's logs last written more than ``retention_days`` before
+        ``now`` (default: the clock's now); the ids of the sessions whose logs went."""
+        ...
 
 
 def session_search(

@@ -45,17 +45,39 @@ class SessionInfo:
 
 @runtime_checkable
 class AgentStateStore(Protocol):
-    def load(self, ctx: RuntimeContext) -> AgentState: ...
+    """Session states by (tenant, user, session): the contract is the module's."""
 
-    def save(self, state: AgentState, ctx: RuntimeContext) -> None: ...
+    def load(self, ctx: RuntimeContext) -> AgentState:
+        """The state of ``ctx``'s session (``ctx.session_id`` required), at its stored
+        ``version``; a new empty state (version 0) when none is stored or it has expired. The
+        caller owns the value: changing it changes nothing stored."""
+        ...
 
-    def remove(self, ctx: RuntimeContext) -> bool: ...
+    def save(self, state: AgentState, ctx: RuntimeContext) -> None:
+        """Store ``state`` as ``ctx``'s session if the stored version is still
+        ``state.version`` (0: none stored), then bump ``state.version`` in place. Raises
+        ``ConflictError`` (nothing stored) when another writer saved first,
+        ``UserErasedError`` when the user was erased after ``ctx`` began, and
+        ``BackendUnavailableError`` when the store cannot be reached."""
+        ...
 
-    def list_sessions(self, ctx: RuntimeContext) -> list[SessionInfo]: ...
+    def remove(self, ctx: RuntimeContext) -> bool:
+        """Delete ``ctx``'s session state; True when a live (unexpired) state was there."""
+        ...
 
-    def purge_expired(self, keep: KeepExpired | None = None) -> int: ...
+    def list_sessions(self, ctx: RuntimeContext) -> list[SessionInfo]:
+        """``ctx``'s user's live sessions (no messages), most recently saved first."""
+        ...
 
-    def close(self) -> None: ...
+    def purge_expired(self, keep: KeepExpired | None = None) -> int:
+        """Delete every expired state of every tenant and user; how many went. ``keep`` is
+        given each expired state first (outside any lock) and spares it by answering True;
+        a state saved again meanwhile is not deleted."""
+        ...
+
+    def close(self) -> None:
+        """Release the store's connections (a no-op for files)."""
+        ...
 
 
 def session_of(ctx: RuntimeContext) -> str:

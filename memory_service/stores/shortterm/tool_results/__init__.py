@@ -37,9 +37,15 @@ class ToolResultStore(Protocol):
 
     max_chars: int
 
-    def needs_eviction(self, message: Msg) -> bool: ...
+    def needs_eviction(self, message: Msg) -> bool:
+        """Whether ``message`` is a tool result longer than ``max_chars``."""
+        ...
 
-    def evict(self, ctx: RuntimeContext, message: Msg) -> Msg: ...
+    def evict(self, ctx: RuntimeContext, message: Msg) -> Msg:
+        """``message`` as it is, or, when it needs eviction, its preview (marked
+        ``tool_result``, naming its reference) after its whole text is stored under
+        ``ctx``'s session."""
+        ...
 
     def read(
         self,
@@ -47,15 +53,30 @@ class ToolResultStore(Protocol):
         ref: str,
         start_line: int | None = None,
         end_line: int | None = None,
-    ) -> str: ...
+    ) -> str:
+        """The evicted text behind ``ref``, or its lines ``start_line..end_line`` (1-based,
+        inclusive). Raises ``InvalidIdError`` (``path_outside_session``,
+        ``path_outside_user``) for a reference outside ``ctx``'s session,
+        ``InvalidInputError`` for a malformed one or a bad line range, ``NotFoundError``
+        when nothing is stored there."""
+        ...
 
-    def remove_session(self, ctx: RuntimeContext) -> int: ...
+    def remove_session(self, ctx: RuntimeContext) -> int:
+        """Delete the evicted results of ``ctx``'s session; how many went."""
+        ...
 
-    def count_user(self, ctx: RuntimeContext) -> int: ...
+    def count_user(self, ctx: RuntimeContext) -> int:
+        """How many evicted results ``ctx``'s user has, every session's."""
+        ...
 
-    def erase_user(self, ctx: RuntimeContext) -> int: ...
+    def erase_user(self, ctx: RuntimeContext) -> int:
+        """Delete every evicted result of ``ctx``'s user; how many went."""
+        ...
 
-    def discard(self, ctx: RuntimeContext, messages: list[Msg]) -> None: ...
+    def discard(self, ctx: RuntimeContext, messages: list[Msg]) -> None:
+        """Delete what was stored for the evicted ``messages`` of an append that failed
+        before its state was saved, so no result outlives the message that named it."""
+        ...
 
 
 def check_sizes(max_chars: int, preview_chars: int) -> None:

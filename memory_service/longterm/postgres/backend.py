@@ -1,0 +1,653 @@
+"""PostgreSQL backend: facts, their dense vectors (pgvector) and BM25 postings in one database.
+
+Every write of one owner (a user, an agent's or the tenant's shared memory) is one transaction
+that first takes a transaction-scoped advisory lock of that owner (``_write_lock``): a
+record's read, its near-duplicate check and its write see one state, in whichever process
+they run, and a connection lost halfway leaves nothing of it (the transaction rolls back).
+A partial unique index on the open facts' keys makes two open facts on one key impossible
+even for a writer that skipped the lock; every write that leaves a keyed fact open closes
+the others on its key as reading would resolve them (``store_values.newest_holders``), so
+stored state and read state are one. Reads take a pooled connection and no lock.
+
+Recall is ``search``'s: BM25 with the files backend's per-owner statistics from the postings,
+and pgvector's cosine, each filtered inside the query; fusion is the base's. A deleted fact
+leaves its text in the table's free space until the table is rewritten: each maintenance pass
+that follows a delete does it (``compact_deleted``: ``VACUUM FULL`` of the two tables).
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass, replace
+from datetime import datetime
+from typing import Any
+
+import numpy as np
+import psycopg
+
+from indexing.embeddings import Embedder
+from indexing.tokenize import TOKENIZER_VERSION
+from memory_service.config.retrieval import Leg, RetrievalConfig
+from memory_service.config.settings import PostgresSettings
+from memory_service.domain.context import RuntimeContext, scope_context, validate_id
+from memory_service.domain.errors import ConfigurationError
+from memory_service.domain.facts import Fact, utcnow
+from memory_service.longterm.access import AccessMark, applied
+from memory_service.longterm.base_store import BaseLongTermMemory
+from memory_service.longterm.postgres.conditions import Where, live, owner_where, view_where
+from memory_service.longterm.postgres.embedder_records import PostgresEmbedderRecords
+from memory_service.longterm.postgres.rows import (
+    FACT_COLUMNS,
+    Document,
+    document_of,
+    fact_of,
+    fact_row,
+    vector_text,
+)
+from memory_service.longterm.postgres.schema import ensure_tables
+from memory_service.longterm.postgres.search import QueryTerms, bm25_leg, dense_leg
+from memory_service.longterm.recording import RecordPlan
+from memory_service.longterm.store_embedder import require_embedder
+from memory_service.longterm.store_values import (
+    NO_CANDIDATES,
+    Candidates,
+    ReadView,
+    StoredFacts,
+    newest_holders,
+    resolve_key_race,
+)
+from memory_service.observe.telemetry import timed_stage
+from memory_service.stores.database import DSN_SETTING, Database
+from memory_service.stores.tombstones.postgres import PostgresTombstones
+
+log = logging.getLogger(__name__)
+
+_REINDEX_BATCH = 1000
+_ROW_COLUMNS = (
+    "id",
+    "tenant_id",
+    "owner",
+    "scope",
+    "user_id",
+    "agent_id",
+    "key",
+    "is_open",
+    "created_at",
+    "expires_at",
+    "importance",
+    "fact",
+    "access_count",
+    "last_accessed_at",
+    "doc_len",
+)
+_UPSERT = (
+    f"INSERT INTO longterm_facts ({', '.join(_ROW_COLUMNS)}, embedding, embedder, terms_version) "
+    f"VALUES ({', '.join('%(' + c + ')s' for c in _ROW_COLUMNS)}, "
+    "%(embedding)s::{vector}, %(embedder)s, %(terms_version)s) "
+    "ON CONFLICT (id) DO UPDATE SET "
+    + ", ".join(
+        f"{c} = EXCLUDED.{c}" for c in (*_ROW_COLUMNS[1:], "embedding", "embedder", "terms_version")
+    )
+)
+_REWRITE = (
+    "UPDATE longterm_facts SET "
+    + ", ".join(f"{c} = %({c})s" for c in _ROW_COLUMNS[6:])
+    + ", terms_version = %(terms_version)s"
+    + " WHERE id = %(id)s AND tenant_id = %(tenant_id)s AND owner = %(owner)s"
+)
+
+
+@dataclass(slots=True)
+class _Read(StoredFacts):
+    """What a write read (the base's ``by_id`` and ``open_by_key``)."""
+
+
+class PostgresLongTermMemory(BaseLongTermMemory[_Read]):
+    """``LongTermMemory`` over the ``longterm_*`` tables of one PostgreSQL ``Database``."""
+
+    backend_name = "PostgreSQL"
+    rewrites_vectors = False  # an amended fact keeps its stored vector: its text is the same
+
+    def __init__(
+        self,
+        database: Database,
+        embedder: Embedder,
+        *,
+        retrieval: RetrievalConfig | None = None,
+        clock: Callable[[], datetime] = utcnow,
+        verify_embedder: bool = True,
+        owns_database: bool = False,
+        **options: Any,  # the base's: expiry, confidence, track_access, tombstones, ...
+    ) -> None:
+        """``owns_database``: ``close`` closes ``database`` too. ``tombstones`` (among the
+        base's options): default, those of ``database``. ``verify_embedder`` False:
+        open a store of another embedding model (``store_embedder``) for what needs no
+        vector, as erasing a user."""
+        if options.get("tombstones") is None:  # the erased users' in this same database
+            options["tombstones"] = PostgresTombstones(database)
+        super().__init__(embedder, retrieval=retrieval, clock=clock, **options)
+        self.database = database
+        self._owns_database = owns_database
+        self.ext = ensure_tables(database)
+        self._vector = '"' + self.ext.replace('"', '""') + '".vector'
+        self._held = threading.local()  # this thread's open write transactions, by owner
+        if verify_embedder:
+            require_embedder(PostgresEmbedderRecords(database, self.ext), embedder)
+        self.reindexed = self._reindex_stale_terms()
+        self.shared_words_dropped = self._drop_shared_user_words()
+
+    # -- connections and the owner's lock ----------------------------------------------------
+
+    def _stack(self) -> dict[tuple[str, str], psycopg.Connection]:
+        held = getattr(self._held, "conns", None)
+        if held is None:
+            held = self._held.conns = {}
+        return held
+
+    @contextmanager
+    def _write_lock(self, ctx: RuntimeContext) -> Iterator[psycopg.Connection]:
+        """One transaction holding the owner's advisory lock until it commits or rolls back;
+        nested for the same owner, the transaction already open."""
+        held = self._stack()
+        owner = (ctx.tenant_id, ctx.owner)
+        if owner in held:
+            yield held[owner]
+            return
+        with self.database.connection() as conn:
+            self.database.lock_key(conn, f"longterm\x1f{ctx.tenant_id}\x1f{ctx.owner}")
+            held[owner] = conn
+            try:
+                yield conn
+            finally:
+                del held[owner]
+
+    @contextmanager
+    def _conn(self, ctx: RuntimeContext | None = None) -> Iterator[psycopg.Connection]:
+        """The owner's open write transaction (or any this thread holds), else a pooled
+        connection for one read."""
+        held = self._stack()
+        if ctx is not None and (ctx.tenant_id, ctx.owner) in held:
+            yield held[(ctx.tenant_id, ctx.owner)]
+        elif held:
+            yield next(reversed(held.values()))
+        else:
+            with self.database.connection() as conn:
+                yield conn
+
+    # -- writing rows -------------------------------------------------------------------------
+
+    def _document(self, fact: Fact) -> Document:
+        return document_of(fact, self.retrieval)
+
+    def _row(self, ctx: RuntimeContext, fact: Fact, document: Document) -> dict[str, Any]:
+        row = fact_row(ctx, fact, document, fact.expires_at)
+        row["terms_version"] = TOKENIZER_VERSION
+        return row
+
+    def _put(
+        self,
+        conn: psycopg.Connection,
+        ctx: RuntimeContext,
+        facts: Sequence[Fact],
+        dense_of: Mapping[str, np.ndarray],
+    ) -> None:
+        """Write ``facts`` whole: with a vector in ``dense_of``, inserted or replaced; without,
+        their stored row rewritten (its vector kept). Their postings are made again. Closed
+        facts go first, so the open keys' index never sees two at once."""
+        if not facts:
+            return
+        ordered = sorted(facts, key=lambda f: f.superseded_by is None and f.valid_to is None)
+        documents = {f.id: self._document(f) for f in ordered}
+        upserts, rewrites = [], []
+        for fact in ordered:
+            row = self._row(ctx, fact, documents[fact.id])
+            if fact.id in dense_of:
+                row["embedding"] = vector_text(dense_of[fact.id])
+                row["embedder"] = self._embedder.name
+                upserts.append(row)
+            else:
+                rewrites.append(row)
+        with conn.cursor() as cur:
+            if rewrites:
+                cur.executemany(_REWRITE, rewrites)
+            if upserts:
+                cur.executemany(_UPSERT.replace("{vector}", self._vector), upserts)
+            self._write_terms(cur, ctx, ordered, documents)
+
+    @staticmethod
+    def _write_terms(
+        cur: psycopg.Cursor,
+        ctx: RuntimeContext,
+        facts: Sequence[Fact],
+        documents: Mapping[str, Document],
+    ) -> None:
+        ids = [f.id for f in facts]
+        cur.execute("DELETE FROM longterm_terms WHERE fact_id = ANY(%s::uuid[])", (ids,))
+        fact_ids, terms, counts, opens = [], [], [], []
+        for fact in facts:
+            is_open = fact.superseded_by is None and fact.valid_to is None
+            for term, count in documents[fact.id].terms.items():
+                fact_ids.append(fact.id)
+                terms.append(term)
+                counts.append(count)
+                opens.append(is_open)
+        if fact_ids:
+            cur.execute(
+                "INSERT INTO longterm_terms (fact_id, term, tenant_id, owner, tf, is_open) "
+                "SELECT f, t, %s, %s, c, o FROM unnest("
+                "%s::uuid[], %s::bigint[], %s::int[], %s::bool[]) AS u(f, t, c, o)",
+                (ctx.tenant_id, ctx.owner, fact_ids, terms, counts, opens),
+            )
+
+    def _with_keys_held(
+        self, conn: psycopg.Connection, ctx: RuntimeContext, writing: Mapping[str, Fact]
+    ) -> dict[str, Fact]:
+        """``writing`` and the stored open facts it displaces, as reading resolves them: of
+        the open facts on each key ``writing`` leaves open (stored ones too, expired or
+        not), the newest holds it and the others are closed by it."""
+        keys = sorted(
+            {
+                f.key
+                for f in writing.values()
+                if f.key is not None and f.superseded_by is None and f.valid_to is None
+            }
+        )
+        if not keys:
+            return dict(writing)
+        rows = conn.execute(
+            f"SELECT {FACT_COLUMNS} FROM longterm_facts WHERE tenant_id = %s AND owner = %s "
+            "AND is_open AND key = ANY(%s) AND NOT (id = ANY(%s::uuid[]))",
+            (ctx.tenant_id, ctx.owner, keys, list(writing)),
+        ).fetchall()
+        stored = [fact_of(r) for r in rows]
+        holders = newest_holders([*stored, *writing.values()])
+        out = {fid: resolve_key_race(f, holders) for fid, f in writing.items()}
+        for fact in stored:
+            resolved = resolve_key_race(fact, holders)
+            if resolved is not fact:
+                out[fact.id] = resolved
+        return out
+
+    # -- BaseLongTermMemory hooks ---------------------------------------------------------
+
+    def _select(self, conn: psycopg.Connection, where: Where, tail: str = "") -> list[Fact]:
+        rows = conn.execute(
+            f"SELECT {FACT_COLUMNS} FROM longterm_facts f WHERE {where.text} {tail}", where.params
+        ).fetchall()
+        return [fact_of(r) for r in rows]
+
+    def _read_for_record(
+        self, ctx: RuntimeContext, stamped: Sequence[Fact], now: datetime
+    ) -> _Read:
+        with self._conn(ctx) as conn:
+            ids = [f.id for f in stamped]
+            existing = self._select(conn, owner_where(ctx).add("f.id = ANY(%s::uuid[])", ids))
+            keys = sorted({f.key for f in [*stamped, *existing] if f.key is not None})
+            open_by_key: dict[str, Fact] = {}
+            if keys:
+                where = owner_where(ctx).add("f.is_open AND f.key = ANY(%s)", keys)
+                open_by_key = {
+                    f.key: f for f in self._select(conn, where) if f.key and f.is_active(now)
+                }
+        return _Read({f.id: f for f in existing}, open_by_key)
+
+    def _write_record(
+        self,
+        ctx: RuntimeContext,
+        plan: RecordPlan,
+        stored: _Read,
+        dense_of: Mapping[str, np.ndarray],
+        now: datetime,
+    ) -> None:
+        with self._conn(ctx) as conn:
+            writing = {**plan.closed, **plan.amended, **plan.new}
+            facts = self._with_keys_held(conn, ctx, writing)
+            vectors = {fid: dense_of[fid] for fid in plan.new if fid in dense_of}
+            self._put(conn, ctx, list(facts.values()), vectors)
+
+    def _candidates(
+        self,
+        ctx: RuntimeContext,
+        query: str,
+        legs: tuple[Leg, ...],
+        depth: int,
+        threshold: float,
+        view: ReadView,
+    ) -> Candidates:
+        return self._candidates_each([ctx], query, legs, depth, threshold, view)[0]
+
+    def _candidates_each(
+        self,
+        owners: Sequence[RuntimeContext],
+        query: str,
+        legs: tuple[Leg, ...],
+        depth: int,
+        threshold: float,
+        view: ReadView,
+    ) -> list[Candidates]:
+        """Every owner's legs over one connection, each owner with its own statistics."""
+        terms = QueryTerms.of(self._query_terms(query))
+        vector = self._query_vector(query) if "dense" in legs else None
+        out = []
+        with self._conn(owners[0]) as conn:
+            for owner in owners:
+                out.append(self._legs(conn, owner, terms, vector, legs, depth, threshold, view))
+        return out
+
+    def _legs(
+        self,
+        conn: psycopg.Connection,
+        ctx: RuntimeContext,
+        terms: QueryTerms,
+        vector: np.ndarray | None,
+        legs: tuple[Leg, ...],
+        depth: int,
+        threshold: float,
+        view: ReadView,
+    ) -> Candidates:
+        facts: dict[str, Fact] = {}
+        found: dict[str, list] = {}
+        scope = view_where(ctx, view)
+        if "bm25" in legs:
+            corpus = owner_where(ctx, "c")
+            if not view.history:
+                corpus.add("c.is_open")
+            with timed_stage("bm25"):
+                found["bm25"] = bm25_leg(conn, scope, corpus, terms, depth, facts)
+        if "dense" in legs and vector is not None:
+            with timed_stage("dense"):
+                found["dense"] = dense_leg(
+                    conn, self.ext, scope, vector, terms, depth, threshold, facts
+                )
+        if not facts:
+            return NO_CANDIDATES if not found else Candidates(found, facts.__getitem__)
+        return Candidates(found, facts.__getitem__, key_of=lambda fid: facts[fid].key)
+
+    def _nearest(
+        self,
+        ctx: RuntimeContext,
+        texts: Sequence[str],
+        depth: int,
+        threshold: float,
+        view: ReadView,
+    ) -> list[Candidates]:
+        """Each text's dense leg over the owner's facts, in the write's transaction."""
+        no_terms = QueryTerms.of([])
+        out = []
+        with self._conn(ctx) as conn:
+            count = conn.execute(
+                "SELECT count(*) FROM longterm_facts WHERE tenant_id = %s AND owner = %s",
+                (ctx.tenant_id, ctx.owner),
+            ).fetchone()
+            if not count or not count[0]:  # a new owner's first record: no query a text
+                return [NO_CANDIDATES] * len(texts)
+            scope = view_where(ctx, view)
+            for text in texts:
+                facts: dict[str, Fact] = {}
+                hits = dense_leg(
+                    conn,
+                    self.ext,
+                    scope,
+                    self._query_vector(text),
+                    no_terms,
+                    depth,
+                    threshold,
+                    facts,
+                )
+                out.append(Candidates({"dense": hits}, facts.__getitem__))
+        return out
+
+    def _open_keys(self, ctx: RuntimeContext, keys: Sequence[str], now: datetime) -> set[str]:
+        where = owner_where(ctx).add("f.is_open AND f.key = ANY(%s)", list(keys))
+        live(where, self.expiry, now)
+        with self._conn(ctx) as conn:
+            rows = conn.execute(
+                f"SELECT DISTINCT f.key FROM longterm_facts f WHERE {where.text}", where.params
+            ).fetchall()
+        return {r[0] for r in rows}
+
+    def _get(self, ctx: RuntimeContext, ids: Sequence[str]) -> Mapping[str, Fact]:
+        with self._conn(ctx) as conn:
+            found = self._select(conn, owner_where(ctx).add("f.id = ANY(%s::uuid[])", list(ids)))
+        return {f.id: f for f in found}
+
+    def _list(self, ctx: RuntimeContext, *, include_inactive: bool, view: ReadView) -> list[Fact]:
+        """The owner's facts oldest first: all of them, or those ``view`` admits."""
+        where = owner_where(ctx) if include_inactive else view_where(ctx, view)
+        with self._conn(ctx) as conn:
+            return self._select(conn, where, "ORDER BY f.created_at, f.id")
+
+    def _read_for_update(self, ctx: RuntimeContext, ids: Sequence[str]) -> _Read:
+        return _Read(dict(self._get(ctx, ids)), {})
+
+    def _write_update(
+        self, ctx: RuntimeContext, changes: Mapping[str, Fact], stored: _Read
+    ) -> None:
+        with self._conn(ctx) as conn:
+            self._put(conn, ctx, list(self._with_keys_held(conn, ctx, changes).values()), {})
+
+    def _delete(self, ctx: RuntimeContext, ids: Sequence[str]) -> int:
+        with self._conn(ctx) as conn:
+            gone = conn.execute(
+                "DELETE FROM longterm_facts WHERE tenant_id = %s AND owner = %s "
+                "AND id = ANY(%s::uuid[])",
+                (ctx.tenant_id, ctx.owner, list(ids)),
+            ).rowcount
+            if gone:
+                conn.execute("INSERT INTO longterm_deletes DEFAULT VALUES")
+        return max(gone, 0)
+
+    def _forget(self, ctx: RuntimeContext) -> int:
+        with self._write_lock(ctx) as conn:
+            gone = conn.execute(
+                "DELETE FROM longterm_facts WHERE tenant_id = %s AND owner = %s",
+                (ctx.tenant_id, ctx.owner),
+            ).rowcount
+            if gone:
+                conn.execute("INSERT INTO longterm_deletes DEFAULT VALUES")
+        return max(gone, 0)
+
+    def _write_access(self, ctx: RuntimeContext, marks: Mapping[str, AccessMark]) -> None:
+        with self._conn(ctx) as conn:
+            stored = self._get(ctx, list(marks))  # deleted meanwhile: skipped
+            rows = []
+            for fid, fact in stored.items():
+                after = applied(fact, marks[fid])
+                rows.append((after.access_count, after.last_accessed_at, fid))
+            if rows:
+                with conn.cursor() as cur:
+                    cur.executemany(
+                        "UPDATE longterm_facts SET access_count = %s, last_accessed_at = %s "
+                        "WHERE id = %s",
+                        rows,
+                    )
+
+    def count_user(self, ctx: RuntimeContext) -> int:
+        self._check_open()
+        with self._conn(ctx) as conn:
+            row = conn.execute(
+                "SELECT count(*) FROM longterm_facts WHERE tenant_id = %s AND owner = %s",
+                (ctx.tenant_id, ctx.owner),
+            ).fetchone()
+        return int(row[0]) if row else 0
+
+    def _release(self) -> None:
+        if self._owns_database:
+            self.database.close()
+
+    # -- at open --------------------------------------------------------------------------
+
+    def _reindex_stale_terms(self) -> int:
+        """Make again, with this tokenizer, the postings an older one made, in batches; how
+        many facts. A fact found stale twice is being written by an older process: left for
+        the next open."""
+        done: set[str] = set()
+        while True:
+            with self.database.connection() as conn:
+                rows = conn.execute(
+                    f"SELECT {FACT_COLUMNS}, tenant_id, owner, scope, agent_id, user_id "
+                    "FROM longterm_facts WHERE terms_version <> %s ORDER BY id LIMIT %s "
+                    "FOR UPDATE SKIP LOCKED",
+                    (TOKENIZER_VERSION, _REINDEX_BATCH),
+                ).fetchall()
+                fresh = [r for r in rows if str(r[0]) not in done]
+                if not fresh:
+                    break
+                for row in fresh:
+                    ctx = _owner_of(row[4], row[6], row[7], row[8])
+                    fact = fact_of(row)
+                    with conn.cursor() as cur:
+                        document = self._document(fact)
+                        cur.execute(
+                            "UPDATE longterm_facts SET doc_len = %s, terms_version = %s "
+                            "WHERE id = %s",
+                            (document.length, TOKENIZER_VERSION, fact.id),
+                        )
+                        self._write_terms(cur, ctx, [fact], {fact.id: document})
+                    done.add(fact.id)
+        if done:
+            log.info(
+                "re-indexed the lexical terms of %d facts in PostgreSQL (tokenizer version %d)",
+                len(done),
+                TOKENIZER_VERSION,
+            )
+        return len(done)
+
+    def _drop_shared_user_words(self) -> int:
+        """Every agent's and tenant's fact whose source quotes a user
+        (``Source.quotes_a_user``) loses that text, as a record into a shared scope drops
+        it (``Fact.stamped``); how many, logged."""
+        with self.database.connection() as conn:
+            rows = conn.execute(
+                "SELECT DISTINCT tenant_id, owner, scope, agent_id FROM longterm_facts "
+                "WHERE scope <> 'user' AND (fact->'source'->>'text' IS NOT NULL "
+                "OR jsonb_path_exists(fact, '$.phrasings[*].source.text'))"
+            ).fetchall()
+        dropped = 0
+        for tenant, _owner, scope, agent in rows:
+            ctx = scope_context(tenant, scope, agent)
+            with self._write_lock(ctx) as conn:
+                facts = self._select(conn, owner_where(ctx))
+                changed = [
+                    replace(f, source=f.source.for_shared_scope())
+                    for f in facts
+                    if f.source is not None and f.source.quotes_a_user
+                ]
+                self._put(conn, ctx, changed, {})
+                dropped += len(changed)
+        if dropped:
+            log.info("dropped the users' source text of %d shared facts in PostgreSQL", dropped)
+        return dropped
+
+    # -- capabilities: SettlesStoredFacts, CompactsDeleted, ListsUsers, ListsAgents ----------
+
+    def settle_stored_facts(self, ctx: RuntimeContext) -> dict[str, int]:
+        """Nothing to settle: no copy repeats a fact (one row an id) and no two open facts
+        share a key (the open keys' unique index)."""
+        self._check_open()
+        return {"exact_duplicates": 0, "superseded": 0}
+
+    def compact_deleted(self) -> bool:
+        """Rewrite the tables when a delete happened since the last rewrite, so no deleted
+        text stays in their files (a plain ``VACUUM`` frees a deleted row's space but leaves
+        its bytes there until overwritten); whether it had to. ``VACUUM FULL`` locks the
+        tables while it runs: reads and writes wait."""
+        self._check_open()
+        with self.database.connection() as conn:
+            row = conn.execute("SELECT count(*), max(at) FROM longterm_deletes").fetchone()
+        if not row or not row[0]:
+            return False
+        with self.database.connection() as conn:
+            conn.autocommit = True
+            try:
+                conn.execute("VACUUM FULL longterm_facts, longterm_terms")
+                conn.execute("DELETE FROM longterm_deletes WHERE at <= %s", (row[1],))
+            finally:
+                conn.autocommit = False
+        return True
+
+    def tenants(self) -> list[str]:
+        self._check_open()
+        with self._conn() as conn:
+            rows = conn.execute(
+                "SELECT DISTINCT tenant_id FROM longterm_facts WHERE scope = 'user' ORDER BY 1"
+            ).fetchall()
+        return [r[0] for r in rows]
+
+    def users(self, tenant_id: str) -> list[str]:
+        self._check_open()
+        tenant = validate_id(tenant_id, "tenant_id")
+        with self._conn() as conn:
+            rows = conn.execute(
+                "SELECT DISTINCT user_id FROM longterm_facts WHERE tenant_id = %s "
+                "AND scope = 'user' ORDER BY 1",
+                (tenant,),
+            ).fetchall()
+        return [r[0] for r in rows]
+
+    def agents(self, tenant_id: str) -> list[str]:
+        self._check_open()
+        tenant = validate_id(tenant_id, "tenant_id")
+        with self._conn() as conn:
+            rows = conn.execute(
+                "SELECT DISTINCT agent_id FROM longterm_facts WHERE tenant_id = %s "
+                "AND scope = 'agent' ORDER BY 1",
+                (tenant,),
+            ).fetchall()
+        return [r[0] for r in rows]
+
+
+def _owner_of(tenant: str, scope: str, agent: str | None, user: str | None) -> RuntimeContext:
+    if scope == "user":
+        return RuntimeContext(tenant, str(user))
+    return scope_context(tenant, scope, agent)
+
+
+def open_postgres(
+    settings: PostgresSettings,
+    embedder: Embedder,
+    *,
+    database: Database | None = None,
+    **options: Any,
+) -> PostgresLongTermMemory:
+    """The memory in the PostgreSQL of ``MEMORY_POSTGRES__DSN`` (its schema), over
+    ``database`` when the process has one open there already (the replica state's), else a
+    pool of its own. Unreachable, or without pgvector: a ``ConfigurationError`` of one line."""
+    owns = database is None
+    if database is None:
+        database = _own_database(settings)
+    try:
+        return PostgresLongTermMemory(database, embedder, owns_database=owns, **options)
+    except BaseException:
+        if owns:
+            database.close()
+        raise
+
+
+def _own_database(settings: PostgresSettings) -> Database:
+    if not settings.dsn:
+        raise ConfigurationError(
+            f"{DSN_SETTING}: MEMORY_LONGTERM__BACKEND=postgres needs the database to use"
+        )
+    return Database(
+        settings.dsn,
+        pool_min=settings.pool_min,
+        pool_max=settings.pool_max,
+        connect_timeout_s=settings.connect_timeout_s,
+        schema=settings.schema_name,
+        name="memory-longterm",
+    )
+
+
+@contextmanager
+def open_postgres_records(settings: PostgresSettings) -> Iterator[PostgresEmbedderRecords]:
+    """The store's embedding-model record and vectors (``reembed``), on a pool of its own,
+    closed on the way out."""
+    database = _own_database(settings)
+    try:
+        yield PostgresEmbedderRecords(database, ensure_tables(database))
+    finally:
+        database.close()

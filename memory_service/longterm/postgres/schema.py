@@ -1,0 +1,130 @@
+"""The PostgreSQL backend's tables, their versioned migrations, and the pgvector check.
+
+The tables live in the configured schema (``MEMORY_POSTGRES__SCHEMA_NAME``) beside the replica
+state, on their own migration track (``MIGRATION_TRACK``) in ``memory_schema``: a later
+version appends a migration, and every process that starts applies the missing ones once
+(``Database.ensure_schema``). pgvector's types and operators are named with the schema the
+extension lives in, so a deployment schema need not be on its search path.
+
+What holds a user's text, and so what a delete must leave no copy of: ``longterm_facts``
+(the fact as JSON, its key) and its TOAST table and indexes. ``longterm_terms`` holds term ids
+(hashes), counts and ids; ``longterm_deletes`` only when a delete happened. Statistics are off
+for the columns with a user's words, so ``ANALYZE`` copies none of them into ``pg_statistic``.
+"""
+
+from __future__ import annotations
+
+import psycopg
+from psycopg import sql
+
+from memory_service.domain.errors import ConfigurationError
+from memory_service.stores.database import DSN_SETTING, Database
+
+MIGRATION_TRACK = "longterm_postgres"
+FACTS = "longterm_facts"
+TERMS = "longterm_terms"
+DELETES = "longterm_deletes"
+EMBEDDER = "longterm_embedder"
+
+
+def _migrations(ext: str) -> list[sql.Composable]:
+    vector = sql.SQL("{}.vector").format(sql.Identifier(ext))
+    first = sql.SQL(
+        """
+        CREATE TABLE IF NOT EXISTS longterm_facts (
+            id uuid PRIMARY KEY,
+            tenant_id text NOT NULL,
+            owner text NOT NULL,
+            scope text NOT NULL,
+            user_id text,
+            agent_id text,
+            key text,
+            is_open boolean NOT NULL,
+            created_at timestamptz,
+            expires_at timestamptz,
+            importance integer NOT NULL,
+            fact jsonb NOT NULL,
+            access_count integer NOT NULL DEFAULT 0,
+            last_accessed_at timestamptz,
+            doc_len integer NOT NULL,
+            embedding {vector} NOT NULL,
+            embedder text NOT NULL,
+            terms_version integer NOT NULL
+        );
+        ALTER TABLE longterm_facts ALTER COLUMN fact SET STATISTICS 0;
+        ALTER TABLE longterm_facts ALTER COLUMN key SET STATISTICS 0;
+        CREATE INDEX IF NOT EXISTS longterm_facts_owner
+            ON longterm_facts (tenant_id, owner, created_at, id);
+        CREATE UNIQUE INDEX IF NOT EXISTS longterm_facts_open_key
+            ON longterm_facts (tenant_id, owner, key) WHERE is_open AND key IS NOT NULL;
+        CREATE TABLE IF NOT EXISTS longterm_terms (
+            fact_id uuid NOT NULL REFERENCES longterm_facts (id) ON DELETE CASCADE,
+            term bigint NOT NULL,
+            tenant_id text NOT NULL,
+            owner text NOT NULL,
+            tf integer NOT NULL,
+            is_open boolean NOT NULL,
+            PRIMARY KEY (fact_id, term)
+        );
+        CREATE INDEX IF NOT EXISTS longterm_terms_owner
+            ON longterm_terms (tenant_id, owner, term) INCLUDE (fact_id, tf, is_open);
+        CREATE TABLE IF NOT EXISTS longterm_deletes (
+            at timestamptz NOT NULL DEFAULT now()
+        );
+        CREATE TABLE IF NOT EXISTS longterm_embedder (
+            name text PRIMARY KEY,
+            record text NOT NULL
+        );
+        """
+    ).format(vector=vector)
+    return [first]
+
+
+def extension_schema(database: Database) -> str:
+    """The schema pgvector's ``vector`` lives in, created first where this role may
+    (``CREATE EXTENSION`` needs a superuser, or the database's owner where pgvector is marked
+    trusted); else a ``ConfigurationError`` of one line saying who must run it."""
+    with database.connection() as conn:
+        found = _installed(conn)
+        if found is not None:
+            return found
+        available = conn.execute(
+            "SELECT 1 FROM pg_available_extensions WHERE name = 'vector'"
+        ).fetchone()
+        name = conn.execute("SELECT current_database(), current_user").fetchone()
+        dbname, role = (name[0], name[1]) if name else ("?", "?")
+        if not available:
+            raise ConfigurationError(
+                f"{DSN_SETTING}: PostgreSQL ({database.where}) has no pgvector: install the "
+                f"pgvector extension on that server, then a superuser runs `CREATE EXTENSION "
+                f"vector` in database {dbname} (MEMORY_LONGTERM__BACKEND=postgres needs it)"
+            )
+    try:
+        with database.connection() as conn:
+            conn.execute("SELECT pg_advisory_xact_lock(hashtext('longterm:create extension'))")
+            conn.execute("CREATE EXTENSION IF NOT EXISTS vector")
+            found = _installed(conn)
+    except psycopg.errors.InsufficientPrivilege as exc:
+        raise ConfigurationError(
+            f"{DSN_SETTING}: database {dbname} has no pgvector extension and role {role} may "
+            f"not create it: a superuser (or the database owner, where pgvector is trusted) "
+            f"runs `CREATE EXTENSION vector` in database {dbname} once"
+        ) from exc
+    if found is None:  # created and gone at once: another process dropped it
+        raise ConfigurationError(f"{DSN_SETTING}: the vector extension vanished in {dbname}")
+    return found
+
+
+def _installed(conn: psycopg.Connection) -> str | None:
+    row = conn.execute(
+        "SELECT n.nspname FROM pg_extension e JOIN pg_namespace n ON n.oid = e.extnamespace "
+        "WHERE e.extname = 'vector'"
+    ).fetchone()
+    return str(row[0]) if row else None
+
+
+def ensure_tables(database: Database) -> str:
+    """The backend's tables at their newest version; the extension's schema."""
+    ext = extension_schema(database)
+    database.ensure_schema(MIGRATION_TRACK, _migrations(ext))
+    return ext

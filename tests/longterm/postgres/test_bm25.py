@@ -1,0 +1,84 @@
+"""The PostgreSQL backend's BM25 leg gives the files backend's scores: the same owner
+statistics (N, mean length, document frequency over the open facts), the same terms."""
+
+from __future__ import annotations
+
+import random
+from datetime import UTC, datetime, timedelta
+
+import pytest
+
+from memory_service.domain.context import RuntimeContext
+from memory_service.domain.facts import Fact
+from memory_service.longterm.files.backend import FileSystemLongTermMemory
+from memory_service.longterm.near_duplicates import OFF
+from tests.support.pgvector import postgres_memory
+
+CTX = RuntimeContext("bm25-tenant", "reader")
+WORDS = [
+    "garden",
+    "kitchen",
+    "violin",
+    "marathon",
+    "passport",
+    "coffee",
+    "bicycle",
+    "harbor",
+    "lantern",
+    "meadow",
+    "orchard",
+    "pottery",
+    "quartz",
+    "saddle",
+    "tundra",
+    "walnut",
+    "yacht",
+    "zephyr",
+    "anchor",
+    "blossom",
+]
+
+
+def _facts() -> list[Fact]:
+    rng = random.Random(3)
+    t0 = datetime(2024, 1, 1, tzinfo=UTC)
+    facts = [
+        Fact(
+            " ".join(rng.choice(WORDS) for _ in range(rng.randint(2, 14))) + f" note {i}",
+            created_at=t0 + timedelta(hours=i),
+        )
+        for i in range(60)
+    ]
+    # a key superseded: the older fact leaves the statistics of a read about now
+    facts += [
+        Fact("violin lessons on Monday", key="lesson", created_at=t0),
+        Fact("violin lessons on Friday", key="lesson", created_at=t0 + timedelta(days=9)),
+    ]
+    return facts
+
+
+@pytest.fixture(scope="module")
+def both(embedder, pgvector_dsn, tmp_path_factory):
+    """The same facts in the files backend and in PostgreSQL."""
+    folder = tmp_path_factory.mktemp("bm25")
+    files = FileSystemLongTermMemory(folder / "ws", embedder, near_duplicates=OFF)
+    postgres = postgres_memory(folder, embedder, near_duplicates=OFF)
+    facts = _facts()
+    for memory in (files, postgres):
+        memory.record(CTX, facts[:-1])
+        memory.record(CTX, facts[-1:])  # the key's older fact superseded
+    yield {"files": files, "postgres": postgres}
+    files.close()
+    postgres.close()
+
+
+@pytest.mark.parametrize("query", ["violin harbor", "coffee coffee garden", "quartz", "note 7"])
+def test_bm25_scores_are_the_files_backends(both, query):
+    found = {}
+    for name, memory in both.items():
+        recalls = memory.retrieve(CTX, query, top_k=20, mode="bm25")
+        found[name] = [(r.fact.id, r.scores["bm25"]) for r in recalls]
+    assert found["files"]
+    assert [i for i, _ in found["postgres"]] == [i for i, _ in found["files"]]
+    for (_, mine), (_, theirs) in zip(found["postgres"], found["files"], strict=True):
+        assert mine == pytest.approx(theirs, rel=1e-9)
