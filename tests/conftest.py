@@ -292,6 +292,20 @@ def api_client(tmp_path, embedder, monkeypatch):
 
 
 @pytest.fixture
+def entry(tmp_path, embedder, monkeypatch):
+    """Every entry point over one service on ``tmp_path/ws`` (files backend, no model): the
+    HTTP API, MCP, the model's memory tools and the CLI (``tests.support.entry_points``)."""
+    from tests.support.api import make_client
+    from tests.support.entry_points import EntryPoints
+
+    monkeypatch.delenv("MEMORY_WORKSPACE", raising=False)
+    services, client = make_client(tmp_path, embedder, monkeypatch)
+    with client, EntryPoints(services, client) as entry:
+        yield entry
+    services.close()
+
+
+@pytest.fixture
 def apps(tmp_path, embedder, monkeypatch):
     """Makes apps on their own workspaces (``apps("a")``); closes them all at the end."""
     from tests.support.api import make_client
