@@ -22,3 +22,10 @@ def check_query(query: object, max_bytes: int = MAX_QUERY_BYTES) -> str:
     if len(query.encode("utf-8")) > max_bytes:
         raise InvalidInputError(f"query is over {max_bytes} bytes of UTF-8", code="query_too_large")
     return query
+
+
+def query_from(text: str, max_bytes: int = MAX_QUERY_BYTES) -> str:
+    """``text`` cut to what a query may hold (whole characters, at most ``max_bytes`` of
+    UTF-8), for the service's own recalls of a text it did not choose the length of: a chat
+    message, a fact being recorded (a fact may be longer than a query)."""
+    return text.encode("utf-8")[:max_bytes].decode("utf-8", errors="ignore").strip()

@@ -50,6 +50,7 @@ from memory_service.domain.messages import (
     Msg,
     ToolCall,
 )
+from memory_service.domain.queries import query_from
 from memory_service.domain.redaction import describe
 from memory_service.longterm.protocol import LongTermMemory
 from memory_service.pipeline.consolidation import priority
@@ -396,7 +397,7 @@ class MemoryTools:
                 f"hint: {', '.join(repr(k) for k in near)} is nearly the same key; keep one "
                 "key per subject (memory_consolidate can merge them)."
             )
-        recalls = self.longterm.retrieve(ctx, args.text, FRAGMENT_SCAN)
+        recalls = self.longterm.retrieve(ctx, query_from(args.text), FRAGMENT_SCAN)
         fragments = [
             r.fact
             for r in recalls
