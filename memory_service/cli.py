@@ -6,25 +6,37 @@ Errors print one line (``memory-service: error: ...``) to stderr and exit non-ze
 from __future__ import annotations
 
 import argparse
-import importlib
 import logging
 import sys
 from collections.abc import Sequence
+from types import ModuleType
 
-from memory_service.errors import MemoryServiceError
+from memory_service.commands import (
+    bench,
+    erase,
+    keys,
+    maintain,
+    mcp,
+    memories,
+    reembed,
+    serve,
+    sessions,
+    transfer,
+)
+from memory_service.domain.errors import MemoryServiceError
 from memory_service.observe.logs import configure_logging
 
-COMMAND_MODULES: tuple[str, ...] = (
-    "memory_service.commands.serve",
-    "memory_service.commands.memories",
-    "memory_service.commands.bench",
-    "memory_service.commands.transfer",
-    "memory_service.commands.maintain",
-    "memory_service.commands.keys",
-    "memory_service.commands.erase",
-    "memory_service.commands.sessions",
-    "memory_service.commands.mcp",
-    "memory_service.commands.reembed",
+COMMANDS: tuple[ModuleType, ...] = (
+    serve,
+    memories,
+    bench,
+    transfer,
+    maintain,
+    keys,
+    erase,
+    sessions,
+    mcp,
+    reembed,
 )
 
 
@@ -34,8 +46,8 @@ def build_parser() -> argparse.ArgumentParser:
         description="Long-term memory for LLM agents: serve the API or work on a workspace.",
     )
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
-    for name in COMMAND_MODULES:
-        importlib.import_module(name).register(sub)
+    for command in COMMANDS:
+        command.register(sub)
     return parser
 
 

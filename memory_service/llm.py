@@ -25,8 +25,8 @@ from functools import cache
 from typing import TYPE_CHECKING, Any
 
 from memory_service.config.settings import LlmSettings
-from memory_service.errors import MemoryServiceError
-from memory_service.messages import Msg, ToolCall, content_text
+from memory_service.domain.errors import MemoryServiceError
+from memory_service.domain.messages import Msg, ToolCall, content_text
 
 if TYPE_CHECKING:  # the SDK costs ~0.6 s to import: only a process that calls a model pays
     import openai

@@ -244,8 +244,8 @@ def pg_schema() -> Iterator[str]:
 
 @pytest.fixture
 def pg_database(pg_schema: str) -> Iterator[object]:
-    """A ``replicas.database.Database`` on the test PostgreSQL, in a schema of its own."""
-    from memory_service.replicas.database import Database
+    """A ``stores.database.Database`` on the test PostgreSQL, in a schema of its own."""
+    from memory_service.stores.database import Database
     from tests.support.postgres import PG_DSN
 
     database = Database(PG_DSN, schema=pg_schema, pool_max=4)

@@ -7,6 +7,7 @@ import json
 import pytest
 
 from memory_service.config import LlmSettings
+from memory_service.domain.messages import Msg, ToolCall, from_openai, to_openai
 from memory_service.llm import (
     ChatModel,
     ContextOverflowError,
@@ -17,7 +18,6 @@ from memory_service.llm import (
     LlmUnavailableError,
     require_model,
 )
-from memory_service.messages import Msg, ToolCall, from_openai, to_openai
 from tests.support.llm_server import (
     Reply,
     context_overflow,

@@ -38,7 +38,7 @@ def latency(
     from indexing.embeddings import CachedEmbedder, SentenceTransformerEmbedder
     from memory_service.config import QdrantSettings
     from memory_service.config.retrieval import PRESETS
-    from memory_service.context import RuntimeContext
+    from memory_service.domain.context import RuntimeContext
     from memory_service.evaluation.dataset import safe_user_id
     from memory_service.longterm.files.backend import FileSystemLongTermMemory
     from memory_service.longterm.qdrant.backend import open_qdrant

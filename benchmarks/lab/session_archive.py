@@ -24,7 +24,9 @@ from pathlib import Path
 
 from indexing.embeddings import Embedder
 from memory_service.config import load_settings
-from memory_service.context import RuntimeContext
+from memory_service.domain.context import RuntimeContext
+from memory_service.domain.facts import Fact
+from memory_service.domain.messages import Msg
 from memory_service.evaluation.datasets.locomo import (
     iter_sessions,
     load_locomo,
@@ -33,8 +35,6 @@ from memory_service.evaluation.datasets.locomo import (
     turn_text,
 )
 from memory_service.evaluation.metrics import mean, recall_at_k, reciprocal_rank
-from memory_service.facts import Fact
-from memory_service.messages import Msg
 from memory_service.services import build_services
 
 KS = (5, 10, 25)

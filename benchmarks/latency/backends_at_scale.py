@@ -36,7 +36,7 @@ from memory_service.config import load_settings  # noqa: E402
 from memory_service.evaluation import metrics  # noqa: E402
 from memory_service.evaluation.datasets.synthetic import scale_texts  # noqa: E402
 from memory_service.evaluation.scale import scale_facts  # noqa: E402
-from memory_service.progress import Progress  # noqa: E402
+from memory_service.observe.progress import Progress  # noqa: E402
 from memory_service.services import build_embedder  # noqa: E402
 
 BATCH = 100

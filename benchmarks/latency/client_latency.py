@@ -94,7 +94,7 @@ def _backend(
     import httpx
 
     from memory_service.client import AsyncMemoryClient, MemoryClient
-    from memory_service.context import RuntimeContext
+    from memory_service.domain.context import RuntimeContext
     from memory_service.services import build_services
 
     corpus = texts(users, facts)

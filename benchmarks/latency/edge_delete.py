@@ -42,8 +42,8 @@ OWNER = 0
 
 def _fill(workspace: Path, facts: int) -> tuple[list[str], list[str]]:
     """The owner's facts recorded in-process: their ids, and the questions about them."""
-    from memory_service.context import RuntimeContext
-    from memory_service.facts import Fact
+    from memory_service.domain.context import RuntimeContext
+    from memory_service.domain.facts import Fact
     from memory_service.services import build_services
 
     written, questions = texts(1, facts)[OWNER]

@@ -32,20 +32,20 @@ from pathlib import Path
 
 import numpy as np
 
-from memory_service.replicas.tombstones.files import FilesTombstones
+from memory_service.stores.tombstones.files import FilesTombstones
 from tests.support.postgres import postgres_state_store
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
 from indexing.sparse import SparseTerms  # noqa: E402
 from indexing.tokenize import TOKENIZER_VERSION  # noqa: E402
-from memory_service.context import RuntimeContext  # noqa: E402
+from memory_service.domain.context import RuntimeContext  # noqa: E402
+from memory_service.domain.messages import Msg  # noqa: E402
 from memory_service.longterm.qdrant.backend import QdrantLongTermMemory  # noqa: E402
 from memory_service.longterm.qdrant.edge.engine import EdgeEngine  # noqa: E402
 from memory_service.longterm.qdrant.layout import TERMS_FIELD  # noqa: E402
 from memory_service.longterm.qdrant.points import StoredPoint  # noqa: E402
-from memory_service.messages import Msg  # noqa: E402
-from memory_service.replicas.session_state.files import FilesAgentStateStore
+from memory_service.stores.shortterm.session_state.files import FilesAgentStateStore
 
 DIMENSION = 384
 FACTS_PER_USER = 100

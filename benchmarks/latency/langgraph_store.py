@@ -25,7 +25,7 @@ from pathlib import Path
 from langgraph.store.base import PutOp
 
 from memory_service.config import QdrantSettings, load_settings
-from memory_service.context import RuntimeContext
+from memory_service.domain.context import RuntimeContext
 from memory_service.evaluation import metrics
 from memory_service.evaluation.datasets.synthetic import scale_texts
 from memory_service.integrations.langgraph import MemoryServiceStore

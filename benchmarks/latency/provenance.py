@@ -26,7 +26,7 @@ from pathlib import Path
 
 from indexing.embeddings import CachedEmbedder, SentenceTransformerEmbedder
 from memory_service.config import QdrantSettings
-from memory_service.context import RuntimeContext
+from memory_service.domain.context import RuntimeContext
 from memory_service.evaluation.datasets.synthetic import scale_texts
 from memory_service.evaluation.scale import scale_facts
 from memory_service.longterm.files.backend import FileSystemLongTermMemory

@@ -155,8 +155,8 @@ def _load(memory, rows, batch: int = 2000) -> float:
     """Bulk upsert, built as ``record`` builds points; returns points per second."""
     from indexing.sparse import document_vector
     from indexing.tokenize import tokenize
-    from memory_service.context import RuntimeContext
-    from memory_service.facts import Fact
+    from memory_service.domain.context import RuntimeContext
+    from memory_service.domain.facts import Fact
     from memory_service.longterm.qdrant.payload import payload_of
     from memory_service.longterm.qdrant.points import StoredPoint
 
@@ -181,7 +181,7 @@ def _load(memory, rows, batch: int = 2000) -> float:
 
 
 def _time_queries(memory, users: list[str], queries: list[str], count: int, seed: int):
-    from memory_service.context import RuntimeContext
+    from memory_service.domain.context import RuntimeContext
 
     rng = random.Random(seed)
     picks = [

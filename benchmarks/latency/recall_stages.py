@@ -88,7 +88,7 @@ def recorded(
 ) -> tuple[Any, list[Any]]:
     """A fresh ``backend`` under ``folder`` (closed with ``stack``) holding one memory per
     conversation, recorded 64 facts a call, and each memory's context."""
-    from memory_service.context import RuntimeContext
+    from memory_service.domain.context import RuntimeContext
     from memory_service.evaluation.backends import FreshBackends, with_backend
     from memory_service.evaluation.dataset import safe_user_id
 

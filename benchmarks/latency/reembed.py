@@ -27,9 +27,9 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
 from indexing.onnx_embeddings import OnnxEmbedder  # noqa: E402
 from memory_service.config import QdrantSettings  # noqa: E402
-from memory_service.context import RuntimeContext  # noqa: E402
+from memory_service.domain.context import RuntimeContext  # noqa: E402
+from memory_service.domain.facts import Fact  # noqa: E402
 from memory_service.evaluation.report import write_json  # noqa: E402
-from memory_service.facts import Fact  # noqa: E402
 from memory_service.longterm.files.backend import FileSystemLongTermMemory  # noqa: E402
 from memory_service.longterm.files.embedder_records import FilesEmbedderRecords  # noqa: E402
 from memory_service.longterm.protocol import LongTermMemory  # noqa: E402

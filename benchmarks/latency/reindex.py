@@ -31,8 +31,8 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
 from indexing.sparse import document_vector  # noqa: E402
 from indexing.tokenize import TOKENIZER_VERSION, tokenize  # noqa: E402
-from memory_service.context import RuntimeContext  # noqa: E402
-from memory_service.facts import Fact  # noqa: E402
+from memory_service.domain.context import RuntimeContext  # noqa: E402
+from memory_service.domain.facts import Fact  # noqa: E402
 from memory_service.longterm.qdrant.backend import QdrantLongTermMemory  # noqa: E402
 from memory_service.longterm.qdrant.edge.engine import EdgeEngine  # noqa: E402
 from memory_service.longterm.qdrant.layout import TERMS_FIELD  # noqa: E402

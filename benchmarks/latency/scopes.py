@@ -25,10 +25,10 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from memory_service.config import QdrantSettings, load_settings
-from memory_service.context import RuntimeContext
+from memory_service.domain.context import RuntimeContext
+from memory_service.domain.facts import Fact
 from memory_service.evaluation import metrics
 from memory_service.evaluation.datasets.synthetic import scale_texts
-from memory_service.facts import Fact
 from memory_service.longterm.files.backend import FileSystemLongTermMemory
 from memory_service.longterm.qdrant.backend import open_qdrant
 from memory_service.services import build_embedder

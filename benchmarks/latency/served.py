@@ -66,8 +66,8 @@ def settings_for(workspace: Path, backend: str, **overrides: Any):
 
 def fill(workspace: Path, backend: str, corpus: dict[int, tuple[list[str], list[str]]]) -> None:
     """Record every user's facts in-process (batched, as the scale bench does), then close."""
-    from memory_service.context import RuntimeContext
-    from memory_service.facts import Fact
+    from memory_service.domain.context import RuntimeContext
+    from memory_service.domain.facts import Fact
     from memory_service.services import build_services
 
     services = build_services(settings_for(workspace, backend))
@@ -90,7 +90,7 @@ class Served:
 @contextmanager
 def serve_copy(workspace: Path, copy: Path, backend: str, **env: str) -> Iterator[Served]:
     """``serve`` on a copy of ``workspace`` with a fresh user key of ``TENANT``."""
-    from memory_service.replicas.api_keys.files import FilesKeyStore
+    from memory_service.stores.api_keys.files import FilesKeyStore
 
     shutil.copytree(workspace, copy)
     keys_file = copy / "api-keys.json"

@@ -38,12 +38,12 @@ def _drop_table(dsn: str, table: str) -> None:
 
 
 def _stores(workdir: Path, postgres: str | None, redis_url: str | None) -> dict:
-    from memory_service.replicas.session_state.files import FilesAgentStateStore
+    from memory_service.stores.shortterm.session_state.files import FilesAgentStateStore
 
     stores: dict = {"files": FilesAgentStateStore(workdir / "ws")}
     if postgres:
-        from memory_service.replicas.database import Database
-        from memory_service.replicas.session_state.postgres import PostgresAgentStateStore
+        from memory_service.stores.database import Database
+        from memory_service.stores.shortterm.session_state.postgres import PostgresAgentStateStore
 
         table = f"bench_state_{uuid.uuid4().hex[:8]}"
         stores_table["postgres"] = table
@@ -51,7 +51,7 @@ def _stores(workdir: Path, postgres: str | None, redis_url: str | None) -> dict:
             Database(postgres, pool_max=2), table=table, owns_database=True
         )
     if redis_url:
-        from memory_service.replicas.session_state.redis import RedisAgentStateStore
+        from memory_service.stores.shortterm.session_state.redis import RedisAgentStateStore
 
         prefix = f"bench-{uuid.uuid4().hex[:8]}"
         stores["redis"] = RedisAgentStateStore(redis_url, key_prefix=prefix)
@@ -59,9 +59,9 @@ def _stores(workdir: Path, postgres: str | None, redis_url: str | None) -> dict:
 
 
 def run(rounds: int, postgres: str | None, redis_url: str | None) -> dict:
-    from memory_service.agent_state import AgentState
-    from memory_service.context import RuntimeContext
-    from memory_service.messages import Msg
+    from memory_service.domain.agent_state import AgentState
+    from memory_service.domain.context import RuntimeContext
+    from memory_service.domain.messages import Msg
 
     ctx = RuntimeContext("bench", "alice", "s1")
     with tempfile.TemporaryDirectory() as tmp:

@@ -86,8 +86,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--json", type=Path, help="write the results here too")
     args = parser.parse_args(argv)
 
-    from memory_service.messages import estimate_tokens
-    from memory_service.tokens import cl100k_tokens
+    from memory_service.domain.messages import estimate_tokens
+    from memory_service.domain.tokens import cl100k_tokens
 
     results = {
         "locomo_turns": compare(turns(args.path), estimate_tokens, cl100k_tokens),

@@ -32,8 +32,8 @@ def _p95(values: list[float]) -> float:
 
 
 def _session(size: int, rep: int):
-    from memory_service.agent_state import AgentState
-    from memory_service.messages import Msg
+    from memory_service.domain.agent_state import AgentState
+    from memory_service.domain.messages import Msg
 
     state = AgentState()
     state.append(

@@ -106,7 +106,7 @@ def run(facts: int, queries: int, warmup: int) -> dict[str, Any]:
     from mcp.client.streamable_http import create_mcp_http_client, streamable_http_client
 
     from memory_service.client import MemoryClient
-    from memory_service.replicas.api_keys.files import FilesKeyStore
+    from memory_service.stores.api_keys.files import FilesKeyStore
 
     documents, questions = _texts(facts, queries)
     load_before = os.getloadavg()

@@ -28,7 +28,7 @@ from stdnum.cn import ric
 from stdnum.us import ssn
 
 from indexing.hashing import content_hash
-from memory_service.facts import fact_id
+from memory_service.domain.facts import fact_id
 
 SEED = 20261204
 ALNUM = string.ascii_letters + string.digits

@@ -8,7 +8,7 @@ locales). ``--corpus`` picks one or ``both`` (the default), each its own table. 
 positive counts as found when a finding of its kind covers the whole value (the digits of a
 card, the value of a ``password:`` pair, a private key's whole block); a finding of another
 kind, or a finding on a negative, is a false positive of the kind it claims. Time is
-``memory_service.redaction.redact_text`` per sentence, after one warm-up pass.
+``memory_service.domain.redaction.redact_text`` per sentence, after one warm-up pass.
 
 ``--locomo PATH`` adds real conversation: every turn of a LoCoMo file (it holds no card or
 secret), timed the same way, and the turns anything was found in (each one a false positive
@@ -34,7 +34,7 @@ from stdnum import luhn
 
 from benchmarks.privacy import faker_corpus
 from benchmarks.privacy.corpus import SEED, Sample, corpus
-from memory_service.redaction import KINDS, find, redact_text
+from memory_service.domain.redaction import KINDS, find, redact_text
 
 TARGETS = {"card": 0.99, "iban": 0.99, "national-id": 0.99, "secret": 0.95}
 CORPORA = {"generated": (corpus, SEED), "faker": (faker_corpus.corpus, faker_corpus.SEED)}

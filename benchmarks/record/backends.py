@@ -25,14 +25,14 @@ from pathlib import Path
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
 from memory_service.config import QdrantSettings, load_settings  # noqa: E402
-from memory_service.context import RuntimeContext  # noqa: E402
+from memory_service.domain.context import RuntimeContext  # noqa: E402
 from memory_service.evaluation import metrics  # noqa: E402
 from memory_service.evaluation.datasets.synthetic import scale_texts  # noqa: E402
 from memory_service.evaluation.scale import scale_facts  # noqa: E402
 from memory_service.longterm.files.backend import FileSystemLongTermMemory  # noqa: E402
 from memory_service.longterm.protocol import LongTermMemory  # noqa: E402
 from memory_service.longterm.qdrant.backend import open_qdrant  # noqa: E402
-from memory_service.progress import Progress  # noqa: E402
+from memory_service.observe.progress import Progress  # noqa: E402
 from memory_service.services import build_embedder  # noqa: E402
 
 

@@ -28,10 +28,10 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
 from indexing.embeddings import CachedEmbedder  # noqa: E402
 from memory_service.config import QdrantSettings, load_settings  # noqa: E402
-from memory_service.context import RuntimeContext  # noqa: E402
+from memory_service.domain.context import RuntimeContext  # noqa: E402
+from memory_service.domain.facts import Fact  # noqa: E402
 from memory_service.evaluation import metrics  # noqa: E402
 from memory_service.evaluation.datasets.synthetic import scale_texts  # noqa: E402
-from memory_service.facts import Fact  # noqa: E402
 from memory_service.longterm.qdrant.backend import open_qdrant  # noqa: E402
 from memory_service.services import build_embedder  # noqa: E402
 

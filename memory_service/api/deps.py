@@ -18,12 +18,12 @@ from fastapi.security import APIKeyHeader, HTTPAuthorizationCredentials, HTTPBea
 
 from memory_service.api.errors import ApiError
 from memory_service.api.keys import ApiKeyRing, Principal
-from memory_service.context import RuntimeContext
-from memory_service.errors import ForbiddenError
+from memory_service.domain.context import RuntimeContext
+from memory_service.domain.errors import ForbiddenError
 from memory_service.longterm.protocol import LongTermMemory
 from memory_service.observe.tracing import current_ids
-from memory_service.replicas.api_keys import RIGHTS, ROLE_ALIASES, ROLES, SHARED_MEMORY_ROLES
 from memory_service.services.container import Services
+from memory_service.stores.api_keys import RIGHTS, ROLE_ALIASES, ROLES, SHARED_MEMORY_ROLES
 
 _bearer = HTTPBearer(auto_error=False, description="API key as a bearer token")
 _header = APIKeyHeader(name="X-API-Key", auto_error=False, description="API key header")
@@ -62,7 +62,7 @@ EVERY_USER_ACTIONS: tuple[str, ...] = ("list_users",)
 
 def role_actions(role: str) -> list[str]:
     """What a key of ``role`` may do, from the rights the routes' checks ask
-    (``replicas.api_keys.RIGHTS``: ``require_admin``, ``require_every_user``,
+    (``stores.api_keys.RIGHTS``: ``require_admin``, ``require_every_user``,
     ``require_scope_writer``), for a page that shows only those controls (``GET /v1/me``).
     A role this service does not know may do nothing."""
     role = ROLE_ALIASES.get(role, role)

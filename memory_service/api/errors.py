@@ -10,9 +10,9 @@ from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from memory_service.api.schemas.common import code_of
-from memory_service.errors import MemoryServiceError
+from memory_service.domain.errors import MemoryServiceError
 from memory_service.observe.logs import already_logged, mark_logged
-from memory_service.transfer import json_problem
+from memory_service.pipeline.transfer import json_problem
 
 log = logging.getLogger(__name__)
 

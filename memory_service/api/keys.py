@@ -6,7 +6,7 @@ Keys are held as SHA-256 digests and compared in constant time. A ring read from
 mtime, and re-reads it when one changed, so ``memory-service keys add`` / ``revoke`` take
 effect in a running ``serve`` without a restart; a key it does not know makes it look at once,
 so a key just added works at its first request. An edit that cannot be read or parsed keeps
-the previous keys (and is logged). The file's format and its changes: ``replicas/api_keys``.
+the previous keys (and is logged). The file's format and its changes: ``stores/api_keys``.
 
 With replica state in PostgreSQL (``Settings.state_in_postgres``) the ring follows the
 ``api_keys`` table instead (``from_store``, ``PostgresKeyStore``): at most every
@@ -31,8 +31,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Protocol
 
 from memory_service.config.settings import Settings
-from memory_service.errors import BackendUnavailableError, ConfigurationError, ForbiddenError
-from memory_service.replicas.api_keys import (
+from memory_service.domain.errors import BackendUnavailableError, ConfigurationError, ForbiddenError
+from memory_service.stores.api_keys import (
     RIGHTS,
     ROLE_ALIASES,
     KeyEntry,
@@ -42,12 +42,12 @@ from memory_service.replicas.api_keys import (
     digest_of,
     parse_entries,
 )
-from memory_service.replicas.api_keys.files import read_entries, stamp_of
-from memory_service.replicas.api_keys.postgres import PostgresKeyStore
-from memory_service.replicas.stores import api_keys, keys_file
+from memory_service.stores.api_keys.files import read_entries, stamp_of
+from memory_service.stores.api_keys.postgres import PostgresKeyStore
+from memory_service.stores.build import api_keys, keys_file
 
 if TYPE_CHECKING:
-    from memory_service.replicas.database import Database
+    from memory_service.stores.database import Database
 
 __all__ = [
     "ApiKeyRing",
@@ -73,7 +73,7 @@ class Principal:
 
     def may(self, right: Right) -> bool:
         """Whether the key's role (or the role its alias names) has ``right``
-        (``replicas.api_keys.RIGHTS``); an unknown role has none."""
+        (``stores.api_keys.RIGHTS``); an unknown role has none."""
         return right in RIGHTS.get(ROLE_ALIASES.get(self.role, self.role), frozenset())
 
     def user_for(self, user_id: str | None) -> str | None:

@@ -50,8 +50,8 @@ from memory_service.api.schemas.transfer import ImportSummary
 from memory_service.api.schemas.usage import UsageReport
 from memory_service.api.schemas.users import EraseReceiptOut, MemoryDocOut, UserList
 from memory_service.config.retrieval import Mode
-from memory_service.context import Scope
-from memory_service.facts import FactKind
+from memory_service.domain.context import Scope
+from memory_service.domain.facts import FactKind
 
 T = TypeVar("T")
 Method = Literal["GET", "POST", "PUT", "PATCH", "DELETE"]
@@ -83,7 +83,7 @@ OPERATIONS: dict[str, tuple[Method, str]] = {}  # builder name -> (method, path 
 def operation(method: Method, path: str) -> Callable[[B], B]:
     """Marks a builder as the client's one call of ``method path``: the operation of the
     OpenAPI document whose parameters it offers, under the API's own names (checked by
-    ``tests/test_client_signatures.py`` against ``app.openapi()``)."""
+    ``tests/client/test_signatures.py`` against ``app.openapi()``)."""
 
     def mark(build: B) -> B:
         OPERATIONS[build.__name__] = (method, path)

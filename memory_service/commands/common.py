@@ -6,7 +6,7 @@ import argparse
 import json
 
 from memory_service.config.settings import Settings, load_settings
-from memory_service.context import RuntimeContext
+from memory_service.domain.context import RuntimeContext
 
 
 def add_scope_arguments(parser: argparse.ArgumentParser, *, user_required: bool = True) -> None:

@@ -10,7 +10,7 @@ from __future__ import annotations
 import argparse
 
 from memory_service.commands.common import print_json, settings_from
-from memory_service.context import RuntimeContext
+from memory_service.domain.context import RuntimeContext
 
 
 def register(sub: argparse._SubParsersAction) -> None:

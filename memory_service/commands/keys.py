@@ -18,11 +18,11 @@ from contextlib import contextmanager
 from typing import TYPE_CHECKING
 
 from memory_service.commands.common import print_json, settings_from
-from memory_service.errors import BackendUnavailableError, ConfigurationError
-from memory_service.replicas.api_keys import ROLE_ALIASES, ROLES
+from memory_service.domain.errors import BackendUnavailableError, ConfigurationError
+from memory_service.stores.api_keys import ROLE_ALIASES, ROLES
 
 if TYPE_CHECKING:  # imported when a command runs: the CLI starts without psycopg
-    from memory_service.replicas.api_keys import KeyStore
+    from memory_service.stores.api_keys import KeyStore
 
 WORKSPACE_HELP = (
     "workspace whose api-keys.json to use (with PostgreSQL state only migrate reads it; "
@@ -84,8 +84,8 @@ def register(sub: argparse._SubParsersAction) -> None:
 def _store(args: argparse.Namespace) -> Iterator[KeyStore]:
     """The keys of the settings ``serve`` would use; PostgreSQL that cannot be reached is an
     error naming MEMORY_POSTGRES__DSN."""
-    from memory_service.replicas.database import DSN_SETTING
-    from memory_service.replicas.stores import api_keys, open_database
+    from memory_service.stores.build import api_keys, open_database
+    from memory_service.stores.database import DSN_SETTING
 
     settings = settings_from(args)
     database = open_database(settings)  # None: the keys file
@@ -99,7 +99,7 @@ def _store(args: argparse.Namespace) -> Iterator[KeyStore]:
 
 
 def run_add(args: argparse.Namespace) -> int:
-    from memory_service.replicas.api_keys import role_of
+    from memory_service.stores.api_keys import role_of
 
     role = role_of(args.role or ("personal" if args.user is not None else "application"))
     with _store(args) as store:
@@ -118,7 +118,7 @@ def run_add(args: argparse.Namespace) -> int:
 def run_list(args: argparse.Namespace) -> int:
     with _store(args) as store:
         entries = store.entries()
-    from memory_service.replicas.api_keys.files import FilesKeyStore
+    from memory_service.stores.api_keys.files import FilesKeyStore
 
     if isinstance(store, FilesKeyStore) and not store.path.exists():
         print(
@@ -157,7 +157,7 @@ def run_revoke(args: argparse.Namespace) -> int:
 def run_migrate(args: argparse.Namespace) -> int:
     with _store(args) as store:
         converted = store.migrate()
-    from memory_service.replicas.api_keys.postgres import PostgresKeyStore
+    from memory_service.stores.api_keys.postgres import PostgresKeyStore
 
     if not isinstance(store, PostgresKeyStore):
         print(f"{converted} plaintext keys of {store.where} now stored as SHA-256 digests")

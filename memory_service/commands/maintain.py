@@ -11,7 +11,7 @@ from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from memory_service.commands.common import print_json, settings_from
-from memory_service.context import RuntimeContext
+from memory_service.domain.context import RuntimeContext
 
 if TYPE_CHECKING:
     from memory_service.pipeline.replay import ReplayReport
@@ -39,8 +39,8 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 def _scope(args: argparse.Namespace) -> RuntimeContext | None:
     """The one user asked for, if any; bad ids and combinations fail before any work."""
-    from memory_service.context import validate_id
-    from memory_service.errors import InvalidInputError
+    from memory_service.domain.context import validate_id
+    from memory_service.domain.errors import InvalidInputError
 
     if args.user and not args.tenant:
         raise InvalidInputError("--user needs --tenant")
@@ -102,8 +102,8 @@ def run_replay(args: argparse.Namespace, only: RuntimeContext | None) -> int:
         replay_all,
         users_with_dead_letters,
     )
-    from memory_service.replicas.stores import ReplicaStores, open_database
     from memory_service.services.container import build_services
+    from memory_service.stores.build import ReplicaStores, open_database
 
     settings = settings_from(args)
     workspace = settings.workspace

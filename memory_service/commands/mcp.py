@@ -5,8 +5,8 @@ from __future__ import annotations
 import argparse
 import os
 
-from memory_service.context import validate_id
-from memory_service.errors import ConfigurationError
+from memory_service.domain.context import validate_id
+from memory_service.domain.errors import ConfigurationError
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -38,8 +38,8 @@ def run(args: argparse.Namespace) -> int:
     from memory_service.api.keys import ApiKeyRing, postgres_key_ring
     from memory_service.commands.common import settings_from
     from memory_service.mcp_server.stdio import KEY_VARIABLE, authenticate, serve_stdio
-    from memory_service.replicas.stores import keys_file
     from memory_service.services.container import build_services
+    from memory_service.stores.build import keys_file
 
     settings = settings_from(args)
     if args.user is not None:

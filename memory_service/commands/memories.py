@@ -16,18 +16,18 @@ from memory_service.commands.common import (
     settings_from,
 )
 from memory_service.config.retrieval import MODES
-from memory_service.context import SCOPES, scope_context
-from memory_service.errors import InvalidInputError, NotFoundError
-from memory_service.fact_filter import ExpiryPolicy, FactFilter
-from memory_service.facts import Fact, Source, utcnow
-from memory_service.limits import (
+from memory_service.domain.context import SCOPES, scope_context
+from memory_service.domain.errors import InvalidInputError, NotFoundError
+from memory_service.domain.fact_filter import ExpiryPolicy, FactFilter
+from memory_service.domain.facts import Fact, Source, utcnow
+from memory_service.domain.limits import (
     MAX_CONFIDENCE,
     MAX_THRESHOLD,
     MAX_TOP_K,
     MIN_CONFIDENCE,
     MIN_THRESHOLD,
 )
-from memory_service.redaction import describe
+from memory_service.domain.redaction import describe
 
 KIND_HELP = (
     "fact (default), preference, event or procedure; episodic, factual, procedural and "
@@ -312,7 +312,7 @@ def inactive_mark(fact: Fact, expiry: ExpiryPolicy, now: datetime) -> str:
 
 
 def run_list(args: argparse.Namespace) -> int:
-    from memory_service.pagination import check_page
+    from memory_service.domain.pagination import check_page
     from memory_service.services.container import build_services
     from memory_service.services.stores import build_expiry
 

@@ -43,7 +43,7 @@ def _positive(text: str) -> int:
 
 def run(args: argparse.Namespace) -> int:
     from memory_service.longterm.store_embedder import REEMBED_COMMAND, reembed
-    from memory_service.progress import Progress
+    from memory_service.observe.progress import Progress
     from memory_service.services.stores import build_embedder, open_embedder_records
 
     settings = settings_from(args)

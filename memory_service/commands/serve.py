@@ -14,8 +14,8 @@ import socket
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
-from memory_service.errors import MemoryServiceError
-from memory_service.fsutil import ensure_dir
+from memory_service.domain.errors import MemoryServiceError
+from memory_service.stores.fsutil import ensure_dir
 
 if TYPE_CHECKING:
     import uvicorn

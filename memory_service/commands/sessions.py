@@ -10,7 +10,7 @@ from __future__ import annotations
 import argparse
 
 from memory_service.commands.common import print_json, settings_from
-from memory_service.context import RuntimeContext
+from memory_service.domain.context import RuntimeContext
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -34,7 +34,7 @@ def run(args: argparse.Namespace) -> int:
     services = build_services(settings_from(args))
     try:
         if services.shortterm is None:
-            from memory_service.errors import BackendUnavailableError
+            from memory_service.domain.errors import BackendUnavailableError
 
             raise BackendUnavailableError("short-term memory is not configured")
         flush, cleared = services.shortterm.end(ctx)

@@ -1,6 +1,6 @@
 """``memory-service export`` and ``import``: move facts between backends as JSON lines.
 
-The format and the checks live in ``memory_service.transfer``, shared with the HTTP API's
+The format and the checks live in ``memory_service.pipeline.transfer``, shared with the HTTP API's
 ``/v1/export`` and ``/v1/import``; this module is only the command line around them.
 """
 
@@ -12,8 +12,8 @@ import sys
 from typing import TextIO
 
 from memory_service.commands.common import settings_from
-from memory_service.errors import InvalidInputError
-from memory_service.transfer import (
+from memory_service.domain.errors import InvalidInputError
+from memory_service.pipeline.transfer import (
     SHOWN_BAD_LINES,
     BadLine,
     check_ids,

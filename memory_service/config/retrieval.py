@@ -22,7 +22,7 @@ from typing import Literal, get_args
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-from memory_service.errors import InvalidInputError
+from memory_service.domain.errors import InvalidInputError
 
 Leg = Literal["bm25", "dense"]
 Mode = Literal["hybrid", "bm25", "dense"]  # hybrid: every leg of the strategy, fused

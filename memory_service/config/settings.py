@@ -32,7 +32,7 @@ from memory_service.config.memory_settings import (
 from memory_service.config.retrieval import PRESETS, RetrievalConfig
 from memory_service.config.section import SETTING_KEY, setting_error
 from memory_service.config.section import Section as _Section
-from memory_service.errors import ConfigurationError
+from memory_service.domain.errors import ConfigurationError
 
 # The dense cosine at which a recorded fact nearly duplicates a stored one, per embedder:
 # all-MiniLM-L6-v2's 0.9 is the design documents'; multilingual-e5-small's cosines sit higher
@@ -275,7 +275,7 @@ class ObservabilitySettings(_Section):
 
 
 class PrivacySettings(_Section):
-    """What happens to sensitive data sent to be stored (``memory_service.redaction``): card
+    """What happens to sensitive data sent to be stored (``memory_service.domain.redaction``): card
     numbers, IBANs, identity numbers and secrets in a fact (text, key, tags, source) or a
     session message. ``redact`` (default): replaced by ``[card]``, ``[iban]``,
     ``[national-id]``, ``[secret]`` and counted in the answer; ``refuse``: the write is

@@ -12,9 +12,9 @@ from collections import Counter
 from dataclasses import dataclass, field
 from datetime import datetime
 
-from memory_service.errors import MemoryServiceError
-from memory_service.facts import Fact, Source
-from memory_service.limits import MAX_FACT_TEXT_BYTES
+from memory_service.domain.errors import MemoryServiceError
+from memory_service.domain.facts import Fact, Source
+from memory_service.domain.limits import MAX_FACT_TEXT_BYTES
 
 
 class BenchInputError(MemoryServiceError):

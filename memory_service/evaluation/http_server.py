@@ -13,7 +13,7 @@ import threading
 import time
 from pathlib import Path
 
-from memory_service.errors import BackendUnavailableError
+from memory_service.domain.errors import BackendUnavailableError
 
 
 def write_key_file(path: Path, tenant: str) -> str:

@@ -19,8 +19,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
 from memory_service.config.memory_settings import MemorySettings
-from memory_service.context import RuntimeContext
-from memory_service.errors import InvalidInputError
+from memory_service.domain.context import RuntimeContext
+from memory_service.domain.errors import InvalidInputError
 from memory_service.evaluation import metrics
 from memory_service.evaluation.dataset import Question
 from memory_service.longterm.protocol import LongTermMemory

@@ -25,15 +25,15 @@ from collections.abc import Callable, Sequence
 from contextlib import ExitStack
 from dataclasses import dataclass, field
 
-from memory_service.context import RuntimeContext
-from memory_service.errors import InvalidInputError
+from memory_service.domain.context import RuntimeContext
+from memory_service.domain.errors import InvalidInputError
 from memory_service.evaluation.backends import FreshBackends
 from memory_service.evaluation.dataset import Conversation, Dataset, MemoryItem, Question
 from memory_service.evaluation.embedding import ColdQueryEmbedder
 from memory_service.evaluation.injection import InjectionSweep
 from memory_service.evaluation.targets import HYBRID, baseline_mode
 from memory_service.longterm.protocol import LongTermMemory
-from memory_service.progress import Progress
+from memory_service.observe.progress import Progress
 
 TENANT = "bench"
 # The baselines' own tenants: on a shared Qdrant server every backend uses one collection, and a

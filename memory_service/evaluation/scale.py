@@ -27,8 +27,10 @@ from contextlib import ExitStack, contextmanager
 from pathlib import Path
 
 from memory_service.config.settings import ObservabilitySettings, Settings
-from memory_service.context import RuntimeContext
-from memory_service.errors import MemoryServiceError
+from memory_service.domain.context import RuntimeContext
+from memory_service.domain.errors import MemoryServiceError
+from memory_service.domain.fact_filter import FactFilter
+from memory_service.domain.facts import Fact, Source, clip_source_text
 from memory_service.evaluation import metrics
 from memory_service.evaluation.backends import settings_for
 from memory_service.evaluation.dataset import BenchInputError
@@ -38,9 +40,7 @@ from memory_service.evaluation.http_server import LoopbackServer, write_key_file
 from memory_service.evaluation.machine import load_average
 from memory_service.evaluation.memory_use import PeakPss, peak_rss_mb
 from memory_service.evaluation.runner import TENANT, WARM_UP_QUERY
-from memory_service.fact_filter import FactFilter
-from memory_service.facts import Fact, Source, clip_source_text
-from memory_service.progress import Progress
+from memory_service.observe.progress import Progress
 
 log = logging.getLogger("memory_service.evaluation")
 

@@ -16,10 +16,10 @@ from typing import TextIO
 
 from indexing.embeddings import Embedder
 from memory_service.config.settings import Settings
-from memory_service.context import RuntimeContext
+from memory_service.domain.context import RuntimeContext
+from memory_service.domain.fact_filter import FactFilter
 from memory_service.evaluation.backends import FreshBackends, with_backend
 from memory_service.evaluation.datasets.synthetic_time import CATEGORIES, TimeDataset
-from memory_service.fact_filter import FactFilter
 
 TENANT = "bench"
 

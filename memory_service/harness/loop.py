@@ -10,10 +10,10 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from memory_service.context import RuntimeContext
+from memory_service.domain.context import RuntimeContext
+from memory_service.domain.messages import Msg
 from memory_service.harness.outcome import Turn
 from memory_service.llm import ChatModel
-from memory_service.messages import Msg
 from memory_service.tools.memory_tools import MemoryTools
 
 OUT_OF_TOOL_CALLS = "(no answer: the tool-call budget of this turn was used up)"

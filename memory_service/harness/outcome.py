@@ -8,8 +8,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from memory_service.domain.messages import Msg
 from memory_service.llm import Usage
-from memory_service.messages import Msg
 from memory_service.pipeline.flush_result import FlushResult
 from memory_service.shortterm.compaction_base import CompactionResult
 from memory_service.tools.formatting import ToolOutcome

@@ -12,17 +12,17 @@ from pathlib import Path
 
 from indexing.hashing import content_hash
 from memory_service.config.memory_settings import MemorySettings
-from memory_service.context import RuntimeContext
-from memory_service.facts import Fact, hide_shadowed
+from memory_service.domain.context import RuntimeContext
+from memory_service.domain.facts import Fact, hide_shadowed
+from memory_service.domain.limits import MAX_PAGE_SIZE, MAX_QUERY_BYTES
+from memory_service.domain.messages import estimate_tokens
 from memory_service.harness.outcome import MemoryPrompt, RecalledFact
-from memory_service.limits import MAX_PAGE_SIZE, MAX_QUERY_BYTES
 from memory_service.longterm.files.fact_files import parse_fact_file
 from memory_service.longterm.protocol import LongTermMemory
-from memory_service.messages import estimate_tokens
 from memory_service.pipeline.consolidation import priority
 from memory_service.pipeline.memory_md import memory_md_for_model
-from memory_service.replicas.memory_docs import MemoryDocs
-from memory_service.replicas.memory_docs.files import documents
+from memory_service.stores.memory_docs import MemoryDocs
+from memory_service.stores.memory_docs.files import documents
 
 DEFAULT_INSTRUCTIONS = """\
 You are a helpful assistant with a long-term memory of this user. What you know about them is

@@ -28,25 +28,25 @@ import json
 import logging
 from pathlib import Path
 
-from memory_service.agent_state import AgentState
 from memory_service.config.memory_settings import MemorySettings
-from memory_service.context import RuntimeContext
-from memory_service.errors import ConflictError, InvalidInputError
+from memory_service.domain.agent_state import AgentState
+from memory_service.domain.context import RuntimeContext
+from memory_service.domain.errors import ConflictError, InvalidInputError
+from memory_service.domain.messages import MEMORY_PRUNE, Msg
 from memory_service.harness.loop import run_tool_loop
 from memory_service.harness.outcome import ChatOutcome, MemoryPrompt, RecalledFact, Turn
 from memory_service.harness.prompt import PromptBuilder
 from memory_service.llm import ChatModel, Usage, require_model
 from memory_service.longterm.protocol import LongTermMemory
-from memory_service.messages import MEMORY_PRUNE, Msg
 from memory_service.observe.telemetry import sink
 from memory_service.pipeline.flush import EXTRA_KEY, MemoryFlushManager
 from memory_service.pipeline.flush_result import FlushResult
 from memory_service.pipeline.maintenance import MemoryMaintenance
-from memory_service.replicas.memory_docs import MemoryDocs
-from memory_service.replicas.usage import RECORD_ERRORS, UsageStore
-from memory_service.replicas.usage.files import FilesUsageStore
 from memory_service.shortterm.compaction_base import CompactionResult
 from memory_service.shortterm.session import AppendResult, ShortTermMemory
+from memory_service.stores.memory_docs import MemoryDocs
+from memory_service.stores.usage import RECORD_ERRORS, UsageStore
+from memory_service.stores.usage.files import FilesUsageStore
 from memory_service.tools.memory_tools import MemoryTools
 
 log = logging.getLogger(__name__)

@@ -29,8 +29,8 @@ import json
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from memory_service.errors import InvalidInputError
-from memory_service.messages import Msg, ToolCall
+from memory_service.domain.errors import InvalidInputError
+from memory_service.domain.messages import Msg, ToolCall
 
 ITEM_KEY = "agents_item"  # the item, as added, in the message's metadata
 OUTPUT_IN_CONTENT = "agents_output_in_content"  # the item's text output is the content

@@ -76,11 +76,11 @@ except ImportError as exc:  # LangGraph is an optional extra
     ) from exc
 
 from memory_service.client.sync_client import MemoryClient
-from memory_service.context import validate_id
-from memory_service.errors import InvalidInputError
-from memory_service.facts import DATA_TAIL, Fact, parse_time, utcnow
+from memory_service.domain.context import validate_id
+from memory_service.domain.errors import InvalidInputError
+from memory_service.domain.facts import DATA_TAIL, Fact, parse_time, utcnow
+from memory_service.domain.limits import MAX_KEY_CHARS, MAX_TAGS, MAX_TOP_K
 from memory_service.integrations.langgraph_facts import ClientFacts, LocalFacts, UserFacts
-from memory_service.limits import MAX_KEY_CHARS, MAX_TAGS, MAX_TOP_K
 from memory_service.longterm.protocol import LongTermMemory
 
 ROOT_TAG = "langgraph"  # every item of the store

@@ -15,12 +15,12 @@ from typing import Protocol
 from memory_service.api.schemas.memories import FactOut, Hit
 from memory_service.client import errors as client_errors
 from memory_service.client.sync_client import MemoryClient
-from memory_service.context import RuntimeContext
-from memory_service.fact_filter import FactFilter
-from memory_service.facts import Fact, Recall
-from memory_service.limits import MAX_PAGE_SIZE, MIN_THRESHOLD
+from memory_service.domain.context import RuntimeContext
+from memory_service.domain.fact_filter import FactFilter
+from memory_service.domain.facts import Fact, Recall
+from memory_service.domain.limits import MAX_PAGE_SIZE, MIN_THRESHOLD
 from memory_service.longterm.protocol import LongTermMemory
-from memory_service.replicas.user_data import ListsUsers
+from memory_service.stores.user_data import ListsUsers
 
 
 class UserFacts(Protocol):

@@ -41,11 +41,11 @@ except ImportError as exc:  # the SDK is an optional extra
     ) from exc
 from memory_service.client import errors as client_errors
 from memory_service.client.sync_client import MemoryClient
-from memory_service.context import RuntimeContext
-from memory_service.errors import ConflictError, InvalidInputError, NotFoundError
+from memory_service.domain.context import RuntimeContext
+from memory_service.domain.errors import ConflictError, InvalidInputError, NotFoundError
+from memory_service.domain.messages import Msg
 from memory_service.integrations.agent_items import item_to_msg, msg_to_items
 from memory_service.llm import LlmNotConfiguredError
-from memory_service.messages import Msg
 from memory_service.shortterm.session import ShortTermMemory
 
 POP_ATTEMPTS = 8  # an in-process pop that loses the save to another writer loads again

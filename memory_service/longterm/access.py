@@ -17,8 +17,8 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, replace
 from datetime import datetime
 
-from memory_service.context import SCOPE_OWNER_USER, RuntimeContext
-from memory_service.facts import Fact, parse_time
+from memory_service.domain.context import SCOPE_OWNER_USER, RuntimeContext
+from memory_service.domain.facts import Fact, parse_time
 
 
 def owner_context(ctx: RuntimeContext) -> RuntimeContext:

@@ -32,15 +32,21 @@ from memory_service.config.retrieval import (
     legs_for_mode,
     tuning_for,
 )
-from memory_service.context import RuntimeContext
-from memory_service.errors import BackendUnavailableError, InactiveFactError, InvalidInputError
-from memory_service.fact_filter import (
+from memory_service.domain.context import RuntimeContext
+from memory_service.domain.errors import (
+    BackendUnavailableError,
+    InactiveFactError,
+    InvalidInputError,
+)
+from memory_service.domain.fact_filter import (
     NO_FILTER,
     ConfidenceDecay,
     ExpiryPolicy,
     FactFilter,
 )
-from memory_service.facts import Fact, Recall, RecordResult, utcnow
+from memory_service.domain.facts import Fact, Recall, RecordResult, utcnow
+from memory_service.domain.pagination import Page, check_page, paginate
+from memory_service.domain.redaction import Redactor
 from memory_service.longterm.access import AccessLog, AccessMark
 from memory_service.longterm.evidence import Evidence
 from memory_service.longterm.fusion import fuse_legs, validate_query, wants_coverage, with_matched
@@ -57,9 +63,7 @@ from memory_service.longterm.store_values import (
     utc_times,
 )
 from memory_service.observe.telemetry import sink, timed_stage
-from memory_service.pagination import Page, check_page, paginate
-from memory_service.redaction import Redactor
-from memory_service.replicas.tombstones import Tombstones
+from memory_service.stores.tombstones import Tombstones
 
 S = TypeVar("S", bound=StoredFacts)
 log = logging.getLogger(__name__)

@@ -23,7 +23,7 @@ from functools import lru_cache
 from indexing.fusion import query_coverage
 from indexing.scripts import script_of
 from memory_service.config.retrieval import UNTUNED, EmbedderTuning
-from memory_service.facts import Fact
+from memory_service.domain.facts import Fact
 from memory_service.longterm.fusion import ByScript, LegHit
 
 

@@ -19,11 +19,11 @@ from types import MappingProxyType
 from indexing.fusion import centre, query_coverage
 from indexing.lexical import lexical_terms
 from indexing.neighbours import lifted_by_neighbours
-from memory_service.characters import check_text
 from memory_service.config.retrieval import RetrievalConfig, legs_for_mode
-from memory_service.errors import InvalidInputError
-from memory_service.facts import Fact
-from memory_service.limits import MAX_QUERY_BYTES, MAX_THRESHOLD, MAX_TOP_K, MIN_THRESHOLD
+from memory_service.domain.characters import check_text
+from memory_service.domain.errors import InvalidInputError
+from memory_service.domain.facts import Fact
+from memory_service.domain.limits import MAX_QUERY_BYTES, MAX_THRESHOLD, MAX_TOP_K, MIN_THRESHOLD
 
 # What a leg's score is for a memory it did not match at all, when its list is complete
 # (shorter than the depth asked for): BM25 gives 0 to a memory sharing no term.

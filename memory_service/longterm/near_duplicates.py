@@ -35,8 +35,8 @@ from datetime import datetime
 
 import numpy as np
 
-from memory_service.facts import Fact, Phrasing, Source
-from memory_service.limits import MAX_PHRASINGS, MAX_TAGS
+from memory_service.domain.facts import Fact, Phrasing, Source
+from memory_service.domain.limits import MAX_PHRASINGS, MAX_TAGS
 
 _WORD = re.compile(r"[^\W\d_]+(?:['’][^\W\d_]+)*|\d+(?:[.,:/]\d+)*", re.UNICODE)
 

@@ -13,10 +13,10 @@ from datetime import date
 from typing import Protocol, runtime_checkable
 
 from memory_service.config.retrieval import Mode
-from memory_service.context import RuntimeContext
-from memory_service.fact_filter import FactFilter
-from memory_service.facts import Fact, Recall, RecordResult
-from memory_service.pagination import Page
+from memory_service.domain.context import RuntimeContext
+from memory_service.domain.fact_filter import FactFilter
+from memory_service.domain.facts import Fact, Recall, RecordResult
+from memory_service.domain.pagination import Page
 
 
 @runtime_checkable

@@ -13,8 +13,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import datetime
 
-from memory_service.facts import Fact, RecordResult, Source
-from memory_service.limits import MAX_PHRASINGS
+from memory_service.domain.facts import Fact, RecordResult, Source
+from memory_service.domain.limits import MAX_PHRASINGS
 from memory_service.longterm.near_duplicates import merged, phrasings_after
 
 

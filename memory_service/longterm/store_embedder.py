@@ -26,7 +26,7 @@ from dataclasses import dataclass
 from typing import Protocol
 
 from indexing.embeddings import INT8_SUFFIX, Embedder
-from memory_service.errors import ConfigurationError
+from memory_service.domain.errors import ConfigurationError
 
 EMBEDDER_SETTING = "MEMORY_EMBEDDING__MODEL"
 QUANTIZE_SETTING = "MEMORY_EMBEDDING__QUANTIZE"

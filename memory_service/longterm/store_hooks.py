@@ -12,8 +12,8 @@ from typing import Any, Generic, TypeVar
 import numpy as np
 
 from memory_service.config.retrieval import Leg
-from memory_service.context import RuntimeContext
-from memory_service.facts import Fact
+from memory_service.domain.context import RuntimeContext
+from memory_service.domain.facts import Fact
 from memory_service.longterm.access import AccessMark
 from memory_service.longterm.recording import RecordPlan
 from memory_service.longterm.store_values import Candidates, ReadView, StoredFacts

@@ -9,8 +9,8 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 
-from memory_service.fact_filter import ConfidenceDecay, ExpiryPolicy, FactFilter, valid_at
-from memory_service.facts import Fact, parse_time
+from memory_service.domain.fact_filter import ConfidenceDecay, ExpiryPolicy, FactFilter, valid_at
+from memory_service.domain.facts import Fact, parse_time
 from memory_service.longterm.fusion import LegHit
 
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from memory_service.api.keys import Principal
-from memory_service.context import RuntimeContext
-from memory_service.errors import InvalidInputError
+from memory_service.domain.context import RuntimeContext
+from memory_service.domain.errors import InvalidInputError
 
 
 @dataclass(frozen=True, slots=True)

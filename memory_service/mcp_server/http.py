@@ -31,7 +31,7 @@ from starlette.routing import Match, Route
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from memory_service.api.keys import ApiKeyRing, Principal
-from memory_service.errors import MemoryServiceError
+from memory_service.domain.errors import MemoryServiceError
 from memory_service.mcp_server.caller import Caller
 from memory_service.mcp_server.server import build_server
 from memory_service.services.container import Services

@@ -39,7 +39,7 @@ from pydantic import ValidationError
 
 from memory_service import __version__
 from memory_service.api.schemas.common import code_of
-from memory_service.errors import MemoryServiceError
+from memory_service.domain.errors import MemoryServiceError
 from memory_service.mcp_server.caller import Caller
 from memory_service.mcp_server.tools import (
     McpTool,

@@ -11,7 +11,7 @@ from __future__ import annotations
 from mcp.server.stdio import stdio_server
 
 from memory_service.api.keys import ApiKeyRing
-from memory_service.errors import ConfigurationError
+from memory_service.domain.errors import ConfigurationError
 from memory_service.mcp_server.caller import Caller
 from memory_service.mcp_server.server import build_server
 from memory_service.services.container import Services

@@ -41,10 +41,10 @@ from memory_service.api.schemas.sessions import (
     SessionSearchRequest,
     SessionSearchResponse,
 )
-from memory_service.context import RuntimeContext
-from memory_service.errors import InvalidInputError, NotFoundError
-from memory_service.limits import MAX_CURSOR_CHARS, MAX_FACT_ID_CHARS, MAX_PAGE_SIZE
-from memory_service.messages import MEMORY_GET, MEMORY_SAVE, MEMORY_SEARCH, SESSION_SEARCH
+from memory_service.domain.context import RuntimeContext
+from memory_service.domain.errors import InvalidInputError, NotFoundError
+from memory_service.domain.limits import MAX_CURSOR_CHARS, MAX_FACT_ID_CHARS, MAX_PAGE_SIZE
+from memory_service.domain.messages import MEMORY_GET, MEMORY_SAVE, MEMORY_SEARCH, SESSION_SEARCH
 from memory_service.pipeline.erasure import erase_facts
 from memory_service.pipeline.provenance import check_source_sessions
 from memory_service.services.container import Services

@@ -20,16 +20,16 @@ from pathlib import Path
 from indexing.hashing import content_hash
 from indexing.tokenize import tokenize
 from memory_service.config.memory_settings import validate_consolidation_prompt
-from memory_service.context import RuntimeContext, check_scope
-from memory_service.facts import FACT_KINDS, Fact
+from memory_service.domain.context import RuntimeContext, check_scope
+from memory_service.domain.facts import FACT_KINDS, Fact
+from memory_service.domain.messages import estimate_tokens
+from memory_service.domain.paths import OwnerPaths
 from memory_service.llm import ChatModel, LlmBadResponseError, Usage
 from memory_service.longterm.files.fact_files import parse_line, render_fact
-from memory_service.messages import estimate_tokens
 from memory_service.observe.telemetry import sink
-from memory_service.paths import OwnerPaths
 from memory_service.pipeline.memory_md import memory_bullets, plain_memory
-from memory_service.replicas.memory_docs import STAMP_FORMAT, MemoryDocs, Snapshot
-from memory_service.replicas.memory_docs.files import documents
+from memory_service.stores.memory_docs import STAMP_FORMAT, MemoryDocs, Snapshot
+from memory_service.stores.memory_docs.files import documents
 
 log = logging.getLogger(__name__)
 

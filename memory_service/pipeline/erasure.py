@@ -26,19 +26,19 @@ from pathlib import Path
 
 from indexing.hashing import content_hash
 from indexing.tokenize import tokenize
-from memory_service.context import RuntimeContext
-from memory_service.errors import NotFoundError
-from memory_service.facts import Fact, utcnow
-from memory_service.fsutil import TEMP_SUFFIX, file_lock
+from memory_service.domain.context import RuntimeContext
+from memory_service.domain.errors import NotFoundError
+from memory_service.domain.facts import Fact, utcnow
+from memory_service.domain.paths import OwnerPaths
 from memory_service.longterm.files.fact_files import parse_fact_file, rewrite_fact_file
 from memory_service.longterm.protocol import LongTermMemory
-from memory_service.paths import OwnerPaths
 from memory_service.pipeline.consolidation import COVERAGE_MIN
-from memory_service.replicas.memory_docs import MemoryDocs
-from memory_service.replicas.memory_docs.files import documents
-from memory_service.replicas.tombstones import Tombstones
-from memory_service.replicas.tombstones.files import FilesTombstones
-from memory_service.replicas.user_data import UserData
+from memory_service.stores.fsutil import TEMP_SUFFIX, file_lock
+from memory_service.stores.memory_docs import MemoryDocs
+from memory_service.stores.memory_docs.files import documents
+from memory_service.stores.tombstones import Tombstones
+from memory_service.stores.tombstones.files import FilesTombstones
+from memory_service.stores.user_data import UserData
 
 audit = logging.getLogger("memory_service.audit")
 

@@ -39,13 +39,14 @@ from datetime import UTC, datetime
 from typing import Any
 
 from indexing.hashing import content_hash
-from memory_service.context import RuntimeContext
-from memory_service.errors import InvalidInputError, MemoryServiceError, UserErasedError
-from memory_service.facts import FACT_KINDS, KIND_ALIASES, Fact, Source, clip_source_text
-from memory_service.limits import MAX_PAGE_SIZE, MAX_SOURCE_MESSAGES
+from memory_service.domain.context import RuntimeContext
+from memory_service.domain.errors import InvalidInputError, MemoryServiceError, UserErasedError
+from memory_service.domain.facts import FACT_KINDS, KIND_ALIASES, Fact, Source, clip_source_text
+from memory_service.domain.limits import MAX_PAGE_SIZE, MAX_SOURCE_MESSAGES
+from memory_service.domain.messages import Msg, estimate_tokens
+from memory_service.domain.redaction import SensitiveDataError
 from memory_service.llm import ChatModel, LlmBadResponseError, LlmError
 from memory_service.longterm.protocol import LongTermMemory
-from memory_service.messages import Msg, estimate_tokens
 from memory_service.pipeline.flush_result import FlushedFact, FlushResult
 from memory_service.pipeline.memory_md import known_hashes
 from memory_service.pipeline.transcript import (
@@ -54,7 +55,6 @@ from memory_service.pipeline.transcript import (
     batch_transcript,
     transcript_budget,
 )
-from memory_service.redaction import SensitiveDataError
 
 log = logging.getLogger(__name__)
 

@@ -12,7 +12,7 @@ scheduler's idle flush (``idle_flush.py``) for a session that went quiet. The mo
 MEMORY.md and today's ledger (``extraction.todays_ledger``) so it does not repeat them.
 A failed or malformed reply is retried (``MemorySettings.flush_retries``); if it still fails the
 watermark stays where it was, so the next flush sends those messages again, and the messages
-are appended to the user's dead-letter file (``replicas/dead_letters/files.py``) and counted. Token
+are appended to the user's dead-letter file (``stores/dead_letters/files.py``) and counted. Token
 usage of every flush is added to the tenant's usage file. ``extract_and_record`` runs the same
 extraction and recording on messages outside a session: ``pipeline/replay.py`` replays dead
 letters with it.
@@ -27,28 +27,28 @@ from contextvars import ContextVar
 from datetime import datetime
 from pathlib import Path
 
-from memory_service.agent_state import AgentState
 from memory_service.config.memory_settings import MemorySettings
-from memory_service.context import RuntimeContext
-from memory_service.errors import FlushFailedError, MemoryServiceError
-from memory_service.facts import Fact, parse_time, utcnow
+from memory_service.domain.agent_state import AgentState
+from memory_service.domain.context import RuntimeContext
+from memory_service.domain.errors import FlushFailedError, MemoryServiceError
+from memory_service.domain.facts import Fact, parse_time, utcnow
+from memory_service.domain.messages import Msg
 from memory_service.llm import NOT_CONFIGURED_MESSAGE, ChatModel, LlmNotConfiguredError
 from memory_service.longterm.protocol import LongTermMemory
-from memory_service.messages import Msg
 from memory_service.observe.telemetry import sink
 from memory_service.observe.tracing import using_ids
 from memory_service.pipeline.extraction import DEFAULT_FLUSH_PROMPT, Extractor, todays_ledger
 from memory_service.pipeline.flush_result import FlushResult
 from memory_service.pipeline.memory_md import memory_md_for_model
 from memory_service.pipeline.transcript import TranscriptBatch, with_positions
-from memory_service.replicas.dead_letters import DeadLetterStore
-from memory_service.replicas.dead_letters.files import FilesDeadLetterStore
-from memory_service.replicas.dead_letters.record import DeadLetterRecord
-from memory_service.replicas.memory_docs import MemoryDocs
-from memory_service.replicas.memory_docs.files import documents
-from memory_service.replicas.usage import RECORD_ERRORS, UsageStore
-from memory_service.replicas.usage.files import FilesUsageStore
 from memory_service.shortterm.flush_callback import FlushReason
+from memory_service.stores.dead_letters import DeadLetterStore
+from memory_service.stores.dead_letters.files import FilesDeadLetterStore
+from memory_service.stores.dead_letters.record import DeadLetterRecord
+from memory_service.stores.memory_docs import MemoryDocs
+from memory_service.stores.memory_docs.files import documents
+from memory_service.stores.usage import RECORD_ERRORS, UsageStore
+from memory_service.stores.usage.files import FilesUsageStore
 
 log = logging.getLogger(__name__)
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from memory_service.facts import Fact, RecordResult
+from memory_service.domain.facts import Fact, RecordResult
 from memory_service.llm import Usage
 
 

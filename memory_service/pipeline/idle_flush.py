@@ -15,9 +15,9 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 
-from memory_service.context import RuntimeContext
-from memory_service.errors import ConflictError, UserErasedError
-from memory_service.facts import utcnow
+from memory_service.domain.context import RuntimeContext
+from memory_service.domain.errors import ConflictError, UserErasedError
+from memory_service.domain.facts import utcnow
 from memory_service.pipeline.flush import EXTRA_KEY, TRIED_KEY, MemoryFlushManager
 from memory_service.shortterm.session import ShortTermMemory
 

@@ -22,11 +22,11 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
 from indexing.hashing import content_hash
-from memory_service.context import RuntimeContext
-from memory_service.errors import BackendUnavailableError, UserErasedError
-from memory_service.fact_filter import ExpiryPolicy
-from memory_service.facts import Fact, fact_id, utcnow
-from memory_service.fsutil import remove_stale_temp_files
+from memory_service.domain.context import RuntimeContext
+from memory_service.domain.errors import BackendUnavailableError, UserErasedError
+from memory_service.domain.fact_filter import ExpiryPolicy
+from memory_service.domain.facts import Fact, fact_id, utcnow
+from memory_service.domain.paths import OwnerPaths
 from memory_service.longterm.files.fact_files import parse_fact_file
 from memory_service.longterm.protocol import (
     ArchivesFactFiles,
@@ -36,18 +36,18 @@ from memory_service.longterm.protocol import (
 )
 from memory_service.observe.telemetry import sink
 from memory_service.observe.tracing import using_ids
-from memory_service.paths import OwnerPaths
 from memory_service.pipeline.consolidation import ConsolidationResult, Consolidator
 from memory_service.pipeline.erasure import erase_facts
 from memory_service.pipeline.policy import plan_maintenance, plan_prune
-from memory_service.replicas.maintenance_state import MaintenanceState
-from memory_service.replicas.maintenance_state.files import FilesMaintenanceState
-from memory_service.replicas.session_logs import SessionLogStore
-from memory_service.replicas.session_logs.files import FilesSessionLogStore
-from memory_service.replicas.tombstones import Tombstones
-from memory_service.replicas.tombstones.files import FilesTombstones
-from memory_service.replicas.usage import RECORD_ERRORS, UsageStore
-from memory_service.replicas.usage.files import FilesUsageStore
+from memory_service.stores.fsutil import remove_stale_temp_files
+from memory_service.stores.maintenance_state import MaintenanceState
+from memory_service.stores.maintenance_state.files import FilesMaintenanceState
+from memory_service.stores.shortterm.session_logs import SessionLogStore
+from memory_service.stores.shortterm.session_logs.files import FilesSessionLogStore
+from memory_service.stores.tombstones import Tombstones
+from memory_service.stores.tombstones.files import FilesTombstones
+from memory_service.stores.usage import RECORD_ERRORS, UsageStore
+from memory_service.stores.usage.files import FilesUsageStore
 
 log = logging.getLogger(__name__)
 

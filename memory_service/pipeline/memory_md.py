@@ -11,9 +11,9 @@ from __future__ import annotations
 import re
 
 from indexing.hashing import content_hash
-from memory_service.facts import Fact
+from memory_service.domain.facts import Fact
+from memory_service.domain.messages import estimate_tokens
 from memory_service.longterm.files.fact_files import parse_fact_file
-from memory_service.messages import estimate_tokens
 
 _METADATA = re.compile(r"\s*<!--\s*memory\s+\{.*?\}\s*-->")
 

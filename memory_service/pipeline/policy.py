@@ -11,9 +11,9 @@ from dataclasses import dataclass, field, replace
 from datetime import datetime
 
 from indexing.hashing import hamming_distance, simhash
-from memory_service.fact_filter import ExpiryPolicy
-from memory_service.facts import Fact
-from memory_service.limits import MAX_PHRASINGS, MAX_TAGS
+from memory_service.domain.fact_filter import ExpiryPolicy
+from memory_service.domain.facts import Fact
+from memory_service.domain.limits import MAX_PHRASINGS, MAX_TAGS
 from memory_service.longterm.near_duplicates import phrasings_after
 from memory_service.longterm.protocol import Settlement
 

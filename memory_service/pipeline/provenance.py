@@ -13,9 +13,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import replace
 
-from memory_service.context import RuntimeContext
-from memory_service.errors import InvalidInputError
-from memory_service.facts import Fact
+from memory_service.domain.context import RuntimeContext
+from memory_service.domain.errors import InvalidInputError
+from memory_service.domain.facts import Fact
 from memory_service.shortterm.session import ShortTermMemory
 
 

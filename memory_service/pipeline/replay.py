@@ -1,7 +1,7 @@
 """Replay of failed flushes: the messages kept in ``dead-letters/flush.jsonl``, extracted again.
 
 A flush that fails after its retries appends one JSON line per failure to the user's
-dead-letter file (``replicas/dead_letters/files.py`` alone reads and writes it). For a
+dead-letter file (``stores/dead_letters/files.py`` alone reads and writes it). For a
 ``pre_compaction`` or ``overflow`` failure that line is the only copy of the messages once
 compaction has run. Once the model works again, ``replay_dead_letters`` sends each entry's
 messages through the flush's own extraction and recording
@@ -18,7 +18,7 @@ against MEMORY.md), then rewrites the file:
   only the exact lines it replayed (``FilesDeadLetterBox.rewrite``).
 
 With ``MEMORY_STATE__BACKEND=postgres`` the letters are rows
-(``replicas/dead_letters/postgres.py``) behind the same ``DeadLetterBox``: the flush manager's
+(``stores/dead_letters/postgres.py``) behind the same ``DeadLetterBox``: the flush manager's
 ``dead_letters`` store says which, so a replay from any replica sees every replica's letters,
 and two replicas never replay one user at once.
 
@@ -45,23 +45,23 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from memory_service.context import RuntimeContext
-from memory_service.facts import utcnow
+from memory_service.domain.context import RuntimeContext
+from memory_service.domain.facts import utcnow
+from memory_service.domain.paths import OwnerPaths
 from memory_service.llm import require_model
+from memory_service.observe.progress import Progress
 from memory_service.observe.telemetry import sink
-from memory_service.paths import OwnerPaths
 from memory_service.pipeline.flush import MemoryFlushManager
 from memory_service.pipeline.scheduler import known_users
-from memory_service.progress import Progress
-from memory_service.replicas.dead_letters import (
+from memory_service.stores.dead_letters import (
     Change,
     DeadLetter,
     DeadLetterRead,
     DeadLetterStore,
 )
-from memory_service.replicas.dead_letters.files import FilesDeadLetterStore, has_dead_letters
-from memory_service.replicas.dead_letters.record import DeadLetterRecord
-from memory_service.replicas.user_data import ListsUsers, users_of
+from memory_service.stores.dead_letters.files import FilesDeadLetterStore, has_dead_letters
+from memory_service.stores.dead_letters.record import DeadLetterRecord
+from memory_service.stores.user_data import ListsUsers, users_of
 
 log = logging.getLogger(__name__)
 

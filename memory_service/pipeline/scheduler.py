@@ -21,14 +21,14 @@ from dataclasses import dataclass
 from datetime import timedelta
 from pathlib import Path
 
-from memory_service.context import RuntimeContext, scope_context
+from memory_service.domain.context import RuntimeContext, scope_context
+from memory_service.domain.paths import WorkspacePaths, id_folders
 from memory_service.longterm.protocol import CompactsDeleted, ListsAgents, LongTermMemory
+from memory_service.observe.progress import Progress
 from memory_service.observe.tracing import new_trace, using_trace
-from memory_service.paths import WorkspacePaths, id_folders
 from memory_service.pipeline.idle_flush import IdleFlusher, IdleFlushReport
 from memory_service.pipeline.maintenance import MaintenanceReport, MemoryMaintenance
-from memory_service.progress import Progress
-from memory_service.replicas.user_data import ListsUsers
+from memory_service.stores.user_data import ListsUsers
 
 log = logging.getLogger(__name__)
 

@@ -20,12 +20,12 @@ import logging
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from memory_service.agent_state import AgentState
-from memory_service.context import RuntimeContext
-from memory_service.facts import Fact, Source
-from memory_service.limits import MAX_FACT_TEXT_BYTES, MAX_FACTS_PER_RECORD
+from memory_service.domain.agent_state import AgentState
+from memory_service.domain.context import RuntimeContext
+from memory_service.domain.facts import Fact, Source
+from memory_service.domain.limits import MAX_FACT_TEXT_BYTES, MAX_FACTS_PER_RECORD
+from memory_service.domain.messages import Msg
 from memory_service.longterm.protocol import LongTermMemory
-from memory_service.messages import Msg
 
 log = logging.getLogger(__name__)
 

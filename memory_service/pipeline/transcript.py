@@ -14,7 +14,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from memory_service.messages import MEMORY_TOOL_NAMES, Msg, estimate_tokens
+from memory_service.domain.messages import MEMORY_TOOL_NAMES, Msg, estimate_tokens
 from memory_service.shortterm.summary import render_line
 
 TRANSCRIPT_SHARE = 0.5  # of the memory model's window, at most, per flush request

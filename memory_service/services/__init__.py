@@ -6,7 +6,7 @@ it); nothing below this package reads ``Settings`` to decide which class to buil
 every part it wires (see ARCHITECTURE.md), so no part needs to import it back.
 
 - ``stores``: the embedder, the long-term backend and short-term memory (the replica stores
-  under them are chosen in ``replicas.stores``);
+  under them are chosen in ``stores.build``);
 - ``container``: ``Services`` and ``build_services``, in the order the stores depend on;
 - ``work``: maintenance, the scheduler and the harness over the running services;
 - ``erasure``: every store that can hold a user's data, for an erase.

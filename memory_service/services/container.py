@@ -9,19 +9,15 @@ from functools import cached_property
 
 from indexing.embeddings import Embedder
 from memory_service.config.settings import Settings
-from memory_service.context import RuntimeContext
+from memory_service.domain.context import RuntimeContext
+from memory_service.domain.paths import WorkspacePaths
+from memory_service.domain.redaction import Redactor
 from memory_service.llm import ChatModel
 from memory_service.longterm.protocol import LongTermMemory
 from memory_service.observe.telemetry import TimedEmbedder
-from memory_service.paths import WorkspacePaths
 from memory_service.pipeline.flush import MemoryFlushManager
 from memory_service.pipeline.scheduler import known_users, tenant_owners
 from memory_service.pipeline.session_archive import SessionArchiver
-from memory_service.redaction import Redactor
-from memory_service.replicas.database import Database
-from memory_service.replicas.memory_docs import MemoryDocs
-from memory_service.replicas.stores import ReplicaStores, open_database
-from memory_service.replicas.user_data import ListsUsers
 from memory_service.services.stores import (
     build_embedder,
     build_longterm,
@@ -29,6 +25,10 @@ from memory_service.services.stores import (
     build_shortterm,
 )
 from memory_service.shortterm.session import ShortTermMemory
+from memory_service.stores.build import ReplicaStores, open_database
+from memory_service.stores.database import Database
+from memory_service.stores.memory_docs import MemoryDocs
+from memory_service.stores.user_data import ListsUsers
 
 
 @dataclass

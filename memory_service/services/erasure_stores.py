@@ -3,19 +3,19 @@
 from __future__ import annotations
 
 from memory_service.config.settings import Settings
-from memory_service.errors import BackendUnavailableError
+from memory_service.domain.errors import BackendUnavailableError
+from memory_service.domain.paths import WorkspacePaths
 from memory_service.longterm.files.vector_cache import VectorCaches
 from memory_service.longterm.protocol import LongTermMemory
-from memory_service.paths import WorkspacePaths
 from memory_service.pipeline.erasure import UserErasure
-from memory_service.replicas.memory_docs.files import FilesMemoryDocs
-from memory_service.replicas.session_logs.files import FilesSessionLogStore
-from memory_service.replicas.session_state import AgentStateStore
-from memory_service.replicas.stores import postgres_session_states
-from memory_service.replicas.tool_results.files import FilesToolResultStore
-from memory_service.replicas.user_data import UserData
 from memory_service.services.container import Services
 from memory_service.services.work import build_maintenance
+from memory_service.stores.build import postgres_session_states
+from memory_service.stores.memory_docs.files import FilesMemoryDocs
+from memory_service.stores.shortterm.session_logs.files import FilesSessionLogStore
+from memory_service.stores.shortterm.session_state import AgentStateStore
+from memory_service.stores.shortterm.tool_results.files import FilesToolResultStore
+from memory_service.stores.user_data import UserData
 
 
 def build_erasure(services: Services) -> UserErasure:
@@ -48,7 +48,7 @@ def build_erasure(services: Services) -> UserErasure:
             longterm["qdrant"] = qdrant
         sessions: dict[str, UserData] = {settings.shortterm.backend: services.shortterm.store}
         if "files" not in sessions:
-            from memory_service.replicas.session_state.files import FilesAgentStateStore
+            from memory_service.stores.shortterm.session_state.files import FilesAgentStateStore
 
             sessions["files"] = FilesAgentStateStore(workspace)
         if "postgres" not in sessions and settings.postgres.dsn:
@@ -72,7 +72,7 @@ def build_erasure(services: Services) -> UserErasure:
         *services.state.left_in_workspace(workspace),  # from before a switch to PostgreSQL state
     ]
     if services.database is not None:  # MEMORY.md of the Qdrant backend (before a switch too)
-        from memory_service.replicas.memory_docs.postgres import PostgresMemoryDocs
+        from memory_service.stores.memory_docs.postgres import PostgresMemoryDocs
 
         stores.insert(1, ("memory_md.postgres", PostgresMemoryDocs(services.database, workspace)))
     closes = [store.close for store in opened]

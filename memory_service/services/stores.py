@@ -1,5 +1,5 @@
 """The parts of the service built from ``Settings`` that are not replica state: the embedder,
-the long-term backend and short-term memory over the replica stores (``replicas.stores``
+the long-term backend and short-term memory over the replica stores (``stores.build``
 chooses those). Which class each one is depends on configuration alone
 (``MEMORY_*__BACKEND``)."""
 
@@ -18,17 +18,17 @@ from indexing.embeddings import (
     SentenceTransformerEmbedder,
 )
 from memory_service.config.settings import NEAR_DUPLICATE_COSINE, Settings
-from memory_service.errors import ConfigurationError
-from memory_service.fact_filter import ConfidenceDecay, ExpiryPolicy
+from memory_service.domain.errors import ConfigurationError
+from memory_service.domain.fact_filter import ConfidenceDecay, ExpiryPolicy
+from memory_service.domain.redaction import Redactor
 from memory_service.llm import ChatModel
 from memory_service.longterm.near_duplicates import NearDuplicatePolicy
 from memory_service.longterm.protocol import LongTermMemory
 from memory_service.longterm.store_embedder import EmbedderRecords
 from memory_service.observe.telemetry import TimedEmbedder
-from memory_service.redaction import Redactor
-from memory_service.replicas.stores import ReplicaStores
-from memory_service.replicas.tombstones import Tombstones
 from memory_service.shortterm.session import ShortTermMemory
+from memory_service.stores.build import ReplicaStores
+from memory_service.stores.tombstones import Tombstones
 
 
 def build_embedder(settings: Settings) -> Embedder:

@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 from datetime import timedelta
 
-from memory_service.errors import BackendUnavailableError
+from memory_service.domain.errors import BackendUnavailableError
 from memory_service.harness.runner import MemoryHarness
 from memory_service.pipeline.consolidation import Consolidator
 from memory_service.pipeline.idle_flush import IdleFlusher

@@ -18,11 +18,11 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from indexing.embeddings import Embedder
-from memory_service.agent_state import AgentState
 from memory_service.config.memory_settings import CompactionSettings
-from memory_service.errors import ConfigurationError
+from memory_service.domain.agent_state import AgentState
+from memory_service.domain.errors import ConfigurationError
+from memory_service.domain.messages import Msg, estimate_tokens
 from memory_service.llm import ChatModel
-from memory_service.messages import Msg, estimate_tokens
 from memory_service.observe.telemetry import sink
 from memory_service.shortterm.compaction_base import (
     CompactionResult,

@@ -9,11 +9,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Protocol
 
-from memory_service.agent_state import AgentState
 from memory_service.config.memory_settings import CompactionSettings
-from memory_service.errors import MemoryServiceError
+from memory_service.domain.agent_state import AgentState
+from memory_service.domain.errors import MemoryServiceError
+from memory_service.domain.messages import Msg
 from memory_service.llm import Usage
-from memory_service.messages import Msg
 
 # why a compaction ran, or did not: messages | tokens | rounds (triggers), forced, overflow,
 # not_needed, nothing_to_compact, no_model, failed, backoff (waiting after a failure)

@@ -17,13 +17,13 @@ from dataclasses import replace
 from datetime import datetime, timedelta
 from typing import TypeVar
 
-from memory_service.agent_state import AgentState, CompactionBackoff
 from memory_service.config.memory_settings import CompactionSettings
-from memory_service.context import RuntimeContext
-from memory_service.errors import MemoryServiceError
-from memory_service.facts import utcnow
+from memory_service.domain.agent_state import AgentState, CompactionBackoff
+from memory_service.domain.context import RuntimeContext
+from memory_service.domain.errors import MemoryServiceError
+from memory_service.domain.facts import utcnow
+from memory_service.domain.messages import Msg
 from memory_service.llm import ContextOverflowError
-from memory_service.messages import Msg
 from memory_service.observe.telemetry import sink
 from memory_service.observe.tracing import using_ids
 from memory_service.shortterm.compaction_base import CompactionResult, Compactor

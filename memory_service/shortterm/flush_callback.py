@@ -11,8 +11,8 @@ from __future__ import annotations
 
 from typing import Literal, Protocol
 
-from memory_service.agent_state import AgentState
-from memory_service.context import RuntimeContext
+from memory_service.domain.agent_state import AgentState
+from memory_service.domain.context import RuntimeContext
 
 # Why a flush runs: after a call, before compaction, on a context overflow, asked for, by
 # the scheduler for a session that went quiet (``idle``) or whose state expires (``expiry``),

@@ -21,11 +21,11 @@ from dataclasses import dataclass, field, replace
 from typing import TypeVar
 
 from indexing.embeddings import Embedder
-from memory_service.agent_state import AgentState
-from memory_service.characters import check_text
 from memory_service.config.memory_settings import CompactionSettings
-from memory_service.context import RuntimeContext
-from memory_service.errors import (
+from memory_service.domain.agent_state import AgentState
+from memory_service.domain.characters import check_text
+from memory_service.domain.context import RuntimeContext
+from memory_service.domain.errors import (
     BackendUnavailableError,
     ConflictError,
     FlushFailedError,
@@ -33,13 +33,10 @@ from memory_service.errors import (
     NotFoundError,
     UserErasedError,
 )
+from memory_service.domain.messages import Msg, check_message
+from memory_service.domain.redaction import Redactor, total
 from memory_service.llm import NOT_CONFIGURED_MESSAGE, ChatModel, LlmNotConfiguredError
-from memory_service.messages import Msg, check_message
 from memory_service.observe.telemetry import sink
-from memory_service.redaction import Redactor, total
-from memory_service.replicas.session_logs import SessionHit, SessionLogStore
-from memory_service.replicas.session_state import AgentStateStore, SessionInfo
-from memory_service.replicas.tool_results import ToolResultStore
 from memory_service.shortterm.compaction import ConversationCompactor, build_compactor
 from memory_service.shortterm.compaction_base import CompactionResult, summary_trigger
 from memory_service.shortterm.compaction_hook import (
@@ -49,6 +46,9 @@ from memory_service.shortterm.compaction_hook import (
 )
 from memory_service.shortterm.flush_callback import ArchiveCallback, FlushCallback, FlushOutcome
 from memory_service.shortterm.session_locks import KeyedLocks
+from memory_service.stores.shortterm.session_logs import SessionHit, SessionLogStore
+from memory_service.stores.shortterm.session_state import AgentStateStore, SessionInfo
+from memory_service.stores.shortterm.tool_results import ToolResultStore
 
 log = logging.getLogger(__name__)
 

@@ -10,8 +10,8 @@ from __future__ import annotations
 import json
 import re
 
+from memory_service.domain.messages import Msg
 from memory_service.llm import LlmBadResponseError
-from memory_service.messages import Msg
 
 SUMMARY_BLOCKS: tuple[str, ...] = (
     "task_overview",

@@ -24,10 +24,10 @@ import numpy as np
 
 from indexing.embeddings import Embedder
 from indexing.tokenize import tokenize
-from memory_service.agent_state import AgentState
 from memory_service.config.memory_settings import CompactionSettings, ImportanceWeights
-from memory_service.facts import utcnow
-from memory_service.messages import Msg, message_tokens
+from memory_service.domain.agent_state import AgentState
+from memory_service.domain.facts import utcnow
+from memory_service.domain.messages import Msg, message_tokens
 from memory_service.shortterm.compaction_base import CompactionResult, pinned, summary_trigger
 
 MAX_SCORED_CHARS = 2_000  # of each message, embedded for relevance

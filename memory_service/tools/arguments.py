@@ -26,11 +26,16 @@ from pydantic import (
 )
 from pydantic_core import ErrorDetails
 
-from memory_service.errors import InvalidInputError, MemoryServiceError
-from memory_service.fact_filter import FactFilter
-from memory_service.facts import FACT_KINDS, canonical_kind
-from memory_service.limits import MAX_KEY_CHARS, MAX_TAG_CHARS, MAX_TAGS, MAX_TOOL_QUERY_CHARS
-from memory_service.messages import (
+from memory_service.domain.errors import InvalidInputError, MemoryServiceError
+from memory_service.domain.fact_filter import FactFilter
+from memory_service.domain.facts import FACT_KINDS, canonical_kind
+from memory_service.domain.limits import (
+    MAX_KEY_CHARS,
+    MAX_TAG_CHARS,
+    MAX_TAGS,
+    MAX_TOOL_QUERY_CHARS,
+)
+from memory_service.domain.messages import (
     MEMORY_CONSOLIDATE,
     MEMORY_EXTRACT,
     MEMORY_GET,

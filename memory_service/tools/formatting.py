@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from memory_service.facts import Fact, Recall
+from memory_service.domain.facts import Fact, Recall
 from memory_service.pipeline.memory_md import plain_memory
 
 

@@ -15,12 +15,12 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from memory_service.context import RuntimeContext
-from memory_service.errors import InvalidIdError, InvalidInputError, NotFoundError
-from memory_service.fsutil import read_text
-from memory_service.limits import MAX_TOOL_PATH_CHARS
-from memory_service.paths import OwnerPaths
-from memory_service.replicas.memory_docs import MEMORY_MD, MemoryDocs, is_memory_doc
+from memory_service.domain.context import RuntimeContext
+from memory_service.domain.errors import InvalidIdError, InvalidInputError, NotFoundError
+from memory_service.domain.limits import MAX_TOOL_PATH_CHARS
+from memory_service.domain.paths import OwnerPaths
+from memory_service.stores.fsutil import read_text
+from memory_service.stores.memory_docs import MEMORY_MD, MemoryDocs, is_memory_doc
 
 _SAFE_FILE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,127}\.md")
 _ENCODED = re.compile(r"%[0-9A-Fa-f]{2}")

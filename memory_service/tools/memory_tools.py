@@ -26,11 +26,11 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from memory_service.context import RuntimeContext
-from memory_service.errors import InvalidInputError, MemoryServiceError, NotFoundError
-from memory_service.fact_filter import FactFilter
-from memory_service.facts import Fact, Source, clip_source_text, utcnow
-from memory_service.limits import (
+from memory_service.domain.context import RuntimeContext
+from memory_service.domain.errors import InvalidInputError, MemoryServiceError, NotFoundError
+from memory_service.domain.fact_filter import FactFilter
+from memory_service.domain.facts import Fact, Source, clip_source_text, utcnow
+from memory_service.domain.limits import (
     MAX_PAGE_SIZE,
     MAX_TOOL_GET_CHARS,
     MAX_TOOL_GET_LINES,
@@ -38,8 +38,7 @@ from memory_service.limits import (
     MAX_TOOL_RECALL_FACTS,
     MAX_TOOL_SEARCH_LINES,
 )
-from memory_service.longterm.protocol import LongTermMemory
-from memory_service.messages import (
+from memory_service.domain.messages import (
     MEMORY_CONSOLIDATE,
     MEMORY_EXTRACT,
     MEMORY_GET,
@@ -51,11 +50,12 @@ from memory_service.messages import (
     Msg,
     ToolCall,
 )
+from memory_service.domain.redaction import describe
+from memory_service.longterm.protocol import LongTermMemory
 from memory_service.pipeline.consolidation import priority
 from memory_service.pipeline.maintenance import MemoryMaintenance
-from memory_service.redaction import describe
-from memory_service.replicas.memory_docs import MemoryDocs
 from memory_service.shortterm.session import ShortTermMemory
+from memory_service.stores.memory_docs import MemoryDocs
 from memory_service.tools.arguments import (
     TOOL_ARGUMENTS,
     MemoryConsolidateArgs,

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit, urlunsplit
 
 if TYPE_CHECKING:
-    from memory_service.replicas.session_state.postgres import PostgresAgentStateStore
+    from memory_service.stores.shortterm.session_state.postgres import PostgresAgentStateStore
 
 BASE_DSN = os.environ.get("MEMORY_TEST_POSTGRES_DSN", "postgresql://postgres@127.0.0.1:5432/test")
 
@@ -63,9 +63,9 @@ def postgres_state_store(
     **options: Any,
 ) -> PostgresAgentStateStore:
     """A session-state store on a ``Database`` of its own over the test PostgreSQL (closed
-    with the store), as ``replicas.stores.postgres_session_states`` builds one."""
-    from memory_service.replicas.database import Database
-    from memory_service.replicas.session_state.postgres import PostgresAgentStateStore
+    with the store), as ``stores.build.postgres_session_states`` builds one."""
+    from memory_service.stores.database import Database
+    from memory_service.stores.shortterm.session_state.postgres import PostgresAgentStateStore
 
     database = Database(dsn or PG_DSN, schema=schema, pool_min=pool_min, pool_max=pool_max)
     try:

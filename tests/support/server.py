@@ -182,7 +182,7 @@ def serve(workspace: Path, keys: dict[str, tuple[str, str]], **env: str) -> Iter
     """``serve`` on ``workspace`` with ``keys`` (name -> (tenant, role)) written by the key
     store (as ``memory-service keys add`` writes them), and ``env`` (settings as ``MEMORY_*``
     variables) added to a clean environment; stopped cleanly at the end."""
-    from memory_service.replicas.api_keys.files import FilesKeyStore
+    from memory_service.stores.api_keys.files import FilesKeyStore
 
     workspace.mkdir(parents=True, exist_ok=True)
     keys_file = workspace / "api-keys.json"

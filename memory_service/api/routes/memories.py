@@ -31,12 +31,12 @@ from memory_service.api.schemas.memories import (
     SearchResponse,
     UpdateRequest,
 )
-from memory_service.context import SCOPES, Scope
-from memory_service.fact_filter import FactFilter
-from memory_service.limits import MAX_CURSOR_CHARS, MAX_FACT_ID_CHARS, MAX_PAGE_SIZE
+from memory_service.domain.context import SCOPES, Scope
+from memory_service.domain.fact_filter import FactFilter
+from memory_service.domain.limits import MAX_CURSOR_CHARS, MAX_FACT_ID_CHARS, MAX_PAGE_SIZE
+from memory_service.domain.redaction import total
 from memory_service.pipeline.erasure import erase_facts, forget_user
 from memory_service.pipeline.provenance import check_source_sessions
-from memory_service.redaction import total
 
 router = resource_router("memories")
 

@@ -26,11 +26,11 @@ from memory_service.api.schemas.sessions import (
     SessionSearchResponse,
     ToolResultText,
 )
-from memory_service.limits import MAX_TOOL_RESULT_REF_CHARS
-from memory_service.replicas.usage import RECORD_ERRORS
+from memory_service.domain.limits import MAX_TOOL_RESULT_REF_CHARS
 from memory_service.services.container import Services
 from memory_service.shortterm.compaction_base import CompactionResult
 from memory_service.shortterm.session import ShortTermMemory
+from memory_service.stores.usage import RECORD_ERRORS
 
 log = logging.getLogger(__name__)
 

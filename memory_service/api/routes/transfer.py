@@ -1,7 +1,8 @@
 """``GET /v1/export``, ``GET /v1/users/{user_id}/export`` and ``POST /v1/import``: facts out
 and back in, as JSON lines.
 
-The lines are the CLI's (``memory-service export`` / ``import``, see ``memory_service.transfer``);
+The lines are the CLI's (``memory-service export`` / ``import``, see
+``memory_service.pipeline.transfer``);
 the tenant is always the key's: export never reads another tenant, and an import line that
 names another tenant is a bad line. Who exports what: an admin or application key its tenant
 (every user, then the shared memory) or one user; a personal key its own user only, through
@@ -24,10 +25,10 @@ from memory_service.api.keys import Principal
 from memory_service.api.routes import resource_router
 from memory_service.api.schemas.common import UserId
 from memory_service.api.schemas.transfer import ExportQuery, ImportSummary
-from memory_service.errors import ForbiddenError
+from memory_service.domain.errors import ForbiddenError
+from memory_service.domain.redaction import Redactor
 from memory_service.longterm.protocol import LongTermMemory
-from memory_service.redaction import Redactor
-from memory_service.transfer import (
+from memory_service.pipeline.transfer import (
     SHOWN_BAD_LINES,
     BadLine,
     export_pages,

@@ -18,12 +18,12 @@ from memory_service.api.schemas.users import (
     UserList,
     UserOut,
 )
-from memory_service.context import RuntimeContext, Scope
-from memory_service.replicas.memory_docs import MEMORY_MD
-from memory_service.replicas.memory_docs.files import documents
-from memory_service.replicas.user_data import UserData
+from memory_service.domain.context import RuntimeContext, Scope
 from memory_service.services.container import Services
 from memory_service.services.erasure_stores import build_erasure
+from memory_service.stores.memory_docs import MEMORY_MD
+from memory_service.stores.memory_docs.files import documents
+from memory_service.stores.user_data import UserData
 
 router = resource_router("users")
 

@@ -19,7 +19,7 @@ from memory_service.api.schemas.common import (
     no_nul,
 )
 from memory_service.api.schemas.sessions import CompactionOut, FlushedFactOut, FlushOut
-from memory_service.limits import MAX_CHAT_MESSAGE_BYTES
+from memory_service.domain.limits import MAX_CHAT_MESSAGE_BYTES
 from memory_service.llm import Usage
 
 if TYPE_CHECKING:

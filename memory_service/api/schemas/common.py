@@ -14,11 +14,11 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel, BeforeValidator, ConfigDict, ValidationInfo
 from pydantic_core import PydanticCustomError
 
-from memory_service.characters import NUL_PROBLEM, check_text
-from memory_service.context import validate_id
-from memory_service.errors import InvalidIdError, InvalidInputError, MemoryServiceError
-from memory_service.facts import TIME_EXAMPLE, InvalidTimeError, parse_time
-from memory_service.messages import NUL_CODE
+from memory_service.domain.characters import NUL_PROBLEM, check_text
+from memory_service.domain.context import validate_id
+from memory_service.domain.errors import InvalidIdError, InvalidInputError, MemoryServiceError
+from memory_service.domain.facts import TIME_EXAMPLE, InvalidTimeError, parse_time
+from memory_service.domain.messages import NUL_CODE
 
 CODE_KEY = "service_code"  # where ``coded`` keeps the code in a pydantic error's context
 

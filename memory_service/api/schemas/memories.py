@@ -21,11 +21,11 @@ from memory_service.api.schemas.common import (
     no_nul,
 )
 from memory_service.config.retrieval import LEGS, Mode
-from memory_service.context import SCOPES, Scope
-from memory_service.errors import InvalidInputError
-from memory_service.fact_filter import FactFilter
-from memory_service.facts import Fact, FactKind, Source, canonical_kind
-from memory_service.limits import (
+from memory_service.domain.context import SCOPES, Scope
+from memory_service.domain.errors import InvalidInputError
+from memory_service.domain.fact_filter import FactFilter
+from memory_service.domain.facts import Fact, FactKind, Source, canonical_kind
+from memory_service.domain.limits import (
     MAX_CONFIDENCE,
     MAX_FACT_TEXT_BYTES,
     MAX_FACTS_PER_RECORD,

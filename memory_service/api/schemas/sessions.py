@@ -17,7 +17,6 @@ from pydantic import (
     model_validator,
 )
 
-from memory_service.agent_state import AgentState
 from memory_service.api.schemas.common import (
     ErrorOut,
     Merged,
@@ -29,8 +28,9 @@ from memory_service.api.schemas.common import (
     max_bytes,
     no_nul,
 )
-from memory_service.errors import InvalidInputError
-from memory_service.limits import (
+from memory_service.domain.agent_state import AgentState
+from memory_service.domain.errors import InvalidInputError
+from memory_service.domain.limits import (
     MAX_KEEP_LAST,
     MAX_MESSAGES_PER_APPEND,
     MAX_NAME_CHARS,
@@ -39,7 +39,7 @@ from memory_service.limits import (
     MAX_SESSION_QUERY_CHARS,
     MAX_TOOL_CALLS,
 )
-from memory_service.messages import Msg, ToolCall, check_message, content_text
+from memory_service.domain.messages import Msg, ToolCall, check_message, content_text
 
 # NUL is refused in every text of a message, as ``Msg`` refuses it (and facts do).
 NoNul = AfterValidator(no_nul("text"))

@@ -1,5 +1,5 @@
 """Bodies of ``GET /v1/export`` and ``POST /v1/import`` (the lines themselves are
-``memory_service.transfer``'s)."""
+``memory_service.pipeline.transfer``'s)."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
 """Body of ``GET /v1/usage``: the tenant's LLM tokens by purpose and pipeline counters, as
-``memory_service.replicas.usage.files.FilesUsageStore.report`` reads them."""
+``memory_service.stores.usage.files.FilesUsageStore.report`` reads them."""
 
 from __future__ import annotations
 

@@ -18,6 +18,7 @@ from collections import Counter
 from collections.abc import Iterable, Iterator, Sequence
 from datetime import UTC, datetime, timedelta
 
+from memory_service.domain.facts import Source, clip_source_text
 from memory_service.evaluation.dataset import (
     BenchInputError,
     Conversation,
@@ -26,7 +27,6 @@ from memory_service.evaluation.dataset import (
     Question,
     fit_text,
 )
-from memory_service.facts import Source, clip_source_text
 
 CATEGORIES: dict[int, str] = {
     1: "1 multi-hop",

@@ -16,7 +16,8 @@ from __future__ import annotations
 
 from collections import Counter
 
-from memory_service.context import ID_PATTERN
+from memory_service.domain.context import ID_PATTERN
+from memory_service.domain.facts import Source
 from memory_service.evaluation.dataset import (
     BenchInputError,
     Conversation,
@@ -25,7 +26,6 @@ from memory_service.evaluation.dataset import (
     Question,
     fit_text,
 )
-from memory_service.facts import Source
 
 UNITS: tuple[str, ...] = ("turns", "sessions")
 CATEGORIES: tuple[str, ...] = (

@@ -23,8 +23,8 @@ import random
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 
+from memory_service.domain.facts import Fact
 from memory_service.evaluation.datasets.synthetic_bank import DISTRACTORS, FILL, NAMES
-from memory_service.facts import Fact
 
 DEFAULT_USERS = 20
 DEFAULT_DISTRACTORS = 12

@@ -9,9 +9,9 @@ from collections.abc import Collection, Mapping
 from dataclasses import replace
 from pathlib import Path
 
-from memory_service.facts import Fact, parse_time
-from memory_service.fsutil import ensure_dir, read_text, write_atomically
+from memory_service.domain.facts import Fact, parse_time
 from memory_service.longterm.access import AccessMark
+from memory_service.stores.fsutil import ensure_dir, read_text, write_atomically
 
 Stamp = tuple[int, int, int]  # mtime_ns, size, inode
 

@@ -1,7 +1,8 @@
 """Files backend: Markdown fact files are the source of truth; the index is derived.
 
 Per user: ``MEMORY.md`` plus the daily ledgers ``memory/YYYY-MM-DD.md`` (see
-``memory_service.paths``), which are append-only: a record adds bullets to today's ledger under
+``memory_service.domain.paths``), which are append-only: a record adds bullets to
+today's ledger under
 a file lock, as one atomic rewrite fsynced before returning that keeps every earlier line byte
 for byte. What record and maintenance decide about facts already written (closed by a newer
 one on the same key, merged into a near-duplicate, expired, their metadata updated or their
@@ -30,10 +31,10 @@ from filelock import FileLock
 from indexing.embeddings import Embedder
 from indexing.hashing import content_hash
 from memory_service.config.retrieval import Leg, RetrievalConfig
-from memory_service.context import RuntimeContext, scope_context
-from memory_service.fact_filter import ExpiryPolicy
-from memory_service.facts import Fact, fact_id, utcnow
-from memory_service.fsutil import ensure_dir, file_lock, fsync_dir, read_text, write_atomically
+from memory_service.domain.context import RuntimeContext, scope_context
+from memory_service.domain.fact_filter import ExpiryPolicy
+from memory_service.domain.facts import Fact, fact_id, utcnow
+from memory_service.domain.paths import OwnerPaths, WorkspacePaths, id_folders
 from memory_service.longterm.access import AccessMark
 from memory_service.longterm.base_store import BaseLongTermMemory
 from memory_service.longterm.files.access_store import AccessFiles, with_access
@@ -68,9 +69,15 @@ from memory_service.longterm.store_values import (
     merge_floors,
 )
 from memory_service.observe.telemetry import timed_stage
-from memory_service.paths import OwnerPaths, WorkspacePaths, id_folders
-from memory_service.replicas.tombstones import Tombstones
-from memory_service.replicas.tombstones.files import FilesTombstones
+from memory_service.stores.fsutil import (
+    ensure_dir,
+    file_lock,
+    fsync_dir,
+    read_text,
+    write_atomically,
+)
+from memory_service.stores.tombstones import Tombstones
+from memory_service.stores.tombstones.files import FilesTombstones
 
 log = logging.getLogger(__name__)
 

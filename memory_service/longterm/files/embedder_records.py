@@ -15,8 +15,8 @@ from pathlib import Path
 import numpy as np
 
 from indexing.embeddings import Embedder
-from memory_service.context import RuntimeContext, scope_context
-from memory_service.fsutil import read_text, write_atomically
+from memory_service.domain.context import RuntimeContext, scope_context
+from memory_service.domain.paths import OwnerPaths, WorkspacePaths, id_folders
 from memory_service.longterm.files.index import build_index
 from memory_service.longterm.files.owner_files import fact_files_signature, owners_with_fact_files
 from memory_service.longterm.files.vector_cache import (
@@ -25,7 +25,7 @@ from memory_service.longterm.files.vector_cache import (
     save_vectors,
 )
 from memory_service.longterm.store_embedder import EmbedderId, EmbedderRecord
-from memory_service.paths import OwnerPaths, WorkspacePaths, id_folders
+from memory_service.stores.fsutil import read_text, write_atomically
 
 
 @dataclass(slots=True)

@@ -23,8 +23,8 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import datetime
 
-from memory_service.errors import InvalidInputError
-from memory_service.facts import Fact, Phrasing, Source, parse_time
+from memory_service.domain.errors import InvalidInputError
+from memory_service.domain.facts import Fact, Phrasing, Source, parse_time
 
 OF_HASH_CHARS = 16  # 64 bits of the content hash: no collision among one user's facts
 

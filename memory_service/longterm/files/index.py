@@ -33,10 +33,10 @@ from indexing.bm25 import BM25Index
 from indexing.embeddings import Embedder
 from indexing.hashing import content_hash
 from memory_service.config.retrieval import RetrievalConfig
-from memory_service.context import RuntimeContext
-from memory_service.fact_filter import ExpiryPolicy
-from memory_service.facts import Fact, fact_id
-from memory_service.fsutil import read_text
+from memory_service.domain.context import RuntimeContext
+from memory_service.domain.fact_filter import ExpiryPolicy
+from memory_service.domain.facts import Fact, fact_id
+from memory_service.domain.paths import OwnerPaths
 from memory_service.longterm.files.fact_files import OF_HASH_CHARS, parse_fact_file
 from memory_service.longterm.files.journal import EMPTY_JOURNAL, Journal, read_journal, settle
 from memory_service.longterm.files.owner_files import (
@@ -51,7 +51,7 @@ from memory_service.longterm.store_values import (
     newest_holders,
     resolve_key_race,
 )
-from memory_service.paths import OwnerPaths
+from memory_service.stores.fsutil import read_text
 
 Stamp = tuple[int, int, int]  # mtime_ns, size, inode
 

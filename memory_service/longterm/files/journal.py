@@ -49,9 +49,8 @@ from dataclasses import dataclass, field, replace
 from datetime import datetime
 from pathlib import Path
 
-from memory_service.errors import InvalidInputError
-from memory_service.facts import Fact, parse_time
-from memory_service.fsutil import append_durably, read_text, write_atomically
+from memory_service.domain.errors import InvalidInputError
+from memory_service.domain.facts import Fact, parse_time
 from memory_service.longterm.files.fact_files import (
     OF_HASH_CHARS,
     dump_meta,
@@ -60,6 +59,7 @@ from memory_service.longterm.files.fact_files import (
     fact_meta,
     unescape_text,
 )
+from memory_service.stores.fsutil import append_durably, read_text, write_atomically
 
 JOURNAL_HEADER = (
     "# Settled decisions\n\n"

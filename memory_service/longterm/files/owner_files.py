@@ -11,7 +11,7 @@ import stat
 from collections.abc import Callable
 from pathlib import Path
 
-from memory_service.paths import OwnerPaths
+from memory_service.domain.paths import OwnerPaths
 
 Signature = tuple[tuple[str, int, int, int], ...]
 

@@ -20,9 +20,9 @@ from pathlib import Path
 import numpy as np
 
 from indexing.embeddings import Embedder
-from memory_service.context import RuntimeContext
-from memory_service.fsutil import ensure_dir, write_bytes_atomically
-from memory_service.paths import OwnerPaths
+from memory_service.domain.context import RuntimeContext
+from memory_service.domain.paths import OwnerPaths
+from memory_service.stores.fsutil import ensure_dir, write_bytes_atomically
 
 log = logging.getLogger(__name__)
 

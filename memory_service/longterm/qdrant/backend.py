@@ -48,9 +48,10 @@ from indexing.sparse import AVG_DOC_LEN, AVG_SOURCE_LEN, SparseTerms, document_v
 from indexing.tokenize import TOKENIZER_VERSION
 from memory_service.config.retrieval import Leg, RetrievalConfig
 from memory_service.config.settings import QdrantSettings
-from memory_service.context import RuntimeContext, scope_context, validate_id
-from memory_service.errors import ConfigurationError
-from memory_service.facts import Fact, utcnow
+from memory_service.domain.context import RuntimeContext, scope_context, validate_id
+from memory_service.domain.errors import ConfigurationError
+from memory_service.domain.facts import Fact, utcnow
+from memory_service.domain.paths import WorkspacePaths
 from memory_service.longterm.access import AccessMark, applied
 from memory_service.longterm.base_store import BaseLongTermMemory
 from memory_service.longterm.fusion import fact_terms, wants_coverage
@@ -74,9 +75,8 @@ from memory_service.longterm.store_values import (
     resolve_key_race,
 )
 from memory_service.observe.telemetry import timed_stage
-from memory_service.paths import WorkspacePaths
-from memory_service.replicas.tombstones import Tombstones
-from memory_service.replicas.tombstones.files import FilesTombstones
+from memory_service.stores.tombstones import Tombstones
+from memory_service.stores.tombstones.files import FilesTombstones
 
 _LOCK_STRIPES = 64
 _REINDEX_BATCH = 1000

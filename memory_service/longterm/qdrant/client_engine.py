@@ -20,10 +20,14 @@ from qdrant_client import QdrantClient
 from qdrant_client import models as qm
 
 from indexing.sparse import SparseTerms
-from memory_service.context import validate_id
-from memory_service.errors import BackendUnavailableError, ConfigurationError, MemoryServiceError
-from memory_service.fact_filter import FactFilter
-from memory_service.facts import Fact
+from memory_service.domain.context import validate_id
+from memory_service.domain.errors import (
+    BackendUnavailableError,
+    ConfigurationError,
+    MemoryServiceError,
+)
+from memory_service.domain.fact_filter import FactFilter
+from memory_service.domain.facts import Fact
 from memory_service.longterm.qdrant.errors import engine_calls
 from memory_service.longterm.qdrant.filters import ImportanceTtl, OwnerFilter, owner_key_of
 from memory_service.longterm.qdrant.layout import (

@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any, Protocol, runtime_checkable
 
-from memory_service.facts import Fact
+from memory_service.domain.facts import Fact
 from memory_service.longterm.qdrant.filters import OwnerFilter
 from memory_service.longterm.qdrant.points import StoredPoint
 from memory_service.longterm.qdrant.query_plan import QueryPlan, ScoredHit

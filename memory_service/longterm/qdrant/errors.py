@@ -8,7 +8,7 @@ import logging
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 
-from memory_service.errors import BackendUnavailableError, MemoryServiceError
+from memory_service.domain.errors import BackendUnavailableError, MemoryServiceError
 
 
 @contextmanager

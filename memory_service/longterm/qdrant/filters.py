@@ -10,8 +10,8 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from memory_service.context import RuntimeContext, validate_id
-from memory_service.fact_filter import ExpiryPolicy, FactFilter
+from memory_service.domain.context import RuntimeContext, validate_id
+from memory_service.domain.fact_filter import ExpiryPolicy, FactFilter
 from memory_service.longterm.qdrant.layout import AGENT_FIELD, SCOPE_FIELD, TENANT_FIELD, USER_FIELD
 
 

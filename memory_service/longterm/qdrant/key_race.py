@@ -19,8 +19,8 @@ from collections.abc import Iterable, Mapping, Sequence
 from datetime import datetime
 from typing import Any
 
-from memory_service.context import RuntimeContext
-from memory_service.facts import Fact, parse_time
+from memory_service.domain.context import RuntimeContext
+from memory_service.domain.facts import Fact, parse_time
 from memory_service.longterm.qdrant.engine import QdrantEngine
 from memory_service.longterm.qdrant.filters import OwnerFilter
 from memory_service.longterm.qdrant.payload import fact_of

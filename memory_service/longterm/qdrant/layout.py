@@ -7,7 +7,7 @@ index on every field a read tests."""
 
 from __future__ import annotations
 
-from memory_service.errors import ConfigurationError
+from memory_service.domain.errors import ConfigurationError
 
 DENSE = "dense"
 SPARSE = "bm25"

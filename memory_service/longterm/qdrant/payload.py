@@ -6,8 +6,8 @@ from __future__ import annotations
 from typing import Any
 
 from indexing.tokenize import TOKENIZER_VERSION
-from memory_service.context import RuntimeContext
-from memory_service.facts import Fact, parse_time
+from memory_service.domain.context import RuntimeContext
+from memory_service.domain.facts import Fact, parse_time
 from memory_service.longterm.qdrant.layout import (
     AGENT_FIELD,
     EMBEDDER_FIELD,

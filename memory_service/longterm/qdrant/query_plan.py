@@ -11,7 +11,7 @@ from datetime import datetime
 from typing import Any
 
 from indexing.sparse import SparseTerms, matched_terms
-from memory_service.facts import parse_time
+from memory_service.domain.facts import parse_time
 from memory_service.longterm.fusion import LegHit
 from memory_service.longterm.qdrant.filters import OwnerFilter
 from memory_service.longterm.qdrant.layout import DENSE, SPARSE

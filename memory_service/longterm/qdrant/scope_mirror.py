@@ -38,8 +38,8 @@ import numpy as np
 
 from indexing.sparse import SparseTerms, matched_terms
 from memory_service.config.retrieval import Leg
-from memory_service.context import RuntimeContext
-from memory_service.fact_filter import ExpiryPolicy
+from memory_service.domain.context import RuntimeContext
+from memory_service.domain.fact_filter import ExpiryPolicy
 from memory_service.longterm.fusion import LegHit
 from memory_service.longterm.qdrant.engine import CountsSharedWrites, QdrantEngine
 from memory_service.longterm.qdrant.filters import OwnerFilter, OwnerKey

@@ -19,9 +19,9 @@ from dataclasses import dataclass, replace
 
 from indexing.sparse import SparseTerms, terms_by_id
 from memory_service.config.retrieval import Leg
-from memory_service.context import RuntimeContext
-from memory_service.fact_filter import ExpiryPolicy
-from memory_service.facts import Fact
+from memory_service.domain.context import RuntimeContext
+from memory_service.domain.fact_filter import ExpiryPolicy
+from memory_service.domain.facts import Fact
 from memory_service.longterm.fusion import LegHit
 from memory_service.longterm.qdrant.engine import QdrantEngine
 from memory_service.longterm.qdrant.filters import OwnerFilter

@@ -30,7 +30,7 @@ from typing import Any
 import httpx
 
 from indexing.hashing import content_hash
-from memory_service.facts import fact_id
+from memory_service.domain.facts import fact_id
 from tests.support.reliability.workload import fact_text, list_facts, sentence
 from tests.support.server import ServerProcess, bearer, write_keys
 

@@ -255,9 +255,9 @@ def _log_contents(server: ServerProcess, tenant: str, user: str, session: str) -
     from the workspace's log file (read raw: a torn line is skipped, as the service does)."""
     env = server.env
     if env.get("MEMORY_SHORTTERM__BACKEND") == "postgres":
-        from memory_service.context import RuntimeContext
-        from memory_service.replicas.database import Database
-        from memory_service.replicas.session_logs.postgres import PostgresSessionLogStore
+        from memory_service.domain.context import RuntimeContext
+        from memory_service.stores.database import Database
+        from memory_service.stores.shortterm.session_logs.postgres import PostgresSessionLogStore
 
         database = Database(
             env["MEMORY_POSTGRES__DSN"], schema=env.get("MEMORY_POSTGRES__SCHEMA_NAME")
@@ -440,8 +440,8 @@ def run_crash_test(
 def keys_into_postgres(keys_file: Path, env: dict[str, str]) -> None:
     """With replica state in PostgreSQL the keys live there: import the file's once (as
     ``memory-service keys migrate`` does)."""
-    from memory_service.replicas.api_keys.postgres import PostgresKeyStore
-    from memory_service.replicas.database import Database
+    from memory_service.stores.api_keys.postgres import PostgresKeyStore
+    from memory_service.stores.database import Database
 
     database = Database(env["MEMORY_POSTGRES__DSN"], schema=env.get("MEMORY_POSTGRES__SCHEMA_NAME"))
     try:

@@ -27,9 +27,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from memory_service.context import RuntimeContext
+from memory_service.domain.context import RuntimeContext
+from memory_service.pipeline.transfer import export_records
 from memory_service.tools import MemoryTools
-from memory_service.transfer import export_records
 from tests.support.reliability.workload import WORDS, sentence
 
 TOKEN = re.compile(r"\b[fmc]\d+z\b")

@@ -21,7 +21,7 @@ from pathlib import Path
 
 import qdrant_edge as qe
 
-from memory_service.fsutil import fsync_dir
+from memory_service.stores.fsutil import fsync_dir
 
 FLUSH_INTERVAL_S = 5.0  # Qdrant's own default ``flush_interval_sec``
 WAL_FOLDER = "wal"

@@ -30,10 +30,9 @@ from typing import Any
 import qdrant_edge as qe
 
 from indexing.sparse import SparseTerms
-from memory_service.context import validate_id
-from memory_service.errors import BackendUnavailableError
-from memory_service.facts import Fact
-from memory_service.fsutil import fsync_dir, read_text, write_atomically
+from memory_service.domain.context import validate_id
+from memory_service.domain.errors import BackendUnavailableError
+from memory_service.domain.facts import Fact
 from memory_service.longterm.qdrant.edge.commit import EdgeCommit
 from memory_service.longterm.qdrant.edge.compaction import Compaction, RewriteJournal
 from memory_service.longterm.qdrant.edge.filters import edge_filter
@@ -74,6 +73,7 @@ from memory_service.longterm.qdrant.query_plan import (
     ScoredHit,
 )
 from memory_service.longterm.qdrant.write_counts import SharedWrites
+from memory_service.stores.fsutil import fsync_dir, read_text, write_atomically
 
 SCROLL_PAGE = 1000
 COPY_PAGE = 250  # a rewrite's page: the GIL is held through each one

@@ -10,7 +10,7 @@ from typing import Any
 
 import qdrant_edge as qe
 
-from memory_service.fact_filter import FactFilter
+from memory_service.domain.fact_filter import FactFilter
 from memory_service.longterm.qdrant.filters import ImportanceTtl, OwnerFilter
 
 

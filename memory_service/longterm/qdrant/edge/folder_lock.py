@@ -18,7 +18,7 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-from memory_service.fsutil import PRIVATE_FILE, ensure_dir
+from memory_service.stores.fsutil import PRIVATE_FILE, ensure_dir
 
 LOCK_SUFFIX = ".lock"
 _MAX_OWNER_BYTES = 4096

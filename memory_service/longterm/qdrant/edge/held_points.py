@@ -30,7 +30,7 @@ from collections.abc import Collection, Hashable, Iterable, Mapping
 from datetime import datetime
 from typing import Any, Generic, TypeVar
 
-from memory_service.facts import Fact, parse_time
+from memory_service.domain.facts import Fact, parse_time
 from memory_service.longterm.qdrant.filters import OwnerKey
 
 # Bounded so the held points cost tens of MB when full, a small share of Edge's RSS at 100k

@@ -10,8 +10,11 @@ from typing import Any
 
 import qdrant_edge as qe
 
-from memory_service.errors import BackendUnavailableError, ConfigurationError, MemoryServiceError
-from memory_service.fsutil import ensure_dir
+from memory_service.domain.errors import (
+    BackendUnavailableError,
+    ConfigurationError,
+    MemoryServiceError,
+)
 from memory_service.longterm.qdrant.edge.folder_lock import FolderOwner
 from memory_service.longterm.qdrant.layout import (
     DENSE,
@@ -20,6 +23,7 @@ from memory_service.longterm.qdrant.layout import (
     check_dense_size,
     reindex_hint,
 )
+from memory_service.stores.fsutil import ensure_dir
 
 CONFIG_FILE = "edge_config.json"
 
