@@ -251,11 +251,12 @@ class MemoryServiceStore(BaseStore):
             raise InvalidInputError("a store value must be a mapping with string keys")
         value = dict(op.value)
         stored = {"namespace": list(address.rest), "user": address.label}
-        texts = [] if op.index is False else self._indexed(value, op.index)
         try:
-            record = _dump({**stored, "key": op.key, "value": value, "texts": len(texts)})
+            _dump(value)
         except (TypeError, ValueError) as exc:
             raise InvalidInputError(f"a store value must be JSON: {exc}") from None
+        texts = [] if op.index is False else self._indexed(value, op.index)
+        record = _dump({**stored, "key": op.key, "value": value, "texts": len(texts)})
         tags = [ROOT_TAG, *_ns_tags(address.rest)]
         field_tags = (*tags, INDEXED_TAG, FIELD_TAG)
         tags.append(UNINDEXED_TAG if op.index is False else INDEXED_TAG)
