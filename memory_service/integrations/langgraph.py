@@ -16,20 +16,26 @@ compiles with (``graph.compile(store=...)``) or LangMem's memory tools use. What
   ``InvalidNamespaceError``; a search prefix too short to name the user (``()`` included)
   reads every user the store can list (the key's tenant; a personal key's own user), each
   hit's namespace saying whose.
-- **value -> text.** The fact's text is what is searched, one line per text at the paths
-  indexed (``index=None``: the store's ``fields``, default ``["$"]``: the whole value as JSON;
-  ``index=[paths]``: those paths alone; ``index=False``: nothing), then, as the text's data
+- **value -> texts.** What is searched are the texts at the paths indexed (``index=None``:
+  the store's ``fields``, default ``["$"]``: the whole value as JSON; ``index=[paths]``: those
+  paths alone; ``index=False``: nothing). The item's fact holds the first, then, as its data
   tail (``facts.DATA_TAIL``: kept, neither embedded nor indexed), the item as compact JSON,
   which ``get`` and ``search`` read the value back from: any JSON object round-trips exactly,
-  and two items with equal values stay two facts. An ``index=False`` item is tagged
+  and two items with equal values stay two facts. Each further text is a fact of its own
+  (``FIELD_TAG``, keyed by the item's key and its number, the item's address in its tail),
+  so every text has a vector of its own, as LangGraph's stores embed each field apart: an
+  item is found by any of its fields as well as by one alone. A put with fewer texts, or a
+  delete, removes the facts of the texts gone; their expiry is the item's. An ``index=False`` item is tagged
   ``langgraph-unindexed``, the others ``langgraph-indexed``; a ``query`` recalls the
   indexed ones only (the tag is inside every leg), and unindexed items follow them, score
   None, as LangGraph's own stores do. A value that is no JSON object, or whose fact would
   pass the fact size limit, is refused before anything of the batch is written.
 - **query -> hybrid recall.** ``search(query=...)`` is the project's ``retrieve`` (the user
-  scope, no threshold): the items come in the fusion's order, and ``SearchItem.score`` is
-  the hit's dense cosine to the query (-1..1, comparable across queries and users; 0.0 for
-  a hit the dense leg did not reach), so a lexical match may rank above a higher cosine.
+  scope, no threshold): the items come in the fusion's order of their best-ranked text, and
+  ``SearchItem.score`` is the best dense cosine of the item's texts to the query (-1..1,
+  comparable across queries and users; 0.0 for a hit the dense leg did not reach), so a
+  lexical match may rank above a higher cosine. The cosine is the store's embedding model's
+  (one per store), not the ``embed`` of a LangGraph ``index`` config.
   Across several users, hits are merged by that cosine. ``filter`` (equality, nested
   objects, dotted paths such as ``"user.access-level"``, ``$eq $ne $gt $gte $lt $lte``) is
   applied to the recalled values, so a filtered query ranks the first ``MAX_TOP_K`` items of
