@@ -25,8 +25,9 @@ compiles with (``graph.compile(store=...)``) or LangMem's memory tools use. What
   (``FIELD_TAG``, keyed by the item's key and its number, the item's address in its tail),
   so every text has a vector of its own, as LangGraph's stores embed each field apart: an
   item is found by any of its fields as well as by one alone. A put with fewer texts, or a
-  delete, removes the facts of the texts gone; their expiry is the item's. An ``index=False`` item is tagged
-  ``langgraph-unindexed``, the others ``langgraph-indexed``; a ``query`` recalls the
+  delete, removes the facts of the texts gone; their expiry is the item's. An
+  ``index=False`` item is tagged ``langgraph-unindexed``, the others ``langgraph-indexed``;
+  a ``query`` recalls the
   indexed ones only (the tag is inside every leg), and unindexed items follow them, score
   None, as LangGraph's own stores do. A value that is no JSON object, or whose fact would
   pass the fact size limit, is refused before anything of the batch is written.
