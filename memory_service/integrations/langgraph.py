@@ -28,8 +28,9 @@ compiles with (``graph.compile(store=...)``) or LangMem's memory tools use. What
   delete, removes the facts of the texts gone; their expiry is the item's. An
   ``index=False`` item is tagged ``langgraph-unindexed``, the others ``langgraph-indexed``;
   a ``query`` recalls the indexed ones only (the tag is inside every leg), and unindexed
-  items follow them, score None, as LangGraph's own stores do. A value that is no JSON object, or whose fact would
-  pass the fact size limit, is refused before anything of the batch is written.
+  items follow them, score None, as LangGraph's own stores do. A value that is no JSON
+  object, or whose fact would pass the fact size limit, is refused before anything of the
+  batch is written.
 - **query -> hybrid recall.** ``search(query=...)`` is the project's ``retrieve`` (the user
   scope, no threshold): the items come in the fusion's order of their best-ranked text, and
   ``SearchItem.score`` is the best dense cosine of the item's texts to the query (-1..1,
