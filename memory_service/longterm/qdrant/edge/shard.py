@@ -31,8 +31,8 @@ CONFIG_FILE = "edge_config.json"
 
 
 # A new shard stores its dense vectors as float16: half the bytes of float32 in memory and on
-# disk (~77 MB less at 100k facts, counted twice in RSS: Edge maps the file twice), scores
-# within ~1e-4 of float32 (recall measured the same: benchmarks/RESULTS.md). A shard made
+# disk (counted twice in RSS: Edge maps the file twice), scores within ~1e-4 of float32 and
+# recall measured the same (benchmarks/RESULTS.md, "Costs behind the code's choices"). A shard made
 # with float32 keeps it (Edge refuses to load a shard under another datatype) until an erase
 # rebuilds it (``EdgeEngine.rewrite_without_deleted`` opens a new shard).
 NEW_DATATYPE = "float16"
@@ -44,9 +44,8 @@ _DATATYPES = {
 
 # One search thread: every query of the service is filtered to one owner's points, a few
 # hundred, which one thread scores in microseconds, while handing a batch to a pool of one per
-# core and waking it cost more than the search itself: a LoCoMo recall's engine call 395-500
-# µs with the default pool, 200 µs with one thread (same process, taking turns; at 100k points
-# over 1,000 users both 0.16 ms back to back; benchmarks/RESULTS.md, "Recall time by stage").
+# core and waking it cost more than the search itself (benchmarks/RESULTS.md, "Costs behind
+# the code's choices").
 SEARCH_THREADS = 1
 
 
