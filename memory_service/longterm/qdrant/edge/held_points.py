@@ -9,13 +9,13 @@ a recall returns from here saves their conversion too (``benchmarks/RESULTS.md``
 by stage").
 
 It is exact because one process owns an Edge folder: every write goes through its engine,
-which forgets the points it writes before and after it writes them, and a fill that a write
-overtook (``epoch``) is dropped. A write of whole points (a record, an update) then holds the
-candidate fields it wrote (``hold_written``), so a fact just recorded is recalled without a
-read; otherwise each question reaching points not held pays a read per point
-(``benchmarks.latency.backends_at_scale``; RESULTS.md, "Costs behind the code's choices"). A miss is read from the shard by id. The least
-recently read or written points are dropped first past the limit (a read counts once half the
-limit is held).
+which forgets the points it writes before and after it writes them, and a fill that a write overtook
+(``epoch``) is dropped. A write of whole points (a record, an update) then holds the candidate
+fields it wrote (``hold_written``), so a fact just recorded is recalled without a read; otherwise
+each question reaching points not held pays a read per point
+(``benchmarks.latency.backends_at_scale``; RESULTS.md, "Costs behind the code's choices"). A miss is
+read from the shard by id. The least recently read or written points are dropped first past the
+limit (a read counts once half the limit is held).
 """
 
 from __future__ import annotations
