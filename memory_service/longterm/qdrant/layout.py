@@ -29,8 +29,9 @@ EMBEDDER_FIELD = "embedder"
 EMBEDDER_RECORD = "memory_service_embedder"
 # Payload indexes: the tenant index first; then every field a recall or record filter tests.
 # Without the state and expiry indexes, Edge checks them point by point (several times slower:
-# RESULTS.md, "Costs behind the code's choices"). kind, tags, importance and created_at serve the
-# caller's filters (``FactFilter``) and the expiry by importance. YLOAD_INDEXES: dict[str, str] = {
+# RESULTS.md, "Costs behind the code's choices"). kind, tags, importance and created_at serve
+# the caller's filters (``FactFilter``) and the expiry by importance.
+PAYLOAD_INDEXES: dict[str, str] = {
     TENANT_FIELD: "tenant",
     USER_FIELD: "keyword",
     SCOPE_FIELD: "keyword",
