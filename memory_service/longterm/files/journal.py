@@ -27,12 +27,12 @@ written before the journal existed keeps the decisions in its own comment
 journal line (saving it as a new file, as editors do, or changing its end), and then the
 fact reads as its ledger line says.
 
-Growth: a line is a few hundred bytes (two ids, a 16-digit hash, a sentence), and a fact
-gathers few of them: at most one ``merged`` or ``expired`` and one ``superseded``, one ``updated`` per merge or
-metadata change, one ``duplicate`` per new repeat of its line. So the journal grows by about one
-line per fact that maintenance or a newer fact settles. Parsing it whole grows with it (RESULTS.md,
-"Costs behind the code's choices"), but a read after an append parses only the lines appended
-(``read_journal``), so it is read whole once per process.
+Growth: a line is a few hundred bytes (two ids, a 16-digit hash, a sentence), and a fact gathers
+few of them: at most one ``merged`` or ``expired`` and one ``superseded``, one ``updated`` per
+merge or metadata change, one ``duplicate`` per new repeat of its line. So the journal grows by
+about one line per fact that maintenance or a newer fact settles. Parsing it whole grows with it
+(RESULTS.md, "Costs behind the code's choices"), but a read after an append parses only the
+lines appended (``read_journal``), so it is read whole once per process.
 Compaction may never drop a decision about a line that still exists, live or archived:
 maintenance's settling drops only the decisions about facts that no fact file holds any more
 (their lines deleted by hand), and an explicit delete drops the deleted facts' decisions with
