@@ -229,11 +229,10 @@ def has_evidence(leg_hits: Mapping[str, Sequence[object]]) -> bool:
     has a hit, i.e. some memory's cosine reaches ``threshold``. The threshold is on the dense
     cosine because it is the one score that means the same in every user's memory (BM25 and
     fused z-scores are relative to the memories at hand); shared words alone are no evidence
-    that memory holds anything on the question. LoCoMo dev questions asked of another
-    conversation's facts (``memory-service bench``'s false-injection sweep, top 6) still got a
-    memory 93.4 % of the time with the floor at 0.45 and no such gate, 11.7 % with it, while
-    the questions' own recall@6 went 65.9 -> 65.7 (``benchmarks/RESULTS.md``, "Recall
-    threshold")."""
+    that memory holds anything on the question. Without the gate, questions asked of another
+    conversation's facts almost always got a memory; with it, rarely, at no visible cost to
+    the questions' own recall (``memory-service bench``'s false-injection sweep;
+    ``benchmarks/RESULTS.md``, "Recall threshold")."""
     return "dense" not in leg_hits or len(leg_hits) == 1 or bool(leg_hits["dense"])
 
 
