@@ -23,7 +23,7 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, replace
 from datetime import datetime
-from typing import Any
+from typing import Any, TypeVar
 
 import numpy as np
 import psycopg
@@ -48,7 +48,14 @@ from memory_service.longterm.postgres.rows import (
     vector_text,
 )
 from memory_service.longterm.postgres.schema import ensure_tables
-from memory_service.longterm.postgres.search import QueryTerms, bm25_leg, dense_leg
+from memory_service.longterm.postgres.search import (
+    Ask,
+    FactCache,
+    Found,
+    QueryTerms,
+    floored,
+    recall,
+)
 from memory_service.longterm.recording import RecordPlan
 from memory_service.longterm.store_embedder import require_embedder
 from memory_service.longterm.store_values import (
@@ -56,6 +63,7 @@ from memory_service.longterm.store_values import (
     Candidates,
     ReadView,
     StoredFacts,
+    merge_floors,
     newest_holders,
     resolve_key_race,
 )
@@ -64,6 +72,7 @@ from memory_service.stores.database import DSN_SETTING, Database
 from memory_service.stores.tombstones.postgres import PostgresTombstones
 
 log = logging.getLogger(__name__)
+_T = TypeVar("_T")
 
 _REINDEX_BATCH = 1000
 _ROW_COLUMNS = (
@@ -134,6 +143,7 @@ class PostgresLongTermMemory(BaseLongTermMemory[_Read]):
         self.ext = ensure_tables(database)
         self._vector = '"' + self.ext.replace('"', '""') + '".vector'
         self._held = threading.local()  # this thread's open write transactions, by owner
+        self._parsed = FactCache()
         if verify_embedder:
             require_embedder(PostgresEmbedderRecords(database, self.ext), embedder)
         self.reindexed = self._reindex_stale_terms()
@@ -328,43 +338,33 @@ class PostgresLongTermMemory(BaseLongTermMemory[_Read]):
         threshold: float,
         view: ReadView,
     ) -> list[Candidates]:
-        """Every owner's legs over one connection, each owner with its own statistics."""
+        """Every owner's legs in one statement, each owner with its own statistics; a
+        wider owner's hits only above ``merge_floors`` of the first, as the files backend
+        keeps them (fewer keys for the base to compare)."""
         terms = QueryTerms.of(self._query_terms(query))
         vector = self._query_vector(query) if "dense" in legs else None
-        out = []
-        with self._conn(owners[0]) as conn:
-            for owner in owners:
-                out.append(self._legs(conn, owner, terms, vector, legs, depth, threshold, view))
-        return out
+        asks = [Ask((o.tenant_id, o.owner), view_where(o, view), view.history) for o in owners]
 
-    def _legs(
-        self,
-        conn: psycopg.Connection,
-        ctx: RuntimeContext,
-        terms: QueryTerms,
-        vector: np.ndarray | None,
-        legs: tuple[Leg, ...],
-        depth: int,
-        threshold: float,
-        view: ReadView,
-    ) -> Candidates:
-        facts: dict[str, Fact] = {}
-        found: dict[str, list] = {}
-        scope = view_where(ctx, view)
-        if "bm25" in legs:
-            corpus = owner_where(ctx, "c")
-            if not view.history:
-                corpus.add("c.is_open")
-            with timed_stage("bm25"):
-                found["bm25"] = bm25_leg(conn, scope, corpus, terms, depth, facts)
-        if "dense" in legs and vector is not None:
-            with timed_stage("dense"):
-                found["dense"] = dense_leg(
-                    conn, self.ext, scope, vector, terms, depth, threshold, facts
-                )
-        if not facts:
-            return NO_CANDIDATES if not found else Candidates(found, facts.__getitem__)
-        return Candidates(found, facts.__getitem__, key_of=lambda fid: facts[fid].key)
+        def work(conn: psycopg.Connection, cache: FactCache | None) -> Found:
+            bm25 = "bm25" in legs
+            return recall(
+                conn, self.ext, asks, terms, vector, depth, threshold, bm25=bm25, cache=cache
+            )
+
+        with timed_stage("engine"):
+            found = self._read(owners[0], work)
+        out: list[Candidates] = []
+        floors: dict[str, float] = {}
+        for i, hits in enumerate(found.legs):
+            if i:
+                hits = floored(hits, floors)
+            if not any(hits.values()):
+                out.append(NO_CANDIDATES if not hits else Candidates(hits, found.fact))
+            else:
+                out.append(Candidates(hits, found.fact, key_of=found.key))
+            if not i:
+                floors = merge_floors(out[0], depth)
+        return out
 
     def _nearest(
         self,
@@ -376,6 +376,7 @@ class PostgresLongTermMemory(BaseLongTermMemory[_Read]):
     ) -> list[Candidates]:
         """Each text's dense leg over the owner's facts, in the write's transaction."""
         no_terms = QueryTerms.of([])
+        asks = [Ask((ctx.tenant_id, ctx.owner), view_where(ctx, view), view.history)]
         out = []
         with self._conn(ctx) as conn:
             count = conn.execute(
@@ -384,21 +385,23 @@ class PostgresLongTermMemory(BaseLongTermMemory[_Read]):
             ).fetchone()
             if not count or not count[0]:  # a new owner's first record: no query a text
                 return [NO_CANDIDATES] * len(texts)
-            scope = view_where(ctx, view)
             for text in texts:
-                facts: dict[str, Fact] = {}
-                hits = dense_leg(
-                    conn,
-                    self.ext,
-                    scope,
-                    self._query_vector(text),
-                    no_terms,
-                    depth,
-                    threshold,
-                    facts,
-                )
-                out.append(Candidates({"dense": hits}, facts.__getitem__))
+                vector = self._query_vector(text)
+                found = recall(conn, self.ext, asks, no_terms, vector, depth, threshold, bm25=False)
+                out.append(Candidates(found.legs[0], found.fact))
         return out
+
+    def _read(
+        self, ctx: RuntimeContext, work: Callable[[psycopg.Connection, FactCache | None], _T]
+    ) -> _T:
+        """``work`` in the owner's open write transaction (or any this thread holds), else
+        on a pooled connection in one round trip (``Database.read``) with the process's
+        parsed facts (``FactCache``: committed rows only)."""
+        held = self._stack()
+        if held:
+            conn = held.get((ctx.tenant_id, ctx.owner)) or next(reversed(held.values()))
+            return work(conn, None)
+        return self.database.read(lambda conn: work(conn, self._parsed))
 
     def _open_keys(self, ctx: RuntimeContext, keys: Sequence[str], now: datetime) -> set[str]:
         where = owner_where(ctx).add("f.is_open AND f.key = ANY(%s)", list(keys))
