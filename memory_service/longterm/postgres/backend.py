@@ -54,6 +54,7 @@ from memory_service.longterm.postgres.search import (
     Found,
     QueryTerms,
     floored,
+    nearest,
     recall,
 )
 from memory_service.longterm.recording import RecordPlan
@@ -374,22 +375,13 @@ class PostgresLongTermMemory(BaseLongTermMemory[_Read]):
         threshold: float,
         view: ReadView,
     ) -> list[Candidates]:
-        """Each text's dense leg over the owner's facts, in the write's transaction."""
-        no_terms = QueryTerms.of([])
-        asks = [Ask((ctx.tenant_id, ctx.owner), view_where(ctx, view), view.history)]
-        out = []
-        with self._conn(ctx) as conn:
-            count = conn.execute(
-                "SELECT count(*) FROM longterm_facts WHERE tenant_id = %s AND owner = %s",
-                (ctx.tenant_id, ctx.owner),
-            ).fetchone()
-            if not count or not count[0]:  # a new owner's first record: no query a text
-                return [NO_CANDIDATES] * len(texts)
-            for text in texts:
-                vector = self._query_vector(text)
-                found = recall(conn, self.ext, asks, no_terms, vector, depth, threshold, bm25=False)
-                out.append(Candidates(found.legs[0], found.fact))
-        return out
+        """Each text's dense leg over the owner's facts, in the write's transaction, every
+        text in one statement."""
+        ask = Ask((ctx.tenant_id, ctx.owner), view_where(ctx, view), view.history)
+        vectors = [self._query_vector(text) for text in texts]
+        with self._conn(ctx) as conn, timed_stage("dense"):
+            found = nearest(conn, self.ext, ask, vectors, depth, threshold)
+        return [Candidates(f.legs[0], f.fact) for f in found]
 
     def _read(
         self, ctx: RuntimeContext, work: Callable[[psycopg.Connection, FactCache | None], _T]

@@ -268,6 +268,51 @@ def recall(
     return found
 
 
+def nearest(
+    conn: psycopg.Connection,
+    ext: str,
+    ask: Ask,
+    vectors: Sequence[np.ndarray],
+    depth: int,
+    threshold: float,
+) -> list[Found]:
+    """Per vector, the dense leg over ``ask``'s facts (cosine at least ``threshold``, nearest
+    first, at most ``depth``), every vector in one statement of one shape however many."""
+    if not vectors or depth <= 0:
+        return [Found([{"dense": []}]) for _ in vectors]
+    quoted = ext.replace('"', '""')
+    params = _Params([vector_text(v) for v in vectors])
+    distance = f'f.embedding OPERATOR("{quoted}".<=>) x.v'
+    query = f"""
+        SELECT h.i, h.id, h.created_at, h.score, f.session_id, f.key, f.fact,
+            f.access_count, f.last_accessed_at
+        FROM (SELECT v::"{quoted}".vector AS v, i FROM unnest($1::text[])
+              WITH ORDINALITY AS x(v, i)) x
+        CROSS JOIN LATERAL (
+            SELECT x.i, f.id, f.created_at, 1 - ({distance}) AS score
+            FROM longterm_facts f
+            WHERE {params.where(ask.scope)} AND 1 - ({distance}) >= {params.add(threshold)}
+            ORDER BY {distance}, f.created_at, f.id
+            LIMIT {params.add(depth)}
+        ) h
+        CROSS JOIN LATERAL (
+            SELECT f.fact->>'session_id' AS session_id, f.key, f.fact::text AS fact,
+                f.access_count, f.last_accessed_at
+            FROM longterm_facts f WHERE f.id = h.id LIMIT 1
+        ) f
+        ORDER BY h.i, h.score DESC, h.created_at, h.id
+    """
+    out = [Found([{"dense": []}]) for _ in vectors]
+    with psycopg.RawCursor(conn) as cur:
+        prepare = conn.prepare_threshold is not None
+        rows = cur.execute(query, params.values, prepare=prepare).fetchall()
+    for i, fid, created, score, session, key, text, count, last in rows:
+        found, fid = out[i - 1], str(fid)
+        found.rows[fid], found.keys[fid] = (text, count, last), key
+        found.legs[0]["dense"].append(LegHit(fid, float(score), session, created))
+    return out
+
+
 def floored(legs: Mapping[str, list[LegHit]], floors: Mapping[str, float]) -> dict:
     """``legs`` without the hits at or below their leg's floor (``store_values.merge_floors``)."""
     return {
