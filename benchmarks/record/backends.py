@@ -26,6 +26,8 @@ from pathlib import Path
 import psycopg
 from psycopg import sql
 
+from indexing.embeddings import Embedder
+
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
 from memory_service.config import QdrantSettings, load_settings  # noqa: E402
@@ -50,25 +52,31 @@ def open_backends(
     root: Path,
     names: Sequence[str] = ("files", "qdrant-edge"),
     postgres_dsn: str | None = None,
+    embedder: Embedder | None = None,
 ) -> dict[str, LongTermMemory]:
     """The backends ``names`` (files, qdrant-edge, postgres) under ``root`` (PostgreSQL: in
-    a schema of its own at ``postgres_dsn``, ``drop_postgres_schema`` after), the configured
-    settings, each with its own embedder (so each embeds what it records)."""
+    a schema of its own at ``postgres_dsn``, ``close_backends`` drops it), the configured
+    settings, each with its own embedder (so each embeds what it records), or all with
+    ``embedder``."""
     settings = load_settings()
+
+    def model() -> Embedder:
+        return embedder if embedder is not None else build_embedder(settings)
+
     edge = root / "edge"
     out: dict[str, LongTermMemory] = {}
     for name in names:
         if name == "files":
-            out[name] = FileSystemLongTermMemory(root / "files", build_embedder(settings))
+            out[name] = FileSystemLongTermMemory(root / "files", model())
         elif name == "qdrant-edge":
             qdrant = QdrantSettings(path=edge / "qdrant")
-            out[name] = open_qdrant(qdrant, edge, build_embedder(settings))
+            out[name] = open_qdrant(qdrant, edge, model())
         elif name == "postgres":
             if not postgres_dsn:
                 raise ValueError("the postgres backend needs a DSN")
             schema = f"bench_{uuid.uuid4().hex[:16]}"
             pg = PostgresSettings(dsn=postgres_dsn, schema_name=schema)
-            out[name] = open_postgres(pg, build_embedder(settings))
+            out[name] = open_postgres(pg, model())
         else:
             raise ValueError(f"unknown backend {name!r}")
     return out
