@@ -10,7 +10,9 @@ the others on its key as reading would resolve them (``store_values.newest_holde
 stored state and read state are one. Reads take a pooled connection and no lock.
 
 Recall is ``search``'s: BM25 with the files backend's per-owner statistics from the postings,
-and pgvector's cosine, each filtered inside the query; fusion is the base's. A deleted fact
+and pgvector's cosine, each filtered inside the query, every scope's legs in one statement
+on a connection outside any transaction (``Database.read``: one round trip); fusion is the
+base's. A deleted fact
 leaves its text in the table's free space until the table is rewritten: each maintenance pass
 that follows a delete does it (``compact_deleted``: ``VACUUM FULL`` of the two tables).
 """
@@ -37,6 +39,7 @@ from memory_service.domain.errors import ConfigurationError
 from memory_service.domain.facts import Fact, utcnow
 from memory_service.longterm.access import AccessMark, applied
 from memory_service.longterm.base_store import BaseLongTermMemory
+from memory_service.longterm.fusion import LegHit
 from memory_service.longterm.postgres.conditions import Where, live, owner_where, view_where
 from memory_service.longterm.postgres.embedder_records import PostgresEmbedderRecords
 from memory_service.longterm.postgres.rows import (
@@ -354,18 +357,9 @@ class PostgresLongTermMemory(BaseLongTermMemory[_Read]):
 
         with timed_stage("engine"):
             found = self._read(owners[0], work)
-        out: list[Candidates] = []
-        floors: dict[str, float] = {}
-        for i, hits in enumerate(found.legs):
-            if i:
-                hits = floored(hits, floors)
-            if not any(hits.values()):
-                out.append(NO_CANDIDATES if not hits else Candidates(hits, found.fact))
-            else:
-                out.append(Candidates(hits, found.fact, key_of=found.key))
-            if not i:
-                floors = merge_floors(out[0], depth)
-        return out
+        first = _candidates_of(found.legs[0], found)
+        floors = merge_floors(first, depth)
+        return [first, *(_candidates_of(floored(h, floors), found) for h in found.legs[1:])]
 
     def _nearest(
         self,
@@ -593,6 +587,14 @@ class PostgresLongTermMemory(BaseLongTermMemory[_Read]):
                 (tenant,),
             ).fetchall()
         return [r[0] for r in rows]
+
+
+def _candidates_of(legs: Mapping[str, list[LegHit]], found: Found) -> Candidates:
+    if not legs:
+        return NO_CANDIDATES
+    if not any(legs.values()):
+        return Candidates(legs, found.fact)
+    return Candidates(legs, found.fact, key_of=found.key)
 
 
 def _owner_of(tenant: str, scope: str, agent: str | None, user: str | None) -> RuntimeContext:
