@@ -5,10 +5,11 @@ statistics, as the files backend's in-process index has them: N and the mean len
 owner's open facts (every stored fact for a read about the past), each query term's document
 frequency over the same facts, Lucene's IDF ``ln(1 + (N - df + 0.5) / (df + 0.5))``, k1 1.2,
 b 0.75, a query term counted as often as the query repeats it. The postings of the query's
-terms are read once from the owner's postings index (which holds the counts and the open
-mark: no fact row is read for the statistics) and materialised, so the plan is the same
-with or without planner statistics: a table just filled has none, and a nested loop over an
-estimate of one row used to recompute the document frequencies once per candidate.
+terms are read once from the owner's postings index (it holds the counts and the open mark,
+so the document frequencies need no fact row) and materialised with N and the mean length,
+so the plan does not hang on planner statistics: a table just filled has none, and over an
+estimate of one row a nested loop would compute the document frequencies again for every
+candidate.
 
 The dense leg is pgvector's cosine distance over the owner's rows: an exact scan of the few
 facts one owner holds, found through the owner index (``benchmarks/RESULTS.md`` compares it
@@ -16,9 +17,12 @@ with HNSW and iterative scans); the query vector is one parameter, sent once.
 
 Every (scope, leg) is one parenthesised branch of a ``UNION ALL`` with the read's conditions
 (``conditions.view_where``) before its ``LIMIT``, ties broken as the files backend does (score
-to 6 decimals, then ``created_at``, id). A hit's row carries what fusion reads without the
-fact (score, session, time, the query terms its document holds, key) and the fact's JSON once
-per fact, parsed only when asked for (``Found.fact``): fusion reads a few facts of many hits.
+to 6 decimals, then ``created_at``, id); the statement is prepared on each connection
+(planning it costs more than running it over one owner's facts) and its text is sent raw,
+``$n`` placeholders and all, so a query vector used in every branch is sent once. A hit's row
+carries what fusion reads without the fact (score, session, time, the query terms its
+document holds, key) and the fact's JSON once per fact; fusion reads every candidate's fact,
+so a row read again as it was gives the fact parsed before (``FactCache``).
 """
 
 from __future__ import annotations
@@ -252,8 +256,6 @@ def recall(
             ) f
         ORDER BY h.ask, h.leg, h.rank
     """
-    # prepared on each connection at its first use: planning this statement costs more
-    # than running it over one owner's facts
     with psycopg.RawCursor(conn) as cur:
         prepare = conn.prepare_threshold is not None  # None: a pooler that cannot
         rows = cur.execute(query, params.values, prepare=prepare).fetchall()
