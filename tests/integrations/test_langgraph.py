@@ -9,6 +9,7 @@ import importlib
 import math
 import sys
 import time
+from datetime import UTC, datetime
 
 import numpy as np
 import pytest
@@ -350,15 +351,17 @@ def _expiry(langgraph_stores, key: str):
 
 def test_ttl_hides_an_item_and_refresh_ttl_keeps_it(langgraph_stores):
     store = langgraph_stores()
-    store.put(NS, "short", {"text": "gone soon"}, ttl=0.3 / 60)  # 0.3 s
+    store.put(NS, "short", {"text": "gone soon"}, ttl=2 / 60)  # 2 s: a loaded host's calls fit
     store.put(NS, "kept", {"text": "read often"}, ttl=10)
     store.put(NS, "forever", {"text": "no ttl"})
-    assert store.get(NS, "short") is not None
+    assert store.get(NS, "short", refresh_ttl=False) is not None
+    short_until = _expiry(langgraph_stores, "short")
     assert _expiry(langgraph_stores, "forever") is None
     set_at = _expiry(langgraph_stores, "kept")
     assert store.get(NS, "kept", refresh_ttl=False) is not None
     assert _expiry(langgraph_stores, "kept") == set_at  # read without a refresh: unmoved
-    time.sleep(0.35)
+    # past the stored expiry, however long the calls above took
+    time.sleep(max(0.0, (short_until - datetime.now(UTC)).total_seconds()) + 0.05)
     assert store.get(NS, "short") is None  # and its read refreshed nothing
     assert store.get(NS, "kept") is not None
     assert _expiry(langgraph_stores, "kept") > set_at  # each read moves it on by the ttl
