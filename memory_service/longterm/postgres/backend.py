@@ -32,7 +32,7 @@ import psycopg
 
 from indexing.embeddings import Embedder
 from indexing.tokenize import TOKENIZER_VERSION
-from memory_service.config.retrieval import Leg, RetrievalConfig
+from memory_service.config.retrieval import RetrievalConfig
 from memory_service.config.settings import PostgresSettings
 from memory_service.domain.context import RuntimeContext, scope_context, validate_id
 from memory_service.domain.errors import ConfigurationError
@@ -65,7 +65,9 @@ from memory_service.longterm.store_embedder import require_embedder
 from memory_service.longterm.store_values import (
     NO_CANDIDATES,
     Candidates,
+    NearestRequest,
     ReadView,
+    SearchRequest,
     StoredFacts,
     merge_floors,
     newest_holders,
@@ -322,37 +324,32 @@ class PostgresLongTermMemory(BaseLongTermMemory[_Read]):
             vectors = {fid: dense_of[fid] for fid in plan.new if fid in dense_of}
             self._put(conn, ctx, list(facts.values()), vectors)
 
-    def _candidates(
-        self,
-        ctx: RuntimeContext,
-        query: str,
-        legs: tuple[Leg, ...],
-        depth: int,
-        threshold: float,
-        view: ReadView,
-    ) -> Candidates:
-        return self._candidates_each([ctx], query, legs, depth, threshold, view)[0]
+    def _candidates(self, ctx: RuntimeContext, request: SearchRequest) -> Candidates:
+        return self._candidates_each([ctx], request)[0]
 
     def _candidates_each(
-        self,
-        owners: Sequence[RuntimeContext],
-        query: str,
-        legs: tuple[Leg, ...],
-        depth: int,
-        threshold: float,
-        view: ReadView,
+        self, owners: Sequence[RuntimeContext], request: SearchRequest
     ) -> list[Candidates]:
         """Every owner's legs in one statement, each owner with its own statistics; a
         wider owner's hits only above ``merge_floors`` of the first, as the files backend
         keeps them (fewer keys for the base to compare)."""
-        terms = QueryTerms.of(self._query_terms(query))
-        vector = self._query_vector(query) if "dense" in legs else None
+        view, depth = request.view, request.depth
+        terms = QueryTerms.of(request.terms)
+        vector = request.vector if "dense" in request.legs else None
         asks = [Ask((o.tenant_id, o.owner), view_where(o, view), view.history) for o in owners]
+        bm25 = "bm25" in request.legs
 
         def work(conn: psycopg.Connection, cache: FactCache | None) -> Found:
-            bm25 = "bm25" in legs
             return recall(
-                conn, self.ext, asks, terms, vector, depth, threshold, bm25=bm25, cache=cache
+                conn,
+                self.ext,
+                asks,
+                terms,
+                vector,
+                depth,
+                request.threshold,
+                bm25=bm25,
+                cache=cache,
             )
 
         with timed_stage("engine"):
@@ -361,20 +358,13 @@ class PostgresLongTermMemory(BaseLongTermMemory[_Read]):
         floors = merge_floors(first, depth)
         return [first, *(_candidates_of(floored(h, floors), found) for h in found.legs[1:])]
 
-    def _nearest(
-        self,
-        ctx: RuntimeContext,
-        texts: Sequence[str],
-        depth: int,
-        threshold: float,
-        view: ReadView,
-    ) -> list[Candidates]:
-        """Each text's dense leg over the owner's facts, in the write's transaction, every
-        text in one statement."""
+    def _nearest(self, ctx: RuntimeContext, request: NearestRequest) -> list[Candidates]:
+        """Each fact's dense leg over the owner's facts (with the vector it is stored with),
+        in the write's transaction, every fact in one statement."""
+        view = request.view
         ask = Ask((ctx.tenant_id, ctx.owner), view_where(ctx, view), view.history)
-        vectors = [self._query_vector(text) for text in texts]
         with self._conn(ctx) as conn, timed_stage("dense"):
-            found = nearest(conn, self.ext, ask, vectors, depth, threshold)
+            found = nearest(conn, self.ext, ask, request.vectors, request.depth, request.threshold)
         return [Candidates(f.legs[0], f.fact) for f in found]
 
     def _read(
