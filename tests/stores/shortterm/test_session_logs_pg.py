@@ -180,7 +180,7 @@ QUERIES = [
     "the",
     "PEANUTS please",
     "volcano",
-    "",
+    "   ",
 ]
 
 
@@ -198,11 +198,15 @@ def test_session_search_finds_what_the_files_log_finds(replicas, tmp_path, query
     said(files)
     said(a.memory)
 
-    def found(memory: ShortTermMemory) -> list[tuple]:
-        hits = memory.search(ALICE, query, limit=20)
+    def found(memory: ShortTermMemory) -> list[tuple] | str:
+        try:
+            hits = memory.search(ALICE, query, limit=20)
+        except InvalidInputError as exc:  # a blank query is refused by both, with one code
+            return exc.code
         return sorted((-h.score, h.session_id, h.seq, h.role, h.snippet) for h in hits)
 
     assert found(a.memory) == found(files)
+    assert (found(files) == "invalid_query") == (not query.strip())
 
 
 def test_session_search_snippets_stemming_and_scripts(replicas):
