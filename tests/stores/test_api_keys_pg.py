@@ -7,11 +7,10 @@ from __future__ import annotations
 
 import hashlib
 import json
-import socket
 import threading
 import time
 from collections.abc import Callable, Iterator
-from contextlib import ExitStack, suppress
+from contextlib import ExitStack
 from pathlib import Path
 
 import psycopg
@@ -27,6 +26,7 @@ from memory_service.domain.errors import ConfigurationError
 from memory_service.mcp_server.http import mount_mcp
 from memory_service.services import Services, build_services
 from tests.support.postgres import PG_DSN
+from tests.support.relay import Relay
 
 REFRESH_S = 0.5
 LEGACY_KEY = "legacy-plaintext-key-0123456789"
@@ -239,68 +239,10 @@ def test_replicas_starting_together_mint_one_development_key(tmp_path, pg_schema
     assert files_under(tmp_path) == []
 
 
-class Proxy:
-    """A TCP relay to PostgreSQL that the test can cut: the database becomes unreachable
-    for the replica behind it, as a network fault would make it."""
-
-    def __init__(self, upstream: tuple[str, int]) -> None:
-        self.upstream = upstream
-        self.port = 0
-        self._listener: socket.socket | None = None
-        self._sockets: list[socket.socket] = []
-
-    def start(self) -> Proxy:
-        listener = socket.socket()
-        listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        listener.bind(("127.0.0.1", self.port))
-        listener.listen()
-        self.port, self._listener = listener.getsockname()[1], listener
-        threading.Thread(target=self._accept, args=(listener,), daemon=True).start()
-        return self
-
-    def _accept(self, listener: socket.socket) -> None:
-        while True:
-            try:
-                client, _ = listener.accept()
-            except OSError:
-                return
-            server = socket.create_connection(self.upstream)
-            self._sockets += [client, server]
-            for a, b in ((client, server), (server, client)):
-                threading.Thread(target=self._pump, args=(a, b), daemon=True).start()
-
-    @staticmethod
-    def _pump(source: socket.socket, sink: socket.socket) -> None:
-        try:
-            while data := source.recv(65536):
-                sink.sendall(data)
-        except OSError:
-            pass
-        finally:
-            for sock in (source, sink):
-                with suppress(OSError):
-                    sock.shutdown(socket.SHUT_RDWR)
-
-    def cut(self) -> None:
-        """Refuse new connections and break the open ones."""
-        if self._listener is not None:
-            # closing alone leaves a thread blocked in accept() holding the socket open, and
-            # a pool that replaces a dead connection would still get through
-            with suppress(OSError):
-                self._listener.shutdown(socket.SHUT_RDWR)
-            self._listener.close()
-            self._listener = None
-        for sock in self._sockets:
-            with suppress(OSError):
-                sock.shutdown(socket.SHUT_RDWR)
-            sock.close()
-        self._sockets.clear()
-
-
 def test_an_unreachable_database_at_an_auth_check_is_a_503_with_a_code(
     tmp_path, capsys, start, pg_schema
 ):
-    proxy = Proxy(("127.0.0.1", int(psycopg.conninfo.conninfo_to_dict(PG_DSN).get("port", 5432))))
+    proxy = Relay(("127.0.0.1", int(psycopg.conninfo.conninfo_to_dict(PG_DSN).get("port", 5432))))
     proxy.start()
     try:
         dsn = f"postgresql://postgres@127.0.0.1:{proxy.port}/test"
@@ -332,7 +274,7 @@ def test_a_503_names_the_setting_to_the_caller_and_logs_where_the_database_is(
 ):
     """Anyone may send a made-up key: the answer says which setting to look at, never the
     database's user, name, host or port; the log has them for the operator."""
-    proxy = Proxy(("127.0.0.1", int(psycopg.conninfo.conninfo_to_dict(PG_DSN).get("port", 5432))))
+    proxy = Relay(("127.0.0.1", int(psycopg.conninfo.conninfo_to_dict(PG_DSN).get("port", 5432))))
     proxy.start()
     try:
         dsn = f"postgresql://postgres@127.0.0.1:{proxy.port}/test"
