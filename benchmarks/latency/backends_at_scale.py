@@ -64,7 +64,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--users", type=int, default=1000)
     parser.add_argument("--queries", type=int, default=500)
     parser.add_argument("--seed", type=int, default=7)
-    parser.add_argument("--backends", default="files,qdrant-edge,postgres")
+    parser.add_argument("--backends", default="files,qdrant-edge")
     parser.add_argument("--postgres", default=None, help="a PostgreSQL DSN with pgvector")
     parser.add_argument("--embed-once", action="store_true", help="one cached embedder")
     parser.add_argument("--json", type=Path, default=None)

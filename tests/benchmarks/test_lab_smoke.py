@@ -400,11 +400,24 @@ def test_recall_stages_times_both_backends_beside_the_embedding(
     doc = json.loads(out.read_text())
     assert doc["query_cached"] is bool(cached)
     assert set(doc["latency_ms"]) == {"embedding", "files", "qdrant"}
-    assert doc["ratios"]["Edge / files"] > 0
+    assert doc["ratios"]["qdrant / files"] > 0
     assert "Edge: engine query" in doc["stages_ms"]["qdrant"]
     assert "files: candidates (BM25 + matrix)" in doc["stages_ms"]["files"]
     printed = capsys.readouterr().out
-    assert "query embedding (model)" in printed and "Edge / files" in printed
+    assert "query embedding (model)" in printed and "qdrant / files" in printed
+
+
+@pytest.mark.postgres
+def test_recall_stages_times_postgres_beside_files(lab, tmp_path, pgvector_dsn) -> None:
+    from benchmarks.latency import recall_stages
+
+    out = tmp_path / "stages.json"
+    argv = [*lab[:2], "--rounds", "1", "--backends", "files,postgres", "--postgres", pgvector_dsn]
+    assert recall_stages.main([*argv, "--json", str(out)]) == 0
+    doc = json.loads(out.read_text())
+    assert set(doc["latency_ms"]) == {"embedding", "files", "postgres"}
+    assert doc["ratios"]["postgres / files"] > 0
+    assert doc["stages_ms"]["postgres"]["PostgreSQL: the statement"] > 0
 
 
 def test_embedding_overlap_times_the_lexical_recall_beside_and_during_the_embedding(
@@ -433,7 +446,21 @@ def test_backends_at_scale_records_and_recalls_both_backends_taking_turns(tmp_pa
     assert set(doc["recall_ms"]) == {"embedding", "files", "qdrant-edge"}
     assert doc["queries"] == 2 and doc["ratios"]["qdrant-edge / files"] > 0
     printed = capsys.readouterr().out
-    assert "Edge / files record rate" in printed and "qdrant-edge / files" in printed
+    assert "qdrant-edge / files record rate" in printed and "qdrant-edge / files" in printed
+
+
+@pytest.mark.postgres
+def test_backends_at_scale_takes_postgres_in_its_turns(tmp_path, capsys, pgvector_dsn):
+    from benchmarks.latency import backends_at_scale
+
+    out = tmp_path / "scale.json"
+    argv = ["--facts", "10", "--users", "2", "--queries", "2", "--backends", "files,postgres"]
+    argv += ["--postgres", pgvector_dsn, "--embed-once", "--json", str(out)]
+    assert backends_at_scale.main(argv) == 0
+    doc = json.loads(out.read_text())
+    assert set(doc["recall_ms"]) == {"embedding", "files", "postgres"}
+    assert doc["record"]["postgres"]["facts_per_s"] > 0 and doc["ratios"]["postgres / files"] > 0
+    assert "postgres / files record rate" in capsys.readouterr().out
 
 
 def test_near_duplicates_measures_made_up_pairs_and_locomo_facts(lab, embedder, tmp_path, capsys):

@@ -55,8 +55,15 @@ def document_of(fact: Fact, config: RetrievalConfig) -> Document:
 
 
 def vector_text(vector: np.ndarray) -> str:
-    """A dense vector in pgvector's text form."""
-    return "[" + ",".join(repr(float(x)) for x in np.asarray(vector, dtype=np.float32)) + "]"
+    """A dense vector in pgvector's text form (each float32 exactly: its float64 value's
+    shortest repr reads back as the same float32). A record writes each new fact's vector
+    twice, in its near-duplicate check and in its row: the text is made once."""
+    return _vector_text(np.asarray(vector, dtype=np.float32).tobytes())
+
+
+@lru_cache(maxsize=512)
+def _vector_text(raw: bytes) -> str:
+    return "[" + ",".join(map(repr, np.frombuffer(raw, dtype=np.float32).tolist())) + "]"
 
 
 def fact_json(fact: Fact) -> str:
