@@ -20,6 +20,7 @@ _BACKEND_ROWS: tuple[tuple[str, Callable[[dict], float | None], str], ...] = (
     ("record facts/s, vectors given", lambda r: r.get("ingest_per_s"), "rate"),
     ("record facts/s, with embedding", lambda r: r.get("with_embedding_per_s"), "rate"),
     ("first query p50 ms", lambda r: r["first_query_ms"]["p50"], "ms"),
+    ("query embedding p50 ms", lambda r: (r.get("query_embedding_ms") or {}).get("p50"), "ms"),
     ("peak RSS MB", lambda r: r.get("peak_rss_mb"), "mb"),
     ("peak PSS MB", lambda r: r.get("peak_pss_mb"), "mb"),
     ("on disk MB", lambda r: r.get("database_mb") or r.get("workspace_mb"), "mb"),

@@ -180,6 +180,10 @@ class _Backend:
                 "total_s": sum(self.first_ms) / 1000.0,
             },
             "results": results,
+            # what a search cannot be faster than: its question embedded by the model alone
+            "query_embedding_ms": _latency(self.embedder.query_ms)
+            if self.embedder.query_ms
+            else None,
             "peak_rss_mb": rss,
             "peak_pss_mb": self.peak_pss.mb,
             "database_mb": database_mb(self.settings),

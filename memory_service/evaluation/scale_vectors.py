@@ -73,6 +73,11 @@ class BankEmbedder:
     def asymmetric(self) -> bool:
         return bool(getattr(self._model, "asymmetric", False))
 
+    @property
+    def query_ms(self) -> list[float]:
+        """Each marked query's embedding by the model alone, ms (``ColdQueryEmbedder``)."""
+        return list(getattr(self._model, "query_ms", []))
+
     def mark_queries(self, texts) -> None:
         self._model.mark_queries(texts)
 

@@ -505,6 +505,7 @@ def test_bench_scale_backends_take_turns_each_in_a_process_of_its_own(tmp_path: 
         assert one["embedder_misses"] == 0  # every record's vectors came from the bank
         assert one["ingest_per_s"] > one["with_embedding_per_s"] > 0
         assert one["workspace_mb"] > 0 and one["peak_rss_mb"] > 0
+        assert one["query_embedding_ms"]["p50"] > 0  # each question embedded when asked
         [result] = one["results"]
         assert result["latency_ms"]["p99"] >= result["latency_ms"]["p50"] > 0
     assert "--backends files,qdrant --distinct-users 2" in doc["command"]
