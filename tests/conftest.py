@@ -292,6 +292,20 @@ def api_client(tmp_path, embedder, monkeypatch):
 
 
 @pytest.fixture
+def entry(tmp_path, embedder, monkeypatch):
+    """Every entry point over one service on ``tmp_path/ws`` (files backend, no model): the
+    HTTP API, MCP, the model's memory tools and the CLI (``tests.support.entry_points``)."""
+    from tests.support.api import make_client
+    from tests.support.entry_points import EntryPoints
+
+    monkeypatch.delenv("MEMORY_WORKSPACE", raising=False)
+    services, client = make_client(tmp_path, embedder, monkeypatch)
+    with client, EntryPoints(services, client) as entry:
+        yield entry
+    services.close()
+
+
+@pytest.fixture
 def apps(tmp_path, embedder, monkeypatch):
     """Makes apps on their own workspaces (``apps("a")``); closes them all at the end."""
     from tests.support.api import make_client
@@ -315,20 +329,24 @@ def apps(tmp_path, embedder, monkeypatch):
         ("files", "http"),
         ("qdrant-edge", "in-process"),
         ("qdrant-edge", "http"),
+        ("qdrant-local", "in-process"),
     ],
     ids=lambda p: "-".join(p),
 )
 def langgraph_stores(request, tmp_path, embedder, monkeypatch):
     """Makes LangGraph stores (``integrations.langgraph``) for a tenant on one set of real
-    services (files or Qdrant Edge), in-process or over HTTP through the shipped client on
-    FastAPI's TestClient: ``langgraph_stores("acme")``; ``.services`` and ``.http`` beside."""
+    services (files, Qdrant Edge, or qdrant-client's local mode), in-process or over HTTP
+    through the shipped client on FastAPI's TestClient: ``langgraph_stores("acme")``;
+    ``.services`` and ``.http`` beside."""
     from memory_service.client.sync_client import MemoryClient
     from memory_service.integrations.langgraph import MemoryServiceStore
     from tests.support.api import ACME_KEY, GLOBEX_KEY, make_client
 
     backend, transport = request.param
-    longterm = {"backend": "qdrant"} if backend == "qdrant-edge" else {}
-    services, test_client = make_client(tmp_path, embedder, monkeypatch, longterm=longterm)
+    settings: dict = {"longterm": {"backend": "qdrant"}} if "qdrant" in backend else {}
+    if backend == "qdrant-local":  # qdrant-client's local mode, the server's stand-in
+        settings["qdrant"] = {"url": ":memory:"}
+    services, test_client = make_client(tmp_path, embedder, monkeypatch, **settings)
     keys = {"acme": ACME_KEY, "globex": GLOBEX_KEY}
 
     def make(tenant: str = "acme", **options):

@@ -4,9 +4,8 @@ or Krovetz (KStem, the light English stemmer of Lucene and Elasticsearch).
 Each stemmer replaces ``indexing.tokenize.stem`` for both documents and queries and the default
 preset is scored on each set, with hybrid recall@10 per conversation (a stemmer that helps one
 conversation and hurts another shows here) and the dev targets the default has to keep
-(``fusion_frontier.verdicts``). Snowball is the default because it is the best on both LoCoMo
-units: hybrid R@10 1.0 (turns) and 0.5 (facts) above Krovetz, and its BM25 leg above the light
-stemmer's on every set; Krovetz alone meets the synthetic target (RESULTS.md, "Stemming").
+(``fusion_frontier.verdicts``). What it found, and why Snowball is the default: RESULTS.md,
+"Stemming".
 Krovetz needs ``pip install krovetzstemmer`` (not a dependency of the
 service).
 

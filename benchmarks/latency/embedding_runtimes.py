@@ -6,8 +6,8 @@ no cache) and one batch of facts (the record path). The load average is taken be
 each configuration: on a shared machine it says how far to trust a figure. A small run: it does
 not fill any backend.
 
-ONNX fp32 at 2 threads is the default because it embeds a query in 3.48 ms against
-torch's 11.37 ms with the same rankings (RESULTS.md, "Query embedding").
+Why ONNX fp32 at 2 threads is the default (the same rankings, a fraction of torch's time):
+RESULTS.md, "Query embedding".
 
     python -m benchmarks.latency.embedding_runtimes [--queries 300] [--threads 1,2,4]
         [--json benchmarks/results/onnx_latency.json]

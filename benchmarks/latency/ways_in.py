@@ -6,8 +6,7 @@ then the same questions are asked one at a time through each way, in turn, after
 What differs is the transport and the MCP framing; the recall underneath is the same. The
 load average is taken before and after: on a shared machine it says how far to trust a figure.
 
-MCP over streamable HTTP costs nothing measurable against the API (31.7 against 31.3 ms p50
-on a loaded host); stdio answered slower (RESULTS.md, "Ways in: HTTP and MCP").
+What each way costs against the API: RESULTS.md, "Ways in: HTTP and MCP".
 
     python -m benchmarks.latency.ways_in [--facts 500] [--queries 100]
         [--json benchmarks/results/mcp_latency.json]

@@ -19,17 +19,25 @@ import json
 import os
 import tempfile
 import time
+import uuid
 from collections.abc import Sequence
 from pathlib import Path
+
+import psycopg
+from psycopg import sql
+
+from indexing.embeddings import Embedder
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
 from memory_service.config import QdrantSettings, load_settings  # noqa: E402
+from memory_service.config.settings import PostgresSettings  # noqa: E402
 from memory_service.domain.context import RuntimeContext  # noqa: E402
 from memory_service.evaluation import metrics  # noqa: E402
 from memory_service.evaluation.datasets.synthetic import scale_texts  # noqa: E402
 from memory_service.evaluation.scale import scale_facts  # noqa: E402
 from memory_service.longterm.files.backend import FileSystemLongTermMemory  # noqa: E402
+from memory_service.longterm.postgres.backend import open_postgres  # noqa: E402
 from memory_service.longterm.protocol import LongTermMemory  # noqa: E402
 from memory_service.longterm.qdrant.backend import open_qdrant  # noqa: E402
 from memory_service.observe.progress import Progress  # noqa: E402
@@ -40,17 +48,49 @@ def _load() -> list[float]:
     return [round(x, 2) for x in os.getloadavg()]
 
 
-def open_backends(root: Path) -> dict[str, LongTermMemory]:
-    """The files backend and Qdrant Edge under ``root``, the configured settings, each with
-    its own embedder (so each embeds what it records)."""
+def open_backends(
+    root: Path,
+    names: Sequence[str] = ("files", "qdrant-edge"),
+    postgres_dsn: str | None = None,
+    embedder: Embedder | None = None,
+) -> dict[str, LongTermMemory]:
+    """The backends ``names`` (files, qdrant-edge, postgres) under ``root`` (PostgreSQL: in
+    a schema of its own at ``postgres_dsn``, ``close_backends`` drops it), the configured
+    settings, each with its own embedder (so each embeds what it records), or all with
+    ``embedder``."""
     settings = load_settings()
+
+    def model() -> Embedder:
+        return embedder if embedder is not None else build_embedder(settings)
+
     edge = root / "edge"
-    return {
-        "files": FileSystemLongTermMemory(root / "files", build_embedder(settings)),
-        "qdrant-edge": open_qdrant(
-            QdrantSettings(path=edge / "qdrant"), edge, build_embedder(settings)
-        ),
-    }
+    out: dict[str, LongTermMemory] = {}
+    for name in names:
+        if name == "files":
+            out[name] = FileSystemLongTermMemory(root / "files", model())
+        elif name == "qdrant-edge":
+            qdrant = QdrantSettings(path=edge / "qdrant")
+            out[name] = open_qdrant(qdrant, edge, model())
+        elif name == "postgres":
+            if not postgres_dsn:
+                raise ValueError("the postgres backend needs a DSN")
+            schema = f"bench_{uuid.uuid4().hex[:16]}"
+            pg = PostgresSettings(dsn=postgres_dsn, schema_name=schema)
+            out[name] = open_postgres(pg, model())
+        else:
+            raise ValueError(f"unknown backend {name!r}")
+    return out
+
+
+def close_backends(memories: dict[str, LongTermMemory], postgres_dsn: str | None) -> None:
+    """Every backend closed; a postgres one's schema (``open_backends``'s) dropped."""
+    for memory in memories.values():
+        memory.close()
+    database = getattr(memories.get("postgres"), "database", None)
+    if postgres_dsn and database is not None and database.schema:
+        with psycopg.connect(postgres_dsn, autocommit=True) as conn:
+            drop = sql.SQL("DROP SCHEMA IF EXISTS {} CASCADE")
+            conn.execute(drop.format(sql.Identifier(database.schema)))
 
 
 def main(argv: Sequence[str] | None = None) -> None:
@@ -90,7 +130,7 @@ def record_taking_turns(
     """Batch ``i`` into user ``i`` of every backend, taking turns batch by batch (who goes
     first alternates): per backend, facts per second and the batch's p50 / p95 (ms)."""
     seconds: dict[str, list[float]] = {name: [] for name in memories}
-    with Progress(len(batches), "record: files and Edge taking turns") as bar:
+    with Progress(len(batches), f"record: {', '.join(memories)} taking turns") as bar:
         for user, batch in enumerate(batches):
             ctx = user_context(user)
             order = list(memories) if user % 2 == 0 else list(reversed(memories))
@@ -113,9 +153,10 @@ def print_record(record: dict[str, dict[str, float]]) -> None:
     print(f"{'backend':<12} {'facts/s':>8} {'p50 ms':>8} {'p95 ms':>8}")
     for name, r in record.items():
         print(f"{name:<12} {r['facts_per_s']:8.0f} {r['p50_ms']:8.1f} {r['p95_ms']:8.1f}")
-    if {"files", "qdrant-edge"} <= record.keys():
-        ratio = record["qdrant-edge"]["facts_per_s"] / record["files"]["facts_per_s"]
-        print(f"Edge / files record rate: {ratio:.2f}x")
+    for name in ("qdrant-edge", "postgres"):
+        if {"files", name} <= record.keys():
+            ratio = record[name]["facts_per_s"] / record["files"]["facts_per_s"]
+            print(f"{name} / files record rate: {ratio:.2f}x")
 
 
 if __name__ == "__main__":

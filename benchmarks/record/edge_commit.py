@@ -8,8 +8,7 @@ the write-ahead log and flushes segments every ``FLUSH_INTERVAL_S``. Every text 
 once before timing (the service's vector cache), so what is timed is the store's own part of a
 record: add the embedding (``memory-service bench --scale``) for a whole one.
 
-The write-ahead-log rule takes 26.5 ms a batch of 100 against 51.4 ms for a flush after
-every write (RESULTS.md, "Record rate").
+What each rule costs a batch: RESULTS.md, "Record rate".
 
     python -m benchmarks.record.edge_commit [--users 200] --json out.json
 """

@@ -10,7 +10,6 @@ anything is read or written.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
 from typing import Annotated
 
 from fastapi import Depends, Request, Security
@@ -23,7 +22,9 @@ from memory_service.domain.errors import ForbiddenError
 from memory_service.longterm.protocol import LongTermMemory
 from memory_service.observe.tracing import current_ids
 from memory_service.services.container import Services
-from memory_service.stores.api_keys import RIGHTS, ROLE_ALIASES, ROLES, SHARED_MEMORY_ROLES
+from memory_service.stores.api_keys import RIGHTS, ROLE_ALIASES, ROLES
+from memory_service.usecases.base import Memories
+from memory_service.usecases.rights import Writer
 
 _bearer = HTTPBearer(auto_error=False, description="API key as a bearer token")
 _header = APIKeyHeader(name="X-API-Key", auto_error=False, description="API key header")
@@ -63,7 +64,7 @@ EVERY_USER_ACTIONS: tuple[str, ...] = ("list_users",)
 def role_actions(role: str) -> list[str]:
     """What a key of ``role`` may do, from the rights the routes' checks ask
     (``stores.api_keys.RIGHTS``: ``require_admin``, ``require_every_user``,
-    ``require_scope_writer``), for a page that shows only those controls (``GET /v1/me``).
+    ``usecases.rights.check_writable``), for a page that shows only those controls (``GET /v1/me``).
     A role this service does not know may do nothing."""
     role = ROLE_ALIASES.get(role, role)
     if role not in ROLES:
@@ -121,17 +122,14 @@ def user_context(
     )
 
 
-def require_scope_writer(principal: Principal, scopes: Iterable[str | None]) -> None:
-    """403 unless the key may write every scope named: a user's own memory takes any key;
-    the shared agent and tenant memory a ``curator`` or ``admin`` key."""
-    shared = sorted({s for s in scopes if s not in (None, "user")})
-    if shared and not principal.may("shared_write"):
-        raise ApiError(
-            403,
-            "forbidden",
-            f"writing {' and '.join(shared)} memory needs a {' or '.join(SHARED_MEMORY_ROLES)} key "
-            f"(this key's role: {principal.role})",
-        )
+def writer_of(principal: Principal) -> Writer:
+    """The key's holder as a writer of memory: whether it may write the shared memory is the
+    use cases' rule (``usecases.rights``)."""
+    return Writer.of_role(principal.role)
+
+
+def get_memories(services: Annotated[Services, Depends(get_services)]) -> Memories:
+    return services.memories
 
 
 PrincipalDep = Annotated[Principal, Depends(get_principal)]
@@ -139,3 +137,4 @@ AdminDep = Annotated[Principal, Depends(require_admin)]
 EveryUserDep = Annotated[Principal, Depends(require_every_user)]
 LongTermDep = Annotated[LongTermMemory, Depends(get_longterm)]
 ServicesDep = Annotated[Services, Depends(get_services)]
+MemoriesDep = Annotated[Memories, Depends(get_memories)]

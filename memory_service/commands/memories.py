@@ -17,7 +17,7 @@ from memory_service.commands.common import (
 )
 from memory_service.config.retrieval import MODES
 from memory_service.domain.context import SCOPES, scope_context
-from memory_service.domain.errors import InvalidInputError, NotFoundError
+from memory_service.domain.errors import InvalidInputError
 from memory_service.domain.fact_filter import ExpiryPolicy, FactFilter
 from memory_service.domain.facts import Fact, Source, utcnow
 from memory_service.domain.limits import (
@@ -158,7 +158,8 @@ def add_filter_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def fact_filter_from(args: argparse.Namespace) -> FactFilter:
-    """The options as a checked filter: a bad one is one error line before any work."""
+    """The options as a filter (the use case's request checks it: a bad one is one error
+    line before any work)."""
     return FactFilter(
         kinds=tuple(args.kind),
         tags_any=tuple(args.tag_any),
@@ -169,13 +170,14 @@ def fact_filter_from(args: argparse.Namespace) -> FactFilter:
         created_before=args.created_before,
         as_of=args.as_of,
         needs_verification=args.needs_verification,
-    ).check(utcnow())
+    )
 
 
 def run_record(args: argparse.Namespace) -> int:
-    from memory_service.pipeline.provenance import check_source_sessions
     from memory_service.services.container import build_services
     from memory_service.services.stores import build_redactor
+    from memory_service.usecases.memories import RecordFacts, record_facts
+    from memory_service.usecases.rights import OPERATOR
 
     texts = args.text or [line.strip() for line in sys.stdin if line.strip()]
     if not texts:
@@ -204,6 +206,7 @@ def run_record(args: argparse.Namespace) -> int:
         ctx = context_from(args)
     else:
         ctx = scope_context(args.tenant, args.scope, args.agent)
+    request = RecordFacts(ctx, tuple(facts), OPERATOR)
     settings = settings_from(args)
     redactor = build_redactor(settings)
     stored = [redactor.fact(f)[0] for f in facts]  # refuse: before loading the model
@@ -211,8 +214,7 @@ def run_record(args: argparse.Namespace) -> int:
         fact.stamped(ctx)
     services = build_services(settings)
     try:
-        check_source_sessions(services.shortterm, ctx, facts)
-        results = services.longterm.record(ctx, facts)
+        results = record_facts(services.memories, request)
     finally:
         services.close()
     if args.json:
@@ -248,24 +250,21 @@ def _source_from(args: argparse.Namespace) -> Source | None:
 
 
 def run_search(args: argparse.Namespace) -> int:
-    from memory_service.longterm.fusion import validate_query
     from memory_service.services.container import build_services
+    from memory_service.usecases.memories import SearchFacts, search_facts
 
-    ctx = replace(context_from(args), agent_id=args.agent)
-    validate_query(args.query, args.top_k, args.threshold)
-    fact_filter = fact_filter_from(args)
-    ctx.visible_scopes(args.scope)  # refuse the agent scope without --agent before loading
+    request = SearchFacts(  # checked here: a bad request fails before the model loads
+        replace(context_from(args), agent_id=args.agent),
+        args.query,
+        args.top_k,
+        args.threshold,
+        mode=args.mode,
+        scopes=args.scope,
+        filter=fact_filter_from(args),
+    )
     services = build_services(settings_from(args))
     try:
-        recalls = services.longterm.retrieve(
-            ctx,
-            args.query,
-            args.top_k,
-            args.threshold,
-            mode=args.mode,
-            scopes=args.scope,
-            filter=fact_filter,
-        )
+        recalls = search_facts(services.memories, request)
     finally:
         services.close()
     if args.json:
@@ -312,25 +311,23 @@ def inactive_mark(fact: Fact, expiry: ExpiryPolicy, now: datetime) -> str:
 
 
 def run_list(args: argparse.Namespace) -> int:
-    from memory_service.domain.pagination import check_page
     from memory_service.services.container import build_services
     from memory_service.services.stores import build_expiry
+    from memory_service.usecases.memories import ListFacts, list_facts
 
-    ctx = context_from(args)
-    check_page(args.limit, args.cursor)
-    fact_filter = fact_filter_from(args)
+    request = ListFacts(
+        context_from(args),
+        args.limit,
+        args.cursor,
+        args.include_inactive,
+        filter=fact_filter_from(args),
+    )
     settings = settings_from(args)
     expiry = build_expiry(settings)
     services = build_services(settings)
     now = utcnow()
     try:
-        page = services.longterm.list(
-            ctx,
-            limit=args.limit,
-            cursor=args.cursor,
-            include_inactive=args.include_inactive,
-            filter=fact_filter,
-        )
+        page = list_facts(services.memories, request)
     finally:
         services.close()
     if args.json:
@@ -348,16 +345,15 @@ def run_list(args: argparse.Namespace) -> int:
 
 def run_confirm(args: argparse.Namespace) -> int:
     from memory_service.services.container import build_services
+    from memory_service.usecases.memories import ConfirmFact, confirm_fact
+    from memory_service.usecases.rights import OPERATOR
 
-    ctx = context_from(args)
+    request = ConfirmFact(context_from(args), args.id, OPERATOR)
     services = build_services(settings_from(args))
     try:
-        confirmed = services.longterm.confirm(ctx, [args.id])
+        fact = confirm_fact(services.memories, request)
     finally:
         services.close()
-    if not confirmed:
-        raise NotFoundError(f"no memory {args.id!r} for user {ctx.user_id!r}")
-    fact = confirmed[0]
     if args.json:
         print_json({**fact.to_dict(), "needs_verification": fact.needs_verification})
     else:

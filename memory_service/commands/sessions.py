@@ -29,15 +29,12 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from memory_service.services.container import build_services
+    from memory_service.usecases.sessions import end_session
 
     ctx = RuntimeContext(args.tenant, args.user, args.session)  # a bad id fails before work
     services = build_services(settings_from(args))
     try:
-        if services.shortterm is None:
-            from memory_service.domain.errors import BackendUnavailableError
-
-            raise BackendUnavailableError("short-term memory is not configured")
-        flush, cleared = services.shortterm.end(ctx)
+        flush, cleared = end_session(services.memories, ctx, args.session)
     finally:
         services.close()
     flushed = (

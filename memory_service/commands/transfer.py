@@ -16,8 +16,6 @@ from memory_service.domain.errors import InvalidInputError
 from memory_service.pipeline.transfer import (
     SHOWN_BAD_LINES,
     BadLine,
-    check_ids,
-    export_records,
     import_records,
     parse_import,
     summarize,
@@ -41,14 +39,15 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 def run_export(args: argparse.Namespace) -> int:
     from memory_service.services.container import build_services
+    from memory_service.usecases.transfer import ExportFacts, export_facts
 
-    check_ids(args.tenant, args.user)  # refuse a bad id before loading the model
+    request = ExportFacts(args.tenant, args.user)  # a bad id fails before the model loads
     services = build_services(settings_from(args))
     count = 0
     try:
-        for record in export_records(services.longterm, args.tenant, args.user):
-            sys.stdout.write(to_line(record))
-            count += 1
+        for page in export_facts(services.memories, request):
+            sys.stdout.write("".join(to_line(record) for record in page))
+            count += len(page)
     finally:
         services.close()
     sys.stdout.flush()

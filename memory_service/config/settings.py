@@ -240,7 +240,9 @@ class StateSettings(_Section):
     usage, API keys, maintenance markers and locks, tombstones, and the Qdrant backend's
     MEMORY.md. ``files``: in the workspace (one node). ``postgres``: in the PostgreSQL of
     ``MEMORY_POSTGRES__DSN``, so replicas behind a load balancer share it and keep nothing on
-    their disks. ``auto`` (default): ``postgres`` when the short-term store is PostgreSQL."""
+    their disks. ``auto`` (default): ``postgres`` when the short-term or the long-term store
+    is PostgreSQL: processes that share facts or sessions there share the erased users'
+    tombstones, keys, locks and usage with them, not each its own disk's."""
 
     backend: Literal["auto", "files", "postgres"] = "auto"
     keys_refresh_s: float = Field(
@@ -324,7 +326,8 @@ class Settings(BaseSettings):
         """Whether the replica's own state lives in PostgreSQL (``StateSettings``)."""
         backend = self.state.backend
         if backend == "auto":
-            return self.shortterm.backend == "postgres" and bool(self.postgres.dsn)
+            shared = "postgres" in (self.shortterm.backend, self.longterm.backend)
+            return shared and bool(self.postgres.dsn)
         return backend == "postgres"
 
     @classmethod

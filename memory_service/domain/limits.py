@@ -32,7 +32,7 @@ MAX_FACT_ID_CHARS = 64  # a fact id in a path (ids are UUIDs: 36)
 MAX_CLOCK_SKEW_S = 5 * 60
 
 # -- recall ---------------------------------------------------------------------------------
-MAX_QUERY_BYTES = 4 * 1024  # a recall query, UTF-8 (longer chat input is cut to this)
+MAX_QUERY_BYTES = 4 * 1024  # a recall or session-search query, UTF-8 (chat input is cut to it)
 MAX_TOP_K = 100
 MIN_THRESHOLD = -1.0  # a recall score threshold
 MAX_THRESHOLD = 1.0
@@ -42,14 +42,12 @@ MAX_MESSAGES_PER_APPEND = 500
 MAX_SESSION_MESSAGE_BYTES = 1024 * 1024  # one appended message
 MAX_CHAT_MESSAGE_BYTES = 64 * 1024  # the user's message of one chat call
 MAX_TOOL_CALLS = 128  # tool calls in one assistant message
-MAX_SESSION_QUERY_CHARS = 4 * 1024  # session_search over the API
 MAX_SESSION_HITS = 100  # session_search over the API: the most hits asked for
 MAX_NAME_CHARS = 256  # a tool call's id, a function's or a message author's name
 MAX_KEEP_LAST = 1_000  # messages a forced compaction may be asked to keep verbatim
 MAX_TOOL_RESULT_REF_CHARS = 512  # the reference of an evicted tool result
 
 # -- memory tools (what the model may ask for) -----------------------------------------------
-MAX_TOOL_QUERY_CHARS = 1_000
 MAX_TOOL_PATH_CHARS = 512
 MAX_TOOL_SEARCH_LINES = 50
 MAX_TOOL_GET_LINES = 400

@@ -14,8 +14,9 @@ from indexing.hashing import content_hash
 from memory_service.config.memory_settings import MemorySettings
 from memory_service.domain.context import RuntimeContext
 from memory_service.domain.facts import Fact, hide_shadowed
-from memory_service.domain.limits import MAX_PAGE_SIZE, MAX_QUERY_BYTES
+from memory_service.domain.limits import MAX_PAGE_SIZE
 from memory_service.domain.messages import estimate_tokens
+from memory_service.domain.queries import query_from
 from memory_service.harness.outcome import MemoryPrompt, RecalledFact
 from memory_service.longterm.files.fact_files import parse_fact_file
 from memory_service.longterm.protocol import LongTermMemory
@@ -156,7 +157,7 @@ class PromptBuilder:
             )
             return True
 
-        query = query.encode("utf-8")[:MAX_QUERY_BYTES].decode("utf-8", errors="ignore").strip()
+        query = query_from(query)
         slots = self.config.recall_by_relevance
         shown = 0  # relevance hits already in the prompt: their slots pass to importance
         if slots and query:

@@ -16,20 +16,27 @@ compiles with (``graph.compile(store=...)``) or LangMem's memory tools use. What
   ``InvalidNamespaceError``; a search prefix too short to name the user (``()`` included)
   reads every user the store can list (the key's tenant; a personal key's own user), each
   hit's namespace saying whose.
-- **value -> text.** The fact's text is what is searched, one line per text at the paths
-  indexed (``index=None``: the store's ``fields``, default ``["$"]``: the whole value as JSON;
-  ``index=[paths]``: those paths alone; ``index=False``: nothing), then, as the text's data
+- **value -> texts.** What is searched are the texts at the paths indexed (``index=None``:
+  the store's ``fields``, default ``["$"]``: the whole value as JSON; ``index=[paths]``: those
+  paths alone; ``index=False``: nothing). The item's fact holds the first, then, as its data
   tail (``facts.DATA_TAIL``: kept, neither embedded nor indexed), the item as compact JSON,
   which ``get`` and ``search`` read the value back from: any JSON object round-trips exactly,
-  and two items with equal values stay two facts. An ``index=False`` item is tagged
-  ``langgraph-unindexed``, the others ``langgraph-indexed``; a ``query`` recalls the
-  indexed ones only (the tag is inside every leg), and unindexed items follow them, score
-  None, as LangGraph's own stores do. A value that is no JSON object, or whose fact would
-  pass the fact size limit, is refused before anything of the batch is written.
+  and two items with equal values stay two facts. Each further text is a fact of its own
+  (``FIELD_TAG``, keyed by the item's key and its number, the item's address in its tail),
+  so every text has a vector of its own, as LangGraph's stores embed each field apart: an
+  item is found by any of its fields as well as by one alone. A put with fewer texts, or a
+  delete, removes the facts of the texts gone; their expiry is the item's. An
+  ``index=False`` item is tagged ``langgraph-unindexed``, the others ``langgraph-indexed``;
+  a ``query`` recalls the indexed ones only (the tag is inside every leg), and unindexed
+  items follow them, score None, as LangGraph's own stores do. A value that is no JSON
+  object, or whose fact would pass the fact size limit, is refused before anything of the
+  batch is written.
 - **query -> hybrid recall.** ``search(query=...)`` is the project's ``retrieve`` (the user
-  scope, no threshold): the items come in the fusion's order, and ``SearchItem.score`` is
-  the hit's dense cosine to the query (-1..1, comparable across queries and users; 0.0 for
-  a hit the dense leg did not reach), so a lexical match may rank above a higher cosine.
+  scope, no threshold): the items come in the fusion's order of their best-ranked text, and
+  ``SearchItem.score`` is the best dense cosine of the item's texts to the query (-1..1,
+  comparable across queries and users; 0.0 for a hit the dense leg did not reach), so a
+  lexical match may rank above a higher cosine. The cosine is the store's embedding model's
+  (one per store), not the ``embed`` of a LangGraph ``index`` config.
   Across several users, hits are merged by that cosine. ``filter`` (equality, nested
   objects, dotted paths such as ``"user.access-level"``, ``$eq $ne $gt $gte $lt $lte``) is
   applied to the recalled values, so a filtered query ranks the first ``MAX_TOP_K`` items of
@@ -86,10 +93,12 @@ from memory_service.longterm.protocol import LongTermMemory
 ROOT_TAG = "langgraph"  # every item of the store
 INDEXED_TAG = "langgraph-indexed"  # an item whose fields are searched
 UNINDEXED_TAG = "langgraph-unindexed"  # one put with index=False: never searched
+FIELD_TAG = "langgraph-field"  # one more indexed text of an item (its second, third, ...)
 NS_TAG = "langgraph-ns:"  # + a digest of one prefix of the namespace's other labels
 CREATED_TAG = "langgraph-created:"  # + the first put's time
 TTL_TAG = "langgraph-ttl:"  # + the item's ttl in minutes
 KEY_PREFIX = "langgraph:"
+FIELD_KEY_PREFIX = "langgraph-field:"  # + the JSON array of the labels, the key, the text's number
 MAPPED_USER = "lg-"  # + a digest of a user label that is no valid user id
 MAX_DEPTH = MAX_TAGS - 4  # labels besides the user's: one tag each, beside the four above
 OPERATORS = ("$eq", "$ne", "$gt", "$gte", "$lt", "$lte")
@@ -170,7 +179,7 @@ class MemoryServiceStore(BaseStore):
             address = self._address(op.namespace)
             if op.value is None:
                 return address
-            return address, self._fact(address, op)
+            return address, self._facts(address, op)
         if isinstance(op, SearchOp):
             _check_filter(op.filter)
             return self._address(op.namespace_prefix, prefix=True)
@@ -226,8 +235,13 @@ class MemoryServiceStore(BaseStore):
             )
         return users
 
-    def _fact_key(self, address: Address, key: str) -> str:
-        fact_key = KEY_PREFIX + _dump([*address.rest, key])
+    def _fact_key(self, address: Address, key: str, text: int = 0) -> str:
+        """The key of the item's fact (``text`` 0) or of the fact of its ``text``-th indexed
+        text (1 on: ``FIELD_KEY_PREFIX``)."""
+        if text:
+            fact_key = FIELD_KEY_PREFIX + _dump([*address.rest, key, text])
+        else:
+            fact_key = KEY_PREFIX + _dump([*address.rest, key])
         if len(fact_key) > MAX_KEY_CHARS:
             raise InvalidInputError(
                 f"namespace and key {key!r} are too long together: their fact key would be "
@@ -237,17 +251,21 @@ class MemoryServiceStore(BaseStore):
 
     # -- put, get, delete --------------------------------------------------------------------
 
-    def _fact(self, address: Address, op: PutOp) -> Fact:
+    def _facts(self, address: Address, op: PutOp) -> list[Fact]:
+        """The item's fact (its first indexed text, the item in its data tail), then one fact
+        per further indexed text, each embedded alone as LangGraph embeds each field."""
         if not isinstance(op.value, Mapping) or not all(isinstance(k, str) for k in op.value):
             raise InvalidInputError("a store value must be a mapping with string keys")
         value = dict(op.value)
         stored = {"namespace": list(address.rest), "user": address.label}
         try:
-            record = _dump({**stored, "key": op.key, "value": value})
+            _dump(value)
         except (TypeError, ValueError) as exc:
             raise InvalidInputError(f"a store value must be JSON: {exc}") from None
-        lines = [] if op.index is False else self._indexed(value, op.index)
+        texts = [] if op.index is False else self._indexed(value, op.index)
+        record = _dump({**stored, "key": op.key, "value": value, "texts": len(texts)})
         tags = [ROOT_TAG, *_ns_tags(address.rest)]
+        field_tags = (*tags, INDEXED_TAG, FIELD_TAG)
         tags.append(UNINDEXED_TAG if op.index is False else INDEXED_TAG)
         expires_at = None
         if op.ttl is not None:
@@ -257,16 +275,25 @@ class MemoryServiceStore(BaseStore):
                 raise InvalidInputError(f"ttl must be a positive number of minutes: {op.ttl}")
             tags.append(f"{TTL_TAG}{op.ttl!r}")
             expires_at = utcnow() + timedelta(minutes=op.ttl)
-        fact = Fact(
-            text="\n".join(lines) + DATA_TAIL + record,
+        item = Fact(
+            text=(texts[0] if texts else "") + DATA_TAIL + record,
             key=self._fact_key(address, op.key),
             tags=tuple(tags),
             expires_at=expires_at,
         )
-        return fact.validate()
+        fields = [
+            Fact(
+                text=text + DATA_TAIL + _dump({**stored, "key": op.key, "text": n}),
+                key=self._fact_key(address, op.key, n),
+                tags=field_tags,
+                expires_at=expires_at,
+            )
+            for n, text in enumerate(texts[1:], start=1)
+        ]
+        return [f.validate() for f in (item, *fields)]
 
     def _indexed(self, value: dict[str, Any], index: list[str] | None) -> list[str]:
-        """The texts at the paths indexed (``$``: the whole value as JSON), one a line."""
+        """The texts at the paths indexed (``$``: the whole value as JSON), blanks folded."""
         paths = self.fields if index is None else list(index)
         texts: list[str] = []
         for path in paths:
@@ -276,7 +303,10 @@ class MemoryServiceStore(BaseStore):
             texts += [t for t in get_text_at_path(value, tokenize_path(path)) if t.strip()]
         return [" ".join(t.split()) for t in texts]
 
-    def _put(self, address: Address, fact: Fact) -> None:
+    def _put(self, address: Address, facts: list[Fact]) -> None:
+        """The item's facts in one write (each text's fact superseding the one of its key),
+        then the facts of texts the item no longer has deleted."""
+        fact, *fields = facts
         current = self._current(address, fact.key or "")
         created = _created(current) if current is not None else utcnow()
         tagged = Fact(
@@ -285,9 +315,27 @@ class MemoryServiceStore(BaseStore):
             tags=(*fact.tags, CREATED_TAG + created.isoformat()),
             expires_at=fact.expires_at,
         )
-        (status,) = self.facts.record(address.user, [tagged])
-        if status == "duplicate" and current is not None and tagged.expires_at is not None:
-            self.facts.expire_at(address.user, current, tagged.expires_at)
+        statuses = self.facts.record(address.user, [tagged, *fields])
+        if fact.expires_at is not None:  # a text put again unchanged keeps its fact: move it
+            for status, put in zip(statuses, [tagged, *fields], strict=True):
+                was = current if put is tagged else self._current(address, put.key or "")
+                if status == "duplicate" and was is not None:
+                    self.facts.expire_at(address.user, was, fact.expires_at)
+        if current is not None:
+            key = _record(current)["key"]
+            gone = range(len(fields) + 1, _texts(current))
+            self._drop(address, [self._fact_key(address, key, n) for n in gone])
+
+    def _drop(self, address: Address, fact_keys: Sequence[str]) -> None:
+        """Delete every fact (closed ones too) of ``fact_keys``."""
+        ids = [
+            f.id
+            for fact_key in fact_keys
+            for f in self.facts.listing(
+                address.user, tags_all=(ROOT_TAG,), key=fact_key, inactive=True
+            )
+        ]
+        self.facts.delete(address.user, ids)
 
     def _current(self, address: Address, fact_key: str) -> Fact | None:
         found = self.facts.listing(address.user, tags_all=(ROOT_TAG,), key=fact_key)
@@ -312,13 +360,24 @@ class MemoryServiceStore(BaseStore):
         fact_key = self._fact_key(address, key)
         every = self.facts.listing(address.user, tags_all=(ROOT_TAG,), key=fact_key, inactive=True)
         self.facts.delete(address.user, [f.id for f in every])
+        texts = max((_texts(f) for f in every), default=0)
+        self._drop(address, [self._fact_key(address, key, n) for n in range(1, texts)])
 
     def _refresh(self, user: str, facts: Sequence[Fact]) -> None:
+        """Move each item's expiry on, and its further texts' facts with it."""
         now = utcnow()
         for fact in facts:
             minutes = _ttl(fact)
-            if minutes is not None:
-                self.facts.expire_at(user, fact, now + timedelta(minutes=minutes))
+            if minutes is None:
+                continue
+            expires_at = now + timedelta(minutes=minutes)
+            self.facts.expire_at(user, fact, expires_at)
+            record = _record(fact)
+            address = Address(user, tuple(record["namespace"]), record.get("user"))
+            for n in range(1, _texts(fact)):
+                field = self._current(address, self._fact_key(address, record["key"], n))
+                if field is not None:
+                    self.facts.expire_at(user, field, expires_at)
 
     # -- search ------------------------------------------------------------------------------
 
@@ -355,8 +414,42 @@ class MemoryServiceStore(BaseStore):
                 self._refresh(user, [f for u, f, _ in page if u == user])
         return [self._item(user, f, score) for user, f, score in page]
 
-    def _recall(self, user: str, query: str, depth: int, tag: str) -> list[tuple[Fact, float]]:
-        """The prefix's best ``depth`` indexed items, in the fusion's order, each with its
+    def _recall(self, user: str, query: str, want: int, tag: str) -> list[tuple[Fact, float]]:
+        """The prefix's best ``want`` (or more) indexed items, in the fusion's order of their
+        best-ranked text, each with the best dense cosine of its texts to ``query``, as
+        LangGraph scores an item indexed on several fields. An item's texts may take several
+        places of a recall: it is asked deeper until ``want`` items come, or no more do."""
+        depth = max(want, 1)
+        while True:
+            hits = self._hits(user, query, depth, tag)
+            items = self._items_of(user, hits)
+            if len(items) >= want or len(hits) < depth or depth >= MAX_TOP_K:
+                return items
+            depth = min(MAX_TOP_K, depth * 2)
+
+    def _items_of(self, user: str, hits: list[tuple[Fact, float]]) -> list[tuple[Fact, float]]:
+        """The items ``hits`` are texts of, in the order of each one's first hit, with its
+        best cosine; an item found by a further text alone is read by its key."""
+        found: dict[str, tuple[Fact | None, float, Address]] = {}
+        for fact, cosine in hits:
+            record = _record(fact)
+            item_key = KEY_PREFIX + _dump([*record["namespace"], record["key"]])
+            item = None if FIELD_TAG in fact.tags else fact
+            had = found.get(item_key)
+            if had is not None:
+                item, cosine = had[0] or item, max(had[1], cosine)
+            address = Address(user, tuple(record["namespace"]), record.get("user"))
+            found[item_key] = (item, cosine, address)
+        items = []
+        for item_key, (item, cosine, address) in found.items():
+            if item is None:
+                item = self._current(address, item_key)
+            if item is not None and INDEXED_TAG in item.tags:
+                items.append((item, cosine))
+        return items
+
+    def _hits(self, user: str, query: str, depth: int, tag: str) -> list[tuple[Fact, float]]:
+        """The prefix's best ``depth`` indexed texts, in the fusion's order, each with its
         dense cosine to ``query`` (0.0 where the dense leg did not reach it). Asked unfiltered
         first: when every hit is an indexed item of the prefix, that ranking stands (for a
         user whose items are all indexed and under the prefix, the filtered recall's exactly)
@@ -377,7 +470,7 @@ class MemoryServiceStore(BaseStore):
             (user, f)
             for user in users
             for f in self.facts.listing(user, tags_all=(tag,), key=None)
-            if _matches(self._value(f), flt)
+            if FIELD_TAG not in f.tags and _matches(self._value(f), flt)
         ]
         return sorted(kept, key=lambda hit: _updated(hit[1]), reverse=True)
 
@@ -409,7 +502,8 @@ class MemoryServiceStore(BaseStore):
         found: set[tuple[str, ...]] = set()
         for user in users:
             for fact in self.facts.listing(user, tags_all=(ROOT_TAG,), key=None):
-                found.add(self._item(user, fact).namespace)
+                if FIELD_TAG not in fact.tags:
+                    found.add(self._item(user, fact).namespace)
         matching = [ns for ns in found if all(_fits(c, ns) for c in op.match_conditions or ())]
         if op.max_depth is not None:
             matching = list({ns[: op.max_depth] for ns in matching})
@@ -440,6 +534,11 @@ def _dump(data: object) -> str:
 def _record(fact: Fact) -> dict[str, Any]:
     """The item a fact keeps in its data tail (or, written before there was one, last line)."""
     return json.loads(fact.text.rsplit("\n", 1)[-1].lstrip(DATA_TAIL[-1]))
+
+
+def _texts(fact: Fact) -> int:
+    """How many indexed texts the item ``fact`` holds has (each past the first: a fact)."""
+    return int(_record(fact).get("texts", 1))
 
 
 def _ns_tags(rest: tuple[str, ...]) -> list[str]:

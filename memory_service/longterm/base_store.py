@@ -14,7 +14,6 @@ error, and one rule gives one result, whatever backend is configured.
 from __future__ import annotations
 
 import logging
-import threading
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
 from datetime import datetime
@@ -55,7 +54,10 @@ from memory_service.longterm.recording import RecordPlan, plan_record
 from memory_service.longterm.store_hooks import LongTermHooks
 from memory_service.longterm.store_values import (
     Candidates,
+    NearestRequest,
     ReadView,
+    ScopedCandidates,
+    SearchRequest,
     StoredFacts,
     canonical_ids,
     has_evidence,
@@ -132,7 +134,6 @@ class BaseLongTermMemory(LongTermHooks[S]):
         )
         self._closed = False
         self._tombstones = tombstones  # None: no erase ever refuses a record (tests, tools)
-        self._retrieving = threading.local()  # the query vectors of this thread's retrieve
 
     def _flush_access(self, ctx: RuntimeContext, marks: Mapping[str, AccessMark]) -> None:
         with self._write_lock(ctx):
@@ -204,9 +205,9 @@ class BaseLongTermMemory(LongTermHooks[S]):
     ) -> dict[str, Fact]:
         """For each fact of ``batch`` that is new to ``owner``, the fact it nearly duplicates
         (``near_duplicates``): the closest, by dense cosine at least the policy's, among the
-        owner's active facts (the backend's dense leg, asked for the whole batch at once:
-        ``_nearest``) and this batch's earlier facts, that the policy lets it merge into.
-        Read under the write lock."""
+        owner's active facts (the backend's dense leg, asked for the whole batch at once with
+        the vectors the facts are stored with: ``_nearest``) and this batch's earlier facts,
+        that the policy lets it merge into. Read under the write lock."""
         policy = self.near_duplicates
         if not policy.enabled:
             return {}
@@ -214,14 +215,14 @@ class BaseLongTermMemory(LongTermHooks[S]):
         asked = [f for f in batch if f.id not in stored.by_id and policy.may_take(f, now)]
         if not asked:
             return {}
-        self._retrieving.vectors = {f.text: dense_of[f.id] for f in asked}
-        self._retrieving.terms = {}
-        try:  # one request for the whole batch where the backend can (``_nearest``)
-            nearest = self._nearest(
-                owner, [f.text for f in asked], policy.depth, policy.cosine, view
-            )
-        finally:
-            self._retrieving.vectors = self._retrieving.terms = None
+        request = NearestRequest(
+            tuple(f.text for f in asked),
+            tuple(dense_of[f.id] for f in asked),
+            policy.depth,
+            policy.cosine,
+            view,
+        )
+        nearest = self._nearest(owner, request)  # the whole batch in one request where it can
         found = dict(zip([f.id for f in asked], nearest, strict=True))
         # the batch's own cosines, in one product: a later fact may repeat an earlier one
         within = unit_rows(np.stack([dense_of[f.id] for f in batch]))
@@ -291,9 +292,9 @@ class BaseLongTermMemory(LongTermHooks[S]):
         legs: tuple[Leg, ...],
         view: ReadView,
     ) -> list[Recall]:
-        depth = self.retrieval.depth(top_k)
-        terms = query_terms(query)  # once: every scope's lexical leg and the fusion read them
-        found = self._scoped_candidates(owners, query, terms, legs, depth, float(threshold), view)
+        request = self._search_request(query, legs, self.retrieval.depth(top_k), threshold, view)
+        terms = request.terms  # every scope's lexical leg and the fusion read them
+        found = self._scoped_candidates(owners, request)
         leg_hits = {
             leg: [h for h in found.legs[leg] if is_hit(leg, h.score, threshold)]
             for leg in legs
@@ -332,82 +333,50 @@ class BaseLongTermMemory(LongTermHooks[S]):
             recalls.append(Recall(fact, h.score, h.ranks, h.scores, confidence))
         return recalls
 
+    def _search_request(
+        self, query: str, legs: tuple[Leg, ...], depth: int, threshold: float, view: ReadView
+    ) -> SearchRequest:
+        """What every scope's search of this recall reads: the query's terms, tokenized once,
+        and its vector, embedded once as a query (``embed_query``) when the dense leg is
+        asked (never cached across calls: that is the embedder's business)."""
+        vector = self._embedder.embed_query([query])[0] if "dense" in legs else None
+        return SearchRequest(
+            query, tuple(query_terms(query)), vector, legs, depth, float(threshold), view
+        )
+
     def _scoped_candidates(
-        self,
-        owners: Sequence[RuntimeContext],
-        query: str,
-        terms: list[str],
-        legs: tuple[Leg, ...],
-        depth: int,
-        threshold: float,
-        view: ReadView,
-    ) -> Candidates:
+        self, owners: Sequence[RuntimeContext], request: SearchRequest
+    ) -> Candidates | ScopedCandidates:
         """Each leg's candidates over every scope in ``owners`` (narrowest first), merged by
-        score (ties to 6 decimals: the narrower scope first) and cut to ``depth``. A wider
-        scope's fact whose ``key`` an active fact of a narrower named scope holds is hidden
-        (not deleted) before the cut, so the user's own value wins over the agent's, and the
-        agent's over the tenant's."""
-        self._retrieving.vectors, self._retrieving.terms = {}, {query: terms}
-        try:
-            found = self._candidates_each(owners, query, legs, depth, threshold, view)
-        finally:
-            self._retrieving.vectors = self._retrieving.terms = None
+        score (ties to 6 decimals: the narrower scope first) and cut to ``request.depth``. A
+        wider scope's fact whose ``key`` an active fact of a narrower named scope holds is
+        hidden (not deleted) before the cut, so the user's own value wins over the agent's,
+        and the agent's over the tenant's."""
+        found = self._candidates_each(owners, request)
         if not any(hits for cands in found[1:] for hits in cands.legs.values()):
             return found[0]  # no wider scope has a candidate: nothing to merge or hide
-        loader: dict[str, Candidates] = {}
+        parts: dict[str, Candidates] = {}
         hidden: set[str] = set()
         held: set[str] = set()  # keys held by the narrower scopes seen so far
         for owner, cands in zip(owners, found, strict=True):
             ids = {h.id for hits in cands.legs.values() for h in hits}
-            loader.update(dict.fromkeys(ids, cands))
+            parts.update(dict.fromkeys(ids, cands))
             if held:
                 keyed = {i: k for i in ids if (k := cands.key(i)) is not None}
                 hidden |= {i for i, k in keyed.items() if k in held}
             wider_keys = self._candidate_keys(found, owner, owners)
             if wider_keys:
-                held |= self._open_keys(owner, wider_keys, view.now)
+                held |= self._open_keys(owner, wider_keys, request.view.now)
         merged = {
             leg: sorted(
                 (h for cands in found for h in cands.legs.get(leg, ()) if h.id not in hidden),
                 # stable: narrower scopes first on a tie, to 6 decimals as within a leg (an
                 # engine's float32 score and an in-memory float64 one differ in the 7th)
                 key=lambda h: -round(h.score, 6),
-            )[:depth]
-            for leg in legs
+            )[: request.depth]
+            for leg in request.legs
         }
-
-        def load(fact_ids: Sequence[str]) -> None:  # one read per scope's backend request
-            by_scope: dict[int, tuple[Candidates, list[str]]] = {}
-            for fid in fact_ids:
-                cands = loader[fid]
-                by_scope.setdefault(id(cands), (cands, []))[1].append(fid)
-            for cands, ids in by_scope.values():
-                if cands.load is not None:
-                    cands.load(ids)
-
-        return Candidates(merged, lambda fid: loader[fid].fact(fid), load=load)
-
-    def _query_terms(self, query: str) -> list[str]:
-        """The query's lexical terms for ``_candidates``: those ``_retrieve`` tokenized, however
-        many scopes it reads."""
-        memo = getattr(self._retrieving, "terms", None)
-        if memo is None:
-            return query_terms(query)
-        if query not in memo:
-            memo[query] = query_terms(query)
-        return memo[query]
-
-    def _query_vector(self, query: str) -> np.ndarray:
-        """The query's dense vector for ``_candidates``: embedded once per retrieve, however
-        many scopes it reads (never cached across calls: that is the embedder's business), as a
-        query (``embed_query``). A record's near-duplicate check fills the memo with its facts'
-        stored vectors first: there a fact is compared with facts as an equal."""
-        memo = getattr(self._retrieving, "vectors", None)
-        if memo is None:
-            return self._embedder.embed_query([query])[0]
-        if query not in memo:
-            memo[query] = self._embedder.embed_query([query])[0]
-        return memo[query]
+        return ScopedCandidates(merged, parts)
 
     @staticmethod
     def _candidate_keys(

@@ -20,10 +20,10 @@ from indexing.fusion import centre, query_coverage
 from indexing.lexical import lexical_terms
 from indexing.neighbours import lifted_by_neighbours
 from memory_service.config.retrieval import RetrievalConfig, legs_for_mode
-from memory_service.domain.characters import check_text
 from memory_service.domain.errors import InvalidInputError
 from memory_service.domain.facts import Fact
 from memory_service.domain.limits import MAX_QUERY_BYTES, MAX_THRESHOLD, MAX_TOP_K, MIN_THRESHOLD
+from memory_service.domain.queries import check_query
 
 # What a leg's score is for a memory it did not match at all, when its list is complete
 # (shorter than the depth asked for): BM25 gives 0 to a memory sharing no term.
@@ -381,12 +381,9 @@ class _Candidates:
 def validate_query(
     query: str, top_k: int, threshold: float, max_query_bytes: int = MAX_QUERY_BYTES
 ) -> None:
-    """Shared argument checks, so every backend refuses the same bad input the same way."""
-    if not isinstance(query, str) or not query.strip():
-        raise InvalidInputError("query must not be empty", code="invalid_query")
-    check_text(query, "query", "invalid_query")
-    if len(query.encode("utf-8")) > max_query_bytes:
-        raise InvalidInputError(f"query is over {max_query_bytes} bytes", code="query_too_large")
+    """Shared argument checks, so every backend refuses the same bad input the same way (the
+    query's are ``queries.check_query``, the use cases' own, for a caller of the library)."""
+    check_query(query, max_query_bytes)
     if not isinstance(top_k, int) or not 1 <= top_k <= MAX_TOP_K:
         raise InvalidInputError(f"top_k must be an integer 1-{MAX_TOP_K}", code="invalid_top_k")
     if not MIN_THRESHOLD <= float(threshold) <= MAX_THRESHOLD:  # NaN is not either

@@ -46,7 +46,11 @@ class LongTermMemory(Protocol):
     marks a fact whose decayed confidence is below the threshold ``needs_verification``.
     """
 
-    def record(self, ctx: RuntimeContext, facts: Sequence[Fact]) -> list[RecordResult]: ...
+    def record(self, ctx: RuntimeContext, facts: Sequence[Fact]) -> list[RecordResult]:
+        """Store ``facts`` for ``ctx`` (each in its ``scope``; None: ``ctx``'s), all checked
+        before anything is written. Returns one ``RecordResult`` per fact, in order: its id
+        and what recording it did (``created``, ``duplicate``, ``superseded``, ``merged``)."""
+        ...
 
     def retrieve(
         self,
@@ -58,9 +62,18 @@ class LongTermMemory(Protocol):
         mode: Mode = "hybrid",
         filter: FactFilter | None = None,  # noqa: A002
         scopes: Sequence[str] | None = None,
-    ) -> list[Recall]: ...
+    ) -> list[Recall]:
+        """The at most ``top_k`` active facts of ``scopes`` (default: every scope ``ctx``
+        sees) that best answer ``query`` in ``mode`` (``bm25``, ``dense``, ``hybrid``),
+        among those ``filter`` admits, ``threshold`` the dense cosine floor. Returns them
+        best first, each a ``Recall``: the fact, its score, its rank and score per leg, its
+        decayed confidence; empty when nothing is evidence enough."""
+        ...
 
-    def get(self, ctx: RuntimeContext, ids: Sequence[str]) -> list[Fact]: ...
+    def get(self, ctx: RuntimeContext, ids: Sequence[str]) -> list[Fact]:
+        """The stored facts of ``ctx``'s scope among ``ids``, whatever their state, in the
+        order of ``ids``; ids that name nothing stored are left out."""
+        ...
 
     def list(
         self,
@@ -71,17 +84,34 @@ class LongTermMemory(Protocol):
         include_inactive: bool = False,
         filter: FactFilter | None = None,  # noqa: A002
         scopes: Sequence[str] | None = None,
-    ) -> Page[Fact]: ...
+    ) -> Page[Fact]:
+        """One page (``limit``, from ``cursor``) of the facts of ``scopes`` (default:
+        ``ctx``'s own) that ``filter`` admits, oldest first; ``include_inactive``:
+        superseded and expired facts too. Returns the page and the cursor of the next."""
+        ...
 
-    def update(self, ctx: RuntimeContext, facts: Sequence[Fact]) -> int: ...
+    def update(self, ctx: RuntimeContext, facts: Sequence[Fact]) -> int:
+        """Rewrite the metadata of the stored facts named by ``facts``' ids (text and id
+        stay). Returns how many were rewritten; unknown ids are ignored."""
+        ...
 
-    def confirm(self, ctx: RuntimeContext, ids: Sequence[str]) -> list[Fact]: ...
+    def confirm(self, ctx: RuntimeContext, ids: Sequence[str]) -> list[Fact]:
+        """Mark the facts ``ids`` as still true (their confidence decays from now). Returns
+        the confirmed facts; a closed one refuses the whole call (``InactiveFactError``)."""
+        ...
 
-    def delete(self, ctx: RuntimeContext, ids: Sequence[str]) -> int: ...
+    def delete(self, ctx: RuntimeContext, ids: Sequence[str]) -> int:
+        """Remove the facts ``ids`` of ``ctx``'s scope. Returns how many were found."""
+        ...
 
-    def forget(self, ctx: RuntimeContext) -> int: ...
+    def forget(self, ctx: RuntimeContext) -> int:
+        """Remove every fact of ``ctx``'s user (or shared scope). Returns how many."""
+        ...
 
-    def close(self) -> None: ...
+    def close(self) -> None:
+        """Release the backend; a later call raises ``BackendUnavailableError`` (unless it
+        holds only what it can rebuild)."""
+        ...
 
 
 @runtime_checkable

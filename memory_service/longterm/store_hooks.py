@@ -1,5 +1,7 @@
 """The hooks a long-term backend implements: small reads and writes of its own storage, which
-``BaseLongTermMemory`` (``store.py``) calls with checked input, under its rules."""
+``BaseLongTermMemory`` (``base_store.py``) calls with checked input, under its rules. A search
+arrives as one value built once (``store_values.SearchRequest``, ``NearestRequest``): the
+query's terms and vector are in it, so a backend never calls back for them."""
 
 from __future__ import annotations
 
@@ -11,12 +13,17 @@ from typing import Any, Generic, TypeVar
 
 import numpy as np
 
-from memory_service.config.retrieval import Leg
 from memory_service.domain.context import RuntimeContext
 from memory_service.domain.facts import Fact
 from memory_service.longterm.access import AccessMark
 from memory_service.longterm.recording import RecordPlan
-from memory_service.longterm.store_values import Candidates, ReadView, StoredFacts
+from memory_service.longterm.store_values import (
+    Candidates,
+    NearestRequest,
+    ReadView,
+    SearchRequest,
+    StoredFacts,
+)
 
 S = TypeVar("S", bound=StoredFacts)
 
@@ -46,49 +53,32 @@ class LongTermHooks(ABC, Generic[S]):
         indexed anew). Durable when it returns."""
 
     @abstractmethod
-    def _candidates(
-        self,
-        ctx: RuntimeContext,
-        query: str,
-        legs: tuple[Leg, ...],
-        depth: int,
-        threshold: float,
-        view: ReadView,
-    ) -> Candidates:
-        """Up to ``depth`` ranked candidates per leg among the user's facts that ``view``
-        admits, chosen inside each leg before the cut to ``depth`` (a filter never empties a
-        leg that has matching facts further down). The base keeps only hits (``is_hit``); a
-        backend may use ``threshold`` to cut the dense leg early."""
+    def _candidates(self, ctx: RuntimeContext, request: SearchRequest) -> Candidates:
+        """``ctx``'s candidates for ``request`` (one scope of a recall): up to
+        ``request.depth`` ranked hits per leg of ``request.legs`` among the facts
+        ``request.view`` admits, chosen inside each leg before the cut to the depth (a
+        filter never empties a leg that has matching facts further down). The lexical leg
+        searches ``request.terms``, the dense leg ``request.vector``; never embed or tokenize
+        again. The base keeps only hits (``is_hit``); a backend may use
+        ``request.threshold`` to cut the dense leg early. Returns each leg's hits, best
+        first, and how to read their facts."""
 
     def _candidates_each(
-        self,
-        owners: Sequence[RuntimeContext],
-        query: str,
-        legs: tuple[Leg, ...],
-        depth: int,
-        threshold: float,
-        view: ReadView,
+        self, owners: Sequence[RuntimeContext], request: SearchRequest
     ) -> list[Candidates]:
-        """``_candidates`` of each of ``owners`` (a recall's visible scopes), in order. A
-        backend that can ask for every owner at once (one engine request) overrides it; each
-        owner's answer must be what ``_candidates`` alone would give, except that a wider
-        owner may leave out hits at or below ``store_values.merge_floors`` of the first
-        (they cannot reach the merged cut)."""
-        return [self._candidates(o, query, legs, depth, threshold, view) for o in owners]
+        """``_candidates`` of each of ``owners`` (a recall's visible scopes, narrowest first)
+        for the same ``request``, in order. A backend that can ask for every owner at once
+        (one engine request) overrides it; each owner's answer must be what ``_candidates``
+        alone would give, except that a wider owner may leave out hits at or below
+        ``store_values.merge_floors`` of the first (they cannot reach the merged cut)."""
+        return [self._candidates(o, request) for o in owners]
 
-    def _nearest(
-        self,
-        ctx: RuntimeContext,
-        texts: Sequence[str],
-        depth: int,
-        threshold: float,
-        view: ReadView,
-    ) -> list[Candidates]:
-        """Per text (its vector already in the query memo, ``_query_vector``), the dense
-        leg's candidates among ``ctx``'s facts, as ``_candidates`` would give them: the
-        nearest stored facts of each fact a record brings. A backend that can ask for every
-        text at once overrides it; this asks ``_candidates`` once per text."""
-        return [self._candidates(ctx, t, ("dense",), depth, threshold, view) for t in texts]
+    def _nearest(self, ctx: RuntimeContext, request: NearestRequest) -> list[Candidates]:
+        """Per fact of ``request`` (in order), the dense leg's candidates among ``ctx``'s
+        facts, searched with that fact's stored vector, as ``_candidates`` would give them:
+        the nearest stored facts of each fact a record brings. A backend that can ask for
+        every fact at once overrides it; this asks ``_candidates`` once per fact."""
+        return [self._candidates(ctx, search) for search in request.searches()]
 
     @abstractmethod
     def _open_keys(self, ctx: RuntimeContext, keys: Sequence[str], now: datetime) -> set[str]:

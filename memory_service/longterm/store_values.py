@@ -1,6 +1,8 @@
-"""The values between ``BaseLongTermMemory`` and its backends: what a backend read before a
-write (``StoredFacts``), each leg's candidates (``Candidates``), what a read may return
-(``ReadView``), and the id, time, hit and key-race rules every backend shares."""
+"""The values between ``BaseLongTermMemory`` and its backends: what a recall asks
+(``SearchRequest``) and what a record's near-duplicate check asks (``NearestRequest``), what a
+backend read before a write (``StoredFacts``), each leg's candidates (``Candidates``, and
+``ScopedCandidates`` over several scopes), what a read may return (``ReadView``), and the id,
+time, hit and key-race rules every backend shares."""
 
 from __future__ import annotations
 
@@ -9,6 +11,9 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 
+import numpy as np
+
+from memory_service.config.retrieval import Leg
 from memory_service.domain.fact_filter import ConfidenceDecay, ExpiryPolicy, FactFilter, valid_at
 from memory_service.domain.facts import Fact, parse_time
 from memory_service.longterm.fusion import LegHit
@@ -115,6 +120,74 @@ class ReadView:
         return fact.superseded_by is None and fact.valid_to is None
 
 
+@dataclass(frozen=True, slots=True)
+class SearchRequest:
+    """One recall as a backend searches for it, built once by ``BaseLongTermMemory`` and
+    handed to ``_candidates`` / ``_candidates_each`` for every scope it reads.
+
+    ``text``: the query as asked; ``terms``: its lexical terms (``indexing.tokenize.
+    query_terms``, what the BM25 leg and query coverage read); ``vector``: its dense vector
+    (embedded as a query), None when the dense leg is not asked; ``legs``: the legs to
+    search; ``depth``: candidates per leg; ``threshold``: the dense cosine floor (a backend
+    may cut the dense leg there); ``view``: what the search may return."""
+
+    text: str
+    terms: tuple[str, ...]
+    vector: np.ndarray | None
+    legs: tuple[Leg, ...]
+    depth: int
+    threshold: float
+    view: ReadView
+
+
+@dataclass(frozen=True, slots=True)
+class NearestRequest:
+    """A record's near-duplicate search: each incoming fact's text and the dense vector it
+    is stored with (a fact is compared with stored facts as an equal, not as a query), the
+    dense leg only, up to ``depth`` candidates at cosine ``threshold`` or more each, over
+    what ``view`` admits."""
+
+    texts: tuple[str, ...]
+    vectors: tuple[np.ndarray, ...]
+    depth: int
+    threshold: float
+    view: ReadView
+
+    def searches(self) -> list[SearchRequest]:
+        """Each fact as a dense-only ``SearchRequest`` (for a backend that asks one by one)."""
+        return [
+            SearchRequest(text, (), vector, ("dense",), self.depth, self.threshold, self.view)
+            for text, vector in zip(self.texts, self.vectors, strict=True)
+        ]
+
+
+@dataclass(frozen=True, slots=True)
+class ScopedCandidates:
+    """Each leg's candidates merged over a recall's scopes (``legs``), each hit's fact read
+    from the scope that found it (``parts``: hit id -> that scope's ``Candidates``): the
+    interface of ``Candidates``, so fusion reads one or several scopes alike."""
+
+    legs: Mapping[str, list[LegHit]]
+    parts: Mapping[str, Candidates]
+
+    def fact(self, fact_id: str) -> Fact:
+        return self.parts[fact_id].fact(fact_id)
+
+    def facts(self, fact_ids: Sequence[str]) -> dict[str, Fact]:
+        """As ``Candidates.facts``: one read per scope for the hits it found."""
+        by_scope: dict[int, tuple[Candidates, list[str]]] = {}
+        for fid in fact_ids:
+            part = self.parts[fid]
+            by_scope.setdefault(id(part), (part, []))[1].append(fid)
+        read: dict[str, Fact] = {}
+        for part, ids in by_scope.values():
+            read.update(part.facts(ids))
+        return {fid: read[fid] for fid in fact_ids if fid in read}
+
+    def key(self, fact_id: str) -> str | None:
+        return self.parts[fact_id].key(fact_id)
+
+
 def _no_fact(fact_id: str) -> Fact:
     raise KeyError(fact_id)
 
@@ -156,11 +229,10 @@ def has_evidence(leg_hits: Mapping[str, Sequence[object]]) -> bool:
     has a hit, i.e. some memory's cosine reaches ``threshold``. The threshold is on the dense
     cosine because it is the one score that means the same in every user's memory (BM25 and
     fused z-scores are relative to the memories at hand); shared words alone are no evidence
-    that memory holds anything on the question. LoCoMo dev questions asked of another
-    conversation's facts (``memory-service bench``'s false-injection sweep, top 6) still got a
-    memory 93.4 % of the time with the floor at 0.45 and no such gate, 11.7 % with it, while
-    the questions' own recall@6 went 65.9 -> 65.7 (``benchmarks/RESULTS.md``, "Recall
-    threshold")."""
+    that memory holds anything on the question. Without the gate, questions asked of another
+    conversation's facts almost always got a memory; with it, rarely, at no visible cost to
+    the questions' own recall (``memory-service bench``'s false-injection sweep;
+    ``benchmarks/RESULTS.md``, "Recall threshold")."""
     return "dense" not in leg_hits or len(leg_hits) == 1 or bool(leg_hits["dense"])
 
 

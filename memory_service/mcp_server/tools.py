@@ -42,11 +42,8 @@ from memory_service.api.schemas.sessions import (
     SessionSearchResponse,
 )
 from memory_service.domain.context import RuntimeContext
-from memory_service.domain.errors import InvalidInputError, NotFoundError
 from memory_service.domain.limits import MAX_CURSOR_CHARS, MAX_FACT_ID_CHARS, MAX_PAGE_SIZE
 from memory_service.domain.messages import MEMORY_GET, MEMORY_SAVE, MEMORY_SEARCH, SESSION_SEARCH
-from memory_service.pipeline.erasure import erase_facts
-from memory_service.pipeline.provenance import check_source_sessions
 from memory_service.services.container import Services
 from memory_service.services.work import build_maintenance
 from memory_service.tools.arguments import (
@@ -58,6 +55,8 @@ from memory_service.tools.arguments import (
     ToolArguments,
 )
 from memory_service.tools.memory_tools import MemoryTools
+from memory_service.usecases import memories, sessions
+from memory_service.usecases.rights import MODEL
 
 MEMORY_DELETE = "memory_delete"
 MEMORY_UPDATE = "memory_update"
@@ -159,7 +158,7 @@ def _search(services: Services, ctx: RuntimeContext, args: Any) -> Any:
     """As ``POST /v1/memories/search``."""
     ctx = replace(ctx, agent_id=args.agent_id) if args.agent_id else ctx
     fact_filter = args.filter.to_filter() if args.filter is not None else None
-    recalls = services.longterm.retrieve(
+    search = memories.SearchFacts(
         ctx,
         args.query,
         args.top_k,
@@ -168,26 +167,13 @@ def _search(services: Services, ctx: RuntimeContext, args: Any) -> Any:
         scopes=args.scopes,
         filter=fact_filter,
     )
-    return {"hits": recalls}
+    return {"hits": memories.search_facts(services.memories, search)}
 
 
 def _get(services: Services, ctx: RuntimeContext, args: MemoryGetRequest) -> Any:
     """The narrowest scope holding the id (a fact's id names its owner: at most one does)."""
     ctx = replace(ctx, agent_id=args.agent_id) if args.agent_id else ctx
-    for owner in ctx.visible_scopes():
-        found = services.longterm.get(owner, [args.id])
-        if found:
-            return found[0]
-    raise NotFoundError(f"no memory {args.id!r} for this user")
-
-
-def _not_own(fact_id: str) -> NotFoundError:
-    """A write tool's miss: the tools change the user's own memory alone, so an id of the
-    shared memory ``memory_search`` reads is not found here either."""
-    return NotFoundError(
-        f"no memory {fact_id!r} in this user's own memory; a shared (agent or tenant) memory "
-        "is changed over HTTP with a curator or admin key"
-    )
+    return memories.get_fact(services.memories, memories.GetFact(ctx, args.id))
 
 
 def _save(services: Services, ctx: RuntimeContext, args: MemorySaveRequest) -> Any:
@@ -195,47 +181,30 @@ def _save(services: Services, ctx: RuntimeContext, args: MemorySaveRequest) -> A
     name only the user's own sessions."""
     ctx = replace(ctx, session_id=args.session_id)
     fact_in = FactIn.model_validate(args.model_dump(include=set(FactIn.model_fields)))
-    facts = [fact_in.to_fact(args.session_id)]
-    check_source_sessions(services.shortterm, ctx, facts)
-    return services.longterm.record(ctx, facts)[0]
+    record = memories.RecordFacts(ctx, (fact_in.to_fact(args.session_id),), MODEL)
+    return memories.record_facts(services.memories, record)[0]
 
 
 def _update(services: Services, ctx: RuntimeContext, args: Any) -> Any:
-    sent = args.model_dump(exclude_unset=True, exclude={"id", "user_id"})
-    try:
-        changes = UpdateRequest(user_id=ctx.user_id, **sent).changes()
-    except ValueError as exc:
-        raise InvalidInputError(str(exc), code="invalid_arguments") from None
-    memory = services.longterm
-    found = memory.get(ctx, [args.id])
-    if found:
-        memory.update(ctx, [replace(found[0], **changes)])
-        found = memory.get(ctx, [args.id])
-    if not found:
-        raise _not_own(args.id)
-    return found[0]
+    changes = args.model_dump(exclude_unset=True, exclude={"id", "user_id"})
+    update = memories.UpdateFact(ctx, args.id, changes, MODEL)
+    return memories.update_fact(services.memories, update)
 
 
 def _confirm(services: Services, ctx: RuntimeContext, args: MemoryIdRequest) -> Any:
     """As ``POST /v1/memories/{id}/confirm`` for the user's own fact."""
-    confirmed = services.longterm.confirm(ctx, [args.id])
-    if not confirmed:
-        raise _not_own(args.id)
-    return confirmed[0]
+    confirm = memories.ConfirmFact(ctx, args.id, MODEL)
+    return memories.confirm_fact(services.memories, confirm)
 
 
 def _delete(services: Services, ctx: RuntimeContext, args: MemoryIdRequest) -> Any:
-    workspace, docs = services.settings.workspace, services.memory_docs
-    deleted = erase_facts(services.longterm, workspace, ctx, [args.id], docs=docs)
-    if not deleted:
-        raise _not_own(args.id)
+    deleted = memories.delete_fact(services.memories, memories.DeleteFact(ctx, args.id, MODEL))
     return {"deleted": deleted}
 
 
 def _list(services: Services, ctx: RuntimeContext, args: MemoryListRequest) -> Any:
-    return services.longterm.list(
-        ctx, limit=args.limit, cursor=args.cursor, include_inactive=args.include_inactive
-    )
+    listing = memories.ListFacts(ctx, args.limit, args.cursor, args.include_inactive)
+    return memories.list_facts(services.memories, listing)
 
 
 def _read(services: Services, ctx: RuntimeContext, args: MemoryReadRequest) -> str:
@@ -271,36 +240,29 @@ def _prune(services: Services, ctx: RuntimeContext, args: MemoryPruneRequest) ->
     return _keyed(services).memory_prune(ctx, args.dry_run, args.max_importance, ids)
 
 
-def _shortterm(services: Services):
-    if services.shortterm is None:  # the tool is not listed then; a stale client may still call
-        raise InvalidInputError("short-term memory is not configured in this service")
-    return services.shortterm
-
-
 def _session_search(services: Services, ctx: RuntimeContext, args: Any) -> Any:
-    return {"hits": _shortterm(services).search(ctx, args.query, limit=args.limit)}
+    search = sessions.SearchSessions(ctx, args.query, args.limit)
+    return {"hits": sessions.search_sessions(services.memories, search)}
 
 
 def _session_list(services: Services, ctx: RuntimeContext, _: NoArguments) -> Any:
-    return {"sessions": _shortterm(services).list_sessions(ctx)}
+    return {"sessions": sessions.list_sessions(services.memories, ctx)}
 
 
 def _session_get(services: Services, ctx: RuntimeContext, args: SessionGetRequest) -> Any:
-    memory = _shortterm(services)
-    session_ctx = replace(ctx, session_id=args.session_id)
-    state = memory.get(session_ctx)
+    state = sessions.get_session(services.memories, ctx, args.session_id)
     return Merged(
         state,
         context=state.context_openai(),
         session_id=args.session_id,
         user_id=ctx.user_id,
-        context_window=memory.context_window,
+        context_window=services.memories.sessions().context_window,
     )
 
 
 def _session_end(services: Services, ctx: RuntimeContext, args: SessionGetRequest) -> Any:
     """As ``POST /v1/sessions/{id}/end``: archive and/or flush, then clear."""
-    flush, cleared = _shortterm(services).end(replace(ctx, session_id=args.session_id))
+    flush, cleared = sessions.end_session(services.memories, ctx, args.session_id)
     return Merged(session_id=args.session_id, flush=flush, **cleared)
 
 

@@ -29,6 +29,7 @@ from memory_service.stores.build import ReplicaStores, open_database
 from memory_service.stores.database import Database, describe_dsn
 from memory_service.stores.memory_docs import MemoryDocs
 from memory_service.stores.user_data import ListsUsers
+from memory_service.usecases.base import Memories
 
 
 @dataclass
@@ -67,6 +68,11 @@ class Services:
             longterm = f"qdrant edge ({(root / s.qdrant.collection).resolve()})"
         state = " | replica state: postgres" if s.state_in_postgres else ""
         return f"long-term backend: {longterm} | short-term: {s.shortterm.backend}{state}"
+
+    @property
+    def memories(self) -> Memories:
+        """What the use cases act on (``memory_service.usecases``), as this service holds it."""
+        return Memories(self.longterm, self.settings.workspace, self.shortterm, self.memory_docs)
 
     @cached_property
     def redactor(self) -> Redactor:

@@ -23,7 +23,6 @@ from typing import TypeVar
 from indexing.embeddings import Embedder
 from memory_service.config.memory_settings import CompactionSettings
 from memory_service.domain.agent_state import AgentState
-from memory_service.domain.characters import check_text
 from memory_service.domain.context import RuntimeContext
 from memory_service.domain.errors import (
     BackendUnavailableError,
@@ -34,6 +33,7 @@ from memory_service.domain.errors import (
     UserErasedError,
 )
 from memory_service.domain.messages import Msg, check_message
+from memory_service.domain.queries import check_query
 from memory_service.domain.redaction import Redactor, total
 from memory_service.llm import NOT_CONFIGURED_MESSAGE, ChatModel, LlmNotConfiguredError
 from memory_service.observe.telemetry import sink
@@ -169,7 +169,7 @@ class ShortTermMemory:
         return self.tool_results.read(ctx, ref, start_line, end_line)
 
     def search(self, ctx: RuntimeContext, query: str, *, limit: int = 10) -> list[SessionHit]:
-        check_text(query, "query", "invalid_query")  # PostgreSQL's text cannot hold NUL
+        check_query(query)  # the use cases' own rule, for a caller of the library
         return self.log.search(ctx, query, limit=limit)
 
     # -- writes ---------------------------------------------------------------------------

@@ -11,8 +11,10 @@ of a store adds its migration as the next version and every replica applies it o
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterator, Sequence
+import threading
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
+from typing import TypeVar
 
 import psycopg
 from psycopg import sql
@@ -22,6 +24,7 @@ from psycopg_pool import ConnectionPool, PoolTimeout
 from memory_service.domain.errors import BackendUnavailableError, ConfigurationError
 
 DSN_SETTING = "MEMORY_POSTGRES__DSN"
+T = TypeVar("T")
 SCHEMA_TABLE = "memory_schema"
 
 
@@ -74,6 +77,7 @@ class Database:
     ) -> None:
         self.where = describe_dsn(dsn)
         self.schema = schema
+        self._unchecked = threading.local()  # this thread's next checkout skips the check
         try:
             conninfo_to_dict(dsn)
         except psycopg.ProgrammingError as exc:
@@ -89,7 +93,7 @@ class Database:
             # a connection the server dropped while it idled in the pool (a restart, an idle
             # timeout, a failover) is found and replaced before a request gets it: one
             # loopback round trip a checkout, against a 503 for the first request after
-            check=ConnectionPool.check_connection,
+            check=self._check,
             name=name,
         )
         attempts = _FailedAttempts(name)
@@ -133,6 +137,40 @@ class Database:
             raise self._unavailable("no connection", "no connection") from exc
         except psycopg.OperationalError as exc:
             raise self._unavailable("the connection failed", str(exc)) from exc
+
+    def read(self, work: Callable[[psycopg.Connection], T]) -> T:
+        """``work`` (reads only: it may run twice) on a pooled connection in autocommit, so a
+        read of one statement is one round trip: no check on checkout, no ``BEGIN`` nor
+        ``COMMIT``. A connection that proves broken (the server restarted while it idled)
+        is dropped and ``work`` runs once more on a checked one, so the first read after the
+        database returns succeeds as ``connection``'s does; connection trouble then is a 503."""
+        for attempt in (1, 2):
+            self._unchecked.on = attempt == 1
+            conn: psycopg.Connection | None = None
+            try:
+                with self._pool.connection() as conn:
+                    self._unchecked.on = False
+                    conn.autocommit = True
+                    try:
+                        return work(conn)
+                    finally:
+                        if not conn.broken and not conn.closed:
+                            conn.autocommit = False  # back in the pool as the others are
+            except PoolTimeout as exc:
+                raise self._unavailable("no connection", "no connection") from exc
+            except psycopg.OperationalError as exc:
+                if attempt == 1 and conn is not None and (conn.broken or conn.closed):
+                    continue
+                raise self._unavailable("the connection failed", str(exc)) from exc
+            finally:
+                self._unchecked.on = False
+        raise AssertionError("unreachable")  # pragma: no cover
+
+    def _check(self, conn: psycopg.Connection) -> None:
+        """The pool's check of a connection on checkout (one round trip), unless this
+        thread's ``read`` takes it unchecked."""
+        if not getattr(self._unchecked, "on", False):
+            ConnectionPool.check_connection(conn)
 
     def _unavailable(self, said: str, detail: str) -> BackendUnavailableError:
         """A 503 whose message names the setting, not its value: it reaches callers who

@@ -31,9 +31,9 @@ from memory_service.domain.fact_filter import FactFilter
 from memory_service.domain.facts import FACT_KINDS, canonical_kind
 from memory_service.domain.limits import (
     MAX_KEY_CHARS,
+    MAX_QUERY_BYTES,
     MAX_TAG_CHARS,
     MAX_TAGS,
-    MAX_TOOL_QUERY_CHARS,
 )
 from memory_service.domain.messages import (
     MEMORY_CONSOLIDATE,
@@ -88,11 +88,12 @@ def _memory_path(value: str) -> str:
 # JSON schema shows them as "ge"/"le" instead of "minimum"/"maximum"
 Line = Annotated[StrictInt, Field(ge=1), BeforeValidator(_lenient_int)]  # 1-based
 Importance = Annotated[StrictInt, Field(ge=1, le=10), BeforeValidator(_lenient_int)]
+# what a query may be is the use cases' one rule (``queries.check_query``: invalid_query,
+# query_too_large), checked when the tool runs; the schema only shows it to the model
 Query = Annotated[
     str,
-    StringConstraints(strip_whitespace=True, min_length=1, max_length=MAX_TOOL_QUERY_CHARS),
-    AfterValidator(_no_nul),
-    Says(f"query must be non-empty text of at most {MAX_TOOL_QUERY_CHARS} characters, no NUL"),
+    StringConstraints(strip_whitespace=True),
+    Field(json_schema_extra={"minLength": 1, "maxLength": MAX_QUERY_BYTES}),
 ]
 Key = Annotated[
     str,

@@ -29,7 +29,7 @@ from typing import Any
 from memory_service.domain.context import RuntimeContext
 from memory_service.domain.errors import InvalidInputError, MemoryServiceError, NotFoundError
 from memory_service.domain.fact_filter import FactFilter
-from memory_service.domain.facts import Fact, Source, clip_source_text, utcnow
+from memory_service.domain.facts import Fact, RecordResult, Source, clip_source_text, utcnow
 from memory_service.domain.limits import (
     MAX_PAGE_SIZE,
     MAX_TOOL_GET_CHARS,
@@ -50,6 +50,7 @@ from memory_service.domain.messages import (
     Msg,
     ToolCall,
 )
+from memory_service.domain.queries import query_from
 from memory_service.domain.redaction import describe
 from memory_service.longterm.protocol import LongTermMemory
 from memory_service.pipeline.consolidation import priority
@@ -69,6 +70,10 @@ from memory_service.tools.arguments import (
 )
 from memory_service.tools.formatting import ToolOutcome, format_fact, format_recall, plain_line
 from memory_service.tools.memory_files import memory_path_parts, memory_text, memory_texts, resolve
+from memory_service.usecases.base import Memories
+from memory_service.usecases.memories import RecordFacts, SearchFacts, record_facts, search_facts
+from memory_service.usecases.rights import MODEL
+from memory_service.usecases.sessions import SearchSessions, search_sessions
 
 RECALL_TOP_K = 5  # long-term recalls appended to memory_search's literal matches
 SESSION_HITS = 10
@@ -107,6 +112,7 @@ class MemoryTools:
         self.shortterm = shortterm
         self.maintenance = maintenance
         self.enabled = enabled
+        self.memories = Memories(longterm, self.workspace, shortterm, docs)
         self._handlers: dict[str, Callable[[RuntimeContext, Any], str]] = {
             MEMORY_SEARCH: self._search,
             MEMORY_GET: self._get,
@@ -269,11 +275,11 @@ class MemoryTools:
         fact_filter = args.fact_filter()
         if args.query == LIST_ALL:
             return self._list_view(ctx, fact_filter)
+        search = SearchFacts(ctx, args.query, RECALL_TOP_K, filter=fact_filter)  # checked first
+        recalled = [format_recall(r) for r in search_facts(self.memories, search)]
         if fact_filter is not None:  # only recall can filter: no literal file lines
-            recalls = self.longterm.retrieve(ctx, args.query, RECALL_TOP_K, filter=fact_filter)
-            lines = [format_recall(r) for r in recalls]
             none = f"No memory matches {args.query!r} and the filter."
-            return "\n".join(lines) if lines else none
+            return "\n".join(recalled) if recalled else none
         needle = args.query.casefold()
         lines: list[str] = []
         matches = 0
@@ -286,11 +292,10 @@ class MemoryTools:
                         lines.append(f"Source: {rel}#{number}: {_BULLET_MARK.sub('', plain)}")
         if matches > len(lines):
             lines.append(f"({matches - len(lines)} more matching lines not shown)")
-        recalls = [format_recall(r) for r in self.longterm.retrieve(ctx, args.query, RECALL_TOP_K)]
-        if not matches and not recalls:
+        if not matches and not recalled:
             return f"No memory matches {args.query!r}."
-        head = f"{matches} matching line{'' if matches == 1 else 's'}, {len(recalls)} recalled:"
-        return "\n".join([head, *lines, *recalls])
+        head = f"{matches} matching line{'' if matches == 1 else 's'}, {len(recalled)} recalled:"
+        return "\n".join([head, *lines, *recalled])
 
     def _get(self, ctx: RuntimeContext, args: MemoryGetArgs) -> str:
         content = memory_text(self.workspace, ctx, args.path, self.docs).split("\n")
@@ -328,7 +333,7 @@ class MemoryTools:
             source=source,
             session_id=ctx.session_id,
         )
-        result = self.longterm.record(ctx, [fact])[0]
+        result = self._record(ctx, fact)
         if result.status == "duplicate":
             answer = f"Already remembered (id={result.id})."
         elif result.status == "merged":
@@ -342,10 +347,14 @@ class MemoryTools:
             answer = f"Saved (id={result.id})."
         return _with_redactions(answer, result.redacted)
 
+    def _record(self, ctx: RuntimeContext, fact: Fact) -> RecordResult:
+        """One fact into the user's own memory, from inside the call's session."""
+        request = RecordFacts(ctx, (fact,), MODEL, in_session=True)
+        return record_facts(self.memories, request)[0]
+
     def _session_search(self, ctx: RuntimeContext, args: SessionSearchArgs) -> str:
-        if self.shortterm is None:
-            raise InvalidInputError("session search is not available in this service")
-        hits = self.shortterm.search(ctx, args.query, limit=SESSION_HITS)
+        search = SearchSessions(ctx, args.query, SESSION_HITS)
+        hits = search_sessions(self.memories, search)
         if not hits:
             return f"No past message matches {args.query!r}."
         return "\n".join(
@@ -364,7 +373,7 @@ class MemoryTools:
             source="memory_extract",
             session_id=ctx.session_id,
         )
-        result = self.longterm.record(ctx, [fact])[0]
+        result = self._record(ctx, fact)
         if result.status == "duplicate":
             answer = f"unchanged (id={result.id}): this fact is already kept under {args.key!r}."
         elif result.status == "superseded":
@@ -388,7 +397,7 @@ class MemoryTools:
                 f"hint: {', '.join(repr(k) for k in near)} is nearly the same key; keep one "
                 "key per subject (memory_consolidate can merge them)."
             )
-        recalls = self.longterm.retrieve(ctx, args.text, FRAGMENT_SCAN)
+        recalls = self.longterm.retrieve(ctx, query_from(args.text), FRAGMENT_SCAN)
         fragments = [
             r.fact
             for r in recalls
@@ -456,7 +465,7 @@ class MemoryTools:
             source="memory_consolidate",
             session_id=ctx.session_id,
         )
-        result = self.longterm.record(ctx, [insight])[0]
+        result = self._record(ctx, insight)
         now = utcnow()
         others = [
             replace(f, superseded_by=result.id, valid_to=now)

@@ -172,7 +172,7 @@ def test_bad_records_are_422_and_write_nothing(client, body, fragment, code):
 @pytest.mark.parametrize(
     ("fields", "code"),
     [
-        ({"query": ""}, "validation_error"),
+        ({"query": ""}, "invalid_query"),
         ({"query": "q" * 4097}, "query_too_large"),
         ({"query": "q", "top_k": 0}, "validation_error"),
         ({"query": "q", "top_k": 101}, "validation_error"),

@@ -9,6 +9,7 @@ import importlib
 import math
 import sys
 import time
+from datetime import UTC, datetime
 
 import numpy as np
 import pytest
@@ -194,6 +195,57 @@ def test_embed_with_path_operation_config(langgraph_stores):
     assert store.get(ns, "bread").value == {"title": "Sourdough baking", "body": "chromodynamics"}
 
 
+def test_embed_with_path(langgraph_stores, embedder):
+    """Each indexed field is embedded alone and an item scores its best field's cosine: two
+    items that match the query in one field each tie, whatever their other fields; a field
+    left out of ``fields`` scores below. A put with fewer fields, or a delete, leaves no
+    field of the old value behind, and no field shows as an item of its own."""
+    store = langgraph_stores(user_at=0, fields=["key0", "key1", "key3"])
+    ns = ("test",)
+    store.put(ns, "doc1", {"key1": "xxx", "key2": "yyy", "key3": "zzz"})
+    store.put(ns, "doc2", {"key0": "uuu", "key1": "vvv", "key2": "www", "key3": "xxx"})
+    query, text = embedder.embed_query(["xxx"])[0], embedder.embed(["xxx"])[0]
+    itself = float(np.dot(query, text))  # a field equal to the query: its best cosine
+    first, second = store.search(ns, query="xxx")
+    assert {first.key, second.key} == {"doc1", "doc2"}
+    assert first.score == pytest.approx(itself, abs=1e-3)
+    assert second.score == pytest.approx(itself, abs=1e-3)
+    found = store.search(ns, query="uuu")
+    assert [i.key for i in found] == ["doc2", "doc1"]
+    assert found[0].score == pytest.approx(itself, abs=1e-3) and found[1].score < itself - 0.1
+    assert all(i.score < itself - 0.1 for i in store.search(ns, query="www"))  # not indexed
+    assert sorted(i.key for i in store.search(ns)) == ["doc1", "doc2"]
+    assert store.list_namespaces() == [ns]
+
+    store.put(ns, "doc2", {"key0": "uuu"})  # its "xxx" field is gone with the old value
+    (doc2,) = [i for i in store.search(ns, query="xxx") if i.key == "doc2"]
+    assert doc2.score < itself - 0.1
+    store.delete(ns, "doc1")
+    ctx = RuntimeContext(tenant_id="acme", user_id="test")
+    left = langgraph_stores.services.longterm.list(ctx, limit=100, include_inactive=True).items
+    assert {f.key for f in left} == {'langgraph:["doc2"]'}  # no field fact of either
+
+
+def test_embed_with_path_fields_expire_with_their_item(langgraph_stores):
+    """An item's further fields carry its ttl, and a read that refreshes it moves theirs."""
+    store = langgraph_stores(user_at=0)
+    ns = ("test",)
+    store.put(ns, "t", {"a": "first field", "b": "second field"}, index=["a", "b"], ttl=10)
+    ctx = RuntimeContext(tenant_id="acme", user_id="test")
+
+    def expiries() -> dict[str, object]:
+        page = langgraph_stores.services.longterm.list(ctx, limit=100)
+        return {f.key: f.expires_at for f in page.items}
+
+    set_at = expiries()
+    assert len(set_at) == 2 and None not in set_at.values()
+    time.sleep(0.01)
+    assert store.get(ns, "t").value == {"a": "first field", "b": "second field"}
+    moved = expiries()
+    assert moved.keys() == set_at.keys() and all(moved[k] > set_at[k] for k in set_at)
+    assert [i.key for i in store.search(ns, query="second field")] == ["t"]
+
+
 def test_search_empty_prefix_is_unconstrained(langgraph_stores):
     store = langgraph_stores(user_at=0)
     for namespace in [("a",), ("b", "c"), ("d", "e", "f")]:
@@ -299,15 +351,17 @@ def _expiry(langgraph_stores, key: str):
 
 def test_ttl_hides_an_item_and_refresh_ttl_keeps_it(langgraph_stores):
     store = langgraph_stores()
-    store.put(NS, "short", {"text": "gone soon"}, ttl=0.3 / 60)  # 0.3 s
+    store.put(NS, "short", {"text": "gone soon"}, ttl=2 / 60)  # 2 s: a loaded host's calls fit
     store.put(NS, "kept", {"text": "read often"}, ttl=10)
     store.put(NS, "forever", {"text": "no ttl"})
-    assert store.get(NS, "short") is not None
+    assert store.get(NS, "short", refresh_ttl=False) is not None
+    short_until = _expiry(langgraph_stores, "short")
     assert _expiry(langgraph_stores, "forever") is None
     set_at = _expiry(langgraph_stores, "kept")
     assert store.get(NS, "kept", refresh_ttl=False) is not None
     assert _expiry(langgraph_stores, "kept") == set_at  # read without a refresh: unmoved
-    time.sleep(0.35)
+    # past the stored expiry, however long the calls above took
+    time.sleep(max(0.0, (short_until - datetime.now(UTC)).total_seconds()) + 0.05)
     assert store.get(NS, "short") is None  # and its read refreshed nothing
     assert store.get(NS, "kept") is not None
     assert _expiry(langgraph_stores, "kept") > set_at  # each read moves it on by the ttl

@@ -96,3 +96,40 @@ def test_the_first_call_after_the_database_dropped_its_connections_succeeds(
                 assert conn.execute("SELECT pg_backend_pid()").fetchone()[0] not in pids
     finally:
         database.close()
+
+
+def test_a_read_after_the_database_dropped_its_connections_succeeds(pg_schema: str) -> None:
+    """``read`` takes a pooled connection without the checkout's check (one round trip per
+    read): a connection the server dropped meanwhile fails the read's statement, and the
+    read runs again on a fresh connection instead of answering 503."""
+    database = Database(PG_DSN, schema=pg_schema, pool_min=2, pool_max=2)
+    try:
+        with database.connection() as a, database.connection() as b:
+            pids = [c.execute("SELECT pg_backend_pid()").fetchone()[0] for c in (a, b)]
+        with psycopg.connect(PG_DSN, autocommit=True) as admin:
+            for pid in pids:
+                admin.execute("SELECT pg_terminate_backend(%s, 5000)", (pid,))
+        tries: list[int] = []
+
+        def work(conn: psycopg.Connection) -> int:
+            tries.append(1)
+            return conn.execute("SELECT pg_backend_pid()").fetchone()[0]
+
+        for _ in range(2):  # each pooled connection was dropped: neither may fail a read
+            assert database.read(work) not in pids
+        assert len(tries) > 2  # a dropped connection was used, found dead and replaced
+        # a read leaves no transaction open and hands the connection back as it found it
+        with database.connection() as conn:
+            assert not conn.autocommit
+    finally:
+        database.close()
+
+
+def test_a_read_runs_outside_a_transaction(pg_database: Database) -> None:
+    """One statement, one round trip: no ``BEGIN`` before it nor ``COMMIT`` after it."""
+
+    def status(conn: psycopg.Connection) -> tuple[bool, object]:
+        conn.execute("SELECT 1").fetchone()
+        return conn.autocommit, conn.info.transaction_status
+
+    assert pg_database.read(status) == (True, psycopg.pq.TransactionStatus.IDLE)

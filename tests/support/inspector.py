@@ -25,6 +25,9 @@ INSPECTOR_VERSION = "2.12.0"
 NODE_VERSION = "22.23.3"
 INSTALL_TIMEOUT_S = 600.0
 CALL_TIMEOUT_S = 120.0
+# The Inspector gives a server 15 s to answer its first message by default; a stdio server
+# loads its embedding model first, which takes longer than that on a loaded host.
+CONNECT_TIMEOUT_MS = 90_000
 
 # The Inspector's own install script does nothing when it is a dependency; node's fetches
 # the platform's binary (npm 11 runs a dependency's install scripts only when allowed).
@@ -127,7 +130,16 @@ def call(target: list[str], *options: str, cwd: Path | None = None) -> Answer:
     folder = install()
     env = {**os.environ, "MCP_CATALOG_PATH": str(folder / "catalog.json")}
     done = subprocess.run(
-        [str(_node(folder)), str(_launcher(folder)), "--cli", *options, "--", *target],
+        [
+            str(_node(folder)),
+            str(_launcher(folder)),
+            "--cli",
+            "--connect-timeout",
+            str(CONNECT_TIMEOUT_MS),
+            *options,
+            "--",
+            *target,
+        ],
         capture_output=True,
         text=True,
         timeout=CALL_TIMEOUT_S,

@@ -11,6 +11,7 @@ import pytest
 from memory_service.config import load_settings
 from memory_service.domain.context import RuntimeContext
 from memory_service.domain.facts import Fact, utcnow
+from memory_service.domain.limits import MAX_FACT_TEXT_BYTES, MAX_QUERY_BYTES
 from memory_service.domain.paths import OwnerPaths
 from memory_service.pipeline.consolidation import DEFAULT_CONSOLIDATION_PROMPT
 from memory_service.services import build_harness, build_services
@@ -217,6 +218,17 @@ def test_the_list_view_shows_each_key_and_a_summary(rig):
     assert "|user.trip]" in line and "…" in line
     shown = line.split("] ", 1)[1].split(" (id=")[0]
     assert len(shown) <= 80 and long.startswith(shown.rstrip("…"))
+
+
+def test_memory_extract_keeps_a_fact_longer_than_a_query(rig):
+    """A fact may hold twice the bytes a query may: the hints' recall of it must not refuse
+    what the record already kept."""
+    long_text = "The user keeps a reading list: " + "a novel about the sea, " * 250
+    assert MAX_QUERY_BYTES < len(long_text.encode()) <= MAX_FACT_TEXT_BYTES
+    result = rig.ask("memory_extract", {"key": "user.reading", "text": long_text})
+    assert result.ok and result.text.startswith("created"), result.text
+    active = rig.services.longterm.list(ALICE).items
+    assert [f.key for f in active] == ["user.reading"]
 
 
 @pytest.mark.parametrize(

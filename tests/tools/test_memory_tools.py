@@ -12,7 +12,7 @@ from memory_service.config import Settings
 from memory_service.domain.context import RuntimeContext
 from memory_service.domain.errors import InvalidInputError, NotFoundError
 from memory_service.domain.facts import Fact, Source
-from memory_service.domain.limits import MAX_TAGS, MAX_TOOL_QUERY_CHARS
+from memory_service.domain.limits import MAX_QUERY_BYTES, MAX_TAGS
 from memory_service.domain.messages import MEMORY_TOOL_NAMES, Msg, ToolCall
 from memory_service.domain.paths import OwnerPaths
 from memory_service.longterm.files.fact_files import render_fact
@@ -286,7 +286,8 @@ def test_run_returns_errors_as_text_for_the_model(tools, alice_files):
         "unexpected keyword argument 'x'"
         in tools.run(ALICE, call("memory_search", query="a", x=1)).text
     )
-    assert "query must be non-empty" in tools.run(ALICE, call("memory_search", query=" ")).text
+    blank = tools.run(ALICE, call("memory_search", query=" "))
+    assert blank.error_code == "invalid_query" and "query must not be empty" in blank.text
     ok = tools.run(ALICE, call("memory_get", path="MEMORY.md", start_line="5", end_line=5.0))
     assert ok.ok and ok.text.endswith("allergic to peanuts.")
     unknown = tools.run(ALICE, call("delete_everything"))
@@ -310,13 +311,13 @@ def test_each_tool_is_described_and_checked_by_its_argument_model(tools, alice_f
     }
     importance = params["memory_save"]["properties"]["importance"]
     assert (importance["minimum"], importance["maximum"]) == (1, 10)
-    assert params["memory_search"]["properties"]["query"]["maxLength"] == MAX_TOOL_QUERY_CHARS
+    assert params["memory_search"]["properties"]["query"]["maxLength"] == MAX_QUERY_BYTES
 
     refused = {
         "start_line must be an integer": call("memory_get", path="MEMORY.md", start_line=True),
         "start_line counts from 1": call("memory_get", path="MEMORY.md", start_line=0),
         "missing required argument 'query'": call("memory_search"),
-        "at most 1000 characters": call("session_search", query="x" * 1001),
+        f"over {MAX_QUERY_BYTES} bytes": call("session_search", query="x" * (MAX_QUERY_BYTES + 1)),
         "text must be a string": call("memory_save", text=3),
     }
     for said, bad in refused.items():

@@ -2,19 +2,12 @@
 
 from __future__ import annotations
 
-from dataclasses import replace
 from typing import Annotated
 
 from fastapi import Depends, Path, Query, Request
 from pydantic import ConfigDict
 
-from memory_service.api.deps import (
-    LongTermDep,
-    PrincipalDep,
-    ServicesDep,
-    require_scope_writer,
-    user_context,
-)
+from memory_service.api.deps import MemoriesDep, PrincipalDep, user_context, writer_of
 from memory_service.api.errors import ApiError
 from memory_service.api.routes import resource_router
 from memory_service.api.schemas.common import AgentId, UserId
@@ -35,8 +28,23 @@ from memory_service.domain.context import SCOPES, Scope
 from memory_service.domain.fact_filter import FactFilter
 from memory_service.domain.limits import MAX_CURSOR_CHARS, MAX_FACT_ID_CHARS, MAX_PAGE_SIZE
 from memory_service.domain.redaction import total
-from memory_service.pipeline.erasure import erase_facts, forget_user
-from memory_service.pipeline.provenance import check_source_sessions
+from memory_service.usecases.memories import (
+    ConfirmFact,
+    DeleteFact,
+    GetFact,
+    ListFacts,
+    RecordFacts,
+    SearchFacts,
+    UpdateFact,
+    confirm_fact,
+    delete_fact,
+    forget_facts,
+    get_fact,
+    list_facts,
+    record_facts,
+    search_facts,
+    update_fact,
+)
 
 router = resource_router("memories")
 
@@ -49,7 +57,7 @@ ScopeQuery = Annotated[
 
 
 @router.post("/memories", response_model=RecordResponse)
-def record_memories(body: RecordRequest, principal: PrincipalDep, services: ServicesDep):
+def record_memories(body: RecordRequest, principal: PrincipalDep, memories: MemoriesDep):
     """Record facts. Idempotent: the same text twice is one fact (``duplicate``; a ``source``
     sent with it is attached when the stored fact has none, and a fact's first source is
     never replaced); a fact with the ``key`` of an active fact replaces it (``superseded``).
@@ -59,17 +67,15 @@ def record_memories(body: RecordRequest, principal: PrincipalDep, services: Serv
     be the user's). Card numbers, IBANs, identity numbers and secrets are replaced by a
     placeholder before anything is stored (``redacted`` counts them), or refused (422
     ``sensitive_data``) under ``MEMORY_PRIVACY__REDACTION=refuse``."""
-    require_scope_writer(principal, [f.scope for f in body.facts])
     ctx = user_context(principal, body.user_id, body.session_id, agent_id=body.agent_id)
-    facts = [f.to_fact(body.session_id) for f in body.facts]
-    check_source_sessions(services.shortterm, ctx, facts)
-    results = services.longterm.record(ctx, facts)
+    facts = tuple(f.to_fact(body.session_id) for f in body.facts)
+    results = record_facts(memories, RecordFacts(ctx, facts, writer_of(principal)))
     redacted = total(r.redacted for r in results)
     return RecordResponse.model_validate({"results": results, "redacted": redacted})
 
 
 @router.post("/memories/search", response_model=SearchResponse)
-def search_memories(body: SearchRequest, principal: PrincipalDep, memory: LongTermDep):
+def search_memories(body: SearchRequest, principal: PrincipalDep, memories: MemoriesDep):
     """Recall the user's facts. ``hybrid`` (the default) runs BM25 and dense vectors and fuses
     them as the configured retrieval strategy says (by default: standardised scores summed,
     with session neighbours and date terms; ``rrf-plain`` is Reciprocal Rank Fusion);
@@ -78,7 +84,7 @@ def search_memories(body: SearchRequest, principal: PrincipalDep, memory: LongTe
     merged; on the same ``key`` the narrower scope's fact wins and the wider one is hidden.
     ``filter`` narrows every leg before top-k."""
     ctx = user_context(principal, body.user_id, agent_id=body.agent_id)
-    recalls = memory.retrieve(
+    search = SearchFacts(
         ctx,
         body.query,
         body.top_k,
@@ -87,6 +93,7 @@ def search_memories(body: SearchRequest, principal: PrincipalDep, memory: LongTe
         scopes=body.scopes,
         filter=body.fact_filter(),
     )
+    recalls = search_facts(memories, search)
     return SearchResponse.model_validate({"hits": recalls})
 
 
@@ -117,7 +124,7 @@ def list_filter(request: Request, filter_in: Annotated[FilterQuery, Query()]) ->
 @router.get("/memories", response_model=FactPage)
 def list_memories(
     principal: PrincipalDep,
-    memory: LongTermDep,
+    memories: MemoriesDep,
     user_id: UserQuery,
     fact_filter: Annotated[FactFilter, Depends(list_filter)],
     limit: Annotated[int, Query(ge=1, le=MAX_PAGE_SIZE)] = 100,
@@ -137,62 +144,44 @@ def list_memories(
     (``FilterIn``; ``kind``, ``tags_any`` and ``tags_all`` repeat); an expired fact is
     listed only with ``include_inactive``."""
     ctx = user_context(principal, user_id, agent_id=agent_id)
-    page = memory.list(
-        ctx,
-        limit=limit,
-        cursor=cursor,
-        include_inactive=include_inactive,
-        scopes=scope,
-        filter=fact_filter,
-    )
+    listing = ListFacts(ctx, limit, cursor, include_inactive, scopes=scope, filter=fact_filter)
+    page = list_facts(memories, listing)
     return FactPage.model_validate(page)
 
 
 @router.get("/memories/{memory_id}", response_model=FactOut)
 def get_memory(
     principal: PrincipalDep,
-    memory: LongTermDep,
+    memories: MemoriesDep,
     memory_id: Annotated[str, Path(max_length=MAX_FACT_ID_CHARS)],
     user_id: UserQuery,
     agent_id: AgentQuery = None,
     scope: ScopeQuery = "user",
 ):
-    ctx = user_context(principal, user_id, agent_id=agent_id).in_scope(scope)
-    found = memory.get(ctx, [memory_id])
-    if not found:
-        raise ApiError(404, "not_found", f"no memory {memory_id!r} for this user")
-    return FactOut.model_validate(found[0])
+    ctx = user_context(principal, user_id, agent_id=agent_id)
+    return FactOut.model_validate(get_fact(memories, GetFact(ctx, memory_id, (scope,))))
 
 
 @router.patch("/memories/{memory_id}", response_model=FactOut)
 def update_memory(
     body: UpdateRequest,
     principal: PrincipalDep,
-    memory: LongTermDep,
+    memories: MemoriesDep,
     memory_id: Annotated[str, Path(max_length=MAX_FACT_ID_CHARS)],
 ):
     """Change one fact's metadata (``kind``, ``importance``, ``confidence``, ``tags``,
     ``expires_at``): the fields sent replace the stored ones; its text and id stay."""
     ctx = user_context(principal, body.user_id)
-    try:
-        changes = body.changes()
-    except ValueError as exc:
-        raise ApiError(422, "validation_error", str(exc)) from None
-    found = memory.get(ctx, [memory_id])
-    if not found:
-        raise ApiError(404, "not_found", f"no memory {memory_id!r} for this user")
-    memory.update(ctx, [replace(found[0], **changes)])
-    updated = memory.get(ctx, [memory_id])
-    if not updated:  # deleted meanwhile
-        raise ApiError(404, "not_found", f"no memory {memory_id!r} for this user")
-    return FactOut.model_validate(updated[0])
+    update = UpdateFact(ctx, memory_id, body.changes(), writer_of(principal))
+    updated = update_fact(memories, update)
+    return FactOut.model_validate(updated)
 
 
 @router.post("/memories/{memory_id}/confirm", response_model=FactOut)
 def confirm_memory(
     body: ConfirmRequest,
     principal: PrincipalDep,
-    memory: LongTermDep,
+    memories: MemoriesDep,
     memory_id: Annotated[str, Path(max_length=MAX_FACT_ID_CHARS)],
 ):
     """Confirm one fact as still true: its ``updated_at`` becomes now, its confidence its
@@ -200,18 +189,15 @@ def confirm_memory(
     have (another user's or tenant's included), 409 ``not_active`` for a superseded or
     closed fact (record what is true instead); a shared scope's fact needs a curator or
     admin key."""
-    require_scope_writer(principal, [body.scope])
     ctx = user_context(principal, body.user_id, agent_id=body.agent_id).in_scope(body.scope)
-    confirmed = memory.confirm(ctx, [memory_id])
-    if not confirmed:
-        raise ApiError(404, "not_found", f"no memory {memory_id!r} for this user")
-    return FactOut.model_validate(confirmed[0])
+    confirmed = confirm_fact(memories, ConfirmFact(ctx, memory_id, writer_of(principal)))
+    return FactOut.model_validate(confirmed)
 
 
 @router.delete("/memories/{memory_id}", response_model=DeleteReceipt)
 def delete_memory(
     principal: PrincipalDep,
-    services: ServicesDep,
+    memories: MemoriesDep,
     memory_id: Annotated[str, Path(max_length=MAX_FACT_ID_CHARS)],
     user_id: UserQuery,
     agent_id: AgentQuery = None,
@@ -219,20 +205,14 @@ def delete_memory(
 ):
     """Delete one fact, from the store and from its scope's MEMORY.md (a shared scope's
     fact needs a curator or admin key)."""
-    require_scope_writer(principal, [scope])
     ctx = user_context(principal, user_id, agent_id=agent_id).in_scope(scope)
-    workspace, docs = services.settings.workspace, services.memory_docs
-    deleted = erase_facts(services.longterm, workspace, ctx, [memory_id], docs=docs)
-    if not deleted:
-        raise ApiError(404, "not_found", f"no memory {memory_id!r} for this user")
+    deleted = delete_fact(memories, DeleteFact(ctx, memory_id, writer_of(principal)))
     return DeleteReceipt(deleted=deleted)
 
 
 @router.delete("/users/{user_id}/memories", response_model=DeleteReceipt)
-def forget_memories(principal: PrincipalDep, services: ServicesDep, user_id: UserPath):
+def forget_memories(principal: PrincipalDep, memories: MemoriesDep, user_id: UserPath):
     """Every long-term fact of the user, gone: the store, MEMORY.md, its snapshots and
     archived ledgers. Facts only: the user's sessions, logs, tool results and dead letters
     stay; ``DELETE /v1/users/{user_id}`` (admin key) erases all of it."""
-    ctx = user_context(principal, user_id)
-    workspace, docs = services.settings.workspace, services.memory_docs
-    return DeleteReceipt(deleted=forget_user(services.longterm, workspace, ctx, docs=docs))
+    return DeleteReceipt(deleted=forget_facts(memories, user_context(principal, user_id)))

@@ -8,8 +8,7 @@ from typing import Annotated
 
 from fastapi import Depends, Path, Query
 
-from memory_service.api.deps import PrincipalDep, ServicesDep, user_context
-from memory_service.api.errors import ApiError
+from memory_service.api.deps import MemoriesDep, PrincipalDep, ServicesDep, user_context
 from memory_service.api.routes import resource_router
 from memory_service.api.schemas.common import Merged, SessionId, UserId
 from memory_service.api.schemas.sessions import (
@@ -31,6 +30,7 @@ from memory_service.services.container import Services
 from memory_service.shortterm.compaction_base import CompactionResult
 from memory_service.shortterm.session import ShortTermMemory
 from memory_service.stores.usage import RECORD_ERRORS
+from memory_service.usecases import sessions as cases
 
 log = logging.getLogger(__name__)
 
@@ -41,9 +41,7 @@ SessionPath = Annotated[SessionId, Path(description="the session id")]
 
 
 def get_shortterm(services: ServicesDep) -> ShortTermMemory:
-    if services.shortterm is None:
-        raise ApiError(503, "unavailable", "short-term memory is not configured in this service")
-    return services.shortterm
+    return services.memories.sessions()
 
 
 ShortTermDep = Annotated[ShortTermMemory, Depends(get_shortterm)]
@@ -60,18 +58,18 @@ def account_compaction(services: Services, tenant_id: str, result: CompactionRes
 
 
 @router.post("/sessions/search", response_model=SessionSearchResponse)
-def search_sessions(body: SessionSearchRequest, principal: PrincipalDep, memory: ShortTermDep):
+def search_sessions(body: SessionSearchRequest, principal: PrincipalDep, memories: MemoriesDep):
     """Past messages of the user's sessions that share terms with the query (session logs)."""
     ctx = user_context(principal, body.user_id)
-    hits = memory.search(ctx, body.query, limit=body.limit)
+    hits = cases.search_sessions(memories, cases.SearchSessions(ctx, body.query, body.limit))
     return SessionSearchResponse.model_validate({"hits": hits})
 
 
 @router.get("/sessions", response_model=SessionList)
-def list_sessions(principal: PrincipalDep, memory: ShortTermDep, user_id: UserQuery):
+def list_sessions(principal: PrincipalDep, memories: MemoriesDep, user_id: UserQuery):
     """The user's stored (unexpired) sessions, most recently updated first."""
     ctx = user_context(principal, user_id)
-    return SessionList.model_validate({"sessions": memory.list_sessions(ctx)})
+    return SessionList.model_validate({"sessions": cases.list_sessions(memories, ctx)})
 
 
 @router.post("/sessions/{session_id}/messages", response_model=AppendResponse)
@@ -98,15 +96,13 @@ def append_messages(
 
 @router.get("/sessions/{session_id}", response_model=SessionOut)
 def get_session(
-    session_id: SessionPath, principal: PrincipalDep, memory: ShortTermDep, user_id: UserQuery
+    session_id: SessionPath, principal: PrincipalDep, memories: MemoriesDep, user_id: UserQuery
 ):
     """The session's state; 404 for a session with nothing stored (never appended to,
     deleted or expired), as for DELETE."""
-    ctx = user_context(principal, user_id, session_id)
-    state = memory.get(ctx)
-    return SessionOut.of(
-        state, session_id=session_id, user_id=user_id, window=memory.context_window
-    )
+    state = cases.get_session(memories, user_context(principal, user_id), session_id)
+    window = memories.sessions().context_window
+    return SessionOut.of(state, session_id=session_id, user_id=user_id, window=window)
 
 
 @router.post("/sessions/{session_id}/compact", response_model=CompactResponse)
@@ -163,12 +159,12 @@ def end_session(
     body: EndRequest,
     session_id: SessionPath,
     principal: PrincipalDep,
-    memory: ShortTermDep,
+    memories: MemoriesDep,
 ):
     """End the session: flush its unflushed messages to long-term memory, then clear its
     state and evicted tool results (the log stays). 404 without a session; a failed flush
     (502 ``flush_failed``, no LLM: 503 ``llm_not_configured``) clears nothing. ``DELETE``
     discards a session without flushing it."""
-    ctx = user_context(principal, body.user_id, session_id)
-    flush, cleared = memory.end(ctx)
+    ctx = user_context(principal, body.user_id)
+    flush, cleared = cases.end_session(memories, ctx, session_id)
     return SessionEnded.model_validate(Merged(session_id=session_id, flush=flush, **cleared))

@@ -19,7 +19,13 @@ from fastapi import Path, Query, Request
 from fastapi.responses import StreamingResponse
 from starlette.concurrency import run_in_threadpool
 
-from memory_service.api.deps import LongTermDep, PrincipalDep, ServicesDep, user_context
+from memory_service.api.deps import (
+    LongTermDep,
+    MemoriesDep,
+    PrincipalDep,
+    ServicesDep,
+    user_context,
+)
 from memory_service.api.errors import ApiError
 from memory_service.api.keys import Principal
 from memory_service.api.routes import resource_router
@@ -31,13 +37,13 @@ from memory_service.longterm.protocol import LongTermMemory
 from memory_service.pipeline.transfer import (
     SHOWN_BAD_LINES,
     BadLine,
-    export_pages,
-    export_users,
     import_records,
     parse_import,
     summarize,
     to_line,
 )
+from memory_service.usecases import transfer as cases
+from memory_service.usecases.base import Memories
 
 router = resource_router("transfer")
 
@@ -61,10 +67,12 @@ def _filename(tenant_id: str, user_id: str | None) -> str:
 _EXPORTED = {200: {"description": "the facts as JSON lines", "content": {NDJSON: _LINES_SCHEMA}}}
 
 
-def _export(memory: LongTermMemory, tenant_id: str, user_id: str | None) -> StreamingResponse:
-    users = export_users(memory, tenant_id, user_id)  # errors before the first byte
+def _export(memories: Memories, tenant_id: str, user_id: str | None) -> StreamingResponse:
+    pages = cases.export_facts(
+        memories, cases.ExportFacts(tenant_id, user_id)
+    )  # errors before the first byte
     return StreamingResponse(
-        _chunks(export_pages(memory, tenant_id, users)),
+        _chunks(pages),
         media_type=NDJSON,
         headers={"Content-Disposition": f'attachment; filename="{_filename(tenant_id, user_id)}"'},
     )
@@ -72,7 +80,7 @@ def _export(memory: LongTermMemory, tenant_id: str, user_id: str | None) -> Stre
 
 @router.get("/export", response_class=StreamingResponse, responses=_EXPORTED)
 def export_facts(
-    query: Annotated[ExportQuery, Query()], principal: PrincipalDep, memory: LongTermDep
+    query: Annotated[ExportQuery, Query()], principal: PrincipalDep, memories: MemoriesDep
 ) -> StreamingResponse:
     """Every fact of the key's tenant (or of one ``user_id``), superseded and expired ones
     included, one JSON object per line: the lines ``memory-service export`` writes, ready for
@@ -82,20 +90,20 @@ def export_facts(
     takes an admin or application key; a personal key exports its own user (``user_id``
     omitted or its own)."""
     user_id = principal.user_for(query.user_id)
-    return _export(memory, principal.tenant_id, user_id)
+    return _export(memories, principal.tenant_id, user_id)
 
 
 @router.get("/users/{user_id}/export", response_class=StreamingResponse, responses=_EXPORTED)
 def export_user(
     user_id: Annotated[UserId, Path(description="the user whose facts to export")],
     principal: PrincipalDep,
-    memory: LongTermDep,
+    memories: MemoriesDep,
 ) -> StreamingResponse:
     """One user's own facts (their user memory, inactive facts included; none of the shared
     memory they read), as ``GET /v1/export`` writes them: the user's copy of their data. A
     personal key exports its own user only (403 ``forbidden_user`` for another)."""
     ctx = user_context(principal, user_id)
-    return _export(memory, ctx.tenant_id, ctx.user_id)
+    return _export(memories, ctx.tenant_id, ctx.user_id)
 
 
 def _check_media_type(request: Request) -> None:

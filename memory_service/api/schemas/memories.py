@@ -51,7 +51,11 @@ FactText = Annotated[
     AfterValidator(no_nul("fact text")),
 ]
 Query = Annotated[
-    str, Field(min_length=1), AfterValidator(max_bytes(MAX_QUERY_BYTES, "query_too_large"))
+    str,
+    Field(
+        description=f"what to recall: text, at most {MAX_QUERY_BYTES} bytes of UTF-8",
+        json_schema_extra={"minLength": 1},  # shown; the use case checks it (invalid_query)
+    ),
 ]
 Tag = Annotated[str, Field(min_length=1, max_length=MAX_TAG_CHARS), AfterValidator(no_nul("a tag"))]
 Key = Annotated[str, Field(min_length=1, max_length=MAX_KEY_CHARS), AfterValidator(no_nul("key"))]
@@ -198,15 +202,9 @@ class UpdateRequest(Strict):
     expires_at: UtcTime | None = None
 
     def changes(self) -> dict[str, object]:
-        """The fields to replace on the stored ``Fact`` (only those sent, nulls refused but
-        for ``expires_at``)."""
-        sent = {name: getattr(self, name) for name in self.model_fields_set - {"user_id"}}
-        for name, value in sent.items():
-            if value is None and name != "expires_at":
-                raise ValueError(f"{name} cannot be null")
-        if "tags" in sent:
-            sent["tags"] = tuple(sent["tags"])
-        return sent
+        """The fields sent, as ``usecases.memories.UpdateFact`` takes them (it refuses a null
+        but for ``expires_at``)."""
+        return {name: getattr(self, name) for name in self.model_fields_set - {"user_id"}}
 
 
 class ConfirmRequest(Strict):

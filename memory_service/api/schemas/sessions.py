@@ -34,9 +34,9 @@ from memory_service.domain.limits import (
     MAX_KEEP_LAST,
     MAX_MESSAGES_PER_APPEND,
     MAX_NAME_CHARS,
+    MAX_QUERY_BYTES,
     MAX_SESSION_HITS,
     MAX_SESSION_MESSAGE_BYTES,
-    MAX_SESSION_QUERY_CHARS,
     MAX_TOOL_CALLS,
 )
 from memory_service.domain.messages import Msg, ToolCall, check_message, content_text
@@ -165,7 +165,13 @@ class CompactRequest(Strict):
 
 class SessionSearchRequest(Strict):
     user_id: UserId
-    query: Annotated[str, Field(min_length=1, max_length=MAX_SESSION_QUERY_CHARS), NoNul]
+    query: Annotated[
+        str,
+        Field(
+            description=f"words to find: text, at most {MAX_QUERY_BYTES} bytes of UTF-8",
+            json_schema_extra={"minLength": 1},  # shown; the use case checks it (invalid_query)
+        ),
+    ]
     limit: Annotated[int, Field(ge=1, le=MAX_SESSION_HITS)] = 10
 
 

@@ -30,7 +30,7 @@ from filelock import FileLock
 
 from indexing.embeddings import Embedder
 from indexing.hashing import content_hash
-from memory_service.config.retrieval import Leg, RetrievalConfig
+from memory_service.config.retrieval import RetrievalConfig
 from memory_service.domain.context import RuntimeContext, scope_context
 from memory_service.domain.fact_filter import ExpiryPolicy
 from memory_service.domain.facts import Fact, fact_id, utcnow
@@ -64,7 +64,9 @@ from memory_service.longterm.store_embedder import require_embedder
 from memory_service.longterm.store_values import (
     NO_CANDIDATES,
     Candidates,
+    NearestRequest,
     ReadView,
+    SearchRequest,
     StoredFacts,
     merge_floors,
 )
@@ -287,34 +289,22 @@ class FileSystemLongTermMemory(BaseLongTermMemory[_Read]):
         self._indexes.invalidate(ctx)
 
     def _candidates_each(
-        self,
-        owners: Sequence[RuntimeContext],
-        query: str,
-        legs: tuple[Leg, ...],
-        depth: int,
-        threshold: float,
-        view: ReadView,
+        self, owners: Sequence[RuntimeContext], request: SearchRequest
     ) -> list[Candidates]:
         """Each scope in turn, a wider one's hits only above ``merge_floors`` of the first."""
-        first = self._candidates(owners[0], query, legs, depth, threshold, view)
-        floors = merge_floors(first, depth)
-        wider = [
-            self._candidates(o, query, legs, depth, threshold, view, floors=floors)
-            for o in owners[1:]
-        ]
-        return [first, *wider]
+        first = self._candidates(owners[0], request)
+        floors = merge_floors(first, request.depth)
+        return [first, *(self._candidates(o, request, floors=floors) for o in owners[1:])]
 
     def _candidates(
         self,
         ctx: RuntimeContext,
-        query: str,
-        legs: tuple[Leg, ...],
-        depth: int,
-        threshold: float,
-        view: ReadView,
+        request: SearchRequest,
         floors: Mapping[str, float] | None = None,
     ) -> Candidates:
-        floors = floors or {}  # per leg: only hits above it (``_candidates_each``)
+        """``floors``: per leg, only hits above it (``_candidates_each``)."""
+        floors = floors or {}
+        view, depth = request.view, request.depth
         index = self._index(ctx)
         corpus = index.corpus(view)
         if not corpus.facts:
@@ -323,16 +313,16 @@ class FileSystemLongTermMemory(BaseLongTermMemory[_Read]):
         if not allowed.any():
             return NO_CANDIDATES
         ranked: dict[str, list[tuple[int, float]]] = {}
-        terms = self._query_terms(query)
-        if "bm25" in legs:
+        terms = request.terms
+        if "bm25" in request.legs:
             with timed_stage("bm25"):
                 hits = corpus.bm25(self.retrieval).search(terms, depth, allowed)
             ranked["bm25"] = [(h.index, h.score) for h in hits]
-        if "dense" in legs:
+        if "dense" in request.legs and request.vector is not None:
             with timed_stage("dense"):
-                sims = self._dense_scores(ctx, corpus, allowed, self._query_vector(query))
+                sims = self._dense_scores(ctx, corpus, allowed, request.vector)
                 order = np.argsort(-sims, kind="stable")[:depth]
-                order = order[allowed[order] & (sims[order] >= threshold)]
+                order = order[allowed[order] & (sims[order] >= request.threshold)]
             ranked["dense"] = list(zip(order.tolist(), sims[order].tolist(), strict=True))
         found = list(dict.fromkeys(i for pairs in ranked.values() for i, _ in pairs))
         matched = corpus.matched(found, terms)  # a fact both legs found: looked up once
@@ -346,23 +336,16 @@ class FileSystemLongTermMemory(BaseLongTermMemory[_Read]):
             key_of=lambda fid: index.by_id[fid].fact.key,  # scopes compare keys: no access merge
         )
 
-    def _nearest(
-        self,
-        ctx: RuntimeContext,
-        texts: Sequence[str],
-        depth: int,
-        threshold: float,
-        view: ReadView,
-    ) -> list[Candidates]:
-        """Every text against the owner's embedding matrix in one product, each column cut
-        as ``_candidates``' dense leg is."""
+    def _nearest(self, ctx: RuntimeContext, request: NearestRequest) -> list[Candidates]:
+        """Every fact's vector against the owner's embedding matrix in one product, each
+        column cut as ``_candidates``' dense leg is."""
         index = self._index(ctx)
-        corpus = index.corpus(view)
-        allowed = corpus.mask(view) if corpus.facts else None
-        if allowed is None or not allowed.any() or not texts:
-            return [NO_CANDIDATES] * len(texts)
+        corpus = index.corpus(request.view)
+        allowed = corpus.mask(request.view) if corpus.facts else None
+        if allowed is None or not allowed.any() or not request.vectors:
+            return [NO_CANDIDATES] * len(request.vectors)
         with timed_stage("dense"):
-            queries = np.stack([self._query_vector(t) for t in texts], axis=1)
+            queries = np.stack(request.vectors, axis=1)
             sims = self._dense_scores(ctx, corpus, allowed, queries)  # facts x texts
         stored_access = self._stored_access(ctx)
 
@@ -371,8 +354,8 @@ class FileSystemLongTermMemory(BaseLongTermMemory[_Read]):
 
         out = []
         for column in sims.T:
-            order = np.argsort(-column, kind="stable")[:depth]
-            kept = [(int(i), float(column[i])) for i in order if column[i] >= threshold]
+            order = np.argsort(-column, kind="stable")[: request.depth]
+            kept = [(int(i), float(column[i])) for i in order if column[i] >= request.threshold]
             hits = corpus.hits(kept, dict.fromkeys(i for i, _ in kept))
             out.append(Candidates({"dense": hits}, fact))
         return out

@@ -27,13 +27,12 @@ written before the journal existed keeps the decisions in its own comment
 journal line (saving it as a new file, as editors do, or changing its end), and then the
 fact reads as its ledger line says.
 
-Growth: a line is 280-410 bytes (350 on average over the four common decisions: two ids, a
-16-digit hash, a sentence), and a fact gathers few of them: at most one ``merged`` or
-``expired`` and one ``superseded``, one ``updated`` per merge or metadata change, one
-``duplicate`` per new repeat of its line. So the journal grows by about one line per fact
-that maintenance or a newer fact settles: 10,000 decisions are 2.6-3.5 MB, parsed whole in
-60-130 ms on two busy shared cores, but a read after an append parses only the lines appended
-(``read_journal``: 0.3 ms for one line after 10,000), so it is read whole once per process.
+Growth: a line is a few hundred bytes (two ids, a 16-digit hash, a sentence), and a fact gathers
+few of them: at most one ``merged`` or ``expired`` and one ``superseded``, one ``updated`` per
+merge or metadata change, one ``duplicate`` per new repeat of its line. So the journal grows by
+about one line per fact that maintenance or a newer fact settles. Parsing it whole grows with it
+(RESULTS.md, "Costs behind the code's choices"), but a read after an append parses only the
+lines appended (``read_journal``), so it is read whole once per process.
 Compaction may never drop a decision about a line that still exists, live or archived:
 maintenance's settling drops only the decisions about facts that no fact file holds any more
 (their lines deleted by hand), and an explicit delete drops the deleted facts' decisions with

@@ -10,7 +10,9 @@ the others on its key as reading would resolve them (``store_values.newest_holde
 stored state and read state are one. Reads take a pooled connection and no lock.
 
 Recall is ``search``'s: BM25 with the files backend's per-owner statistics from the postings,
-and pgvector's cosine, each filtered inside the query; fusion is the base's. A deleted fact
+and pgvector's cosine, each filtered inside the query, every scope's legs in one statement
+on a connection outside any transaction (``Database.read``: one round trip); fusion is the
+base's. A deleted fact
 leaves its text in the table's free space until the table is rewritten: each maintenance pass
 that follows a delete does it (``compact_deleted``: ``VACUUM FULL`` of the two tables).
 """
@@ -23,20 +25,21 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, replace
 from datetime import datetime
-from typing import Any
+from typing import Any, TypeVar
 
 import numpy as np
 import psycopg
 
 from indexing.embeddings import Embedder
 from indexing.tokenize import TOKENIZER_VERSION
-from memory_service.config.retrieval import Leg, RetrievalConfig
+from memory_service.config.retrieval import RetrievalConfig
 from memory_service.config.settings import PostgresSettings
 from memory_service.domain.context import RuntimeContext, scope_context, validate_id
 from memory_service.domain.errors import ConfigurationError
 from memory_service.domain.facts import Fact, utcnow
 from memory_service.longterm.access import AccessMark, applied
 from memory_service.longterm.base_store import BaseLongTermMemory
+from memory_service.longterm.fusion import LegHit
 from memory_service.longterm.postgres.conditions import Where, live, owner_where, view_where
 from memory_service.longterm.postgres.embedder_records import PostgresEmbedderRecords
 from memory_service.longterm.postgres.rows import (
@@ -48,14 +51,25 @@ from memory_service.longterm.postgres.rows import (
     vector_text,
 )
 from memory_service.longterm.postgres.schema import ensure_tables
-from memory_service.longterm.postgres.search import QueryTerms, bm25_leg, dense_leg
+from memory_service.longterm.postgres.search import (
+    Ask,
+    FactCache,
+    Found,
+    QueryTerms,
+    floored,
+    nearest,
+    recall,
+)
 from memory_service.longterm.recording import RecordPlan
 from memory_service.longterm.store_embedder import require_embedder
 from memory_service.longterm.store_values import (
     NO_CANDIDATES,
     Candidates,
+    NearestRequest,
     ReadView,
+    SearchRequest,
     StoredFacts,
+    merge_floors,
     newest_holders,
     resolve_key_race,
 )
@@ -64,6 +78,7 @@ from memory_service.stores.database import DSN_SETTING, Database
 from memory_service.stores.tombstones.postgres import PostgresTombstones
 
 log = logging.getLogger(__name__)
+_T = TypeVar("_T")
 
 _REINDEX_BATCH = 1000
 _ROW_COLUMNS = (
@@ -134,6 +149,7 @@ class PostgresLongTermMemory(BaseLongTermMemory[_Read]):
         self.ext = ensure_tables(database)
         self._vector = '"' + self.ext.replace('"', '""') + '".vector'
         self._held = threading.local()  # this thread's open write transactions, by owner
+        self._parsed = FactCache()
         if verify_embedder:
             require_embedder(PostgresEmbedderRecords(database, self.ext), embedder)
         self.reindexed = self._reindex_stale_terms()
@@ -308,97 +324,60 @@ class PostgresLongTermMemory(BaseLongTermMemory[_Read]):
             vectors = {fid: dense_of[fid] for fid in plan.new if fid in dense_of}
             self._put(conn, ctx, list(facts.values()), vectors)
 
-    def _candidates(
-        self,
-        ctx: RuntimeContext,
-        query: str,
-        legs: tuple[Leg, ...],
-        depth: int,
-        threshold: float,
-        view: ReadView,
-    ) -> Candidates:
-        return self._candidates_each([ctx], query, legs, depth, threshold, view)[0]
+    def _candidates(self, ctx: RuntimeContext, request: SearchRequest) -> Candidates:
+        return self._candidates_each([ctx], request)[0]
 
     def _candidates_each(
-        self,
-        owners: Sequence[RuntimeContext],
-        query: str,
-        legs: tuple[Leg, ...],
-        depth: int,
-        threshold: float,
-        view: ReadView,
+        self, owners: Sequence[RuntimeContext], request: SearchRequest
     ) -> list[Candidates]:
-        """Every owner's legs over one connection, each owner with its own statistics."""
-        terms = QueryTerms.of(self._query_terms(query))
-        vector = self._query_vector(query) if "dense" in legs else None
-        out = []
-        with self._conn(owners[0]) as conn:
-            for owner in owners:
-                out.append(self._legs(conn, owner, terms, vector, legs, depth, threshold, view))
-        return out
+        """Every owner's legs in one statement, each owner with its own statistics; a
+        wider owner's hits only above ``merge_floors`` of the first, as the files backend
+        keeps them (fewer keys for the base to compare)."""
+        view, depth = request.view, request.depth
+        terms = QueryTerms.of(request.terms)
+        vector = request.vector if "dense" in request.legs else None
+        asks = [Ask((o.tenant_id, o.owner), view_where(o, view), view.history) for o in owners]
+        bm25 = "bm25" in request.legs
 
-    def _legs(
-        self,
-        conn: psycopg.Connection,
-        ctx: RuntimeContext,
-        terms: QueryTerms,
-        vector: np.ndarray | None,
-        legs: tuple[Leg, ...],
-        depth: int,
-        threshold: float,
-        view: ReadView,
-    ) -> Candidates:
-        facts: dict[str, Fact] = {}
-        found: dict[str, list] = {}
-        scope = view_where(ctx, view)
-        if "bm25" in legs:
-            corpus = owner_where(ctx, "c")
-            if not view.history:
-                corpus.add("c.is_open")
-            with timed_stage("bm25"):
-                found["bm25"] = bm25_leg(conn, scope, corpus, terms, depth, facts)
-        if "dense" in legs and vector is not None:
-            with timed_stage("dense"):
-                found["dense"] = dense_leg(
-                    conn, self.ext, scope, vector, terms, depth, threshold, facts
-                )
-        if not facts:
-            return NO_CANDIDATES if not found else Candidates(found, facts.__getitem__)
-        return Candidates(found, facts.__getitem__, key_of=lambda fid: facts[fid].key)
+        def work(conn: psycopg.Connection, cache: FactCache | None) -> Found:
+            return recall(
+                conn,
+                self.ext,
+                asks,
+                terms,
+                vector,
+                depth,
+                request.threshold,
+                bm25=bm25,
+                cache=cache,
+            )
 
-    def _nearest(
-        self,
-        ctx: RuntimeContext,
-        texts: Sequence[str],
-        depth: int,
-        threshold: float,
-        view: ReadView,
-    ) -> list[Candidates]:
-        """Each text's dense leg over the owner's facts, in the write's transaction."""
-        no_terms = QueryTerms.of([])
-        out = []
-        with self._conn(ctx) as conn:
-            count = conn.execute(
-                "SELECT count(*) FROM longterm_facts WHERE tenant_id = %s AND owner = %s",
-                (ctx.tenant_id, ctx.owner),
-            ).fetchone()
-            if not count or not count[0]:  # a new owner's first record: no query a text
-                return [NO_CANDIDATES] * len(texts)
-            scope = view_where(ctx, view)
-            for text in texts:
-                facts: dict[str, Fact] = {}
-                hits = dense_leg(
-                    conn,
-                    self.ext,
-                    scope,
-                    self._query_vector(text),
-                    no_terms,
-                    depth,
-                    threshold,
-                    facts,
-                )
-                out.append(Candidates({"dense": hits}, facts.__getitem__))
-        return out
+        with timed_stage("engine"):
+            found = self._read(owners[0], work)
+        first = _candidates_of(found.legs[0], found)
+        floors = merge_floors(first, depth)
+        return [first, *(_candidates_of(floored(h, floors), found) for h in found.legs[1:])]
+
+    def _nearest(self, ctx: RuntimeContext, request: NearestRequest) -> list[Candidates]:
+        """Each fact's dense leg over the owner's facts (with the vector it is stored with),
+        in the write's transaction, every fact in one statement."""
+        view = request.view
+        ask = Ask((ctx.tenant_id, ctx.owner), view_where(ctx, view), view.history)
+        with self._conn(ctx) as conn, timed_stage("dense"):
+            found = nearest(conn, self.ext, ask, request.vectors, request.depth, request.threshold)
+        return [Candidates(f.legs[0], f.fact) for f in found]
+
+    def _read(
+        self, ctx: RuntimeContext, work: Callable[[psycopg.Connection, FactCache | None], _T]
+    ) -> _T:
+        """``work`` in the owner's open write transaction (or any this thread holds), else
+        on a pooled connection in one round trip (``Database.read``) with the process's
+        parsed facts (``FactCache``: committed rows only)."""
+        held = self._stack()
+        if held:
+            conn = held.get((ctx.tenant_id, ctx.owner)) or next(reversed(held.values()))
+            return work(conn, None)
+        return self.database.read(lambda conn: work(conn, self._parsed))
 
     def _open_keys(self, ctx: RuntimeContext, keys: Sequence[str], now: datetime) -> set[str]:
         where = owner_where(ctx).add("f.is_open AND f.key = ANY(%s)", list(keys))
@@ -598,6 +577,14 @@ class PostgresLongTermMemory(BaseLongTermMemory[_Read]):
                 (tenant,),
             ).fetchall()
         return [r[0] for r in rows]
+
+
+def _candidates_of(legs: Mapping[str, list[LegHit]], found: Found) -> Candidates:
+    if not legs:
+        return NO_CANDIDATES
+    if not any(legs.values()):
+        return Candidates(legs, found.fact)
+    return Candidates(legs, found.fact, key_of=found.key)
 
 
 def _owner_of(tenant: str, scope: str, agent: str | None, user: str | None) -> RuntimeContext:

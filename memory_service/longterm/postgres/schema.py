@@ -77,7 +77,12 @@ def _migrations(ext: str) -> list[sql.Composable]:
         );
         """
     ).format(vector=vector)
-    return [first]
+    # A row over ~2 KB (a fact with its source) has its widest columns moved out of line; a
+    # vector there is read back from the TOAST table for every fact the dense leg scores.
+    # MAIN keeps it in the row (compressed or moved out only if the row fits no other way),
+    # and the fact's JSON, read only for the hits, goes out of line first.
+    inline_vectors = sql.SQL("ALTER TABLE longterm_facts ALTER COLUMN embedding SET STORAGE MAIN")
+    return [first, inline_vectors]
 
 
 def extension_schema(database: Database) -> str:

@@ -1,29 +1,46 @@
-"""The PostgreSQL backend's two legs, each one query over one owner's facts.
+"""The PostgreSQL backend's recall: every scope's legs in one statement, one round trip.
 
 BM25 is computed in the query from the postings (``longterm_terms``) with the owner's own
 statistics, as the files backend's in-process index has them: N and the mean length over the
 owner's open facts (every stored fact for a read about the past), each query term's document
 frequency over the same facts, Lucene's IDF ``ln(1 + (N - df + 0.5) / (df + 0.5))``, k1 1.2,
-b 0.75, a query term counted as often as the query repeats it. The dense leg is pgvector's
-cosine distance over the owner's rows: an exact scan of the few facts one owner holds, found
-through the owner index (``benchmarks/RESULTS.md`` compares it with HNSW and iterative
-scans). Both legs apply the read's conditions (``conditions.view_where``) before their
-``LIMIT``, break ties as the files backend does (score to 6 decimals, then ``created_at``,
-id), and return each hit's fact whole, with the query terms its document holds.
+b 0.75, a query term counted as often as the query repeats it. The postings of the query's
+terms are read once from the owner's postings index (it holds the counts and the open mark,
+so the document frequencies need no fact row) and materialised with N and the mean length,
+so the plan does not hang on planner statistics: a table just filled has none, and over an
+estimate of one row a nested loop would compute the document frequencies again for every
+candidate.
+
+The dense leg is pgvector's cosine distance over the owner's rows: an exact scan of the few
+facts one owner holds, found through the owner index (``benchmarks/RESULTS.md`` compares it
+with HNSW and iterative scans); the query vector is one parameter, sent once.
+
+Every (scope, leg) is one parenthesised branch of a ``UNION ALL`` with the read's conditions
+(``conditions.view_where``) before its ``LIMIT``, ties broken as the files backend does (score
+to 6 decimals, then ``created_at``, id); the statement is prepared on each connection
+(planning it costs more than running it over one owner's facts) and its text is sent raw,
+``$n`` placeholders and all, so a query vector used in every branch is sent once. A hit's row
+carries what fusion reads without the fact (score, session, time, the query terms its
+document holds, key) and the fact's JSON once per fact; fusion reads every candidate's fact,
+so a row read again as it was gives the fact parsed before (``FactCache``).
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from dataclasses import dataclass
+import json
+import threading
+from collections import OrderedDict
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field, replace
+from typing import Any
 
 import numpy as np
 import psycopg
 
-from memory_service.domain.facts import Fact
+from memory_service.domain.facts import Fact, parse_time
 from memory_service.longterm.fusion import LegHit
 from memory_service.longterm.postgres.conditions import Where
-from memory_service.longterm.postgres.rows import FACT_COLUMNS, fact_of, term_key, vector_text
+from memory_service.longterm.postgres.rows import term_key, vector_text
 
 K1 = 1.2
 B = 0.75
@@ -53,88 +70,254 @@ class QueryTerms:
         return frozenset(t for i in ids or () for t in self.by_id.get(int(i), ()))
 
 
-def _hits(rows: Sequence[Sequence], terms: QueryTerms, facts: dict[str, Fact]) -> list[LegHit]:
-    out = []
-    for row in rows:
-        fact = fact_of(row)
-        facts[fact.id] = fact
-        out.append(
-            LegHit(fact.id, float(row[4]), fact.session_id, fact.created_at, terms.matched(row[5]))
+@dataclass(frozen=True, slots=True)
+class Ask:
+    """One scope's legs: ``scope`` the facts a hit may be (alias ``f``), ``owner`` its
+    (tenant, owner) for the postings and statistics; ``history``: statistics over every
+    stored fact (a read about the past), else over the open ones."""
+
+    owner: tuple[str, str]
+    scope: Where
+    history: bool
+
+
+class FactCache:
+    """The facts a process parsed from rows, by id, each with the row it came from (the
+    JSON and the access columns): a row read again as it was gives the same ``Fact``
+    without parsing it again (fusion reads every candidate's fact), and any change to the
+    row is a miss. Bounded, least recently used out first."""
+
+    def __init__(self, size: int = 20_000) -> None:
+        self.size = size
+        self._entries: OrderedDict[str, tuple[tuple[str, int, Any], Fact]] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def fact(self, fact_id: str, row: tuple[str, int, Any]) -> Fact:
+        with self._lock:
+            entry = self._entries.get(fact_id)
+            if entry is not None and entry[0] == row:
+                self._entries.move_to_end(fact_id)
+                return entry[1]
+        fact = parse_fact(fact_id, row)
+        with self._lock:
+            self._entries[fact_id] = (row, fact)
+            self._entries.move_to_end(fact_id)
+            while len(self._entries) > self.size:
+                self._entries.popitem(last=False)
+        return fact
+
+
+def parse_fact(fact_id: str, row: tuple[str, int, Any]) -> Fact:
+    """The fact of a row's JSON text and access columns."""
+    text, count, last = row
+    fact = Fact.from_dict({**json.loads(text), "id": fact_id})
+    return replace(fact, access_count=int(count or 0), last_accessed_at=parse_time(last))
+
+
+@dataclass(slots=True)
+class Found:
+    """What one statement found: per scope, per leg, the hits in order; the facts parsed
+    on first use (through ``cache`` where the rows are committed ones)."""
+
+    legs: list[dict[str, list[LegHit]]]
+    cache: FactCache | None = None
+    keys: dict[str, str | None] = field(default_factory=dict)
+    rows: dict[str, tuple[str, int, Any]] = field(default_factory=dict)
+    _facts: dict[str, Fact] = field(default_factory=dict)
+
+    def fact(self, fact_id: str) -> Fact:
+        """The fact of a hit (``KeyError``: none of this statement's)."""
+        fact = self._facts.get(fact_id)
+        if fact is None:
+            row = self.rows[fact_id]
+            fact = self.cache.fact(fact_id, row) if self.cache else parse_fact(fact_id, row)
+            self._facts[fact_id] = fact
+        return fact
+
+    def key(self, fact_id: str) -> str | None:
+        return self.keys[fact_id]
+
+
+class _Params:
+    """Positional parameters written ``$n`` (a raw query: psycopg does not parse the text,
+    and a value used in several places is sent once)."""
+
+    def __init__(self, *first: Any) -> None:
+        self.values: list[Any] = list(first)
+
+    def add(self, value: Any) -> str:
+        self.values.append(value)
+        return f"${len(self.values)}"
+
+    def where(self, where: Where) -> str:
+        """``where``'s text with its ``%s`` placeholders numbered."""
+        parts = where.text.split("%s")
+        out = [parts[0]]
+        for value, part in zip(where.params, parts[1:], strict=True):
+            out.append(self.add(value) + part)
+        return "".join(out)
+
+
+# $1: the query's term ids, $2: how often the query says each, $3: the query vector
+_TERMS, _COUNTS, _VECTOR = "$1::bigint[]", "$2::int[]", "$3"
+
+
+def _bm25_branch(i: int, ask: Ask, params: _Params, depth: int) -> str:
+    tenant, owner = params.add(ask.owner[0]), params.add(ask.owner[1])
+    is_open = "" if ask.history else " AND t.is_open"
+    corpus_open = "" if ask.history else " AND c.is_open"
+    idf = "ln(1 + (n.n - df.df + 0.5) / (df.df + 0.5))"
+    norm = f"(p.tf + {K1} * (1 - {B} + {B} * f.doc_len / n.avgdl))"
+    return f"""(
+        WITH p AS MATERIALIZED (
+            SELECT t.term, t.fact_id, t.tf FROM longterm_terms t
+            WHERE t.tenant_id = {tenant} AND t.owner = {owner}
+                AND t.term = ANY({_TERMS}){is_open}
+        ),
+        df AS MATERIALIZED (SELECT p.term, count(*)::float8 AS df FROM p GROUP BY p.term),
+        n AS MATERIALIZED (
+            SELECT count(*)::float8 AS n, COALESCE(avg(c.doc_len), 1)::float8 AS avgdl
+            FROM longterm_facts c WHERE c.tenant_id = {tenant} AND c.owner = {owner}{corpus_open}
         )
+        SELECT *, row_number() OVER (
+            ORDER BY round(s.score::numeric, 6) DESC, s.created_at, s.id) AS rank
+        FROM (
+            SELECT {i} AS ask, 'bm25' AS leg, f.id, f.created_at,
+                sum(q.qtf * {idf} * p.tf * {K1 + 1} / {norm}) AS score,
+                array_agg(p.term) AS matched
+            FROM p JOIN q USING (term) JOIN df USING (term) CROSS JOIN n
+                JOIN longterm_facts f ON f.id = p.fact_id
+            WHERE {params.where(ask.scope)}
+            GROUP BY f.id
+        ) s
+        ORDER BY rank
+        LIMIT {params.add(depth)}
+    )"""
+
+
+def _dense_branch(i: int, ask: Ask, ext: str, params: _Params, depth: int, threshold: float):
+    distance = f'f.embedding OPERATOR("{ext}".<=>) v.v'
+    return f"""(
+        SELECT {i} AS ask, 'dense' AS leg, f.id, f.created_at,
+            1 - ({distance}) AS score,
+            ARRAY(SELECT t.term FROM longterm_terms t
+                  WHERE t.fact_id = f.id AND t.term = ANY({_TERMS})) AS matched,
+            row_number() OVER (ORDER BY {distance}, f.created_at, f.id) AS rank
+        FROM longterm_facts f CROSS JOIN v
+        WHERE {params.where(ask.scope)} AND 1 - ({distance}) >= {params.add(threshold)}
+        ORDER BY rank
+        LIMIT {params.add(depth)}
+    )"""
+
+
+def recall(
+    conn: psycopg.Connection,
+    ext: str,
+    asks: Sequence[Ask],
+    terms: QueryTerms,
+    vector: np.ndarray | None,
+    depth: int,
+    threshold: float,
+    *,
+    bm25: bool,
+    cache: FactCache | None = None,
+) -> Found:
+    """Per ask, the BM25 leg (when ``bm25``, and the query has a term) and the dense leg
+    (with a ``vector``), at most ``depth`` hits each, in one statement. ``cache``: where
+    the facts read are committed rows (not a write transaction's own)."""
+    found = Found([{} for _ in asks], cache)
+    quoted = ext.replace('"', '""')
+    branches: list[str] = []
+    vector_param = vector_text(vector) if vector is not None else None
+    params = _Params(terms.ids, terms.counts, vector_param)
+    for i, ask in enumerate(asks):
+        if bm25:
+            found.legs[i]["bm25"] = []
+            if terms.ids and depth > 0:
+                branches.append(_bm25_branch(i, ask, params, depth))
+        if vector is not None:
+            found.legs[i]["dense"] = []
+            if depth > 0:
+                branches.append(_dense_branch(i, ask, quoted, params, depth, threshold))
+    if not branches:
+        return found
+    query = f"""
+        WITH q AS MATERIALIZED (SELECT * FROM unnest({_TERMS}, {_COUNTS}) AS q(term, qtf)),
+        v AS MATERIALIZED (SELECT {_VECTOR}::"{quoted}".vector AS v),
+        h AS ({" UNION ALL ".join(branches)})
+        SELECT h.ask, h.leg, h.id, h.created_at, f.session_id, f.key, h.score, h.matched,
+            f.fact, f.access_count, f.last_accessed_at
+        FROM (SELECT h.*, row_number() OVER (PARTITION BY h.id) AS copy FROM h) h
+            CROSS JOIN LATERAL (
+                SELECT f.fact->>'session_id' AS session_id, f.key,
+                    CASE WHEN h.copy = 1 THEN f.fact::text END AS fact,
+                    f.access_count, f.last_accessed_at
+                FROM longterm_facts f WHERE f.id = h.id LIMIT 1
+            ) f
+        ORDER BY h.ask, h.leg, h.rank
+    """
+    with psycopg.RawCursor(conn) as cur:
+        prepare = conn.prepare_threshold is not None  # None: a pooler that cannot
+        rows = cur.execute(query, params.values, prepare=prepare).fetchall()
+    for ask, leg, fid, created, session, key, score, matched, text, count, last in rows:
+        fid = str(fid)
+        if text is not None:
+            found.rows[fid] = (text, count, last)
+            found.keys[fid] = key
+        found.legs[ask][leg].append(
+            LegHit(fid, float(score), session, created, terms.matched(matched))
+        )
+    return found
+
+
+def nearest(
+    conn: psycopg.Connection,
+    ext: str,
+    ask: Ask,
+    vectors: Sequence[np.ndarray],
+    depth: int,
+    threshold: float,
+) -> list[Found]:
+    """Per vector, the dense leg over ``ask``'s facts (cosine at least ``threshold``, nearest
+    first, at most ``depth``), every vector in one statement of one shape however many."""
+    if not vectors or depth <= 0:
+        return [Found([{"dense": []}]) for _ in vectors]
+    quoted = ext.replace('"', '""')
+    params = _Params([vector_text(v) for v in vectors])
+    distance = f'f.embedding OPERATOR("{quoted}".<=>) x.v'
+    query = f"""
+        SELECT h.i, h.id, h.created_at, h.score, f.session_id, f.key, f.fact,
+            f.access_count, f.last_accessed_at
+        FROM (SELECT v::"{quoted}".vector AS v, i FROM unnest($1::text[])
+              WITH ORDINALITY AS x(v, i)) x
+        CROSS JOIN LATERAL (
+            SELECT x.i, f.id, f.created_at, 1 - ({distance}) AS score
+            FROM longterm_facts f
+            WHERE {params.where(ask.scope)} AND 1 - ({distance}) >= {params.add(threshold)}
+            ORDER BY {distance}, f.created_at, f.id
+            LIMIT {params.add(depth)}
+        ) h
+        CROSS JOIN LATERAL (
+            SELECT f.fact->>'session_id' AS session_id, f.key, f.fact::text AS fact,
+                f.access_count, f.last_accessed_at
+            FROM longterm_facts f WHERE f.id = h.id LIMIT 1
+        ) f
+        ORDER BY h.i, h.score DESC, h.created_at, h.id
+    """
+    out = [Found([{"dense": []}]) for _ in vectors]
+    with psycopg.RawCursor(conn) as cur:
+        prepare = conn.prepare_threshold is not None
+        rows = cur.execute(query, params.values, prepare=prepare).fetchall()
+    for i, fid, created, score, session, key, text, count, last in rows:
+        found, fid = out[i - 1], str(fid)
+        found.rows[fid], found.keys[fid] = (text, count, last), key
+        found.legs[0]["dense"].append(LegHit(fid, float(score), session, created))
     return out
 
 
-def bm25_leg(
-    conn: psycopg.Connection,
-    scope: Where,
-    corpus: Where,
-    terms: QueryTerms,
-    depth: int,
-    facts: dict[str, Fact],
-) -> list[LegHit]:
-    """The facts ``scope`` admits that share a term with the query, best first, at most
-    ``depth``; ``corpus``: the facts the statistics are over (conditions on alias ``c``)."""
-    if not terms.ids or depth <= 0:
-        return []
-    query = f"""
-        WITH q AS (SELECT * FROM unnest(%s::bigint[], %s::int[]) AS q(term, qtf)),
-        corpus AS (
-            SELECT count(*)::float8 AS n, COALESCE(avg(c.doc_len), 1)::float8 AS avgdl
-            FROM longterm_facts c WHERE {corpus.text}
-        ),
-        df AS (
-            SELECT t.term, count(*)::float8 AS df
-            FROM longterm_terms t JOIN q USING (term) JOIN longterm_facts c ON c.id = t.fact_id
-            WHERE {corpus.text} GROUP BY t.term
-        )
-        SELECT * FROM (
-            SELECT {", ".join("f." + c.strip() for c in FACT_COLUMNS.split(","))},
-                sum(q.qtf * ln(1 + (corpus.n - df.df + 0.5) / (df.df + 0.5))
-                    * t.tf * {K1 + 1}
-                    / (t.tf + {K1} * (1 - {B} + {B} * f.doc_len / corpus.avgdl))) AS score,
-                array_agg(t.term) AS matched, f.created_at AS created
-            FROM longterm_terms t
-                JOIN q USING (term) JOIN df USING (term)
-                JOIN longterm_facts f ON f.id = t.fact_id
-                CROSS JOIN corpus
-            WHERE {scope.text}
-            GROUP BY f.id
-        ) s
-        ORDER BY round(s.score::numeric, 6) DESC, s.created, s.id
-        LIMIT %s
-    """
-    params = [terms.ids, terms.counts, *corpus.params, *corpus.params, *scope.params, depth]
-    rows = conn.execute(query, params).fetchall()
-    return _hits(rows, terms, facts)
-
-
-def dense_leg(
-    conn: psycopg.Connection,
-    ext: str,
-    scope: Where,
-    vector: np.ndarray,
-    terms: QueryTerms,
-    depth: int,
-    threshold: float,
-    facts: dict[str, Fact],
-) -> list[LegHit]:
-    """The facts ``scope`` admits whose cosine with ``vector`` is at least ``threshold``,
-    nearest first, at most ``depth``."""
-    if depth <= 0:
-        return []
-    quoted = '"' + ext.replace('"', '""') + '"'
-    distance = f"f.embedding OPERATOR({quoted}.<=>) %s::{quoted}.vector"
-    query = f"""
-        SELECT {", ".join("f." + c.strip() for c in FACT_COLUMNS.split(","))},
-            1 - ({distance}) AS score,
-            ARRAY(SELECT t.term FROM longterm_terms t
-                  WHERE t.fact_id = f.id AND t.term = ANY(%s)) AS matched
-        FROM longterm_facts f
-        WHERE {scope.text} AND 1 - ({distance}) >= %s
-        ORDER BY {distance}, f.created_at, f.id
-        LIMIT %s
-    """
-    text = vector_text(vector)
-    params = [text, terms.ids, *scope.params, text, threshold, text, depth]
-    rows = conn.execute(query, params).fetchall()
-    return _hits(rows, terms, facts)
+def floored(legs: Mapping[str, list[LegHit]], floors: Mapping[str, float]) -> dict:
+    """``legs`` without the hits at or below their leg's floor (``store_values.merge_floors``)."""
+    return {
+        leg: [h for h in hits if leg not in floors or h.score > floors[leg]]
+        for leg, hits in legs.items()
+    }

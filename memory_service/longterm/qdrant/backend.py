@@ -1,6 +1,6 @@
 """Qdrant backend: one collection for all tenants, hybrid recall, the files backend's semantics.
 
-The memory semantics are ``BaseLongTermMemory``'s (``store.py``) and ``plan_record``'s; this
+The memory semantics are ``BaseLongTermMemory``'s (``base_store.py``) and ``plan_record``'s; this
 module maps them onto points, for both engines (``qdrant.edge.engine`` in-process,
 ``qdrant.client_engine`` for a server): derived point ids (recording twice is a no-op),
 superseded/closed/expired facts kept as points but filtered out of recall and listing. A record
@@ -44,9 +44,9 @@ import numpy as np
 
 from indexing.embeddings import Embedder
 from indexing.lexical import average_length
-from indexing.sparse import AVG_DOC_LEN, AVG_SOURCE_LEN, SparseTerms, document_vector, query_vector
+from indexing.sparse import AVG_DOC_LEN, AVG_SOURCE_LEN, SparseTerms, document_vector
 from indexing.tokenize import TOKENIZER_VERSION
-from memory_service.config.retrieval import Leg, RetrievalConfig
+from memory_service.config.retrieval import RetrievalConfig
 from memory_service.config.settings import QdrantSettings
 from memory_service.domain.context import RuntimeContext, scope_context, validate_id
 from memory_service.domain.errors import ConfigurationError
@@ -69,7 +69,9 @@ from memory_service.longterm.store_embedder import require_embedder
 from memory_service.longterm.store_values import (
     NO_CANDIDATES,
     Candidates,
+    NearestRequest,
     ReadView,
+    SearchRequest,
     StoredFacts,
     newest_holders,
     resolve_key_race,
@@ -237,78 +239,38 @@ class QdrantLongTermMemory(BaseLongTermMemory[_Read]):
         ]
         self.engine.upsert(points)  # new, amended and closed points in one operation
 
-    def _candidates(
-        self,
-        ctx: RuntimeContext,
-        query: str,
-        legs: tuple[Leg, ...],
-        depth: int,
-        threshold: float,
-        view: ReadView,
-    ) -> Candidates:
-        return self._ask([ctx], query, legs, depth, threshold, view)[0]
+    def _candidates(self, ctx: RuntimeContext, request: SearchRequest) -> Candidates:
+        return self._ask([ctx], request)[0]
 
     def _candidates_each(
-        self,
-        owners: Sequence[RuntimeContext],
-        query: str,
-        legs: tuple[Leg, ...],
-        depth: int,
-        threshold: float,
-        view: ReadView,
+        self, owners: Sequence[RuntimeContext], request: SearchRequest
     ) -> list[Candidates]:
         """Every owner's legs in one engine request, each with its own filter and BM25 IDF
         (``qdrant.search``): a recall over three scopes pays one request, not three."""
-        return self._ask(owners, query, legs, depth, threshold, view)
+        return self._ask(owners, request)
 
-    def _ask(
-        self,
-        owners: Sequence[RuntimeContext],
-        query: str,
-        legs: tuple[Leg, ...],
-        depth: int,
-        threshold: float,
-        view: ReadView,
-    ) -> list[Candidates]:
+    def _ask(self, owners: Sequence[RuntimeContext], request: SearchRequest) -> list[Candidates]:
         # a small shared scope is answered from memory (``qdrant.scope_mirror``), one known to
         # hold nothing not at all
         mirrors = [self._mirrors.of(o) if self._mirrors else None for o in owners]
         asked = [i for i, m in enumerate(mirrors) if i == 0 or m is None or len(m)]
         with timed_stage("engine"):  # every leg of every owner in one engine query
-            terms = self._query_terms(query)
-            sparse = query_vector(terms) if "bm25" in legs else None
-            dense = self._query_vector(query) if "dense" in legs else None
             found = self._searcher.candidates(
                 [owners[i] for i in asked],
-                legs,
-                dense=dense,
-                sparse=sparse if sparse else None,  # no terms: no lexical hit
-                depth=depth,
-                threshold=threshold,
-                view=view,
+                request,
                 expiry=self.expiry,
-                coverage_terms=terms if wants_coverage(legs, self.retrieval) else None,
+                coverage=wants_coverage(request.legs, self.retrieval),
                 mirrors=[mirrors[i] for i in asked],
             )
         by_position = dict(zip(asked, found, strict=True))
         return [by_position.get(i, NO_CANDIDATES) for i in range(len(owners))]
 
-    def _nearest(
-        self,
-        ctx: RuntimeContext,
-        texts: Sequence[str],
-        depth: int,
-        threshold: float,
-        view: ReadView,
-    ) -> list[Candidates]:
-        """Every text's dense request in one engine batch (``Searcher.nearest``)."""
+    def _nearest(self, ctx: RuntimeContext, request: NearestRequest) -> list[Candidates]:
+        """Every fact's dense request in one engine batch (``Searcher.nearest``)."""
         with timed_stage("engine"):
             return self._searcher.nearest(
                 ctx,
-                [self._query_vector(t) for t in texts],
-                depth=depth,
-                threshold=threshold,
-                view=view,
+                request,
                 expiry=self.expiry,
                 mirror=self._mirrors.of(ctx) if self._mirrors else None,
             )

@@ -28,9 +28,9 @@ EMBEDDER_FIELD = "embedder"
 # the collection's metadata on a server, in a file beside the folder for Edge.
 EMBEDDER_RECORD = "memory_service_embedder"
 # Payload indexes: the tenant index first; then every field a recall or record filter tests.
-# Without the state and expiry indexes, Edge checked them point by point: a 10k-point hybrid
-# query took 2.5 ms instead of 0.5 ms. kind, tags, importance and created_at serve the
-# caller's filters (``FactFilter``) and the expiry by importance.
+# Without the state and expiry indexes, Edge checks them point by point (several times slower:
+# RESULTS.md, "Costs behind the code's choices"). kind, tags, importance and created_at serve
+# the caller's filters (``FactFilter``) and the expiry by importance.
 PAYLOAD_INDEXES: dict[str, str] = {
     TENANT_FIELD: "tenant",
     USER_FIELD: "keyword",

@@ -2,9 +2,9 @@
 collection's one writer (an Edge folder), so a recall scores them with NumPy instead of asking
 the engine twice more per scope.
 
-Why: a filtered Edge request costs about 0.1 ms however few hits it returns (most of it the
-BM25 leg's IDF over the owner's corpus), so each shared scope a recall read added about 1 ms
-at 100k points, 11-15 % of a whole recall (``benchmarks/RESULTS.md``, "Shared scopes"). Shared
+Why: a filtered Edge request has a fixed cost however few hits it returns (most of it the
+BM25 leg's IDF over the owner's corpus), so each shared scope a recall read added a visible
+share of a whole recall (``benchmarks/RESULTS.md``, "Shared scopes"). Shared
 memory is small and rarely written; a user's own scope is neither, and stays with the engine.
 
 A mirror is one owner's points as one scroll read them, vectors included, and answers a
@@ -23,7 +23,7 @@ search as the engine would:
 It is trusted while the engine's count of writes to that owner (``CountsSharedWrites``) is
 the one it was read at: a user's writes never touch it. An owner of more than ``MIRROR_LIMIT``
 points is asked of the engine; past ``MIRROR_BUDGET`` points in all, the least recently used
-mirrors are dropped (a mirror of 1,000 facts holds ~1.5 MB of vectors beside its facts).
+mirrors are dropped (a mirror holds its owner's vectors beside its facts).
 """
 
 from __future__ import annotations

@@ -17,7 +17,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 
-from indexing.sparse import SparseTerms, terms_by_id
+from indexing.sparse import query_vector, terms_by_id
 from memory_service.config.retrieval import Leg
 from memory_service.domain.context import RuntimeContext
 from memory_service.domain.fact_filter import ExpiryPolicy
@@ -33,7 +33,9 @@ from memory_service.longterm.qdrant.scope_mirror import ScopeMirror
 from memory_service.longterm.store_values import (
     NO_CANDIDATES,
     Candidates,
+    NearestRequest,
     ReadView,
+    SearchRequest,
     merge_floors,
 )
 
@@ -105,30 +107,35 @@ class Searcher:
     def candidates(
         self,
         owners: Sequence[RuntimeContext],
-        legs: tuple[Leg, ...],
+        request: SearchRequest,
         *,
-        dense: Sequence[float] | None,
-        sparse: SparseTerms | None,
-        depth: int,
-        threshold: float,
-        view: ReadView,
         expiry: ExpiryPolicy,
-        coverage_terms: Sequence[str] | None = None,
+        coverage: bool = False,
         mirrors: Sequence[ScopeMirror | None] | None = None,
     ) -> list[Candidates]:
-        """Each owner's legs (``dense``/``sparse``: the query's vectors, None for a leg not
-        asked) over what ``view`` admits (``expiry``: the memory's, as of this call) once key
-        races are resolved: a hit that lost its
-        key to a newer open fact is asked for again without it (rare: only after two writers
-        raced), so each leg still fills to ``depth``. Each round asks every owner still
-        pending in one engine request. ``mirrors``: per owner, its points held in memory
-        (``qdrant.scope_mirror``, only where this process is the collection's one writer),
-        which answer for it instead of the engine."""
+        """Each owner's legs for ``request`` (its vector for the dense leg, its terms as the
+        sparse query) over what its view admits (``expiry``: the memory's, as of this call)
+        once key races are resolved: a hit that lost its key to a newer open fact is asked
+        for again without it (rare: only after two writers raced), so each leg still fills
+        to the depth. Each round asks every owner still pending in one engine request.
+        ``coverage``: each lexical hit says which query terms it holds (query coverage).
+        ``mirrors``: per owner, its points held in memory (``qdrant.scope_mirror``, only
+        where this process is the collection's one writer), which answer for it instead of
+        the engine."""
+        legs, depth, threshold, view = (
+            request.legs,
+            request.depth,
+            request.threshold,
+            request.view,
+        )
+        dense = request.vector
+        sparse = query_vector(request.terms) if "bm25" in legs else None
+        sparse = sparse if sparse else None  # no terms: no lexical hit
         raced: list[set[str]] = [set() for _ in owners]
         resolved: list[dict[str, Fact]] = [{} for _ in owners]
         found: dict[int, Candidates] = {}
         # each query term by id: a hit's matched terms are those its sparse vector holds
-        term_ids = None if coverage_terms is None else terms_by_id(coverage_terms)
+        term_ids = terms_by_id(request.terms) if coverage else None
         held = list(mirrors) if mirrors is not None else [None] * len(owners)
         flagged = [
             None if held[i] is not None else flagged_ids(self.engine, owner, view, expiry)
@@ -190,17 +197,21 @@ class Searcher:
     def nearest(
         self,
         owner: RuntimeContext,
-        vectors: Sequence[Sequence[float]],
+        request: NearestRequest,
         *,
-        depth: int,
-        threshold: float,
-        view: ReadView,
         expiry: ExpiryPolicy,
         mirror: ScopeMirror | None = None,
     ) -> list[Candidates]:
-        """Per vector, the owner's dense-leg candidates (at most ``depth``, cosine at least
-        ``threshold``) over what ``view`` admits, all in one engine request (or from the
-        owner's ``mirror``). Key races are not resolved: only unkeyed facts are wanted."""
+        """Per vector of ``request``, the owner's dense-leg candidates (at most its depth,
+        cosine at least its threshold) over what its view admits, all in one engine request
+        (or from the owner's ``mirror``). Key races are not resolved: only unkeyed facts are
+        wanted."""
+        vectors, depth, threshold, view = (
+            request.vectors,
+            request.depth,
+            request.threshold,
+            request.view,
+        )
         if not vectors:
             return []
         if mirror is not None:
@@ -249,7 +260,7 @@ class Searcher:
         """Whether a hit among ``payloads`` lost its key race and ``view`` no longer admits
         it (added to ``raced``; the changed hits to ``resolved``): the owner is asked again.
         Only writers in other processes race (a server); an Edge folder has one writer, so
-        its searches skip the check (~0.4 ms a search at 1k facts)."""
+        its searches skip the check (a visible share of a search)."""
         if not self.engine.shared or not self._races.rivals(ctx, payloads):
             return False
         whole = self._reader(ctx)(list(payloads))

@@ -25,8 +25,7 @@ NOW = utcnow()
 class _EveryHit(FileSystemLongTermMemory):
     """The files backend with the base's per-scope default: every scope's hits in full."""
 
-    def _candidates_each(self, owners, query, legs, depth, threshold, view):
-        return LongTermHooks._candidates_each(self, owners, query, legs, depth, threshold, view)
+    _candidates_each = LongTermHooks._candidates_each
 
 
 def _fill(memory: FileSystemLongTermMemory) -> list[str]:

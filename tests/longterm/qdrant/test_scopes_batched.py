@@ -129,8 +129,9 @@ def test_one_batched_request_gives_each_scope_what_asking_it_alone_gives(
     reference = _engine_only(memory, embedder)
     scopes_with_hits = set()
     for question in _questions():
-        batched = memory._candidates_each(owners, question, legs, 40, 0.0, view)
-        alone = LongTermHooks._candidates_each(reference, owners, question, legs, 40, 0.0, view)
+        request = memory._search_request(question, legs, 40, 0.0, view)
+        batched = memory._candidates_each(owners, request)
+        alone = LongTermHooks._candidates_each(reference, owners, request)
         _assert_same(batched, alone)
         scopes_with_hits |= {i for i, c in enumerate(batched) if c.legs[legs[0]]}
     assert scopes_with_hits == {0, 1, 2}  # the comparison is not of empties
@@ -193,8 +194,9 @@ def test_a_lost_key_race_in_one_scope_is_asked_again_for_that_scope_only(tmp_pat
         view = memory._view(None)
         question = "after how many days are tickets closed"
         legs = ("bm25", "dense")
-        batched = memory._candidates_each(owners, question, legs, 40, 0.0, view)
-        alone = LongTermHooks._candidates_each(memory, owners, question, legs, 40, 0.0, view)
+        request = memory._search_request(question, legs, 40, 0.0, view)
+        batched = memory._candidates_each(owners, request)
+        alone = LongTermHooks._candidates_each(memory, owners, request)
         _assert_same(batched, alone)
         tenant = {batched[2].fact(h.id).text for hits in batched[2].legs.values() for h in hits}
         assert "Tickets are closed after three days" in tenant
@@ -245,7 +247,8 @@ def test_wider_scopes_above_the_first_scopes_floor_recall_the_same(tmp_path, emb
         )
         owners, view = ALICE.visible_scopes(), memory._view(None)
         depth = memory.retrieval.depth(10)
-        first = memory._candidates(owners[0], questions[0], ("bm25", "dense"), depth, 0.0, view)
+        request = memory._search_request(questions[0], ("bm25", "dense"), depth, 0.0, view)
+        first = memory._candidates(owners[0], request)
         assert all(len(hits) == depth for hits in first.legs.values())  # the floors apply
         wide = 0
         for question in questions:

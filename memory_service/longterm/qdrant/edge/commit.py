@@ -1,10 +1,10 @@
 """When a write to a Qdrant Edge shard is durable: its write-ahead log is on disk.
 
 Why not ``flush()`` after every write: a flush writes and fsyncs every segment file (vectors,
-payloads, each payload index), ~16 ms a batch on a small shard and ~28 ms at 100k points, a
-seventh of a batched record. Edge writes every update to its WAL (``wal/`` in the shard's
+payloads, each payload index), a large share of a batched record (RESULTS.md, "Record
+rate"). Edge writes every update to its WAL (``wal/`` in the shard's
 folder, memory-mapped segment files) before it applies it, and ``load`` replays the WAL past
-the segments' last flush, so fsyncing the WAL files (~1 ms) makes a write as durable as a
+the segments' last flush, so fsyncing the WAL files (far cheaper) makes a write as durable as a
 flush does. This is Qdrant's own design: a server fsyncs its WAL and flushes segments on a
 timer. Segments are flushed here at the first write ``FLUSH_INTERVAL_S`` after the last
 flush, and on close, so the WAL Edge keeps for replay stays short. A shard without a ``wal``

@@ -4,7 +4,9 @@ Why: a rewrite copies the whole collection (seconds at a few thousand points), a
 that waited for it answered in seconds while its user's calls waited too. A delete now owes
 the rewrite (the marker beside the folder says so) and asks ``Compaction`` for it; the
 rewrite runs on a thread of its own, once for any number of deletes asked while it was busy,
-and again after, so a delete made during a rewrite is paid by the next one. What the copy
+and again after, so a delete made during a rewrite is paid by the next one, once it has
+rested as long as the last one took: under a stream of deletes, rewrites (each of which holds
+the calls off for its swap) take at most half the time rather than all of it. What the copy
 must replay is kept by ``RewriteJournal``: the writes made while the copy ran.
 """
 
@@ -12,6 +14,7 @@ from __future__ import annotations
 
 import logging
 import threading
+import time
 from collections.abc import Callable, Iterable
 from typing import Any
 
@@ -20,7 +23,8 @@ log = logging.getLogger(__name__)
 
 class Compaction:
     """Runs ``job`` on a background thread when asked; asked while it runs, it runs once
-    more after, so nothing asked is left unpaid. ``stop`` waits for a run under way."""
+    more after resting as long as the run took, so nothing asked is left unpaid. ``stop``
+    waits for a run under way (not for a rest)."""
 
     def __init__(self, job: Callable[[], object], name: str) -> None:
         self._job = job
@@ -40,17 +44,22 @@ class Compaction:
                 threading.Thread(target=self._run, name=self._name, daemon=True).start()
 
     def _run(self) -> None:
+        took = 0.0
         while True:
             with self._cond:
+                if self._asked and took:
+                    self._cond.wait_for(lambda: self._stopped, took)
                 if not self._asked or self._stopped:
                     self._running = False
                     self._cond.notify_all()
                     return
                 self._asked = False
+            began = time.monotonic()
             try:
                 self._job()
             except Exception:  # noqa: BLE001 - the marker stays: maintenance or close pays it
                 log.exception("%s failed; the next maintenance pass retries it", self._name)
+            took = time.monotonic() - began
 
     def wait(self, timeout: float | None = None) -> bool:
         """Whether no run is under way or asked for (within ``timeout`` seconds)."""
@@ -61,6 +70,7 @@ class Compaction:
         """No run after this one; returns once a run under way has finished."""
         with self._cond:
             self._stopped = True
+            self._cond.notify_all()  # a rest ends
             self._cond.wait_for(lambda: not self._running)
 
 

@@ -46,7 +46,12 @@ from memory_service.longterm.qdrant.edge.held_points import (
     entry,
     point_key,
 )
-from memory_service.longterm.qdrant.edge.shard import in_use_error, open_shard, stored_datatype
+from memory_service.longterm.qdrant.edge.shard import (
+    copy_of_empty,
+    in_use_error,
+    open_shard,
+    stored_datatype,
+)
 from memory_service.longterm.qdrant.errors import engine_calls
 from memory_service.longterm.qdrant.filters import OwnerFilter, owner_key_of
 from memory_service.longterm.qdrant.layout import (
@@ -80,6 +85,9 @@ COPY_PAGE = 250  # a rewrite's page: the GIL is held through each one
 REWRITE_SUFFIX = ".rewrite"  # the new shard while a rewrite builds it
 REPLACED_SUFFIX = ".replaced"  # the old shard between the two renames of a rewrite
 DELETED_SUFFIX = ".deleted"  # a marker beside the folder: deleted text is still in its bytes
+EMPTY_SUFFIX = (
+    ".empty"  # an empty shard beside the folder, which each rewrite starts from a copy of
+)
 # the collection's record of its embedding model (``store_embedder``), beside the folder: a
 # rewrite replaces the folder whole, and Edge keeps no metadata of its own
 EMBEDDER_SUFFIX = ".embedder.json"
@@ -455,7 +463,8 @@ class EdgeEngine:
             try:
                 fresh: qe.EdgeShard | None
                 with self._calls_errors():
-                    fresh = open_shard(building, self.dimension)
+                    empty = _sibling(self.folder, EMPTY_SUFFIX)
+                    fresh = copy_of_empty(building, empty, self.dimension)
                 try:
                     with self._calls():
                         self._copy_into(fresh, on_copied, rest=rest)

@@ -4,20 +4,18 @@ and the whole fact of a point a recall returned (``FACT_POINTS``).
 
 Why: converting those fields and the sparse vector of ~100 candidates in Edge's Python binding
 was most of an Edge recall's engine time. Asking the engine for ids and scores alone and
-reading the fields from here takes the engine call, hits built included, from 3.1 ms to
-1.1 ms a recall on LoCoMo's facts; reading the ten facts a recall returns (a payload of up to
-2 KB each, made a ``Fact``) cost another ~0.3 ms (``benchmarks/RESULTS.md``, "Recall time by
-stage").
+reading the fields from here cuts the engine call to about a third, and reading the ten facts
+a recall returns from here saves their conversion too (``benchmarks/RESULTS.md``, "Recall time
+by stage").
 
 It is exact because one process owns an Edge folder: every write goes through its engine,
-which forgets the points it writes before and after it writes them, and a fill that a write
-overtook (``epoch``) is dropped. A write of whole points (a record, an update) then holds the
-candidate fields it wrote (``hold_written``), so a fact just recorded is recalled without a
-read; each question reaching points not held read them at ~9 µs a point, which made Edge 1.28×
-files at 20,000 facts over 200 users and 1.20× once held from the write
-(``benchmarks.latency.backends_at_scale``). A miss is read from the shard by id. The least
-recently read or written points are dropped first past the limit (a read counts once half the
-limit is held).
+which forgets the points it writes before and after it writes them, and a fill that a write overtook
+(``epoch``) is dropped. A write of whole points (a record, an update) then holds the candidate
+fields it wrote (``hold_written``), so a fact just recorded is recalled without a read; otherwise
+each question reaching points not held pays a read per point
+(``benchmarks.latency.backends_at_scale``; RESULTS.md, "Costs behind the code's choices"). A miss is
+read from the shard by id. The least recently read or written points are dropped first past the
+limit (a read counts once half the limit is held).
 """
 
 from __future__ import annotations
@@ -36,7 +34,7 @@ from memory_service.longterm.qdrant.filters import OwnerKey
 # Bounded so the held points cost tens of MB when full, a small share of Edge's RSS at 100k
 # facts (``memory-service bench --scale 100000``; the figures are in benchmarks/RESULTS.md).
 CANDIDATE_FIELD_POINTS = 100_000
-FACT_POINTS = 2_000  # ~2.5 KB each with a source text of 2 KB
+FACT_POINTS = 2_000  # a few KB each: a fact with its source text
 
 # A point's fields, its term ids as 4-byte integers (a set of Python ints takes about twice
 # a point's memory), its time parsed and its id. Held by the id's 128-bit integer: Edge's
@@ -83,8 +81,8 @@ class HeldPoints(Generic[K, V]):
     def held(self, ids: Collection[K]) -> tuple[dict[K, V], list[K]]:
         """The values of ``ids`` this process holds, and the ids it does not. Reads keep
         the recency order only once half the limit is held: below it nothing is dropped,
-        and moving a recall's ~80 points to the end cost 5 of this call's 13 µs (16 of 79
-        with the caches cold; 1,210 points held, 2026-12-04)."""
+        and moving a recall's points to the end was a large share of this call (RESULTS.md,
+        "Costs behind the code's choices")."""
         with self._lock:
             get = self._held.get
             found = {k: v for k in ids if (v := get(k)) is not None}

@@ -5,6 +5,8 @@ into ones that name the folder and say what to do."""
 from __future__ import annotations
 
 import json
+import os
+import shutil
 from pathlib import Path
 from typing import Any
 
@@ -29,8 +31,8 @@ CONFIG_FILE = "edge_config.json"
 
 
 # A new shard stores its dense vectors as float16: half the bytes of float32 in memory and on
-# disk (~77 MB less at 100k facts, counted twice in RSS: Edge maps the file twice), scores
-# within ~1e-4 of float32 (recall measured the same: benchmarks/RESULTS.md). A shard made
+# disk (counted twice in RSS: Edge maps the file twice), scores within ~1e-4 of float32 and
+# recall measured the same (benchmarks/RESULTS.md, "Costs behind the code's choices"). A shard made
 # with float32 keeps it (Edge refuses to load a shard under another datatype) until an erase
 # rebuilds it (``EdgeEngine.rewrite_without_deleted`` opens a new shard).
 NEW_DATATYPE = "float16"
@@ -42,9 +44,8 @@ _DATATYPES = {
 
 # One search thread: every query of the service is filtered to one owner's points, a few
 # hundred, which one thread scores in microseconds, while handing a batch to a pool of one per
-# core and waking it cost more than the search itself: a LoCoMo recall's engine call 395-500
-# µs with the default pool, 200 µs with one thread (same process, taking turns; at 100k points
-# over 1,000 users both 0.16 ms back to back; benchmarks/RESULTS.md, "Recall time by stage").
+# core and waking it cost more than the search itself (benchmarks/RESULTS.md, "Costs behind
+# the code's choices").
 SEARCH_THREADS = 1
 
 
@@ -155,3 +156,33 @@ def open_shard(folder: Path, dimension: int) -> qe.EdgeShard:
         shard.close()
         raise
     return shard
+
+
+def copy_of_empty(folder: Path, template: Path, dimension: int) -> qe.EdgeShard:
+    """A new, empty shard in ``folder``, copied from the one kept in ``template`` (made there
+    first when missing or of another layout). Why a copy: Edge creates a shard and each of its
+    payload indexes holding the GIL, seconds in all, which froze every thread of the process
+    at each rewrite of the shard; copying the empty one's files is plain I/O, and loading the
+    copy tens of milliseconds."""
+    if not _is_empty_shard(template, dimension):
+        shutil.rmtree(template, ignore_errors=True)
+        making = template.with_name(template.name + ".making")
+        shutil.rmtree(making, ignore_errors=True)
+        shard = open_shard(making, dimension)
+        shard.flush()
+        shard.close()
+        os.rename(making, template)
+    shutil.copytree(template, folder)
+    return open_shard(folder, dimension)
+
+
+def _is_empty_shard(template: Path, dimension: int) -> bool:
+    """Whether ``template`` holds a shard a new one may be copied from: this layout, the new
+    shards' datatype."""
+    if not (template / CONFIG_FILE).is_file():
+        return False
+    try:
+        _check_layout(template, dimension)
+        return stored_datatype(template) == NEW_DATATYPE
+    except ConfigurationError:
+        return False
