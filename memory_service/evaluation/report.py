@@ -243,12 +243,21 @@ def print_scale(doc: dict, out: TextIO) -> None:
     _print_observability(doc, out)
     first = doc["first_query_ms"]
     print(
-        f"record: {doc['facts']:,} facts in {doc['record_s']:.1f} s ({_rate(doc['ingest_per_s'])}"
+        f"record: {doc.get('record_facts', doc['facts']):,} facts in {doc['record_s']:.1f} s "
+        f"({_rate(doc['ingest_per_s'])}"
         f" facts/s, batches of {doc['batch_size']}); first query per user (index build) p50 "
         f"{_ms(first['p50'])} ms, p95 {_ms(first['p95'])} ms; peak RSS "
         f"{doc['peak_rss_mb']:,.0f} MB{_pss(doc)}; wall {doc['wall_s']:.0f} s",
         file=out,
     )
+    if doc.get("fill"):
+        fill = doc["fill"]
+        print(
+            f"before it, the fill: {fill['facts']:,} facts of {fill['users']:,} users by "
+            f"{fill['writers']} processes at once in {fill['seconds']:.0f} s "
+            f"({_rate(fill['per_s'])} facts/s)",
+            file=out,
+        )
     if doc.get("database_mb") is not None:
         print(
             f"database size on disk (tables, indexes, TOAST): {doc['database_mb']:,.1f} MB",

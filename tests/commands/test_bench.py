@@ -489,3 +489,113 @@ def test_bench_scale_on_postgres_reports_its_size_on_disk_and_leaves_no_schema(
     with psycopg.connect(pgvector.dsn()) as conn:
         left = conn.execute("SELECT nspname FROM pg_namespace WHERE nspname LIKE 'scale_%'")
         assert left.fetchall() == []
+
+
+@pytest.mark.slow  # a scale run in two processes of their own
+@pytest.mark.subprocess
+def test_bench_scale_backends_take_turns_each_in_a_process_of_its_own(tmp_path: Path, capsys):
+    out, work = tmp_path / "scale.json", tmp_path / "work"
+    args = ["bench", "--scale", "40", "--users", "4", "--distinct-users", "2", "--queries", "4"]
+    args += ["--modes", "hybrid", "--backends", "files,qdrant", "--batch-size", "10"]
+    assert main([*args, "--no-http", "--workdir", str(work), "--json", str(out)]) == 0
+    doc = json.loads(out.read_text())
+    assert [one["backend"] for one in doc["backends"]] == ["files", "qdrant"]
+    assert doc["distinct_users"] == 2 and doc["embedding"]["texts"] == 20  # 2 users' texts
+    for one in doc["backends"]:
+        assert one["embedder_misses"] == 0  # every record's vectors came from the bank
+        assert one["ingest_per_s"] > one["with_embedding_per_s"] > 0
+        assert one["workspace_mb"] > 0 and one["peak_rss_mb"] > 0
+        assert one["query_embedding_ms"]["p50"] > 0  # each question embedded when asked
+        [result] = one["results"]
+        assert result["latency_ms"]["p99"] >= result["latency_ms"]["p50"] > 0
+    assert "--backends files,qdrant --distinct-users 2" in doc["command"]
+    printed = capsys.readouterr().out
+    assert "backends side by side" in printed
+    assert "users past the first 2 record the texts of user (u mod 2)" in printed
+    assert list(work.iterdir()) == []  # each process removed its workspace
+
+
+def test_scale_users_past_the_distinct_ones_record_another_users_texts_under_their_own_id():
+    from memory_service.evaluation.datasets.synthetic import scale_texts
+    from memory_service.evaluation.scale_vectors import user_texts
+
+    assert user_texts(7, 10, 3, 7) == scale_texts(1, 10, seed=7)
+    assert user_texts(2, 10, 3, 7) == scale_texts(2, 10, seed=7)
+    assert user_texts(7, 10, 10, 7) == scale_texts(7, 10, seed=7)
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (["--scale", "20", "--distinct-users", "2"], "--distinct-users needs --backends"),
+        (["--backends", "files"], "--backends needs --scale"),
+        (
+            ["--scale", "20", "--users", "4", "--backends", "files", "--distinct-users", "5"],
+            "--distinct-users must be between 1 and --users",
+        ),
+        (
+            ["--scale", "20", "--backends", "files", "--backend", "qdrant"],
+            "--backends cannot be combined with --backend",
+        ),
+        (
+            ["--scale", "20", "--backends", "files", "--embedded-postgres"],
+            "--embedded-postgres needs the postgres backend in the run",
+        ),
+        (
+            ["--scale", "20", "--backends", "files,postgres"],
+            "the postgres backend needs MEMORY_POSTGRES__DSN",
+        ),
+        (
+            [
+                "--scale",
+                "20",
+                "--backends",
+                "files",
+                "--distinct-users",
+                "2",
+                "--fill-writers",
+                "2",
+            ],
+            "--fill-writers needs --backends postgres",
+        ),
+        (
+            ["--scale", "20", "--users", "4", "--backends", "postgres", "--fill-writers", "2"],
+            "--fill-writers needs --distinct-users N below --users",
+        ),
+    ],
+)
+def test_bench_backends_options_refuse_what_they_cannot_do(argv, message, monkeypatch, capsys):
+    monkeypatch.delenv("MEMORY_POSTGRES__DSN", raising=False)
+    assert main(["bench", *argv, "--no-progress"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith(f"memory-service: error: {message}"), err
+
+
+def test_bench_backends_is_a_list_of_known_backends(capsys):
+    with pytest.raises(SystemExit) as stopped:
+        main(["bench", "--scale", "20", "--backends", "files,sqlite"])
+    assert stopped.value.code == 2
+    assert "backends are a comma list of files, qdrant, postgres" in capsys.readouterr().err
+
+
+@pytest.mark.postgres
+@pytest.mark.slow  # starts a PostgreSQL of its own
+@pytest.mark.subprocess
+def test_bench_embedded_postgres_fills_with_writers_at_once_then_times_the_last_users(
+    tmp_path: Path, monkeypatch
+):
+    monkeypatch.delenv("MEMORY_POSTGRES__DSN", raising=False)
+    out, work = tmp_path / "scale.json", tmp_path / "work"
+    args = ["bench", "--scale", "40", "--users", "4", "--distinct-users", "2", "--queries", "3"]
+    args += ["--fill-writers", "2", "--backends", "postgres", "--embedded-postgres"]
+    args += ["--modes", "hybrid", "--batch-size", "10", "--no-http", "--no-progress"]
+    assert main([*args, "--workdir", str(work), "--json", str(out)]) == 0
+    doc = json.loads(out.read_text())
+    [one] = doc["backends"]
+    assert one["backend"] == "postgres" and one["database_mb"] > 0
+    assert one["fill"]["facts"] == 20 and one["fill"]["writers"] == 2  # users 0 and 1
+    assert one["fill"]["embedder_misses"] == 0 and one["embedder_misses"] == 0
+    assert one["record_facts"] == 20  # the record rate is the last two users'
+    assert one["results"][0]["latency_ms"]["p50"] > 0
+    assert "--fill-writers 2" in doc["command"] and "--embedded-postgres" in doc["command"]
+    assert list(work.iterdir()) == []  # the server's folder went with it
