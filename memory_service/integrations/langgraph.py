@@ -36,7 +36,9 @@ compiles with (``graph.compile(store=...)``) or LangMem's memory tools use. What
   ``SearchItem.score`` is the best dense cosine of the item's texts to the query (-1..1,
   comparable across queries and users; 0.0 for a hit the dense leg did not reach), so a
   lexical match may rank above a higher cosine. The cosine is the store's embedding model's
-  (one per store), not the ``embed`` of a LangGraph ``index`` config.
+  (one per store); a store built with LangGraph's ``index`` config (``embed``, and
+  ``distance_type``: cosine, inner_product or l2) scores in that embedding instead, as
+  PostgresStore does (``langgraph_scores``), the order still the fusion's.
   Across several users, hits are merged by that cosine. ``filter`` (equality, nested
   objects, dotted paths such as ``"user.access-level"``, ``$eq $ne $gt $gte $lt $lte``) is
   applied to the recalled values, so a filtered query ranks the first ``MAX_TOP_K`` items of
@@ -63,6 +65,7 @@ try:
     from langgraph.store.base import (
         BaseStore,
         GetOp,
+        IndexConfig,
         InvalidNamespaceError,
         Item,
         ListNamespacesOp,
@@ -85,9 +88,10 @@ except ImportError as exc:  # LangGraph is an optional extra
 from memory_service.client.sync_client import MemoryClient
 from memory_service.domain.context import validate_id
 from memory_service.domain.errors import InvalidInputError
-from memory_service.domain.facts import DATA_TAIL, Fact, parse_time, utcnow
+from memory_service.domain.facts import DATA_TAIL, Fact, parse_time, searchable, utcnow
 from memory_service.domain.limits import MAX_KEY_CHARS, MAX_TAGS, MAX_TOP_K
 from memory_service.integrations.langgraph_facts import ClientFacts, LocalFacts, UserFacts
+from memory_service.integrations.langgraph_scores import CallerScores
 from memory_service.longterm.protocol import LongTermMemory
 
 ROOT_TAG = "langgraph"  # every item of the store
@@ -140,13 +144,23 @@ class MemoryServiceStore(BaseStore):
         user_at: int = 1,
         fields: Sequence[str] = ("$",),
         ttl: TTLConfig | None = None,
+        index: IndexConfig | None = None,
     ) -> None:
+        """``index`` is LangGraph's config: its ``fields`` are the fields searched, and its
+        ``embed`` (with ``distance_type``) gives each hit's score; ``dims`` is the caller
+        model's, not the store's, and is not needed."""
         if user_at < 0:
             raise ValueError("user_at is a position from the namespace's start (0 or more)")
         self.facts = facts
         self.user_at = user_at
-        self.fields = list(fields)
+        self.fields = list((index or {}).get("fields") or fields)
         self.ttl_config = ttl
+        self.index_config = index
+        self.scores = (
+            CallerScores(index["embed"], index.get("distance_type", "cosine"))
+            if index and index.get("embed") is not None
+            else None
+        )
 
     @classmethod
     def in_process(
@@ -424,29 +438,55 @@ class MemoryServiceStore(BaseStore):
             hits = self._hits(user, query, depth, tag)
             items = self._items_of(user, hits)
             if len(items) >= want or len(hits) < depth or depth >= MAX_TOP_K:
-                return items
+                break
             depth = min(MAX_TOP_K, depth * 2)
+        if self.scores is None:
+            return [(item, cosine) for item, cosine, _ in items]
+        groups = [self._item_texts(user, item, seen) for item, _, seen in items]
+        scores = self.scores.best(query, groups)
+        return [(item, score) for (item, _, _), score in zip(items, scores, strict=True)]
 
-    def _items_of(self, user: str, hits: list[tuple[Fact, float]]) -> list[tuple[Fact, float]]:
+    def _items_of(
+        self, user: str, hits: list[tuple[Fact, float]]
+    ) -> list[tuple[Fact, float, dict[int, str]]]:
         """The items ``hits`` are texts of, in the order of each one's first hit, with its
-        best cosine; an item found by a further text alone is read by its key."""
-        found: dict[str, tuple[Fact | None, float, Address]] = {}
+        best cosine and the texts of it that were hit (by number); an item found by a
+        further text alone is read by its key."""
+        found: dict[str, tuple[Fact | None, float, Address, dict[int, str]]] = {}
         for fact, cosine in hits:
             record = _record(fact)
             item_key = KEY_PREFIX + _dump([*record["namespace"], record["key"]])
             item = None if FIELD_TAG in fact.tags else fact
             had = found.get(item_key)
+            seen = had[3] if had is not None else {}
+            seen[int(record.get("text", 0))] = searchable(fact.text)
             if had is not None:
                 item, cosine = had[0] or item, max(had[1], cosine)
             address = Address(user, tuple(record["namespace"]), record.get("user"))
-            found[item_key] = (item, cosine, address)
+            found[item_key] = (item, cosine, address, seen)
         items = []
-        for item_key, (item, cosine, address) in found.items():
+        for item_key, (item, cosine, address, seen) in found.items():
             if item is None:
                 item = self._current(address, item_key)
+                if item is not None:
+                    seen[0] = searchable(item.text)
             if item is not None and INDEXED_TAG in item.tags:
-                items.append((item, cosine))
+                items.append((item, cosine, seen))
         return items
+
+    def _item_texts(self, user: str, item: Fact, seen: dict[int, str]) -> list[str]:
+        """Every indexed text of ``item``: those the recall brought, the others read by key."""
+        record = _record(item)
+        address = Address(user, tuple(record["namespace"]), record.get("user"))
+        texts = []
+        for n in range(_texts(item)):
+            if n not in seen:
+                field = self._current(address, self._fact_key(address, record["key"], n))
+                if field is None:
+                    continue
+                seen[n] = searchable(field.text)
+            texts.append(seen[n])
+        return texts
 
     def _hits(self, user: str, query: str, depth: int, tag: str) -> list[tuple[Fact, float]]:
         """The prefix's best ``depth`` indexed texts, in the fusion's order, each with its

@@ -183,6 +183,83 @@ def test_scores(langgraph_stores, embedder):
     assert found[0].key == "two" and found[0].score > 0.5 > max(i.score for i in found[1:])
 
 
+class LetterCounts:
+    """A caller's embedding, as LangGraph's suites bring one: a text's letter counts (a-z),
+    so the test knows every score exactly; ``calls`` counts the texts it embedded."""
+
+    def __init__(self) -> None:
+        self.calls = 0
+
+    def __call__(self, texts: list[str]) -> list[list[float]]:
+        self.calls += len(texts)
+        return [
+            [float(t.lower().count(c)) + 0.5 for c in "abcdefghijklmnopqrstuvwxyz"] for t in texts
+        ]
+
+
+def _similarity(distance: str, a: list[float], b: list[float]) -> float:
+    if distance == "l2":
+        return -float(np.linalg.norm(np.subtract(a, b)))
+    dot = float(np.dot(a, b))
+    return (
+        dot if distance == "inner_product" else dot / float(np.linalg.norm(a) * np.linalg.norm(b))
+    )
+
+
+@pytest.mark.parametrize("distance", ["cosine", "inner_product", "l2"])
+def test_scores_in_the_embedding_the_index_config_names(langgraph_stores, distance):
+    """With LangGraph's ``index`` config, a hit's score is that embedding's similarity (by
+    its ``distance_type``) of the query and the item's best indexed text, as PostgresStore
+    gives it; the config's ``fields`` are what is searched."""
+    embed = LetterCounts()
+    index = {"dims": 26, "embed": embed, "distance_type": distance, "fields": ["key0"]}
+    store = langgraph_stores(user_at=0, index=index)
+    store.put(("test",), "doc", {"key0": "aaa", "other": "zebra"}, index=["key0", "key1"])
+    (hit,) = store.search((), query="banana")
+    want = _similarity(distance, *embed(["banana", "aaa"]))
+    assert hit.score == pytest.approx(want, abs=1e-6)
+
+    store.put(("test",), "two", {"key0": "quiz", "key9": "aaa"})  # only key0 is searched
+    found = {i.key: i.score for i in store.search(("test",), query="quiz")}
+    assert found["two"] == pytest.approx(_similarity(distance, *embed(["quiz", "quiz"])), abs=1e-6)
+    assert found["doc"] == pytest.approx(_similarity(distance, *embed(["quiz", "aaa"])), abs=1e-6)
+
+
+def test_caller_scores_take_the_best_of_an_items_fields_and_embed_each_text_once(
+    langgraph_stores,
+):
+    embed = LetterCounts()
+    store = langgraph_stores(user_at=0, index={"dims": 26, "embed": embed})
+    store.put(("test",), "doc", {"a": "xxx", "b": "mmm"}, index=["a", "b"])
+    for query, field in (("xxx", "xxx"), ("mmm", "mmm")):
+        (hit,) = store.search(("test",), query=query)
+        assert hit.score == pytest.approx(_similarity("cosine", *embed([query, field])), abs=1e-6)
+    embed.calls = 0
+    store.search(("test",), query="xxx")
+    assert embed.calls == 0  # the query and both fields were embedded before: cached
+
+
+def test_an_async_embedding_function_scores_async_searches(langgraph_stores):
+    sync_embed = LetterCounts()
+
+    async def embed(texts: list[str]) -> list[list[float]]:
+        return sync_embed(texts)
+
+    store = langgraph_stores(user_at=0, index={"dims": 26, "embed": embed, "fields": ["t"]})
+
+    async def go():
+        await store.aput(("test",), "doc", {"t": "abc"})
+        return await store.asearch(("test",), query="cab")
+
+    (hit,) = asyncio.run(go())
+    assert hit.score == pytest.approx(1.0, abs=1e-6)  # the same letters, the same vector
+
+
+def test_an_unknown_distance_type_is_refused(langgraph_stores):
+    with pytest.raises(ValueError, match="distance_type"):
+        langgraph_stores(index={"dims": 26, "embed": LetterCounts(), "distance_type": "hamming"})
+
+
 def test_embed_with_path_operation_config(langgraph_stores):
     """Only the fields ``index`` names are searched, by either leg: a word found only in
     another field of the value finds nothing there."""
