@@ -128,6 +128,31 @@ async def _searches(
     }
 
 
+async def _warm(
+    server: ServerProcess, key: str, workers: int, asked: list[tuple[int, str]]
+) -> list[float]:
+    """Every question asked on ``4 x workers`` connections at once, so every worker (each
+    accepts its own connections) has embedded each question and opened its pool before the
+    clock starts: a worker that met a question for the first time while timed would pay the
+    model's time, which one process warmed by one connection never does. Each worker's CPU
+    seconds so far, which says every one took part."""
+    from memory_service.client import AsyncMemoryClient
+
+    pool = [AsyncMemoryClient(server.base_url, key, timeout=120) for _ in range(4 * workers)]
+
+    async def ask_all(client: AsyncMemoryClient) -> None:
+        for user, question in asked:
+            await client.search(user_id(user), question)
+
+    try:
+        await asyncio.gather(*(ask_all(c) for c in pool))
+    finally:
+        for client in pool:
+            await client.close()
+    pids = server.worker_pids() or [server.proc.pid]
+    return [round(cpu_seconds(pid), 1) for pid in pids]
+
+
 def run(
     levels: Sequence[int],
     seconds: float,
@@ -136,7 +161,6 @@ def run(
     mixed_seconds: float,
     mixed_clients: int,
 ) -> dict[str, Any]:
-    from memory_service.client import MemoryClient
 
     schema = f"bench_{uuid.uuid4().hex[:12]}"
     corpus = texts(users, facts)
@@ -154,10 +178,9 @@ def run(
                 Path(tmp) / f"ws-{workers}", None, "postgres", env=_env(schema), workers=workers
             )
             servers[workers] = stack.enter_context(server)
-        for server in servers.values():  # each worker's connections warm, each query embedded
-            with MemoryClient(server.base_url, key, timeout=120) as warm:
-                for user, question in asked:
-                    warm.search(user_id(user), question)
+        for workers, server in servers.items():
+            spent = asyncio.run(_warm(server, key, workers, asked))
+            print(f"{workers} process(es) warm: each worker's CPU s {spent}", flush=True)
         print(HEADER, flush=True)
         for turn, clients in enumerate(levels):
             order = list(servers.items())
