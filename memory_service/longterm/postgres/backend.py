@@ -40,6 +40,7 @@ from memory_service.domain.facts import Fact, utcnow
 from memory_service.longterm.access import AccessMark, applied
 from memory_service.longterm.base_store import BaseLongTermMemory
 from memory_service.longterm.fusion import LegHit
+from memory_service.longterm.postgres.binary import Bools, Float4s, Int4s, Int8s, Uuids
 from memory_service.longterm.postgres.conditions import Where, live, owner_where, view_where
 from memory_service.longterm.postgres.embedder_records import PostgresEmbedderRecords
 from memory_service.longterm.postgres.rows import (
@@ -48,7 +49,6 @@ from memory_service.longterm.postgres.rows import (
     document_of,
     fact_of,
     fact_row,
-    vector_text,
 )
 from memory_service.longterm.postgres.schema import ensure_tables
 from memory_service.longterm.postgres.search import (
@@ -221,7 +221,7 @@ class PostgresLongTermMemory(BaseLongTermMemory[_Read]):
         for fact in ordered:
             row = self._row(ctx, fact, documents[fact.id])
             if fact.id in dense_of:
-                row["embedding"] = vector_text(dense_of[fact.id])
+                row["embedding"] = Float4s(dense_of[fact.id])
                 row["embedder"] = self._embedder.name
                 upserts.append(row)
             else:
@@ -240,23 +240,29 @@ class PostgresLongTermMemory(BaseLongTermMemory[_Read]):
         facts: Sequence[Fact],
         documents: Mapping[str, Document],
     ) -> None:
-        ids = [f.id for f in facts]
+        """Each fact's postings made again: one statement deletes the old, one inserts the
+        new, every column sent as one binary array (``binary``)."""
+        ids = Uuids([f.id for f in facts])
         cur.execute("DELETE FROM longterm_terms WHERE fact_id = ANY(%s::uuid[])", (ids,))
-        fact_ids, terms, counts, opens = [], [], [], []
-        for fact in facts:
-            is_open = fact.superseded_by is None and fact.valid_to is None
-            for term, count in documents[fact.id].terms.items():
-                fact_ids.append(fact.id)
-                terms.append(term)
-                counts.append(count)
-                opens.append(is_open)
-        if fact_ids:
-            cur.execute(
-                "INSERT INTO longterm_terms (fact_id, term, tenant_id, owner, tf, is_open) "
-                "SELECT f, t, %s, %s, c, o FROM unnest("
-                "%s::uuid[], %s::bigint[], %s::int[], %s::bool[]) AS u(f, t, c, o)",
-                (ctx.tenant_id, ctx.owner, fact_ids, terms, counts, opens),
-            )
+        per_fact = [len(documents[f.id].terms) for f in facts]
+        if not sum(per_fact):
+            return
+        terms = [t for f in facts for t in documents[f.id].terms]
+        counts = [c for f in facts for c in documents[f.id].terms.values()]
+        is_open = [f.superseded_by is None and f.valid_to is None for f in facts]
+        cur.execute(
+            "INSERT INTO longterm_terms (fact_id, term, tenant_id, owner, tf, is_open) "
+            "SELECT f, t, %s, %s, c, o FROM unnest("
+            "%s::uuid[], %s::bigint[], %s::int[], %s::bool[]) AS u(f, t, c, o)",
+            (
+                ctx.tenant_id,
+                ctx.owner,
+                Uuids(np.repeat(ids.cells, per_fact)),
+                Int8s(terms),
+                Int4s(counts),
+                Bools(np.repeat(is_open, per_fact)),
+            ),
+        )
 
     def _with_keys_held(
         self, conn: psycopg.Connection, ctx: RuntimeContext, writing: Mapping[str, Fact]
@@ -410,17 +416,24 @@ class PostgresLongTermMemory(BaseLongTermMemory[_Read]):
 
     def _delete(self, ctx: RuntimeContext, ids: Sequence[str]) -> int:
         with self._conn(ctx) as conn:
-            gone = conn.execute(
-                "DELETE FROM longterm_facts WHERE tenant_id = %s AND owner = %s "
-                "AND id = ANY(%s::uuid[])",
-                (ctx.tenant_id, ctx.owner, list(ids)),
-            ).rowcount
+            row = conn.execute(
+                "WITH gone AS (DELETE FROM longterm_facts WHERE tenant_id = %s AND owner = %s "
+                "AND id = ANY(%s::uuid[]) RETURNING id), "
+                "postings AS (DELETE FROM longterm_terms WHERE fact_id IN (SELECT id FROM gone)) "
+                "SELECT count(*) FROM gone",
+                (ctx.tenant_id, ctx.owner, Uuids(ids)),
+            ).fetchone()
+            gone = int(row[0]) if row else 0
             if gone:
                 conn.execute("INSERT INTO longterm_deletes DEFAULT VALUES")
         return max(gone, 0)
 
     def _forget(self, ctx: RuntimeContext) -> int:
         with self._write_lock(ctx) as conn:
+            conn.execute(
+                "DELETE FROM longterm_terms WHERE tenant_id = %s AND owner = %s",
+                (ctx.tenant_id, ctx.owner),
+            )
             gone = conn.execute(
                 "DELETE FROM longterm_facts WHERE tenant_id = %s AND owner = %s",
                 (ctx.tenant_id, ctx.owner),

@@ -6,7 +6,8 @@ that writes its vectors."""
 from __future__ import annotations
 
 from indexing.embeddings import Embedder
-from memory_service.longterm.postgres.rows import FACT_COLUMNS, fact_of, vector_text
+from memory_service.longterm.postgres.binary import Float4s
+from memory_service.longterm.postgres.rows import FACT_COLUMNS, fact_of
 from memory_service.longterm.store_embedder import EmbedderId, EmbedderRecord
 from memory_service.stores.database import Database
 
@@ -61,7 +62,7 @@ class PostgresEmbedderRecords:
                     f"UPDATE longterm_facts SET embedding = %s::{self._vector}, embedder = %s "
                     "WHERE id = %s",
                     [
-                        (vector_text(v), embedder.name, f.id)
+                        (Float4s(v), embedder.name, f.id)
                         for f, v in zip(facts, vectors, strict=True)
                     ],
                 )

@@ -82,7 +82,19 @@ def _migrations(ext: str) -> list[sql.Composable]:
     # MAIN keeps it in the row (compressed or moved out only if the row fits no other way),
     # and the fact's JSON, read only for the hits, goes out of line first.
     inline_vectors = sql.SQL("ALTER TABLE longterm_facts ALTER COLUMN embedding SET STORAGE MAIN")
-    return [first, inline_vectors]
+    # A posting is written for every distinct term of every fact recorded: its foreign key
+    # (a check per posting) and its primary key on (fact, term) cost more than the posting.
+    # The backend deletes a fact's postings with it (in the same statement or transaction),
+    # and they are found by fact through an index on the fact alone, which PostgreSQL keeps
+    # deduplicated (one entry a fact).
+    lean_postings = sql.SQL(
+        """
+        ALTER TABLE longterm_terms DROP CONSTRAINT IF EXISTS longterm_terms_fact_id_fkey;
+        ALTER TABLE longterm_terms DROP CONSTRAINT IF EXISTS longterm_terms_pkey;
+        CREATE INDEX IF NOT EXISTS longterm_terms_fact ON longterm_terms (fact_id);
+        """
+    )
+    return [first, inline_vectors, lean_postings]
 
 
 def extension_schema(database: Database) -> str:

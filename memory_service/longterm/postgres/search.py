@@ -39,6 +39,7 @@ import psycopg
 
 from memory_service.domain.facts import Fact, parse_time
 from memory_service.longterm.fusion import LegHit
+from memory_service.longterm.postgres.binary import Float4s
 from memory_service.longterm.postgres.conditions import Where
 from memory_service.longterm.postgres.rows import term_key, vector_text
 
@@ -279,17 +280,19 @@ def nearest(
     threshold: float,
 ) -> list[Found]:
     """Per vector, the dense leg over ``ask``'s facts (cosine at least ``threshold``, nearest
-    first, at most ``depth``), every vector in one statement of one shape however many."""
+    first, at most ``depth``), every vector in one statement of one shape however many (the
+    vectors sent as one flat binary ``real[]``, sliced into each)."""
     if not vectors or depth <= 0:
         return [Found([{"dense": []}]) for _ in vectors]
     quoted = ext.replace('"', '""')
-    params = _Params([vector_text(v) for v in vectors])
+    dims = len(vectors[0])
+    params = _Params(Float4s(np.stack(vectors)), len(vectors), dims)
     distance = f'f.embedding OPERATOR("{quoted}".<=>) x.v'
     query = f"""
         SELECT h.i, h.id, h.created_at, h.score, f.session_id, f.key, f.fact,
             f.access_count, f.last_accessed_at
-        FROM (SELECT v::"{quoted}".vector AS v, i FROM unnest($1::text[])
-              WITH ORDINALITY AS x(v, i)) x
+        FROM (SELECT (($1::real[])[(i - 1) * $3 + 1 : i * $3])::"{quoted}".vector AS v, i
+              FROM generate_series(1, $2::int) AS x(i)) x
         CROSS JOIN LATERAL (
             SELECT x.i, f.id, f.created_at, 1 - ({distance}) AS score
             FROM longterm_facts f

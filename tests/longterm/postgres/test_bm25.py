@@ -82,3 +82,48 @@ def test_bm25_scores_are_the_files_backends(both, query):
     assert [i for i, _ in found["postgres"]] == [i for i, _ in found["files"]]
     for (_, mine), (_, theirs) in zip(found["postgres"], found["files"], strict=True):
         assert mine == pytest.approx(theirs, rel=1e-9)
+
+
+def _postings(memory, fact_ids=None) -> int:
+    with memory.database.connection() as conn:
+        if fact_ids is None:
+            sql, params = "SELECT count(*) FROM longterm_terms WHERE owner = %s", (CTX.owner,)
+        else:
+            sql, params = (
+                "SELECT count(*) FROM longterm_terms WHERE fact_id = ANY(%s::uuid[])",
+                (list(fact_ids),),
+            )
+        return conn.execute(sql, params).fetchone()[0]
+
+
+def test_a_delete_takes_its_facts_postings_and_scores_stay_the_files_backends(embedder, tmp_path):
+    """A deleted fact leaves no posting behind (its terms would still count in the owner's
+    document frequencies), whether deleted by id or with its whole owner."""
+    files = FileSystemLongTermMemory(tmp_path / "ws", embedder, near_duplicates=OFF)
+    postgres = postgres_memory(tmp_path, embedder, near_duplicates=OFF)
+    try:
+        facts = _facts()[:30]
+        for memory in (files, postgres):
+            memory.record(CTX, facts)
+        doomed = [f.id for f in postgres.list(CTX, limit=100).items if "violin" in f.text]
+        assert doomed and _postings(postgres, doomed) > 0
+        for memory in (files, postgres):
+            assert memory.delete(CTX, doomed) == len(doomed)
+        assert _postings(postgres, doomed) == 0
+        for query in ("violin harbor", "coffee garden"):
+            scores = [
+                [
+                    (r.fact.id, r.scores["bm25"])
+                    for r in m.retrieve(CTX, query, top_k=20, mode="bm25")
+                ]
+                for m in (files, postgres)
+            ]
+            assert [i for i, _ in scores[1]] == [i for i, _ in scores[0]]
+            for (_, mine), (_, theirs) in zip(scores[1], scores[0], strict=True):
+                assert mine == pytest.approx(theirs, rel=1e-9)
+        assert _postings(postgres) > 0
+        postgres.forget(CTX)
+        assert _postings(postgres) == 0
+    finally:
+        files.close()
+        postgres.close()

@@ -1,0 +1,107 @@
+"""Arrays sent to PostgreSQL in its binary wire form, built whole by numpy.
+
+A record sends each new fact's dense vector and one posting per distinct term: thousands of
+numbers a batch. Written as text (a vector's 384 shortest float reprs) or dumped element by
+element (psycopg's list adapter), they cost more than the rest of the record's Python; here
+each array is one ``bytes`` made by numpy, which PostgreSQL reads without parsing. A vector
+goes as ``real[]`` and becomes pgvector's ``vector`` by its cast (``%s::vector``), so nothing
+depends on the extension's type id. Wrap a value (``Float4s``, ``Int8s``, ``Int4s``,
+``Bools``, ``Uuids``) and pass it as any parameter.
+"""
+
+from __future__ import annotations
+
+import struct
+import uuid
+from collections.abc import Sequence
+from typing import ClassVar
+
+import numpy as np
+import psycopg
+from psycopg.adapt import Dumper
+from psycopg.pq import Format
+
+
+class BinaryArray:
+    """A one-dimensional array of one PostgreSQL type, without NULLs, in binary form."""
+
+    __slots__ = ("cells", "data")
+    ELEMENT_OID: ClassVar[int]
+    ARRAY_OID: ClassVar[int]
+    DTYPE: ClassVar[str]
+
+    def __init__(self, values: np.ndarray | Sequence[object]) -> None:
+        self.cells = self._cells(values)  # the elements, as numpy holds them
+        self.data = _array_bytes(self.cells, self.ELEMENT_OID)
+
+    @classmethod
+    def _cells(cls, values: np.ndarray | Sequence[object]) -> np.ndarray:
+        return np.asarray(values, dtype=cls.DTYPE).reshape(-1)
+
+
+class Float4s(BinaryArray):
+    """``real[]``: a dense vector (``%s::vector`` makes it pgvector's) or several, flat."""
+
+    __slots__ = ()
+    ELEMENT_OID, ARRAY_OID, DTYPE = 700, 1021, ">f4"
+
+
+class Int8s(BinaryArray):
+    __slots__ = ()
+    ELEMENT_OID, ARRAY_OID, DTYPE = 20, 1016, ">i8"
+
+
+class Int4s(BinaryArray):
+    __slots__ = ()
+    ELEMENT_OID, ARRAY_OID, DTYPE = 23, 1007, ">i4"
+
+
+class Bools(BinaryArray):
+    __slots__ = ()
+    ELEMENT_OID, ARRAY_OID, DTYPE = 16, 1000, "?"
+
+
+class Uuids(BinaryArray):
+    """``uuid[]`` from uuid strings (or ``uuid.UUID``s, or another ``Uuids``' cells)."""
+
+    __slots__ = ()
+    ELEMENT_OID, ARRAY_OID, DTYPE = 2950, 2951, "V16"
+
+    @classmethod
+    def _cells(cls, values: np.ndarray | Sequence[object]) -> np.ndarray:
+        if isinstance(values, np.ndarray) and values.dtype == np.dtype(cls.DTYPE):
+            return values
+        raw = b"".join(_uuid_bytes(v) for v in values)
+        return np.frombuffer(raw, dtype=cls.DTYPE)
+
+
+def _uuid_bytes(value: object) -> bytes:
+    return value.bytes if isinstance(value, uuid.UUID) else uuid.UUID(str(value)).bytes
+
+
+def _array_bytes(cells: np.ndarray, element_oid: int) -> bytes:
+    """PostgreSQL's ``array_send`` layout: dimensions, flags (no NULLs), the element type,
+    the length and lower bound, then each element's byte length and big-endian bytes."""
+    if cells.size == 0:
+        return struct.pack(">iii", 0, 0, element_oid)
+    header = struct.pack(">iiiii", 1, 0, element_oid, cells.size, 1)
+    framed = np.empty(cells.size, dtype=[("size", ">i4"), ("value", cells.dtype)])
+    framed["size"] = cells.dtype.itemsize
+    framed["value"] = cells
+    return header + framed.tobytes()
+
+
+def _dumper(cls: type[BinaryArray]) -> type[Dumper]:
+    class ArrayDumper(Dumper):
+        format = Format.BINARY
+        oid = cls.ARRAY_OID
+
+        def dump(self, obj: BinaryArray) -> bytes:
+            return obj.data
+
+    ArrayDumper.__name__ = f"{cls.__name__}Dumper"
+    return ArrayDumper
+
+
+for _kind in (Float4s, Int8s, Int4s, Bools, Uuids):  # every connection: the types are
+    psycopg.adapters.register_dumper(_kind, _dumper(_kind))  # PostgreSQL's own, ids fixed
