@@ -5,8 +5,12 @@ embedder from the Q4_0 word table: 250k rows stay 4-bit on disk and out of the g
 attention mask, and returns the last hidden state; it is the XLM-RoBERTa encoder (post-norm,
 exact GELU). Its weight matrices run one of three ways:
 
-- ``"int8"`` (the service's): the dequantized weights as symmetric int8, one scale per output
-  column, in ``DynamicQuantizeMatMul`` (activations quantised per run), except each layer's
+- ``"int8"`` (the service's): the dequantized weights as symmetric int8 within 7 bits (±63),
+  one scale per output column, in ``DynamicQuantizeMatMul`` (activations quantised per run to
+  u8). x86 CPUs without VNNI multiply u8 by s8 adding each pair of products in 16 bits, which
+  full-range weights saturate (255 × 127 × 2 > 32,767): their vectors drifted from the
+  model's, so a close recall ranked one way on one CPU and another elsewhere; at ±63 no pair
+  can, and every CPU computes the same integers. Except each layer's
   feed-forward output, whose input (the GELU's) has outliers that one int8 scale per run
   flattens: that matrix stays 4-bit (``MatMulNBits``, activations per block of 32). The fastest
   of the three, and close to the package engine's vectors text by text, where all-int8 drifted
@@ -31,11 +35,12 @@ from indexing.e5_file import Q4_BLOCK, E5File, dequantize
 log = logging.getLogger(__name__)
 
 OPSET = 17
-GRAPH_FORMAT = "e5-encoder/opset17/v2"  # part of the cache key
+GRAPH_FORMAT = "e5-encoder/opset17/v3"  # part of the cache key: a new graph, a new entry
 INPUT, MASK, OUTPUT = "embeddings", "attention_mask", "last_hidden_state"
 Weights = Literal["int8", "q4", "fp32"]
 # per weights choice, the matrices (by their name in a layer) that run another way
 OVERRIDES: dict[str, dict[str, Weights]] = {"int8": {"fo": "q4"}}
+INT8_LIMIT = 63  # int8 weights within 7 bits: u8 x s8 pairs never saturate 16 bits
 _MASKED = -10000.0  # added to a padded key's attention score (BERT's convention)
 
 
@@ -51,11 +56,13 @@ def _pack_nbits(blocks: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
 
 
 def _int8_columns(matrix: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """A float ``(out, in)`` weight matrix as symmetric int8 ``(in, out)`` with one scale per
-    output column (per-tensor scales moved the vectors too far: cosine 0.984 to the engine's)."""
-    scales = np.abs(matrix).max(axis=1) / 127.0
+    """A float ``(out, in)`` weight matrix as symmetric int8 ``(in, out)`` within ±``INT8_LIMIT``
+    (7 bits: see the module), one scale per output column (per-tensor scales moved the
+    vectors too far: cosine 0.984 to the engine's)."""
+    scales = np.abs(matrix).max(axis=1) / INT8_LIMIT
     scales[scales == 0] = 1.0
-    quantized = np.clip(np.rint(matrix / scales[:, None]), -127, 127).astype(np.int8)
+    quantized = np.clip(np.rint(matrix / scales[:, None]), -INT8_LIMIT, INT8_LIMIT)
+    quantized = quantized.astype(np.int8)
     return np.ascontiguousarray(quantized.T), scales.astype(np.float32)
 
 

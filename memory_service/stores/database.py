@@ -22,6 +22,7 @@ from psycopg.conninfo import conninfo_to_dict
 from psycopg_pool import ConnectionPool, PoolTimeout
 
 from memory_service.domain.errors import BackendUnavailableError, ConfigurationError
+from memory_service.stores import binary_arrays
 
 DSN_SETTING = "MEMORY_POSTGRES__DSN"
 T = TypeVar("T")
@@ -116,7 +117,9 @@ class Database:
             _POOL_LOG.removeFilter(attempts)
 
     def _configure(self, conn: psycopg.Connection) -> None:
-        """Each new connection looks in ``schema`` first (tables are created there)."""
+        """Each new connection sends ``binary_arrays`` in binary and looks in ``schema``
+        first (tables are created there)."""
+        binary_arrays.register(conn.adapters)
         if self.schema is not None:
             conn.execute(sql.SQL("SET search_path TO {}").format(sql.Identifier(self.schema)))
             conn.commit()

@@ -39,7 +39,7 @@ import psycopg
 
 from memory_service.domain.facts import Fact, parse_time
 from memory_service.longterm.fusion import LegHit
-from memory_service.longterm.postgres.binary import Float4s
+from memory_service.stores.binary_arrays import Float4s
 from memory_service.longterm.postgres.conditions import Where
 from memory_service.longterm.postgres.rows import term_key, vector_text
 

@@ -8,7 +8,7 @@ import uuid
 import numpy as np
 import psycopg
 
-from memory_service.longterm.postgres.binary import Bools, Float4s, Int4s, Int8s, Uuids
+from memory_service.stores.binary_arrays import Bools, Float4s, Int4s, Int8s, Uuids
 
 
 def test_each_array_reads_back_as_sent(pgvector_dsn):

@@ -5,7 +5,8 @@ numbers a batch. Written as text (a vector's 384 shortest float reprs) or dumped
 element (psycopg's list adapter), they cost more than the rest of the record's Python; here
 each array is one ``bytes`` made by numpy, which PostgreSQL reads without parsing. A vector
 goes as ``real[]`` and becomes pgvector's ``vector`` by its cast (``%s::vector``), so nothing
-depends on the extension's type id. Wrap a value (``Float4s``, ``Int8s``, ``Int4s``,
+depends on the extension's type id. ``Database`` registers them on each connection it makes.
+Wrap a value (``Float4s``, ``Int8s``, ``Int4s``,
 ``Bools``, ``Uuids``) and pass it as any parameter.
 """
 
@@ -18,7 +19,7 @@ from typing import ClassVar
 
 import numpy as np
 import psycopg
-from psycopg.adapt import Dumper
+from psycopg.adapt import AdaptersMap, Dumper
 from psycopg.pq import Format
 
 
@@ -103,5 +104,12 @@ def _dumper(cls: type[BinaryArray]) -> type[Dumper]:
     return ArrayDumper
 
 
-for _kind in (Float4s, Int8s, Int4s, Bools, Uuids):  # every connection: the types are
-    psycopg.adapters.register_dumper(_kind, _dumper(_kind))  # PostgreSQL's own, ids fixed
+def register(adapters: AdaptersMap) -> None:
+    """Every wrapper dumped in binary where ``adapters`` rule (a connection's, or psycopg's
+    own, which connections made later start from). The types are PostgreSQL's own, with
+    fixed ids: the same on every server."""
+    for kind in (Float4s, Int8s, Int4s, Bools, Uuids):
+        adapters.register_dumper(kind, _dumper(kind))
+
+
+register(psycopg.adapters)
