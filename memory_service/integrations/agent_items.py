@@ -43,6 +43,11 @@ MESSAGE_ROLES = {
 }
 
 
+class ItemNotJsonError(InvalidInputError, TypeError):
+    """An item ``json`` cannot write: the project's invalid input, and the ``TypeError`` the
+    SDK's own ``SQLiteSession`` raises for it, so either ``except`` catches it."""
+
+
 def item_to_msg(item: Mapping[str, Any]) -> Msg:
     """The message that stores ``item``; ``InvalidInputError`` for what no item is."""
     if not isinstance(item, Mapping):
@@ -51,7 +56,7 @@ def item_to_msg(item: Mapping[str, Any]) -> Msg:
     try:
         json.dumps(item, allow_nan=False)
     except (TypeError, ValueError) as exc:
-        raise InvalidInputError(f"an Agents SDK session item must be JSON: {exc}") from None
+        raise ItemNotJsonError(f"an Agents SDK session item must be JSON: {exc}") from None
     role = MESSAGE_ROLES.get(item.get("role"))  # type: ignore[arg-type]
     if kind in (None, "message") and role is not None:
         text = item_text(item.get("content"))

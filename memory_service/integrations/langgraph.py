@@ -77,7 +77,6 @@ try:
         SearchOp,
         TTLConfig,
         get_text_at_path,
-        tokenize_path,
     )
 except ImportError as exc:  # LangGraph is an optional extra
     raise ImportError(
@@ -153,7 +152,8 @@ class MemoryServiceStore(BaseStore):
             raise ValueError("user_at is a position from the namespace's start (0 or more)")
         self.facts = facts
         self.user_at = user_at
-        self.fields = list((index or {}).get("fields") or fields)
+        config: Mapping[str, Any] = index or {}  # SqliteStore's config names them text_fields
+        self.fields = list(config.get("fields") or config.get("text_fields") or fields)
         self.ttl_config = ttl
         self.index_config = index
         self.scores = (
@@ -307,14 +307,12 @@ class MemoryServiceStore(BaseStore):
         return [f.validate() for f in (item, *fields)]
 
     def _indexed(self, value: dict[str, Any], index: list[str] | None) -> list[str]:
-        """The texts at the paths indexed (``$``: the whole value as JSON), blanks folded."""
+        """The texts at the paths indexed, as LangGraph's stores take them (``$``: the whole
+        value as JSON with sorted keys), blanks folded."""
         paths = self.fields if index is None else list(index)
         texts: list[str] = []
         for path in paths:
-            if path == "$":
-                texts.append(_dump(value))
-                continue
-            texts += [t for t in get_text_at_path(value, tokenize_path(path)) if t.strip()]
+            texts += [t for t in get_text_at_path(value, path) if t.strip()]
         return [" ".join(t.split()) for t in texts]
 
     def _put(self, address: Address, facts: list[Fact]) -> None:

@@ -62,7 +62,7 @@ def items_as_messages(items: list[Any]) -> list[Msg]:
         try:
             message = item_to_msg(item)
         except InvalidInputError as exc:
-            raise InvalidInputError(f"item {index}: {exc.message}", code=exc.code) from None
+            raise type(exc)(f"item {index}: {exc.message}", code=exc.code) from None
         messages.append(message)
     return messages
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import importlib
+import json
 import math
 import sys
 import time
@@ -184,17 +185,22 @@ def test_scores(langgraph_stores, embedder):
 
 
 class LetterCounts:
-    """A caller's embedding, as LangGraph's suites bring one: a text's letter counts (a-z),
-    so the test knows every score exactly; ``calls`` counts the texts it embedded."""
+    """A caller's embedding, as LangGraph's suites bring one: a text's characters counted in
+    26 buckets (by code point), so the test knows every score exactly and spacing counts;
+    ``calls`` counts the texts it embedded."""
 
     def __init__(self) -> None:
         self.calls = 0
 
     def __call__(self, texts: list[str]) -> list[list[float]]:
         self.calls += len(texts)
-        return [
-            [float(t.lower().count(c)) + 0.5 for c in "abcdefghijklmnopqrstuvwxyz"] for t in texts
-        ]
+        out = []
+        for text in texts:
+            counts = [0.5] * 26
+            for ch in text.lower():
+                counts[ord(ch) % 26] += 1.0
+            out.append(counts)
+        return out
 
 
 def _similarity(distance: str, a: list[float], b: list[float]) -> float:
@@ -253,6 +259,27 @@ def test_an_async_embedding_function_scores_async_searches(langgraph_stores):
 
     (hit,) = asyncio.run(go())
     assert hit.score == pytest.approx(1.0, abs=1e-6)  # the same letters, the same vector
+
+
+def test_sqlite_index_config_names_its_fields_text_fields(langgraph_stores):
+    """SqliteStore's config says ``text_fields`` where PostgresStore's says ``fields``."""
+    embed = LetterCounts()
+    store = langgraph_stores(user_at=0, index={"dims": 26, "embed": embed, "text_fields": ["k1"]})
+    store.put(("test",), "doc", {"k1": "xxx", "k2": "yyy"})
+    (hit,) = store.search(("test",), query="xxx")
+    assert hit.score == pytest.approx(1.0, abs=1e-6)
+
+
+def test_the_whole_value_is_the_json_langgraph_embeds(langgraph_stores):
+    """``$`` is the value as LangGraph's stores write it (keys sorted, text unescaped), so a
+    query of that very JSON scores 1.0 in the caller's embedding, as in PostgresStore."""
+    embed = LetterCounts()
+    store = langgraph_stores(user_at=0, index={"dims": 26, "embed": embed})
+    value = {"text": "héllo world", "b": 1}
+    store.put(("test",), "a", value)
+    query = json.dumps(value, sort_keys=True, ensure_ascii=False)
+    (hit,) = store.search(("test",), query=query)
+    assert hit.score == pytest.approx(1.0, abs=1e-6)
 
 
 def test_an_unknown_distance_type_is_refused(langgraph_stores):

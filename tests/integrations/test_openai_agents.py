@@ -192,6 +192,18 @@ def test_a_bad_item_is_refused_and_nothing_is_written(shortterm, bad):
     assert run(session.get_items()) == [USER]
 
 
+def test_sqlite_session_failed_add_items_raises_type_error_for_an_item_json_cannot_write(
+    shortterm,
+):
+    """As SQLiteSession: ``TypeError`` for an item that is no JSON (still the project's
+    ``InvalidInputError``), and nothing of the batch written."""
+    session = session_of(shortterm)
+    with pytest.raises(TypeError) as raised:
+        run(session.add_items([USER, {"type": "message", "role": "user", "content": object()}]))
+    assert isinstance(raised.value, InvalidInputError) and raised.value.code == "invalid_input"
+    assert run(session.get_items()) == []
+
+
 BARE_ANSWER = {
     "type": "message",
     "role": "assistant",
