@@ -40,7 +40,6 @@ from memory_service.domain.facts import Fact, utcnow
 from memory_service.longterm.access import AccessMark, applied
 from memory_service.longterm.base_store import BaseLongTermMemory
 from memory_service.longterm.fusion import LegHit
-from memory_service.stores.binary_arrays import Bools, Float4s, Int4s, Int8s, Uuids
 from memory_service.longterm.postgres.conditions import Where, live, owner_where, view_where
 from memory_service.longterm.postgres.embedder_records import PostgresEmbedderRecords
 from memory_service.longterm.postgres.rows import (
@@ -74,6 +73,7 @@ from memory_service.longterm.store_values import (
     resolve_key_race,
 )
 from memory_service.observe.telemetry import timed_stage
+from memory_service.stores.binary_arrays import Bools, Float4s, Int4s, Int8s, Uuids
 from memory_service.stores.database import DSN_SETTING, Database
 from memory_service.stores.tombstones.postgres import PostgresTombstones
 

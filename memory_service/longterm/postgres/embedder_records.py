@@ -6,9 +6,9 @@ that writes its vectors."""
 from __future__ import annotations
 
 from indexing.embeddings import Embedder
-from memory_service.stores.binary_arrays import Float4s
 from memory_service.longterm.postgres.rows import FACT_COLUMNS, fact_of
 from memory_service.longterm.store_embedder import EmbedderId, EmbedderRecord
+from memory_service.stores.binary_arrays import Float4s
 from memory_service.stores.database import Database
 
 _NAME = "store"

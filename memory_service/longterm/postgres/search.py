@@ -39,9 +39,9 @@ import psycopg
 
 from memory_service.domain.facts import Fact, parse_time
 from memory_service.longterm.fusion import LegHit
-from memory_service.stores.binary_arrays import Float4s
 from memory_service.longterm.postgres.conditions import Where
 from memory_service.longterm.postgres.rows import term_key, vector_text
+from memory_service.stores.binary_arrays import Float4s
 
 K1 = 1.2
 B = 0.75
