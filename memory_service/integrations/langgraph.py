@@ -145,9 +145,9 @@ class MemoryServiceStore(BaseStore):
         ttl: TTLConfig | None = None,
         index: IndexConfig | None = None,
     ) -> None:
-        """``index`` is LangGraph's config: its ``fields`` are the fields searched, and its
-        ``embed`` (with ``distance_type``) gives each hit's score; ``dims`` is the caller
-        model's, not the store's, and is not needed."""
+        """``index`` is LangGraph's config: its ``fields`` (SqliteStore's ``text_fields``) are
+        the fields searched, and its ``embed`` (with ``distance_type``) gives each hit's
+        score; ``dims`` is the caller model's, not the store's, and is not needed."""
         if user_at < 0:
             raise ValueError("user_at is a position from the namespace's start (0 or more)")
         self.facts = facts
