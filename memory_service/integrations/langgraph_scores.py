@@ -50,21 +50,18 @@ class CallerScores:
 
     def _vectors(self, texts: list[str]) -> list[list[float]]:
         with self._lock:
-            missing = list(dict.fromkeys(t for t in texts if t not in self._cache))
+            known = {t: self._cache[t] for t in texts if t in self._cache}
+            for text in known:
+                self._cache.move_to_end(text)
+        missing = [t for t in dict.fromkeys(texts) if t not in known]
         if missing:
-            found = self._embed(missing)
+            found = [[float(x) for x in v] for v in self._embed(missing)]
+            known.update(zip(missing, found, strict=True))
             with self._lock:
-                for text, vector in zip(missing, found, strict=True):
-                    self._cache[text] = [float(x) for x in vector]
-                    self._cache.move_to_end(text)
+                self._cache.update(zip(missing, found, strict=True))
                 while len(self._cache) > CACHED_TEXTS:
                     self._cache.popitem(last=False)
-        with self._lock:
-            fetched = {t: self._cache.get(t) for t in texts}
-        if any(v is None for v in fetched.values()):  # evicted meanwhile by other searches
-            again = [t for t, v in fetched.items() if v is None]
-            fetched.update(zip(again, self._embed(again), strict=True))
-        return [list(fetched[t] or ()) for t in texts]
+        return [known[t] for t in texts]
 
     def _embed(self, texts: list[str]) -> list[list[float]]:
         """The caller's vectors; an async-only embedding function runs on a loop of its own
