@@ -6,6 +6,10 @@ and ``user_context``, through which every route makes the ``RuntimeContext`` it 
 writes with, refuses one in the body (``Principal.user_for``); routes that reach every user of
 the tenant depend on ``require_every_user``. Each refusal is a 403 ``forbidden_user`` before
 anything is read or written.
+
+The dependencies are coroutines: FastAPI runs a plain function in the thread pool, a hop per
+dependency per request (a few tenths of a millisecond each), and these only read app state.
+The one that may block, the key ring's look at its file or store, is sent to the pool.
 """
 
 from __future__ import annotations
@@ -13,6 +17,7 @@ from __future__ import annotations
 from typing import Annotated
 
 from fastapi import Depends, Request, Security
+from fastapi.concurrency import run_in_threadpool
 from fastapi.security import APIKeyHeader, HTTPAuthorizationCredentials, HTTPBearer
 
 from memory_service.api.errors import ApiError
@@ -30,11 +35,11 @@ _bearer = HTTPBearer(auto_error=False, description="API key as a bearer token")
 _header = APIKeyHeader(name="X-API-Key", auto_error=False, description="API key header")
 
 
-def get_services(request: Request) -> Services:
+async def get_services(request: Request) -> Services:
     return request.app.state.services
 
 
-def get_principal(
+async def get_principal(
     request: Request,
     bearer: Annotated[HTTPAuthorizationCredentials | None, Security(_bearer)],
     header_key: Annotated[str | None, Security(_header)],
@@ -44,7 +49,9 @@ def get_principal(
     key = bearer.credentials if bearer else header_key
     if not key:
         raise ApiError(401, "unauthorized", "missing API key: send 'Authorization: Bearer <key>'")
-    principal = ring.lookup(key)
+    principal = ring.known(key)
+    if principal is None:  # the ring looks at its file or store first: blocking, off the loop
+        principal = await run_in_threadpool(ring.lookup, key)
     if principal is None:
         raise ApiError(401, "unauthorized", "unknown API key")
     if principal.user_id is not None:  # a personal key: no other user in the path or query
@@ -80,7 +87,7 @@ def role_actions(role: str) -> list[str]:
     return actions
 
 
-def require_admin(principal: Annotated[Principal, Depends(get_principal)]) -> Principal:
+async def require_admin(principal: Annotated[Principal, Depends(get_principal)]) -> Principal:
     if not principal.may("admin"):
         bound = principal.user_id is not None
         raise ForbiddenError(
@@ -91,13 +98,13 @@ def require_admin(principal: Annotated[Principal, Depends(get_principal)]) -> Pr
     return principal
 
 
-def require_every_user(principal: Annotated[Principal, Depends(get_principal)]) -> Principal:
+async def require_every_user(principal: Annotated[Principal, Depends(get_principal)]) -> Principal:
     """The key, if it reaches every user of its tenant (not a personal key's)."""
     principal.check_every_user("this route")
     return principal
 
 
-def get_longterm(services: Annotated[Services, Depends(get_services)]) -> LongTermMemory:
+async def get_longterm(services: Annotated[Services, Depends(get_services)]) -> LongTermMemory:
     return services.longterm
 
 
@@ -128,7 +135,7 @@ def writer_of(principal: Principal) -> Writer:
     return Writer.of_role(principal.role)
 
 
-def get_memories(services: Annotated[Services, Depends(get_services)]) -> Memories:
+async def get_memories(services: Annotated[Services, Depends(get_services)]) -> Memories:
     return services.memories
 
 

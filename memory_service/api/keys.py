@@ -172,6 +172,18 @@ class ApiKeyRing:
         self._refresh()
         return {p.tenant_id for p in self._by_digest.values()}
 
+    def known(self, key: str | None) -> Principal | None:
+        """The key's principal when the ring need not look at its file or store first (a
+        digest and a comparison per key: cheap enough for the event loop); None when it is
+        unknown or a look is due, and ``lookup``, which may stat the file or ask the store,
+        must answer."""
+        if not key or self._failure is not None:
+            return None
+        watched = self._path is not None or self._store is not None
+        if watched and self._clock() - self._checked_at >= self._interval_s:
+            return None
+        return self._find(digest_of(key))
+
     def lookup(self, key: str | None) -> Principal | None:
         """The key's principal, or None. A key the file does not know yet makes the ring look
         at the file at once (a stat; re-read only when it changed), so a key just added with

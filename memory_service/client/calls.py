@@ -93,7 +93,7 @@ def operation(method: Method, path: str) -> Callable[[B], B]:
 
 
 def _reads(model: type[T]) -> Callable[[Any], T]:
-    return lambda response: model.model_validate(response.json())  # type: ignore[attr-defined]
+    return lambda response: model.model_validate_json(response.content)  # type: ignore[attr-defined]
 
 
 def _body(model: BaseModel) -> dict[str, Any]:

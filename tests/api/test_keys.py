@@ -156,6 +156,26 @@ def test_a_key_just_added_works_at_its_first_request(tmp_path, capsys):
     assert ring.lookup("msk_never-issued-0123456789") is None  # unknown stays unknown
 
 
+def test_known_answers_without_the_file_only_until_a_look_is_due(tmp_path, capsys):
+    """``known`` runs on the event loop: it must never stand in for a look at the file that
+    is due, so a revoked key is refused after the interval, as ``lookup`` refuses it."""
+    path = tmp_path / "api-keys.json"
+    first = add(tmp_path, capsys, "--tenant", "acme")
+    clock = Clock()
+    ring = ApiKeyRing.from_file(path, clock=clock)
+    assert ring.known(first).tenant_id == "acme"
+    second = add(tmp_path, capsys, "--tenant", "globex")
+    assert ring.known(second) is None  # not in the ring yet: lookup looks at the file at once
+    assert ring.lookup(second).tenant_id == "globex"
+    assert keys(tmp_path, "revoke", first) == 0
+    clock.now += 0.5
+    assert ring.known(first).tenant_id == "acme"  # within the interval, as lookup says
+    clock.now += 0.6
+    assert ring.known(first) is None  # a look is due: known does not answer
+    assert ring.lookup(first) is None  # and the look finds it revoked
+    assert ring.known(second).tenant_id == "globex"
+
+
 def test_a_broken_edit_keeps_the_previous_keys(tmp_path, capsys, caplog):
     path = tmp_path / "api-keys.json"
     key = add(tmp_path, capsys, "--tenant", "acme")

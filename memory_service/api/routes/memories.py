@@ -9,6 +9,7 @@ from pydantic import ConfigDict
 
 from memory_service.api.deps import MemoriesDep, PrincipalDep, user_context, writer_of
 from memory_service.api.errors import ApiError
+from memory_service.api.responses import json_answer
 from memory_service.api.routes import resource_router
 from memory_service.api.schemas.common import AgentId, UserId
 from memory_service.api.schemas.memories import (
@@ -71,7 +72,7 @@ def record_memories(body: RecordRequest, principal: PrincipalDep, memories: Memo
     facts = tuple(f.to_fact(body.session_id) for f in body.facts)
     results = record_facts(memories, RecordFacts(ctx, facts, writer_of(principal)))
     redacted = total(r.redacted for r in results)
-    return RecordResponse.model_validate({"results": results, "redacted": redacted})
+    return json_answer(RecordResponse.model_validate({"results": results, "redacted": redacted}))
 
 
 @router.post("/memories/search", response_model=SearchResponse)
@@ -94,7 +95,7 @@ def search_memories(body: SearchRequest, principal: PrincipalDep, memories: Memo
         filter=body.fact_filter(),
     )
     recalls = search_facts(memories, search)
-    return SearchResponse.model_validate({"hits": recalls})
+    return json_answer(SearchResponse.model_validate({"hits": recalls}))
 
 
 LIST_PARAMETERS = frozenset(
@@ -108,7 +109,7 @@ class FilterQuery(FilterIn):
     model_config = ConfigDict(extra="ignore")
 
 
-def list_filter(request: Request, filter_in: Annotated[FilterQuery, Query()]) -> FactFilter:
+async def list_filter(request: Request, filter_in: Annotated[FilterQuery, Query()]) -> FactFilter:
     """The list filter from the query string (``kind`` and the tags repeat). An unknown
     parameter is refused, so a misspelt filter never silently lists everything."""
     unknown = sorted(set(request.query_params) - LIST_PARAMETERS)
@@ -146,7 +147,7 @@ def list_memories(
     ctx = user_context(principal, user_id, agent_id=agent_id)
     listing = ListFacts(ctx, limit, cursor, include_inactive, scopes=scope, filter=fact_filter)
     page = list_facts(memories, listing)
-    return FactPage.model_validate(page)
+    return json_answer(FactPage.model_validate(page))
 
 
 @router.get("/memories/{memory_id}", response_model=FactOut)
@@ -159,7 +160,9 @@ def get_memory(
     scope: ScopeQuery = "user",
 ):
     ctx = user_context(principal, user_id, agent_id=agent_id)
-    return FactOut.model_validate(get_fact(memories, GetFact(ctx, memory_id, (scope,))))
+    return json_answer(
+        FactOut.model_validate(get_fact(memories, GetFact(ctx, memory_id, (scope,))))
+    )
 
 
 @router.patch("/memories/{memory_id}", response_model=FactOut)
@@ -174,7 +177,7 @@ def update_memory(
     ctx = user_context(principal, body.user_id)
     update = UpdateFact(ctx, memory_id, body.changes(), writer_of(principal))
     updated = update_fact(memories, update)
-    return FactOut.model_validate(updated)
+    return json_answer(FactOut.model_validate(updated))
 
 
 @router.post("/memories/{memory_id}/confirm", response_model=FactOut)
@@ -191,7 +194,7 @@ def confirm_memory(
     admin key."""
     ctx = user_context(principal, body.user_id, agent_id=body.agent_id).in_scope(body.scope)
     confirmed = confirm_fact(memories, ConfirmFact(ctx, memory_id, writer_of(principal)))
-    return FactOut.model_validate(confirmed)
+    return json_answer(FactOut.model_validate(confirmed))
 
 
 @router.delete("/memories/{memory_id}", response_model=DeleteReceipt)
@@ -207,7 +210,7 @@ def delete_memory(
     fact needs a curator or admin key)."""
     ctx = user_context(principal, user_id, agent_id=agent_id).in_scope(scope)
     deleted = delete_fact(memories, DeleteFact(ctx, memory_id, writer_of(principal)))
-    return DeleteReceipt(deleted=deleted)
+    return json_answer(DeleteReceipt(deleted=deleted))
 
 
 @router.delete("/users/{user_id}/memories", response_model=DeleteReceipt)
@@ -215,4 +218,6 @@ def forget_memories(principal: PrincipalDep, memories: MemoriesDep, user_id: Use
     """Every long-term fact of the user, gone: the store, MEMORY.md, its snapshots and
     archived ledgers. Facts only: the user's sessions, logs, tool results and dead letters
     stay; ``DELETE /v1/users/{user_id}`` (admin key) erases all of it."""
-    return DeleteReceipt(deleted=forget_facts(memories, user_context(principal, user_id)))
+    return json_answer(
+        DeleteReceipt(deleted=forget_facts(memories, user_context(principal, user_id)))
+    )

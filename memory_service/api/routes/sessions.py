@@ -9,6 +9,7 @@ from typing import Annotated
 from fastapi import Depends, Path, Query
 
 from memory_service.api.deps import MemoriesDep, PrincipalDep, ServicesDep, user_context
+from memory_service.api.responses import json_answer
 from memory_service.api.routes import resource_router
 from memory_service.api.schemas.common import Merged, SessionId, UserId
 from memory_service.api.schemas.sessions import (
@@ -40,7 +41,7 @@ UserQuery = Annotated[UserId, Query(description="the user whose session this is"
 SessionPath = Annotated[SessionId, Path(description="the session id")]
 
 
-def get_shortterm(services: ServicesDep) -> ShortTermMemory:
+async def get_shortterm(services: ServicesDep) -> ShortTermMemory:
     return services.memories.sessions()
 
 
@@ -62,14 +63,14 @@ def search_sessions(body: SessionSearchRequest, principal: PrincipalDep, memorie
     """Past messages of the user's sessions that share terms with the query (session logs)."""
     ctx = user_context(principal, body.user_id)
     hits = cases.search_sessions(memories, cases.SearchSessions(ctx, body.query, body.limit))
-    return SessionSearchResponse.model_validate({"hits": hits})
+    return json_answer(SessionSearchResponse.model_validate({"hits": hits}))
 
 
 @router.get("/sessions", response_model=SessionList)
 def list_sessions(principal: PrincipalDep, memories: MemoriesDep, user_id: UserQuery):
     """The user's stored (unexpired) sessions, most recently updated first."""
     ctx = user_context(principal, user_id)
-    return SessionList.model_validate({"sessions": cases.list_sessions(memories, ctx)})
+    return json_answer(SessionList.model_validate({"sessions": cases.list_sessions(memories, ctx)}))
 
 
 @router.post("/sessions/{session_id}/messages", response_model=AppendResponse)
@@ -91,7 +92,7 @@ def append_messages(
         compact=body.compact,
     )
     account_compaction(services, ctx.tenant_id, result.compaction)
-    return AppendResponse.model_validate(Merged(result, session_id=session_id))
+    return json_answer(AppendResponse.model_validate(Merged(result, session_id=session_id)))
 
 
 @router.get("/sessions/{session_id}", response_model=SessionOut)
@@ -102,7 +103,7 @@ def get_session(
     deleted or expired), as for DELETE."""
     state = cases.get_session(memories, user_context(principal, user_id), session_id)
     window = memories.sessions().context_window
-    return SessionOut.of(state, session_id=session_id, user_id=user_id, window=window)
+    return json_answer(SessionOut.of(state, session_id=session_id, user_id=user_id, window=window))
 
 
 @router.post("/sessions/{session_id}/compact", response_model=CompactResponse)
@@ -120,8 +121,10 @@ def compact_session(
         ctx, expected_version=body.expected_version, keep_last=body.keep_last
     )
     account_compaction(services, ctx.tenant_id, result)
-    return CompactResponse.model_validate(
-        Merged(session_id=session_id, state=state, compaction=result)
+    return json_answer(
+        CompactResponse.model_validate(
+            Merged(session_id=session_id, state=state, compaction=result)
+        )
     )
 
 
@@ -138,7 +141,7 @@ def read_tool_result(
     """The full text of an evicted tool result, or a 1-based inclusive line range of it."""
     ctx = user_context(principal, user_id, session_id)
     text = memory.read_tool_result(ctx, ref, start_line, end_line)
-    return ToolResultText(ref=ref, start_line=start_line, end_line=end_line, text=text)
+    return json_answer(ToolResultText(ref=ref, start_line=start_line, end_line=end_line, text=text))
 
 
 @router.delete("/sessions/{session_id}", response_model=SessionDeleted)
@@ -151,7 +154,7 @@ def delete_session(
 ):
     """Delete the session's state and evicted tool results (404 when there was nothing)."""
     ctx = user_context(principal, user_id, session_id)
-    return SessionDeleted.model_validate(memory.delete(ctx, include_log=include_log))
+    return json_answer(SessionDeleted.model_validate(memory.delete(ctx, include_log=include_log)))
 
 
 @router.post("/sessions/{session_id}/end", response_model=SessionEnded)
@@ -167,4 +170,6 @@ def end_session(
     discards a session without flushing it."""
     ctx = user_context(principal, body.user_id)
     flush, cleared = cases.end_session(memories, ctx, session_id)
-    return SessionEnded.model_validate(Merged(session_id=session_id, flush=flush, **cleared))
+    return json_answer(
+        SessionEnded.model_validate(Merged(session_id=session_id, flush=flush, **cleared))
+    )
