@@ -320,7 +320,7 @@ class BaseLongTermMemory(LongTermHooks[S]):
                 now=view.moment,
                 query_terms=terms,
                 confidence_of=lambda fid: self.confidence.at(found.fact(fid), view.moment),
-                scripts=evidence.scripts(query, found.fact),
+                scripts=evidence.scripts(query, found.text),
             )
         recalls = []
         facts = found.facts([h.id for h in fused])

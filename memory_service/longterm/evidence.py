@@ -23,7 +23,6 @@ from functools import lru_cache
 from indexing.fusion import query_coverage
 from indexing.scripts import script_of
 from memory_service.config.retrieval import UNTUNED, EmbedderTuning
-from memory_service.domain.facts import Fact
 from memory_service.longterm.fusion import ByScript, LegHit
 
 
@@ -48,14 +47,15 @@ class Evidence:
         """Whether the model's cosines count for a question written like ``query``."""
         return self.tuning.dense_weight(text_script(query)) > 0
 
-    def scripts(self, query: str, fact: Callable[[str], Fact]) -> ByScript | None:
-        """How fusion reads the dense leg for ``query``, where the tuning says."""
+    def scripts(self, query: str, text: Callable[[str], str]) -> ByScript | None:
+        """How fusion reads the dense leg for ``query``, where the tuning says (``text``: a
+        candidate's text by id)."""
         tuning = self.tuning
         if not (tuning.centre_scripts or tuning.dense_weight_by_script or tuning.lexical_within):
             return None
         script = text_script(query)
         return ByScript(
-            lambda fid: text_script(fact(fid).text),
+            lambda fid: text_script(text(fid)),
             tuning.centre_scripts,
             tuning.dense_weight(script),
             script if tuning.lexical_within else None,

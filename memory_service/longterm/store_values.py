@@ -43,12 +43,14 @@ class Candidates:
     """Each leg's ranked hits (best first, the backend's tie order), and how to load the fact
     of a hit that survives fusion (only those are loaded). ``key_of``: a hit's ``key`` where
     the backend can read it without loading the fact (a recall over several scopes compares
-    the key of every wider candidate); None: from the fact."""
+    the key of every wider candidate); None: from the fact. ``text_of``: the same for a hit's
+    text (fusion reads every candidate's script from it)."""
 
     legs: Mapping[str, list[LegHit]]
     fact: Callable[[str], Fact]
     key_of: Callable[[str], str | None] | None = None
     load: Callable[[Sequence[str]], None] | None = None
+    text_of: Callable[[str], str] | None = None
 
     def facts(self, fact_ids: Sequence[str]) -> dict[str, Fact]:
         """The facts of these hits, by id: read at once where the backend reads them in one
@@ -67,6 +69,10 @@ class Candidates:
     def key(self, fact_id: str) -> str | None:
         """The ``key`` of the fact of hit ``fact_id``."""
         return self.key_of(fact_id) if self.key_of is not None else self.fact(fact_id).key
+
+    def text(self, fact_id: str) -> str:
+        """The text of the fact of hit ``fact_id``."""
+        return self.text_of(fact_id) if self.text_of is not None else self.fact(fact_id).text
 
 
 def merge_floors(first: Candidates, depth: int) -> dict[str, float]:
@@ -186,6 +192,9 @@ class ScopedCandidates:
 
     def key(self, fact_id: str) -> str | None:
         return self.parts[fact_id].key(fact_id)
+
+    def text(self, fact_id: str) -> str:
+        return self.parts[fact_id].text(fact_id)
 
 
 def _no_fact(fact_id: str) -> Fact:

@@ -597,7 +597,7 @@ def _candidates_of(legs: Mapping[str, list[LegHit]], found: Found) -> Candidates
         return NO_CANDIDATES
     if not any(legs.values()):
         return Candidates(legs, found.fact)
-    return Candidates(legs, found.fact, key_of=found.key)
+    return Candidates(legs, found.fact, key_of=found.key, text_of=found.text)
 
 
 def _owner_of(tenant: str, scope: str, agent: str | None, user: str | None) -> RuntimeContext:

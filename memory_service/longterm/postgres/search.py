@@ -31,13 +31,13 @@ import json
 import threading
 from collections import OrderedDict
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 import psycopg
 
-from memory_service.domain.facts import Fact, parse_time
+from memory_service.domain.facts import Fact
 from memory_service.longterm.fusion import LegHit
 from memory_service.longterm.postgres.conditions import Where
 from memory_service.longterm.postgres.rows import term_key, vector_text
@@ -111,8 +111,9 @@ class FactCache:
 def parse_fact(fact_id: str, row: tuple[str, int, Any]) -> Fact:
     """The fact of a row's JSON text and access columns."""
     text, count, last = row
-    fact = Fact.from_dict({**json.loads(text), "id": fact_id})
-    return replace(fact, access_count=int(count or 0), last_accessed_at=parse_time(last))
+    data = json.loads(text)
+    data["id"], data["access_count"], data["last_accessed_at"] = fact_id, count, last
+    return Fact.from_dict(data)
 
 
 @dataclass(slots=True)
@@ -123,6 +124,7 @@ class Found:
     legs: list[dict[str, list[LegHit]]]
     cache: FactCache | None = None
     keys: dict[str, str | None] = field(default_factory=dict)
+    texts: dict[str, str] = field(default_factory=dict)
     rows: dict[str, tuple[str, int, Any]] = field(default_factory=dict)
     _facts: dict[str, Fact] = field(default_factory=dict)
 
@@ -137,6 +139,10 @@ class Found:
 
     def key(self, fact_id: str) -> str | None:
         return self.keys[fact_id]
+
+    def text(self, fact_id: str) -> str:
+        """A hit's text, read without parsing its fact: fusion reads every candidate's."""
+        return self.texts[fact_id]
 
 
 class _Params:
@@ -247,11 +253,12 @@ def recall(
         v AS MATERIALIZED (SELECT {_VECTOR}::"{quoted}".vector AS v),
         h AS ({" UNION ALL ".join(branches)})
         SELECT h.ask, h.leg, h.id, h.created_at, f.session_id, f.key, h.score, h.matched,
-            f.fact, f.access_count, f.last_accessed_at
+            f.fact, f.text, f.access_count, f.last_accessed_at
         FROM (SELECT h.*, row_number() OVER (PARTITION BY h.id) AS copy FROM h) h
             CROSS JOIN LATERAL (
                 SELECT f.fact->>'session_id' AS session_id, f.key,
                     CASE WHEN h.copy = 1 THEN f.fact::text END AS fact,
+                    CASE WHEN h.copy = 1 THEN f.fact->>'text' END AS text,
                     f.access_count, f.last_accessed_at
                 FROM longterm_facts f WHERE f.id = h.id LIMIT 1
             ) f
@@ -260,11 +267,11 @@ def recall(
     with psycopg.RawCursor(conn) as cur:
         prepare = conn.prepare_threshold is not None  # None: a pooler that cannot
         rows = cur.execute(query, params.values, prepare=prepare).fetchall()
-    for ask, leg, fid, created, session, key, score, matched, text, count, last in rows:
+    for ask, leg, fid, created, session, key, score, matched, fact, text, count, last in rows:
         fid = str(fid)
-        if text is not None:
-            found.rows[fid] = (text, count, last)
-            found.keys[fid] = key
+        if fact is not None:
+            found.rows[fid] = (fact, count, last)
+            found.keys[fid], found.texts[fid] = key, text
         found.legs[ask][leg].append(
             LegHit(fid, float(score), session, created, terms.matched(matched))
         )
