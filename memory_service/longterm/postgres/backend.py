@@ -73,7 +73,7 @@ from memory_service.longterm.store_values import (
     resolve_key_race,
 )
 from memory_service.observe.telemetry import timed_stage
-from memory_service.stores.binary_arrays import Bools, Float4s, Int4s, Int8s, Uuids
+from memory_service.stores.binary_arrays import Float4s, Uuids
 from memory_service.stores.database import DSN_SETTING, Database
 from memory_service.stores.tombstones.postgres import PostgresTombstones
 
@@ -97,6 +97,8 @@ _ROW_COLUMNS = (
     "access_count",
     "last_accessed_at",
     "doc_len",
+    "terms",
+    "tfs",
 )
 _UPSERT = (
     f"INSERT INTO longterm_facts ({', '.join(_ROW_COLUMNS)}, embedding, embedder, terms_version) "
@@ -211,7 +213,7 @@ class PostgresLongTermMemory(BaseLongTermMemory[_Read]):
         dense_of: Mapping[str, np.ndarray],
     ) -> None:
         """Write ``facts`` whole: with a vector in ``dense_of``, inserted or replaced; without,
-        their stored row rewritten (its vector kept). Their postings are made again. Closed
+        their stored row rewritten (its vector kept). Their terms are made again. Closed
         facts go first, so the open keys' index never sees two at once."""
         if not facts:
             return
@@ -231,38 +233,6 @@ class PostgresLongTermMemory(BaseLongTermMemory[_Read]):
                 cur.executemany(_REWRITE, rewrites)
             if upserts:
                 cur.executemany(_UPSERT.replace("{vector}", self._vector), upserts)
-            self._write_terms(cur, ctx, ordered, documents)
-
-    @staticmethod
-    def _write_terms(
-        cur: psycopg.Cursor,
-        ctx: RuntimeContext,
-        facts: Sequence[Fact],
-        documents: Mapping[str, Document],
-    ) -> None:
-        """Each fact's postings made again: one statement deletes the old, one inserts the
-        new, every column sent as one binary array (``binary``)."""
-        ids = Uuids([f.id for f in facts])
-        cur.execute("DELETE FROM longterm_terms WHERE fact_id = ANY(%s::uuid[])", (ids,))
-        per_fact = [len(documents[f.id].terms) for f in facts]
-        if not sum(per_fact):
-            return
-        terms = [t for f in facts for t in documents[f.id].terms]
-        counts = [c for f in facts for c in documents[f.id].terms.values()]
-        is_open = [f.superseded_by is None and f.valid_to is None for f in facts]
-        cur.execute(
-            "INSERT INTO longterm_terms (fact_id, term, tenant_id, owner, tf, is_open) "
-            "SELECT f, t, %s, %s, c, o FROM unnest("
-            "%s::uuid[], %s::bigint[], %s::int[], %s::bool[]) AS u(f, t, c, o)",
-            (
-                ctx.tenant_id,
-                ctx.owner,
-                Uuids(np.repeat(ids.cells, per_fact)),
-                Int8s(terms),
-                Int4s(counts),
-                Bools(np.repeat(is_open, per_fact)),
-            ),
-        )
 
     def _with_keys_held(
         self, conn: psycopg.Connection, ctx: RuntimeContext, writing: Mapping[str, Fact]
@@ -416,24 +386,17 @@ class PostgresLongTermMemory(BaseLongTermMemory[_Read]):
 
     def _delete(self, ctx: RuntimeContext, ids: Sequence[str]) -> int:
         with self._conn(ctx) as conn:
-            row = conn.execute(
-                "WITH gone AS (DELETE FROM longterm_facts WHERE tenant_id = %s AND owner = %s "
-                "AND id = ANY(%s::uuid[]) RETURNING id), "
-                "postings AS (DELETE FROM longterm_terms WHERE fact_id IN (SELECT id FROM gone)) "
-                "SELECT count(*) FROM gone",
+            gone = conn.execute(
+                "DELETE FROM longterm_facts WHERE tenant_id = %s AND owner = %s "
+                "AND id = ANY(%s::uuid[])",
                 (ctx.tenant_id, ctx.owner, Uuids(ids)),
-            ).fetchone()
-            gone = int(row[0]) if row else 0
+            ).rowcount
             if gone:
                 conn.execute("INSERT INTO longterm_deletes DEFAULT VALUES")
         return max(gone, 0)
 
     def _forget(self, ctx: RuntimeContext) -> int:
         with self._write_lock(ctx) as conn:
-            conn.execute(
-                "DELETE FROM longterm_terms WHERE tenant_id = %s AND owner = %s",
-                (ctx.tenant_id, ctx.owner),
-            )
             gone = conn.execute(
                 "DELETE FROM longterm_facts WHERE tenant_id = %s AND owner = %s",
                 (ctx.tenant_id, ctx.owner),
@@ -473,7 +436,7 @@ class PostgresLongTermMemory(BaseLongTermMemory[_Read]):
     # -- at open --------------------------------------------------------------------------
 
     def _reindex_stale_terms(self) -> int:
-        """Make again, with this tokenizer, the postings an older one made, in batches; how
+        """Make again, with this tokenizer, the terms an older one made, in batches; how
         many facts. A fact found stale twice is being written by an older process: left for
         the next open."""
         done: set[str] = set()
@@ -491,14 +454,12 @@ class PostgresLongTermMemory(BaseLongTermMemory[_Read]):
                 for row in fresh:
                     ctx = _owner_of(row[4], row[6], row[7], row[8])
                     fact = fact_of(row)
-                    with conn.cursor() as cur:
-                        document = self._document(fact)
-                        cur.execute(
-                            "UPDATE longterm_facts SET doc_len = %s, terms_version = %s "
-                            "WHERE id = %s",
-                            (document.length, TOKENIZER_VERSION, fact.id),
-                        )
-                        self._write_terms(cur, ctx, [fact], {fact.id: document})
+                    row = self._row(ctx, fact, self._document(fact))
+                    conn.execute(
+                        "UPDATE longterm_facts SET doc_len = %(doc_len)s, terms = %(terms)s, "
+                        "tfs = %(tfs)s, terms_version = %(terms_version)s WHERE id = %(id)s",
+                        row,
+                    )
                     done.add(fact.id)
         if done:
             log.info(
@@ -555,7 +516,7 @@ class PostgresLongTermMemory(BaseLongTermMemory[_Read]):
         with self.database.connection() as conn:
             conn.autocommit = True
             try:
-                conn.execute("VACUUM FULL longterm_facts, longterm_terms")
+                conn.execute("VACUUM FULL longterm_facts")
                 conn.execute("DELETE FROM longterm_deletes WHERE at <= %s", (row[1],))
             finally:
                 conn.autocommit = False

@@ -27,6 +27,7 @@ from memory_service.config.retrieval import RetrievalConfig
 from memory_service.domain.context import RuntimeContext
 from memory_service.domain.facts import Fact, parse_time
 from memory_service.longterm.fusion import fact_terms
+from memory_service.stores.binary_arrays import Int4s, Int8s
 
 # the columns a read selects, in this order (``fact_of``)
 FACT_COLUMNS = "id, fact, access_count, last_accessed_at"
@@ -101,4 +102,6 @@ def fact_row(
         "access_count": int(fact.access_count),
         "last_accessed_at": parse_time(fact.last_accessed_at),
         "doc_len": document.length,
+        "terms": Int8s(list(document.terms)),
+        "tfs": Int4s(list(document.terms.values())),
     }

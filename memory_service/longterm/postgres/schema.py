@@ -7,9 +7,10 @@ version appends a migration, and every process that starts applies the missing o
 extension lives in, so a deployment schema need not be on its search path.
 
 What holds a user's text, and so what a delete must leave no copy of: ``longterm_facts``
-(the fact as JSON, its key) and its TOAST table and indexes. ``longterm_terms`` holds term ids
-(hashes), counts and ids; ``longterm_deletes`` only when a delete happened. Statistics are off
-for the columns with a user's words, so ``ANALYZE`` copies none of them into ``pg_statistic``.
+(the fact as JSON, its key) and its TOAST table and indexes; a fact's lexical terms are in its
+row as ids (hashes) with their counts; ``longterm_deletes`` only when a delete happened.
+Statistics are off for the columns with a user's words, so ``ANALYZE`` copies none of them
+into ``pg_statistic``.
 """
 
 from __future__ import annotations
@@ -22,7 +23,6 @@ from memory_service.stores.database import DSN_SETTING, Database
 
 MIGRATION_TRACK = "longterm_postgres"
 FACTS = "longterm_facts"
-TERMS = "longterm_terms"
 DELETES = "longterm_deletes"
 EMBEDDER = "longterm_embedder"
 
@@ -102,7 +102,26 @@ def _migrations(ext: str) -> list[sql.Composable]:
     # to a page are kept whole and uncompressed; rows written before keep their form until
     # they are written again.
     whole_rows = sql.SQL("ALTER TABLE longterm_facts SET (toast_tuple_target = 8160)")
-    return [first, inline_vectors, lean_postings, whole_rows]
+    # Each fact's terms in its own row (ids and counts, two arrays) instead of a posting row
+    # per term: a record wrote ~20 postings a fact, each a heap row and two index entries, the
+    # most of its time in the database; the lexical leg scans the owner's rows, as the dense
+    # leg does (``search.py``), and a deleted fact takes its terms with it.
+    terms_in_rows = sql.SQL(
+        """
+        ALTER TABLE longterm_facts
+            ADD COLUMN IF NOT EXISTS terms bigint[] NOT NULL DEFAULT '{}',
+            ADD COLUMN IF NOT EXISTS tfs integer[] NOT NULL DEFAULT '{}';
+        UPDATE longterm_facts f SET terms = t.terms, tfs = t.tfs
+        FROM (
+            SELECT fact_id, array_agg(term ORDER BY term) AS terms,
+                array_agg(tf ORDER BY term) AS tfs
+            FROM longterm_terms GROUP BY fact_id
+        ) t
+        WHERE t.fact_id = f.id;
+        DROP TABLE IF EXISTS longterm_terms;
+        """
+    )
+    return [first, inline_vectors, lean_postings, whole_rows, terms_in_rows]
 
 
 def extension_schema(database: Database) -> str:

@@ -1,15 +1,16 @@
 """The PostgreSQL backend's recall: every scope's legs in one statement, one round trip.
 
-BM25 is computed in the query from the postings (``longterm_terms``) with the owner's own
-statistics, as the files backend's in-process index has them: N and the mean length over the
-owner's open facts (every stored fact for a read about the past), each query term's document
-frequency over the same facts, Lucene's IDF ``ln(1 + (N - df + 0.5) / (df + 0.5))``, k1 1.2,
-b 0.75, a query term counted as often as the query repeats it. The postings of the query's
-terms are read once from the owner's postings index (it holds the counts and the open mark,
-so the document frequencies need no fact row) and materialised with N and the mean length,
-so the plan does not hang on planner statistics: a table just filled has none, and over an
-estimate of one row a nested loop would compute the document frequencies again for every
-candidate.
+BM25 is computed in the query from each fact's terms (term ids and counts, two arrays in its
+row) with the owner's own statistics, as the files backend's in-process index has them: N and
+the mean length over the owner's open facts (every stored fact for a read about the past),
+each query term's document frequency over the same facts, Lucene's IDF
+``ln(1 + (N - df + 0.5) / (df + 0.5))``, k1 1.2, b 0.75, a query term counted as often as the
+query repeats it. The owner's rows are scanned once (as the dense leg scans them): every fact
+that holds a query term is among them, so the document frequencies come from the facts that
+match, and each CTE is materialised, so the plan does not hang on planner statistics (a table
+just filled has none, and over an estimate of one row a nested loop would compute the
+document frequencies again for every candidate). Which rows may be hits (the read's
+conditions) is marked on the scan, so a filter narrows the hits, never the statistics.
 
 The dense leg is pgvector's cosine distance over the owner's rows: an exact scan of the few
 facts one owner holds, found through the owner index (``benchmarks/RESULTS.md`` compares it
@@ -171,31 +172,34 @@ _TERMS, _COUNTS, _VECTOR = "$1::bigint[]", "$2::int[]", "$3"
 
 def _bm25_branch(i: int, ask: Ask, params: _Params, depth: int) -> str:
     tenant, owner = params.add(ask.owner[0]), params.add(ask.owner[1])
-    is_open = "" if ask.history else " AND t.is_open"
-    corpus_open = "" if ask.history else " AND c.is_open"
+    is_open = "" if ask.history else " AND f.is_open"
     idf = "ln(1 + (n.n - df.df + 0.5) / (df.df + 0.5))"
-    norm = f"(p.tf + {K1} * (1 - {B} + {B} * f.doc_len / n.avgdl))"
+    norm = f"(p.tf + {K1} * (1 - {B} + {B} * p.doc_len / n.avgdl))"
     return f"""(
-        WITH p AS MATERIALIZED (
-            SELECT t.term, t.fact_id, t.tf FROM longterm_terms t
-            WHERE t.tenant_id = {tenant} AND t.owner = {owner}
-                AND t.term = ANY({_TERMS}){is_open}
+        WITH c AS MATERIALIZED (
+            SELECT f.id, f.created_at, f.doc_len, f.terms, f.tfs,
+                ({params.where(ask.scope)}) AS admitted
+            FROM longterm_facts f
+            WHERE f.tenant_id = {tenant} AND f.owner = {owner}{is_open}
+        ),
+        p AS MATERIALIZED (
+            SELECT u.term, c.id, c.created_at, c.doc_len, c.admitted, u.tf
+            FROM c CROSS JOIN LATERAL unnest(c.terms, c.tfs) AS u(term, tf)
+            WHERE c.terms && {_TERMS} AND u.term = ANY({_TERMS})
         ),
         df AS MATERIALIZED (SELECT p.term, count(*)::float8 AS df FROM p GROUP BY p.term),
         n AS MATERIALIZED (
-            SELECT count(*)::float8 AS n, COALESCE(avg(c.doc_len), 1)::float8 AS avgdl
-            FROM longterm_facts c WHERE c.tenant_id = {tenant} AND c.owner = {owner}{corpus_open}
+            SELECT count(*)::float8 AS n, COALESCE(avg(c.doc_len), 1)::float8 AS avgdl FROM c
         )
         SELECT *, row_number() OVER (
             ORDER BY round(s.score::numeric, 6) DESC, s.created_at, s.id) AS rank
         FROM (
-            SELECT {i} AS ask, 'bm25' AS leg, f.id, f.created_at,
+            SELECT {i} AS ask, 'bm25' AS leg, p.id, p.created_at,
                 sum(q.qtf * {idf} * p.tf * {K1 + 1} / {norm}) AS score,
                 array_agg(p.term) AS matched
             FROM p JOIN q USING (term) JOIN df USING (term) CROSS JOIN n
-                JOIN longterm_facts f ON f.id = p.fact_id
-            WHERE {params.where(ask.scope)}
-            GROUP BY f.id
+            WHERE p.admitted
+            GROUP BY p.id, p.created_at
         ) s
         ORDER BY rank
         LIMIT {params.add(depth)}
@@ -207,8 +211,7 @@ def _dense_branch(i: int, ask: Ask, ext: str, params: _Params, depth: int, thres
     return f"""(
         SELECT {i} AS ask, 'dense' AS leg, f.id, f.created_at,
             1 - ({distance}) AS score,
-            ARRAY(SELECT t.term FROM longterm_terms t
-                  WHERE t.fact_id = f.id AND t.term = ANY({_TERMS})) AS matched,
+            ARRAY(SELECT t FROM unnest(f.terms) AS t WHERE t = ANY({_TERMS})) AS matched,
             row_number() OVER (ORDER BY {distance}, f.created_at, f.id) AS rank
         FROM longterm_facts f CROSS JOIN v
         WHERE {params.where(ask.scope)} AND 1 - ({distance}) >= {params.add(threshold)}

@@ -85,19 +85,18 @@ def test_bm25_scores_are_the_files_backends(both, query):
 
 
 def _postings(memory, fact_ids=None) -> int:
+    """How many (fact, term) entries the owner's rows (or those of ``fact_ids``) hold."""
     with memory.database.connection() as conn:
         if fact_ids is None:
-            sql, params = "SELECT count(*) FROM longterm_terms WHERE owner = %s", (CTX.owner,)
+            where, params = "owner = %s", (CTX.owner,)
         else:
-            sql, params = (
-                "SELECT count(*) FROM longterm_terms WHERE fact_id = ANY(%s::uuid[])",
-                (list(fact_ids),),
-            )
+            where, params = "id = ANY(%s::uuid[])", (list(fact_ids),)
+        sql = f"SELECT COALESCE(sum(cardinality(terms)), 0) FROM longterm_facts WHERE {where}"
         return conn.execute(sql, params).fetchone()[0]
 
 
 def test_a_delete_takes_its_facts_postings_and_scores_stay_the_files_backends(embedder, tmp_path):
-    """A deleted fact leaves no posting behind (its terms would still count in the owner's
+    """A deleted fact leaves no term behind (its terms would still count in the owner's
     document frequencies), whether deleted by id or with its whole owner."""
     files = FileSystemLongTermMemory(tmp_path / "ws", embedder, near_duplicates=OFF)
     postgres = postgres_memory(tmp_path, embedder, near_duplicates=OFF)
