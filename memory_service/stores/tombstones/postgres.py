@@ -43,9 +43,8 @@ class PostgresTombstones(TombstoneChecks):
         params = (ctx.tenant_id, user_digest(ctx))
         if conn is not None:
             row = conn.execute(query, params).fetchone()
-        else:
-            with self.database.connection() as own:
-                row = own.execute(query, params).fetchone()
+        else:  # one round trip: every record asks before it writes
+            row = self.database.read(lambda own: own.execute(query, params).fetchone())
         if row is None:
             return None
         since, erased_at = row
