@@ -5,25 +5,25 @@ row) with the owner's own statistics, as the files backend's in-process index ha
 the mean length over the owner's open facts (every stored fact for a read about the past),
 each query term's document frequency over the same facts, Lucene's IDF
 ``ln(1 + (N - df + 0.5) / (df + 0.5))``, k1 1.2, b 0.75, a query term counted as often as the
-query repeats it. The owner's rows are scanned once (as the dense leg scans them): every fact
-that holds a query term is among them, so the document frequencies come from the facts that
-match, and each CTE is materialised, so the plan does not hang on planner statistics (a table
-just filled has none, and over an estimate of one row a nested loop would compute the
-document frequencies again for every candidate). Which rows may be hits (the read's
-conditions) is marked on the scan, so a filter narrows the hits, never the statistics.
+query repeats it. Every fact that holds a query term is among the owner's rows, so the
+document frequencies come from the facts that match. The dense leg is pgvector's cosine
+distance over the same rows: an exact scan of the few facts one owner holds
+(``benchmarks/RESULTS.md`` compares it with HNSW and iterative scans); the query vector is one
+parameter, sent once.
 
-The dense leg is pgvector's cosine distance over the owner's rows: an exact scan of the few
-facts one owner holds, found through the owner index (``benchmarks/RESULTS.md`` compares it
-with HNSW and iterative scans); the query vector is one parameter, sent once.
-
-Every (scope, leg) is one parenthesised branch of a ``UNION ALL`` with the read's conditions
-(``conditions.view_where``) before its ``LIMIT``, ties broken as the files backend does (score
-to 6 decimals, then ``created_at``, id); the statement is prepared on each connection
-(planning it costs more than running it over one owner's facts) and its text is sent raw,
-``$n`` placeholders and all, so a query vector used in every branch is sent once. A hit's row
-carries what fusion reads without the fact (score, session, time, the query terms its
-document holds, key) and the fact's JSON once per fact; fusion reads every candidate's fact,
-so a row read again as it was gives the fact parsed before (``FactCache``).
+Both legs of a scope read one scan of the owner's rows (``_owner_rows``, through the owner
+index), each row marked ``admitted`` by the read's conditions (``conditions.view_where``), so
+a filter narrows the hits, never BM25's statistics, and carrying its cosine distance: one pass
+over the rows instead of one per leg. Every CTE is materialised, so the plan does not hang on
+planner statistics (a table just filled has none, and over an estimate of one row a nested
+loop would compute the document frequencies again for every candidate). Every (scope, leg) is
+one parenthesised branch of a ``UNION ALL`` with its ``LIMIT``, ties broken as the files
+backend does (score to 6 decimals, then ``created_at``, id); the statement is prepared on each
+connection (planning it costs more than running it over one owner's facts) and its text is
+sent raw, ``$n`` placeholders and all, so a value used in several places is sent once. A
+hit's row carries what fusion reads without the fact (score, session, time, the query terms
+its document holds, key, text) and the fact's JSON once per fact, parsed only when read
+(``FactCache``: a row read again as it was gives the fact parsed before).
 """
 
 from __future__ import annotations
@@ -170,26 +170,35 @@ class _Params:
 _TERMS, _COUNTS, _VECTOR = "$1::bigint[]", "$2::int[]", "$3"
 
 
-def _bm25_branch(i: int, ask: Ask, params: _Params, depth: int) -> str:
+def _owner_rows(i: int, ask: Ask, ext: str, params: _Params, dense: bool) -> str:
+    """The CTE ``o{i}``: one scan of the owner's facts that both legs read (the open ones, or
+    every stored one for a read about the past: BM25's statistics count them all), each
+    marked ``admitted`` by the read's conditions, with its cosine distance when ``dense``."""
     tenant, owner = params.add(ask.owner[0]), params.add(ask.owner[1])
     is_open = "" if ask.history else " AND f.is_open"
+    distance = f', f.embedding OPERATOR("{ext}".<=>) v.v AS dist' if dense else ""
+    vector = " CROSS JOIN v" if dense else ""
+    return f"""o{i} AS MATERIALIZED (
+        SELECT f.id, f.created_at, f.doc_len, f.terms, f.tfs,
+            ({params.where(ask.scope)}) AS admitted{distance}
+        FROM longterm_facts f{vector}
+        WHERE f.tenant_id = {tenant} AND f.owner = {owner}{is_open}
+    )"""
+
+
+def _bm25_branch(i: int, params: _Params, depth: int) -> str:
     idf = "ln(1 + (n.n - df.df + 0.5) / (df.df + 0.5))"
     norm = f"(p.tf + {K1} * (1 - {B} + {B} * p.doc_len / n.avgdl))"
     return f"""(
-        WITH c AS MATERIALIZED (
-            SELECT f.id, f.created_at, f.doc_len, f.terms, f.tfs,
-                ({params.where(ask.scope)}) AS admitted
-            FROM longterm_facts f
-            WHERE f.tenant_id = {tenant} AND f.owner = {owner}{is_open}
-        ),
-        p AS MATERIALIZED (
-            SELECT u.term, c.id, c.created_at, c.doc_len, c.admitted, u.tf
-            FROM c CROSS JOIN LATERAL unnest(c.terms, c.tfs) AS u(term, tf)
-            WHERE c.terms && {_TERMS} AND u.term = ANY({_TERMS})
+        WITH p AS MATERIALIZED (
+            SELECT u.term, o.id, o.created_at, o.doc_len, o.admitted, u.tf
+            FROM o{i} o CROSS JOIN LATERAL unnest(o.terms, o.tfs) AS u(term, tf)
+            WHERE o.terms && {_TERMS} AND u.term = ANY({_TERMS})
         ),
         df AS MATERIALIZED (SELECT p.term, count(*)::float8 AS df FROM p GROUP BY p.term),
         n AS MATERIALIZED (
-            SELECT count(*)::float8 AS n, COALESCE(avg(c.doc_len), 1)::float8 AS avgdl FROM c
+            SELECT count(*)::float8 AS n, COALESCE(avg(o.doc_len), 1)::float8 AS avgdl
+            FROM o{i} o
         )
         SELECT *, row_number() OVER (
             ORDER BY round(s.score::numeric, 6) DESC, s.created_at, s.id) AS rank
@@ -206,15 +215,13 @@ def _bm25_branch(i: int, ask: Ask, params: _Params, depth: int) -> str:
     )"""
 
 
-def _dense_branch(i: int, ask: Ask, ext: str, params: _Params, depth: int, threshold: float):
-    distance = f'f.embedding OPERATOR("{ext}".<=>) v.v'
+def _dense_branch(i: int, params: _Params, depth: int, threshold: float) -> str:
     return f"""(
-        SELECT {i} AS ask, 'dense' AS leg, f.id, f.created_at,
-            1 - ({distance}) AS score,
-            ARRAY(SELECT t FROM unnest(f.terms) AS t WHERE t = ANY({_TERMS})) AS matched,
-            row_number() OVER (ORDER BY {distance}, f.created_at, f.id) AS rank
-        FROM longterm_facts f CROSS JOIN v
-        WHERE {params.where(ask.scope)} AND 1 - ({distance}) >= {params.add(threshold)}
+        SELECT {i} AS ask, 'dense' AS leg, o.id, o.created_at, 1 - o.dist AS score,
+            ARRAY(SELECT t FROM unnest(o.terms) AS t WHERE t = ANY({_TERMS})) AS matched,
+            row_number() OVER (ORDER BY o.dist, o.created_at, o.id) AS rank
+        FROM o{i} o
+        WHERE o.admitted AND 1 - o.dist >= {params.add(threshold)}
         ORDER BY rank
         LIMIT {params.add(depth)}
     )"""
@@ -240,22 +247,28 @@ def recall(
     branches: list[str] = []
     vector_param = vector_text(vector) if vector is not None else None
     params = _Params(terms.ids, terms.counts, vector_param)
+    owners: list[str] = []
     for i, ask in enumerate(asks):
+        lexical = bm25 and bool(terms.ids) and depth > 0
+        dense = vector is not None and depth > 0
         if bm25:
             found.legs[i]["bm25"] = []
-            if terms.ids and depth > 0:
-                branches.append(_bm25_branch(i, ask, params, depth))
         if vector is not None:
             found.legs[i]["dense"] = []
-            if depth > 0:
-                branches.append(_dense_branch(i, ask, quoted, params, depth, threshold))
+        if lexical or dense:
+            owners.append(_owner_rows(i, ask, quoted, params, dense))
+        if lexical:
+            branches.append(_bm25_branch(i, params, depth))
+        if dense:
+            branches.append(_dense_branch(i, params, depth, threshold))
     if not branches:
         return found
     query = f"""
         WITH q AS MATERIALIZED (SELECT * FROM unnest({_TERMS}, {_COUNTS}) AS q(term, qtf)),
         v AS MATERIALIZED (SELECT {_VECTOR}::"{quoted}".vector AS v),
+        {", ".join(owners)},
         h AS ({" UNION ALL ".join(branches)})
-        SELECT h.ask, h.leg, h.id, h.created_at, f.session_id, f.key, h.score, h.matched,
+        SELECT h.ask, h.leg, h.id::text, h.created_at, f.session_id, f.key, h.score, h.matched,
             f.fact, f.text, f.access_count, f.last_accessed_at
         FROM (SELECT h.*, row_number() OVER (PARTITION BY h.id) AS copy FROM h) h
             CROSS JOIN LATERAL (
@@ -271,7 +284,6 @@ def recall(
         prepare = conn.prepare_threshold is not None  # None: a pooler that cannot
         rows = cur.execute(query, params.values, prepare=prepare).fetchall()
     for ask, leg, fid, created, session, key, score, matched, fact, text, count, last in rows:
-        fid = str(fid)
         if fact is not None:
             found.rows[fid] = (fact, count, last)
             found.keys[fid], found.texts[fid] = key, text
