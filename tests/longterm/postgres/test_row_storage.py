@@ -1,7 +1,7 @@
 """A fact's row is kept whole: its JSON, which every recall reads for each of its hits, is
 neither compressed in place nor moved out of line when the row with its vector and a source
-passes the ~2 KB at which PostgreSQL would otherwise do both (decompressing it cost ~1 ms a
-recall at 100k facts, ``benchmarks/RESULTS.md``)."""
+passes the ~2 KB at which PostgreSQL would otherwise do both (what decompressing it cost a
+recall: ``benchmarks/RESULTS.md``)."""
 
 from __future__ import annotations
 
