@@ -98,7 +98,7 @@ def _migrations(ext: str) -> list[sql.Composable]:
     # A row with its vector (1.5 KB) and a fact with its source passes the ~2 KB at which
     # PostgreSQL compresses the widest column in place (pglz) or moves it out of line: the
     # fact's JSON, which every recall reads for each of its ~100 hits (session, text, the
-    # fact itself), was decompressed on every read (`benchmarks/RESULTS.md`). Rows up
+    # fact itself), was decompressed on every read (``benchmarks/RESULTS.md``). Rows up
     # to a page are kept whole and uncompressed; rows written before keep their form until
     # they are written again.
     whole_rows = sql.SQL("ALTER TABLE longterm_facts SET (toast_tuple_target = 8160)")
