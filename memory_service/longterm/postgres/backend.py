@@ -454,11 +454,11 @@ class PostgresLongTermMemory(BaseLongTermMemory[_Read]):
                 for row in fresh:
                     ctx = _owner_of(row[4], row[6], row[7], row[8])
                     fact = fact_of(row)
-                    row = self._row(ctx, fact, self._document(fact))
+                    columns = self._row(ctx, fact, self._document(fact))
                     conn.execute(
                         "UPDATE longterm_facts SET doc_len = %(doc_len)s, terms = %(terms)s, "
                         "tfs = %(tfs)s, terms_version = %(terms_version)s WHERE id = %(id)s",
-                        row,
+                        columns,
                     )
                     done.add(fact.id)
         if done:
