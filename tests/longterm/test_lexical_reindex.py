@@ -176,3 +176,40 @@ def test_facts_an_older_replica_keeps_writing_do_not_hold_up_the_open(embedder, 
         assert "older tokenizer" in caplog.text
     finally:
         client.close()
+
+
+@pytest.mark.postgres
+def test_postgres_indexes_again_what_an_older_tokenizer_made(embedder, pgvector_dsn, tmp_path):
+    """The PostgreSQL backend keeps each fact's terms in its row: a row an older tokenizer
+    wrote (its terms, its version) is made again when the store opens, and a query with
+    version 2's terms finds it."""
+    from memory_service.longterm.postgres.rows import term_key
+    from tests.support.pgvector import postgres_memory
+
+    memory = postgres_memory(tmp_path, embedder)
+    try:
+        memory.record(ALICE, [Fact(ZURICH), Fact(DUCK)])
+        with memory.database.connection() as conn:
+            for text, terms in V1.items():
+                keys = [term_key(t) for t in terms]
+                conn.execute(
+                    "UPDATE longterm_facts SET terms = %s, tfs = %s, doc_len = %s, "
+                    "terms_version = 1 WHERE fact->>'text' = %s",
+                    (keys, [1] * len(keys), len(keys), text),
+                )
+        assert _bm25(memory, ALICE, "Zurich") == []  # version 2's query terms miss
+        assert _bm25(memory, ALICE, "鸭") == []
+    finally:
+        memory.close()
+    reopened = postgres_memory(tmp_path, embedder)
+    try:
+        assert reopened.reindexed == 2
+        assert _bm25(reopened, ALICE, "Zurich") == [ZURICH]
+        assert _bm25(reopened, ALICE, "鸭") == [DUCK]
+    finally:
+        reopened.close()
+    again = postgres_memory(tmp_path, embedder)
+    try:
+        assert again.reindexed == 0  # done once
+    finally:
+        again.close()
