@@ -1,13 +1,13 @@
 """Arrays sent to PostgreSQL in its binary wire form, built whole by numpy.
 
-A record sends each new fact's dense vector and one posting per distinct term: thousands of
+A record sends each new fact's dense vector and its term ids and counts: thousands of
 numbers a batch. Written as text (a vector's 384 shortest float reprs) or dumped element by
 element (psycopg's list adapter), they cost more than the rest of the record's Python; here
 each array is one ``bytes`` made by numpy, which PostgreSQL reads without parsing. A vector
 goes as ``real[]`` and becomes pgvector's ``vector`` by its cast (``%s::vector``), so nothing
 depends on the extension's type id. ``Database`` registers them on each connection it makes.
 Wrap a value (``Float4s``, ``Int8s``, ``Int4s``,
-``Bools``, ``Uuids``) and pass it as any parameter.
+``Uuids``) and pass it as any parameter.
 """
 
 from __future__ import annotations
@@ -57,11 +57,6 @@ class Int4s(BinaryArray):
     ELEMENT_OID, ARRAY_OID, DTYPE = 23, 1007, ">i4"
 
 
-class Bools(BinaryArray):
-    __slots__ = ()
-    ELEMENT_OID, ARRAY_OID, DTYPE = 16, 1000, "?"
-
-
 class Uuids(BinaryArray):
     """``uuid[]`` from uuid strings (or ``uuid.UUID``s, or another ``Uuids``' cells)."""
 
@@ -108,7 +103,7 @@ def register(adapters: AdaptersMap) -> None:
     """Every wrapper dumped in binary where ``adapters`` rule (a connection's, or psycopg's
     own, which connections made later start from). The types are PostgreSQL's own, with
     fixed ids: the same on every server."""
-    for kind in (Float4s, Int8s, Int4s, Bools, Uuids):
+    for kind in (Float4s, Int8s, Int4s, Uuids):
         adapters.register_dumper(kind, _dumper(kind))
 
 

@@ -41,7 +41,7 @@ import psycopg
 from memory_service.domain.facts import Fact
 from memory_service.longterm.fusion import LegHit
 from memory_service.longterm.postgres.conditions import Where
-from memory_service.longterm.postgres.rows import term_key, vector_text
+from memory_service.longterm.postgres.rows import stored_fact, term_key, vector_text
 from memory_service.stores.binary_arrays import Float4s
 
 K1 = 1.2
@@ -112,9 +112,7 @@ class FactCache:
 def parse_fact(fact_id: str, row: tuple[str, int, Any]) -> Fact:
     """The fact of a row's JSON text and access columns."""
     text, count, last = row
-    data = json.loads(text)
-    data["id"], data["access_count"], data["last_accessed_at"] = fact_id, count, last
-    return Fact.from_dict(data)
+    return stored_fact(fact_id, json.loads(text), count, last)
 
 
 @dataclass(slots=True)
