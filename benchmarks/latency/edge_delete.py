@@ -10,7 +10,11 @@ each round's deletes, the time until the rewrite owed is done (the ``.deleted`` 
 the Edge folder gone) is the bound on deleted text staying readable in the folder's bytes.
 
     python -m benchmarks.latency.edge_delete [--facts 5000] [--deletes 20] [--rounds 2]
-        [--json benchmarks/results/edge_delete.json]
+        [--baseline CHECKOUT] [--json benchmarks/results/edge_delete.json]
+
+``--baseline``: a checkout of another tree (``git worktree add``), served beside this one from
+a copy of the same folder (its code first on ``PYTHONPATH``); the two take turns, round by
+round, so a change is judged against the tree before it in one run.
 """
 
 from __future__ import annotations
@@ -52,8 +56,13 @@ def _fill(workspace: Path, facts: int) -> tuple[list[str], list[str]]:
     try:
         ctx = RuntimeContext(TENANT, user_id(OWNER))
         for start in range(0, len(written), 250):
-            batch = [Fact(t) for t in written[start : start + 250]]
-            ids += [r.id for r in services.longterm.record(ctx, batch)]
+            services.longterm.record(ctx, [Fact(t) for t in written[start : start + 250]])
+        cursor = None
+        while True:  # the ids stored (a near-duplicate merged two texts into one fact)
+            page = services.longterm.list(ctx, limit=1000, cursor=cursor)
+            ids += [f.id for f in page.items]
+            if not (cursor := page.next_cursor):
+                break
     finally:
         services.close()
     return ids, questions
@@ -106,11 +115,29 @@ def _phase(
     return {"search": searched, "delete": deleted, "unreadable_after_s": unreadable_after}
 
 
-def run(facts: int, deletes: int, rounds: int, seconds: float, pause_s: float) -> dict[str, Any]:
+def run(
+    facts: int,
+    deletes: int,
+    rounds: int,
+    seconds: float,
+    pause_s: float,
+    baseline: Path | None = None,
+) -> dict[str, Any]:
     with tempfile.TemporaryDirectory() as tmp, ExitStack() as stack:
         workspace = Path(tmp) / "ws"
         ids, questions = _fill(workspace, facts)
         servers = {"edge": stack.enter_context(serve_copy(workspace, Path(tmp) / "s", "qdrant"))}
+        if baseline is not None:
+            servers["baseline"] = stack.enter_context(
+                # PYTHONSAFEPATH: ``-m`` does not put the working folder (this tree) first
+                serve_copy(
+                    workspace,
+                    Path(tmp) / "b",
+                    "qdrant",
+                    PYTHONPATH=str(baseline.resolve()),
+                    PYTHONSAFEPATH="1",
+                )
+            )
         from memory_service.client import MemoryClient
 
         for served in servers.values():  # every query embedded, the shard warm
@@ -121,16 +148,17 @@ def run(facts: int, deletes: int, rounds: int, seconds: float, pause_s: float) -
             name: {"search_alone": [], "search_during_deletes": [], "delete": []}
             for name in servers
         }
-        unreadable: list[float | None] = []
+        unreadable: dict[str, list[float | None]] = {name: [] for name in servers}
         for turn in range(rounds):
             batch = ids[turn * deletes : (turn + 1) * deletes]
-            for name, served in servers.items():
+            order = list(servers.items())
+            for name, served in order[turn % len(order) :] + order[: turn % len(order)]:
                 alone = _phase(served, questions, seconds, [], pause_s)
                 during = _phase(served, questions, seconds, batch, pause_s)
                 times[name]["search_alone"] += alone["search"]
                 times[name]["search_during_deletes"] += during["search"]
                 times[name]["delete"] += during["delete"]
-                unreadable.append(during["unreadable_after_s"])
+                unreadable[name].append(during["unreadable_after_s"])
                 print(
                     f"{name} round {turn}: delete {summary(during['delete'])}, "
                     f"search alone {summary(alone['search'])}, "
@@ -155,10 +183,11 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument("--rounds", type=int, default=2)
     parser.add_argument("--seconds", type=float, default=10.0, help="at least, per phase")
     parser.add_argument("--pause", type=float, default=0.25, help="seconds between deletes")
+    parser.add_argument("--baseline", type=Path, help="a checkout served beside, taking turns")
     parser.add_argument("--json", type=Path, help="also write the figures to this file")
     args = parser.parse_args(argv)
     load_before = load_average()
-    report = run(args.facts, args.deletes, args.rounds, args.seconds, args.pause)
+    report = run(args.facts, args.deletes, args.rounds, args.seconds, args.pause, args.baseline)
     report.update(load_before=load_before, load_after=load_average())
     print(json.dumps(report, indent=2))
     if args.json:

@@ -18,6 +18,7 @@ import time
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from memory_service.api.metrics import AppMetrics
+from memory_service.observe.foreground import FOREGROUND
 from memory_service.observe.logs import mark_logged
 from memory_service.observe.telemetry import NULL_SINK, using_sink
 from memory_service.observe.tracing import trace_from_header, using_trace
@@ -70,7 +71,7 @@ class RequestObservability:
             await send(message)
 
         start = time.perf_counter()
-        with using_trace(trace), using_sink(self.metrics or NULL_SINK):
+        with using_trace(trace), using_sink(self.metrics or NULL_SINK), FOREGROUND.call():
             try:
                 await self.app(scope, receive, traced_send)
             except Exception as exc:

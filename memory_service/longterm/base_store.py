@@ -64,6 +64,7 @@ from memory_service.longterm.store_values import (
     is_hit,
     utc_times,
 )
+from memory_service.observe.foreground import FOREGROUND
 from memory_service.observe.telemetry import sink, timed_stage
 from memory_service.stores.tombstones import Tombstones
 
@@ -161,6 +162,18 @@ class BaseLongTermMemory(LongTermHooks[S]):
         if not stamped:
             return []
         self._check_open()
+        with FOREGROUND.call():
+            return self._record(ctx, owners, stamped, found, now)
+
+    def _record(
+        self,
+        ctx: RuntimeContext,
+        owners: Sequence[RuntimeContext],
+        stamped: Sequence[Fact],
+        found: Sequence[dict[str, int]],
+        now: datetime,
+    ) -> list[RecordResult]:
+        """``record`` past its checks: the facts embedded and written, scope by scope."""
         vectors = self._embedder.embed([f.searchable_text for f in stamped])  # fails before writing
         dense_of: dict[str, np.ndarray] = {f.id: vectors[i] for i, f in enumerate(stamped)}
         self._check_not_erased(ctx)  # before the files backend makes the user's folder again
@@ -277,7 +290,7 @@ class BaseLongTermMemory(LongTermHooks[S]):
         view = self._view(filter)
         owners = ctx.visible_scopes(scopes)
         self._check_open()
-        with timed_stage("retrieve"):
+        with timed_stage("retrieve"), FOREGROUND.call():
             recalls = self._retrieve(owners, query, top_k, threshold, mode, legs, view)
         self.access.note(ctx, [r.fact for r in recalls], view.now)  # batched, not written
         return recalls

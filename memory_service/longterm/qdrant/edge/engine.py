@@ -78,10 +78,20 @@ from memory_service.longterm.qdrant.query_plan import (
     ScoredHit,
 )
 from memory_service.longterm.qdrant.write_counts import SharedWrites
+from memory_service.observe.foreground import FOREGROUND
 from memory_service.stores.fsutil import fsync_dir, read_text, write_atomically
 
 SCROLL_PAGE = 1000
-COPY_PAGE = 250  # a rewrite's page: the GIL is held through each one
+# A rewrite's page: the binding holds the GIL through each of its calls (scroll, upsert), and
+# so does the conversion between them, so a request that arrives meanwhile waits for it; four
+# points take a few tenths of a millisecond a step, and the copy lets others run between steps.
+COPY_PAGE = 4
+# The longest a rewrite's page waits for a moment with no call under way (``FOREGROUND``):
+# under a stream of calls it goes on at a page per this long at least.
+STEP_ASIDE_S = 0.05
+# A rewrite's pause between the steps of a page: long enough for a thread waiting for the GIL
+# to take it (a plain release is taken back at once by the thread that let it go).
+YIELD_S = 0.0001
 REWRITE_SUFFIX = ".rewrite"  # the new shard while a rewrite builds it
 REPLACED_SUFFIX = ".replaced"  # the old shard between the two renames of a rewrite
 DELETED_SUFFIX = ".deleted"  # a marker beside the folder: deleted text is still in its bytes
@@ -417,7 +427,10 @@ class EdgeEngine:
         (``REWRITE_AT_ONCE_POINTS``), else at the next ``compact_deleted``."""
         marker = _sibling(self.folder, DELETED_SUFFIX)
         where = edge_filter(scope)
-        with self._calls(), self._forgetting(None):
+        # what recalls hold of the deleted points only: a search after a delete that forgot
+        # every point read all its candidates again (several times its usual time)
+        named = list(scope.ids) if scope.ids is not None else None
+        with self._calls(), self._forgetting(named):
             marker.touch(mode=0o600)  # before the delete: a kill after it leaves the marker
             fsync_dir(self.folder.parent)
             if self._journal is not None:
@@ -469,7 +482,8 @@ class EdgeEngine:
                     with self._calls():
                         self._copy_into(fresh, on_copied, rest=rest)
                         fresh.flush()  # the bulk of the copy on disk before calls wait
-                    with self._swap.exclusive(), self._calls_errors(), self._forgetting(None):
+                    # nothing held is forgotten: the new shard holds what the old one did
+                    with self._swap.exclusive(), self._calls_errors():
                         self._journal = None
                         if self._replay(journal, fresh):
                             fresh.flush()
@@ -488,21 +502,28 @@ class EdgeEngine:
     def _copy_into(
         self, fresh: qe.EdgeShard, on_copied: Callable[[int], None] | None, *, rest: bool
     ) -> None:
-        """Every live point into ``fresh``, a page at a time, resting after each page as long
-        as it took: the copy runs beside the calls it must not slow, in the same process
-        (the binding holds the GIL through each page), so it takes at most half of one core
-        and the calls get the GIL between pages."""
+        """Every live point into ``fresh``, a page at a time: the copy runs beside the calls
+        it must not slow, in the same process (the binding holds the GIL through each call),
+        so with ``rest`` each page waits for a moment with no call under way (at most
+        ``STEP_ASIDE_S``), lets others run between its steps, and rests after as long as it
+        took: it takes at most half of one core, and a call waits for one step at most."""
         offset = None
         copied = 0
         while True:
+            if rest:
+                FOREGROUND.wait_idle(STEP_ASIDE_S)
             began = time.perf_counter()
             request = qe.ScrollRequest(
                 offset=offset, limit=COPY_PAGE, with_payload=True, with_vector=True
             )
             records, offset = self._shard.scroll(request)
             if records:
+                if rest:
+                    time.sleep(YIELD_S)
                 stored = [stored_point(r, True) for r in records]
                 points = [qe.Point(p.id, _vectors(p), p.payload) for p in stored]
+                if rest:
+                    time.sleep(YIELD_S)
                 fresh.update(qe.UpdateOperation.upsert_points(points))
                 copied += len(points)
                 if on_copied is not None:

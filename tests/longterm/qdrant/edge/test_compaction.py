@@ -1,6 +1,7 @@
 """A shard's rewrite without deleted text, under a stream of deletes: each rewrite starts from
 a copy of one empty shard kept beside the folder (made once, with every payload index), and
-the background compaction rests as long as its last run took before it runs again."""
+the background compaction rests as long as its last run took before it runs again; its copy
+steps aside for the calls under way."""
 
 from __future__ import annotations
 
@@ -14,10 +15,12 @@ from memory_service.config import QdrantSettings
 from memory_service.domain.context import RuntimeContext
 from memory_service.domain.facts import Fact
 from memory_service.longterm.qdrant import backend as qdrant_backend
+from memory_service.longterm.qdrant.edge import engine as edge_engine
 from memory_service.longterm.qdrant.edge.compaction import Compaction
 from memory_service.longterm.qdrant.edge.engine import EMPTY_SUFFIX
 from memory_service.longterm.qdrant.edge.shard import CONFIG_FILE, copy_of_empty, open_shard
 from memory_service.longterm.qdrant.layout import PAYLOAD_INDEXES
+from memory_service.observe.foreground import FOREGROUND
 
 ALICE = RuntimeContext("acme", "alice", "s1")
 
@@ -55,6 +58,51 @@ def test_every_rewrite_starts_from_a_copy_of_one_empty_shard(tmp_path, embedder)
         assert shard.count(qe.CountRequest(exact=True)) == 0
     finally:
         shard.close()
+
+
+def _rewrite_in_background(memory) -> tuple[list[int], threading.Event]:
+    copied: list[int] = []
+    done = threading.Event()
+
+    def rewrite() -> None:
+        memory.engine.rewrite_without_deleted(on_copied=copied.append)
+        done.set()
+
+    threading.Thread(target=rewrite, daemon=True).start()
+    return copied, done
+
+
+def test_a_rewrite_copies_nothing_while_a_call_is_under_way(tmp_path, embedder, monkeypatch):
+    """The copy shares the process's GIL with the calls: it waits for a moment with none
+    under way before each page (here for as long as the test runs), and goes on after."""
+    monkeypatch.setattr(edge_engine, "STEP_ASIDE_S", 600.0)
+    memory = qdrant_backend.open_qdrant(QdrantSettings(path=tmp_path / "q"), tmp_path, embedder)
+    try:
+        memory.record(ALICE, [Fact(f"Alice fact number {i}") for i in range(10)])
+        with FOREGROUND.call():
+            copied, done = _rewrite_in_background(memory)
+            assert not done.wait(0.5)
+            assert copied == []  # not one page while the call was under way
+        assert done.wait(60)
+        assert copied[-1] == 10
+        assert len(memory.retrieve(ALICE, "Alice fact number", top_k=10)) == 10
+    finally:
+        memory.close()
+
+
+def test_a_rewrite_goes_on_under_calls_that_never_stop(tmp_path, embedder, monkeypatch):
+    """Calls always under way delay each page by ``STEP_ASIDE_S`` at most: the deleted text
+    still leaves the folder."""
+    monkeypatch.setattr(edge_engine, "STEP_ASIDE_S", 0.01)
+    memory = qdrant_backend.open_qdrant(QdrantSettings(path=tmp_path / "q"), tmp_path, embedder)
+    try:
+        memory.record(ALICE, [Fact(f"Alice fact number {i}") for i in range(10)])
+        with FOREGROUND.call():
+            copied, done = _rewrite_in_background(memory)
+            assert done.wait(60)
+        assert copied[-1] == 10
+    finally:
+        memory.close()
 
 
 def test_an_empty_shard_of_another_layout_is_made_again(tmp_path):

@@ -131,3 +131,17 @@ def test_an_access_note_keeps_the_fields_held_and_a_key_change_drops_them(asked)
     assert engine._fields.held([key]) == ({}, [key])
     (again,) = asked.retrieve(ALICE, "support hours", 5)
     assert (again.fact.key, again.fact.access_count) == ("hours.desk", 3)
+
+
+def test_a_delete_forgets_what_is_held_of_the_deleted_points_alone(asked):
+    """A search after a delete reads again only what the delete changed, and the rewrite
+    that takes the deleted text out of the folder keeps what is held (the same points)."""
+    ids = [r.id for r in asked.record(ALICE, [Fact(OWN), Fact("Alice works at the help desk")])]
+    assert len(asked.retrieve(ALICE, "support hours help desk", 5)) == 2  # both now held
+    engine, keys = asked.engine, [point_key(i) for i in ids]
+    assert asked.delete(ALICE, ids[:1]) == 1
+    held, missing = engine._fields.held(keys)
+    assert (list(held), missing) == ([keys[1]], [keys[0]])
+    assert engine.compaction.wait(timeout=60)  # the shard rewritten and swapped in
+    assert engine._fields.held(keys[1:])[1] == []
+    assert [r.fact.id for r in asked.retrieve(ALICE, "support hours help desk", 5)] == ids[1:]
