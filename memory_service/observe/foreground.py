@@ -3,12 +3,11 @@ for can step aside while they run.
 
 Why: the service runs in one process, and work in the background (Qdrant Edge's rewrite of a
 shard without deleted text) shares its GIL and its cores with the requests. A library that
-holds the GIL through each of its calls delays every request that wants it meanwhile, and a
-model that splits a query's embedding over both cores waits for the one the background holds:
-searches beside a rewrite took twice their usual time (``benchmarks/RESULTS.md``). The
-request's outermost middleware and the long-term store mark their calls here; background work
-waits for a moment with none under way before each small step (``wait_idle``), for a bounded
-time, so it always makes progress.
+holds the GIL through each of its calls delays every request that wants it meanwhile:
+searches beside such a rewrite took about twice their usual time (``benchmarks/RESULTS.md``).
+The request's outermost middleware and the long-term store mark their calls here; background
+work waits for a moment with none under way before each small step (``wait_idle``), for a
+bounded time, so it always makes progress.
 """
 
 from __future__ import annotations

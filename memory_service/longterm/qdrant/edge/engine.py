@@ -83,15 +83,12 @@ from memory_service.stores.fsutil import fsync_dir, read_text, write_atomically
 
 SCROLL_PAGE = 1000
 # A rewrite's page: the binding holds the GIL through each of its calls (scroll, upsert), and
-# so does the conversion between them, so a request that arrives meanwhile waits for it; four
-# points take a few tenths of a millisecond a step, and the copy lets others run between steps.
-COPY_PAGE = 4
+# the conversion between them holds it too, so a request that arrives during a page waits for
+# it: sixteen points take about two milliseconds.
+COPY_PAGE = 16
 # The longest a rewrite's page waits for a moment with no call under way (``FOREGROUND``):
-# under a stream of calls it goes on at a page per this long at least.
-STEP_ASIDE_S = 0.05
-# A rewrite's pause between the steps of a page: long enough for a thread waiting for the GIL
-# to take it (a plain release is taken back at once by the thread that let it go).
-YIELD_S = 0.0001
+# under calls that never pause it goes on at a page per this long at least.
+STEP_ASIDE_S = 0.01
 REWRITE_SUFFIX = ".rewrite"  # the new shard while a rewrite builds it
 REPLACED_SUFFIX = ".replaced"  # the old shard between the two renames of a rewrite
 DELETED_SUFFIX = ".deleted"  # a marker beside the folder: deleted text is still in its bytes
@@ -237,7 +234,10 @@ class EdgeEngine:
         self._facts: HeldPoints[str, OwnedFact] = HeldPoints(FACT_POINTS)
         self._rewriting = threading.RLock()  # one rewrite at a time
         self._journal: RewriteJournal | None = None  # the writes a rewrite's copy must replay
-        self.compaction = Compaction(self.compact_deleted, f"edge-compaction {folder.name}")
+        # a delete's rewrite, which nobody waits for, steps aside for the calls under way
+        self.compaction = Compaction(
+            lambda: self.compact_deleted(step_aside=True), f"edge-compaction {folder.name}"
+        )
 
     def shared_writes(self, scope: OwnerFilter) -> int:
         return self._touched.of(scope)
@@ -443,17 +443,21 @@ class EdgeEngine:
         if left <= REWRITE_AT_ONCE_POINTS:
             self.compaction.request()
 
-    def compact_deleted(self, *, rest: bool = True) -> bool:
+    def compact_deleted(self, *, rest: bool = True, step_aside: bool = False) -> bool:
         """Rewrite the shard if a delete since the last rewrite left text in its bytes (the
         marker says so); whether it did. Maintenance calls it once a pass."""
         with self._rewriting:  # a rewrite just waited for may have paid what was owed
             if not _sibling(self.folder, DELETED_SUFFIX).exists():
                 return False
-            self.rewrite_without_deleted(rest=rest)
+            self.rewrite_without_deleted(rest=rest, step_aside=step_aside)
             return True
 
     def rewrite_without_deleted(
-        self, *, on_copied: Callable[[int], None] | None = None, rest: bool = True
+        self,
+        *,
+        on_copied: Callable[[int], None] | None = None,
+        rest: bool = True,
+        step_aside: bool = False,
     ) -> None:
         """Rebuild the shard from its live points. Edge keeps a deleted point's payload in its
         write-ahead log and in segments not yet vacuumed, so the text of a deleted fact would
@@ -463,7 +467,9 @@ class EdgeEngine:
         finishes a swap a kill interrupted. A delete made during the copy leaves its text in
         the new shard: the marker stays, and the next rewrite takes it out. ``on_copied``:
         told the points copied so far after each page (a caller's progress); ``rest``: the
-        copy rests between pages (``_copy_into``), off when no call can run beside it. It
+        copy rests between pages (``_copy_into``), off when no call can run beside it;
+        ``step_aside``: each page waits for a moment with no call under way, for a rewrite
+        nobody waits for (an erase's own request is one such call). It
         costs a copy of the collection (about a minute per 100k points on 2 loaded cores
         without rests: ``benchmarks/latency/erase.py``)."""
         building = _sibling(self.folder, REWRITE_SUFFIX)
@@ -480,7 +486,7 @@ class EdgeEngine:
                     fresh = copy_of_empty(building, empty, self.dimension)
                 try:
                     with self._calls():
-                        self._copy_into(fresh, on_copied, rest=rest)
+                        self._copy_into(fresh, on_copied, rest=rest, step_aside=step_aside)
                         fresh.flush()  # the bulk of the copy on disk before calls wait
                     # nothing held is forgotten: the new shard holds what the old one did
                     with self._swap.exclusive(), self._calls_errors():
@@ -500,17 +506,22 @@ class EdgeEngine:
             self.compaction.request()
 
     def _copy_into(
-        self, fresh: qe.EdgeShard, on_copied: Callable[[int], None] | None, *, rest: bool
+        self,
+        fresh: qe.EdgeShard,
+        on_copied: Callable[[int], None] | None,
+        *,
+        rest: bool,
+        step_aside: bool,
     ) -> None:
         """Every live point into ``fresh``, a page at a time: the copy runs beside the calls
         it must not slow, in the same process (the binding holds the GIL through each call),
-        so with ``rest`` each page waits for a moment with no call under way (at most
-        ``STEP_ASIDE_S``), lets others run between its steps, and rests after as long as it
-        took: it takes at most half of one core, and a call waits for one step at most."""
+        so with ``step_aside`` each page waits for a moment with no call under way (at most
+        ``STEP_ASIDE_S``), and with ``rest`` it rests after as long as it took: it takes at
+        most half of one core, and a call waits for one small page at most."""
         offset = None
         copied = 0
         while True:
-            if rest:
+            if step_aside:
                 FOREGROUND.wait_idle(STEP_ASIDE_S)
             began = time.perf_counter()
             request = qe.ScrollRequest(
@@ -518,12 +529,8 @@ class EdgeEngine:
             )
             records, offset = self._shard.scroll(request)
             if records:
-                if rest:
-                    time.sleep(YIELD_S)
                 stored = [stored_point(r, True) for r in records]
                 points = [qe.Point(p.id, _vectors(p), p.payload) for p in stored]
-                if rest:
-                    time.sleep(YIELD_S)
                 fresh.update(qe.UpdateOperation.upsert_points(points))
                 copied += len(points)
                 if on_copied is not None:

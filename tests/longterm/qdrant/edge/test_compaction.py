@@ -65,7 +65,7 @@ def _rewrite_in_background(memory) -> tuple[list[int], threading.Event]:
     done = threading.Event()
 
     def rewrite() -> None:
-        memory.engine.rewrite_without_deleted(on_copied=copied.append)
+        memory.engine.rewrite_without_deleted(on_copied=copied.append, step_aside=True)
         done.set()
 
     threading.Thread(target=rewrite, daemon=True).start()
