@@ -9,6 +9,7 @@ import threading
 import time
 from pathlib import Path
 
+import pytest
 import qdrant_edge as qe
 
 from memory_service.config import QdrantSettings
@@ -72,37 +73,35 @@ def _rewrite_in_background(memory) -> tuple[list[int], threading.Event]:
     return copied, done
 
 
-def test_a_rewrite_copies_nothing_while_a_call_is_under_way(tmp_path, embedder, monkeypatch):
+@pytest.fixture
+def ten_facts(tmp_path, embedder):
+    memory = qdrant_backend.open_qdrant(QdrantSettings(path=tmp_path / "q"), tmp_path, embedder)
+    memory.record(ALICE, [Fact(f"Alice fact number {i}") for i in range(10)])
+    yield memory
+    memory.close()
+
+
+def test_a_rewrite_copies_nothing_while_a_call_is_under_way(ten_facts, monkeypatch):
     """The copy shares the process's GIL with the calls: it waits for a moment with none
     under way before each page (here for as long as the test runs), and goes on after."""
     monkeypatch.setattr(edge_engine, "STEP_ASIDE_S", 600.0)
-    memory = qdrant_backend.open_qdrant(QdrantSettings(path=tmp_path / "q"), tmp_path, embedder)
-    try:
-        memory.record(ALICE, [Fact(f"Alice fact number {i}") for i in range(10)])
-        with FOREGROUND.call():
-            copied, done = _rewrite_in_background(memory)
-            assert not done.wait(0.5)
-            assert copied == []  # not one page while the call was under way
-        assert done.wait(60)
-        assert copied[-1] == 10
-        assert len(memory.retrieve(ALICE, "Alice fact number", top_k=10)) == 10
-    finally:
-        memory.close()
+    with FOREGROUND.call():
+        copied, done = _rewrite_in_background(ten_facts)
+        assert not done.wait(0.5)
+        assert copied == []  # not one page while the call was under way
+    assert done.wait(60)
+    assert copied[-1] == 10
+    assert len(ten_facts.retrieve(ALICE, "Alice fact number", top_k=10)) == 10
 
 
-def test_a_rewrite_goes_on_under_calls_that_never_stop(tmp_path, embedder, monkeypatch):
+def test_a_rewrite_goes_on_under_calls_that_never_stop(ten_facts, monkeypatch):
     """Calls always under way delay each page by ``STEP_ASIDE_S`` at most: the deleted text
     still leaves the folder."""
     monkeypatch.setattr(edge_engine, "STEP_ASIDE_S", 0.01)
-    memory = qdrant_backend.open_qdrant(QdrantSettings(path=tmp_path / "q"), tmp_path, embedder)
-    try:
-        memory.record(ALICE, [Fact(f"Alice fact number {i}") for i in range(10)])
-        with FOREGROUND.call():
-            copied, done = _rewrite_in_background(memory)
-            assert done.wait(60)
-        assert copied[-1] == 10
-    finally:
-        memory.close()
+    with FOREGROUND.call():
+        copied, done = _rewrite_in_background(ten_facts)
+        assert done.wait(60)
+    assert copied[-1] == 10
 
 
 def test_an_empty_shard_of_another_layout_is_made_again(tmp_path):
