@@ -8,6 +8,9 @@ machine with that copy (two cores here) but wait for no lock of it but the swap.
 turns (without, during, without, during, ...) so load from elsewhere skews both alike. After
 each round's deletes, the time until the rewrite owed is done (the ``.deleted`` marker beside
 the Edge folder gone) is the bound on deleted text staying readable in the folder's bytes.
+A search answered with an error is counted by status and code (any 5xx is a fault) and the
+searches go on; the folder's maintenance pass runs before the servers start, so the one
+``serve`` schedules finds it done.
 
     python -m benchmarks.latency.edge_delete [--facts 5000] [--deletes 20] [--rounds 2]
         [--baseline CHECKOUT] [--json benchmarks/results/edge_delete.json]
@@ -24,6 +27,7 @@ import json
 import tempfile
 import threading
 import time
+from collections import Counter
 from collections.abc import Sequence
 from contextlib import ExitStack
 from pathlib import Path
@@ -49,6 +53,7 @@ def _fill(workspace: Path, facts: int) -> tuple[list[str], list[str]]:
     from memory_service.domain.context import RuntimeContext
     from memory_service.domain.facts import Fact
     from memory_service.services import build_services
+    from memory_service.services.work import build_maintenance
 
     written, questions = texts(1, facts)[OWNER]
     services = build_services(settings_for(workspace, "qdrant"))
@@ -57,6 +62,9 @@ def _fill(workspace: Path, facts: int) -> tuple[list[str], list[str]]:
         ctx = RuntimeContext(TENANT, user_id(OWNER))
         for start in range(0, len(written), 250):
             services.longterm.record(ctx, [Fact(t) for t in written[start : start + 250]])
+        # the pass ``serve`` would run a minute after it starts (near-duplicates merged, the
+        # shard rewritten), run before: it would otherwise fall inside a timed phase
+        build_maintenance(services).run_user(ctx, consolidate=False)
         cursor = None
         while True:  # the ids stored (a near-duplicate merged two texts into one fact)
             page = services.longterm.list(ctx, limit=1000, cursor=cursor)
@@ -73,10 +81,11 @@ def _phase(
 ) -> dict[str, Any]:
     """Searches for ``seconds`` (at least until the deletes are done), with ``to_delete``
     deleted one by one meanwhile, ``pause_s`` apart."""
-    from memory_service.client import MemoryClient
+    from memory_service.client import ApiError, MemoryClient
 
     searched: list[float] = []
     deleted: list[float] = []
+    errors: Counter[str] = Counter()
     last = 0.0
     stop = threading.Event()
 
@@ -85,8 +94,13 @@ def _phase(
             turn = 0
             while not stop.is_set():
                 t0 = time.perf_counter()
-                client.search(user_id(OWNER), questions[turn % len(questions)])
-                searched.append(1000.0 * (time.perf_counter() - t0))
+                try:
+                    client.search(user_id(OWNER), questions[turn % len(questions)])
+                except ApiError as error:  # counted, and the searches go on
+                    errors[f"{error.status} {error.code}"] += 1
+                    print(f"search answered {error.status} {error.code}: {error}", flush=True)
+                else:
+                    searched.append(1000.0 * (time.perf_counter() - t0))
                 turn += 1
 
     worker = threading.Thread(target=search_loop)
@@ -112,7 +126,12 @@ def _phase(
                 unreadable_after = round(time.perf_counter() - last, 2)
                 break
             time.sleep(0.05)
-    return {"search": searched, "delete": deleted, "unreadable_after_s": unreadable_after}
+    return {
+        "search": searched,
+        "delete": deleted,
+        "errors": dict(errors),
+        "unreadable_after_s": unreadable_after,
+    }
 
 
 def run(
@@ -148,6 +167,7 @@ def run(
             name: {"search_alone": [], "search_during_deletes": [], "delete": []}
             for name in servers
         }
+        errors: dict[str, Counter[str]] = {name: Counter() for name in servers}
         unreadable: dict[str, list[float | None]] = {name: [] for name in servers}
         for turn in range(rounds):
             batch = ids[turn * deletes : (turn + 1) * deletes]
@@ -159,11 +179,14 @@ def run(
                 times[name]["search_during_deletes"] += during["search"]
                 times[name]["delete"] += during["delete"]
                 unreadable[name].append(during["unreadable_after_s"])
+                errors[name].update(alone["errors"])
+                errors[name].update(during["errors"])
                 print(
                     f"{name} round {turn}: delete {summary(during['delete'])}, "
                     f"search alone {summary(alone['search'])}, "
                     f"during {summary(during['search'])}, "
-                    f"unreadable after {during['unreadable_after_s']} s",
+                    f"unreadable after {during['unreadable_after_s']} s, "
+                    f"search errors {alone['errors'] or 0} / {during['errors'] or 0}",
                     flush=True,
                 )
     return {
@@ -172,6 +195,7 @@ def run(
         "rounds": rounds,
         "pause_s": pause_s,
         "unreadable_after_s": unreadable,
+        "search_errors": {name: dict(counted) for name, counted in errors.items()},
         "trees": {name: {k: summary(v) for k, v in t.items()} for name, t in times.items()},
     }
 

@@ -313,6 +313,8 @@ class BaseLongTermMemory(LongTermHooks[S]):
             for leg in legs
             if leg in found.legs
         }
+        if len(leg_hits) > 1:  # fusing several legs reads every candidate's fact
+            leg_hits = found.readable(leg_hits)
         evidence = self.evidence
         if evidence.applies(float(threshold)) and len(leg_hits) > 1:
             if not evidence.dense_votes(query):

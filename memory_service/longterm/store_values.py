@@ -66,6 +66,14 @@ class Candidates:
                 continue
         return out
 
+    def readable(self, leg_hits: Mapping[str, list[LegHit]]) -> dict[str, list[LegHit]]:
+        """``leg_hits`` without the hits whose fact another call deleted since the query,
+        every fact read now in one request where the backend reads them after the query
+        (``load``); a backend that read them with the query answers from what it read."""
+        if self.load is None:
+            return dict(leg_hits)
+        return _readable(leg_hits, self.facts)
+
     def key(self, fact_id: str) -> str | None:
         """The ``key`` of the fact of hit ``fact_id``."""
         return self.key_of(fact_id) if self.key_of is not None else self.fact(fact_id).key
@@ -190,11 +198,27 @@ class ScopedCandidates:
             read.update(part.facts(ids))
         return {fid: read[fid] for fid in fact_ids if fid in read}
 
+    def readable(self, leg_hits: Mapping[str, list[LegHit]]) -> dict[str, list[LegHit]]:
+        """As ``Candidates.readable``, one read per scope that reads its facts late."""
+        if all(part.load is None for part in self.parts.values()):
+            return dict(leg_hits)
+        return _readable(leg_hits, self.facts)
+
     def key(self, fact_id: str) -> str | None:
         return self.parts[fact_id].key(fact_id)
 
     def text(self, fact_id: str) -> str:
         return self.parts[fact_id].text(fact_id)
+
+
+def _readable(
+    leg_hits: Mapping[str, list[LegHit]], facts: Callable[[Sequence[str]], dict[str, Fact]]
+) -> dict[str, list[LegHit]]:
+    ids = list(dict.fromkeys(h.id for hits in leg_hits.values() for h in hits))
+    present = facts(ids)
+    if len(present) == len(ids):
+        return dict(leg_hits)
+    return {leg: [h for h in hits if h.id in present] for leg, hits in leg_hits.items()}
 
 
 def _no_fact(fact_id: str) -> Fact:

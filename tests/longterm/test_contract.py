@@ -160,6 +160,29 @@ def test_get_and_delete(memory):
     assert len(memory.list(ALICE).items) == len(PROFILE) - 1
 
 
+def test_a_candidate_deleted_while_a_recall_reads_it_is_no_error(memory, monkeypatch):
+    """Another call deletes a candidate after the engine answered the recall's query and
+    before fusion reads the candidate's fact: the recall answers (a backend that reads facts
+    with the query may still return the fact it read; one that reads them later leaves it
+    out), never an error."""
+    ids = {r.id: f.text for r, f in zip(memory.record(ALICE, PROFILE), PROFILE, strict=True)}
+    peanuts = next(i for i, text in ids.items() if "peanuts" in text)
+    searched = memory._scoped_candidates
+
+    def then_deleted(owners, request):
+        found = searched(owners, request)
+        assert peanuts in {h.id for hits in found.legs.values() for h in hits}
+        assert memory.delete(ALICE, [peanuts]) == 1
+        return found
+
+    monkeypatch.setattr(memory, "_scoped_candidates", then_deleted)
+    recalled = memory.retrieve(ALICE, "Is Alice allergic to peanuts?", 5)
+    assert recalled, "the other candidates still answer"
+    assert {r.fact.id for r in recalled} <= set(ids)
+    monkeypatch.undo()
+    assert peanuts not in {r.fact.id for r in memory.retrieve(ALICE, "peanuts", 5)}
+
+
 def test_forget_removes_exactly_one_user(memory):
     memory.record(ALICE, PROFILE)
     memory.record(BOB, [Fact("Bob plays the cello")])
