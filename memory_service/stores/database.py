@@ -117,12 +117,16 @@ class Database:
             _POOL_LOG.removeFilter(attempts)
 
     def _configure(self, conn: psycopg.Connection) -> None:
-        """Each new connection sends ``binary_arrays`` in binary and looks in ``schema``
-        first (tables are created there)."""
+        """Each new connection sends ``binary_arrays`` in binary, looks in ``schema`` first
+        (tables are created there), and runs a prepared statement on its generic plan: every
+        statement here reads one owner's or one key's rows through an index whatever the
+        values, and planning a recall's statement anew for each call's values cost about a
+        third of running it (``benchmarks/RESULTS.md``)."""
         binary_arrays.register(conn.adapters)
+        conn.execute("SET plan_cache_mode = force_generic_plan")
         if self.schema is not None:
             conn.execute(sql.SQL("SET search_path TO {}").format(sql.Identifier(self.schema)))
-            conn.commit()
+        conn.commit()
 
     def _create_schema(self, schema: str) -> None:
         with self.connection() as conn:

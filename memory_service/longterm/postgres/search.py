@@ -168,55 +168,78 @@ class _Params:
 _TERMS, _COUNTS, _VECTOR = "$1::bigint[]", "$2::int[]", "$3"
 
 
-def _owner_rows(i: int, ask: Ask, ext: str, params: _Params, dense: bool) -> str:
+def _term(j: int) -> str:
+    """The query's ``j``-th distinct term id (1-based)."""
+    return f"({_TERMS})[{j}]"
+
+
+def _owner_rows(i: int, ask: Ask, ext: str, params: _Params, dense: bool, terms: int) -> str:
     """The CTE ``o{i}``: one scan of the owner's facts that both legs read (the open ones, or
     every stored one for a read about the past: BM25's statistics count them all), each
-    marked ``admitted`` by the read's conditions, with its cosine distance when ``dense``."""
+    marked ``admitted`` by the read's conditions, with its cosine distance when ``dense``,
+    and ``t1`` .. ``t{terms}``: how often it holds each query term (NULL: not at all)."""
     tenant, owner = params.add(ask.owner[0]), params.add(ask.owner[1])
     is_open = "" if ask.history else " AND f.is_open"
     distance = f', f.embedding OPERATOR("{ext}".<=>) v.v AS dist' if dense else ""
     vector = " CROSS JOIN v" if dense else ""
+    counts = "".join(
+        f", f.tfs[array_position(f.terms, {_term(j)})] AS t{j}" for j in range(1, terms + 1)
+    )
     return f"""o{i} AS MATERIALIZED (
-        SELECT f.id, f.created_at, f.doc_len, f.terms, f.tfs,
-            ({params.where(ask.scope)}) AS admitted{distance}
+        SELECT f.id, f.created_at, f.doc_len,
+            ({params.where(ask.scope)}) AS admitted{distance}{counts}
         FROM longterm_facts f{vector}
         WHERE f.tenant_id = {tenant} AND f.owner = {owner}{is_open}
     )"""
 
 
-def _bm25_branch(i: int, params: _Params, depth: int) -> str:
-    idf = "ln(1 + (n.n - df.df + 0.5) / (df.df + 0.5))"
-    norm = f"(p.tf + {K1} * (1 - {B} + {B} * p.doc_len / n.avgdl))"
+def _matched(terms: int) -> str:
+    """The query term ids a row of ``o`` holds."""
+    js = range(1, terms + 1)
+    held = ", ".join(f"CASE WHEN o.t{j} IS NOT NULL THEN {_term(j)} END" for j in js)
+    return f"array_remove(ARRAY[{held}]::bigint[], NULL)"
+
+
+def _bm25_branch(i: int, params: _Params, depth: int, terms: int) -> str:
+    """Lucene's BM25 of every admitted row holding a query term, with the owner's statistics
+    (``n``: its facts, ``avgdl``: their mean length, ``df{j}``: how many hold term ``j``)
+    gathered in one pass over ``o{i}``."""
+    js = range(1, terms + 1)
+    df = "".join(f", count(o.t{j})::float8 AS df{j}" for j in js)
+    idf = ", ".join(f"ln(1 + (n - df{j} + 0.5) / (df{j} + 0.5)) AS idf{j}" for j in js)
+    # float8 constants: a bare 0.75 is numeric, and numeric arithmetic on every row costs
+    norm = f"({K1}::float8 * ({1 - B}::float8 + {B}::float8 * o.doc_len / s.avgdl))"
+    score = " + ".join(
+        f"COALESCE(({_COUNTS})[{j}] * s.idf{j} * o.t{j} * {K1 + 1}::float8 / (o.t{j} + {norm}), 0)"
+        for j in js
+    )
+    held = ", ".join(f"o.t{j}" for j in js)
     return f"""(
-        WITH p AS MATERIALIZED (
-            SELECT u.term, o.id, o.created_at, o.doc_len, o.admitted, u.tf
-            FROM o{i} o CROSS JOIN LATERAL unnest(o.terms, o.tfs) AS u(term, tf)
-            WHERE o.terms && {_TERMS} AND u.term = ANY({_TERMS})
-        ),
-        df AS MATERIALIZED (SELECT p.term, count(*)::float8 AS df FROM p GROUP BY p.term),
-        n AS MATERIALIZED (
-            SELECT count(*)::float8 AS n, COALESCE(avg(o.doc_len), 1)::float8 AS avgdl
-            FROM o{i} o
+        WITH s AS MATERIALIZED (
+            SELECT n, avgdl, {idf}
+            FROM (
+                SELECT count(*)::float8 AS n, COALESCE(avg(o.doc_len), 1)::float8 AS avgdl{df}
+                FROM o{i} o
+            ) c
         )
         SELECT *, row_number() OVER (
-            ORDER BY round(s.score::numeric, 6) DESC, s.created_at, s.id) AS rank
+            ORDER BY round(b.score::numeric, 6) DESC, b.created_at, b.id) AS rank
         FROM (
-            SELECT {i} AS ask, 'bm25' AS leg, p.id, p.created_at,
-                sum(q.qtf * {idf} * p.tf * {K1 + 1} / {norm}) AS score,
-                array_agg(p.term) AS matched
-            FROM p JOIN q USING (term) JOIN df USING (term) CROSS JOIN n
-            WHERE p.admitted
-            GROUP BY p.id, p.created_at
-        ) s
+            SELECT {i} AS ask, 'bm25' AS leg, o.id, o.created_at, {score} AS score,
+                {_matched(terms)} AS matched
+            FROM o{i} o CROSS JOIN s
+            WHERE o.admitted AND num_nonnulls({held}) > 0
+        ) b
         ORDER BY rank
         LIMIT {params.add(depth)}
     )"""
 
 
-def _dense_branch(i: int, params: _Params, depth: int, threshold: float) -> str:
+def _dense_branch(i: int, params: _Params, depth: int, threshold: float, terms: int) -> str:
+    matched = _matched(terms) if terms else "'{}'::bigint[]"
     return f"""(
         SELECT {i} AS ask, 'dense' AS leg, o.id, o.created_at, 1 - o.dist AS score,
-            ARRAY(SELECT t FROM unnest(o.terms) AS t WHERE t = ANY({_TERMS})) AS matched,
+            {matched} AS matched,
             row_number() OVER (ORDER BY o.dist, o.created_at, o.id) AS rank
         FROM o{i} o
         WHERE o.admitted AND 1 - o.dist >= {params.add(threshold)}
@@ -254,13 +277,14 @@ def recall(
         if vector is not None:
             found.legs[i]["dense"] = []
         if lexical or dense:
-            owners.append(_owner_rows(i, ask, quoted, params, dense))
+            owners.append(_owner_rows(i, ask, quoted, params, dense, len(terms.ids)))
         if lexical:
-            branches.append(_bm25_branch(i, params, depth))
+            branches.append(_bm25_branch(i, params, depth, len(terms.ids)))
         if dense:
-            branches.append(_dense_branch(i, params, depth, threshold))
+            branches.append(_dense_branch(i, params, depth, threshold, len(terms.ids)))
     if not branches:
         return found
+    # ``q`` is read by no branch: it gives $1 and $2 their types in every statement
     query = f"""
         WITH q AS MATERIALIZED (SELECT * FROM unnest({_TERMS}, {_COUNTS}) AS q(term, qtf)),
         v AS MATERIALIZED (SELECT {_VECTOR}::"{quoted}".vector AS v),
