@@ -5,8 +5,11 @@ row) with the owner's own statistics, as the files backend's in-process index ha
 the mean length over the owner's open facts (every stored fact for a read about the past),
 each query term's document frequency over the same facts, Lucene's IDF
 ``ln(1 + (N - df + 0.5) / (df + 0.5))``, k1 1.2, b 0.75, a query term counted as often as the
-query repeats it. Every fact that holds a query term is among the owner's rows, so the
-document frequencies come from the facts that match. The dense leg is pgvector's cosine
+query repeats it. The scan of the owner's rows reads, for each distinct query term, how often
+the row holds it (``array_position`` in the row's term ids, then its count; NULL where it is
+absent): the statistics are one aggregate over those columns and a row's score one
+expression of them, with no row per (fact, term) to make, join or group. The dense leg is
+pgvector's cosine
 distance over the same rows: an exact scan of the few facts one owner holds
 (``benchmarks/RESULTS.md`` compares it with HNSW and iterative scans); the query vector is one
 parameter, sent once.
@@ -19,7 +22,8 @@ planner statistics (a table just filled has none, and over an estimate of one ro
 loop would compute the document frequencies again for every candidate). Every (scope, leg) is
 one parenthesised branch of a ``UNION ALL`` with its ``LIMIT``, ties broken as the files
 backend does (score to 6 decimals, then ``created_at``, id); the statement is prepared on each
-connection (planning it costs more than running it over one owner's facts) and its text is
+connection and run on its generic plan (``Database``: planning it for each call's values cost
+about a third of running it over one owner's facts), and its text is
 sent raw, ``$n`` placeholders and all, so a value used in several places is sent once. A
 hit's row carries what fusion reads without the fact (score, session, time, the query terms
 its document holds, key, text) and the fact's JSON once per fact, parsed only when read
@@ -56,6 +60,8 @@ class QueryTerms:
     ids: list[int]
     counts: list[int]
     by_id: dict[int, tuple[str, ...]]
+    # the terms of each set of ids a hit holds: ~100 hits a recall, a few distinct sets
+    _matched: dict[tuple[int, ...], frozenset[str]] = field(default_factory=dict)
 
     @classmethod
     def of(cls, terms: Sequence[str]) -> QueryTerms:
@@ -69,7 +75,13 @@ class QueryTerms:
         return cls(list(counts), list(counts.values()), by_id)
 
     def matched(self, ids: Sequence[int] | None) -> frozenset[str]:
-        return frozenset(t for i in ids or () for t in self.by_id.get(int(i), ()))
+        key = tuple(ids or ())
+        found = self._matched.get(key)
+        if found is None:
+            found = self._matched[key] = frozenset(
+                t for i in key for t in self.by_id.get(int(i), ())
+            )
+        return found
 
 
 @dataclass(frozen=True, slots=True)
@@ -325,31 +337,37 @@ def nearest(
 ) -> list[Found]:
     """Per vector, the dense leg over ``ask``'s facts (cosine at least ``threshold``, nearest
     first, at most ``depth``), every vector in one statement of one shape however many (the
-    vectors sent as one flat binary ``real[]``, sliced into each)."""
+    vectors sent as one flat binary ``real[]``, sliced into each). The owner's facts are read
+    once and every (vector, fact) pair's distance computed once: a scan of the owner per
+    vector read each fact's row once per fact recorded."""
     if not vectors or depth <= 0:
         return [Found([{"dense": []}]) for _ in vectors]
     quoted = ext.replace('"', '""')
     dims = len(vectors[0])
     params = _Params(Float4s(np.stack(vectors)), len(vectors), dims)
-    distance = f'f.embedding OPERATOR("{quoted}".<=>) x.v'
     query = f"""
-        SELECT h.i, h.id, h.created_at, h.score, f.session_id, f.key, f.fact,
+        WITH x AS MATERIALIZED (
+            SELECT i, (($1::real[])[(i - 1) * $3 + 1 : i * $3])::"{quoted}".vector AS v
+            FROM generate_series(1, $2::int) AS x(i)
+        ),
+        o AS MATERIALIZED (
+            SELECT f.id, f.created_at, f.embedding FROM longterm_facts f
+            WHERE {params.where(ask.scope)}
+        ),
+        h AS (
+            SELECT x.i, o.id, o.created_at, o.embedding OPERATOR("{quoted}".<=>) x.v AS dist
+            FROM x CROSS JOIN o
+        ),
+        r AS (
+            SELECT h.i, h.id, h.created_at, 1 - h.dist AS score, row_number() OVER (
+                PARTITION BY h.i ORDER BY h.dist, h.created_at, h.id) AS rank
+            FROM h WHERE 1 - h.dist >= {params.add(threshold)}
+        )
+        SELECT r.i, r.id, r.created_at, r.score, f.fact->>'session_id', f.key, f.fact::text,
             f.access_count, f.last_accessed_at
-        FROM (SELECT (($1::real[])[(i - 1) * $3 + 1 : i * $3])::"{quoted}".vector AS v, i
-              FROM generate_series(1, $2::int) AS x(i)) x
-        CROSS JOIN LATERAL (
-            SELECT x.i, f.id, f.created_at, 1 - ({distance}) AS score
-            FROM longterm_facts f
-            WHERE {params.where(ask.scope)} AND 1 - ({distance}) >= {params.add(threshold)}
-            ORDER BY {distance}, f.created_at, f.id
-            LIMIT {params.add(depth)}
-        ) h
-        CROSS JOIN LATERAL (
-            SELECT f.fact->>'session_id' AS session_id, f.key, f.fact::text AS fact,
-                f.access_count, f.last_accessed_at
-            FROM longterm_facts f WHERE f.id = h.id LIMIT 1
-        ) f
-        ORDER BY h.i, h.score DESC, h.created_at, h.id
+        FROM r JOIN longterm_facts f ON f.id = r.id
+        WHERE r.rank <= {params.add(depth)}
+        ORDER BY r.i, r.score DESC, r.created_at, r.id
     """
     out = [Found([{"dense": []}]) for _ in vectors]
     with psycopg.RawCursor(conn) as cur:
