@@ -51,7 +51,7 @@ class Document:
 
 def document_of(fact: Fact, config: RetrievalConfig) -> Document:
     tokens = fact_terms(fact, config)
-    counts = Counter(term_key(t) for t in tokens)
+    counts = Counter(map(term_key, tokens))
     return Document(dict(counts), max(document_length(tokens), 1))
 
 
