@@ -338,8 +338,8 @@ def nearest(
     """Per vector, the dense leg over ``ask``'s facts (cosine at least ``threshold``, nearest
     first, at most ``depth``), every vector in one statement of one shape however many (the
     vectors sent as one flat binary ``real[]``, sliced into each). The owner's facts are read
-    once and every (vector, fact) pair's distance computed once: a scan of the owner per
-    vector read each fact's row once per fact recorded."""
+    once and every (vector, fact) pair's distance computed once, not a scan of the owner per
+    vector (every stored row fetched again for each fact a record brings)."""
     if not vectors or depth <= 0:
         return [Found([{"dense": []}]) for _ in vectors]
     quoted = ext.replace('"', '""')
