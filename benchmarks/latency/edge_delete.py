@@ -52,12 +52,12 @@ def _fill(workspace: Path, facts: int) -> tuple[list[str], list[str]]:
     """The owner's facts recorded in-process: their ids, and the questions about them."""
     from memory_service.domain.context import RuntimeContext
     from memory_service.domain.facts import Fact
+    from memory_service.pipeline.maintenance import all_facts
     from memory_service.services import build_services
     from memory_service.services.work import build_maintenance
 
     written, questions = texts(1, facts)[OWNER]
     services = build_services(settings_for(workspace, "qdrant"))
-    ids: list[str] = []
     try:
         ctx = RuntimeContext(TENANT, user_id(OWNER))
         for start in range(0, len(written), 250):
@@ -65,12 +65,8 @@ def _fill(workspace: Path, facts: int) -> tuple[list[str], list[str]]:
         # the pass ``serve`` would run a minute after it starts (near-duplicates merged, the
         # shard rewritten), run before: it would otherwise fall inside a timed phase
         build_maintenance(services).run_user(ctx, consolidate=False)
-        cursor = None
-        while True:  # the ids stored (a near-duplicate merged two texts into one fact)
-            page = services.longterm.list(ctx, limit=1000, cursor=cursor)
-            ids += [f.id for f in page.items]
-            if not (cursor := page.next_cursor):
-                break
+        # the ids stored (a near-duplicate merged two texts into one fact)
+        ids = [f.id for f in all_facts(services.longterm, ctx)]
     finally:
         services.close()
     return ids, questions

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import threading
 
+import pytest
+
 from memory_service.observe.foreground import Foreground
 
 
@@ -37,9 +39,6 @@ def test_a_waiter_wakes_when_the_last_call_ends():
 
 def test_a_call_that_fails_still_ends():
     foreground = Foreground()
-    try:
-        with foreground.call():
-            raise RuntimeError("the call failed")
-    except RuntimeError:
-        pass
+    with pytest.raises(RuntimeError), foreground.call():
+        raise RuntimeError("the call failed")
     assert foreground.wait_idle(0)
