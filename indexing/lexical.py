@@ -11,6 +11,7 @@ the same terms. On LoCoMo it lifts the fused result's recall (``benchmarks/RESUL
 from __future__ import annotations
 
 from datetime import UTC, datetime
+from functools import lru_cache
 
 from indexing.tokenize import tokenize
 
@@ -52,5 +53,11 @@ def lexical_terms(
     """Terms of ``text``, then (``with_date`` and a known ``created_at``) those of its date."""
     terms = tokenize(text)
     if with_date and created_at is not None:
-        terms += tokenize(date_words(created_at))
+        terms += _day_terms(date_words(created_at))
     return terms
+
+
+@lru_cache(maxsize=4096)
+def _day_terms(day: str) -> tuple[str, ...]:
+    """A day's terms: the same few days recur across a user's facts."""
+    return tuple(tokenize(day))

@@ -7,8 +7,17 @@ import uuid
 
 import numpy as np
 import psycopg
+import pytest
 
-from memory_service.stores.binary_arrays import Float4s, Int4s, Int8s, Uuids
+from memory_service.stores.binary_arrays import (
+    Float4s,
+    Int4s,
+    Int8s,
+    Uuids,
+    Vector,
+    Vectors,
+    vector_type_oid,
+)
 
 
 def test_each_array_reads_back_as_sent(pgvector_dsn):
@@ -31,18 +40,34 @@ def test_each_array_reads_back_as_sent(pgvector_dsn):
     assert row[2:] == ([1, 2**63 - 1, 5], [3, -4], [])
 
 
-def test_a_flat_array_of_vectors_slices_into_pgvectors(pgvector_dsn):
-    vectors = np.arange(12, dtype=np.float32).reshape(3, 4) / 8
+def _vector_schema(conn: psycopg.Connection) -> str:
+    conn.execute("SELECT pg_advisory_xact_lock(hashtext('longterm:create extension'))")
+    conn.execute("CREATE EXTENSION IF NOT EXISTS vector")
+    return conn.execute(
+        "SELECT n.nspname FROM pg_extension e JOIN pg_namespace n "
+        "ON n.oid = e.extnamespace WHERE e.extname = 'vector'"
+    ).fetchone()[0]
+
+
+def test_vectors_read_back_as_pgvectors_every_float_exact(pgvector_dsn):
+    rng = np.random.default_rng(7)
+    matrix = rng.standard_normal((3, 384)).astype(np.float32)
     with psycopg.connect(pgvector_dsn) as conn:
-        conn.execute("SELECT pg_advisory_xact_lock(hashtext('longterm:create extension'))")
-        conn.execute("CREATE EXTENSION IF NOT EXISTS vector")
-        ext = conn.execute(
-            "SELECT n.nspname FROM pg_extension e JOIN pg_namespace n "
-            "ON n.oid = e.extnamespace WHERE e.extname = 'vector'"
-        ).fetchone()[0]
+        vector = f'"{_vector_schema(conn)}".vector'
+        oid = vector_type_oid(conn, vector)
+        one = conn.execute(f"SELECT %s::{vector}::real[]", (Vector(matrix[1]),)).fetchone()[0]
         rows = conn.execute(
-            f'SELECT (%s::real[])[(i - 1) * 4 + 1 : i * 4]::"{ext}".vector::text '
-            "FROM generate_series(1, 3) AS i ORDER BY i",
-            (Float4s(vectors),),
+            f"SELECT v::real[] FROM unnest(%s::{vector}[]) WITH ORDINALITY AS x(v, i) ORDER BY i",
+            (Vectors(matrix, oid),),
         ).fetchall()
-    assert [r[0] for r in rows] == ["[" + ",".join(f"{x:g}" for x in v) + "]" for v in vectors]
+        none = conn.execute(
+            f"SELECT cardinality(%s::{vector}[])", (Vectors(matrix[:0], oid),)
+        ).fetchone()[0]
+    assert np.array_equal(np.asarray(one, dtype=np.float32), matrix[1])
+    assert np.array_equal(np.asarray([r[0] for r in rows], dtype=np.float32), matrix)
+    assert none == 0
+
+
+def test_a_vector_type_that_is_not_there_is_a_clear_error(pgvector_dsn):
+    with psycopg.connect(pgvector_dsn) as conn, pytest.raises(LookupError, match="nowhere.vector"):
+        vector_type_oid(conn, "nowhere.vector")

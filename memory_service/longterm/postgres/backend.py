@@ -48,6 +48,7 @@ from memory_service.longterm.postgres.rows import (
     document_of,
     fact_of,
     fact_row,
+    with_binary_terms,
 )
 from memory_service.longterm.postgres.schema import ensure_tables
 from memory_service.longterm.postgres.search import (
@@ -73,7 +74,7 @@ from memory_service.longterm.store_values import (
     resolve_key_race,
 )
 from memory_service.observe.telemetry import timed_stage
-from memory_service.stores.binary_arrays import Float4s, Uuids
+from memory_service.stores.binary_arrays import Int4s, Int8s, Uuids, Vectors, vector_type_oid
 from memory_service.stores.database import DSN_SETTING, Database
 from memory_service.stores.tombstones.postgres import PostgresTombstones
 
@@ -100,15 +101,46 @@ _ROW_COLUMNS = (
     "terms",
     "tfs",
 )
-_UPSERT = (
-    f"INSERT INTO longterm_facts ({', '.join(_ROW_COLUMNS)}, embedding, embedder, terms_version) "
-    f"VALUES ({', '.join('%(' + c + ')s' for c in _ROW_COLUMNS)}, "
-    "%(embedding)s::{vector}, %(embedder)s, %(terms_version)s) "
-    "ON CONFLICT (id) DO UPDATE SET "
-    + ", ".join(
-        f"{c} = EXCLUDED.{c}" for c in (*_ROW_COLUMNS[1:], "embedding", "embedder", "terms_version")
-    )
+# the columns that differ from row to row of one write (the owner's are one value a write)
+_OWN_COLUMNS = (
+    ("id", "uuid"),
+    ("key", "text"),
+    ("is_open", "boolean"),
+    ("created_at", "timestamptz"),
+    ("expires_at", "timestamptz"),
+    ("importance", "int"),
+    ("fact", "text"),
+    ("access_count", "int"),
+    ("last_accessed_at", "timestamptz"),
+    ("doc_len", "int"),
+    ("terms_from", "int"),
+    ("terms_count", "int"),
 )
+
+
+def _upsert(vector: str) -> str:
+    """One statement for a write's new facts (inserted, or replacing a row of the same id):
+    each column that varies by row one array, the rows made by ``unnest`` in the arrays'
+    order (closed facts first: the open keys' index checks each row as it goes), and the
+    rows' ragged term ids and counts each one flat array, every row its slice. One
+    statement, not a statement a row: PostgreSQL starts its executor once."""
+    # binary: in text form psycopg escapes every quote of every fact's JSON with a regex
+    arrays = ", ".join(f"%({c})b::{t}[]" for c, t in _OWN_COLUMNS)
+    names = ", ".join(c for c, _ in _OWN_COLUMNS)
+    ragged = "[r.terms_from + 1 : r.terms_from + r.terms_count]"
+    updated = (*_ROW_COLUMNS[1:], "embedding", "embedder", "terms_version")
+    return (
+        f"INSERT INTO longterm_facts ({', '.join(_ROW_COLUMNS)}, embedding, embedder, "
+        "terms_version) SELECT r.id, %(tenant_id)s, %(owner)s, %(scope)s, %(user_id)s, "
+        "%(agent_id)s, r.key, r.is_open, r.created_at, r.expires_at, r.importance, "
+        "r.fact::jsonb, r.access_count, r.last_accessed_at, r.doc_len, "
+        f"(%(terms)s::bigint[]){ragged}, (%(tfs)s::int[]){ragged}, r.embedding, "
+        "%(embedder)s, %(terms_version)s "
+        f"FROM unnest({arrays}, %(embedding)s::{vector}[]) AS r({names}, embedding) "
+        "ON CONFLICT (id) DO UPDATE SET " + ", ".join(f"{c} = EXCLUDED.{c}" for c in updated)
+    )
+
+
 _REWRITE = (
     "UPDATE longterm_facts SET "
     + ", ".join(f"{c} = %({c})s" for c in _ROW_COLUMNS[6:])
@@ -150,6 +182,9 @@ class PostgresLongTermMemory(BaseLongTermMemory[_Read]):
         self._owns_database = owns_database
         self.ext = ensure_tables(database)
         self._vector = '"' + self.ext.replace('"', '""') + '".vector'
+        with database.connection() as conn:
+            self._vector_oid = vector_type_oid(conn, self._vector)
+        self._upsert = _upsert(self._vector)
         self._held = threading.local()  # this thread's open write transactions, by owner
         self._parsed = FactCache()
         if verify_embedder:
@@ -218,21 +253,19 @@ class PostgresLongTermMemory(BaseLongTermMemory[_Read]):
         if not facts:
             return
         ordered = sorted(facts, key=lambda f: f.superseded_by is None and f.valid_to is None)
-        documents = {f.id: self._document(f) for f in ordered}
         upserts, rewrites = [], []
         for fact in ordered:
-            row = self._row(ctx, fact, documents[fact.id])
+            row = self._row(ctx, fact, self._document(fact))
             if fact.id in dense_of:
-                row["embedding"] = Float4s(dense_of[fact.id])
-                row["embedder"] = self._embedder.name
                 upserts.append(row)
             else:
-                rewrites.append(row)
+                rewrites.append(with_binary_terms(row))
         with conn.cursor() as cur:
             if rewrites:
                 cur.executemany(_REWRITE, rewrites)
             if upserts:
-                cur.executemany(_UPSERT.replace("{vector}", self._vector), upserts)
+                vectors = Vectors([dense_of[row["id"]] for row in upserts], self._vector_oid)
+                cur.execute(self._upsert, _upsert_params(upserts, vectors, self._embedder.name))
 
     def _with_keys_held(
         self, conn: psycopg.Connection, ctx: RuntimeContext, writing: Mapping[str, Fact]
@@ -340,7 +373,15 @@ class PostgresLongTermMemory(BaseLongTermMemory[_Read]):
         view = request.view
         ask = Ask((ctx.tenant_id, ctx.owner), view_where(ctx, view), view.history)
         with self._conn(ctx) as conn, timed_stage("dense"):
-            found = nearest(conn, self.ext, ask, request.vectors, request.depth, request.threshold)
+            found = nearest(
+                conn,
+                self.ext,
+                self._vector_oid,
+                ask,
+                request.vectors,
+                request.depth,
+                request.threshold,
+            )
         return [Candidates(f.legs[0], f.fact) for f in found]
 
     def _read(
@@ -454,7 +495,7 @@ class PostgresLongTermMemory(BaseLongTermMemory[_Read]):
                 for row in fresh:
                     ctx = _owner_of(row[4], row[6], row[7], row[8])
                     fact = fact_of(row)
-                    columns = self._row(ctx, fact, self._document(fact))
+                    columns = with_binary_terms(self._row(ctx, fact, self._document(fact)))
                     conn.execute(
                         "UPDATE longterm_facts SET doc_len = %(doc_len)s, terms = %(terms)s, "
                         "tfs = %(tfs)s, terms_version = %(terms_version)s WHERE id = %(id)s",
@@ -551,6 +592,27 @@ class PostgresLongTermMemory(BaseLongTermMemory[_Read]):
                 (tenant,),
             ).fetchall()
         return [r[0] for r in rows]
+
+
+def _upsert_params(rows: Sequence[dict[str, Any]], vectors: Vectors, embedder: str) -> dict:
+    """``_upsert``'s parameters for ``rows`` (``fact_row``'s, of one owner)."""
+    first = rows[0]
+    params: dict[str, Any] = {
+        name: first[name] for name in ("tenant_id", "owner", "scope", "user_id", "agent_id")
+    }
+    params |= {"embedding": vectors, "embedder": embedder}
+    params["terms_version"] = first["terms_version"]
+    for name in ("key", "is_open", "created_at", "expires_at", "fact", "last_accessed_at"):
+        params[name] = [row[name] for row in rows]
+    for name in ("importance", "access_count", "doc_len"):
+        params[name] = Int4s([row[name] for row in rows])
+    params["id"] = Uuids([row["id"] for row in rows])
+    counts = [len(row["terms"]) for row in rows]
+    params["terms_count"] = Int4s(counts)
+    params["terms_from"] = Int4s(np.cumsum([0, *counts[:-1]]))
+    params["terms"] = Int8s([term for row in rows for term in row["terms"]])
+    params["tfs"] = Int4s([tf for row in rows for tf in row["tfs"]])
+    return params
 
 
 def _candidates_of(legs: Mapping[str, list[LegHit]], found: Found) -> Candidates:

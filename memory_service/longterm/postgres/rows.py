@@ -90,7 +90,8 @@ def stored_fact(fact_id: str, data: dict[str, Any], count: int | None, last: Any
 def fact_row(
     ctx: RuntimeContext, fact: Fact, document: Document, expires_at: datetime | None
 ) -> dict[str, Any]:
-    """The columns of ``fact`` of owner ``ctx`` (no vector)."""
+    """The columns of ``fact`` of owner ``ctx`` (no vector; its term ids and counts as
+    lists: ``with_binary_terms``)."""
     return {
         "id": fact.id,
         "tenant_id": ctx.tenant_id,
@@ -107,6 +108,12 @@ def fact_row(
         "access_count": int(fact.access_count),
         "last_accessed_at": parse_time(fact.last_accessed_at),
         "doc_len": document.length,
-        "terms": Int8s(list(document.terms)),
-        "tfs": Int4s(list(document.terms.values())),
+        "terms": list(document.terms),
+        "tfs": list(document.terms.values()),
     }
+
+
+def with_binary_terms(row: dict[str, Any]) -> dict[str, Any]:
+    """``row`` (``fact_row``'s) with its term ids and counts wrapped for a statement of its
+    own (a write of many rows sends them all in one flat array instead)."""
+    return row | {"terms": Int8s(row["terms"]), "tfs": Int4s(row["tfs"])}

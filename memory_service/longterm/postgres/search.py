@@ -46,7 +46,7 @@ from memory_service.domain.facts import Fact
 from memory_service.longterm.fusion import LegHit
 from memory_service.longterm.postgres.conditions import Where
 from memory_service.longterm.postgres.rows import stored_fact, term_key, vector_text
-from memory_service.stores.binary_arrays import Float4s
+from memory_service.stores.binary_arrays import Vectors
 
 K1 = 1.2
 B = 0.75
@@ -330,6 +330,7 @@ def recall(
 def nearest(
     conn: psycopg.Connection,
     ext: str,
+    vector_oid: int,
     ask: Ask,
     vectors: Sequence[np.ndarray],
     depth: int,
@@ -337,18 +338,16 @@ def nearest(
 ) -> list[Found]:
     """Per vector, the dense leg over ``ask``'s facts (cosine at least ``threshold``, nearest
     first, at most ``depth``), every vector in one statement of one shape however many (the
-    vectors sent as one flat binary ``real[]``, sliced into each). The owner's facts are read
-    once and every (vector, fact) pair's distance computed once, not a scan of the owner per
-    vector (every stored row fetched again for each fact a record brings)."""
+    vectors sent as one binary ``vector[]``, ``vector_oid`` its element type). The owner's
+    facts are read once and every (vector, fact) pair's distance computed once, not a scan
+    of the owner per vector (every stored row fetched again for each fact a record brings)."""
     if not vectors or depth <= 0:
         return [Found([{"dense": []}]) for _ in vectors]
     quoted = ext.replace('"', '""')
-    dims = len(vectors[0])
-    params = _Params(Float4s(np.stack(vectors)), len(vectors), dims)
+    params = _Params(Vectors(np.stack(vectors), vector_oid))
     query = f"""
         WITH x AS MATERIALIZED (
-            SELECT i, (($1::real[])[(i - 1) * $3 + 1 : i * $3])::"{quoted}".vector AS v
-            FROM generate_series(1, $2::int) AS x(i)
+            SELECT x.i, x.v FROM unnest($1::"{quoted}".vector[]) WITH ORDINALITY AS x(v, i)
         ),
         o AS MATERIALIZED (
             SELECT f.id, f.created_at, f.embedding FROM longterm_facts f

@@ -49,6 +49,8 @@ def _facts() -> list[Fact]:
         )
         for i in range(60)
     ]
+    # words that are all stop words: a document of its date's terms alone, between others
+    facts.insert(30, Fact("it is what it was", created_at=t0 + timedelta(minutes=5)))
     # a key superseded: the older fact leaves the statistics of a read about now
     facts += [
         Fact("violin lessons on Monday", key="lesson", created_at=t0),
