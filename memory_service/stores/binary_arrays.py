@@ -4,8 +4,8 @@ A record sends each new fact's dense vector and its term ids and counts: thousan
 numbers a batch. Written as text (a vector's 384 shortest float reprs) or dumped element by
 element (psycopg's list adapter), they cost more than the rest of the record's Python; here
 each array is one ``bytes`` made by numpy, which PostgreSQL reads without parsing. Wrap a
-value (``Float4s``, ``Int8s``, ``Int4s``, ``Uuids``, ``Vector``, ``Vectors``) and pass it as
-any parameter: they are registered with psycopg's adapters, which every connection starts from.
+value (``Int8s``, ``Int4s``, ``Uuids``, ``Vector``, ``Vectors``) and pass it as any
+parameter: they are registered with psycopg's adapters, which every connection starts from.
 
 Dense vectors go in pgvector's own binary form (``Vector``, ``Vectors``): a ``real[]`` is read
 one element at a time through the ``float4`` type's receive function, which for a batch's
@@ -43,13 +43,6 @@ class BinaryArray:
     @classmethod
     def _cells(cls, values: np.ndarray | Sequence[object]) -> np.ndarray:
         return np.asarray(values, dtype=cls.DTYPE).reshape(-1)
-
-
-class Float4s(BinaryArray):
-    """``real[]``: a dense vector (``%s::vector`` makes it pgvector's) or several, flat."""
-
-    __slots__ = ()
-    ELEMENT_OID, ARRAY_OID, DTYPE = 700, 1021, ">f4"
 
 
 class Int8s(BinaryArray):
@@ -160,7 +153,7 @@ def register(adapters: AdaptersMap) -> None:
     """Every wrapper dumped in binary where ``adapters`` rule (a connection's, or psycopg's
     own, which connections made later start from). The arrays' types are PostgreSQL's own,
     with fixed ids: the same on every server; the vectors' are the statement's."""
-    for kind in (Float4s, Int8s, Int4s, Uuids):
+    for kind in (Int8s, Int4s, Uuids):
         adapters.register_dumper(kind, _dumper(kind))
     for vector_kind in (Vector, Vectors):
         adapters.register_dumper(vector_kind, _UntypedDumper)

@@ -1,5 +1,5 @@
 """Arrays sent in PostgreSQL's binary form read back as what was sent, on a real server:
-every float32 of a vector exact, 64-bit term ids whole, uuids, empty arrays."""
+64-bit term ids whole, uuids, empty arrays, every float32 of a pgvector exact."""
 
 from __future__ import annotations
 
@@ -10,7 +10,6 @@ import psycopg
 import pytest
 
 from memory_service.stores.binary_arrays import (
-    Float4s,
     Int4s,
     Int8s,
     Uuids,
@@ -21,23 +20,19 @@ from memory_service.stores.binary_arrays import (
 
 
 def test_each_array_reads_back_as_sent(pgvector_dsn):
-    rng = np.random.default_rng(5)
-    vector = rng.standard_normal(384).astype(np.float32)
     ids = [str(uuid.uuid4()) for _ in range(3)]
     with psycopg.connect(pgvector_dsn) as conn:
         row = conn.execute(
-            "SELECT %s::real[], %s::uuid[], %s::bigint[], %s::int[], %s::bigint[]",
+            "SELECT %s::uuid[], %s::bigint[], %s::int[], %s::bigint[]",
             (
-                Float4s(vector),
                 Uuids(ids),
                 Int8s([1, 2**63 - 1, 5]),
                 Int4s([3, -4]),
                 Int8s([]),
             ),
         ).fetchone()
-    assert np.array_equal(np.asarray(row[0], dtype=np.float32), vector)
-    assert [str(u) for u in row[1]] == ids
-    assert row[2:] == ([1, 2**63 - 1, 5], [3, -4], [])
+    assert [str(u) for u in row[0]] == ids
+    assert row[1:] == ([1, 2**63 - 1, 5], [3, -4], [])
 
 
 def _vector_schema(conn: psycopg.Connection) -> str:

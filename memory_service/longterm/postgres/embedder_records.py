@@ -8,7 +8,7 @@ from __future__ import annotations
 from indexing.embeddings import Embedder
 from memory_service.longterm.postgres.rows import FACT_COLUMNS, fact_of
 from memory_service.longterm.store_embedder import EmbedderId, EmbedderRecord
-from memory_service.stores.binary_arrays import Float4s
+from memory_service.stores.binary_arrays import Vector
 from memory_service.stores.database import Database
 
 _NAME = "store"
@@ -61,10 +61,7 @@ class PostgresEmbedderRecords:
                 cur.executemany(
                     f"UPDATE longterm_facts SET embedding = %s::{self._vector}, embedder = %s "
                     "WHERE id = %s",
-                    [
-                        (Float4s(v), embedder.name, f.id)
-                        for f, v in zip(facts, vectors, strict=True)
-                    ],
+                    [(Vector(v), embedder.name, f.id) for f, v in zip(facts, vectors, strict=True)],
                 )
         return len(rows)
 

@@ -58,7 +58,7 @@ def document_of(fact: Fact, config: RetrievalConfig) -> Document:
 def vector_text(vector: np.ndarray) -> str:
     """A dense vector in pgvector's text form (each float32 exactly: its float64 value's
     shortest repr reads back as the same float32): a recall's query vector, which a search
-    may send again (writes send theirs in binary: ``binary.Float4s``)."""
+    may send again (writes send theirs in binary: ``binary_arrays.Vectors``)."""
     return _vector_text(np.asarray(vector, dtype=np.float32).tobytes())
 
 
