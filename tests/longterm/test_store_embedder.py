@@ -18,6 +18,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 import numpy as np
+import psycopg
 import pytest
 from qdrant_client import QdrantClient
 
@@ -25,6 +26,7 @@ from indexing.embeddings import Embedder
 from indexing.hashing import content_hash
 from indexing.onnx_embeddings import OnnxEmbedder
 from memory_service.config import QdrantSettings
+from memory_service.config.settings import PostgresSettings
 from memory_service.domain.context import RuntimeContext, scope_context
 from memory_service.domain.errors import ConfigurationError
 from memory_service.domain.facts import Fact
@@ -32,6 +34,7 @@ from memory_service.domain.paths import OwnerPaths, WorkspacePaths
 from memory_service.longterm.files.backend import FileSystemLongTermMemory
 from memory_service.longterm.files.embedder_records import FilesEmbedderRecords
 from memory_service.longterm.files.vector_cache import load_vectors, model_cache_path
+from memory_service.longterm.postgres.backend import open_postgres_records
 from memory_service.longterm.protocol import LongTermMemory
 from memory_service.longterm.qdrant.backend import (
     QdrantLongTermMemory,
@@ -46,6 +49,7 @@ from memory_service.longterm.qdrant.layout import EMBEDDER_FIELD
 from memory_service.longterm.qdrant.payload import payload_of
 from memory_service.longterm.qdrant.points import StoredPoint
 from memory_service.longterm.store_embedder import EmbedderRecords, reembed
+from tests.support import pgvector
 from tests.support.server import ServerProcess, clean_env, write_keys
 from tests.support.waiting import wait_until
 
@@ -73,7 +77,7 @@ FACTS = {
     ],
 }
 COUNT = sum(len(texts) for texts in FACTS.values())
-BACKENDS = ["files", "qdrant-edge", "qdrant-local"]
+BACKENDS = ["files", "qdrant-edge", "qdrant-local", "postgres"]
 
 
 @pytest.fixture(scope="module")
@@ -98,6 +102,8 @@ class Store:
     def open(self, embedder: Embedder) -> LongTermMemory:
         if self.kind == "files":
             return FileSystemLongTermMemory(self.root, embedder)
+        if self.kind == "postgres":
+            return pgvector.postgres_memory(self.root, embedder)
         if self.kind == "qdrant-edge":
             return open_qdrant(QdrantSettings(path=self.root / "qdrant"), self.root, embedder)
         return QdrantLongTermMemory(self._engine(embedder.dimension), embedder)
@@ -112,21 +118,42 @@ class Store:
         if self.kind == "files":
             yield FilesEmbedderRecords(self.root)
             return
+        if self.kind == "postgres":
+            with open_postgres_records(self._postgres()) as records:
+                yield records
+            return
         engine = self._engine(dimension)
         try:
             yield QdrantEmbedderRecords(engine)
         finally:
             engine.close()
 
+    def _postgres(self) -> PostgresSettings:
+        return PostgresSettings(
+            dsn=pgvector.dsn(), schema_name=pgvector.schema_for(self.root), pool_max=2
+        )
+
+    def _rows(self, sql: str) -> list[tuple]:
+        with psycopg.connect(pgvector.dsn()) as conn:
+            conn.execute(f"SET search_path TO {pgvector.schema_for(self.root)}, public")
+            return conn.execute(sql).fetchall()
+
     def content(self) -> dict[str, object]:
         """What the store holds: every file's bytes (files), or the record and every point's
-        payload and vectors (Qdrant)."""
+        payload and vectors (Qdrant), or the record and every row (PostgreSQL)."""
         if self.kind == "files":
             return {
                 str(p.relative_to(self.root)): p.read_bytes()
                 for p in sorted(self.root.rglob("*"))
                 if p.is_file() and not p.name.endswith(".lock")
             }
+        if self.kind == "postgres":
+            record = self._rows("SELECT name, record FROM longterm_embedder ORDER BY name")
+            rows = self._rows(
+                "SELECT id::text, fact::text, embedding::text, embedder FROM longterm_facts "
+                "ORDER BY id"
+            )
+            return {"record": record, **{row[0]: row[1:] for row in rows}}
         engine = self._engine(384)
         try:
             out: dict[str, object] = {"record": engine.embedder_record()}
@@ -147,6 +174,14 @@ class Store:
                 cache = model_cache_path(OwnerPaths.of(self.root, ctx), embedder.name, 384)
                 known = load_vectors(cache, 384)
                 out.update({t: known[content_hash(t)] for t in texts if content_hash(t) in known})
+            return out
+        if self.kind == "postgres":
+            rows = self._rows(
+                "SELECT fact->>'text', embedding::real[], embedder FROM longterm_facts"
+            )
+            for text, dense, name in rows:
+                assert name == embedder.name
+                out[text] = np.asarray(dense, dtype=np.float32)
             return out
         engine = self._engine(384)
         try:
