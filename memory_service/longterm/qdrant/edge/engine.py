@@ -89,6 +89,11 @@ COPY_PAGE = 16
 # The longest a rewrite's page waits for a moment with no call under way (``FOREGROUND``):
 # under calls that never pause it goes on at a page per this long at least.
 STEP_ASIDE_S = 0.01
+# A rewrite that steps aside (nobody waits for it, calls run beside it) takes half pages and
+# rests three times as long as each took: a call waits for half as long at most, and the
+# copy takes a quarter of one core instead of half, which the calls' model runs want.
+STEP_ASIDE_PAGE = COPY_PAGE // 2
+STEP_ASIDE_REST = 3.0
 REWRITE_SUFFIX = ".rewrite"  # the new shard while a rewrite builds it
 REPLACED_SUFFIX = ".replaced"  # the old shard between the two renames of a rewrite
 DELETED_SUFFIX = ".deleted"  # a marker beside the folder: deleted text is still in its bytes
@@ -516,16 +521,19 @@ class EdgeEngine:
         """Every live point into ``fresh``, a page at a time: the copy runs beside the calls
         it must not slow, in the same process (the binding holds the GIL through each call),
         so with ``step_aside`` each page waits for a moment with no call under way (at most
-        ``STEP_ASIDE_S``), and with ``rest`` it rests after as long as it took: it takes at
-        most half of one core, and a call waits for one small page at most."""
+        ``STEP_ASIDE_S``), is half as big and rests three times as long as it took; with
+        ``rest`` alone it rests as long as it took. It takes half of one core at most (a
+        quarter stepping aside), and a call waits for one small page at most."""
         offset = None
         copied = 0
+        page = STEP_ASIDE_PAGE if step_aside else COPY_PAGE
+        rest_for = STEP_ASIDE_REST if step_aside else 1.0
         while True:
             if step_aside:
                 FOREGROUND.wait_idle(STEP_ASIDE_S)
             began = time.perf_counter()
             request = qe.ScrollRequest(
-                offset=offset, limit=COPY_PAGE, with_payload=True, with_vector=True
+                offset=offset, limit=page, with_payload=True, with_vector=True
             )
             records, offset = self._shard.scroll(request)
             if records:
@@ -538,7 +546,7 @@ class EdgeEngine:
             if offset is None:
                 return
             if rest:
-                time.sleep(time.perf_counter() - began)
+                time.sleep(rest_for * (time.perf_counter() - began))
 
     def _replay(self, journal: RewriteJournal, fresh: qe.EdgeShard) -> bool:
         """What the writes during the copy changed, into ``fresh``: the deletes first, then
