@@ -125,7 +125,8 @@ def test_mixed_load_over_two_workers_answers_every_call_and_loses_no_write(deplo
     key = deployment["key"]
     pids = two_workers.worker_pids()
     before = {pid: _cpu_seconds(pid) for pid in pids}
-    result = asyncio.run(mixed_load(two_workers.base_url, key, clients=8, seconds=4.0))
+    load = mixed_load(two_workers.base_url, key, clients=8, seconds=4.0, ramp_s=1.0)
+    result = asyncio.run(load)
     busy = {pid: _cpu_seconds(pid) - before[pid] for pid in pids}
     assert dict(result.errors) == {}
     assert result.written and result.search_ms

@@ -88,26 +88,35 @@ async def mixed_load(
     record_share: float = 0.3,
     seed: int = 7,
     timeout_s: float = 60.0,
+    ramp_s: float = 0.0,
 ) -> LoadResult:
     """``clients`` clients for ``seconds``: each call records one new fact (``record_share``)
-    or searches, for a random one of ``users`` users."""
+    or searches, for a random one of ``users`` users. ``ramp_s``: the clients connect one
+    after another over this long while those before them already load the server, as users
+    arrive; else all connect before the clock starts. Over several processes on one socket
+    a process that is busy with a call loses the accept to an idle one, so a ramp spreads
+    the connections over the processes; connected at once, on a host whose other core is
+    taken, the one process woken first can accept them all."""
     from memory_service.client import AsyncMemoryClient
 
     result = LoadResult()
     pool = [
         AsyncMemoryClient(base_url, key, max_retries=0, timeout=timeout_s) for _ in range(clients)
     ]
-    try:
-        for client in pool:  # each opens its connection before the clock starts
+
+    async def arrive(i: int, client) -> None:
+        if ramp_s:
+            await asyncio.sleep(i * ramp_s / clients)
             await client.health()
+        await _client(client, f"{seed}:{i}", users, record_share, deadline, result)
+
+    try:
+        if not ramp_s:
+            for client in pool:  # each opens its connection before the clock starts
+                await client.health()
         started = time.perf_counter()
         deadline = started + seconds
-        await asyncio.gather(
-            *(
-                _client(client, f"{seed}:{i}", users, record_share, deadline, result)
-                for i, client in enumerate(pool)
-            )
-        )
+        await asyncio.gather(*(arrive(i, client) for i, client in enumerate(pool)))
         result.seconds = time.perf_counter() - started
     finally:
         for client in pool:
