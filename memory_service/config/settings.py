@@ -233,6 +233,13 @@ class PostgresSettings(_Section):
         description="how long start-up waits for PostgreSQL to accept a connection (a server "
         "still starting beside the service gets this long) and each later connect may take",
     )
+    recall_kept_facts: int = Field(
+        50_000,
+        ge=0,
+        description="long-term backend postgres: how many facts of the owners it recalls a "
+        "process keeps in memory, checked against each owner's version before every recall "
+        "(about 4 KB a fact with a 384-dimension model); 0: every recall scores in PostgreSQL",
+    )
 
 
 class StateSettings(_Section):

@@ -412,12 +412,17 @@ def test_recall_stages_times_postgres_beside_files(lab, tmp_path, pgvector_dsn) 
     from benchmarks.latency import recall_stages
 
     out = tmp_path / "stages.json"
-    argv = [*lab[:2], "--rounds", "1", "--backends", "files,postgres", "--postgres", pgvector_dsn]
+    backends = "files,postgres,postgres-statement"
+    argv = [*lab[:2], "--rounds", "1", "--backends", backends, "--postgres", pgvector_dsn]
     assert recall_stages.main([*argv, "--json", str(out)]) == 0
     doc = json.loads(out.read_text())
-    assert set(doc["latency_ms"]) == {"embedding", "files", "postgres"}
+    assert set(doc["latency_ms"]) == {"embedding", "files", "postgres", "postgres-statement"}
     assert doc["ratios"]["postgres / files"] > 0
-    assert doc["stages_ms"]["postgres"]["PostgreSQL: the statement"] > 0
+    assert doc["ratios"]["postgres-statement / files"] > 0
+    stages = doc["stages_ms"]
+    assert stages["postgres"]["PostgreSQL: kept rows scored"] > 0
+    assert "PostgreSQL: the statement" not in stages["postgres"]  # every owner kept
+    assert stages["postgres-statement"]["PostgreSQL: the statement"] > 0
 
 
 def test_embedding_overlap_times_the_lexical_recall_beside_and_during_the_embedding(

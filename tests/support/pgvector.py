@@ -55,10 +55,14 @@ def schema_for(folder: Path) -> str:
     return "t_" + hashlib.sha1(str(folder).encode()).hexdigest()[:20]
 
 
-def postgres_memory(tmp_path: Path, embedder: Any, **options: Any) -> Any:
-    """The PostgreSQL backend in a schema of ``tmp_path``'s, on this process's server."""
+def postgres_memory(
+    tmp_path: Path, embedder: Any, *, kept_facts: int | None = None, **options: Any
+) -> Any:
+    """The PostgreSQL backend in a schema of ``tmp_path``'s, on this process's server;
+    ``kept_facts``: ``MEMORY_POSTGRES__RECALL_KEPT_FACTS`` (None: its default)."""
     from memory_service.config.settings import PostgresSettings
     from memory_service.longterm.postgres.backend import open_postgres
 
-    settings = PostgresSettings(dsn=dsn(), schema_name=schema_for(tmp_path), pool_max=4)
+    kept = {} if kept_facts is None else {"recall_kept_facts": kept_facts}
+    settings = PostgresSettings(dsn=dsn(), schema_name=schema_for(tmp_path), pool_max=4, **kept)
     return open_postgres(settings, embedder, **options)

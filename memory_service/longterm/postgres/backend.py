@@ -42,6 +42,14 @@ from memory_service.longterm.base_store import BaseLongTermMemory
 from memory_service.longterm.fusion import LegHit
 from memory_service.longterm.postgres.conditions import Where, live, owner_where, view_where
 from memory_service.longterm.postgres.embedder_records import PostgresEmbedderRecords
+from memory_service.longterm.postgres.owner_cache import (
+    OwnerCache,
+    OwnerRows,
+    load,
+    rows_query,
+    versions,
+)
+from memory_service.longterm.postgres.owner_cache import search as search_kept
 from memory_service.longterm.postgres.rows import (
     FACT_COLUMNS,
     Document,
@@ -169,9 +177,12 @@ class PostgresLongTermMemory(BaseLongTermMemory[_Read]):
         clock: Callable[[], datetime] = utcnow,
         verify_embedder: bool = True,
         owns_database: bool = False,
+        kept_facts: int = 50_000,
         **options: Any,  # the base's: expiry, confidence, track_access, tombstones, ...
     ) -> None:
-        """``owns_database``: ``close`` closes ``database`` too. ``tombstones`` (among the
+        """``owns_database``: ``close`` closes ``database`` too. ``kept_facts``: how many
+        facts of the owners it recalls the process keeps in memory (``owner_cache``; 0:
+        every recall is the statement's). ``tombstones`` (among the
         base's options): default, those of ``database``. ``verify_embedder`` False:
         open a store of another embedding model (``store_embedder``) for what needs no
         vector, as erasing a user."""
@@ -187,6 +198,8 @@ class PostgresLongTermMemory(BaseLongTermMemory[_Read]):
         self._upsert = _upsert(self._vector)
         self._held = threading.local()  # this thread's open write transactions, by owner
         self._parsed = FactCache()
+        self._kept = OwnerCache(kept_facts)
+        self._rows_query = rows_query(self.ext)
         if verify_embedder:
             require_embedder(PostgresEmbedderRecords(database, self.ext), embedder)
         self.reindexed = self._reindex_stale_terms()
@@ -345,8 +358,18 @@ class PostgresLongTermMemory(BaseLongTermMemory[_Read]):
         view, depth = request.view, request.depth
         terms = QueryTerms.of(request.terms)
         vector = request.vector if "dense" in request.legs else None
-        asks = [Ask((o.tenant_id, o.owner), view_where(o, view), view.history) for o in owners]
         bm25 = "bm25" in request.legs
+        kept = self._kept_rows(owners)
+        if kept is not None:
+            each = [
+                search_kept(rows, view, terms, vector, depth, request.threshold, bm25=bm25)
+                for rows in kept
+            ]
+            first = _candidates_of(each[0].legs[0], each[0])
+            floors = merge_floors(first, depth)
+            rest = [_candidates_of(floored(f.legs[0], floors), f) for f in each[1:]]
+            return [first, *rest]
+        asks = [Ask((o.tenant_id, o.owner), view_where(o, view), view.history) for o in owners]
 
         def work(conn: psycopg.Connection, cache: FactCache | None) -> Found:
             return recall(
@@ -366,6 +389,32 @@ class PostgresLongTermMemory(BaseLongTermMemory[_Read]):
         first = _candidates_of(found.legs[0], found)
         floors = merge_floors(first, depth)
         return [first, *(_candidates_of(floored(h, floors), found) for h in found.legs[1:])]
+
+    def _kept_rows(self, owners: Sequence[RuntimeContext]) -> list[OwnerRows] | None:
+        """Each owner's rows as they are now, from memory where the owner's version did not
+        move (one round trip for the versions, one more for each owner read again); None
+        where the statement answers instead: inside a write (which reads its own rows), an
+        owner too large to keep, owners of several tenants."""
+        keys = [(o.tenant_id, o.owner) for o in owners]
+        if self._stack() or not all(self._kept.kept_whole(k) for k in keys):
+            return None
+        tenant = keys[0][0]
+        if any(k[0] != tenant for k in keys):
+            return None
+
+        def work(conn: psycopg.Connection) -> list[OwnerRows]:
+            now = versions(conn, tenant, [k[1] for k in keys])
+            out = []
+            for key in keys:
+                rows = self._kept.get(key, now.get(key[1], 0))
+                if rows is None:
+                    rows = load(conn, self._rows_query, key, self._parsed, self.expiry)
+                    self._kept.put(key, rows)
+                out.append(rows)
+            return out
+
+        with timed_stage("engine"):
+            return self.database.read(work)
 
     def _nearest(self, ctx: RuntimeContext, request: NearestRequest) -> list[Candidates]:
         """Each fact's dense leg over the owner's facts (with the vector it is stored with),
@@ -434,6 +483,7 @@ class PostgresLongTermMemory(BaseLongTermMemory[_Read]):
             ).rowcount
             if gone:
                 conn.execute("INSERT INTO longterm_deletes DEFAULT VALUES")
+        self._kept.drop((ctx.tenant_id, ctx.owner))  # no deleted text kept in memory either
         return max(gone, 0)
 
     def _forget(self, ctx: RuntimeContext) -> int:
@@ -444,6 +494,7 @@ class PostgresLongTermMemory(BaseLongTermMemory[_Read]):
             ).rowcount
             if gone:
                 conn.execute("INSERT INTO longterm_deletes DEFAULT VALUES")
+        self._kept.drop((ctx.tenant_id, ctx.owner))
         return max(gone, 0)
 
     def _write_access(self, ctx: RuntimeContext, marks: Mapping[str, AccessMark]) -> None:
@@ -471,6 +522,7 @@ class PostgresLongTermMemory(BaseLongTermMemory[_Read]):
         return int(row[0]) if row else 0
 
     def _release(self) -> None:
+        self._kept.clear()
         if self._owns_database:
             self.database.close()
 
@@ -643,7 +695,13 @@ def open_postgres(
     if database is None:
         database = _own_database(settings)
     try:
-        return PostgresLongTermMemory(database, embedder, owns_database=owns, **options)
+        return PostgresLongTermMemory(
+            database,
+            embedder,
+            owns_database=owns,
+            kept_facts=settings.recall_kept_facts,
+            **options,
+        )
     except BaseException:
         if owns:
             database.close()

@@ -121,7 +121,57 @@ def _migrations(ext: str) -> list[sql.Composable]:
         DROP TABLE IF EXISTS longterm_terms;
         """
     )
-    return [first, inline_vectors, lean_postings, whole_rows, terms_in_rows]
+    # Every change to an owner's rows moves that owner's version, whoever makes it (this
+    # service, an older one, a re-embedding, a person with psql), in the transaction that
+    # makes it: a process that keeps an owner's rows in memory (``owner_cache.py``) asks for
+    # the version before each recall and reads the rows again when it moved. One statement
+    # a write: the versions of every owner the statement touched, in one order (no two
+    # writers wait for each other's versions crosswise).
+    versions = sql.SQL(
+        """
+        CREATE TABLE IF NOT EXISTS longterm_versions (
+            tenant_id text NOT NULL,
+            owner text NOT NULL,
+            version bigint NOT NULL,
+            PRIMARY KEY (tenant_id, owner)
+        );
+        CREATE OR REPLACE FUNCTION longterm_version_moved() RETURNS trigger
+        LANGUAGE plpgsql SET search_path FROM CURRENT AS $$
+        BEGIN
+            INSERT INTO longterm_versions AS v (tenant_id, owner, version)
+            SELECT DISTINCT c.tenant_id, c.owner, 1 FROM changed c ORDER BY 1, 2
+            ON CONFLICT (tenant_id, owner) DO UPDATE SET version = v.version + 1;
+            RETURN NULL;
+        END
+        $$;
+        CREATE OR REPLACE FUNCTION longterm_versions_all_moved() RETURNS trigger
+        LANGUAGE plpgsql SET search_path FROM CURRENT AS $$
+        BEGIN
+            UPDATE longterm_versions SET version = version + 1;
+            RETURN NULL;
+        END
+        $$;
+        DROP TRIGGER IF EXISTS longterm_inserted ON longterm_facts;
+        CREATE TRIGGER longterm_inserted AFTER INSERT ON longterm_facts
+            REFERENCING NEW TABLE AS changed
+            FOR EACH STATEMENT EXECUTE FUNCTION longterm_version_moved();
+        DROP TRIGGER IF EXISTS longterm_updated ON longterm_facts;
+        CREATE TRIGGER longterm_updated AFTER UPDATE ON longterm_facts
+            REFERENCING NEW TABLE AS changed
+            FOR EACH STATEMENT EXECUTE FUNCTION longterm_version_moved();
+        DROP TRIGGER IF EXISTS longterm_deleted ON longterm_facts;
+        CREATE TRIGGER longterm_deleted AFTER DELETE ON longterm_facts
+            REFERENCING OLD TABLE AS changed
+            FOR EACH STATEMENT EXECUTE FUNCTION longterm_version_moved();
+        DROP TRIGGER IF EXISTS longterm_truncated ON longterm_facts;
+        CREATE TRIGGER longterm_truncated AFTER TRUNCATE ON longterm_facts
+            FOR EACH STATEMENT EXECUTE FUNCTION longterm_versions_all_moved();
+        INSERT INTO longterm_versions (tenant_id, owner, version)
+            SELECT DISTINCT tenant_id, owner, 1 FROM longterm_facts
+            ON CONFLICT (tenant_id, owner) DO NOTHING;
+        """
+    )
+    return [first, inline_vectors, lean_postings, whole_rows, terms_in_rows, versions]
 
 
 def extension_schema(database: Database) -> str:
