@@ -213,3 +213,41 @@ def test_postgres_indexes_again_what_an_older_tokenizer_made(embedder, pgvector_
         assert again.reindexed == 0  # done once
     finally:
         again.close()
+
+
+@pytest.mark.postgres
+def test_postgres_reindex_at_open_passes_by_an_owner_being_written(embedder, tmp_path):
+    """A process opening while another writes one owner re-indexes every other owner's
+    rows and leaves that owner's for its next open, without waiting for the writer (which
+    may be waiting for a row the re-index holds)."""
+    from memory_service.domain.context import RuntimeContext
+    from memory_service.longterm.postgres.rows import term_key
+    from tests.support.pgvector import postgres_memory
+
+    bob = RuntimeContext(ALICE.tenant_id, "bob")
+    writer = postgres_memory(tmp_path, embedder)
+    try:
+        writer.record(ALICE, [Fact(ZURICH)])
+        writer.record(bob, [Fact(ZURICH)])
+        with writer.database.connection() as conn:
+            keys = [term_key(t) for t in V1[ZURICH]]
+            conn.execute(
+                "UPDATE longterm_facts SET terms = %s, tfs = %s, terms_version = 1",
+                (keys, [1] * len(keys)),
+            )
+        with writer._write_lock(ALICE):  # a write of Alice's under way, not committed
+            writer.record(ALICE, [Fact(DUCK)])
+            opened = postgres_memory(tmp_path, embedder)
+            try:
+                assert opened.reindexed == 1  # Bob's
+                assert _bm25(opened, bob, "Zurich") == [ZURICH]
+            finally:
+                opened.close()
+    finally:
+        writer.close()
+    reopened = postgres_memory(tmp_path, embedder)
+    try:
+        assert reopened.reindexed == 1  # Alice's, at the next open
+        assert _bm25(reopened, ALICE, "Zurich") == [ZURICH]
+    finally:
+        reopened.close()

@@ -9,10 +9,12 @@ even for a writer that skipped the lock; every write that leaves a keyed fact op
 the others on its key as reading would resolve them (``store_values.newest_holders``), so
 stored state and read state are one. Reads take a pooled connection and no lock.
 
-Recall is ``search``'s: BM25 with the files backend's per-owner statistics from the postings,
-and pgvector's cosine, each filtered inside the query, every scope's legs in one statement
-on a connection outside any transaction (``Database.read``: one round trip); fusion is the
-base's. A deleted fact
+Recall reads the owners' rows kept in the process (``owner_cache``) after one round trip that
+checks their versions, and reads them again where a version moved; where none are kept (a
+read inside a write, an owner over the bound) it is ``search``'s statement: BM25 with the
+files backend's per-owner statistics, and pgvector's cosine, each filtered inside the query,
+every scope's legs in one statement on a connection outside any transaction
+(``Database.read``: one round trip). Both score alike; fusion is the base's. A deleted fact
 leaves its text in the table's free space until the table is rewritten: each maintenance pass
 that follows a delete does it (``compact_deleted``: ``VACUUM FULL`` of the two tables).
 """
@@ -58,7 +60,7 @@ from memory_service.longterm.postgres.rows import (
     fact_row,
     with_binary_terms,
 )
-from memory_service.longterm.postgres.schema import ensure_tables
+from memory_service.longterm.postgres.schema import ensure_tables, lock_versions
 from memory_service.longterm.postgres.search import (
     Ask,
     FactCache,
@@ -530,9 +532,11 @@ class PostgresLongTermMemory(BaseLongTermMemory[_Read]):
 
     def _reindex_stale_terms(self) -> int:
         """Make again, with this tokenizer, the terms an older one made, in batches; how
-        many facts. A fact found stale twice is being written by an older process: left for
-        the next open."""
+        many facts. A fact found stale twice is being written by an older process, and one
+        whose owner another process is writing now (``lock_versions``): left for the next
+        open."""
         done: set[str] = set()
+        skipped: set[str] = set()
         while True:
             with self.database.connection() as conn:
                 rows = conn.execute(
@@ -541,10 +545,14 @@ class PostgresLongTermMemory(BaseLongTermMemory[_Read]):
                     "FOR UPDATE SKIP LOCKED",
                     (TOKENIZER_VERSION, _REINDEX_BATCH),
                 ).fetchall()
-                fresh = [r for r in rows if str(r[0]) not in done]
+                fresh = [r for r in rows if str(r[0]) not in done | skipped]
                 if not fresh:
                     break
+                free = lock_versions(conn, {(r[4], r[5]) for r in fresh})
                 for row in fresh:
+                    if (row[4], row[5]) not in free:  # its owner is being written: next open
+                        skipped.add(str(row[0]))
+                        continue
                     ctx = _owner_of(row[4], row[6], row[7], row[8])
                     fact = fact_of(row)
                     columns = with_binary_terms(self._row(ctx, fact, self._document(fact)))

@@ -263,8 +263,7 @@ def search(
             legs[leg].append(
                 LegHit(fid, score, fact.session_id, rows.created[at], terms.matched(held_ids))
             )
-            found._facts[fid] = fact
-            found.keys[fid], found.texts[fid] = rows.keys[at], fact.text
+            found.hold(fact, rows.keys[at])
     return found
 
 

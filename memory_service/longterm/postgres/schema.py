@@ -174,6 +174,22 @@ def _migrations(ext: str) -> list[sql.Composable]:
     return [first, inline_vectors, lean_postings, whole_rows, terms_in_rows, versions]
 
 
+def lock_versions(conn: psycopg.Connection, owners: set[tuple[str, str]]) -> set[tuple[str, str]]:
+    """Of ``owners`` (tenant, owner), those whose version rows this transaction could lock
+    without waiting. A writer outside the owners' advisory locks (re-indexing terms at
+    open) touches only their rows: the trigger's update of a version a writer holds would
+    wait for it while the writer waits for a row it holds."""
+    if not owners:
+        return set()
+    tenants, names = zip(*sorted(owners), strict=True)
+    rows = conn.execute(
+        "SELECT tenant_id, owner FROM longterm_versions WHERE (tenant_id, owner) IN "
+        "(SELECT * FROM unnest(%s::text[], %s::text[])) FOR UPDATE SKIP LOCKED",
+        (list(tenants), list(names)),
+    ).fetchall()
+    return {(str(t), str(o)) for t, o in rows}
+
+
 def extension_schema(database: Database) -> str:
     """The schema pgvector's ``vector`` lives in, created first where this role may
     (``CREATE EXTENSION`` needs a superuser, or the database's owner where pgvector is marked
