@@ -243,7 +243,7 @@ def search(
         facts = rows.facts
         allowed &= np.fromiter((view.admits(facts[i]) for i in positions), bool, len(positions))
     counts = corpus.counts(terms.ids) if terms.ids else None
-    ranked: dict[str, list[tuple[int, float]]] = {}
+    ranked: dict[str, tuple[np.ndarray, np.ndarray]] = {}
     if bm25 and counts is not None:
         scores = corpus.bm25(counts, terms.counts)
         held = allowed & (counts > 0).any(axis=1)
@@ -255,35 +255,59 @@ def search(
         sims = sims.astype(np.float64)
         kept = np.flatnonzero(allowed & (sims >= threshold))
         ranked["dense"] = _top(kept, sims, sims, depth)
-    for leg, hits in ranked.items():
-        for i, score in hits:
-            at = int(positions[i])
-            fact, fid = rows.facts[at], rows.ids[at]
-            held_ids = () if counts is None else _held(counts[i], terms.ids)
-            legs[leg].append(
-                LegHit(fid, score, fact.session_id, rows.created[at], terms.matched(held_ids))
-            )
-            found.hold(fact, rows.keys[at])
+    matched = _Matched(terms, counts)
+    facts, ids, created = rows.facts, rows.ids, rows.created
+    for leg, (chosen, scores) in ranked.items():
+        ats = positions[chosen].tolist()
+        legs[leg] = [
+            LegHit(ids[at], score, facts[at].session_id, created[at], held)
+            for at, score, held in zip(ats, scores.tolist(), matched.of(chosen), strict=True)
+        ]
+        for at in ats:
+            found.hold(facts[at], rows.keys[at])
     return found
 
 
-def _held(counts: np.ndarray, ids: Sequence[int]) -> tuple[int, ...]:
-    return tuple(term for term, count in zip(ids, counts.tolist(), strict=True) if count > 0)
+class _Matched:
+    """The query terms each row of a corpus holds, as ``QueryTerms.matched`` gives them:
+    each row's pattern of held terms one integer, each distinct pattern looked up once."""
+
+    def __init__(self, terms: QueryTerms, counts: np.ndarray | None) -> None:
+        self.terms, self.counts = terms, counts
+        self._sets: dict[int, frozenset[str]] = {}
+
+    def of(self, rows: np.ndarray) -> list[frozenset[str]]:
+        if self.counts is None:
+            return [self.terms.matched(())] * len(rows)
+        held = self.counts[rows] > 0
+        ids = self.terms.ids
+        if len(ids) > 62:  # no pattern fits one integer: row by row
+            return [self.terms.matched([t for t, h in zip(ids, r, strict=True) if h]) for r in held]
+        codes = held.astype(np.int64) @ (np.int64(1) << np.arange(len(ids), dtype=np.int64))
+        out = []
+        for code in codes.tolist():
+            found = self._sets.get(code)
+            if found is None:
+                found = self._sets[code] = self.terms.matched(
+                    [t for j, t in enumerate(ids) if code >> j & 1]
+                )
+            out.append(found)
+        return out
 
 
 def _top(
     candidates: np.ndarray, order_by: np.ndarray, scores: np.ndarray, depth: int
-) -> list[tuple[int, float]]:
+) -> tuple[np.ndarray, np.ndarray]:
     """The ``depth`` best of ``candidates`` (rows of the corpus) by ``order_by`` descending,
-    ties by position (time, then id), each with its ``score``."""
+    ties by position (time, then id), and their ``scores``."""
     if not len(candidates):
-        return []
+        return candidates, scores[candidates]
     keys = order_by[candidates]
     if len(candidates) > depth:  # the cut's value, and every row tied with it
         cut = np.partition(keys, len(keys) - depth)[len(keys) - depth]
         candidates, keys = candidates[keys >= cut], keys[keys >= cut]
     chosen = candidates[np.lexsort((candidates, -keys))][:depth]
-    return [(int(i), float(scores[i])) for i in chosen]
+    return chosen, scores[chosen]
 
 
 class OwnerCache:
