@@ -76,7 +76,7 @@ class Compaction:
 
 class RewriteJournal:
     """The writes made to a shard while a rewrite copied it: the ids written (their state in
-    the old shard is copied again at the swap) and the deletes' scopes (applied again)."""
+    the old shard is copied again at the swap) and the deletes' filters (applied again)."""
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
@@ -87,7 +87,6 @@ class RewriteJournal:
         with self._lock:
             self.ids.update(ids)
 
-    def deleted(self, scope: Any) -> None:
-        """A delete's scope (an ``OwnerFilter``: what a child process can be sent)."""
+    def deleted(self, where: Any) -> None:
         with self._lock:
-            self.deletes.append(scope)
+            self.deletes.append(where)

@@ -35,7 +35,6 @@ from memory_service.domain.errors import BackendUnavailableError
 from memory_service.domain.facts import Fact
 from memory_service.longterm.qdrant.edge.commit import EdgeCommit
 from memory_service.longterm.qdrant.edge.compaction import Compaction, RewriteJournal
-from memory_service.longterm.qdrant.edge.copier import ShardCopier
 from memory_service.longterm.qdrant.edge.filters import edge_filter
 from memory_service.longterm.qdrant.edge.folder_lock import FolderLock, FolderOwnedError
 from memory_service.longterm.qdrant.edge.held_points import (
@@ -49,10 +48,8 @@ from memory_service.longterm.qdrant.edge.held_points import (
 )
 from memory_service.longterm.qdrant.edge.shard import (
     copy_of_empty,
-    edge_vectors,
     in_use_error,
     open_shard,
-    sparse_vector,
     stored_datatype,
 )
 from memory_service.longterm.qdrant.errors import engine_calls
@@ -72,6 +69,7 @@ from memory_service.longterm.qdrant.points import (
     StoredPoint,
     as_floats,
     stored_point,
+    upsert_vectors,
 )
 from memory_service.longterm.qdrant.query_plan import (
     CANDIDATE_FIELDS,
@@ -119,6 +117,10 @@ _NO_TERMS = SparseTerms((), ())
 _registry_lock = threading.Lock()
 
 
+def _sparse(terms: SparseTerms) -> qe.SparseVector:
+    return qe.SparseVector(list(terms.indices), list(terms.values))
+
+
 def _entry(record: Any) -> Entry:
     """A record read with ``CANDIDATE_FIELDS`` and its sparse vector, as held."""
     stored = (record.vector or {}).get(SPARSE)
@@ -133,10 +135,15 @@ def _written(point: StoredPoint) -> Entry:
     return entry(point.id, fields, point.sparse.indices if point.sparse is not None else ())
 
 
+def _vectors(point: StoredPoint) -> dict[str, Any]:
+    dense, sparse = upsert_vectors(point)
+    return {DENSE: dense, SPARSE: _sparse(sparse)}
+
+
 def _request(plan: QueryPlan, leg: LegRequest, where: qe.Filter) -> qe.QueryRequest:
     """One request of ``plan`` as Edge's type (``where``: its owner's filter), asking for
     ids and scores alone: the hits' fields come from what the engine holds (``HeldPoints``)."""
-    query: Any = leg.dense if leg.sparse is None else sparse_vector(leg.sparse)
+    query: Any = leg.dense if leg.sparse is None else _sparse(leg.sparse)
     params = None if leg.idf_corpus is None else _idf_params(leg.idf_corpus)
     return qe.QueryRequest(
         limit=plan.limit,
@@ -298,7 +305,7 @@ class EdgeEngine:
     def upsert(self, points: Sequence[StoredPoint]) -> None:
         if not points:
             return
-        batch = [qe.Point(p.id, edge_vectors(p), p.payload) for p in points]
+        batch = [qe.Point(p.id, _vectors(p), p.payload) for p in points]
         ids = [p.id for p in points]
         written = {point_key(p.id): _written(p) for p in points}
         with self._calls(), self._forgetting(ids, written=written):
@@ -433,7 +440,7 @@ class EdgeEngine:
             marker.touch(mode=0o600)  # before the delete: a kill after it leaves the marker
             fsync_dir(self.folder.parent)
             if self._journal is not None:
-                self._journal.deleted(scope)
+                self._journal.deleted(where)
             self._shard.update(qe.UpdateOperation.delete_points_by_filter(where))
             self.commit.after_write(self._shard)
             self.writes += 1
@@ -479,26 +486,25 @@ class EdgeEngine:
             with self._swap.exclusive():  # no write under way: every later one is journaled
                 journal = self._journal = RewriteJournal()
             try:
-                target: _NewShard | None = None
+                fresh: qe.EdgeShard | None
                 with self._calls_errors():
                     empty = _sibling(self.folder, EMPTY_SUFFIX)
-                    if step_aside:  # built in a child process, off this one's GIL
-                        target = _InChild(ShardCopier.start(building, empty, self.dimension))
-                    else:
-                        target = _InProcess(copy_of_empty(building, empty, self.dimension))
+                    fresh = copy_of_empty(building, empty, self.dimension)
                 try:
                     with self._calls():
-                        self._copy_into(target, on_copied, rest=rest, step_aside=step_aside)
-                        target.flush()  # the bulk of the copy on disk before calls wait
+                        self._copy_into(fresh, on_copied, rest=rest, step_aside=step_aside)
+                        fresh.flush()  # the bulk of the copy on disk before calls wait
                     # nothing held is forgotten: the new shard holds what the old one did
                     with self._swap.exclusive(), self._calls_errors():
                         self._journal = None
-                        target.close(flush=self._replay(journal, target))
-                        target = None
+                        if self._replay(journal, fresh):
+                            fresh.flush()
+                        fresh.close()
+                        fresh = None
                         self._swap_in(building, owed=bool(journal.deletes))
                 finally:
-                    if target is not None:
-                        target.abort()
+                    if fresh is not None:
+                        fresh.close()
                     _recover_rewrite(self.folder)  # the replaced shard's files, and its text
             finally:
                 self._journal = None
@@ -507,18 +513,18 @@ class EdgeEngine:
 
     def _copy_into(
         self,
-        target: _NewShard,
+        fresh: qe.EdgeShard,
         on_copied: Callable[[int], None] | None,
         *,
         rest: bool,
         step_aside: bool,
     ) -> None:
-        """Every live point into ``target``, a page at a time: the copy runs beside the calls
-        it must not slow, and the binding holds the GIL through each call, so with
-        ``step_aside`` each page waits for a moment with no call under way (at most
-        ``STEP_ASIDE_S``), is a quarter as big and rests three times as long as it took here
-        (its points are written by a child process: ``copier``); with ``rest`` alone it
-        rests as long as it took. A call waits for one small page's read at most."""
+        """Every live point into ``fresh``, a page at a time: the copy runs beside the calls
+        it must not slow, in the same process (the binding holds the GIL through each call),
+        so with ``step_aside`` each page waits for a moment with no call under way (at most
+        ``STEP_ASIDE_S``), is a quarter as big and rests three times as long as it took; with
+        ``rest`` alone it rests as long as it took. It takes half of one core at most (a
+        quarter stepping aside), and a call waits for one small page at most."""
         offset = None
         copied = 0
         page = STEP_ASIDE_PAGE if step_aside else COPY_PAGE
@@ -532,8 +538,10 @@ class EdgeEngine:
             )
             records, offset = self._shard.scroll(request)
             if records:
-                target.upsert([stored_point(r, True) for r in records])
-                copied += len(records)
+                stored = [stored_point(r, True) for r in records]
+                points = [qe.Point(p.id, _vectors(p), p.payload) for p in stored]
+                fresh.update(qe.UpdateOperation.upsert_points(points))
+                copied += len(points)
                 if on_copied is not None:
                     on_copied(copied)
             if offset is None:
@@ -541,18 +549,22 @@ class EdgeEngine:
             if rest:
                 time.sleep(rest_for * (time.perf_counter() - began))
 
-    def _replay(self, journal: RewriteJournal, target: _NewShard) -> bool:
-        """What the writes during the copy changed, into ``target``: the deletes first, then
+    def _replay(self, journal: RewriteJournal, fresh: qe.EdgeShard) -> bool:
+        """What the writes during the copy changed, into ``fresh``: the deletes first, then
         each written point as the old shard holds it now (or gone, if a delete took it);
         whether there was any."""
-        for scope in journal.deletes:
-            target.delete_scope(scope)
+        for where in journal.deletes:
+            fresh.update(qe.UpdateOperation.delete_points_by_filter(where))
         ids = sorted(journal.ids)
         for start in range(0, len(ids), SCROLL_PAGE):
             page = ids[start : start + SCROLL_PAGE]
             stored = [stored_point(r, True) for r in self._shard.retrieve(page, True, True)]
-            target.upsert(stored)
-            target.delete_ids(sorted(set(page) - {p.id for p in stored}))
+            if stored:
+                points = [qe.Point(p.id, _vectors(p), p.payload) for p in stored]
+                fresh.update(qe.UpdateOperation.upsert_points(points))
+            gone = sorted(set(page) - {p.id for p in stored})
+            if gone:
+                fresh.update(qe.UpdateOperation.delete_points(gone))
         return bool(journal.deletes or ids)
 
     def _swap_in(self, building: Path, *, owed: bool) -> None:
@@ -603,9 +615,7 @@ class EdgeEngine:
     def set_terms(self, points: Sequence[StoredPoint], version: int) -> None:
         if not points:
             return
-        vectors = [
-            qe.PointVectors(p.id, {SPARSE: sparse_vector(p.sparse or _NO_TERMS)}) for p in points
-        ]
+        vectors = [qe.PointVectors(p.id, {SPARSE: _sparse(p.sparse or _NO_TERMS)}) for p in points]
         with self._calls(), self._forgetting([p.id for p in points]):
             ids = [p.id for p in points]
             self._journaled(ids)
@@ -663,65 +673,3 @@ class EdgeEngine:
                 return []
             request = qe.FacetRequest(field, limit=points, exact=True, filter=tenant)
             return sorted(str(hit.value) for hit in self._shard.facet(request))
-
-
-class _NewShard:
-    """Where a rewrite writes the new shard: in this process, or in a child's."""
-
-    def upsert(self, points: Sequence[StoredPoint]) -> None: ...
-    def delete_ids(self, ids: Sequence[str]) -> None: ...
-    def delete_scope(self, scope: OwnerFilter) -> None: ...
-    def flush(self) -> None: ...
-    def close(self, *, flush: bool) -> None: ...
-    def abort(self) -> None: ...
-
-
-class _InProcess(_NewShard):
-    def __init__(self, shard: qe.EdgeShard) -> None:
-        self.shard = shard
-
-    def upsert(self, points: Sequence[StoredPoint]) -> None:
-        if points:
-            batch = [qe.Point(p.id, edge_vectors(p), p.payload) for p in points]
-            self.shard.update(qe.UpdateOperation.upsert_points(batch))
-
-    def delete_ids(self, ids: Sequence[str]) -> None:
-        if ids:
-            self.shard.update(qe.UpdateOperation.delete_points(list(ids)))
-
-    def delete_scope(self, scope: OwnerFilter) -> None:
-        self.shard.update(qe.UpdateOperation.delete_points_by_filter(edge_filter(scope)))
-
-    def flush(self) -> None:
-        self.shard.flush()
-
-    def close(self, *, flush: bool) -> None:
-        if flush:
-            self.shard.flush()
-        self.shard.close()
-
-    def abort(self) -> None:
-        self.shard.close()
-
-
-class _InChild(_NewShard):
-    def __init__(self, copier: ShardCopier) -> None:
-        self.copier = copier
-
-    def upsert(self, points: Sequence[StoredPoint]) -> None:
-        self.copier.upsert(points)
-
-    def delete_ids(self, ids: Sequence[str]) -> None:
-        self.copier.delete_ids(ids)
-
-    def delete_scope(self, scope: OwnerFilter) -> None:
-        self.copier.delete_scope(scope)
-
-    def flush(self) -> None:
-        self.copier.flush()
-
-    def close(self, *, flush: bool) -> None:
-        self.copier.close()
-
-    def abort(self) -> None:
-        self.copier.abort()

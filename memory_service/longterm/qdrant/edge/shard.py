@@ -12,7 +12,6 @@ from typing import Any
 
 import qdrant_edge as qe
 
-from indexing.sparse import SparseTerms
 from memory_service.domain.errors import (
     BackendUnavailableError,
     ConfigurationError,
@@ -26,7 +25,6 @@ from memory_service.longterm.qdrant.layout import (
     check_dense_size,
     reindex_hint,
 )
-from memory_service.longterm.qdrant.points import StoredPoint, upsert_vectors
 from memory_service.stores.fsutil import ensure_dir
 
 CONFIG_FILE = "edge_config.json"
@@ -158,16 +156,6 @@ def open_shard(folder: Path, dimension: int) -> qe.EdgeShard:
         shard.close()
         raise
     return shard
-
-
-def sparse_vector(terms: SparseTerms) -> qe.SparseVector:
-    return qe.SparseVector(list(terms.indices), list(terms.values))
-
-
-def edge_vectors(point: StoredPoint) -> dict[str, Any]:
-    """Both vectors of a point to write, as Edge takes them."""
-    dense, sparse = upsert_vectors(point)
-    return {DENSE: dense, SPARSE: sparse_vector(sparse)}
 
 
 def copy_of_empty(folder: Path, template: Path, dimension: int) -> qe.EdgeShard:

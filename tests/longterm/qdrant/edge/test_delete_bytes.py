@@ -6,8 +6,6 @@ test scans: every file's bytes."""
 
 from __future__ import annotations
 
-import os
-import signal
 import threading
 from pathlib import Path
 
@@ -15,7 +13,6 @@ import pytest
 
 from memory_service.config import QdrantSettings
 from memory_service.domain.context import RuntimeContext
-from memory_service.domain.errors import BackendUnavailableError
 from memory_service.domain.facts import Fact, Source
 from memory_service.longterm.qdrant import backend as qdrant_backend
 from memory_service.longterm.qdrant.edge import engine as edge_engine
@@ -133,59 +130,3 @@ def test_a_large_shard_is_rewritten_by_the_next_maintenance_pass(tmp_path, embed
         services.close()  # close pays what is owed
     assert _holding(folder, "Vx55120") == []
     assert _holding(folder, "Alice likes tea")
-
-
-def _copier_pids() -> list[int]:
-    """This process's children that run the shard copier."""
-    found = []
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit():
-            continue
-        try:
-            stat = (entry / "stat").read_text().rsplit(")", 1)[1].split()
-            cmdline = (entry / "cmdline").read_bytes()
-        except OSError:
-            continue
-        if int(stat[1]) == os.getpid() and b"edge.copier" in cmdline:
-            found.append(int(entry.name))
-    return found
-
-
-def test_a_rewrite_whose_copier_is_killed_keeps_its_marker_and_the_next_one_pays(
-    tmp_path, embedder, caplog
-):
-    """A delete's background rewrite builds the new shard in a child process: killed
-    mid-copy, the rewrite fails, the shard and its facts stay as they were, the marker says
-    a rewrite is still owed, and the next one takes the text out."""
-    memory = _open(tmp_path, embedder)
-    folder = tmp_path / "qdrant"
-    try:
-        _seed(memory)
-        memory.record(ALICE, [Fact(f"Alice's note number {i}") for i in range(40)])
-        passport = next(f.id for f in memory.list(ALICE, limit=100).items if "Zq" in f.text)
-        memory.close()
-        memory = _open(tmp_path, embedder)
-        engine = memory.engine
-        engine.compaction.stop()  # this test runs the rewrites itself
-        assert memory.delete(ALICE, [passport]) == 1
-        killed: list[int] = []
-
-        def kill_copier(copied: int) -> None:
-            if not killed:
-                killed.extend(_copier_pids())
-                for pid in killed:
-                    os.kill(pid, signal.SIGKILL)
-
-        with pytest.raises(BackendUnavailableError):
-            engine.rewrite_without_deleted(on_copied=kill_copier, step_aside=True)
-        assert killed and "the shard copier stopped" in caplog.text
-        shard = engine.folder
-        assert shard.with_name(shard.name + edge_engine.DELETED_SUFFIX).exists()
-        assert not shard.with_name(shard.name + edge_engine.REWRITE_SUFFIX).exists()
-        assert len(memory.list(ALICE, limit=100).items) == 41
-        assert engine.compact_deleted(step_aside=True)
-        assert _holding(folder, "Zq48817") == []
-        assert len(memory.list(ALICE, limit=100).items) == 41
-        assert _copier_pids() == []
-    finally:
-        memory.close()
