@@ -39,6 +39,7 @@ from memory_service.stores.shortterm.tool_results import ToolResultStore
 from memory_service.stores.shortterm.tool_results.files import FilesToolResultStore
 from memory_service.stores.tombstones import Tombstones
 from memory_service.stores.user_data import ListsUsers
+from tests.support.clock import Clock
 
 BACKENDS = ["files", pytest.param("postgres", marks=pytest.mark.postgres)]
 
@@ -492,19 +493,9 @@ def test_memory_docs_erase_removes_only_the_owners(docs: MemoryDocs) -> None:
 T0 = datetime(2025, 3, 1, 12, 0, tzinfo=UTC)
 
 
-class Clock:
-    """A settable clock for the stores that take one."""
-
-    def __init__(self, now: datetime = T0) -> None:
-        self.now = now
-
-    def __call__(self) -> datetime:
-        return self.now
-
-
 @pytest.fixture
 def clock() -> Clock:
-    return Clock()
+    return Clock(T0)
 
 
 @pytest.fixture

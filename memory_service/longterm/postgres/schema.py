@@ -151,27 +151,38 @@ def _migrations(ext: str) -> list[sql.Composable]:
             RETURN NULL;
         END
         $$;
-        DROP TRIGGER IF EXISTS longterm_inserted ON longterm_facts;
-        CREATE TRIGGER longterm_inserted AFTER INSERT ON longterm_facts
-            REFERENCING NEW TABLE AS changed
-            FOR EACH STATEMENT EXECUTE FUNCTION longterm_version_moved();
-        DROP TRIGGER IF EXISTS longterm_updated ON longterm_facts;
-        CREATE TRIGGER longterm_updated AFTER UPDATE ON longterm_facts
-            REFERENCING NEW TABLE AS changed
-            FOR EACH STATEMENT EXECUTE FUNCTION longterm_version_moved();
-        DROP TRIGGER IF EXISTS longterm_deleted ON longterm_facts;
-        CREATE TRIGGER longterm_deleted AFTER DELETE ON longterm_facts
-            REFERENCING OLD TABLE AS changed
-            FOR EACH STATEMENT EXECUTE FUNCTION longterm_version_moved();
-        DROP TRIGGER IF EXISTS longterm_truncated ON longterm_facts;
-        CREATE TRIGGER longterm_truncated AFTER TRUNCATE ON longterm_facts
-            FOR EACH STATEMENT EXECUTE FUNCTION longterm_versions_all_moved();
+{triggers}
         INSERT INTO longterm_versions (tenant_id, owner, version)
             SELECT DISTINCT tenant_id, owner, 1 FROM longterm_facts
             ON CONFLICT (tenant_id, owner) DO NOTHING;
         """
-    )
+    ).format(triggers=sql.SQL("\n").join(_version_triggers()))
     return [first, inline_vectors, lean_postings, whole_rows, terms_in_rows, versions]
+
+
+def _version_triggers() -> list[sql.Composable]:
+    """A statement trigger per kind of change to the facts, each moving the versions of the
+    owners its rows belong to (the rows as written, or as they were for a delete); a
+    truncate moves every owner's."""
+    kinds = [
+        ("longterm_inserted", "INSERT", "REFERENCING NEW TABLE AS changed", "version_moved"),
+        ("longterm_updated", "UPDATE", "REFERENCING NEW TABLE AS changed", "version_moved"),
+        ("longterm_deleted", "DELETE", "REFERENCING OLD TABLE AS changed", "version_moved"),
+        ("longterm_truncated", "TRUNCATE", "", "versions_all_moved"),
+    ]
+    return [
+        sql.SQL(
+            "DROP TRIGGER IF EXISTS {name} ON longterm_facts; "
+            "CREATE TRIGGER {name} AFTER {event} ON longterm_facts {transition} "
+            "FOR EACH STATEMENT EXECUTE FUNCTION {function}();"
+        ).format(
+            name=sql.Identifier(name),
+            event=sql.SQL(event),
+            transition=sql.SQL(transition),
+            function=sql.Identifier(f"longterm_{function}"),
+        )
+        for name, event, transition, function in kinds
+    ]
 
 
 def lock_versions(conn: psycopg.Connection, owners: set[tuple[str, str]]) -> set[tuple[str, str]]:

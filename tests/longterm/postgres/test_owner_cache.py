@@ -14,6 +14,7 @@ from memory_service.domain.fact_filter import FactFilter
 from memory_service.domain.facts import Fact
 from memory_service.longterm.near_duplicates import OFF
 from memory_service.longterm.postgres.owner_cache import OwnerCache, OwnerRows
+from tests.support.clock import Clock
 from tests.support.pgvector import postgres_memory
 
 ALICE = RuntimeContext("kept-tenant", "alice")
@@ -39,17 +40,9 @@ def _facts() -> list[Fact]:
     return facts
 
 
-class Clock:
-    def __init__(self) -> None:
-        self.now = T0 + timedelta(days=10)
-
-    def __call__(self) -> datetime:
-        return self.now
-
-
 @pytest.fixture
 def clock() -> Clock:
-    return Clock()
+    return Clock(T0 + timedelta(days=10))
 
 
 @pytest.fixture
@@ -134,6 +127,10 @@ def test_an_edit_made_in_the_database_by_hand_is_recalled_at_once(pair):
     with kept.database.connection() as conn:
         conn.execute("DELETE FROM longterm_facts WHERE id = %s", (hit.fact.id,))
     assert kept.retrieve(ALICE, "cello", 1, mode="bm25") == []
+    assert kept.retrieve(ALICE, "peanuts", 1, mode="bm25")
+    with kept.database.connection() as conn:
+        conn.execute("TRUNCATE longterm_facts")
+    assert kept.retrieve(ALICE, "peanuts", 1, mode="bm25") == []
 
 
 def test_access_counts_written_by_another_process_are_read(embedder, tmp_path):
