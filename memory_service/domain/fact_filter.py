@@ -189,11 +189,22 @@ class ExpiryPolicy:
     def expires_at(self, fact: Fact) -> datetime | None:
         if fact.expires_at is not None:
             return parse_time(fact.expires_at)
-        if not self.by_importance or fact.importance >= self.never_at or fact.created_at is None:
+        if not self.by_importance:
             return None
-        days = self.long_days if fact.importance >= self.long_at else self.short_days
+        return self.deadline(None, fact.importance, parse_time(fact.created_at))
+
+    def deadline(
+        self, expires_at: datetime | None, importance: int, created_at: datetime | None
+    ) -> datetime | None:
+        """``expires_at`` of a fact with these values (a store that keeps them as columns
+        reads no fact for it)."""
+        if expires_at is not None:
+            return expires_at
+        if not self.by_importance or importance >= self.never_at or created_at is None:
+            return None
+        days = self.long_days if importance >= self.long_at else self.short_days
         try:
-            return parse_time(fact.created_at) + timedelta(days=days)  # type: ignore[operator]
+            return created_at + timedelta(days=days)
         except OverflowError:  # created within ``days`` of 9999-12-31: no deadline is later
             return None
 

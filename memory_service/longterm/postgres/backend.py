@@ -394,7 +394,8 @@ class PostgresLongTermMemory(BaseLongTermMemory[_Read]):
 
     def _kept_rows(self, owners: Sequence[RuntimeContext]) -> list[OwnerRows] | None:
         """Each owner's rows as they are now, from memory where the owner's version did not
-        move (one round trip for the versions, one more for each owner read again); None
+        move (one round trip for the kept owners' versions, one more for the rows of every
+        owner not kept or whose version moved); None
         where the statement answers instead: inside a write (which reads its own rows), an
         owner too large to keep, owners of several tenants."""
         keys = [(o.tenant_id, o.owner) for o in owners]
@@ -405,15 +406,19 @@ class PostgresLongTermMemory(BaseLongTermMemory[_Read]):
             return None
 
         def work(conn: psycopg.Connection) -> list[OwnerRows]:
-            now = versions(conn, tenant, [k[1] for k in keys])
-            out = []
-            for key in keys:
-                rows = self._kept.get(key, now.get(key[1], 0))
-                if rows is None:
-                    rows = load(conn, self._rows_query, key, self._parsed, self.expiry)
-                    self._kept.put(key, rows)
-                out.append(rows)
-            return out
+            kept: dict[tuple[str, str], OwnerRows | None] = {}
+            held = [k for k in keys if self._kept.peek(k) is not None]
+            if held:  # those kept: one round trip for their versions
+                now = versions(conn, tenant, [k[1] for k in held])
+                kept = {k: self._kept.get(k, now.get(k[1], 0)) for k in held}
+            wanted = [k for k in keys if kept.get(k) is None]
+            if wanted:  # the rest, and those whose version moved: one more for their rows
+                names = list(dict.fromkeys(k[1] for k in wanted))
+                read = load(conn, self._rows_query, tenant, names, self._parsed, self.expiry)
+                for name, rows in read.items():
+                    self._kept.put((tenant, name), rows)
+                    kept[(tenant, name)] = rows
+            return [kept[k] for k in keys]  # type: ignore[misc]
 
         with timed_stage("engine"):
             return self.database.read(work)

@@ -27,6 +27,7 @@ from collections import OrderedDict
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
+from typing import Any
 
 import numpy as np
 import psycopg
@@ -46,18 +47,20 @@ _VERSIONS = (
 
 
 def rows_query(ext: str) -> str:
-    """An owner's rows, oldest first (ties by id: the statement's order), each with the
-    owner's version read in the same snapshot (one row of NULLs for an owner with none)."""
+    """The rows of some owners of one tenant (``$1``; ``$2`` the owners), each owner's oldest
+    first (ties by id: the statement's order) with its version, all read in one snapshot (an
+    owner with no row: one row of NULLs)."""
     quoted = ext.replace('"', '""')
     return f"""
-        SELECT v.version, f.id::text, f.created_at, f.is_open, f.doc_len,
-            array_send(f.terms), array_send(f.tfs), "{quoted}".vector_send(f.embedding),
-            f.fact::text, f.access_count, f.last_accessed_at, f.key
-        FROM (
-            SELECT COALESCE(max(version), 0) AS version FROM longterm_versions
-            WHERE tenant_id = $1 AND owner = $2
-        ) v LEFT JOIN longterm_facts f ON f.tenant_id = $1 AND f.owner = $2
-        ORDER BY f.created_at, f.id
+        SELECT o.owner, COALESCE(v.version, 0), f.id::text, f.created_at, f.is_open,
+            f.doc_len, array_send(f.terms), array_send(f.tfs),
+            "{quoted}".vector_send(f.embedding), f.fact::text, f.access_count,
+            f.last_accessed_at, f.key, f.fact->>'session_id', f.fact->>'text', f.expires_at,
+            f.importance
+        FROM unnest($2::text[]) AS o(owner)
+            LEFT JOIN longterm_versions v ON v.tenant_id = $1 AND v.owner = o.owner
+            LEFT JOIN longterm_facts f ON f.tenant_id = $1 AND f.owner = o.owner
+        ORDER BY o.owner, f.created_at, f.id
     """
 
 
@@ -141,11 +144,15 @@ class _Corpus:
 
 @dataclass(slots=True)
 class OwnerRows:
-    """One owner's rows at ``version``, oldest first: what recall reads of each."""
+    """One owner's rows at ``version``, oldest first: what recall reads of each. A row's
+    fact is parsed from its JSON only when read (``fact``: a hit fusion reads whole, or every
+    row for a read with a metadata filter), through the process's ``FactCache``."""
 
     version: int
     ids: list[str]
-    facts: list[Fact]
+    rows: list[tuple[str, int, Any]]  # the fact's JSON and access columns (``FactCache``)
+    sessions: list[str | None]
+    texts: list[str]
     created: list[datetime | None]
     keys: list[str | None]
     is_open: np.ndarray
@@ -155,12 +162,15 @@ class OwnerRows:
     term_counts: np.ndarray
     matrix: np.ndarray  # unit rows (a zero vector stays zero)
     deadlines: np.ndarray  # expiry as a POSIX time, inf: never
+    parsed: FactCache = field(default_factory=FactCache)
     _current: _Corpus | None = None
     _history: _Corpus | None = None
-    by_id: dict[str, int] = field(default_factory=dict)
 
     def __len__(self) -> int:
         return len(self.ids)
+
+    def fact(self, i: int) -> Fact:
+        return self.parsed.fact(self.ids[i], self.rows[i])
 
     def corpus(self, history: bool) -> _Corpus:
         """The open rows for a read about now, every row for one about the past."""
@@ -174,36 +184,56 @@ class OwnerRows:
 
 
 def load(
-    conn: psycopg.Connection, query: str, owner: Owner, parsed: FactCache, expiry: ExpiryPolicy
-) -> OwnerRows:
-    """The owner's rows as they are, with their version, in one statement."""
+    conn: psycopg.Connection,
+    query: str,
+    tenant: str,
+    owners: Sequence[str],
+    parsed: FactCache,
+    expiry: ExpiryPolicy,
+) -> dict[str, OwnerRows]:
+    """The owners' rows as they are, each with its version, in one statement (``rows_query``;
+    no fact parsed: expiry from the rows' columns)."""
     with psycopg.RawCursor(conn) as cur:
-        rows = cur.execute(query, list(owner), prepare=conn.prepare_threshold is not None)
-        rows = rows.fetchall()
-    version = int(rows[0][0]) if rows else 0
-    rows = [r for r in rows if r[1] is not None]
-    ids = [r[1] for r in rows]
-    facts = [parsed.fact(r[1], (r[8], r[9], r[10])) for r in rows]
-    terms = [_array(r[5], _INT8) for r in rows]
-    vectors = np.stack([_vector(r[7]) for r in rows]).astype(np.float32) if rows else None
+        prepare = conn.prepare_threshold is not None
+        found = cur.execute(query, [tenant, list(owners)], prepare=prepare).fetchall()
+    each: dict[str, list[Any]] = {}
+    versions: dict[str, int] = {}
+    for row in found:
+        versions[row[0]] = int(row[1])
+        each.setdefault(row[0], [])
+        if row[2] is not None:
+            each[row[0]].append(row[2:])
+    return {
+        owner: _owner_rows(versions.get(owner, 0), each.get(owner, []), parsed, expiry)
+        for owner in owners
+    }
+
+
+def _owner_rows(
+    version: int, rows: list[Any], parsed: FactCache, expiry: ExpiryPolicy
+) -> OwnerRows:
+    terms = [_array(r[4], _INT8) for r in rows]
+    vectors = np.stack([_vector(r[6]) for r in rows]).astype(np.float32) if rows else None
     if vectors is not None:
         norms = np.linalg.norm(vectors, axis=1, keepdims=True)
         vectors = np.divide(vectors, norms, out=np.zeros_like(vectors), where=norms > 0)
-    deadlines = [expiry.expires_at(f) for f in facts]
+    deadlines = [expiry.deadline(r[13], r[14], r[1]) for r in rows]
     return OwnerRows(
         version=version,
-        ids=ids,
-        facts=facts,
-        created=[r[2] for r in rows],
-        keys=[r[11] for r in rows],
-        is_open=np.array([bool(r[3]) for r in rows], dtype=bool),
-        doc_len=np.array([r[4] for r in rows], dtype=np.float64),
+        ids=[r[0] for r in rows],
+        rows=[(r[7], r[8], r[9]) for r in rows],
+        sessions=[r[11] for r in rows],
+        texts=[r[12] for r in rows],
+        created=[r[1] for r in rows],
+        keys=[r[10] for r in rows],
+        is_open=np.array([bool(r[2]) for r in rows], dtype=bool),
+        doc_len=np.array([r[3] for r in rows], dtype=np.float64),
         terms=terms,
-        tfs=[_array(r[6], _INT4) for r in rows],
+        tfs=[_array(r[5], _INT4) for r in rows],
         term_counts=np.array([len(t) for t in terms], dtype=np.int64),
         matrix=vectors if vectors is not None else np.zeros((0, 0), dtype=np.float32),
         deadlines=np.array([d.timestamp() if d else np.inf for d in deadlines], dtype=float),
-        by_id={fid: i for i, fid in enumerate(ids)},
+        parsed=parsed,
     )
 
 
@@ -226,7 +256,7 @@ def search(
 ) -> Found:
     """One owner's legs over its rows in memory: what ``search.recall`` answers for one
     ask, the facts already parsed."""
-    found = Found([{}])
+    found = Found([{}], rows.parsed)
     legs = found.legs[0]
     if bm25:
         legs["bm25"] = []
@@ -240,8 +270,8 @@ def search(
         return found
     allowed = rows.deadlines[positions] > view.now.timestamp()
     if not view.filter.is_empty:
-        facts = rows.facts
-        allowed &= np.fromiter((view.admits(facts[i]) for i in positions), bool, len(positions))
+        admits = view.admits
+        allowed &= np.fromiter((admits(rows.fact(i)) for i in positions), bool, len(positions))
     counts = corpus.counts(terms.ids) if terms.ids else None
     ranked: dict[str, tuple[np.ndarray, np.ndarray]] = {}
     if bm25 and counts is not None:
@@ -256,15 +286,20 @@ def search(
         kept = np.flatnonzero(allowed & (sims >= threshold))
         ranked["dense"] = _top(kept, sims, sims, depth)
     matched = _Matched(terms, counts)
-    facts, ids, created = rows.facts, rows.ids, rows.created
+    ids, sessions, created = rows.ids, rows.sessions, rows.created
     for leg, (chosen, scores) in ranked.items():
         ats = positions[chosen].tolist()
         legs[leg] = [
-            LegHit(ids[at], score, facts[at].session_id, created[at], held)
+            LegHit(ids[at], score, sessions[at], created[at], held)
             for at, score, held in zip(ats, scores.tolist(), matched.of(chosen), strict=True)
         ]
         for at in ats:
-            found.hold(facts[at], rows.keys[at])
+            fid = ids[at]
+            found.rows[fid], found.keys[fid], found.texts[fid] = (
+                rows.rows[at],
+                rows.keys[at],
+                rows.texts[at],
+            )
     return found
 
 
@@ -329,6 +364,11 @@ class OwnerCache:
                 return None
             self._owners.move_to_end(owner)
             return rows
+
+    def peek(self, owner: Owner) -> OwnerRows | None:
+        """The owner's rows if kept, at whatever version (recency unchanged)."""
+        with self._lock:
+            return self._owners.get(owner)
 
     def put(self, owner: Owner, rows: OwnerRows) -> None:
         with self._lock:

@@ -148,11 +148,6 @@ class Found:
             self._facts[fact_id] = fact
         return fact
 
-    def hold(self, fact: Fact, key: str | None) -> None:
-        """A hit's fact already parsed (rows kept in the process: ``owner_cache``)."""
-        self._facts[fact.id] = fact
-        self.keys[fact.id], self.texts[fact.id] = key, fact.text
-
     def key(self, fact_id: str) -> str | None:
         return self.keys[fact_id]
 

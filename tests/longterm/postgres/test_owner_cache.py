@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from memory_service.domain.context import RuntimeContext
-from memory_service.domain.fact_filter import FactFilter
+from memory_service.domain.fact_filter import ExpiryPolicy, FactFilter
 from memory_service.domain.facts import Fact
 from memory_service.longterm.near_duplicates import OFF
 from memory_service.longterm.postgres.owner_cache import OwnerCache, OwnerRows
@@ -165,7 +165,9 @@ def _rows(version: int, size: int) -> OwnerRows:
     return OwnerRows(
         version=version,
         ids=[str(i) for i in range(size)],
-        facts=[Fact(f"fact {i}") for i in range(size)],
+        rows=[("{}", 0, None)] * size,
+        sessions=[None] * size,
+        texts=[f"fact {i}" for i in range(size)],
         created=[None] * size,
         keys=[None] * size,
         is_open=np.ones(size, dtype=bool),
@@ -192,3 +194,31 @@ def test_the_cache_keeps_at_most_its_bound_least_recently_recalled_out_first():
     assert cache.get(("t", "d"), 1) is None and not cache.kept_whole(("t", "d"))
     cache.drop(("t", "d"))
     assert cache.kept_whole(("t", "d"))
+
+
+def test_expiry_by_importance_is_read_from_the_kept_rows_columns(embedder, tmp_path, clock):
+    """With the importance TTL, a kept row expires by its importance and age (no fact is
+    parsed for it), as the statement has it: 7 days below 5, 30 days from 5, never at 10."""
+    expiry = ExpiryPolicy(by_importance=True)
+    kept = postgres_memory(tmp_path, embedder, near_duplicates=OFF, clock=clock, expiry=expiry)
+    statement = postgres_memory(
+        tmp_path, embedder, near_duplicates=OFF, kept_facts=0, clock=clock, expiry=expiry
+    )
+    try:
+        clock.now = T0
+        kept.record(
+            ALICE,
+            [
+                Fact("Alice's garden gnome is blue", importance=3, created_at=T0),
+                Fact("Alice's garden shed is red", importance=7, created_at=T0),
+                Fact("Alice's garden gate is green", importance=10, created_at=T0),
+            ],
+        )
+        for days, left in ((1, 3), (10, 2), (40, 1)):
+            clock.now = T0 + timedelta(days=days)
+            for memory in (kept, statement):
+                found = memory.retrieve(ALICE, "garden", 5, mode="bm25")
+                assert len(found) == left, (days, memory is kept)
+    finally:
+        kept.close()
+        statement.close()
