@@ -4,12 +4,13 @@ The statement that scores an owner's facts inside PostgreSQL (``search.recall``)
 milliseconds however few facts the owner has: another process reads the rows, every
 vector and term array, while the model that embedded the query has just pushed them out of
 the caches. A process that recalls one owner again and again keeps that owner's rows here
-instead, as the files backend keeps its index: ids, vectors, term ids and counts, the facts
-parsed. Before each recall one indexed read asks for the owner's version
-(``longterm_versions``, moved by a trigger on every change to the owner's rows, whoever
-makes it: ``schema.py``); the rows are read again, in one statement that returns them with
-the version they are at, only when it moved. A write that one process acknowledged is
-therefore seen by the next recall of any process, and the scores are the statement's: BM25
+instead, as the files backend keeps its index: ids, vectors, term ids and counts, each
+fact's JSON (parsed when first read). Before each recall one indexed read asks for the kept
+owners' versions (``longterm_versions``, moved by a trigger on every change to the owner's
+rows, whoever makes it: ``schema.py``); the rows of an owner not kept, or whose version
+moved, are read in one statement that returns them with the version they are at. A write
+that one process acknowledged is therefore seen by the next recall of any process, and the
+scores are the statement's: BM25
 over the rows' stored term ids with the owner's statistics (N, mean length and document
 frequencies over the open rows, or every row for a read about the past), Lucene's IDF, k1
 1.2, b 0.75; cosine for the dense leg; ties by time, then id, as the statement breaks them.
@@ -195,7 +196,9 @@ def load(
     no fact parsed: expiry from the rows' columns)."""
     with psycopg.RawCursor(conn) as cur:
         prepare = conn.prepare_threshold is not None
-        found = cur.execute(query, [tenant, list(owners)], prepare=prepare).fetchall()
+        # binary: the vectors and term arrays arrive as their bytes, not hex text
+        found = cur.execute(query, [tenant, list(owners)], prepare=prepare, binary=True)
+        found = found.fetchall()
     each: dict[str, list[Any]] = {}
     versions: dict[str, int] = {}
     for row in found:
