@@ -10,10 +10,10 @@ owners' versions (``longterm_versions``, moved by a trigger on every change to t
 rows, whoever makes it: ``schema.py``); the rows of an owner not kept, or whose version
 moved, are read in one statement that returns them with the version they are at. A write
 that one process acknowledged is therefore seen by the next recall of any process, and the
-scores are the statement's: BM25
-over the rows' stored term ids with the owner's statistics (N, mean length and document
-frequencies over the open rows, or every row for a read about the past), Lucene's IDF, k1
-1.2, b 0.75; cosine for the dense leg; ties by time, then id, as the statement breaks them.
+scores are the statement's: BM25 over the rows' stored term ids with the owner's statistics
+(N, mean length and document frequencies over the open rows, or every row for a read about
+the past), Lucene's IDF, k1 1.2, b 0.75; cosine for the dense leg; ties by time, then id, as
+the statement breaks them.
 
 Bounded by facts (``max_facts``, least recently recalled owner out first); an owner larger
 than the bound is recalled by the statement. A delete or erase in this process drops its
