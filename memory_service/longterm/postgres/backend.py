@@ -395,9 +395,9 @@ class PostgresLongTermMemory(BaseLongTermMemory[_Read]):
     def _kept_rows(self, owners: Sequence[RuntimeContext]) -> list[OwnerRows] | None:
         """Each owner's rows as they are now, from memory where the owner's version did not
         move (one round trip for the kept owners' versions, one more for the rows of every
-        owner not kept or whose version moved); None
-        where the statement answers instead: inside a write (which reads its own rows), an
-        owner too large to keep, owners of several tenants."""
+        owner not kept or whose version moved); None where the statement answers instead:
+        inside a write (which reads its own rows), an owner too large to keep, owners of
+        several tenants."""
         keys = [(o.tenant_id, o.owner) for o in owners]
         if self._stack() or not all(self._kept.kept_whole(k) for k in keys):
             return None
