@@ -499,6 +499,12 @@ class PostgresLongTermMemory(BaseLongTermMemory[_Read]):
                 "DELETE FROM longterm_facts WHERE tenant_id = %s AND owner = %s",
                 (ctx.tenant_id, ctx.owner),
             ).rowcount
+            # the owner's version row too (it names the owner): a version is never drawn
+            # twice, so whatever another process kept of the owner is read again
+            conn.execute(
+                "DELETE FROM longterm_versions WHERE tenant_id = %s AND owner = %s",
+                (ctx.tenant_id, ctx.owner),
+            )
             if gone:
                 conn.execute("INSERT INTO longterm_deletes DEFAULT VALUES")
         self._kept.drop((ctx.tenant_id, ctx.owner))

@@ -126,9 +126,12 @@ def _migrations(ext: str) -> list[sql.Composable]:
     # makes it: a process that keeps an owner's rows in memory (``owner_cache.py``) asks for
     # the version before each recall and reads the rows again when it moved. One statement
     # a write: the versions of every owner the statement touched, in one order (no two
-    # writers wait for each other's versions crosswise).
+    # writers wait for each other's versions crosswise). A version is drawn from one
+    # sequence, never used twice, so an owner's row may be deleted with its facts (an erase
+    # keeps no user id here) and a later owner of that id meets no version kept from before.
     versions = sql.SQL(
         """
+        CREATE SEQUENCE IF NOT EXISTS longterm_version_seq;
         CREATE TABLE IF NOT EXISTS longterm_versions (
             tenant_id text NOT NULL,
             owner text NOT NULL,
@@ -139,21 +142,23 @@ def _migrations(ext: str) -> list[sql.Composable]:
         LANGUAGE plpgsql SET search_path FROM CURRENT AS $$
         BEGIN
             INSERT INTO longterm_versions AS v (tenant_id, owner, version)
-            SELECT DISTINCT c.tenant_id, c.owner, 1 FROM changed c ORDER BY 1, 2
-            ON CONFLICT (tenant_id, owner) DO UPDATE SET version = v.version + 1;
+            SELECT c.tenant_id, c.owner, nextval('longterm_version_seq')
+            FROM (SELECT DISTINCT tenant_id, owner FROM changed ORDER BY 1, 2) c
+            ON CONFLICT (tenant_id, owner) DO UPDATE SET version = EXCLUDED.version;
             RETURN NULL;
         END
         $$;
         CREATE OR REPLACE FUNCTION longterm_versions_all_moved() RETURNS trigger
         LANGUAGE plpgsql SET search_path FROM CURRENT AS $$
         BEGIN
-            UPDATE longterm_versions SET version = version + 1;
+            UPDATE longterm_versions SET version = nextval('longterm_version_seq');
             RETURN NULL;
         END
         $$;
 {triggers}
         INSERT INTO longterm_versions (tenant_id, owner, version)
-            SELECT DISTINCT tenant_id, owner, 1 FROM longterm_facts
+            SELECT o.tenant_id, o.owner, nextval('longterm_version_seq')
+            FROM (SELECT DISTINCT tenant_id, owner FROM longterm_facts) o
             ON CONFLICT (tenant_id, owner) DO NOTHING;
         """
     ).format(triggers=sql.SQL("\n").join(_version_triggers()))

@@ -222,3 +222,21 @@ def test_expiry_by_importance_is_read_from_the_kept_rows_columns(embedder, tmp_p
     finally:
         kept.close()
         statement.close()
+
+
+def test_forget_keeps_no_version_of_the_owner_and_a_new_owner_of_that_id_reads_its_own(pair):
+    """Forget (an erase's) leaves no row naming the owner in the versions, and what another
+    process kept of the forgotten owner is never taken for a later owner of the same id."""
+    kept, other = pair
+    assert kept.retrieve(ALICE, "peanuts", 1, mode="bm25")
+    other.forget(ALICE)
+    with kept.database.connection() as conn:
+        named = conn.execute(
+            "SELECT count(*) FROM longterm_versions WHERE owner = %s", (ALICE.owner,)
+        ).fetchone()[0]
+    assert named == 0
+    assert kept.retrieve(ALICE, "peanuts", 1, mode="bm25") == []
+    other.record(ALICE, [Fact("Alice has no allergy to peanuts at all")])
+    assert [r.fact.text for r in kept.retrieve(ALICE, "peanuts", 5, mode="bm25")] == [
+        "Alice has no allergy to peanuts at all"
+    ]
