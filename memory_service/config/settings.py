@@ -238,7 +238,7 @@ class PostgresSettings(_Section):
         ge=0,
         description="long-term backend postgres: how many facts of the owners it recalls a "
         "process keeps in memory, checked against each owner's version before every recall "
-        "(about 5 KB a fact with its source, 384 dimensions); 0: every recall scores in PostgreSQL",
+        "(about 4 KB a fact with its source, 384 dimensions); 0: every recall scores in PostgreSQL",
     )
 
 
