@@ -179,7 +179,7 @@ class PostgresLongTermMemory(BaseLongTermMemory[_Read]):
         clock: Callable[[], datetime] = utcnow,
         verify_embedder: bool = True,
         owns_database: bool = False,
-        kept_facts: int = 50_000,
+        kept_facts: int,
         **options: Any,  # the base's: expiry, confidence, track_access, tombstones, ...
     ) -> None:
         """``owns_database``: ``close`` closes ``database`` too. ``kept_facts``: how many
@@ -354,9 +354,19 @@ class PostgresLongTermMemory(BaseLongTermMemory[_Read]):
     def _candidates_each(
         self, owners: Sequence[RuntimeContext], request: SearchRequest
     ) -> list[Candidates]:
-        """Every owner's legs in one statement, each owner with its own statistics; a
-        wider owner's hits only above ``merge_floors`` of the first, as the files backend
-        keeps them (fewer keys for the base to compare)."""
+        """Every owner's legs, each owner with its own statistics; a wider owner's hits only
+        above ``merge_floors`` of the first, as the files backend keeps them (fewer keys for
+        the base to compare)."""
+        each = self._legs_each(owners, request)
+        first = _candidates_of(*each[0])
+        floors = merge_floors(first, request.depth)
+        return [first, *(_candidates_of(floored(legs, floors), f) for legs, f in each[1:])]
+
+    def _legs_each(
+        self, owners: Sequence[RuntimeContext], request: SearchRequest
+    ) -> list[tuple[dict[str, list[LegHit]], Found]]:
+        """Each owner's legs and what they were found in: the owners' kept rows where
+        ``_kept_rows`` has them, else one statement for all of them."""
         view, depth = request.view, request.depth
         terms = QueryTerms.of(request.terms)
         vector = request.vector if "dense" in request.legs else None
@@ -367,10 +377,7 @@ class PostgresLongTermMemory(BaseLongTermMemory[_Read]):
                 search_kept(rows, view, terms, vector, depth, request.threshold, bm25=bm25)
                 for rows in kept
             ]
-            first = _candidates_of(each[0].legs[0], each[0])
-            floors = merge_floors(first, depth)
-            rest = [_candidates_of(floored(f.legs[0], floors), f) for f in each[1:]]
-            return [first, *rest]
+            return [(found.legs[0], found) for found in each]
         asks = [Ask((o.tenant_id, o.owner), view_where(o, view), view.history) for o in owners]
 
         def work(conn: psycopg.Connection, cache: FactCache | None) -> Found:
@@ -388,9 +395,7 @@ class PostgresLongTermMemory(BaseLongTermMemory[_Read]):
 
         with timed_stage("engine"):
             found = self._read(owners[0], work)
-        first = _candidates_of(found.legs[0], found)
-        floors = merge_floors(first, depth)
-        return [first, *(_candidates_of(floored(h, floors), found) for h in found.legs[1:])]
+        return [(legs, found) for legs in found.legs]
 
     def _kept_rows(self, owners: Sequence[RuntimeContext]) -> list[OwnerRows] | None:
         """Each owner's rows as they are now, from memory where the owner's version did not

@@ -98,14 +98,14 @@ class _Corpus:
 
     @classmethod
     def of(cls, owner: OwnerRows, positions: np.ndarray) -> _Corpus:
-        lengths = owner.term_counts[positions]
-        flat = np.concatenate([owner.terms[i] for i in positions]) if len(positions) else None
-        tfs = np.concatenate([owner.tfs[i] for i in positions]) if len(positions) else None
-        if flat is None or not len(flat):
+        held = [owner.terms[i] for i in positions]
+        if not sum(map(len, held)):
             empty = np.zeros(0, dtype=np.int64)
             no_terms = np.zeros(1, np.int64)
             return cls(positions, owner.doc_len[positions], empty, no_terms, empty, empty)
-        rows = np.repeat(np.arange(len(positions)), lengths)
+        flat = np.concatenate(held)
+        tfs = np.concatenate([owner.tfs[i] for i in positions])
+        rows = np.repeat(np.arange(len(positions)), [len(t) for t in held])
         order = np.argsort(flat, kind="stable")
         terms, starts = np.unique(flat[order], return_index=True)
         return cls(
@@ -160,7 +160,6 @@ class OwnerRows:
     doc_len: np.ndarray
     terms: list[np.ndarray]
     tfs: list[np.ndarray]
-    term_counts: np.ndarray
     matrix: np.ndarray  # unit rows (a zero vector stays zero)
     deadlines: np.ndarray  # expiry as a POSIX time, inf: never
     parsed: FactCache = field(default_factory=FactCache)
@@ -233,7 +232,6 @@ def _owner_rows(
         doc_len=np.array([r[3] for r in rows], dtype=np.float64),
         terms=terms,
         tfs=[_array(r[5], _INT4) for r in rows],
-        term_counts=np.array([len(t) for t in terms], dtype=np.int64),
         matrix=vectors if vectors is not None else np.zeros((0, 0), dtype=np.float32),
         deadlines=np.array([d.timestamp() if d else np.inf for d in deadlines], dtype=float),
         parsed=parsed,

@@ -174,7 +174,6 @@ def _rows(version: int, size: int) -> OwnerRows:
         doc_len=np.ones(size),
         terms=[np.zeros(0, dtype=np.int64)] * size,
         tfs=[np.zeros(0, dtype=np.int64)] * size,
-        term_counts=np.zeros(size, dtype=np.int64),
         matrix=np.zeros((size, 2), dtype=np.float32),
         deadlines=np.full(size, np.inf),
     )
