@@ -1,23 +1,31 @@
 """Deletes on Qdrant Edge beside searches: one user with 5,000 facts behind a real ``serve``;
 ``DELETE /v1/memories/{id}`` timed through ``MemoryClient``, and the same user's searches
-(another client, one at a time, in a thread) timed without deletes and during them.
+(other clients, ``--clients`` of them, each one search at a time, in threads) timed without
+deletes and during them.
 
 A delete answers once the point is gone from recall; the rewrite that takes its text out of
 the folder's bytes runs after, in the background, so the searches during deletes share the
-machine with that copy (two cores here) but wait for no lock of it but the swap. Phases take
-turns (without, during, without, during, ...) so load from elsewhere skews both alike. After
-each round's deletes, the time until the rewrite owed is done (the ``.deleted`` marker beside
-the Edge folder gone) is the bound on deleted text staying readable in the folder's bytes.
+machine with that copy (two cores here) but wait for no lock of it but the swap. Each round
+takes three phases, without deletes, during them, without again, so load from elsewhere skews
+both kinds alike; the round's searches' p95 during deletes is set against the mean of the two
+phases without ("above alone"), and the two phases without against each other ("alone to
+alone") say how far p95 moves with no delete at all: the noise the first is judged by. The
+phase with deletes searches on until their text is gone (the ``.deleted`` marker beside the
+Edge folder gone and the replaced shard's folder removed), so it holds the whole rewrite,
+its swap included; that time, from the last delete, is the bound on deleted text staying
+readable in the folder's bytes. The slowest search of each phase is reported beside p95:
+the swap holds every call off while the new shard opens.
 A search answered with an error is counted by status and code (any 5xx is a fault) and the
 searches go on; the folder's maintenance pass runs before the servers start, so the one
 ``serve`` schedules finds it done.
 
     python -m benchmarks.latency.edge_delete [--facts 5000] [--deletes 20] [--rounds 2]
-        [--baseline CHECKOUT] [--json benchmarks/results/edge_delete.json]
+        [--clients 1] [--baseline CHECKOUT ...] [--json benchmarks/results/edge_delete.json]
 
 ``--baseline``: a checkout of another tree (``git worktree add``), served beside this one from
-a copy of the same folder (its code first on ``PYTHONPATH``); the two take turns, round by
-round, so a change is judged against the tree before it in one run.
+a copy of the same folder (its code first on ``PYTHONPATH``) and named by its folder; given
+more than once, each is; the trees take turns, round by round, so a change is judged against
+the tree before it (or several variants against each other) in one run.
 """
 
 from __future__ import annotations
@@ -30,12 +38,14 @@ import time
 from collections import Counter
 from collections.abc import Sequence
 from contextlib import ExitStack
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from benchmarks.latency.served import (
     TENANT,
     load_average,
+    percentile,
     serve_copy,
     settings_for,
     summary,
@@ -43,7 +53,7 @@ from benchmarks.latency.served import (
     user_id,
 )
 from memory_service.evaluation.report import write_json
-from memory_service.longterm.qdrant.edge.engine import DELETED_SUFFIX
+from memory_service.longterm.qdrant.edge.engine import DELETED_SUFFIX, REPLACED_SUFFIX
 
 OWNER = 0
 
@@ -73,10 +83,17 @@ def _fill(workspace: Path, facts: int) -> tuple[list[str], list[str]]:
 
 
 def _phase(
-    served: Any, questions: list[str], seconds: float, to_delete: list[str], pause_s: float
+    served: Any,
+    questions: list[str],
+    seconds: float,
+    to_delete: list[str],
+    pause_s: float,
+    clients: int = 1,
 ) -> dict[str, Any]:
-    """Searches for ``seconds`` (at least until the deletes are done), with ``to_delete``
-    deleted one by one meanwhile, ``pause_s`` apart."""
+    """``clients`` searching, each one search at a time, for ``seconds`` (at least until the
+    deletes are done), with ``to_delete`` deleted one by one meanwhile, ``pause_s`` apart;
+    after deletes, the searches go on until their text is gone (the rewrite's copy and its
+    swap both fall inside the phase)."""
     from memory_service.client import ApiError, MemoryClient
 
     searched: list[float] = []
@@ -85,9 +102,8 @@ def _phase(
     last = 0.0
     stop = threading.Event()
 
-    def search_loop() -> None:
+    def search_loop(turn: int) -> None:
         with MemoryClient(served.base_url, served.key, timeout=120, max_retries=0) as client:
-            turn = 0
             while not stop.is_set():
                 t0 = time.perf_counter()
                 try:
@@ -99,9 +115,11 @@ def _phase(
                     searched.append(1000.0 * (time.perf_counter() - t0))
                 turn += 1
 
-    worker = threading.Thread(target=search_loop)
-    worker.start()
+    workers = [threading.Thread(target=search_loop, args=(7 * i,)) for i in range(clients)]
+    for worker in workers:
+        worker.start()
     started = time.perf_counter()
+    unreadable_after = None
     try:
         with MemoryClient(served.base_url, served.key, timeout=120, max_retries=0) as client:
             for memory_id in to_delete:
@@ -111,17 +129,12 @@ def _phase(
                 last = time.perf_counter()
                 time.sleep(pause_s)
         time.sleep(max(0.0, seconds - (time.perf_counter() - started)))
+        if to_delete:
+            unreadable_after = _text_gone_after(served.server.workspace / "qdrant", last)
     finally:
         stop.set()
-        worker.join(timeout=120)
-    unreadable_after = None
-    if to_delete:
-        marker = served.server.workspace / "qdrant" / ("memories" + DELETED_SUFFIX)
-        for _ in range(2400):  # bounded: two minutes
-            if not marker.exists():
-                unreadable_after = round(time.perf_counter() - last, 2)
-                break
-            time.sleep(0.05)
+        for worker in workers:
+            worker.join(timeout=120)
     return {
         "search": searched,
         "delete": deleted,
@@ -130,24 +143,37 @@ def _phase(
     }
 
 
+def _text_gone_after(folder: Path, last: float) -> float | None:
+    """Seconds from ``last`` until no rewrite is owed (the ``.deleted`` marker gone) and the
+    replaced shard's folder is removed: the deleted text is in no byte of ``folder`` then.
+    None past two minutes."""
+    left = [folder / ("memories" + suffix) for suffix in (DELETED_SUFFIX, REPLACED_SUFFIX)]
+    for _ in range(2400):
+        if not any(path.exists() for path in left):
+            return round(time.perf_counter() - last, 2)
+        time.sleep(0.05)
+    return None
+
+
 def run(
     facts: int,
     deletes: int,
     rounds: int,
     seconds: float,
     pause_s: float,
-    baseline: Path | None = None,
+    baselines: Sequence[Path] = (),
+    clients: int = 1,
 ) -> dict[str, Any]:
     with tempfile.TemporaryDirectory() as tmp, ExitStack() as stack:
         workspace = Path(tmp) / "ws"
         ids, questions = _fill(workspace, facts)
-        servers = {"edge": stack.enter_context(serve_copy(workspace, Path(tmp) / "s", "qdrant"))}
-        if baseline is not None:
-            servers["baseline"] = stack.enter_context(
+        servers = {"this": stack.enter_context(serve_copy(workspace, Path(tmp) / "s", "qdrant"))}
+        for baseline in baselines:
+            servers[baseline.resolve().name] = stack.enter_context(
                 # PYTHONSAFEPATH: ``-m`` does not put the working folder (this tree) first
                 serve_copy(
                     workspace,
-                    Path(tmp) / "b",
+                    Path(tmp) / f"b{len(servers)}",
                     "qdrant",
                     PYTHONPATH=str(baseline.resolve()),
                     PYTHONSAFEPATH="1",
@@ -165,24 +191,28 @@ def run(
         }
         errors: dict[str, Counter[str]] = {name: Counter() for name in servers}
         unreadable: dict[str, list[float | None]] = {name: [] for name in servers}
+        p95s: dict[str, list[RoundP95]] = {name: [] for name in servers}
         for turn in range(rounds):
             batch = ids[turn * deletes : (turn + 1) * deletes]
             order = list(servers.items())
             for name, served in order[turn % len(order) :] + order[: turn % len(order)]:
-                alone = _phase(served, questions, seconds, [], pause_s)
-                during = _phase(served, questions, seconds, batch, pause_s)
-                times[name]["search_alone"] += alone["search"]
+                before = _phase(served, questions, seconds, [], pause_s, clients)
+                during = _phase(served, questions, seconds, batch, pause_s, clients)
+                after = _phase(served, questions, seconds, [], pause_s, clients)
+                times[name]["search_alone"] += before["search"] + after["search"]
                 times[name]["search_during_deletes"] += during["search"]
                 times[name]["delete"] += during["delete"]
                 unreadable[name].append(during["unreadable_after_s"])
-                errors[name].update(alone["errors"])
-                errors[name].update(during["errors"])
+                for phase in (before, during, after):
+                    errors[name].update(phase["errors"])
+                p95s[name].append(RoundP95.of(before["search"], during["search"], after["search"]))
                 print(
                     f"{name} round {turn}: delete {summary(during['delete'])}, "
-                    f"search alone {summary(alone['search'])}, "
+                    f"search alone {summary(before['search'])} then {summary(after['search'])}, "
                     f"during {summary(during['search'])}, "
                     f"unreadable after {during['unreadable_after_s']} s, "
-                    f"search errors {alone['errors'] or 0} / {during['errors'] or 0}",
+                    f"search errors {before['errors'] or 0} / {during['errors'] or 0} / "
+                    f"{after['errors'] or 0}",
                     flush=True,
                 )
     return {
@@ -190,10 +220,97 @@ def run(
         "deletes_per_round": deletes,
         "rounds": rounds,
         "pause_s": pause_s,
+        "search_clients": clients,
         "unreadable_after_s": unreadable,
         "search_errors": {name: dict(counted) for name, counted in errors.items()},
         "trees": {name: {k: summary(v) for k, v in t.items()} for name, t in times.items()},
+        "search_p95_by_round": {
+            name: [r.as_dict() for r in rounds_] for name, rounds_ in p95s.items()
+        },
+        "search_p95_verdict": {name: verdict(rounds_) for name, rounds_ in p95s.items()},
     }
+
+
+@dataclass(frozen=True, slots=True)
+class RoundP95:
+    """One round's searches' p95, ms: without deletes, during them, without again; and the
+    slowest search without deletes and during them."""
+
+    before: float
+    during: float
+    after: float
+    slowest_alone: float = 0.0
+    slowest_during: float = 0.0
+
+    @classmethod
+    def of(cls, before: list[float], during: list[float], after: list[float]) -> RoundP95:
+        def p95(ms: list[float]) -> float:
+            return round(percentile(ms, 0.95), 2) if ms else 0.0
+
+        alone = before + after
+        return cls(
+            p95(before),
+            p95(during),
+            p95(after),
+            round(max(alone, default=0.0), 1),
+            round(max(during, default=0.0), 1),
+        )
+
+    @property
+    def above_alone(self) -> float:
+        return self.during - (self.before + self.after) / 2
+
+    @property
+    def alone_to_alone(self) -> float:
+        return self.after - self.before
+
+    def as_dict(self) -> dict[str, float]:
+        return {
+            "alone_before": self.before,
+            "during_deletes": self.during,
+            "alone_after": self.after,
+            "above_alone": round(self.above_alone, 2),
+            "alone_to_alone": round(self.alone_to_alone, 2),
+            "slowest_alone": self.slowest_alone,
+            "slowest_during_deletes": self.slowest_during,
+        }
+
+
+def verdict(rounds: Sequence[RoundP95]) -> dict[str, float | bool]:
+    """Whether the searches' p95 during deletes stays within the noise: the mean of the
+    rounds' excess over their phases without deletes is no larger than the mean distance
+    between two phases without deletes (how far p95 moves on this host with no delete)."""
+    above = sum(r.above_alone for r in rounds) / len(rounds)
+    noise = sum(abs(r.alone_to_alone) for r in rounds) / len(rounds)
+    return {
+        "mean_above_alone_ms": round(above, 2),
+        "mean_alone_to_alone_ms": round(noise, 2),
+        "within_noise": above <= noise,
+    }
+
+
+def p95_table(report: dict[str, Any]) -> str:
+    """The searches' p95 by round, as a Markdown table, and each tree's verdict."""
+    lines = [
+        "| tree | round | p95 alone | p95 during deletes | p95 alone again "
+        "| above alone | alone to alone | slowest alone | slowest during |",
+        "|---|---|---|---|---|---|---|---|---|",
+    ]
+    for name, rounds_ in report["search_p95_by_round"].items():
+        for turn, r in enumerate(rounds_):
+            lines.append(
+                f"| {name} | {turn} | {r['alone_before']:.2f} | {r['during_deletes']:.2f} "
+                f"| {r['alone_after']:.2f} | {r['above_alone']:+.2f} | {r['alone_to_alone']:+.2f} "
+                f"| {r['slowest_alone']:.1f} | {r['slowest_during_deletes']:.1f} |"
+            )
+    for name, judged in report["search_p95_verdict"].items():
+        within = "within" if judged["within_noise"] else "beyond"
+        lines.append(
+            f"\n{name}: p95 during deletes {judged['mean_above_alone_ms']:+.2f} ms above alone "
+            f"(mean of rounds), p95 alone moves {judged['mean_alone_to_alone_ms']:.2f} ms "
+            f"between phases: {within} the noise"
+        )
+    return "\n".join(lines)
 
 
 def main(argv: Sequence[str] | None = None) -> None:
@@ -203,13 +320,31 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument("--rounds", type=int, default=2)
     parser.add_argument("--seconds", type=float, default=10.0, help="at least, per phase")
     parser.add_argument("--pause", type=float, default=0.25, help="seconds between deletes")
-    parser.add_argument("--baseline", type=Path, help="a checkout served beside, taking turns")
+    parser.add_argument(
+        "--clients", type=int, default=1, help="searching at once, one search each at a time"
+    )
+    parser.add_argument(
+        "--baseline",
+        type=Path,
+        action="append",
+        default=[],
+        help="a checkout served beside, taking turns (repeat for several)",
+    )
     parser.add_argument("--json", type=Path, help="also write the figures to this file")
     args = parser.parse_args(argv)
     load_before = load_average()
-    report = run(args.facts, args.deletes, args.rounds, args.seconds, args.pause, args.baseline)
+    report = run(
+        args.facts,
+        args.deletes,
+        args.rounds,
+        args.seconds,
+        args.pause,
+        args.baseline,
+        args.clients,
+    )
     report.update(load_before=load_before, load_after=load_average())
     print(json.dumps(report, indent=2))
+    print(p95_table(report))
     if args.json:
         write_json(report, args.json)
         print(f"wrote {args.json}")

@@ -499,3 +499,40 @@ def test_session_archive_replays_sessions_and_scores_the_archived_events(
     assert figures["archive"]["questions"] == 8 and figures["archive"]["R@25"] > 0
     # the archive writes each turn as the bench's turns unit does: the same recall
     assert figures["archive"] == figures["bench_turns"]
+
+
+def test_edge_delete_sets_the_p95_during_deletes_against_two_phases_without(
+    tmp_path, capsys
+) -> None:
+    from benchmarks.latency import edge_delete
+
+    out = tmp_path / "edge_delete.json"
+    argv = ["--facts", "60", "--deletes", "2", "--rounds", "1", "--seconds", "0.5"]
+    edge_delete.main([*argv, "--pause", "0.05", "--json", str(out)])
+    doc = json.loads(out.read_text())
+    assert doc["trees"]["this"]["delete"]["n"] == 2
+    assert doc["search_errors"] == {"this": {}}
+    assert doc["unreadable_after_s"]["this"][0] is not None  # the rewrite ran and finished
+    (row,) = doc["search_p95_by_round"]["this"]
+    assert min(row["alone_before"], row["during_deletes"], row["alone_after"]) > 0
+    assert row["slowest_during_deletes"] >= row["during_deletes"]
+    assert row["slowest_alone"] >= max(row["alone_before"], row["alone_after"])
+    assert set(doc["search_p95_verdict"]["this"]) == {
+        "mean_above_alone_ms",
+        "mean_alone_to_alone_ms",
+        "within_noise",
+    }
+    assert "| alone to alone |" in capsys.readouterr().out
+
+
+def test_edge_delete_verdict_weighs_the_excess_against_the_phases_without_deletes() -> None:
+    from benchmarks.latency.edge_delete import RoundP95, verdict
+
+    steady = [RoundP95(6.0, 6.2, 6.4), RoundP95(6.4, 6.2, 6.0)]
+    assert verdict(steady) == {
+        "mean_above_alone_ms": 0.0,
+        "mean_alone_to_alone_ms": 0.4,
+        "within_noise": True,
+    }
+    slowed = [RoundP95(6.0, 7.5, 6.2), RoundP95(6.1, 7.4, 6.0)]
+    assert verdict(slowed)["within_noise"] is False
