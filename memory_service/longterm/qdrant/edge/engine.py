@@ -50,6 +50,7 @@ from memory_service.longterm.qdrant.edge.shard import (
     copy_of_empty,
     in_use_error,
     open_shard,
+    read_ahead,
     stored_datatype,
 )
 from memory_service.longterm.qdrant.errors import engine_calls
@@ -92,7 +93,9 @@ STEP_ASIDE_S = 0.01
 # A rewrite that steps aside (nobody waits for it, calls run beside it) takes quarter pages
 # and rests three times as long as each took: a call that meets a page waits a quarter as
 # long, and the copy takes a quarter of one core instead of half. Under calls that never
-# pause it goes at a page per ``STEP_ASIDE_S``: its 5,000 points at most in about 20 s.
+# pause it goes at a page per ``STEP_ASIDE_S``, 5,000 points in about 20 s, when nothing else
+# wants the GIL; when the calls keep both cores busy each page also waits its turn for the
+# GIL and rests three times that long: a minute or two (``benchmarks/RESULTS.md``).
 STEP_ASIDE_PAGE = COPY_PAGE // 4
 STEP_ASIDE_REST = 3.0
 REWRITE_SUFFIX = ".rewrite"  # the new shard while a rewrite builds it
@@ -138,6 +141,17 @@ def _written(point: StoredPoint) -> Entry:
 def _vectors(point: StoredPoint) -> dict[str, Any]:
     dense, sparse = upsert_vectors(point)
     return {DENSE: dense, SPARSE: _sparse(sparse)}
+
+
+def _copied(record: Any) -> qe.Point:
+    """A record read with its payload and vectors as the point to write elsewhere, its values
+    handed back as the binding gave them: no ``StoredPoint`` between, which cost a page of a
+    rewrite a tenth of its time (a missing sparse vector written empty, as ``stored_point``
+    reads it)."""
+    vectors = record.vector or {}
+    if SPARSE not in vectors:
+        vectors = {**vectors, SPARSE: _sparse(_NO_TERMS)}
+    return qe.Point(record.id, vectors, record.payload or {})
 
 
 def _request(plan: QueryPlan, leg: LegRequest, where: qe.Filter) -> qe.QueryRequest:
@@ -494,6 +508,7 @@ class EdgeEngine:
                     with self._calls():
                         self._copy_into(fresh, on_copied, rest=rest, step_aside=step_aside)
                         fresh.flush()  # the bulk of the copy on disk before calls wait
+                    read_ahead(building)  # what its load reads, cached before calls wait
                     # nothing held is forgotten: the new shard holds what the old one did
                     with self._swap.exclusive(), self._calls_errors():
                         self._journal = None
@@ -538,8 +553,7 @@ class EdgeEngine:
             )
             records, offset = self._shard.scroll(request)
             if records:
-                stored = [stored_point(r, True) for r in records]
-                points = [qe.Point(p.id, _vectors(p), p.payload) for p in stored]
+                points = [_copied(r) for r in records]
                 fresh.update(qe.UpdateOperation.upsert_points(points))
                 copied += len(points)
                 if on_copied is not None:
@@ -558,11 +572,10 @@ class EdgeEngine:
         ids = sorted(journal.ids)
         for start in range(0, len(ids), SCROLL_PAGE):
             page = ids[start : start + SCROLL_PAGE]
-            stored = [stored_point(r, True) for r in self._shard.retrieve(page, True, True)]
-            if stored:
-                points = [qe.Point(p.id, _vectors(p), p.payload) for p in stored]
-                fresh.update(qe.UpdateOperation.upsert_points(points))
-            gone = sorted(set(page) - {p.id for p in stored})
+            records = self._shard.retrieve(page, True, True)
+            if records:
+                fresh.update(qe.UpdateOperation.upsert_points([_copied(r) for r in records]))
+            gone = sorted(set(page) - {str(r.id) for r in records})
             if gone:
                 fresh.update(qe.UpdateOperation.delete_points(gone))
         return bool(journal.deletes or ids)

@@ -20,6 +20,7 @@ from memory_service.longterm.qdrant.edge import engine as edge_engine
 from memory_service.longterm.qdrant.edge.compaction import Compaction
 from memory_service.longterm.qdrant.edge.engine import EMPTY_SUFFIX
 from memory_service.longterm.qdrant.edge.shard import CONFIG_FILE, copy_of_empty, open_shard
+from memory_service.longterm.qdrant.filters import OwnerFilter
 from memory_service.longterm.qdrant.layout import PAYLOAD_INDEXES
 from memory_service.observe.foreground import FOREGROUND
 
@@ -92,6 +93,31 @@ def test_a_rewrite_copies_nothing_while_a_call_is_under_way(ten_facts, monkeypat
     assert done.wait(60)
     assert copied[-1] == 10
     assert len(ten_facts.retrieve(ALICE, "Alice fact number", top_k=10)) == 10
+
+
+@pytest.mark.parametrize("step_aside", [True, False], ids=["stepping-aside", "at-once"])
+def test_a_rewrite_copies_each_point_as_it_was(ten_facts, step_aside):
+    """Payload, dense and sparse vectors read back from the new shard as from the old, the
+    point written during the copy (the journal's replay) too."""
+    alice = OwnerFilter("acme", "alice")
+    engine = ten_facts.engine
+
+    pages: list[int] = []
+
+    def written_during_copy(copied: int) -> None:
+        pages.append(copied)
+        if len(pages) == 1:  # after the first page: the copy has begun
+            ten_facts.record(ALICE, [Fact("Alice wrote this mid-copy")])
+
+    before_copy = {p.id: p for p in engine.scroll(alice, with_vectors=True)}
+    engine.rewrite_without_deleted(on_copied=written_during_copy, step_aside=step_aside)
+    after = {p.id: p for p in engine.scroll(alice, with_vectors=True)}
+    assert set(before_copy) < set(after)  # the mid-copy record is in the new shard
+    for point_id, was in before_copy.items():
+        now = after[point_id]
+        assert (now.payload, now.dense, now.sparse) == (was.payload, was.dense, was.sparse)
+    mid_copy = [p for i, p in after.items() if i not in before_copy]
+    assert mid_copy and all(p.sparse and p.sparse.indices for p in mid_copy)
 
 
 def test_a_rewrite_goes_on_under_calls_that_never_stop(ten_facts, monkeypatch):
