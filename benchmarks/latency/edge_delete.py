@@ -280,8 +280,9 @@ def verdict(rounds: Sequence[RoundP95]) -> dict[str, float | bool]:
     """Whether the searches' p95 during deletes stays within the noise: the mean of the
     rounds' excess over their phases without deletes is no larger than the mean distance
     between two phases without deletes (how far p95 moves on this host with no delete)."""
-    above = sum(r.above_alone for r in rounds) / len(rounds)
-    noise = sum(abs(r.alone_to_alone) for r in rounds) / len(rounds)
+    counted = len(rounds) or 1  # no round: nothing above the noise
+    above = sum(r.above_alone for r in rounds) / counted
+    noise = sum(abs(r.alone_to_alone) for r in rounds) / counted
     return {
         "mean_above_alone_ms": round(above, 2),
         "mean_alone_to_alone_ms": round(noise, 2),

@@ -501,6 +501,8 @@ def test_session_archive_replays_sessions_and_scores_the_archived_events(
     assert figures["archive"] == figures["bench_turns"]
 
 
+@pytest.mark.subprocess  # a real ``serve`` behind the searches and deletes
+@pytest.mark.slow
 def test_edge_delete_sets_the_p95_during_deletes_against_two_phases_without(
     tmp_path, capsys
 ) -> None:
