@@ -11,10 +11,6 @@ import pytest
 from memory_service.longterm.qdrant.edge import shard as edge_shard
 from memory_service.longterm.qdrant.edge.shard import READ_AHEAD_MAX_BYTES, open_shard, read_ahead
 
-pytestmark = pytest.mark.skipif(
-    not hasattr(os, "posix_fadvise"), reason="the hint exists on Linux alone"
-)
-
 
 @pytest.fixture
 def advised(monkeypatch) -> list[tuple[str, int]]:
